@@ -1,0 +1,112 @@
+//! Element and storage types. Quantized GGUF block types are storage types:
+//! a `Weight` may have one, and a backend dequantizes it inside the kernel
+//! that reads it. Activations are always one of the plain types.
+
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, PartialOrd, Ord)]
+pub enum DType {
+    F32,
+    F16,
+    BF16,
+    I32,
+    U32,
+    Q4_0,
+    Q4_1,
+    Q5_0,
+    Q8_0,
+    Q4K,
+    Q5K,
+    Q6K,
+}
+
+impl DType {
+    pub const ALL: [DType; 12] = [
+        DType::F32,
+        DType::F16,
+        DType::BF16,
+        DType::I32,
+        DType::U32,
+        DType::Q4_0,
+        DType::Q4_1,
+        DType::Q5_0,
+        DType::Q8_0,
+        DType::Q4K,
+        DType::Q5K,
+        DType::Q6K,
+    ];
+
+    /// Elements per block (1 for plain types).
+    pub fn block_elems(self) -> usize {
+        match self {
+            DType::F32 | DType::F16 | DType::BF16 | DType::I32 | DType::U32 => 1,
+            DType::Q4_0 | DType::Q4_1 | DType::Q5_0 | DType::Q8_0 => 32,
+            DType::Q4K | DType::Q5K | DType::Q6K => 256,
+        }
+    }
+
+    /// Bytes per block (the element size for plain types).
+    pub fn block_bytes(self) -> usize {
+        match self {
+            DType::F32 | DType::I32 | DType::U32 => 4,
+            DType::F16 | DType::BF16 => 2,
+            DType::Q4_0 => 18,
+            DType::Q4_1 => 20,
+            DType::Q5_0 => 22,
+            DType::Q8_0 => 34,
+            DType::Q4K => 144,
+            DType::Q5K => 176,
+            DType::Q6K => 210,
+        }
+    }
+
+    pub fn is_quantized(self) -> bool {
+        self.block_elems() > 1
+    }
+
+    pub fn is_float(self) -> bool {
+        matches!(self, DType::F32 | DType::F16 | DType::BF16)
+    }
+
+    pub fn is_int(self) -> bool {
+        matches!(self, DType::I32 | DType::U32)
+    }
+
+    /// Bytes for `n_elems` elements, or `None` when `n_elems` is not a whole
+    /// number of blocks or the product overflows.
+    pub fn storage_bytes(self, n_elems: u64) -> Option<u64> {
+        let be = self.block_elems() as u64;
+        if n_elems % be != 0 {
+            return None;
+        }
+        (n_elems / be).checked_mul(self.block_bytes() as u64)
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            DType::F32 => "f32",
+            DType::F16 => "f16",
+            DType::BF16 => "bf16",
+            DType::I32 => "i32",
+            DType::U32 => "u32",
+            DType::Q4_0 => "q4_0",
+            DType::Q4_1 => "q4_1",
+            DType::Q5_0 => "q5_0",
+            DType::Q8_0 => "q8_0",
+            DType::Q4K => "q4_k",
+            DType::Q5K => "q5_k",
+            DType::Q6K => "q6_k",
+        }
+    }
+
+    pub fn from_name(s: &str) -> Option<DType> {
+        DType::ALL.into_iter().find(|d| d.name() == s)
+    }
+}
+
+impl fmt::Display for DType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}

@@ -1,0 +1,17 @@
+//! graphc's IR: dtypes (incl. GGUF block types), symbolic shapes, the op set,
+//! the graph, its verifier and text form, and the serialized plan.
+
+pub mod dtype;
+pub mod graph;
+pub mod op;
+pub mod plan;
+pub mod quant;
+pub mod shape;
+pub mod text;
+pub mod verify;
+
+pub use dtype::DType;
+pub use graph::{Graph, Node, NodeId};
+pub use op::{BinaryOp, NormKind, Op, ReduceOp, RopeScaling, RopeStyle, UnaryOp};
+pub use shape::{Dim, Shape, TensorType};
+pub use verify::{verify, VerifyError};

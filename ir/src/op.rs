@@ -1,0 +1,197 @@
+//! The op set. Each variant's doc comment is its semantics; the CPU reference
+//! executor (`graphc-backends::cpu::reference`) is their executable definition.
+//!
+//! Layout convention: tensors are dense and row-major. Attention-shaped values
+//! are `[batch, heads, seq, head_dim]`; hidden states `[batch, seq, hidden]`.
+
+use crate::shape::{Dim, Shape, TensorType};
+use crate::DType;
+use serde::{Deserialize, Serialize};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum UnaryOp {
+    Neg,
+    Exp,
+    Sqrt,
+    /// `1 / sqrt(x)`
+    Rsqrt,
+    /// `1 / x`
+    Recip,
+    Tanh,
+    /// `1 / (1 + exp(-x))`
+    Sigmoid,
+    /// `x * sigmoid(x)`
+    Silu,
+    /// `0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))` — not the erf form.
+    GeluTanh,
+    /// `0.5 x (1 + erf(x / sqrt 2))` — not the tanh form.
+    GeluErf,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum BinaryOp {
+    Add,
+    Sub,
+    Mul,
+    Div,
+    Max,
+    Min,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum ReduceOp {
+    Sum,
+    Max,
+    Mean,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum NormKind {
+    /// `x / sqrt(mean(x^2) + eps) * weight`
+    Rms,
+    /// `(x - mean) / sqrt(var + eps) * weight + bias` (biased variance)
+    Layer,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum RopeStyle {
+    /// Rotates pairs `(i, i + rotary_dim/2)` (GPT-NeoX, HF `rotate_half`).
+    Neox,
+    /// Rotates adjacent pairs `(2i, 2i+1)` (GPT-J, and llama GGUFs, whose
+    /// converter permuted Q/K rows for this form).
+    GptJ,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub enum RopeScaling {
+    None,
+    /// Positions divided by `factor` (HF "linear").
+    Linear { factor: f32 },
+}
+
+/// One operation. A node is an op plus its ordered inputs; it produces one value.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum Op {
+    /// A runtime input (`tokens`, `positions`, `last_rows`, ...) of the declared type.
+    Input { name: String, ty: TensorType },
+    /// A checkpoint tensor of the declared storage type, bound at load time.
+    Weight { name: String, ty: TensorType },
+    /// Loop-carried state read at the start of a step (KV cache, recurrent state).
+    State { name: String, ty: TensorType },
+    /// `(value)`: the value of state `name` for the next step. Its type is the input's.
+    StateOut { name: String },
+    /// `(value)`: a graph result returned to the caller.
+    Output { name: String },
+    /// A tensor of the given type with every element equal to `value`.
+    Const { value: f32, ty: TensorType },
+    /// `(x)`: same elements, row-major order, new shape (element counts must agree).
+    Reshape { shape: Shape },
+    /// `(x)`: `out[i_perm[0], ..] = x[i_0, ..]`: output axis `k` is input axis `perm[k]`.
+    Permute { perm: Vec<usize> },
+    /// `(x)`: elements `start .. start+len` along `axis`.
+    Narrow { axis: usize, start: Dim, len: Dim },
+    /// `(a, b, ...)`: joined along `axis`; other dims must agree.
+    Concat { axis: usize },
+    /// `(table [n, d], ids i32[...])`: `out[..., :] = table[ids[...], :]`, as f32.
+    /// The table may be quantized (rows dequantized as read). An id outside
+    /// `0..n` is an error naming the id.
+    Gather,
+    /// `(x)`: a materialized copy (a no-op on dense tensors; marks real copies).
+    Contiguous,
+    /// `(x)`: elementwise.
+    Unary(UnaryOp),
+    /// `(a, b)`: elementwise with numpy broadcasting (right-aligned, 1 stretches).
+    Binary(BinaryOp),
+    /// `(x)`: `min(max(x, min), max)`; a bound that is `None` is not applied.
+    /// `clamp(min = t)` alone is `max(x, t)`.
+    Clamp { min: Option<f32>, max: Option<f32> },
+    /// `(x)`: reduce `axis`, keeping it with length 1.
+    Reduce { op: ReduceOp, axis: usize },
+    /// `(x)`: softmax along `axis`; with `softcap = c`, logits become
+    /// `c * tanh(x / c)` first.
+    Softmax { axis: usize, softcap: Option<f32> },
+    /// `(x)`: converted to `dtype` (float↔int rounds toward zero).
+    Cast { dtype: DType },
+    /// `(x [..., k], w [n, k])`: `out[..., j] = sum_i x[..., i] * w[j, i]`, i.e.
+    /// `x · wᵀ` with `w` in checkpoint layout. `w` may be quantized:
+    /// dequantizing it inside the kernel is the backend's job.
+    MatMul,
+    /// `(w)`: the f32 values of a quantized or half-precision tensor.
+    Dequantize,
+    /// `(x [..., d], weight [d], bias [d]?)`: normalization over the last axis.
+    Norm { kind: NormKind, eps: f32 },
+    /// `(x [b, h, s, d], positions i32[b, s])`: rotary embedding of the first
+    /// `rotary_dim` features of each head; feature pair `i` at position `p`
+    /// turns by `p' * theta^(-2i/rotary_dim)` where `p'` is `p` after scaling.
+    /// Features past `rotary_dim` pass through.
+    Rope { style: RopeStyle, rotary_dim: usize, theta: f32, scaling: RopeScaling },
+    /// `(q [b, n_heads, s, d], k [b, n_kv_heads, t, d], v [b, n_kv_heads, t, dv],
+    /// positions i32[b, s])` → `[b, n_heads, s, dv]`. Query head `h` reads kv head
+    /// `h / (n_heads / n_kv_heads)`. Key row `j` holds position `j`. Scores are
+    /// `scale * q·k`, then `softcap * tanh(score / softcap)` when set; query at
+    /// position `p` sees key `j` iff `j <= p` (when causal) and `j > p - window`
+    /// (when windowed); softmax over the visible keys, weighted sum of v.
+    Attention {
+        n_heads: usize,
+        n_kv_heads: usize,
+        scale: f32,
+        causal: bool,
+        window: Option<usize>,
+        softcap: Option<f32>,
+    },
+    /// `(cache [.., cap, ..], new [.., s, ..], lengths i32[b])`: writes `new` into
+    /// `cache` in place at row offset `lengths[b]` of each batch row along
+    /// `axis`; a write past `cap` is an error naming offset, rows and capacity.
+    /// Produced by the `kv_append` pass, never by a frontend.
+    KvAppend { axis: usize, cap: Dim },
+    /// `(x)`: an explicit host-visible read of `x` (a device→host sync).
+    ToHost,
+}
+
+impl Op {
+    /// The op's name in the text form.
+    pub fn mnemonic(&self) -> String {
+        match self {
+            Op::Input { .. } => "input".into(),
+            Op::Weight { .. } => "weight".into(),
+            Op::State { .. } => "state".into(),
+            Op::StateOut { .. } => "state_out".into(),
+            Op::Output { .. } => "output".into(),
+            Op::Const { .. } => "const".into(),
+            Op::Reshape { .. } => "reshape".into(),
+            Op::Permute { .. } => "permute".into(),
+            Op::Narrow { .. } => "narrow".into(),
+            Op::Concat { .. } => "concat".into(),
+            Op::Gather => "gather".into(),
+            Op::Contiguous => "contiguous".into(),
+            Op::Unary(u) => crate::text::unary_name(*u).into(),
+            Op::Binary(b) => crate::text::binary_name(*b).into(),
+            Op::Clamp { .. } => "clamp".into(),
+            Op::Reduce { op, .. } => format!("reduce_{}", crate::text::reduce_name(*op)),
+            Op::Softmax { .. } => "softmax".into(),
+            Op::Cast { .. } => "cast".into(),
+            Op::MatMul => "matmul".into(),
+            Op::Dequantize => "dequantize".into(),
+            Op::Norm { .. } => "norm".into(),
+            Op::Rope { .. } => "rope".into(),
+            Op::Attention { .. } => "attention".into(),
+            Op::KvAppend { .. } => "kv_append".into(),
+            Op::ToHost => "to_host".into(),
+        }
+    }
+
+    /// Ops that declare their own type (graph sources).
+    pub fn declared_type(&self) -> Option<&TensorType> {
+        match self {
+            Op::Input { ty, .. } | Op::Weight { ty, .. } | Op::State { ty, .. } | Op::Const { ty, .. } => {
+                Some(ty)
+            }
+            _ => None,
+        }
+    }
+
+    /// Ops whose value leaves the graph.
+    pub fn is_sink(&self) -> bool {
+        matches!(self, Op::StateOut { .. } | Op::Output { .. })
+    }
+}

@@ -1,0 +1,131 @@
+//! The plan: what `graphc compile` writes and the runtime loads. JSON (serde)
+//! with a format version, the optimized graph in its text form, the resolved
+//! options, rewrite counts, and a manifest of the checkpoint bytes it needs,
+//! pinned by the checkpoint's size and checksum.
+
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::path::Path;
+
+/// Bumped whenever the plan's meaning changes; a plan of another version is refused.
+pub const PLAN_FORMAT_VERSION: u32 = 1;
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Plan {
+    pub format_version: u32,
+    pub graphc_version: String,
+    pub family: String,
+    pub checkpoint: CheckpointRef,
+    pub options: ResolvedOptions,
+    pub model: ModelMeta,
+    /// Pass name → rewrites it performed, in pipeline order.
+    pub passes: Vec<PassRecord>,
+    pub manifest: Vec<WeightEntry>,
+    /// The optimized graph, in the text form (`graphc_ir::text`).
+    pub graph: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CheckpointRef {
+    /// As given at compile time (absolute).
+    pub path: String,
+    pub bytes: u64,
+    /// xxh3-64 of the whole file, hex.
+    pub checksum: String,
+}
+
+/// Where a resolved option's value came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Source {
+    /// Given by the user.
+    Option,
+    /// Read from the checkpoint's metadata.
+    Checkpoint,
+    /// Chosen from what this machine has.
+    Machine,
+}
+
+impl Source {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Source::Option => "option",
+            Source::Checkpoint => "checkpoint",
+            Source::Machine => "machine",
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ResolvedOptions {
+    pub device: String,
+    pub device_source: Source,
+    pub max_seq: usize,
+    pub max_seq_source: Source,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ModelMeta {
+    pub vocab_size: usize,
+    pub context_length: usize,
+    pub bos_id: Option<u32>,
+    /// Whether the tokenizer puts `bos_id` in front of a prompt.
+    pub add_bos: bool,
+    /// Generation stops after any of these.
+    pub stop_ids: Vec<u32>,
+    /// Free-form facts the family derived (printed by `inspect`).
+    pub facts: BTreeMap<String, String>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PassRecord {
+    pub name: String,
+    pub enabled: bool,
+    pub rewrites: u64,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct WeightEntry {
+    pub name: String,
+    pub dtype: crate::DType,
+    pub shape: Vec<usize>,
+    /// Absolute byte offset in the checkpoint file.
+    pub offset: u64,
+    pub bytes: u64,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum PlanError {
+    #[error("cannot read plan {path}: {source}")]
+    Io { path: String, source: std::io::Error },
+    #[error("{path} is not a graphc plan: {message}")]
+    NotAPlan { path: String, message: String },
+    #[error("plan {path} has format version {found}, this graphc reads version {expected}; recompile it with `graphc compile`")]
+    Version { path: String, found: u64, expected: u32 },
+}
+
+impl Plan {
+    pub fn to_json(&self) -> String {
+        serde_json::to_string_pretty(self).expect("a plan always serializes")
+    }
+
+    pub fn from_json(text: &str, path: &str) -> Result<Plan, PlanError> {
+        let v: serde_json::Value =
+            serde_json::from_str(text).map_err(|e| PlanError::NotAPlan { path: path.into(), message: e.to_string() })?;
+        // Check the version before the shape, so an old plan gets the version error.
+        let found = v
+            .get("format_version")
+            .and_then(|x| x.as_u64())
+            .ok_or_else(|| PlanError::NotAPlan { path: path.into(), message: "no `format_version` field".into() })?;
+        if found != PLAN_FORMAT_VERSION as u64 {
+            return Err(PlanError::Version { path: path.into(), found, expected: PLAN_FORMAT_VERSION });
+        }
+        serde_json::from_value(v).map_err(|e| PlanError::NotAPlan { path: path.into(), message: e.to_string() })
+    }
+
+    pub fn read(path: &Path) -> Result<Plan, PlanError> {
+        let p = path.display().to_string();
+        let text = std::fs::read_to_string(path).map_err(|source| PlanError::Io { path: p.clone(), source })?;
+        Plan::from_json(&text, &p)
+    }
+}

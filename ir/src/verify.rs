@@ -1,0 +1,347 @@
+//! The verifier: infers every node's dtype and shape from its inputs and
+//! rejects a graph that does not type-check, naming the node (`%N`, its
+//! position in the printed form), its op and the mismatch.
+
+use crate::graph::{Graph, NodeId};
+use crate::op::{NormKind, Op};
+use crate::shape::{numel, shape_to_string, Dim, Shape, TensorType};
+use crate::DType;
+use std::collections::{HashMap, HashSet};
+
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("error: node {node} ({op}): {message}")]
+pub struct VerifyError {
+    /// `%N` as printed.
+    pub node: String,
+    pub op: String,
+    pub message: String,
+}
+
+/// Infer and store every node's type; the first error stops verification.
+pub fn verify(graph: &mut Graph) -> Result<(), VerifyError> {
+    let order = graph.topo_order().map_err(|n| VerifyError {
+        node: format!("#{}", n.index()),
+        op: graph.node(n).op.mnemonic(),
+        message: "the graph has a cycle through this node".into(),
+    })?;
+    let names: HashMap<NodeId, String> = order.iter().enumerate().map(|(i, &n)| (n, format!("%{i}"))).collect();
+    let mut state_in: HashMap<String, TensorType> = HashMap::new();
+    let mut state_out: HashSet<String> = HashSet::new();
+    let mut source_names: HashSet<(u8, String)> = HashSet::new();
+    for &id in &order {
+        let node = graph.node(id);
+        let err = |message: String| VerifyError { node: names[&id].clone(), op: node.op.mnemonic(), message };
+        let inputs = graph.inputs(id);
+        let in_tys: Vec<TensorType> = inputs.iter().map(|i| graph.node(*i).ty.clone().unwrap()).collect();
+        let inferred = infer(&node.op, &in_tys).map_err(&err)?;
+        match &node.op {
+            Op::Input { name, .. } | Op::Weight { name, .. } | Op::State { name, .. } => {
+                let kind = match node.op {
+                    Op::Input { .. } => 0,
+                    Op::Weight { .. } => 1,
+                    _ => 2,
+                };
+                if !source_names.insert((kind, name.clone())) {
+                    return Err(err(format!("`{name}` is declared twice")));
+                }
+                if let Op::State { name, ty } = &node.op {
+                    state_in.insert(name.clone(), ty.clone());
+                }
+                if !matches!(node.op, Op::Weight { .. }) && inferred.dtype.is_quantized() {
+                    return Err(err(format!("only weights may have a quantized type, found {}", inferred.dtype)));
+                }
+            }
+            Op::StateOut { name } => {
+                let Some(decl) = state_in.get(name) else {
+                    return Err(err(format!("state_out `{name}` has no matching state input")));
+                };
+                if decl.dtype != inferred.dtype || decl.shape.len() != inferred.shape.len() {
+                    return Err(err(format!("state `{name}` is {decl} but its next value is {inferred}")));
+                }
+                if !state_out.insert(name.clone()) {
+                    return Err(err(format!("state `{name}` is written twice")));
+                }
+            }
+            _ => {}
+        }
+        if let Some(declared) = &node.ty {
+            if *declared != inferred && node.op.declared_type().is_none() {
+                return Err(err(format!("declared type {declared} but inputs give {inferred}")));
+            }
+        }
+        graph.node_mut(id).ty = Some(inferred);
+    }
+    if let Some(missing) = state_in.keys().find(|n| !state_out.contains(*n)) {
+        return Err(VerifyError {
+            node: "graph".into(),
+            op: "state".into(),
+            message: format!("state `{missing}` is read but never written (no state_out)"),
+        });
+    }
+    Ok(())
+}
+
+fn arity(op: &Op, tys: &[TensorType], want: std::ops::RangeInclusive<usize>) -> Result<(), String> {
+    if !want.contains(&tys.len()) {
+        let w = if want.start() == want.end() { want.start().to_string() } else { format!("{}..={}", want.start(), want.end()) };
+        return Err(format!("{} takes {} input(s), found {}", op.mnemonic(), w, tys.len()));
+    }
+    Ok(())
+}
+
+fn need_float(what: &str, t: &TensorType) -> Result<(), String> {
+    if t.dtype != DType::F32 {
+        return Err(format!("{what} must be f32, found {t}"));
+    }
+    Ok(())
+}
+
+fn need_rank(what: &str, t: &TensorType, rank: usize) -> Result<(), String> {
+    if t.shape.len() != rank {
+        return Err(format!("{what} must have rank {rank}, found {t}"));
+    }
+    Ok(())
+}
+
+fn same_dim(what: &str, a: &Dim, b: &Dim) -> Result<(), String> {
+    if a != b {
+        return Err(format!("{what}: {a} != {b}"));
+    }
+    Ok(())
+}
+
+fn broadcast(a: &Shape, b: &Shape) -> Result<Shape, String> {
+    let n = a.len().max(b.len());
+    let mut out = Vec::with_capacity(n);
+    for i in 0..n {
+        let da = if i + a.len() >= n { a[i + a.len() - n].clone() } else { Dim::konst(1) };
+        let db = if i + b.len() >= n { b[i + b.len() - n].clone() } else { Dim::konst(1) };
+        out.push(if da == db || db.is_const(1) {
+            da
+        } else if da.is_const(1) {
+            db
+        } else {
+            return Err(format!("shapes {} and {} do not broadcast", shape_to_string(a), shape_to_string(b)));
+        });
+    }
+    Ok(out)
+}
+
+/// The type `op` produces from inputs of types `tys`.
+pub fn infer(op: &Op, tys: &[TensorType]) -> Result<TensorType, String> {
+    let t = |i: usize| &tys[i];
+    match op {
+        Op::Input { ty, .. } | Op::Weight { ty, .. } | Op::State { ty, .. } | Op::Const { ty, .. } => {
+            arity(op, tys, 0..=0)?;
+            Ok(ty.clone())
+        }
+        Op::StateOut { .. } | Op::Output { .. } | Op::Contiguous | Op::ToHost => {
+            arity(op, tys, 1..=1)?;
+            Ok(t(0).clone())
+        }
+        Op::Reshape { shape } => {
+            arity(op, tys, 1..=1)?;
+            let (a, b) = (numel(&t(0).shape), numel(shape));
+            if a != b {
+                return Err(format!(
+                    "reshape of {} to {} changes the element count ({a} vs {b})",
+                    t(0),
+                    shape_to_string(shape)
+                ));
+            }
+            Ok(TensorType::new(t(0).dtype, shape.clone()))
+        }
+        Op::Permute { perm } => {
+            arity(op, tys, 1..=1)?;
+            let rank = t(0).shape.len();
+            let mut seen = vec![false; rank];
+            if perm.len() != rank || perm.iter().any(|&p| p >= rank || std::mem::replace(&mut seen[p], true)) {
+                return Err(format!("perm {perm:?} is not a permutation of {rank} axes"));
+            }
+            Ok(TensorType::new(t(0).dtype, perm.iter().map(|&p| t(0).shape[p].clone()).collect()))
+        }
+        Op::Narrow { axis, start, len } => {
+            arity(op, tys, 1..=1)?;
+            let Some(d) = t(0).shape.get(*axis) else {
+                return Err(format!("axis {axis} out of range for {}", t(0)));
+            };
+            if let (Some(d), Some(s), Some(l)) = (d.as_const(), start.as_const(), len.as_const()) {
+                if s < 0 || l < 0 || s + l > d {
+                    return Err(format!("narrow {s}..{} is outside axis {axis} of length {d}", s + l));
+                }
+            }
+            let mut shape = t(0).shape.clone();
+            shape[*axis] = len.clone();
+            Ok(TensorType::new(t(0).dtype, shape))
+        }
+        Op::Concat { axis } => {
+            if tys.len() < 2 {
+                return Err(format!("concat takes at least 2 inputs, found {}", tys.len()));
+            }
+            let first = t(0);
+            if *axis >= first.shape.len() {
+                return Err(format!("axis {axis} out of range for {first}"));
+            }
+            let mut total = Dim::konst(0);
+            for (i, x) in tys.iter().enumerate() {
+                if x.dtype != first.dtype || x.shape.len() != first.shape.len() {
+                    return Err(format!("input {i} is {x}, input 0 is {first}"));
+                }
+                for (k, (a, b)) in x.shape.iter().zip(&first.shape).enumerate() {
+                    if k != *axis && a != b {
+                        return Err(format!("input {i} is {x}, input 0 is {first}: axis {k} differs"));
+                    }
+                }
+                total = total.add(&x.shape[*axis]);
+            }
+            let mut shape = first.shape.clone();
+            shape[*axis] = total;
+            Ok(TensorType::new(first.dtype, shape))
+        }
+        Op::Gather => {
+            arity(op, tys, 2..=2)?;
+            need_rank("gather table", t(0), 2)?;
+            if t(1).dtype != DType::I32 {
+                return Err(format!("gather ids must be i32, found {}", t(1)));
+            }
+            let mut shape = t(1).shape.clone();
+            shape.push(t(0).shape[1].clone());
+            Ok(TensorType::new(DType::F32, shape))
+        }
+        Op::Unary(_) | Op::Clamp { .. } | Op::Softmax { .. } => {
+            arity(op, tys, 1..=1)?;
+            need_float("operand", t(0))?;
+            if let Op::Softmax { axis, .. } = op {
+                if *axis >= t(0).shape.len() {
+                    return Err(format!("axis {axis} out of range for {}", t(0)));
+                }
+            }
+            if let Op::Clamp { min: Some(lo), max: Some(hi) } = op {
+                if lo > hi {
+                    return Err(format!("clamp min {lo:?} > max {hi:?}"));
+                }
+            }
+            Ok(t(0).clone())
+        }
+        Op::Binary(_) => {
+            arity(op, tys, 2..=2)?;
+            if t(0).dtype != t(1).dtype {
+                return Err(format!("operand dtypes differ: {} vs {}", t(0), t(1)));
+            }
+            if t(0).dtype.is_quantized() {
+                return Err(format!("elementwise math on quantized {} needs a dequantize first", t(0)));
+            }
+            Ok(TensorType::new(t(0).dtype, broadcast(&t(0).shape, &t(1).shape)?))
+        }
+        Op::Reduce { axis, .. } => {
+            arity(op, tys, 1..=1)?;
+            need_float("operand", t(0))?;
+            if *axis >= t(0).shape.len() {
+                return Err(format!("axis {axis} out of range for {}", t(0)));
+            }
+            let mut shape = t(0).shape.clone();
+            shape[*axis] = Dim::konst(1);
+            Ok(TensorType::new(DType::F32, shape))
+        }
+        Op::Cast { dtype } => {
+            arity(op, tys, 1..=1)?;
+            if dtype.is_quantized() || t(0).dtype.is_quantized() {
+                return Err(format!("cast to or from a quantized type ({} -> {dtype}); use dequantize", t(0)));
+            }
+            Ok(TensorType::new(*dtype, t(0).shape.clone()))
+        }
+        Op::MatMul => {
+            arity(op, tys, 2..=2)?;
+            need_float("matmul lhs", t(0))?;
+            need_rank("matmul rhs", t(1), 2)?;
+            let k = t(0).shape.last().ok_or("matmul lhs is a scalar")?;
+            if !t(1).dtype.is_float() && !t(1).dtype.is_quantized() {
+                return Err(format!("matmul rhs must be float or quantized, found {}", t(1)));
+            }
+            same_dim(&format!("matmul inner dims differ ({} · {}ᵀ)", t(0), t(1)), k, &t(1).shape[1])?;
+            let mut shape = t(0).shape.clone();
+            *shape.last_mut().unwrap() = t(1).shape[0].clone();
+            Ok(TensorType::new(DType::F32, shape))
+        }
+        Op::Dequantize => {
+            arity(op, tys, 1..=1)?;
+            if t(0).dtype.is_int() {
+                return Err(format!("dequantize of an integer tensor {}", t(0)));
+            }
+            Ok(TensorType::new(DType::F32, t(0).shape.clone()))
+        }
+        Op::Norm { kind, eps } => {
+            arity(op, tys, 2..=3)?;
+            need_float("norm input", t(0))?;
+            if !(*eps > 0.0) || !eps.is_finite() {
+                return Err(format!("norm eps must be a positive number, found {eps:?}"));
+            }
+            let d = t(0).shape.last().ok_or("norm of a scalar")?;
+            for (i, what) in [(1, "weight"), (2, "bias")] {
+                if let Some(w) = tys.get(i) {
+                    need_rank(&format!("norm {what}"), w, 1)?;
+                    same_dim(&format!("norm {what} length differs from the normalized axis"), &w.shape[0], d)?;
+                }
+            }
+            if *kind == NormKind::Rms && tys.len() == 3 {
+                return Err("rms norm takes no bias".into());
+            }
+            Ok(t(0).clone())
+        }
+        Op::Rope { rotary_dim, .. } => {
+            arity(op, tys, 2..=2)?;
+            need_float("rope input", t(0))?;
+            need_rank("rope input", t(0), 4)?;
+            need_rank("rope positions", t(1), 2)?;
+            if t(1).dtype != DType::I32 {
+                return Err(format!("rope positions must be i32, found {}", t(1)));
+            }
+            same_dim("rope positions batch", &t(1).shape[0], &t(0).shape[0])?;
+            same_dim("rope positions seq", &t(1).shape[1], &t(0).shape[2])?;
+            if let Some(d) = t(0).shape[3].as_const() {
+                if *rotary_dim as i64 > d || rotary_dim % 2 == 1 || *rotary_dim == 0 {
+                    return Err(format!("rotary_dim {rotary_dim} must be even and at most head_dim {d}"));
+                }
+            }
+            Ok(t(0).clone())
+        }
+        Op::Attention { n_heads, n_kv_heads, .. } => {
+            arity(op, tys, 4..=4)?;
+            for (i, what) in [(0, "q"), (1, "k"), (2, "v")] {
+                need_float(what, t(i))?;
+                need_rank(what, t(i), 4)?;
+            }
+            let (q, k, v, pos) = (t(0), t(1), t(2), t(3));
+            if *n_kv_heads == 0 || n_heads % n_kv_heads != 0 {
+                return Err(format!("n_heads {n_heads} is not a multiple of n_kv_heads {n_kv_heads}"));
+            }
+            same_dim("q heads vs n_heads", &q.shape[1], &Dim::from(*n_heads))?;
+            same_dim("k heads vs n_kv_heads", &k.shape[1], &Dim::from(*n_kv_heads))?;
+            same_dim("v heads vs n_kv_heads", &v.shape[1], &Dim::from(*n_kv_heads))?;
+            same_dim("q and k head_dim", &q.shape[3], &k.shape[3])?;
+            same_dim("k and v rows", &k.shape[2], &v.shape[2])?;
+            same_dim("q and k batch", &q.shape[0], &k.shape[0])?;
+            need_rank("attention positions", pos, 2)?;
+            if pos.dtype != DType::I32 {
+                return Err(format!("attention positions must be i32, found {pos}"));
+            }
+            let mut shape = q.shape.clone();
+            shape[3] = v.shape[3].clone();
+            Ok(TensorType::new(DType::F32, shape))
+        }
+        Op::KvAppend { axis, cap } => {
+            arity(op, tys, 3..=3)?;
+            let (cache, new) = (t(0), t(1));
+            if *axis >= cache.shape.len() || cache.shape.len() != new.shape.len() {
+                return Err(format!("kv_append of {new} into {cache} along axis {axis}"));
+            }
+            same_dim("kv_append cache capacity", &cache.shape[*axis], cap)?;
+            for k in 0..cache.shape.len() {
+                if k != *axis {
+                    same_dim(&format!("kv_append axis {k}"), &cache.shape[k], &new.shape[k])?;
+                }
+            }
+            Ok(cache.clone())
+        }
+    }
+}
