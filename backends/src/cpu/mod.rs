@@ -1,0 +1,4 @@
+//! CPU backends.
+
+pub mod kernels;
+pub mod reference;

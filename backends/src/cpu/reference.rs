@@ -1,0 +1,598 @@
+//! The reference executor: runs any verified graph, one node at a time, in
+//! f32 with dense row-major tensors. Clarity over speed; it is the
+//! executable definition of every op (see `graphc_ir::op`).
+
+use super::kernels::{dot, matmul_weight};
+use crate::tensor::{Tensor, WeightRef, WeightSource};
+use graphc_ir::op::{BinaryOp, NormKind, Op, ReduceOp, RopeScaling, RopeStyle, UnaryOp};
+use graphc_ir::{DType, Graph, NodeId};
+use rayon::prelude::*;
+use std::collections::HashMap;
+
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("error: node {node} ({op}): {message}")]
+pub struct ExecError {
+    pub node: String,
+    pub op: String,
+    pub message: String,
+}
+
+/// What one forward returns: each `Output` and each `StateOut` by name.
+#[derive(Debug, Default)]
+pub struct StepOutput {
+    pub outputs: HashMap<String, Tensor>,
+    pub states: HashMap<String, Tensor>,
+}
+
+enum Val<'w> {
+    T(Tensor),
+    W(WeightRef<'w>),
+}
+
+impl Val<'_> {
+    fn shape(&self) -> Vec<usize> {
+        match self {
+            Val::T(t) => t.shape().to_vec(),
+            Val::W(w) => w.shape.to_vec(),
+        }
+    }
+    /// f32 values (weights dequantized: used for small weights like norm scales).
+    fn f32s(&self) -> Result<std::borrow::Cow<'_, [f32]>, String> {
+        match self {
+            Val::T(Tensor::F32 { data, .. }) => Ok(std::borrow::Cow::Borrowed(data)),
+            Val::T(Tensor::I32 { .. }) => Err("expected f32 values, found i32".into()),
+            Val::W(w) => {
+                let mut out = vec![0f32; w.shape.iter().product()];
+                if w.dtype.is_int() {
+                    return Err(format!("weight of integer type {}", w.dtype));
+                }
+                graphc_ir::quant::dequantize(w.dtype, w.bytes, &mut out);
+                Ok(std::borrow::Cow::Owned(out))
+            }
+        }
+    }
+    fn i32s(&self) -> Result<&[i32], String> {
+        match self {
+            Val::T(Tensor::I32 { data, .. }) => Ok(data),
+            _ => Err("expected i32 values".into()),
+        }
+    }
+}
+
+fn strides(shape: &[usize]) -> Vec<usize> {
+    let mut s = vec![1; shape.len()];
+    for i in (0..shape.len().saturating_sub(1)).rev() {
+        s[i] = s[i + 1] * shape[i + 1];
+    }
+    s
+}
+
+/// Run `graph` once. `inputs` and `states` are bound by name; every `Input`
+/// and `State` must be given, with a shape that fits its declared type.
+pub fn run(
+    graph: &Graph,
+    inputs: &HashMap<String, Tensor>,
+    states: &HashMap<String, Tensor>,
+    weights: &dyn WeightSource,
+) -> Result<StepOutput, ExecError> {
+    let order = graph.topo_order().map_err(|n| ExecError {
+        node: format!("#{}", n.index()),
+        op: graph.node(n).op.mnemonic(),
+        message: "cycle".into(),
+    })?;
+    let names: HashMap<NodeId, usize> = order.iter().enumerate().map(|(i, &n)| (n, i)).collect();
+    // Free each value after its last use, so a long prefill holds only live tensors.
+    let mut last_use: HashMap<NodeId, usize> = HashMap::new();
+    for (i, &n) in order.iter().enumerate() {
+        for inp in graph.inputs(n) {
+            last_use.insert(inp, i);
+        }
+    }
+    let mut env: HashMap<String, i64> = HashMap::new();
+    let mut vals: HashMap<NodeId, Val> = HashMap::new();
+    let mut out = StepOutput::default();
+    for (i, &id) in order.iter().enumerate() {
+        let node = graph.node(id);
+        let err = |message: String| ExecError { node: format!("%{}", names[&id]), op: node.op.mnemonic(), message };
+        let ins = graph.inputs(id);
+        let args: Vec<&Val> = ins.iter().map(|n| &vals[n]).collect();
+        let v = match &node.op {
+            Op::Input { name, ty } | Op::State { name, ty } => {
+                let src = if matches!(node.op, Op::Input { .. }) { inputs } else { states };
+                let t = src.get(name).ok_or_else(|| err(format!("no value given for `{name}`")))?;
+                if t.dtype() != ty.dtype || t.shape().len() != ty.shape.len() {
+                    return Err(err(format!("`{name}` is declared {ty} but was given {} {:?}", t.dtype(), t.shape())));
+                }
+                for (d, &actual) in ty.shape.iter().zip(t.shape()) {
+                    let actual = actual as i64;
+                    match d.as_const() {
+                        Some(c) if c != actual => {
+                            return Err(err(format!("`{name}` is declared {ty} but was given shape {:?}", t.shape())))
+                        }
+                        Some(_) => {}
+                        None => {
+                            let syms: Vec<&str> = d.symbols().collect();
+                            if syms.len() == 1 && *d == graphc_ir::Dim::sym(syms[0]) {
+                                if let Some(prev) = env.insert(syms[0].to_string(), actual) {
+                                    if prev != actual {
+                                        return Err(err(format!(
+                                            "`{name}` binds `{}` = {actual}, but an earlier input bound it to {prev}",
+                                            syms[0]
+                                        )));
+                                    }
+                                }
+                            }
+                        }
+                    }
+                }
+                Val::T(t.clone())
+            }
+            Op::Weight { name, ty } => {
+                let w = weights.weight(name).ok_or_else(|| err(format!("weight `{name}` is not bound")))?;
+                let want: Vec<i64> = ty.shape.iter().filter_map(|d| d.as_const()).collect();
+                let got: Vec<i64> = w.shape.iter().map(|&d| d as i64).collect();
+                if w.dtype != ty.dtype || want != got {
+                    return Err(err(format!("weight `{name}` is declared {ty} but is bound to {} {:?}", w.dtype, w.shape)));
+                }
+                Val::W(w)
+            }
+            op => Val::T(eval(op, &args, &env).map_err(err)?),
+        };
+        match &node.op {
+            Op::Output { name } => {
+                if let Val::T(t) = &v {
+                    out.outputs.insert(name.clone(), t.clone());
+                }
+            }
+            Op::StateOut { name } => {
+                if let Val::T(t) = &v {
+                    out.states.insert(name.clone(), t.clone());
+                }
+            }
+            _ => {}
+        }
+        vals.insert(id, v);
+        for inp in ins {
+            if last_use.get(&inp) == Some(&i) {
+                vals.remove(&inp);
+            }
+        }
+    }
+    Ok(out)
+}
+
+fn eval_dim(d: &graphc_ir::Dim, env: &HashMap<String, i64>) -> Result<usize, String> {
+    let v = d.eval(env).map_err(|s| format!("dimension `{d}` uses `{s}`, which no input binds"))?;
+    usize::try_from(v).map_err(|_| format!("dimension `{d}` evaluates to {v}"))
+}
+
+fn f32_tensor(shape: Vec<usize>, data: Vec<f32>) -> Tensor {
+    Tensor::f32(shape, data)
+}
+
+fn eval(op: &Op, args: &[&Val], env: &HashMap<String, i64>) -> Result<Tensor, String> {
+    let a0 = || args[0];
+    match op {
+        Op::StateOut { .. } | Op::Output { .. } | Op::Contiguous | Op::ToHost => dense(a0()),
+        Op::Const { value, ty } => {
+            let shape: Vec<usize> = ty.shape.iter().map(|d| eval_dim(d, env)).collect::<Result<_, _>>()?;
+            let n = shape.iter().product();
+            Ok(match ty.dtype {
+                DType::I32 => Tensor::i32(shape, vec![*value as i32; n]),
+                _ => f32_tensor(shape, vec![*value; n]),
+            })
+        }
+        Op::Reshape { shape } => {
+            let shape: Vec<usize> = shape.iter().map(|d| eval_dim(d, env)).collect::<Result<_, _>>()?;
+            let t = dense(a0())?;
+            if shape.iter().product::<usize>() != t.numel() {
+                return Err(format!("reshape of {:?} to {shape:?} changes the element count", t.shape()));
+            }
+            Ok(match t {
+                Tensor::F32 { data, .. } => Tensor::f32(shape, data),
+                Tensor::I32 { data, .. } => Tensor::i32(shape, data),
+            })
+        }
+        Op::Permute { perm } => {
+            let t = dense(a0())?;
+            let shape = t.shape().to_vec();
+            let st = strides(&shape);
+            let out_shape: Vec<usize> = perm.iter().map(|&p| shape[p]).collect();
+            let out_st: Vec<usize> = perm.iter().map(|&p| st[p]).collect();
+            let n = t.numel();
+            let mut src_index = vec![0usize; n];
+            let mut idx = vec![0usize; shape.len()];
+            for s in src_index.iter_mut() {
+                *s = idx.iter().zip(&out_st).map(|(i, s)| i * s).sum();
+                for ax in (0..idx.len()).rev() {
+                    idx[ax] += 1;
+                    if idx[ax] < out_shape[ax] {
+                        break;
+                    }
+                    idx[ax] = 0;
+                }
+            }
+            Ok(match t {
+                Tensor::F32 { data, .. } => Tensor::f32(out_shape, src_index.iter().map(|&s| data[s]).collect()),
+                Tensor::I32 { data, .. } => Tensor::i32(out_shape, src_index.iter().map(|&s| data[s]).collect()),
+            })
+        }
+        Op::Narrow { axis, start, len } => {
+            let t = dense(a0())?;
+            let shape = t.shape().to_vec();
+            let (s, l) = (eval_dim(start, env)?, eval_dim(len, env)?);
+            if s + l > shape[*axis] {
+                return Err(format!("narrow {s}..{} past axis {axis} of length {}", s + l, shape[*axis]));
+            }
+            let outer: usize = shape[..*axis].iter().product();
+            let inner: usize = shape[axis + 1..].iter().product();
+            let mut out_shape = shape.clone();
+            out_shape[*axis] = l;
+            let f = |data: &[f32]| {
+                let mut o = Vec::with_capacity(outer * l * inner);
+                for b in 0..outer {
+                    let base = (b * shape[*axis] + s) * inner;
+                    o.extend_from_slice(&data[base..base + l * inner]);
+                }
+                o
+            };
+            Ok(Tensor::f32(out_shape, f(t.as_f32().ok_or("narrow of i32 is not supported")?)))
+        }
+        Op::Concat { axis } => {
+            let ts: Vec<Tensor> = args.iter().map(|a| dense(a)).collect::<Result<_, _>>()?;
+            let shape0 = ts[0].shape().to_vec();
+            let outer: usize = shape0[..*axis].iter().product();
+            let inner: usize = shape0[axis + 1..].iter().product();
+            let total: usize = ts.iter().map(|t| t.shape()[*axis]).sum();
+            let mut out = Vec::with_capacity(outer * total * inner);
+            for b in 0..outer {
+                for t in &ts {
+                    let len = t.shape()[*axis] * inner;
+                    let d = t.as_f32().ok_or("concat of i32 is not supported")?;
+                    out.extend_from_slice(&d[b * len..(b + 1) * len]);
+                }
+            }
+            let mut out_shape = shape0;
+            out_shape[*axis] = total;
+            Ok(Tensor::f32(out_shape, out))
+        }
+        Op::Gather => {
+            let ids = args[1].i32s()?;
+            let ids_shape = args[1].shape();
+            let table_shape = args[0].shape();
+            let (n, d) = (table_shape[0], table_shape[1]);
+            let mut out = vec![0f32; ids.len() * d];
+            for (i, &id) in ids.iter().enumerate() {
+                if id < 0 || id as usize >= n {
+                    return Err(format!("id {id} at index {i} is outside the table's {n} rows"));
+                }
+                let dst = &mut out[i * d..(i + 1) * d];
+                match args[0] {
+                    Val::W(w) => graphc_ir::quant::dequantize(w.dtype, w.row(id as usize), dst),
+                    Val::T(t) => dst.copy_from_slice(&t.as_f32().ok_or("gather from an i32 table")?[id as usize * d..(id as usize + 1) * d]),
+                }
+            }
+            let mut shape = ids_shape;
+            shape.push(d);
+            Ok(Tensor::f32(shape, out))
+        }
+        Op::Unary(u) => {
+            let x = a0().f32s()?;
+            let f: fn(f32) -> f32 = match u {
+                UnaryOp::Neg => |x| -x,
+                UnaryOp::Exp => f32::exp,
+                UnaryOp::Sqrt => f32::sqrt,
+                UnaryOp::Rsqrt => |x| 1.0 / x.sqrt(),
+                UnaryOp::Recip => |x| 1.0 / x,
+                UnaryOp::Tanh => f32::tanh,
+                UnaryOp::Sigmoid => |x| 1.0 / (1.0 + (-x).exp()),
+                UnaryOp::Silu => |x| x / (1.0 + (-x).exp()),
+                UnaryOp::GeluTanh => |x| {
+                    let c = (2.0f32 / std::f32::consts::PI).sqrt();
+                    0.5 * x * (1.0 + (c * (x + 0.044715 * x * x * x)).tanh())
+                },
+                UnaryOp::GeluErf => |x| 0.5 * x * (1.0 + erf(x as f64 / std::f64::consts::SQRT_2) as f32),
+            };
+            Ok(Tensor::f32(a0().shape(), x.iter().map(|&v| f(v)).collect()))
+        }
+        Op::Clamp { min, max } => {
+            let x = a0().f32s()?;
+            let (lo, hi) = (min.unwrap_or(f32::NEG_INFINITY), max.unwrap_or(f32::INFINITY));
+            Ok(Tensor::f32(a0().shape(), x.iter().map(|&v| v.max(lo).min(hi)).collect()))
+        }
+        Op::Binary(b) => binary(*b, args[0], args[1]),
+        Op::Reduce { op, axis } => {
+            let shape = a0().shape();
+            let x = a0().f32s()?;
+            let outer: usize = shape[..*axis].iter().product();
+            let len = shape[*axis];
+            let inner: usize = shape[axis + 1..].iter().product();
+            let mut out = vec![0f32; outer * inner];
+            for o in 0..outer {
+                for i in 0..inner {
+                    let it = (0..len).map(|k| x[(o * len + k) * inner + i]);
+                    out[o * inner + i] = match op {
+                        ReduceOp::Sum => it.sum(),
+                        ReduceOp::Max => it.fold(f32::NEG_INFINITY, f32::max),
+                        ReduceOp::Mean => it.sum::<f32>() / len as f32,
+                    };
+                }
+            }
+            let mut s = shape;
+            s[*axis] = 1;
+            Ok(Tensor::f32(s, out))
+        }
+        Op::Softmax { axis, softcap } => {
+            let shape = a0().shape();
+            let x = a0().f32s()?;
+            let len = shape[*axis];
+            let inner: usize = shape[axis + 1..].iter().product();
+            let outer: usize = shape[..*axis].iter().product();
+            let mut out = x.to_vec();
+            for o in 0..outer {
+                for i in 0..inner {
+                    let ix = |k: usize| (o * len + k) * inner + i;
+                    let mut row: Vec<f32> = (0..len).map(|k| out[ix(k)]).collect();
+                    softmax_in_place(&mut row, *softcap);
+                    for (k, v) in row.into_iter().enumerate() {
+                        out[ix(k)] = v;
+                    }
+                }
+            }
+            Ok(Tensor::f32(shape, out))
+        }
+        Op::Cast { dtype } => {
+            let t = dense(a0())?;
+            Ok(match (t, dtype) {
+                (Tensor::F32 { shape, data }, DType::I32) => Tensor::i32(shape, data.iter().map(|&v| v as i32).collect()),
+                (Tensor::I32 { shape, data }, DType::F32) => Tensor::f32(shape, data.iter().map(|&v| v as f32).collect()),
+                (t, d) if t.dtype() == *d => t,
+                (t, d) => return Err(format!("cast from {} to {d} is not supported by the reference executor", t.dtype())),
+            })
+        }
+        Op::MatMul => {
+            let shape = a0().shape();
+            let x = a0().f32s()?;
+            let k = *shape.last().unwrap();
+            let m = x.len() / k.max(1);
+            let w_owned;
+            let w = match args[1] {
+                Val::W(w) => *w,
+                Val::T(t) => {
+                    w_owned = t.as_f32().ok_or("matmul rhs is i32")?.iter().flat_map(|v| v.to_le_bytes()).collect::<Vec<u8>>();
+                    WeightRef { dtype: DType::F32, shape: t.shape(), bytes: &w_owned }
+                }
+            };
+            let n = w.shape[0];
+            let out = matmul_weight(&x, m, k, w);
+            let mut s = shape;
+            *s.last_mut().unwrap() = n;
+            Ok(Tensor::f32(s, out))
+        }
+        Op::Dequantize => Ok(Tensor::f32(a0().shape(), a0().f32s()?.into_owned())),
+        Op::Norm { kind, eps } => {
+            let shape = a0().shape();
+            let x = a0().f32s()?;
+            let w = args[1].f32s()?;
+            let bias = args.get(2).map(|b| b.f32s()).transpose()?;
+            let d = *shape.last().unwrap();
+            let mut out = vec![0f32; x.len()];
+            for (o, row) in out.chunks_exact_mut(d).zip(x.chunks_exact(d)) {
+                match kind {
+                    NormKind::Rms => {
+                        let ms = row.iter().map(|&v| (v as f64) * (v as f64)).sum::<f64>() / d as f64;
+                        let r = 1.0 / ((ms as f32) + eps).sqrt();
+                        for i in 0..d {
+                            o[i] = w[i] * (row[i] * r);
+                        }
+                    }
+                    NormKind::Layer => {
+                        let mean = row.iter().map(|&v| v as f64).sum::<f64>() / d as f64;
+                        let var = row.iter().map(|&v| (v as f64 - mean).powi(2)).sum::<f64>() / d as f64;
+                        let r = 1.0 / ((var as f32) + eps).sqrt();
+                        for i in 0..d {
+                            o[i] = (row[i] - mean as f32) * r * w[i] + bias.as_ref().map_or(0.0, |b| b[i]);
+                        }
+                    }
+                }
+            }
+            Ok(Tensor::f32(shape, out))
+        }
+        Op::Rope { style, rotary_dim, theta, scaling } => {
+            let shape = a0().shape();
+            let mut x = a0().f32s()?.into_owned();
+            let pos = args[1].i32s()?;
+            let (b, h, s, d) = (shape[0], shape[1], shape[2], shape[3]);
+            let half = rotary_dim / 2;
+            let inv_freq: Vec<f32> = (0..half).map(|i| 1.0 / theta.powf((2 * i) as f32 / *rotary_dim as f32)).collect();
+            for bi in 0..b {
+                for hi in 0..h {
+                    for si in 0..s {
+                        let mut p = pos[bi * s + si] as f32;
+                        if let RopeScaling::Linear { factor } = scaling {
+                            p /= factor;
+                        }
+                        let row = &mut x[((bi * h + hi) * s + si) * d..][..d];
+                        for i in 0..half {
+                            let (sin, cos) = (p * inv_freq[i]).sin_cos();
+                            let (i0, i1) = match style {
+                                RopeStyle::GptJ => (2 * i, 2 * i + 1),
+                                RopeStyle::Neox => (i, i + half),
+                            };
+                            let (x0, x1) = (row[i0], row[i1]);
+                            row[i0] = x0 * cos - x1 * sin;
+                            row[i1] = x0 * sin + x1 * cos;
+                        }
+                    }
+                }
+            }
+            Ok(Tensor::f32(shape, x))
+        }
+        Op::Attention { n_heads, n_kv_heads, scale, causal, window, softcap } => {
+            let (qs, ks, vs) = (args[0].shape(), args[1].shape(), args[2].shape());
+            let (q, k, v) = (args[0].f32s()?, args[1].f32s()?, args[2].f32s()?);
+            let pos = args[3].i32s()?;
+            let (b, s, d, t, dv) = (qs[0], qs[2], qs[3], ks[2], vs[3]);
+            let group = n_heads / n_kv_heads;
+            let rows: Vec<Vec<f32>> = (0..b * n_heads * s)
+                .into_par_iter()
+                .map(|r| {
+                    let (bi, hi, si) = (r / (n_heads * s), (r / s) % n_heads, r % s);
+                    let kh = hi / group;
+                    let p = pos[bi * s + si] as i64;
+                    let qrow = &q[r * d..(r + 1) * d];
+                    let kbase = (bi * n_kv_heads + kh) * t;
+                    let visible = |j: usize| {
+                        let j = j as i64;
+                        (!causal || j <= p) && window.is_none_or(|w| j > p - w as i64)
+                    };
+                    let js: Vec<usize> = (0..t).filter(|&j| visible(j)).collect();
+                    let mut scores: Vec<f32> =
+                        js.iter().map(|&j| dot(qrow, &k[(kbase + j) * d..(kbase + j + 1) * d]) * scale).collect();
+                    softmax_in_place(&mut scores, *softcap);
+                    let mut o = vec![0f32; dv];
+                    for (&j, &p) in js.iter().zip(&scores) {
+                        let vrow = &v[(kbase + j) * dv..(kbase + j + 1) * dv];
+                        for (oi, vi) in o.iter_mut().zip(vrow) {
+                            *oi += p * vi;
+                        }
+                    }
+                    o
+                })
+                .collect();
+            Ok(Tensor::f32(vec![b, *n_heads, s, dv], rows.concat()))
+        }
+        Op::KvAppend { axis, cap } => {
+            let mut cache = dense(args[0])?;
+            let new = dense(args[1])?;
+            let lengths = args[2].i32s()?;
+            let cap = eval_dim(cap, env)?;
+            let shape = cache.shape().to_vec();
+            let rows = new.shape()[*axis];
+            let inner: usize = shape[axis + 1..].iter().product();
+            let mid: usize = shape[1..*axis].iter().product();
+            let new_d = new.as_f32().ok_or("kv_append of i32")?.to_vec();
+            let Tensor::F32 { data, .. } = &mut cache else { return Err("kv_append into an i32 cache".into()) };
+            for bi in 0..shape[0] {
+                let off = *lengths.get(bi).ok_or(format!("no length for batch row {bi}"))? as usize;
+                if off + rows > cap {
+                    return Err(format!(
+                        "kv_append past capacity: batch row {bi} writes rows {off}..{} but the cache holds {cap}",
+                        off + rows
+                    ));
+                }
+                for m in 0..mid {
+                    let dst = ((bi * mid + m) * cap + off) * inner;
+                    let src = ((bi * mid + m) * rows) * inner;
+                    data[dst..dst + rows * inner].copy_from_slice(&new_d[src..src + rows * inner]);
+                }
+            }
+            Ok(cache)
+        }
+        Op::Input { .. } | Op::Weight { .. } | Op::State { .. } => unreachable!("sources are bound in run()"),
+    }
+}
+
+fn dense(v: &Val) -> Result<Tensor, String> {
+    match v {
+        Val::T(t) => Ok(t.clone()),
+        Val::W(w) => Ok(Tensor::f32(w.shape.to_vec(), v.f32s()?.into_owned())),
+    }
+}
+
+/// Numerically stable softmax, with optional `c * tanh(x / c)` soft-capping.
+pub fn softmax_in_place(row: &mut [f32], softcap: Option<f32>) {
+    if let Some(c) = softcap {
+        for v in row.iter_mut() {
+            *v = c * (*v / c).tanh();
+        }
+    }
+    let m = row.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+    let mut sum = 0f32;
+    for v in row.iter_mut() {
+        *v = (*v - m).exp();
+        sum += *v;
+    }
+    for v in row.iter_mut() {
+        *v /= sum;
+    }
+}
+
+fn binary(op: BinaryOp, a: &Val, b: &Val) -> Result<Tensor, String> {
+    let (sa, sb) = (a.shape(), b.shape());
+    let (xa, xb) = (a.f32s()?, b.f32s()?);
+    let f = |x: f32, y: f32| match op {
+        BinaryOp::Add => x + y,
+        BinaryOp::Sub => x - y,
+        BinaryOp::Mul => x * y,
+        BinaryOp::Div => x / y,
+        BinaryOp::Max => x.max(y),
+        BinaryOp::Min => x.min(y),
+    };
+    if sa == sb {
+        return Ok(Tensor::f32(sa, xa.iter().zip(xb.iter()).map(|(&x, &y)| f(x, y)).collect()));
+    }
+    let n = sa.len().max(sb.len());
+    let pad = |s: &[usize]| {
+        let mut p = vec![1; n - s.len()];
+        p.extend_from_slice(s);
+        p
+    };
+    let (pa, pb) = (pad(&sa), pad(&sb));
+    let out_shape: Vec<usize> = pa.iter().zip(&pb).map(|(&x, &y)| x.max(y)).collect();
+    let bstr = |p: &[usize]| {
+        let st = strides(p);
+        st.iter().zip(p).map(|(&s, &d)| if d == 1 { 0 } else { s }).collect::<Vec<_>>()
+    };
+    let (ta, tb) = (bstr(&pa), bstr(&pb));
+    let total: usize = out_shape.iter().product();
+    let mut out = Vec::with_capacity(total);
+    let mut idx = vec![0usize; n];
+    for _ in 0..total {
+        let ia: usize = idx.iter().zip(&ta).map(|(i, s)| i * s).sum();
+        let ib: usize = idx.iter().zip(&tb).map(|(i, s)| i * s).sum();
+        out.push(f(xa[ia], xb[ib]));
+        for ax in (0..n).rev() {
+            idx[ax] += 1;
+            if idx[ax] < out_shape[ax] {
+                break;
+            }
+            idx[ax] = 0;
+        }
+    }
+    Ok(Tensor::f32(out_shape, out))
+}
+
+/// erf to double precision (Abramowitz–Stegun 7.1.26 is too coarse for a
+/// reference; this is the W. J. Cody rational form via libm-free series).
+fn erf(x: f64) -> f64 {
+    // erf(x) = 2/sqrt(pi) * sum_{n} (-1)^n x^(2n+1) / (n! (2n+1)) for |x| < 3,
+    // and 1 - erfc(x) from its continued fraction beyond.
+    let ax = x.abs();
+    let r = if ax < 3.0 {
+        let mut term = ax;
+        let mut sum = ax;
+        let x2 = ax * ax;
+        for n in 1..200 {
+            term *= -x2 / n as f64;
+            let add = term / (2 * n + 1) as f64;
+            sum += add;
+            if add.abs() < 1e-17 {
+                break;
+            }
+        }
+        sum * 2.0 / std::f64::consts::PI.sqrt()
+    } else {
+        // Continued fraction for erfc, evaluated bottom-up.
+        let mut f = ax;
+        for k in (1..60).rev() {
+            f = ax + (k as f64 / 2.0) / f;
+        }
+        1.0 - (-ax * ax).exp() / (f * std::f64::consts::PI.sqrt())
+    };
+    if x < 0.0 {
+        -r
+    } else {
+        r
+    }
+}

@@ -1,0 +1,192 @@
+//! The llama family (llama 1/2/3, SmolLM2, Mistral-shaped GGUFs), lowered
+//! from GGUF metadata alone: layers, heads and kv heads (GQA), head dim,
+//! rope base and dimension, norm epsilon, context length, tied or untied
+//! output.
+//!
+//! One decode step (or a prefill) per forward. Inputs: `tokens` and
+//! `positions` `[batch, seq]`, and `last_rows` `[batch]`, the flat index
+//! (`b * seq + len_b - 1`) of each row's own last token, so logits are read
+//! from each row's own length. Each layer's K and V are loop-carried state
+//! `[batch, n_kv_heads, past, head_dim]`, extended by concat; the `kv_append`
+//! pass turns that into an in-place write.
+//!
+//! RoPE is the GPT-J (adjacent pairs) form: llama.cpp's converter permuted
+//! the Q/K rows of HF checkpoints so that this form applies to the stored
+//! weights (transformers un-permutes them on load and uses the NeoX form;
+//! the two compute the same).
+
+use super::{batch, past, seq, Builder};
+use crate::error::Diagnostic;
+use crate::gguf::GgufFile;
+use graphc_ir::plan::{ModelMeta, WeightEntry};
+use graphc_ir::{BinaryOp, DType, Dim, Graph, NormKind, Op, RopeScaling, RopeStyle, TensorType, UnaryOp};
+use std::collections::BTreeMap;
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct LlamaConfig {
+    pub n_layers: usize,
+    pub hidden: usize,
+    pub ffn: usize,
+    pub n_heads: usize,
+    pub n_kv_heads: usize,
+    pub head_dim: usize,
+    pub rotary_dim: usize,
+    pub rope_theta: f32,
+    pub rope_scaling: RopeScaling,
+    pub norm_eps: f32,
+    pub context_length: usize,
+    pub vocab_size: usize,
+    pub tied_output: bool,
+}
+
+impl LlamaConfig {
+    pub fn from_gguf(g: &GgufFile) -> Result<LlamaConfig, Diagnostic> {
+        let arch = g.str("general.architecture")?;
+        let k = |s: &str| format!("{arch}.{s}");
+        let u = |s: &str| g.uint(&k(s)).map(|v| v as usize);
+        let hidden = u("embedding_length")?;
+        let n_heads = u("attention.head_count")?;
+        if n_heads == 0 || hidden % n_heads != 0 {
+            return Err(Diagnostic::new(&g.path, format!("`{}` = {n_heads} does not divide `{}` = {hidden}", k("attention.head_count"), k("embedding_length"))));
+        }
+        let n_kv_heads = g.uint_or(&k("attention.head_count_kv"), n_heads as u64)? as usize;
+        if n_kv_heads == 0 || n_heads % n_kv_heads != 0 {
+            return Err(Diagnostic::new(&g.path, format!("{n_heads} attention heads are not a multiple of {n_kv_heads} kv heads")));
+        }
+        let head_dim = g.uint_or(&k("attention.key_length"), (hidden / n_heads) as u64)? as usize;
+        let rotary_dim = g.uint_or(&k("rope.dimension_count"), head_dim as u64)? as usize;
+        let rope_scaling = match g.get(&k("rope.scaling.type")).and_then(|v| v.as_str()) {
+            None | Some("none") => RopeScaling::None,
+            Some("linear") => RopeScaling::Linear { factor: g.float(&k("rope.scaling.factor"))? as f32 },
+            Some(other) => {
+                return Err(Diagnostic::new(&g.path, format!("`{}` = {other:?} is not supported yet", k("rope.scaling.type"))))
+            }
+        };
+        let vocab_size = match g.get(&k("vocab_size")) {
+            Some(_) => u("vocab_size")?,
+            None => g.array("tokenizer.ggml.tokens")?.len(),
+        };
+        Ok(LlamaConfig {
+            n_layers: u("block_count")?,
+            hidden,
+            ffn: u("feed_forward_length")?,
+            n_heads,
+            n_kv_heads,
+            head_dim,
+            rotary_dim,
+            rope_theta: g.float_or(&k("rope.freq_base"), 10000.0)? as f32,
+            rope_scaling,
+            norm_eps: g.float(&k("attention.layer_norm_rms_epsilon"))? as f32,
+            context_length: u("context_length")?,
+            vocab_size,
+            tied_output: g.tensor("output.weight").is_none(),
+        })
+    }
+}
+
+pub struct Lowered {
+    pub graph: Graph,
+    pub manifest: Vec<WeightEntry>,
+    pub meta: ModelMeta,
+}
+
+pub fn lower(g: &GgufFile) -> Result<Lowered, Diagnostic> {
+    let c = LlamaConfig::from_gguf(g)?;
+    let mut b = Builder::new("llama", g);
+    let (d, hd, nh, nkv) = (c.hidden, c.head_dim, c.n_heads, c.n_kv_heads);
+    let tokens = b.input("tokens", DType::I32, vec![batch(), seq()]);
+    let positions = b.input("positions", DType::I32, vec![batch(), seq()]);
+    let last_rows = b.input("last_rows", DType::I32, vec![batch()]);
+    let embd = b.weight("token_embd.weight", Some(&[c.vocab_size, d]))?;
+    let mut x = b.op(Op::Gather, &[embd, tokens]);
+    let heads = |b: &mut Builder, v, n: usize| {
+        let r = b.reshape(v, vec![batch(), seq(), n.into(), hd.into()]);
+        b.permute(r, &[0, 2, 1, 3])
+    };
+    let rope = Op::Rope { style: RopeStyle::GptJ, rotary_dim: c.rotary_dim, theta: c.rope_theta, scaling: c.rope_scaling };
+    for l in 0..c.n_layers {
+        b.layer = Some(l as u32);
+        let w = |s: &str| format!("blk.{l}.{s}.weight");
+        let attn_norm = b.weight(&w("attn_norm"), Some(&[d]))?;
+        let h = b.op(Op::Norm { kind: NormKind::Rms, eps: c.norm_eps }, &[x, attn_norm]);
+        let wq = b.weight(&w("attn_q"), Some(&[nh * hd, d]))?;
+        let wk = b.weight(&w("attn_k"), Some(&[nkv * hd, d]))?;
+        let wv = b.weight(&w("attn_v"), Some(&[nkv * hd, d]))?;
+        let q = b.matmul(h, wq);
+        let k = b.matmul(h, wk);
+        let v = b.matmul(h, wv);
+        let q = heads(&mut b, q, nh);
+        let k = heads(&mut b, k, nkv);
+        let v = heads(&mut b, v, nkv);
+        let q = b.op(rope.clone(), &[q, positions]);
+        let k = b.op(rope.clone(), &[k, positions]);
+        let cache_ty = TensorType::new(DType::F32, vec![batch(), nkv.into(), past(), hd.into()]);
+        let mut kv = Vec::new();
+        for (name, new) in [("k", k), ("v", v)] {
+            let name = format!("{name}.{l}");
+            let cache = b.op(Op::State { name: name.clone(), ty: cache_ty.clone() }, &[]);
+            let all = b.op(Op::Concat { axis: 2 }, &[cache, new]);
+            b.op(Op::StateOut { name }, &[all]);
+            kv.push(all);
+        }
+        let attn = b.op(
+            Op::Attention {
+                n_heads: nh,
+                n_kv_heads: nkv,
+                scale: 1.0 / (hd as f32).sqrt(),
+                causal: true,
+                window: None,
+                softcap: None,
+            },
+            &[q, kv[0], kv[1], positions],
+        );
+        let attn = b.permute(attn, &[0, 2, 1, 3]);
+        let attn = b.reshape(attn, vec![batch(), seq(), (nh * hd).into()]);
+        let wo = b.weight(&w("attn_output"), Some(&[d, nh * hd]))?;
+        let o = b.matmul(attn, wo);
+        x = b.binary(BinaryOp::Add, x, o);
+        let ffn_norm = b.weight(&w("ffn_norm"), Some(&[d]))?;
+        let h = b.op(Op::Norm { kind: NormKind::Rms, eps: c.norm_eps }, &[x, ffn_norm]);
+        let wg = b.weight(&w("ffn_gate"), Some(&[c.ffn, d]))?;
+        let wu = b.weight(&w("ffn_up"), Some(&[c.ffn, d]))?;
+        let wd = b.weight(&w("ffn_down"), Some(&[d, c.ffn]))?;
+        let gate = b.matmul(h, wg);
+        let up = b.matmul(h, wu);
+        let gate = b.unary(UnaryOp::Silu, gate);
+        let act = b.binary(BinaryOp::Mul, gate, up);
+        let down = b.matmul(act, wd);
+        x = b.binary(BinaryOp::Add, x, down);
+    }
+    b.layer = None;
+    let flat = b.reshape(x, vec![batch().mul(&seq()), Dim::from(d)]);
+    let last = b.op(Op::Gather, &[flat, last_rows]);
+    let out_norm = b.weight("output_norm.weight", Some(&[d]))?;
+    let h = b.op(Op::Norm { kind: NormKind::Rms, eps: c.norm_eps }, &[last, out_norm]);
+    let out_w = if c.tied_output { embd } else { b.weight("output.weight", Some(&[c.vocab_size, d]))? };
+    let logits = b.matmul(h, out_w);
+    b.op(Op::Output { name: "logits".into() }, &[logits]);
+
+    let mut facts = BTreeMap::new();
+    for (k, v) in [
+        ("layers", c.n_layers.to_string()),
+        ("hidden", c.hidden.to_string()),
+        ("n_heads", c.n_heads.to_string()),
+        ("n_kv_heads", c.n_kv_heads.to_string()),
+        ("head_dim", c.head_dim.to_string()),
+        ("rotary_dim", c.rotary_dim.to_string()),
+        ("rope_theta", format!("{:?}", c.rope_theta)),
+        ("norm_eps", format!("{:?}", c.norm_eps)),
+        ("tied_output", c.tied_output.to_string()),
+    ] {
+        facts.insert(k.to_string(), v);
+    }
+    let meta = ModelMeta {
+        vocab_size: c.vocab_size,
+        context_length: c.context_length,
+        bos_id: None,
+        add_bos: false,
+        stop_ids: vec![],
+        facts,
+    };
+    Ok(Lowered { graph: b.g, manifest: b.manifest, meta })
+}

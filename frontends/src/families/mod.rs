@@ -1,0 +1,93 @@
+//! Model families: each lowers a checkpoint's metadata and tensors to the
+//! same IR. `Builder` keeps the lowering code short and records the weight
+//! manifest as tensors are used.
+
+pub mod llama;
+
+use crate::error::Diagnostic;
+use crate::gguf::GgufFile;
+use graphc_ir::plan::WeightEntry;
+use graphc_ir::shape::const_shape;
+use graphc_ir::{BinaryOp, Dim, Graph, NodeId, Op, TensorType, UnaryOp, DType};
+
+pub struct Builder<'a> {
+    pub g: Graph,
+    pub gguf: &'a GgufFile,
+    pub manifest: Vec<WeightEntry>,
+    pub layer: Option<u32>,
+}
+
+impl<'a> Builder<'a> {
+    pub fn new(name: &str, gguf: &'a GgufFile) -> Self {
+        Builder { g: Graph::new(name), gguf, manifest: Vec::new(), layer: None }
+    }
+
+    pub fn op(&mut self, op: Op, inputs: &[NodeId]) -> NodeId {
+        self.g.add(op, inputs, self.layer)
+    }
+
+    pub fn has_tensor(&self, name: &str) -> bool {
+        self.gguf.tensor(name).is_some()
+    }
+
+    /// A checkpoint tensor, which must exist and have `expect` as its shape
+    /// (when given): errors name the tensor and both shapes.
+    pub fn weight(&mut self, name: &str, expect: Option<&[usize]>) -> Result<NodeId, Diagnostic> {
+        let t = self.gguf.tensor(name).ok_or_else(|| {
+            Diagnostic::new(&self.gguf.path, format!("missing tensor `{name}`"))
+                .note(format!("the {} family needs it", self.g.name))
+        })?;
+        if let Some(e) = expect {
+            if t.shape != e {
+                return Err(Diagnostic::new(&self.gguf.path, format!("tensor `{name}` has shape {:?}, expected {:?}", t.shape, e))
+                    .note("the shape follows from the checkpoint's metadata (heads, dims, layers)"));
+            }
+        }
+        if !self.manifest.iter().any(|w| w.name == name) {
+            self.manifest.push(WeightEntry {
+                name: name.into(),
+                dtype: t.dtype,
+                shape: t.shape.clone(),
+                offset: t.offset,
+                bytes: t.bytes,
+            });
+        }
+        let ty = TensorType::new(t.dtype, const_shape(&t.shape));
+        Ok(self.op(Op::Weight { name: name.into(), ty }, &[]))
+    }
+
+    pub fn input(&mut self, name: &str, dtype: DType, shape: Vec<Dim>) -> NodeId {
+        self.op(Op::Input { name: name.into(), ty: TensorType::new(dtype, shape) }, &[])
+    }
+
+    pub fn binary(&mut self, op: BinaryOp, a: NodeId, b: NodeId) -> NodeId {
+        self.op(Op::Binary(op), &[a, b])
+    }
+
+    pub fn unary(&mut self, op: UnaryOp, a: NodeId) -> NodeId {
+        self.op(Op::Unary(op), &[a])
+    }
+
+    pub fn matmul(&mut self, x: NodeId, w: NodeId) -> NodeId {
+        self.op(Op::MatMul, &[x, w])
+    }
+
+    pub fn reshape(&mut self, x: NodeId, shape: Vec<Dim>) -> NodeId {
+        self.op(Op::Reshape { shape }, &[x])
+    }
+
+    pub fn permute(&mut self, x: NodeId, perm: &[usize]) -> NodeId {
+        self.op(Op::Permute { perm: perm.to_vec() }, &[x])
+    }
+}
+
+/// `batch`, `seq`, `past`: the symbolic dims every family's graph uses.
+pub fn batch() -> Dim {
+    Dim::sym("batch")
+}
+pub fn seq() -> Dim {
+    Dim::sym("seq")
+}
+pub fn past() -> Dim {
+    Dim::sym("past")
+}

@@ -1,0 +1,134 @@
+//! The tokenizer, rebuilt from a checkpoint's own metadata (never a separate
+//! download), and its chat template.
+//!
+//! `gpt2` GGUF vocabularies (SmolLM2) become a byte-level BPE in the
+//! `tokenizers` crate, the same construction transformers' GGUF loader uses;
+//! control and user-defined tokens (`<|im_start|>`, ...) are added as special
+//! tokens so they are never split. Chat templates are Jinja, rendered with
+//! `minijinja` with the settings transformers uses (`trim_blocks`,
+//! `lstrip_blocks`).
+
+use crate::error::Diagnostic;
+use crate::gguf::{GgufFile, MetaValue};
+use tokenizers::models::bpe::BPE;
+use tokenizers::pre_tokenizers::byte_level::ByteLevel;
+use tokenizers::{AddedToken, Tokenizer as HfTokenizer};
+
+pub struct Tokenizer {
+    inner: HfTokenizer,
+    pub bos_id: Option<u32>,
+    pub eos_id: Option<u32>,
+    pub add_bos: bool,
+    pub chat_template: Option<String>,
+    pub vocab_size: usize,
+    tokens: Vec<String>,
+}
+
+/// GGUF `tokenizer.ggml.token_type` values.
+const TOKEN_CONTROL: i64 = 3;
+const TOKEN_USER_DEFINED: i64 = 4;
+
+fn strings(g: &GgufFile, key: &str) -> Result<Vec<String>, Diagnostic> {
+    g.array(key)?
+        .iter()
+        .enumerate()
+        .map(|(i, v)| {
+            v.as_str()
+                .map(str::to_string)
+                .ok_or_else(|| Diagnostic::new(&g.path, format!("`{key}`[{i}] is a {}, expected a string", v.type_name())))
+        })
+        .collect()
+}
+
+impl Tokenizer {
+    pub fn from_gguf(g: &GgufFile) -> Result<Tokenizer, Diagnostic> {
+        let model = g.str("tokenizer.ggml.model")?;
+        if model != "gpt2" {
+            return Err(Diagnostic::new(&g.path, format!("tokenizer model `{model}` is not supported yet"))
+                .note("graphc builds `gpt2` (byte-level BPE) tokenizers from GGUF metadata"));
+        }
+        let tokens = strings(g, "tokenizer.ggml.tokens")?;
+        let merges_raw = strings(g, "tokenizer.ggml.merges")?;
+        let mut merges = Vec::with_capacity(merges_raw.len());
+        for (i, m) in merges_raw.iter().enumerate() {
+            let (a, b) = m.split_once(' ').ok_or_else(|| {
+                Diagnostic::new(&g.path, format!("`tokenizer.ggml.merges`[{i}] = {m:?} is not two tokens separated by a space"))
+            })?;
+            merges.push((a.to_string(), b.to_string()));
+        }
+        let vocab: tokenizers::models::bpe::Vocab = tokens.iter().enumerate().map(|(i, t)| (t.clone(), i as u32)).collect();
+        let bpe = BPE::builder()
+            .vocab_and_merges(vocab, merges)
+            .build()
+            .map_err(|e| Diagnostic::new(&g.path, format!("cannot build the BPE tokenizer: {e}")))?;
+        let mut inner = HfTokenizer::new(bpe);
+        inner.with_pre_tokenizer(Some(ByteLevel::new(false, true, true)));
+        inner.with_decoder(Some(ByteLevel::default()));
+        let types: Vec<i64> = match g.get("tokenizer.ggml.token_type") {
+            Some(MetaValue::Array(a)) => a.iter().map(|v| v.as_u64().map(|x| x as i64).unwrap_or(1)).collect(),
+            _ => vec![],
+        };
+        let special: Vec<AddedToken> = types
+            .iter()
+            .enumerate()
+            .filter(|(_, &t)| t == TOKEN_CONTROL || t == TOKEN_USER_DEFINED)
+            .filter_map(|(i, _)| tokens.get(i))
+            .map(|t| AddedToken::from(t.clone(), true))
+            .collect();
+        inner.add_special_tokens(&special);
+        let id = |key: &str| g.get(key).and_then(|v| v.as_u64()).map(|v| v as u32);
+        let bos_id = id("tokenizer.ggml.bos_token_id");
+        let add_bos = match g.get("tokenizer.ggml.add_bos_token") {
+            Some(MetaValue::Bool(b)) => *b,
+            _ => false,
+        };
+        Ok(Tokenizer {
+            inner,
+            bos_id,
+            eos_id: id("tokenizer.ggml.eos_token_id"),
+            add_bos: add_bos && bos_id.is_some(),
+            chat_template: g.get("tokenizer.chat_template").and_then(|v| v.as_str()).map(str::to_string),
+            vocab_size: tokens.len(),
+            tokens,
+        })
+    }
+
+    /// Token ids of `text` (special tokens in the text are recognized), with
+    /// the BOS in front when the checkpoint asks for one.
+    pub fn encode(&self, text: &str) -> Result<Vec<u32>, String> {
+        let enc = self.inner.encode(text, false).map_err(|e| e.to_string())?;
+        let mut ids = Vec::with_capacity(enc.len() + 1);
+        if self.add_bos {
+            ids.extend(self.bos_id);
+        }
+        ids.extend_from_slice(enc.get_ids());
+        Ok(ids)
+    }
+
+    /// Text of `ids`, special tokens included.
+    pub fn decode(&self, ids: &[u32]) -> Result<String, String> {
+        self.inner.decode(ids, false).map_err(|e| e.to_string())
+    }
+
+    pub fn token_text(&self, id: u32) -> Option<&str> {
+        self.tokens.get(id as usize).map(|s| s.as_str())
+    }
+
+    /// The prompt text for one user message under the checkpoint's chat
+    /// template, with the generation prompt added.
+    pub fn apply_chat_template(&self, user_message: &str) -> Result<String, String> {
+        let template = self.chat_template.as_deref().ok_or("the checkpoint has no `tokenizer.chat_template`")?;
+        let mut env = minijinja::Environment::new();
+        env.set_trim_blocks(true);
+        env.set_lstrip_blocks(true);
+        env.add_template("chat", template).map_err(|e| format!("chat template does not parse: {e}"))?;
+        let tok = |id: Option<u32>| id.and_then(|i| self.token_text(i)).unwrap_or("").to_string();
+        let ctx = minijinja::context! {
+            messages => vec![minijinja::context! { role => "user", content => user_message }],
+            add_generation_prompt => true,
+            bos_token => tok(self.bos_id),
+            eos_token => tok(self.eos_id),
+        };
+        env.get_template("chat").unwrap().render(ctx).map_err(|e| format!("chat template failed to render: {e}"))
+    }
+}
