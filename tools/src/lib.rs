@@ -1,1 +1,22 @@
+//! graphc as a library: compile a checkpoint (or load a plan), open a
+//! session, prefill, decode, sample.
+//!
+//! ```no_run
+//! use graphc::{CompileOptions, Model, SessionOptions, Sampling};
+//! let model = Model::compile("SmolLM2-135M-Instruct.Q4_1.gguf".as_ref(), &CompileOptions::default(), None)?;
+//! let mut session = model.session(&SessionOptions::default())?;
+//! let prompt = model.tokenizer().encode("The capital of France is").unwrap();
+//! let out = session.generate(&prompt, 16, &Sampling::greedy(), |_| {})?;
+//! println!("{}", model.tokenizer().decode(&out.tokens).unwrap());
+//! # Ok::<(), graphc::Error>(())
+//! ```
 
+pub mod error;
+pub mod model;
+pub mod sampling;
+pub mod session;
+
+pub use error::Error;
+pub use model::{CompileOptions, Model};
+pub use sampling::Sampling;
+pub use session::{Generation, Session, SessionOptions};

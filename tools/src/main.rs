@@ -1,1 +1,277 @@
-fn main(){}
+//! The `graphc` command: compile checkpoints to plans, run them, print the
+//! graph at every stage.
+
+use anyhow::{bail, Context, Result};
+use clap::{Parser, Subcommand};
+use graphc::{CompileOptions, Model, Sampling, SessionOptions};
+use graphc_ir::text;
+use indicatif::{ProgressBar, ProgressStyle};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+#[derive(Parser)]
+#[command(name = "graphc", version, about = "A compiler for large-language-model inference")]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(clap::Args, Clone)]
+struct CompileArgs {
+    /// Device to compile for (default: resolved from the machine; only `cpu` is verified).
+    #[arg(long)]
+    device: Option<String>,
+    /// Longest sequence a session may hold (default: the checkpoint's context length).
+    #[arg(long)]
+    max_seq: Option<usize>,
+    /// Switch off a pass by name (repeatable).
+    #[arg(long = "disable-pass", value_name = "NAME")]
+    disable_pass: Vec<String>,
+}
+
+impl CompileArgs {
+    fn options(&self) -> CompileOptions {
+        CompileOptions { device: self.device.clone(), max_seq: self.max_seq, disabled_passes: self.disable_pass.clone() }
+    }
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Compile a checkpoint (GGUF) to a plan.
+    Compile {
+        checkpoint: PathBuf,
+        /// Where to write the plan (written atomically).
+        #[arg(short, long)]
+        output: PathBuf,
+        #[command(flatten)]
+        opts: CompileArgs,
+        /// Print one JSON object instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Generate text from a plan or a checkpoint.
+    Run {
+        /// A plan from `graphc compile`, or a checkpoint (compiled in memory).
+        model: PathBuf,
+        #[arg(long, conflicts_with = "prompt_file", required_unless_present = "prompt_file")]
+        prompt: Option<String>,
+        #[arg(long)]
+        prompt_file: Option<PathBuf>,
+        /// Most tokens to generate.
+        #[arg(short = 'n', long, default_value_t = 32)]
+        n: usize,
+        /// 0 is greedy.
+        #[arg(long, default_value_t = 0.0)]
+        temperature: f32,
+        #[arg(long, default_value_t = 0)]
+        seed: u64,
+        #[arg(long)]
+        top_k: Option<usize>,
+        #[arg(long)]
+        top_p: Option<f32>,
+        /// Apply the checkpoint's chat template, the prompt as the user's message.
+        #[arg(long)]
+        chat: bool,
+        /// Worker threads (default: the machine's cores).
+        #[arg(long)]
+        threads: Option<usize>,
+        #[command(flatten)]
+        opts: CompileArgs,
+        /// Print one JSON object at the end instead of streaming text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Print the graph in its text form.
+    Dump {
+        model: PathBuf,
+        #[arg(long, value_enum, default_value = "optimized")]
+        stage: Stage,
+        /// Only these layers, e.g. `0..1` (end exclusive); the rest are summarized.
+        #[arg(long)]
+        layers: Option<String>,
+        #[command(flatten)]
+        opts: CompileArgs,
+    },
+    /// Print a checkpoint's metadata and tensors.
+    Inspect { checkpoint: PathBuf },
+}
+
+#[derive(clap::ValueEnum, Clone, Copy, PartialEq)]
+enum Stage {
+    Lowered,
+    Optimized,
+}
+
+fn progress_bar() -> ProgressBar {
+    let pb = ProgressBar::new(0);
+    pb.set_style(
+        ProgressStyle::with_template("{msg} [{bar:30}] {bytes}/{total_bytes}").unwrap().progress_chars("=> "),
+    );
+    pb.set_message("reading weights");
+    pb
+}
+
+fn open(path: &Path, opts: &CompileOptions) -> Result<Model> {
+    let pb = progress_bar();
+    let mut cb = |done: u64, total: u64| {
+        pb.set_length(total);
+        pb.set_position(done);
+    };
+    let m = Model::open(path, opts, Some(&mut cb))?;
+    pb.finish_and_clear();
+    Ok(m)
+}
+
+fn main() {
+    if let Err(e) = real_main() {
+        eprintln!("error: {e:#}");
+        std::process::exit(1);
+    }
+}
+
+fn real_main() -> Result<()> {
+    let cli = Cli::parse();
+    match cli.cmd {
+        Cmd::Compile { checkpoint, output, opts, json } => {
+            let t0 = Instant::now();
+            let pb = progress_bar();
+            let mut cb = |done: u64, total: u64| {
+                pb.set_length(total);
+                pb.set_position(done);
+            };
+            let model = Model::compile(&checkpoint, &opts.options(), Some(&mut cb))?;
+            pb.finish_and_clear();
+            model.write_plan(&output)?;
+            let secs = t0.elapsed().as_secs_f64();
+            let plan = model.plan();
+            if json {
+                let passes: serde_json::Map<String, serde_json::Value> =
+                    plan.passes.iter().map(|p| (p.name.clone(), p.rewrites.into())).collect();
+                let v = serde_json::json!({
+                    "family": plan.family,
+                    "device": plan.options.device,
+                    "device_source": plan.options.device_source.as_str(),
+                    "max_seq": plan.options.max_seq,
+                    "max_seq_source": plan.options.max_seq_source.as_str(),
+                    "passes": passes,
+                    "weights_bytes": model.weights_bytes(),
+                    "nodes": model.graph().len(),
+                    "compile_secs": secs,
+                    "plan": output.display().to_string(),
+                });
+                println!("{v}");
+            } else {
+                println!("family:   {}", plan.family);
+                println!("device:   {} (from {})", plan.options.device, plan.options.device_source.as_str());
+                println!("max_seq:  {} (from {})", plan.options.max_seq, plan.options.max_seq_source.as_str());
+                println!("weights:  {} tensors, {} bytes", plan.manifest.len(), model.weights_bytes());
+                println!("nodes:    {}", model.graph().len());
+                for p in &plan.passes {
+                    let state = if p.enabled { "" } else { " (disabled)" };
+                    println!("pass {:<12} {} rewrites{state}", p.name, p.rewrites);
+                }
+                println!("wrote {} in {secs:.2}s", output.display());
+            }
+        }
+        Cmd::Run { model, prompt, prompt_file, n, temperature, seed, top_k, top_p, chat, threads, opts, json } => {
+            let text_in = match (prompt, prompt_file) {
+                (Some(p), _) => p,
+                (None, Some(f)) => {
+                    std::fs::read_to_string(&f).with_context(|| format!("cannot read prompt file {}", f.display()))?
+                }
+                (None, None) => bail!("give --prompt or --prompt-file"),
+            };
+            let model = open(&model, &opts.options())?;
+            let tok = model.tokenizer();
+            let text_in = if chat { tok.apply_chat_template(&text_in).map_err(anyhow::Error::msg)? } else { text_in };
+            let prompt_ids = tok.encode(&text_in).map_err(anyhow::Error::msg)?;
+            let mut session = model.session(&SessionOptions { threads })?;
+            let r = session.resolved().clone();
+            if !json {
+                eprintln!(
+                    "[graphc] family {} | device {} | max_seq {} | threads {} (from {}) | prompt {} tokens",
+                    model.plan().family, r.device, r.max_seq, r.threads, r.threads_source, prompt_ids.len()
+                );
+            }
+            let sampling = Sampling { temperature, top_k, top_p, seed };
+            let mut shown = String::new();
+            let mut so_far = Vec::new();
+            let stdout = std::io::stdout();
+            let g = session.generate(&prompt_ids, n, &sampling, |t| {
+                if !json {
+                    so_far.push(t);
+                    if let Ok(s) = tok.decode(&so_far) {
+                        if s.starts_with(&shown) {
+                            let mut out = stdout.lock();
+                            let _ = out.write_all(s[shown.len()..].as_bytes());
+                            let _ = out.flush();
+                            shown = s;
+                        }
+                    }
+                }
+            })?;
+            let text = tok.decode(&g.tokens).map_err(anyhow::Error::msg)?;
+            let prefill_tok_s = prompt_ids.len() as f64 / g.prefill_secs.max(1e-9);
+            let decode_steps = g.tokens.len().saturating_sub(1);
+            let decode_tok_s = if decode_steps == 0 { 0.0 } else { decode_steps as f64 / g.decode_secs.max(1e-9) };
+            if json {
+                let v = serde_json::json!({
+                    "prompt_ids": prompt_ids,
+                    "tokens": g.tokens,
+                    "text": text,
+                    "stopped_on_eos": g.stopped_on_eos,
+                    "prefill_tok_s": prefill_tok_s,
+                    "decode_tok_s": decode_tok_s,
+                    "threads": r.threads,
+                    "device": r.device,
+                    "max_seq": r.max_seq,
+                });
+                println!("{v}");
+            } else {
+                if !text.starts_with(&shown) {
+                    print!("{}", text);
+                }
+                println!();
+                eprintln!("[graphc] prefill {prefill_tok_s:.1} tok/s | decode {decode_tok_s:.1} tok/s");
+            }
+        }
+        Cmd::Dump { model, stage, layers, opts } => {
+            let m = open(&model, &opts.options())?;
+            let graph = match stage {
+                Stage::Optimized => m.graph(),
+                Stage::Lowered => m
+                    .lowered_graph()
+                    .context("--stage lowered needs a checkpoint (a plan holds only the optimized graph)")?,
+            };
+            let out = match layers {
+                None => text::print(graph),
+                Some(spec) => {
+                    let (a, b) = spec.split_once("..").context("--layers takes A..B, e.g. 0..1")?;
+                    let (a, b): (u32, u32) = (
+                        a.trim().parse().context("--layers: start is not a number")?,
+                        b.trim().parse().context("--layers: end is not a number")?,
+                    );
+                    text::print_filtered(graph, |l| l >= a && l < b)
+                }
+            };
+            print!("{out}");
+        }
+        Cmd::Inspect { checkpoint } => {
+            let g = graphc_frontends::GgufFile::open(&checkpoint)?;
+            println!("GGUF v{} | alignment {} | {} tensors", g.version, g.alignment, g.tensors.len());
+            for (k, v) in &g.metadata {
+                let shown = match v {
+                    graphc_frontends::gguf::MetaValue::Array(a) => format!("[{} items]", a.len()),
+                    graphc_frontends::gguf::MetaValue::Str(s) if s.len() > 80 => format!("{:?}...", &s[..s.floor_char_boundary(80)]),
+                    other => format!("{other:?}"),
+                };
+                println!("{k} = {shown}");
+            }
+            for t in &g.tensors {
+                println!("{:<32} {:<5} {:?}", t.name, t.dtype.name(), t.shape);
+            }
+        }
+    }
+    Ok(())
+}

@@ -11,12 +11,12 @@ pub fn dot(a: &[f32], b: &[f32]) -> f32 {
     let (cb, rb) = b.split_at(ca.len());
     for (x, y) in ca.chunks_exact(8).zip(cb.chunks_exact(8)) {
         for i in 0..8 {
-            acc[i] = x[i].mul_add(y[i], acc[i]);
+            acc[i] += x[i] * y[i];
         }
     }
     let mut tail = 0f32;
     for (x, y) in ra.iter().zip(rb) {
-        tail = x.mul_add(*y, tail);
+        tail += x * y;
     }
     ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7])) + tail
 }

@@ -1,0 +1,219 @@
+//! Compiling a checkpoint to a plan, and loading a plan back against its
+//! checkpoint (refused when the file changed or the plan's version differs).
+
+use crate::error::Error;
+use crate::session::{Session, SessionOptions};
+use graphc_backends::{WeightRef, WeightSource};
+use graphc_frontends::{Checkpoint, Tokenizer};
+use graphc_ir::plan::{CheckpointRef, Plan, ResolvedOptions, Source, WeightEntry, PLAN_FORMAT_VERSION};
+use graphc_ir::{text, verify, Graph};
+use graphc_passes::PassManager;
+use std::collections::HashMap;
+use std::path::Path;
+
+/// Compile-time options; every `None` is resolved once (from the checkpoint
+/// or the machine), printed by the CLI and stored in the plan.
+#[derive(Clone, Debug, Default)]
+pub struct CompileOptions {
+    pub device: Option<String>,
+    pub max_seq: Option<usize>,
+    pub disabled_passes: Vec<String>,
+}
+
+/// The devices this build can run. Only verified backends are listed.
+pub const DEVICES: &[&str] = &["cpu"];
+
+/// Progress callback: (bytes done, bytes total) while the checkpoint is read.
+pub type Progress<'a> = Option<&'a mut dyn FnMut(u64, u64)>;
+
+pub struct Model {
+    plan: Plan,
+    graph: Graph,
+    lowered: Option<Graph>,
+    checkpoint: Checkpoint,
+    weights: HashMap<String, WeightEntry>,
+}
+
+fn checksum(ck: &Checkpoint, progress: Progress) -> String {
+    let total = ck.gguf.mmap.len() as u64;
+    let mut done = 0u64;
+    match progress {
+        Some(p) => ck.checksum(|n| {
+            done += n;
+            p(done, total)
+        }),
+        None => ck.checksum(|_| {}),
+    }
+}
+
+fn resolve(opts: &CompileOptions, context_length: usize) -> Result<ResolvedOptions, Error> {
+    let (device, device_source) = match &opts.device {
+        Some(d) if DEVICES.contains(&d.as_str()) => (d.clone(), Source::Option),
+        Some(d) => {
+            return Err(Error::Option(format!(
+                "device `{d}` is not available in this build; available: {}",
+                DEVICES.join(", ")
+            )))
+        }
+        // CPU is the only verified backend so far, so the machine always resolves to it.
+        None => ("cpu".to_string(), Source::Machine),
+    };
+    let (max_seq, max_seq_source) = match opts.max_seq {
+        Some(0) => return Err(Error::Option("--max-seq must be at least 1".into())),
+        Some(n) if n > context_length => {
+            return Err(Error::Option(format!(
+                "--max-seq {n} exceeds the checkpoint's context length {context_length}"
+            )))
+        }
+        Some(n) => (n, Source::Option),
+        None => (context_length, Source::Checkpoint),
+    };
+    Ok(ResolvedOptions { device, device_source, max_seq, max_seq_source })
+}
+
+impl Model {
+    /// Lower, verify and optimize a checkpoint in memory.
+    pub fn compile(path: &Path, opts: &CompileOptions, progress: Progress) -> Result<Model, Error> {
+        let checkpoint = Checkpoint::open(path)?;
+        let lowered = checkpoint.lower()?;
+        let mut graph = lowered.graph;
+        verify(&mut graph)?;
+        let lowered_graph = graph.clone();
+        let options = resolve(opts, lowered.meta.context_length)?;
+        let report = PassManager::default().run(&mut graph, &opts.disabled_passes)?;
+        // Keep only the weights the optimized graph still uses.
+        let used: std::collections::HashSet<String> = graph
+            .g
+            .node_weights()
+            .filter_map(|n| match &n.op {
+                graphc_ir::Op::Weight { name, .. } => Some(name.clone()),
+                _ => None,
+            })
+            .collect();
+        let manifest: Vec<WeightEntry> = lowered.manifest.into_iter().filter(|w| used.contains(&w.name)).collect();
+        let abs = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
+        let plan = Plan {
+            format_version: PLAN_FORMAT_VERSION,
+            graphc_version: env!("CARGO_PKG_VERSION").into(),
+            family: checkpoint.family.clone(),
+            checkpoint: CheckpointRef {
+                path: abs.display().to_string(),
+                bytes: checkpoint.gguf.mmap.len() as u64,
+                checksum: checksum(&checkpoint, progress),
+            },
+            options,
+            model: lowered.meta,
+            passes: report.records,
+            manifest,
+            graph: text::print(&graph),
+        };
+        Model::assemble(plan, graph, Some(lowered_graph), checkpoint)
+    }
+
+    /// Load a plan written by `graphc compile`, against the checkpoint it names.
+    pub fn load(plan_path: &Path, progress: Progress) -> Result<Model, Error> {
+        let plan = Plan::read(plan_path)?;
+        let p = plan_path.display().to_string();
+        let mismatch = |message: String| Error::PlanMismatch { plan: p.clone(), message };
+        let ck_path = Path::new(&plan.checkpoint.path);
+        let checkpoint = Checkpoint::open(ck_path)
+            .map_err(|e| mismatch(format!("cannot open its checkpoint {}: {}", plan.checkpoint.path, e.message)))?;
+        let bytes = checkpoint.gguf.mmap.len() as u64;
+        if bytes != plan.checkpoint.bytes {
+            return Err(mismatch(format!(
+                "its checkpoint {} changed: it was {} bytes at compile time and is {bytes} now; recompile the plan",
+                plan.checkpoint.path, plan.checkpoint.bytes
+            )));
+        }
+        let sum = checksum(&checkpoint, progress);
+        if sum != plan.checkpoint.checksum {
+            return Err(mismatch(format!(
+                "its checkpoint {} changed: checksum {} at compile time, {sum} now; recompile the plan",
+                plan.checkpoint.path, plan.checkpoint.checksum
+            )));
+        }
+        let mut graph = text::parse(&plan.graph).map_err(|e| mismatch(format!("its graph does not parse: {e}")))?;
+        verify(&mut graph)?;
+        Model::assemble(plan, graph, None, checkpoint)
+    }
+
+    /// A plan (JSON) or a checkpoint (compiled in memory with default options
+    /// and `max_seq`), told apart by the file's first bytes.
+    pub fn open(path: &Path, opts: &CompileOptions, progress: Progress) -> Result<Model, Error> {
+        let mut head = [0u8; 4];
+        let n = std::fs::File::open(path)
+            .and_then(|mut f| std::io::Read::read(&mut f, &mut head))
+            .map_err(|e| Error::Input(format!("cannot read {}: {e}", path.display())))?;
+        if n >= 1 && head[0] == b'{' {
+            Model::load(path, progress)
+        } else {
+            Model::compile(path, opts, progress)
+        }
+    }
+
+    fn assemble(plan: Plan, graph: Graph, lowered: Option<Graph>, checkpoint: Checkpoint) -> Result<Model, Error> {
+        let mut weights = HashMap::new();
+        for w in &plan.manifest {
+            let t = checkpoint.gguf.tensor(&w.name);
+            let ok = t.is_some_and(|t| t.dtype == w.dtype && t.shape == w.shape && t.offset == w.offset && t.bytes == w.bytes);
+            if !ok {
+                return Err(Error::PlanMismatch {
+                    plan: plan.checkpoint.path.clone(),
+                    message: format!("weight `{}` in the manifest does not match the checkpoint", w.name),
+                });
+            }
+            weights.insert(w.name.clone(), w.clone());
+        }
+        Ok(Model { plan, graph, lowered, checkpoint, weights })
+    }
+
+    pub fn plan(&self) -> &Plan {
+        &self.plan
+    }
+    pub fn graph(&self) -> &Graph {
+        &self.graph
+    }
+    /// The graph as lowered, before passes (only when compiled in memory).
+    pub fn lowered_graph(&self) -> Option<&Graph> {
+        self.lowered.as_ref()
+    }
+    pub fn tokenizer(&self) -> &Tokenizer {
+        &self.checkpoint.tokenizer
+    }
+    pub fn weights_bytes(&self) -> u64 {
+        self.plan.manifest.iter().map(|w| w.bytes).sum()
+    }
+
+    /// Write the plan atomically: a temporary file beside `path`, then a
+    /// rename, so a failed write never leaves a truncated plan or clobbers a
+    /// good one.
+    pub fn write_plan(&self, path: &Path) -> Result<(), Error> {
+        let io = |e: std::io::Error| Error::Input(format!("cannot write plan {}: {e}", path.display()));
+        let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+        let tmp = dir.join(format!(
+            ".{}.tmp{}",
+            path.file_name().and_then(|n| n.to_str()).unwrap_or("plan"),
+            std::process::id()
+        ));
+        std::fs::write(&tmp, self.plan.to_json()).map_err(io)?;
+        std::fs::rename(&tmp, path).map_err(|e| {
+            let _ = std::fs::remove_file(&tmp);
+            io(e)
+        })
+    }
+
+    pub fn session(&self, opts: &SessionOptions) -> Result<Session<'_>, Error> {
+        Session::new(self, opts)
+    }
+}
+
+impl WeightSource for Model {
+    fn weight(&self, name: &str) -> Option<WeightRef<'_>> {
+        let w = self.weights.get(name)?;
+        Some(WeightRef {
+            dtype: w.dtype,
+            shape: &w.shape,
+            bytes: &self.checkpoint.gguf.mmap[w.offset as usize..(w.offset + w.bytes) as usize],
+        })
+    }
+}
