@@ -1,1 +1,231 @@
+//! Shared helpers for graphc's end-to-end tests: where the real checkpoints
+//! and reference outputs are, and a small GGUF writer for synthetic (and
+//! deliberately broken) files.
 
+use std::path::{Path, PathBuf};
+
+pub fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
+}
+
+/// The models folder `tools/setup.sh` fills (`$GRAPHC_CACHE/models`,
+/// default `~/.cache/graphc/models`).
+pub fn models_dir() -> PathBuf {
+    match std::env::var_os("GRAPHC_CACHE") {
+        Some(c) => PathBuf::from(c).join("models"),
+        None => PathBuf::from(std::env::var_os("HOME").expect("HOME is not set")).join(".cache/graphc/models"),
+    }
+}
+
+/// A real checkpoint; a missing one fails the test (it does not skip).
+pub fn model(file: &str) -> PathBuf {
+    let p = models_dir().join(file);
+    assert!(p.exists(), "{} is missing: run `bash tools/setup.sh` first", p.display());
+    p
+}
+
+pub fn smollm2() -> PathBuf {
+    model("SmolLM2-135M-Instruct.Q4_1.gguf")
+}
+
+pub fn reference_json(label: &str) -> serde_json::Value {
+    let p = repo_root().join("tests/reference").join(format!("{label}.json"));
+    serde_json::from_str(&std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))).unwrap()
+}
+
+pub fn reference_logits(file: &str) -> Vec<f32> {
+    let p = repo_root().join("tests/reference").join(file);
+    let bytes = std::fs::read(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+    bytes.chunks_exact(4).map(|b| f32::from_le_bytes(b.try_into().unwrap())).collect()
+}
+
+/// (max |a - b|, cosine similarity)
+pub fn compare(a: &[f32], b: &[f32]) -> (f32, f64) {
+    assert_eq!(a.len(), b.len());
+    let max = a.iter().zip(b).map(|(x, y)| (x - y).abs()).fold(0f32, f32::max);
+    let dot: f64 = a.iter().zip(b).map(|(&x, &y)| x as f64 * y as f64).sum();
+    let na: f64 = a.iter().map(|&x| (x as f64).powi(2)).sum::<f64>().sqrt();
+    let nb: f64 = b.iter().map(|&x| (x as f64).powi(2)).sum::<f64>().sqrt();
+    (max, dot / (na * nb))
+}
+
+/// A GGUF metadata value for the writer.
+pub enum Meta {
+    U32(u32),
+    F32(f32),
+    Bool(bool),
+    Str(String),
+    StrArray(Vec<String>),
+    I32Array(Vec<i32>),
+}
+
+/// Builds GGUF v3 bytes: metadata, tensor infos, aligned data.
+#[derive(Default)]
+pub struct GgufWriter {
+    pub meta: Vec<(String, Meta)>,
+    /// (name, row-major shape, ggml type id, bytes)
+    pub tensors: Vec<(String, Vec<u64>, u32, Vec<u8>)>,
+}
+
+fn put_str(out: &mut Vec<u8>, s: &str) {
+    out.extend_from_slice(&(s.len() as u64).to_le_bytes());
+    out.extend_from_slice(s.as_bytes());
+}
+
+impl GgufWriter {
+    pub fn meta(mut self, k: &str, v: Meta) -> Self {
+        self.meta.push((k.into(), v));
+        self
+    }
+    pub fn f32_tensor(mut self, name: &str, shape: &[u64], values: &[f32]) -> Self {
+        let bytes = values.iter().flat_map(|v| v.to_le_bytes()).collect();
+        self.tensors.push((name.into(), shape.to_vec(), 0, bytes));
+        self
+    }
+    pub fn to_bytes(&self) -> Vec<u8> {
+        let mut out = b"GGUF".to_vec();
+        out.extend_from_slice(&3u32.to_le_bytes());
+        out.extend_from_slice(&(self.tensors.len() as u64).to_le_bytes());
+        out.extend_from_slice(&(self.meta.len() as u64).to_le_bytes());
+        for (k, v) in &self.meta {
+            put_str(&mut out, k);
+            match v {
+                Meta::U32(x) => {
+                    out.extend_from_slice(&4u32.to_le_bytes());
+                    out.extend_from_slice(&x.to_le_bytes());
+                }
+                Meta::F32(x) => {
+                    out.extend_from_slice(&6u32.to_le_bytes());
+                    out.extend_from_slice(&x.to_le_bytes());
+                }
+                Meta::Bool(x) => {
+                    out.extend_from_slice(&7u32.to_le_bytes());
+                    out.push(*x as u8);
+                }
+                Meta::Str(s) => {
+                    out.extend_from_slice(&8u32.to_le_bytes());
+                    put_str(&mut out, s);
+                }
+                Meta::StrArray(a) => {
+                    out.extend_from_slice(&9u32.to_le_bytes());
+                    out.extend_from_slice(&8u32.to_le_bytes());
+                    out.extend_from_slice(&(a.len() as u64).to_le_bytes());
+                    for s in a {
+                        put_str(&mut out, s);
+                    }
+                }
+                Meta::I32Array(a) => {
+                    out.extend_from_slice(&9u32.to_le_bytes());
+                    out.extend_from_slice(&5u32.to_le_bytes());
+                    out.extend_from_slice(&(a.len() as u64).to_le_bytes());
+                    for x in a {
+                        out.extend_from_slice(&x.to_le_bytes());
+                    }
+                }
+            }
+        }
+        let mut offset = 0u64;
+        let mut offsets = Vec::new();
+        for (name, shape, ty, bytes) in &self.tensors {
+            put_str(&mut out, name);
+            out.extend_from_slice(&(shape.len() as u32).to_le_bytes());
+            for d in shape.iter().rev() {
+                out.extend_from_slice(&d.to_le_bytes());
+            }
+            out.extend_from_slice(&ty.to_le_bytes());
+            out.extend_from_slice(&offset.to_le_bytes());
+            offsets.push(offset);
+            offset = (offset + bytes.len() as u64).div_ceil(32) * 32;
+        }
+        while out.len() % 32 != 0 {
+            out.push(0);
+        }
+        let base = out.len();
+        for ((_, _, _, bytes), off) in self.tensors.iter().zip(offsets) {
+            out.resize(base + off as usize, 0);
+            out.extend_from_slice(bytes);
+        }
+        out
+    }
+
+    /// A complete, tiny llama checkpoint (2 layers, hidden 8, vocab 8) whose
+    /// weights are deterministic pseudo-random values.
+    pub fn tiny_llama() -> GgufWriter {
+        let (d, ffn, layers, vocab, nh, nkv) = (8u64, 16u64, 2, 8u64, 2u32, 1u32);
+        let hd = d / nh as u64;
+        let mut seed = 1u32;
+        let mut vals = |n: u64| -> Vec<f32> {
+            (0..n)
+                .map(|_| {
+                    seed = seed.wrapping_mul(1664525).wrapping_add(1013904223);
+                    ((seed >> 8) as f32 / (1u32 << 24) as f32 - 0.5) * 0.5
+                })
+                .collect()
+        };
+        let tokens: Vec<String> = ["<unk>", "<s>", "</s>", "a", "b", "c", "ab", "bc"].iter().map(|s| s.to_string()).collect();
+        let mut w = GgufWriter::default()
+            .meta("general.architecture", Meta::Str("llama".into()))
+            .meta("llama.block_count", Meta::U32(layers))
+            .meta("llama.context_length", Meta::U32(64))
+            .meta("llama.embedding_length", Meta::U32(d as u32))
+            .meta("llama.feed_forward_length", Meta::U32(ffn as u32))
+            .meta("llama.attention.head_count", Meta::U32(nh))
+            .meta("llama.attention.head_count_kv", Meta::U32(nkv))
+            .meta("llama.attention.layer_norm_rms_epsilon", Meta::F32(1e-5))
+            .meta("llama.rope.freq_base", Meta::F32(10000.0))
+            .meta("tokenizer.ggml.model", Meta::Str("gpt2".into()))
+            .meta("tokenizer.ggml.tokens", Meta::StrArray(tokens))
+            .meta("tokenizer.ggml.merges", Meta::StrArray(vec!["a b".into(), "b c".into()]))
+            .meta("tokenizer.ggml.token_type", Meta::I32Array(vec![3, 3, 3, 1, 1, 1, 1, 1]))
+            .meta("tokenizer.ggml.bos_token_id", Meta::U32(1))
+            .meta("tokenizer.ggml.eos_token_id", Meta::U32(2));
+        let v = vals(vocab * d);
+        w = w.f32_tensor("token_embd.weight", &[vocab, d], &v);
+        for l in 0..layers {
+            let t = |s: &str| format!("blk.{l}.{s}.weight");
+            let ones = vec![1.0; d as usize];
+            w = w.f32_tensor(&t("attn_norm"), &[d], &ones).f32_tensor(&t("ffn_norm"), &[d], &ones);
+            let q = vals(d * d);
+            w = w.f32_tensor(&t("attn_q"), &[d, d], &q);
+            let k = vals(hd * nkv as u64 * d);
+            w = w.f32_tensor(&t("attn_k"), &[hd * nkv as u64, d], &k);
+            let v = vals(hd * nkv as u64 * d);
+            w = w.f32_tensor(&t("attn_v"), &[hd * nkv as u64, d], &v);
+            let o = vals(d * d);
+            w = w.f32_tensor(&t("attn_output"), &[d, d], &o);
+            let g = vals(ffn * d);
+            w = w.f32_tensor(&t("ffn_gate"), &[ffn, d], &g);
+            let u = vals(ffn * d);
+            w = w.f32_tensor(&t("ffn_up"), &[ffn, d], &u);
+            let dn = vals(d * ffn);
+            w = w.f32_tensor(&t("ffn_down"), &[d, ffn], &dn);
+        }
+        w.f32_tensor("output_norm.weight", &[d], &vec![1.0; d as usize])
+    }
+
+    pub fn without_meta(mut self, key: &str) -> Self {
+        self.meta.retain(|(k, _)| k != key);
+        self
+    }
+
+    pub fn set_meta(mut self, key: &str, v: Meta) -> Self {
+        self.meta.retain(|(k, _)| k != key);
+        self.meta.push((key.into(), v));
+        self
+    }
+
+    pub fn write(&self, dir: &Path, name: &str) -> PathBuf {
+        let p = dir.join(name);
+        std::fs::write(&p, self.to_bytes()).unwrap();
+        p
+    }
+}
+
+/// A fresh temporary folder under the target dir (removed by the OS, not us:
+/// a failing test leaves its files to look at).
+pub fn temp_dir(tag: &str) -> PathBuf {
+    let d = repo_root().join("target/test-tmp").join(format!("{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
