@@ -164,9 +164,9 @@ impl<'a> Reader<'a> {
     fn count(&mut self, what: &str, min_item_bytes: u64) -> Result<usize, Diagnostic> {
         let n = self.u64(what)?;
         if n.saturating_mul(min_item_bytes) > self.remaining() {
-            return Err(Diagnostic::new(self.path, format!("GGUF header claims {} {what}, more than the file can hold", commas(n)))
+            return Err(Diagnostic::new(self.path, format!("truncated or corrupt GGUF: the header claims {} {what}, more than the file can hold", commas(n)))
                 .note(format!("each needs at least {min_item_bytes} bytes and {} bytes remain", commas(self.remaining())))
-                .help("the file is corrupt or not a GGUF file"));
+                .help("the file is corrupt, truncated or not a GGUF file"));
         }
         Ok(n as usize)
     }

@@ -1,0 +1,161 @@
+//! Bad input gets a clear error that names what was wrong and where; never a
+//! panic. One test per error class, asserting the message.
+
+use graphc::{CompileOptions, Error, Model, SessionOptions};
+use graphc_tests::{temp_dir, GgufWriter, Meta};
+
+fn compile_err(path: &std::path::Path) -> String {
+    match Model::compile(path, &CompileOptions::default(), None) {
+        Ok(_) => panic!("{} compiled, expected an error", path.display()),
+        Err(e) => e.to_string(),
+    }
+}
+
+#[test]
+fn the_tiny_checkpoint_itself_compiles_and_runs() {
+    // The control for every test below: the unbroken file is fine.
+    let dir = temp_dir("bad-control");
+    let p = GgufWriter::tiny_llama().write(&dir, "tiny.gguf");
+    let m = Model::compile(&p, &CompileOptions::default(), None).unwrap();
+    let mut s = m.session(&SessionOptions::default()).unwrap();
+    assert_eq!(s.prefill(&[3, 4, 5]).unwrap().len(), 8);
+}
+
+#[test]
+fn truncated_gguf() {
+    let dir = temp_dir("bad-trunc");
+    let bytes = GgufWriter::tiny_llama().to_bytes();
+    let p = dir.join("t.gguf");
+    // Cut inside the tensor infos (past the counts, before the data).
+    std::fs::write(&p, &bytes[..700]).unwrap();
+    let e = compile_err(&p);
+    assert!(e.contains("truncated"), "{e}");
+    assert!(e.contains("t.gguf"), "names the file: {e}");
+}
+
+#[test]
+fn wrong_magic() {
+    let dir = temp_dir("bad-magic");
+    let mut bytes = GgufWriter::tiny_llama().to_bytes();
+    bytes[..4].copy_from_slice(b"GGML");
+    let p = dir.join("m.gguf");
+    std::fs::write(&p, &bytes).unwrap();
+    let e = compile_err(&p);
+    assert!(e.contains("not a GGUF file: wrong magic number"), "{e}");
+}
+
+#[test]
+fn tensor_past_the_end_of_the_file() {
+    let dir = temp_dir("bad-past");
+    let bytes = GgufWriter::tiny_llama().to_bytes();
+    let p = dir.join("short.gguf");
+    std::fs::write(&p, &bytes[..bytes.len() - 8]).unwrap();
+    let e = compile_err(&p);
+    assert!(e.contains("tensor `output_norm.weight` runs past the end of the file"), "{e}");
+    assert!(e.contains("> file size"), "gives the numbers: {e}");
+}
+
+#[test]
+fn absurd_tensor_count_fails_fast() {
+    let dir = temp_dir("bad-count");
+    let mut bytes = GgufWriter::tiny_llama().to_bytes();
+    bytes[8..16].copy_from_slice(&(1u64 << 60).to_le_bytes());
+    let p = dir.join("count.gguf");
+    std::fs::write(&p, &bytes).unwrap();
+    let e = compile_err(&p);
+    assert!(e.contains("the header claims 1,152,921,504,606,846,976 tensors, more than the file can hold"), "{e}");
+}
+
+#[test]
+fn unknown_architecture() {
+    let dir = temp_dir("bad-arch");
+    let p = GgufWriter::tiny_llama().set_meta("general.architecture", Meta::Str("mamba9".into())).write(&dir, "a.gguf");
+    let e = compile_err(&p);
+    assert!(e.contains("unknown architecture `mamba9`"), "{e}");
+    assert!(e.contains("graphc lowers: llama"), "{e}");
+}
+
+#[test]
+fn missing_metadata_key_is_named() {
+    let dir = temp_dir("bad-key");
+    let p = GgufWriter::tiny_llama().without_meta("llama.attention.layer_norm_rms_epsilon").write(&dir, "k.gguf");
+    let e = compile_err(&p);
+    assert!(e.contains("missing metadata key `llama.attention.layer_norm_rms_epsilon`"), "{e}");
+}
+
+#[test]
+fn plan_from_another_format_version_is_refused() {
+    let dir = temp_dir("bad-version");
+    let ck = GgufWriter::tiny_llama().write(&dir, "v.gguf");
+    let m = Model::compile(&ck, &CompileOptions::default(), None).unwrap();
+    let plan = dir.join("v.plan");
+    m.write_plan(&plan).unwrap();
+    let mut v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&plan).unwrap()).unwrap();
+    v["format_version"] = 999.into();
+    std::fs::write(&plan, v.to_string()).unwrap();
+    let e = Model::load(&plan, None).err().expect("a plan of version 999 loaded").to_string();
+    assert!(e.contains("has format version 999, this graphc reads version 1"), "{e}");
+}
+
+#[test]
+fn plan_whose_checkpoint_changed_is_refused() {
+    let dir = temp_dir("bad-changed");
+    let ck = GgufWriter::tiny_llama().write(&dir, "c.gguf");
+    let m = Model::compile(&ck, &CompileOptions::default(), None).unwrap();
+    let plan = dir.join("c.plan");
+    m.write_plan(&plan).unwrap();
+    drop(m);
+    assert!(Model::load(&plan, None).is_ok(), "control: the unchanged checkpoint loads");
+    // Same size, one weight byte different.
+    let mut bytes = std::fs::read(&ck).unwrap();
+    let n = bytes.len();
+    bytes[n - 3] ^= 0x40;
+    std::fs::write(&ck, &bytes).unwrap();
+    let e = Model::load(&plan, None).err().expect("a plan over a changed checkpoint loaded").to_string();
+    assert!(e.contains("changed: checksum"), "{e}");
+    assert!(e.contains("recompile the plan"), "{e}");
+    // A different size is named as such.
+    bytes.push(0);
+    std::fs::write(&ck, &bytes).unwrap();
+    let e = Model::load(&plan, None).err().unwrap().to_string();
+    assert!(e.contains(&format!("it was {n} bytes at compile time and is {} now", n + 1)), "{e}");
+}
+
+#[test]
+fn prompt_longer_than_max_seq_says_both_numbers() {
+    let dir = temp_dir("bad-maxseq");
+    let ck = GgufWriter::tiny_llama().write(&dir, "s.gguf");
+    let opts = CompileOptions { max_seq: Some(4), ..Default::default() };
+    let m = Model::compile(&ck, &opts, None).unwrap();
+    let mut s = m.session(&SessionOptions::default()).unwrap();
+    let e = s.prefill(&[3, 4, 5, 6, 7, 3]).unwrap_err().to_string();
+    assert!(e.contains("6 tokens") && e.contains("exceed max_seq 4"), "{e}");
+    assert!(s.prefill(&[3, 4, 5, 6]).is_ok(), "exactly max_seq fits");
+    let over = CompileOptions { max_seq: Some(65), ..Default::default() };
+    let e = Model::compile(&ck, &over, None).err().unwrap().to_string();
+    assert!(e.contains("--max-seq 65 exceeds the checkpoint's context length 64"), "{e}");
+}
+
+#[test]
+fn bad_token_ids_and_empty_prompts() {
+    let dir = temp_dir("bad-tokens");
+    let ck = GgufWriter::tiny_llama().write(&dir, "t.gguf");
+    let m = Model::compile(&ck, &CompileOptions::default(), None).unwrap();
+    let mut s = m.session(&SessionOptions::default()).unwrap();
+    let e = s.prefill(&[3, 99]).unwrap_err().to_string();
+    assert!(e.contains("token id 99 at position 1 is outside the vocabulary of 8"), "{e}");
+    let e = s.prefill(&[]).unwrap_err();
+    assert!(matches!(e, Error::Input(_)) && e.to_string().contains("empty prompt"), "{e}");
+}
+
+#[test]
+fn unknown_pass_and_device_are_named() {
+    let dir = temp_dir("bad-opts");
+    let ck = GgufWriter::tiny_llama().write(&dir, "o.gguf");
+    let opts = CompileOptions { disabled_passes: vec!["no_such_pass".into()], ..Default::default() };
+    let e = Model::compile(&ck, &opts, None).err().unwrap().to_string();
+    assert!(e.contains("unknown pass `no_such_pass`") && e.contains("dead_code"), "{e}");
+    let opts = CompileOptions { device: Some("tpu".into()), ..Default::default() };
+    let e = Model::compile(&ck, &opts, None).err().unwrap().to_string();
+    assert!(e.contains("device `tpu` is not available in this build; available: cpu"), "{e}");
+}
