@@ -26,6 +26,7 @@ pub fn verify(graph: &mut Graph) -> Result<(), VerifyError> {
     })?;
     let names: HashMap<NodeId, String> = order.iter().enumerate().map(|(i, &n)| (n, format!("%{i}"))).collect();
     let mut state_in: HashMap<String, TensorType> = HashMap::new();
+    let mut state_node: HashMap<String, NodeId> = HashMap::new();
     let mut state_out: HashSet<String> = HashSet::new();
     let mut source_names: HashSet<(u8, String)> = HashSet::new();
     for &id in &order {
@@ -46,6 +47,7 @@ pub fn verify(graph: &mut Graph) -> Result<(), VerifyError> {
                 }
                 if let Op::State { name, ty } = &node.op {
                     state_in.insert(name.clone(), ty.clone());
+                    state_node.insert(name.clone(), id);
                 }
                 if !matches!(node.op, Op::Weight { .. }) && inferred.dtype.is_quantized() {
                     return Err(err(format!("only weights may have a quantized type, found {}", inferred.dtype)));
@@ -71,9 +73,11 @@ pub fn verify(graph: &mut Graph) -> Result<(), VerifyError> {
         }
         graph.node_mut(id).ty = Some(inferred);
     }
-    if let Some(missing) = state_in.keys().find(|n| !state_out.contains(*n)) {
+    let mut unwritten: Vec<&String> = state_in.keys().filter(|n| !state_out.contains(*n)).collect();
+    unwritten.sort();
+    if let Some(missing) = unwritten.first() {
         return Err(VerifyError {
-            node: "graph".into(),
+            node: names[&state_node[*missing]].clone(),
             op: "state".into(),
             message: format!("state `{missing}` is read but never written (no state_out)"),
         });
