@@ -1,0 +1,132 @@
+//! The `graphc` command end to end on the real SmolLM2 checkpoint: what the
+//! README tells a user to run prints the reference's tokens and text, and
+//! bad input exits with a clear error, never a panic.
+
+use graphc_tests::{reference_json, smollm2, temp_dir};
+use std::process::{Command, Output};
+
+fn graphc(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_graphc")).args(args).output().expect("graphc runs")
+}
+
+fn json_of(out: &Output) -> serde_json::Value {
+    assert!(out.status.success(), "graphc failed: {}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stdout)))
+}
+
+fn ids(v: &serde_json::Value) -> Vec<u64> {
+    v.as_array().unwrap().iter().map(|x| x.as_u64().unwrap()).collect()
+}
+
+#[test]
+fn compile_json_reports_max_seq_and_where_it_came_from() {
+    let dir = temp_dir("cli-compile");
+    let ck = smollm2();
+    let plan = dir.join("smollm2.plan");
+    let v = json_of(&graphc(&["compile", ck.to_str().unwrap(), "-o", plan.to_str().unwrap(), "--json"]));
+    assert_eq!(v["family"], "llama");
+    assert_eq!(v["device"], "cpu");
+    assert_eq!(v["max_seq"], 8192);
+    assert_eq!(v["max_seq_source"], "checkpoint");
+    assert!(v["passes"].get("dead_code").is_some(), "{v}");
+    assert!(v["weights_bytes"].as_u64().unwrap() > 90_000_000, "{v}");
+    println!("compile took {:.3}s", v["compile_secs"].as_f64().unwrap());
+    let v = json_of(&graphc(&["compile", ck.to_str().unwrap(), "-o", plan.to_str().unwrap(), "--json", "--max-seq", "512"]));
+    assert_eq!(v["max_seq"], 512);
+    assert_eq!(v["max_seq_source"], "option");
+    let stored: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&plan).unwrap()).unwrap();
+    assert_eq!(stored["options"]["max_seq"], 512, "the resolved value is stored in the plan");
+}
+
+#[test]
+fn run_json_gives_the_reference_tokens_from_checkpoint_and_plan() {
+    let reference = reference_json("smollm2-135m-q4_1");
+    let p1 = &reference["prompts"][0];
+    let want_prompt = ids(&p1["prompt_ids"]);
+    let want_tokens = ids(&p1["generated_ids"]);
+    let ck = smollm2();
+    let prompt = p1["text"].as_str().unwrap();
+    let from_ck = json_of(&graphc(&["run", ck.to_str().unwrap(), "--prompt", prompt, "-n", "12", "--json"]));
+    assert_eq!(ids(&from_ck["prompt_ids"]), want_prompt);
+    assert_eq!(ids(&from_ck["tokens"]), want_tokens[..12]);
+    assert!(p1["generated_text"].as_str().unwrap().starts_with(from_ck["text"].as_str().unwrap()), "{from_ck}");
+    assert!(from_ck["decode_tok_s"].as_f64().unwrap() > 0.0);
+
+    let dir = temp_dir("cli-run-plan");
+    let plan = dir.join("p.plan");
+    assert!(graphc(&["compile", ck.to_str().unwrap(), "-o", plan.to_str().unwrap()]).status.success());
+    let from_plan = json_of(&graphc(&["run", plan.to_str().unwrap(), "--prompt", prompt, "-n", "12", "--json"]));
+    assert_eq!(from_plan["tokens"], from_ck["tokens"]);
+    assert_eq!(from_plan["text"], from_ck["text"]);
+}
+
+#[test]
+fn run_chat_applies_the_checkpoints_template() {
+    let reference = reference_json("smollm2-135m-q4_1");
+    let p3 = reference["prompts"].as_array().unwrap().iter().find(|p| p["chat"] == true).unwrap();
+    let ck = smollm2();
+    let v = json_of(&graphc(&[
+        "run", ck.to_str().unwrap(), "--chat", "--prompt", p3["user_message"].as_str().unwrap(), "-n", "3", "--json",
+    ]));
+    assert_eq!(ids(&v["prompt_ids"]), ids(&p3["prompt_ids"]));
+    assert_eq!(ids(&v["tokens"]), ids(&p3["generated_ids"])[..3]);
+}
+
+#[test]
+fn prompt_longer_than_max_seq_is_refused_with_both_numbers() {
+    let reference = reference_json("smollm2-135m-q4_1");
+    let p4 = &reference["prompts"][3];
+    let n_prompt = p4["prompt_ids"].as_array().unwrap().len();
+    let dir = temp_dir("cli-maxseq");
+    let prompt_file = dir.join("long.txt");
+    std::fs::write(&prompt_file, p4["text"].as_str().unwrap()).unwrap();
+    let plan = dir.join("short.plan");
+    let ck = smollm2();
+    assert!(graphc(&["compile", ck.to_str().unwrap(), "-o", plan.to_str().unwrap(), "--max-seq", "64"]).status.success());
+    let out = graphc(&["run", plan.to_str().unwrap(), "--prompt-file", prompt_file.to_str().unwrap(), "-n", "4"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains(&format!("{n_prompt} tokens")) && err.contains("exceed max_seq 64"), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+}
+
+#[test]
+fn bad_files_exit_1_with_a_message_and_keep_the_old_plan() {
+    let dir = temp_dir("cli-bad");
+    let junk = dir.join("junk.gguf");
+    std::fs::write(&junk, b"definitely not a model").unwrap();
+    let out = graphc(&["run", junk.to_str().unwrap(), "--prompt", "hi"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("not a GGUF file: wrong magic number") && err.contains("junk.gguf"), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+
+    // A failed compile leaves an existing plan as it was.
+    let plan = dir.join("keep.plan");
+    std::fs::write(&plan, b"{\"a good plan\": true}").unwrap();
+    let out = graphc(&["compile", junk.to_str().unwrap(), "-o", plan.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(std::fs::read(&plan).unwrap(), b"{\"a good plan\": true}");
+}
+
+#[test]
+fn every_subcommand_has_help() {
+    for sub in ["compile", "run", "dump", "inspect"] {
+        let out = graphc(&[sub, "--help"]);
+        assert!(out.status.success(), "{sub} --help");
+        assert!(String::from_utf8_lossy(&out.stdout).contains("Usage: graphc"), "{sub}");
+    }
+}
+
+#[test]
+fn dump_prints_lowered_and_optimized_stages() {
+    let ck = smollm2();
+    let out = graphc(&["dump", ck.to_str().unwrap(), "--stage", "lowered", "--layers", "0..1"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success());
+    assert!(text.contains("layer 0 {") && text.contains("# layers 1..=29 elided"), "{text}");
+    assert!(!text.contains("layer 1 {"));
+    let out = graphc(&["dump", ck.to_str().unwrap()]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("layer 29 {") && text.contains("output{name=\"logits\"}"));
+}
