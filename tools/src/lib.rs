@@ -5,9 +5,9 @@
 //! use graphc::{CompileOptions, Model, SessionOptions, Sampling};
 //! let model = Model::compile("SmolLM2-135M-Instruct.Q4_1.gguf".as_ref(), &CompileOptions::default(), None)?;
 //! let mut session = model.session(&SessionOptions::default())?;
-//! let prompt = model.tokenizer().encode("The capital of France is").unwrap();
+//! let prompt = model.encode("The capital of France is")?;
 //! let out = session.generate(&prompt, 16, &Sampling::greedy(), |_| {})?;
-//! println!("{}", model.tokenizer().decode(&out.tokens).unwrap());
+//! println!("{}", model.decode(&out.tokens)?);
 //! # Ok::<(), graphc::Error>(())
 //! ```
 

@@ -180,6 +180,14 @@ impl Model {
     pub fn tokenizer(&self) -> &Tokenizer {
         &self.checkpoint.tokenizer
     }
+    /// Token ids of `text` (BOS added when the checkpoint asks for one).
+    pub fn encode(&self, text: &str) -> Result<Vec<u32>, Error> {
+        self.tokenizer().encode(text).map_err(Error::Tokenizer)
+    }
+    /// Text of `ids`, special tokens included.
+    pub fn decode(&self, ids: &[u32]) -> Result<String, Error> {
+        self.tokenizer().decode(ids).map_err(Error::Tokenizer)
+    }
     pub fn weights_bytes(&self) -> u64 {
         self.plan.manifest.iter().map(|w| w.bytes).sum()
     }
