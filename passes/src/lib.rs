@@ -4,6 +4,7 @@
 //! records how many rewrites each performed.
 
 pub mod dead_code;
+pub mod kv_append;
 pub mod manager;
 
 pub use manager::{PassManager, PassReport};

@@ -35,7 +35,7 @@ impl PassReport {
 
 impl Default for PassManager {
     fn default() -> Self {
-        PassManager { passes: vec![Box::new(crate::dead_code::DeadCode)] }
+        PassManager { passes: vec![Box::new(crate::kv_append::KvAppend), Box::new(crate::dead_code::DeadCode)] }
     }
 }
 
@@ -44,8 +44,14 @@ impl PassManager {
         self.passes.iter().map(|p| p.name()).collect()
     }
 
-    /// Run every pass not named in `disabled` on a verified graph.
+    /// Run every pass not named in `disabled` (nor in the environment's
+    /// `GRAPHC_DISABLE_PASSES=a,b`, for tests and benches) on a verified graph.
     pub fn run(&self, graph: &mut Graph, disabled: &[String]) -> Result<PassReport, PassError> {
+        let mut disabled = disabled.to_vec();
+        if let Ok(env) = std::env::var("GRAPHC_DISABLE_PASSES") {
+            disabled.extend(env.split(',').map(str::trim).filter(|s| !s.is_empty()).map(String::from));
+        }
+        let disabled = &disabled[..];
         let names = self.names();
         if let Some(bad) = disabled.iter().find(|d| !names.contains(&d.as_str())) {
             return Err(PassError::UnknownPass { name: bad.clone(), known: names.join(", ") });
@@ -54,6 +60,12 @@ impl PassManager {
         for p in &self.passes {
             let enabled = !disabled.iter().any(|d| d == p.name());
             let rewrites = if enabled { p.run(graph) } else { 0 };
+            // Types of derived values are re-inferred from scratch after a rewrite.
+            for n in graph.g.node_weights_mut() {
+                if n.op.declared_type().is_none() {
+                    n.ty = None;
+                }
+            }
             verify(graph).map_err(|source| PassError::BrokeGraph { pass: p.name().into(), source })?;
             records.push(PassRecord { name: p.name().into(), enabled, rewrites });
         }

@@ -210,8 +210,14 @@ impl Model {
         })
     }
 
+    /// A session of one sequence.
     pub fn session(&self, opts: &SessionOptions) -> Result<Session<'_>, Error> {
-        Session::new(self, opts)
+        Session::new(self, 1, opts)
+    }
+
+    /// A session of `rows` sequences stepped together, each at its own length.
+    pub fn batch_session(&self, rows: usize, opts: &SessionOptions) -> Result<Session<'_>, Error> {
+        Session::new(self, rows, opts)
     }
 }
 

@@ -7,6 +7,7 @@ use crate::sampling::{Sampler, Sampling};
 use graphc_backends::cpu::reference;
 use graphc_backends::Tensor;
 use graphc_ir::{Dim, Op};
+use graphc_passes::kv_append::{CAP, LENGTHS_INPUT};
 use std::collections::HashMap;
 use std::time::Instant;
 
@@ -26,12 +27,24 @@ pub struct ResolvedSession {
     pub max_seq: usize,
 }
 
+/// A session holds `rows` sequences, each at its own length.
 pub struct Session<'m> {
     model: &'m Model,
     pool: rayon::ThreadPool,
     resolved: ResolvedSession,
-    states: HashMap<String, Tensor>,
-    len: usize,
+    states: StateLayout,
+    lens: Vec<usize>,
+}
+
+/// Where the loop-carried state lives. With `kv_append` in the plan, one
+/// cache per layer holds every row at capacity and each row appends at its
+/// own offset. Without it (the pass switched off), a concatenated cache has
+/// one length for all rows, so rows at different lengths cannot share it:
+/// each row keeps its own state and is stepped on its own. That fallback is
+/// the A/B baseline, not a fast path.
+enum StateLayout {
+    Batched(HashMap<String, Tensor>),
+    PerRow(Vec<HashMap<String, Tensor>>),
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -43,7 +56,10 @@ pub struct Generation {
 }
 
 impl<'m> Session<'m> {
-    pub(crate) fn new(model: &'m Model, opts: &SessionOptions) -> Result<Session<'m>, Error> {
+    pub(crate) fn new(model: &'m Model, rows: usize, opts: &SessionOptions) -> Result<Session<'m>, Error> {
+        if rows == 0 {
+            return Err(Error::Option("a session needs at least one row".into()));
+        }
         let (threads, threads_source) = match opts.threads {
             Some(0) => return Err(Error::Option("--threads must be at least 1".into())),
             Some(n) => (n, "option"),
@@ -60,7 +76,12 @@ impl<'m> Session<'m> {
             device: plan.options.device.clone(),
             max_seq: plan.options.max_seq,
         };
-        let mut s = Session { model, pool, resolved, states: HashMap::new(), len: 0 };
+        let states = if model.graph().find_input(LENGTHS_INPUT).is_some() {
+            StateLayout::Batched(HashMap::new())
+        } else {
+            StateLayout::PerRow(vec![HashMap::new(); rows])
+        };
+        let mut s = Session { model, pool, resolved, states, lens: vec![0; rows] };
         s.reset();
         Ok(s)
     }
@@ -69,71 +90,177 @@ impl<'m> Session<'m> {
         &self.resolved
     }
 
-    /// Tokens held in the cache.
+    /// Number of sequences (batch rows) this session holds.
+    pub fn rows(&self) -> usize {
+        self.lens.len()
+    }
+
+    /// Tokens each row holds in its cache.
+    pub fn lens(&self) -> &[usize] {
+        &self.lens
+    }
+
+    /// Tokens row 0 holds.
     pub fn len(&self) -> usize {
-        self.len
+        self.lens[0]
     }
 
     pub fn is_empty(&self) -> bool {
-        self.len == 0
+        self.lens.iter().all(|&l| l == 0)
     }
 
-    /// Forget the sequence: every state back to empty (`batch` 1, `past` 0).
-    pub fn reset(&mut self) {
-        let env: HashMap<String, i64> = [("batch".to_string(), 1), ("past".to_string(), 0)].into();
-        self.states.clear();
+    /// Whether the caches are written in place (the plan has `kv_append`).
+    pub fn appends_in_place(&self) -> bool {
+        matches!(self.states, StateLayout::Batched(_))
+    }
+
+    /// A state tensor (of all rows when batched, of row 0 otherwise).
+    pub fn state(&self, name: &str) -> Option<&Tensor> {
+        match &self.states {
+            StateLayout::Batched(m) => m.get(name),
+            StateLayout::PerRow(v) => v[0].get(name),
+        }
+    }
+
+    fn empty_states(&self, batch: usize) -> HashMap<String, Tensor> {
+        let env: HashMap<String, i64> = [
+            ("batch".to_string(), batch as i64),
+            ("past".to_string(), 0),
+            (CAP.to_string(), self.resolved.max_seq as i64),
+        ]
+        .into();
+        let mut states = HashMap::new();
         for n in self.model.graph().g.node_weights() {
             if let Op::State { name, ty } = &n.op {
                 let shape: Vec<usize> = ty.shape.iter().map(|d: &Dim| d.eval(&env).unwrap_or(0) as usize).collect();
                 let numel = shape.iter().product();
-                self.states.insert(name.clone(), Tensor::f32(shape, vec![0.0; numel]));
+                // Zeroed pages are mapped lazily: a cache at capacity costs
+                // memory only as rows are written.
+                states.insert(name.clone(), Tensor::f32(shape, vec![0.0; numel]));
             }
         }
-        self.len = 0;
+        states
     }
 
-    fn check_tokens(&self, tokens: &[u32]) -> Result<(), Error> {
+    /// Forget every sequence: each state back to empty.
+    pub fn reset(&mut self) {
+        let rows = self.rows();
+        self.states = match self.states {
+            StateLayout::Batched(_) => StateLayout::Batched(self.empty_states(rows)),
+            StateLayout::PerRow(_) => StateLayout::PerRow((0..rows).map(|_| self.empty_states(1)).collect()),
+        };
+        self.lens.iter_mut().for_each(|l| *l = 0);
+    }
+
+    fn check_tokens(&self, row: usize, tokens: &[u32]) -> Result<(), Error> {
         let vocab = self.model.plan().model.vocab_size;
+        let at = if self.rows() > 1 { format!(" (row {row})") } else { String::new() };
         if tokens.is_empty() {
-            return Err(Error::Input("empty prompt: at least one token is needed".into()));
+            return Err(Error::Input(format!("empty prompt{at}: at least one token is needed")));
         }
         if let Some((i, t)) = tokens.iter().enumerate().find(|(_, &t)| t as usize >= vocab) {
-            return Err(Error::Input(format!("token id {t} at position {i} is outside the vocabulary of {vocab}")));
+            return Err(Error::Input(format!("token id {t} at position {i}{at} is outside the vocabulary of {vocab}")));
         }
-        let max_seq = self.resolved.max_seq;
-        if self.len + tokens.len() > max_seq {
+        let (len, max_seq) = (self.lens[row], self.resolved.max_seq);
+        if len + tokens.len() > max_seq {
             return Err(Error::Input(format!(
-                "{} tokens ({} in the cache + {} new) exceed max_seq {max_seq}",
-                self.len + tokens.len(),
-                self.len,
+                "{} tokens{at} ({len} in the cache + {} new) exceed max_seq {max_seq}",
+                len + tokens.len(),
                 tokens.len()
             )));
         }
         Ok(())
     }
 
-    /// Run `tokens` through the model after what the cache holds; returns the
-    /// logits at the last of them.
-    pub fn forward(&mut self, tokens: &[u32]) -> Result<Vec<f32>, Error> {
-        self.check_tokens(tokens)?;
-        let n = tokens.len();
-        let inputs: HashMap<String, Tensor> = [
-            ("tokens".to_string(), Tensor::i32(vec![1, n], tokens.iter().map(|&t| t as i32).collect())),
-            ("positions".to_string(), Tensor::i32(vec![1, n], (self.len..self.len + n).map(|p| p as i32).collect())),
-            ("last_rows".to_string(), Tensor::i32(vec![1], vec![n as i32 - 1])),
+    /// One forward over `rows` rows; `news[b]` are row `b`'s new tokens, all
+    /// padded to the longest with that row's last token. Returns each row's
+    /// logits at its own last new token.
+    fn run_rows(
+        &self,
+        states: HashMap<String, Tensor>,
+        in_place: bool,
+        lens: &[usize],
+        news: &[&[u32]],
+    ) -> Result<(Vec<Vec<f32>>, HashMap<String, Tensor>), Error> {
+        let b = news.len();
+        let s = news.iter().map(|t| t.len()).max().unwrap();
+        let mut tokens = Vec::with_capacity(b * s);
+        let mut positions = Vec::with_capacity(b * s);
+        for (row, new) in news.iter().enumerate() {
+            for i in 0..s {
+                tokens.push(*new.get(i).unwrap_or(new.last().unwrap()) as i32);
+                positions.push((lens[row] + i) as i32);
+            }
+        }
+        let last_rows: Vec<i32> = news.iter().enumerate().map(|(row, t)| (row * s + t.len() - 1) as i32).collect();
+        let mut inputs: HashMap<String, Tensor> = [
+            ("tokens".to_string(), Tensor::i32(vec![b, s], tokens)),
+            ("positions".to_string(), Tensor::i32(vec![b, s], positions)),
+            ("last_rows".to_string(), Tensor::i32(vec![b], last_rows)),
         ]
         .into();
+        if in_place {
+            inputs.insert(LENGTHS_INPUT.to_string(), Tensor::i32(vec![b], lens.iter().map(|&l| l as i32).collect()));
+        }
         let model = self.model;
-        let states = &self.states;
         let out = self.pool.install(|| reference::run(model.graph(), &inputs, states, model))?;
-        self.states = out.states;
-        self.len += n;
         let logits = out.outputs.get("logits").ok_or_else(|| Error::Input("the plan has no `logits` output".into()))?;
-        Ok(logits.as_f32().unwrap_or_default().to_vec())
+        let data = logits.as_f32().unwrap_or_default();
+        let vocab = data.len() / b;
+        Ok((data.chunks_exact(vocab).map(|c| c.to_vec()).collect(), out.states))
+    }
+
+    /// Run each row's new tokens after what its cache holds; returns each
+    /// row's logits at its own last new token.
+    pub fn forward_rows(&mut self, news: &[&[u32]]) -> Result<Vec<Vec<f32>>, Error> {
+        if news.len() != self.rows() {
+            return Err(Error::Input(format!("{} rows of tokens for a session of {} rows", news.len(), self.rows())));
+        }
+        for (row, t) in news.iter().enumerate() {
+            self.check_tokens(row, t)?;
+        }
+        let lens = self.lens.clone();
+        let logits = match std::mem::replace(&mut self.states, StateLayout::PerRow(vec![])) {
+            StateLayout::Batched(states) => {
+                let (logits, states) = self.run_rows(states, true, &lens, news)?;
+                self.states = StateLayout::Batched(states);
+                logits
+            }
+            StateLayout::PerRow(per_row) => {
+                let mut logits = Vec::new();
+                let mut next = Vec::new();
+                for (row, states) in per_row.into_iter().enumerate() {
+                    let (mut l, st) = self.run_rows(states, false, &lens[row..row + 1], &news[row..row + 1])?;
+                    logits.push(l.remove(0));
+                    next.push(st);
+                }
+                self.states = StateLayout::PerRow(next);
+                logits
+            }
+        };
+        for (l, t) in self.lens.iter_mut().zip(news) {
+            *l += t.len();
+        }
+        Ok(logits)
+    }
+
+    /// Run `tokens` after what the cache holds (a one-row session); returns
+    /// the logits at the last of them.
+    pub fn forward(&mut self, tokens: &[u32]) -> Result<Vec<f32>, Error> {
+        self.only_row()?;
+        Ok(self.forward_rows(&[tokens])?.remove(0))
+    }
+
+    fn only_row(&self) -> Result<(), Error> {
+        if self.rows() != 1 {
+            return Err(Error::Input(format!("this session holds {} rows: use the *_rows methods", self.rows())));
+        }
+        Ok(())
     }
 
     /// Prefill a prompt from an empty cache.
     pub fn prefill(&mut self, prompt: &[u32]) -> Result<Vec<f32>, Error> {
+        self.only_row()?;
         self.reset();
         self.forward(prompt)
     }
@@ -141,6 +268,18 @@ impl<'m> Session<'m> {
     /// One decode step.
     pub fn decode(&mut self, token: u32) -> Result<Vec<f32>, Error> {
         self.forward(&[token])
+    }
+
+    /// Prefill every row from empty caches (rows may differ in length).
+    pub fn prefill_rows(&mut self, prompts: &[&[u32]]) -> Result<Vec<Vec<f32>>, Error> {
+        self.reset();
+        self.forward_rows(prompts)
+    }
+
+    /// One decode step of every row together.
+    pub fn decode_rows(&mut self, tokens: &[u32]) -> Result<Vec<Vec<f32>>, Error> {
+        let news: Vec<&[u32]> = tokens.iter().map(std::slice::from_ref).collect();
+        self.forward_rows(&news)
     }
 
     /// Prefill `prompt`, then generate up to `max_new` tokens, calling
@@ -168,7 +307,7 @@ impl<'m> Session<'m> {
                 stopped_on_eos = true;
                 break;
             }
-            if step + 1 == max_new || self.len >= self.resolved.max_seq {
+            if step + 1 == max_new || self.len() >= self.resolved.max_seq {
                 break;
             }
             logits = self.decode(t)?;

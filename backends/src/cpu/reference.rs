@@ -67,12 +67,15 @@ fn strides(shape: &[usize]) -> Vec<usize> {
     s
 }
 
-/// Run `graph` once. `inputs` and `states` are bound by name; every `Input`
-/// and `State` must be given, with a shape that fits its declared type.
+/// Run `graph` once. `inputs` are bound by name and borrowed; `states` are
+/// moved in and come back in `StepOutput::states`, so a cache written in
+/// place by `kv_append` is the same buffer from step to step (no copy).
+/// Every `Input` and `State` must be given, with a shape that fits its
+/// declared type.
 pub fn run(
     graph: &Graph,
     inputs: &HashMap<String, Tensor>,
-    states: &HashMap<String, Tensor>,
+    mut states: HashMap<String, Tensor>,
     weights: &dyn WeightSource,
 ) -> Result<StepOutput, ExecError> {
     let order = graph.topo_order().map_err(|n| ExecError {
@@ -81,51 +84,37 @@ pub fn run(
         message: "cycle".into(),
     })?;
     let names: HashMap<NodeId, usize> = order.iter().enumerate().map(|(i, &n)| (n, i)).collect();
-    // Free each value after its last use, so a long prefill holds only live tensors.
+    // Free each value after its last use, so a long prefill holds only live
+    // tensors. Values that feed a sink are kept to the end and moved out.
     let mut last_use: HashMap<NodeId, usize> = HashMap::new();
+    let mut sinks: Vec<(bool, String, NodeId)> = Vec::new(); // (is_state, name, value)
     for (i, &n) in order.iter().enumerate() {
-        for inp in graph.inputs(n) {
-            last_use.insert(inp, i);
+        match &graph.node(n).op {
+            Op::StateOut { name } => sinks.push((true, name.clone(), graph.inputs(n)[0])),
+            Op::Output { name } => sinks.push((false, name.clone(), graph.inputs(n)[0])),
+            _ => {
+                for inp in graph.inputs(n) {
+                    last_use.insert(inp, i);
+                }
+            }
         }
     }
+    let kept: std::collections::HashSet<NodeId> = sinks.iter().map(|s| s.2).collect();
     let mut env: HashMap<String, i64> = HashMap::new();
     let mut vals: HashMap<NodeId, Val> = HashMap::new();
-    let mut out = StepOutput::default();
     for (i, &id) in order.iter().enumerate() {
         let node = graph.node(id);
         let err = |message: String| ExecError { node: format!("%{}", names[&id]), op: node.op.mnemonic(), message };
+        if node.op.is_sink() {
+            continue;
+        }
         let ins = graph.inputs(id);
-        let args: Vec<&Val> = ins.iter().map(|n| &vals[n]).collect();
         let v = match &node.op {
             Op::Input { name, ty } | Op::State { name, ty } => {
-                let src = if matches!(node.op, Op::Input { .. }) { inputs } else { states };
-                let t = src.get(name).ok_or_else(|| err(format!("no value given for `{name}`")))?;
-                if t.dtype() != ty.dtype || t.shape().len() != ty.shape.len() {
-                    return Err(err(format!("`{name}` is declared {ty} but was given {} {:?}", t.dtype(), t.shape())));
-                }
-                for (d, &actual) in ty.shape.iter().zip(t.shape()) {
-                    let actual = actual as i64;
-                    match d.as_const() {
-                        Some(c) if c != actual => {
-                            return Err(err(format!("`{name}` is declared {ty} but was given shape {:?}", t.shape())))
-                        }
-                        Some(_) => {}
-                        None => {
-                            let syms: Vec<&str> = d.symbols().collect();
-                            if syms.len() == 1 && *d == graphc_ir::Dim::sym(syms[0]) {
-                                if let Some(prev) = env.insert(syms[0].to_string(), actual) {
-                                    if prev != actual {
-                                        return Err(err(format!(
-                                            "`{name}` binds `{}` = {actual}, but an earlier input bound it to {prev}",
-                                            syms[0]
-                                        )));
-                                    }
-                                }
-                            }
-                        }
-                    }
-                }
-                Val::T(t.clone())
+                let t = if matches!(node.op, Op::Input { .. }) { inputs.get(name).cloned() } else { states.remove(name) };
+                let t = t.ok_or_else(|| err(format!("no value given for `{name}`")))?;
+                bind_shape(name, ty, &t, &mut env).map_err(err)?;
+                Val::T(t)
             }
             Op::Weight { name, ty } => {
                 let w = weights.weight(name).ok_or_else(|| err(format!("weight `{name}` is not bound")))?;
@@ -136,29 +125,118 @@ pub fn run(
                 }
                 Val::W(w)
             }
-            op => Val::T(eval(op, &args, &env).map_err(err)?),
+            Op::KvAppend { axis, cap } => {
+                // In place: the cache is moved out of its producer when this is its last use.
+                let cache = if last_use.get(&ins[0]) == Some(&i) && !kept.contains(&ins[0]) {
+                    match vals.remove(&ins[0]) {
+                        Some(Val::T(t)) => t,
+                        Some(w) => dense(&w).map_err(err)?,
+                        None => unreachable!("operand evaluated before its user"),
+                    }
+                } else {
+                    dense(&vals[&ins[0]]).map_err(err)?
+                };
+                Val::T(kv_append(cache, &vals[&ins[1]], &vals[&ins[2]], *axis, cap, &env).map_err(err)?)
+            }
+            op => {
+                let args: Vec<&Val> = ins.iter().map(|n| &vals[n]).collect();
+                Val::T(eval(op, &args, &env).map_err(err)?)
+            }
         };
-        match &node.op {
-            Op::Output { name } => {
-                if let Val::T(t) = &v {
-                    out.outputs.insert(name.clone(), t.clone());
-                }
-            }
-            Op::StateOut { name } => {
-                if let Val::T(t) = &v {
-                    out.states.insert(name.clone(), t.clone());
-                }
-            }
-            _ => {}
-        }
         vals.insert(id, v);
         for inp in ins {
-            if last_use.get(&inp) == Some(&i) {
+            if last_use.get(&inp) == Some(&i) && !kept.contains(&inp) {
                 vals.remove(&inp);
             }
         }
     }
+    let mut out = StepOutput::default();
+    let mut uses: HashMap<NodeId, usize> = HashMap::new();
+    for s in &sinks {
+        *uses.entry(s.2).or_default() += 1;
+    }
+    for (is_state, name, v) in sinks {
+        let n = uses.get_mut(&v).unwrap();
+        *n -= 1;
+        let t = if *n == 0 { vals.remove(&v) } else { vals.get(&v).map(|x| Val::T(dense(x).unwrap())) };
+        let t = match t {
+            Some(Val::T(t)) => t,
+            Some(w) => dense(&w).map_err(|m| ExecError { node: name.clone(), op: "sink".into(), message: m })?,
+            None => unreachable!("sink value evaluated"),
+        };
+        if is_state {
+            out.states.insert(name, t);
+        } else {
+            out.outputs.insert(name, t);
+        }
+    }
     Ok(out)
+}
+
+/// Check a bound tensor against its declared type and bind the symbols its
+/// single-symbol dims name (`batch`, `seq`, `past`, `cap`).
+fn bind_shape(name: &str, ty: &graphc_ir::TensorType, t: &Tensor, env: &mut HashMap<String, i64>) -> Result<(), String> {
+    if t.dtype() != ty.dtype || t.shape().len() != ty.shape.len() {
+        return Err(format!("`{name}` is declared {ty} but was given {} {:?}", t.dtype(), t.shape()));
+    }
+    for (d, &actual) in ty.shape.iter().zip(t.shape()) {
+        let actual = actual as i64;
+        match d.as_const() {
+            Some(c) if c != actual => return Err(format!("`{name}` is declared {ty} but was given shape {:?}", t.shape())),
+            Some(_) => {}
+            None => {
+                let syms: Vec<&str> = d.symbols().collect();
+                if syms.len() == 1 && *d == graphc_ir::Dim::sym(syms[0]) {
+                    if let Some(prev) = env.insert(syms[0].to_string(), actual) {
+                        if prev != actual {
+                            return Err(format!(
+                                "`{name}` binds `{}` = {actual}, but an earlier input bound it to {prev}",
+                                syms[0]
+                            ));
+                        }
+                    }
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// `KvAppend`'s definition: write `new`'s rows into `cache` at each batch
+/// row's own offset `lengths[b]` along `axis`; past `cap` is an error.
+fn kv_append(
+    mut cache: Tensor,
+    new: &Val,
+    lengths: &Val,
+    axis: usize,
+    cap: &graphc_ir::Dim,
+    env: &HashMap<String, i64>,
+) -> Result<Tensor, String> {
+    let lengths = lengths.i32s()?;
+    let cap = eval_dim(cap, env)?;
+    let shape = cache.shape().to_vec();
+    let new_shape = new.shape();
+    let rows = new_shape[axis];
+    let inner: usize = shape[axis + 1..].iter().product();
+    let mid: usize = shape[1..axis].iter().product();
+    let new_d = new.f32s()?;
+    let Tensor::F32 { data, .. } = &mut cache else { return Err("kv_append into an i32 cache".into()) };
+    for bi in 0..shape[0] {
+        let off = *lengths.get(bi).ok_or(format!("no length given for batch row {bi}"))?;
+        let off = usize::try_from(off).map_err(|_| format!("batch row {bi} has negative length {off}"))?;
+        if off + rows > cap {
+            return Err(format!(
+                "kv_append past capacity: batch row {bi} writes rows {off}..{} (offset {off} + {rows} rows) but the cache holds {cap}",
+                off + rows
+            ));
+        }
+        for m in 0..mid {
+            let dst = ((bi * mid + m) * cap + off) * inner;
+            let src = ((bi * mid + m) * rows) * inner;
+            data[dst..dst + rows * inner].copy_from_slice(&new_d[src..src + rows * inner]);
+        }
+    }
+    Ok(cache)
 }
 
 fn eval_dim(d: &graphc_ir::Dim, env: &HashMap<String, i64>) -> Result<usize, String> {
@@ -462,33 +540,7 @@ fn eval(op: &Op, args: &[&Val], env: &HashMap<String, i64>) -> Result<Tensor, St
                 .collect();
             Ok(Tensor::f32(vec![b, *n_heads, s, dv], rows.concat()))
         }
-        Op::KvAppend { axis, cap } => {
-            let mut cache = dense(args[0])?;
-            let new = dense(args[1])?;
-            let lengths = args[2].i32s()?;
-            let cap = eval_dim(cap, env)?;
-            let shape = cache.shape().to_vec();
-            let rows = new.shape()[*axis];
-            let inner: usize = shape[axis + 1..].iter().product();
-            let mid: usize = shape[1..*axis].iter().product();
-            let new_d = new.as_f32().ok_or("kv_append of i32")?.to_vec();
-            let Tensor::F32 { data, .. } = &mut cache else { return Err("kv_append into an i32 cache".into()) };
-            for bi in 0..shape[0] {
-                let off = *lengths.get(bi).ok_or(format!("no length for batch row {bi}"))? as usize;
-                if off + rows > cap {
-                    return Err(format!(
-                        "kv_append past capacity: batch row {bi} writes rows {off}..{} but the cache holds {cap}",
-                        off + rows
-                    ));
-                }
-                for m in 0..mid {
-                    let dst = ((bi * mid + m) * cap + off) * inner;
-                    let src = ((bi * mid + m) * rows) * inner;
-                    data[dst..dst + rows * inner].copy_from_slice(&new_d[src..src + rows * inner]);
-                }
-            }
-            Ok(cache)
-        }
+        Op::KvAppend { .. } => unreachable!("kv_append runs in place in run()"),
         Op::Input { .. } | Op::Weight { .. } | Op::State { .. } => unreachable!("sources are bound in run()"),
     }
 }
