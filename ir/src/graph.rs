@@ -20,6 +20,10 @@ pub struct Node {
     pub ty: Option<TensorType>,
     /// The decoder layer this node belongs to, if any (for dumps and summaries).
     pub layer: Option<u32>,
+    /// Where the node prints among its peers: a rewrite that replaces a node
+    /// gives its replacement the old node's place, so the text form of an
+    /// optimized graph still reads in model order. `None` = its own id.
+    pub place: Option<u32>,
 }
 
 #[derive(Clone, Debug, Default)]
@@ -35,7 +39,7 @@ impl Graph {
 
     pub fn add(&mut self, op: Op, inputs: &[NodeId], layer: Option<u32>) -> NodeId {
         let ty = op.declared_type().cloned();
-        let id = self.g.add_node(Node { op, ty, layer });
+        let id = self.g.add_node(Node { op, ty, layer, place: None });
         for (pos, &src) in inputs.iter().enumerate() {
             self.g.add_edge(src, id, pos as u32);
         }
@@ -78,6 +82,16 @@ impl Graph {
         }
     }
 
+    /// Print `new` where `old` printed.
+    pub fn take_place(&mut self, new: NodeId, old: NodeId) {
+        let key = self.place_key(old);
+        self.g[new].place = Some(key);
+    }
+
+    fn place_key(&self, id: NodeId) -> u32 {
+        self.g[id].place.unwrap_or(id.index() as u32)
+    }
+
     pub fn remove(&mut self, id: NodeId) {
         self.g.remove_node(id);
     }
@@ -91,21 +105,22 @@ impl Graph {
     }
 
     /// A topological order that keeps insertion order wherever it can (Kahn's
-    /// algorithm taking the smallest ready id), so printing is stable.
+    /// algorithm taking the ready node with the smallest place), so printing
+    /// is stable.
     /// `Err(id)` names a node on a cycle.
     pub fn topo_order(&self) -> Result<Vec<NodeId>, NodeId> {
         let mut indeg: std::collections::HashMap<NodeId, usize> =
             self.g.node_indices().map(|n| (n, self.g.edges_directed(n, Direction::Incoming).count())).collect();
-        let mut ready: BinaryHeap<Reverse<NodeId>> =
-            indeg.iter().filter(|(_, &d)| d == 0).map(|(&n, _)| Reverse(n)).collect();
+        let mut ready: BinaryHeap<Reverse<(u32, NodeId)>> =
+            indeg.iter().filter(|(_, &d)| d == 0).map(|(&n, _)| Reverse((self.place_key(n), n))).collect();
         let mut order = Vec::with_capacity(self.len());
-        while let Some(Reverse(n)) = ready.pop() {
+        while let Some(Reverse((_, n))) = ready.pop() {
             order.push(n);
             for e in self.g.edges_directed(n, Direction::Outgoing) {
                 let d = indeg.get_mut(&e.target()).unwrap();
                 *d -= 1;
                 if *d == 0 {
-                    ready.push(Reverse(e.target()));
+                    ready.push(Reverse((self.place_key(e.target()), e.target())));
                 }
             }
         }

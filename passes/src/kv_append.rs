@@ -87,11 +87,13 @@ impl Pass for KvAppend {
         for s in states {
             let Some((concat, axis)) = legal_site(g, s) else { continue };
             let lengths = *lengths.get_or_insert_with(|| {
-                g.add(
+                let input = g.add(
                     Op::Input { name: LENGTHS_INPUT.into(), ty: TensorType::new(DType::I32, vec![Dim::sym("batch")]) },
                     &[],
                     None,
-                )
+                );
+                g.take_place(input, s);
+                input
             });
             let layer = g.node(concat).layer;
             let new = g.inputs(concat)[1];
@@ -101,6 +103,7 @@ impl Pass for KvAppend {
                 g.node_mut(s).ty = Some(ty);
             }
             let append = g.add(Op::KvAppend { axis, cap: Dim::sym(CAP) }, &[s, new, lengths], layer);
+            g.take_place(append, concat);
             g.replace_uses(concat, append);
             g.remove(concat);
             fired += 1;

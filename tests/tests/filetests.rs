@@ -4,8 +4,12 @@
 //!
 //! `test verify`: parse and verify; the snapshot is the diagnostic, or `ok`
 //! and the graph as the printer normalizes it.
+//! `test pass NAME`: parse, verify, run that one pass (through the pass
+//! manager, with every other pass off); the snapshot is the rewrite count and
+//! the graph after it.
 
 use graphc_ir::{text, verify};
+use graphc_passes::PassManager;
 use graphc_tests::repo_root;
 
 fn run_verify(src: &str) -> String {
@@ -18,16 +22,47 @@ fn run_verify(src: &str) -> String {
     }
 }
 
-#[test]
-fn verify_filetests() {
-    let dir = repo_root().join("tests/filetests/verify");
+fn run_pass(src: &str, pass: &str) -> String {
+    let mut g = text::parse(src).expect("pass filetests hold valid graphs");
+    verify(&mut g).expect("pass filetests hold verified graphs");
+    let pm = PassManager::default();
+    let off: Vec<String> = pm.names().into_iter().filter(|n| *n != pass).map(String::from).collect();
+    let report = pm.run(&mut g, &off).unwrap();
+    format!("{pass}: {} rewrites\n{}", report.rewrites(pass).unwrap(), text::print(&g))
+}
+
+fn gir_files(kind: &str) -> Vec<std::path::PathBuf> {
+    let dir = repo_root().join("tests/filetests").join(kind);
     let mut files: Vec<_> = std::fs::read_dir(&dir)
         .unwrap()
         .map(|e| e.unwrap().path())
         .filter(|p| p.extension().is_some_and(|x| x == "gir"))
         .collect();
     files.sort();
-    assert!(files.len() >= 10, "expected the verify filetests in {}", dir.display());
+    files
+}
+
+#[test]
+fn kv_append_filetests() {
+    let files = gir_files("kv_append");
+    assert_eq!(files.len(), 3);
+    for f in files {
+        let src = std::fs::read_to_string(&f).unwrap();
+        assert!(src.starts_with("# test pass kv_append"), "{}: header", f.display());
+        let out = run_pass(&src, "kv_append");
+        let name = f.file_stem().unwrap().to_str().unwrap().to_string();
+        let fired = !out.starts_with("kv_append: 0 ");
+        assert_eq!(fired, name.starts_with("rewrites"), "{name}: {out}");
+        insta::with_settings!({ snapshot_path => "../filetests/kv_append/snapshots", prepend_module_to_snapshot => false, input_file => &f }, {
+            insta::assert_snapshot!(name, out);
+        });
+    }
+}
+
+#[test]
+fn verify_filetests() {
+    let files = gir_files("verify");
+    assert!(files.len() >= 10, "expected the verify filetests");
     let mut ok = 0;
     for f in files {
         let src = std::fs::read_to_string(&f).unwrap();

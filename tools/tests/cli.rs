@@ -29,6 +29,7 @@ fn compile_json_reports_max_seq_and_where_it_came_from() {
     assert_eq!(v["max_seq"], 8192);
     assert_eq!(v["max_seq_source"], "checkpoint");
     assert!(v["passes"].get("dead_code").is_some(), "{v}");
+    assert_eq!(v["passes"]["kv_append"], 60, "every layer's K and V: {v}");
     assert!(v["weights_bytes"].as_u64().unwrap() > 90_000_000, "{v}");
     println!("compile took {:.3}s", v["compile_secs"].as_f64().unwrap());
     let v = json_of(&graphc(&["compile", ck.to_str().unwrap(), "-o", plan.to_str().unwrap(), "--json", "--max-seq", "512"]));
