@@ -8,6 +8,11 @@
 //! let prompt = model.encode("The capital of France is")?;
 //! let out = session.generate(&prompt, 16, &Sampling::greedy(), |_| {})?;
 //! println!("{}", model.decode(&out.tokens)?);
+//! // Three sequences at different lengths, stepped together.
+//! let mut batch = model.batch_session(3, &SessionOptions::default())?;
+//! let first = batch.prefill_rows(&[&prompt[..], &prompt[..2], &prompt[..4]])?;
+//! let next: Vec<u32> = first.iter().map(|l| graphc::sampling::argmax(l)).collect();
+//! let _logits = batch.decode_rows(&next)?;
 //! # Ok::<(), graphc::Error>(())
 //! ```
 

@@ -95,6 +95,20 @@ enum Cmd {
     },
     /// Print a checkpoint's metadata and tensors.
     Inspect { checkpoint: PathBuf },
+    /// Decode step time at several contexts with `kv_append` on and off.
+    Bench {
+        checkpoint: PathBuf,
+        /// Contexts (tokens already in the cache) to time a decode step at.
+        #[arg(long, value_delimiter = ',', default_value = "128,1024,2048")]
+        contexts: Vec<usize>,
+        /// Decode steps timed per context (the median is reported).
+        #[arg(long, default_value_t = 5)]
+        steps: usize,
+        #[arg(long)]
+        threads: Option<usize>,
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 #[derive(clap::ValueEnum, Clone, Copy, PartialEq)]
@@ -256,6 +270,47 @@ fn real_main() -> Result<()> {
                 }
             };
             print!("{out}");
+        }
+        Cmd::Bench { checkpoint, contexts, steps, threads, json } => {
+            let max = contexts.iter().max().copied().unwrap_or(0) + steps + 1;
+            let compile = |disabled: &[&str]| {
+                let opts = CompileOptions {
+                    max_seq: Some(max),
+                    disabled_passes: disabled.iter().map(|s| s.to_string()).collect(),
+                    ..Default::default()
+                };
+                Model::compile(&checkpoint, &opts, None)
+            };
+            let (on, off) = (compile(&[])?, compile(&["kv_append"])?);
+            let time = |m: &Model, ctx: usize| -> Result<f64> {
+                let mut s = m.session(&SessionOptions { threads })?;
+                s.assume_cached(ctx)?;
+                let mut times = Vec::new();
+                for _ in 0..steps.max(1) {
+                    let t0 = Instant::now();
+                    s.decode(1)?;
+                    times.push(t0.elapsed().as_secs_f64() * 1e3);
+                }
+                times.sort_by(f64::total_cmp);
+                Ok(times[times.len() / 2])
+            };
+            let mut rows = Vec::new();
+            for &ctx in &contexts {
+                let (a, b) = (time(&on, ctx)?, time(&off, ctx)?);
+                rows.push(serde_json::json!({"context": ctx, "kv_append_on_ms": a, "kv_append_off_ms": b, "on_over_off": a / b}));
+            }
+            if json {
+                println!("{}", serde_json::Value::Array(rows));
+            } else {
+                println!("decode step, median of {steps} (ms), reference CPU executor");
+                println!("{:>8} | {:>14} | {:>15} | {:>6}", "context", "kv_append on", "kv_append off", "on/off");
+                for r in &rows {
+                    println!(
+                        "{:>8} | {:>14.1} | {:>15.1} | {:>6.2}",
+                        r["context"], r["kv_append_on_ms"].as_f64().unwrap(), r["kv_append_off_ms"].as_f64().unwrap(), r["on_over_off"].as_f64().unwrap()
+                    );
+                }
+            }
         }
         Cmd::Inspect { checkpoint } => {
             let g = graphc_frontends::GgufFile::open(&checkpoint)?;

@@ -142,6 +142,30 @@ impl<'m> Session<'m> {
         states
     }
 
+    /// For benchmarks: make every row hold `len` tokens of zero keys and
+    /// values, so a decode step can be timed at that context without
+    /// prefilling it. The arithmetic a step then does is the same as after a
+    /// real prefill of `len` tokens; its output is meaningless.
+    pub fn assume_cached(&mut self, len: usize) -> Result<(), Error> {
+        if len >= self.resolved.max_seq {
+            return Err(Error::Input(format!("context {len} leaves no room under max_seq {}", self.resolved.max_seq)));
+        }
+        self.reset();
+        if let StateLayout::PerRow(rows) = &mut self.states {
+            for row in rows.iter_mut() {
+                for t in row.values_mut() {
+                    // Concatenated caches are [batch, heads, past, dim]: grow `past` to `len`.
+                    if let Tensor::F32 { shape, data } = t {
+                        shape[2] = len;
+                        *data = vec![0.0; shape.iter().product()];
+                    }
+                }
+            }
+        }
+        self.lens.iter_mut().for_each(|l| *l = len);
+        Ok(())
+    }
+
     /// Forget every sequence: each state back to empty.
     pub fn reset(&mut self) {
         let rows = self.rows();
