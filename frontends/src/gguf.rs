@@ -195,7 +195,7 @@ impl<'a> Reader<'a> {
                 let min = match ety {
                     0 | 1 | 7 => 1,
                     2 | 3 => 2,
-                    4 | 5 | 6 => 4,
+                    4..=6 => 4,
                     _ => 8,
                 };
                 let n = self.count(&format!("elements of `{key}`"), min)?;

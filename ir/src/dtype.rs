@@ -77,7 +77,7 @@ impl DType {
     /// number of blocks or the product overflows.
     pub fn storage_bytes(self, n_elems: u64) -> Option<u64> {
         let be = self.block_elems() as u64;
-        if n_elems % be != 0 {
+        if !n_elems.is_multiple_of(be) {
             return None;
         }
         (n_elems / be).checked_mul(self.block_bytes() as u64)

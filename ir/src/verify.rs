@@ -277,7 +277,7 @@ pub fn infer(op: &Op, tys: &[TensorType]) -> Result<TensorType, String> {
         Op::Norm { kind, eps } => {
             arity(op, tys, 2..=3)?;
             need_float("norm input", t(0))?;
-            if !(*eps > 0.0) || !eps.is_finite() {
+            if eps.partial_cmp(&0.0) != Some(std::cmp::Ordering::Greater) || !eps.is_finite() {
                 return Err(format!("norm eps must be a positive number, found {eps:?}"));
             }
             let d = t(0).shape.last().ok_or("norm of a scalar")?;

@@ -218,7 +218,7 @@ fn real_main() -> Result<()> {
                     if let Ok(s) = tok.decode(&so_far) {
                         if s.starts_with(&shown) {
                             let mut out = stdout.lock();
-                            let _ = out.write_all(s[shown.len()..].as_bytes());
+                            let _ = out.write_all(&s.as_bytes()[shown.len()..]);
                             let _ = out.flush();
                             shown = s;
                         }

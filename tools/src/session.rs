@@ -27,6 +27,9 @@ pub struct ResolvedSession {
     pub max_seq: usize,
 }
 
+/// Each row's logits, and the states for the next step.
+type RowsOutput = (Vec<Vec<f32>>, HashMap<String, Tensor>);
+
 /// A session holds `rows` sequences, each at its own length.
 pub struct Session<'m> {
     model: &'m Model,
@@ -205,7 +208,7 @@ impl<'m> Session<'m> {
         in_place: bool,
         lens: &[usize],
         news: &[&[u32]],
-    ) -> Result<(Vec<Vec<f32>>, HashMap<String, Tensor>), Error> {
+    ) -> Result<RowsOutput, Error> {
         let b = news.len();
         let s = news.iter().map(|t| t.len()).max().unwrap();
         let mut tokens = Vec::with_capacity(b * s);

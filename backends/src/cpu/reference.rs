@@ -491,8 +491,8 @@ fn eval(op: &Op, args: &[&Val], env: &HashMap<String, i64>) -> Result<Tensor, St
                             p /= factor;
                         }
                         let row = &mut x[((bi * h + hi) * s + si) * d..][..d];
-                        for i in 0..half {
-                            let (sin, cos) = (p * inv_freq[i]).sin_cos();
+                        for (i, &freq) in inv_freq.iter().enumerate() {
+                            let (sin, cos) = (p * freq).sin_cos();
                             let (i0, i1) = match style {
                                 RopeStyle::GptJ => (2 * i, 2 * i + 1),
                                 RopeStyle::Neox => (i, i + half),
