@@ -47,16 +47,20 @@ fn run_json_gives_the_reference_tokens_from_checkpoint_and_plan() {
     let want_tokens = ids(&p1["generated_ids"]);
     let ck = smollm2();
     let prompt = p1["text"].as_str().unwrap();
-    let from_ck = json_of(&graphc(&["run", ck.to_str().unwrap(), "--prompt", prompt, "-n", "12", "--json"]));
+    // The README's command: 32 new tokens at most; the reference stops on
+    // <|im_end|> (id 2) after 30, and that token is the last of `tokens`.
+    let from_ck = json_of(&graphc(&["run", ck.to_str().unwrap(), "--prompt", prompt, "-n", "32", "--json"]));
     assert_eq!(ids(&from_ck["prompt_ids"]), want_prompt);
-    assert_eq!(ids(&from_ck["tokens"]), want_tokens[..12]);
-    assert!(p1["generated_text"].as_str().unwrap().starts_with(from_ck["text"].as_str().unwrap()), "{from_ck}");
+    assert_eq!(ids(&from_ck["tokens"]), want_tokens, "{from_ck}");
+    assert_eq!(*want_tokens.last().unwrap(), 2);
+    assert_eq!(from_ck["stopped_on_eos"], true);
+    assert_eq!(from_ck["text"], p1["generated_text"], "the user sees the reference text");
     assert!(from_ck["decode_tok_s"].as_f64().unwrap() > 0.0);
 
     let dir = temp_dir("cli-run-plan");
     let plan = dir.join("p.plan");
     assert!(graphc(&["compile", ck.to_str().unwrap(), "-o", plan.to_str().unwrap()]).status.success());
-    let from_plan = json_of(&graphc(&["run", plan.to_str().unwrap(), "--prompt", prompt, "-n", "12", "--json"]));
+    let from_plan = json_of(&graphc(&["run", plan.to_str().unwrap(), "--prompt", prompt, "-n", "32", "--json"]));
     assert_eq!(from_plan["tokens"], from_ck["tokens"]);
     assert_eq!(from_plan["text"], from_ck["text"]);
 }
