@@ -144,8 +144,12 @@ pub enum Op {
     /// `axis`; a write past `cap` is an error naming offset, rows and capacity.
     /// Produced by the `kv_append` pass, never by a frontend.
     KvAppend { axis: usize, cap: Dim },
-    /// `(x)`: an explicit host-visible read of `x` (a device→host sync).
-    ToHost,
+    /// `(x)`: an explicit host-visible read of `x` (a device→host sync),
+    /// with the checks that guard its use: `nonempty` (an error if `x` has no
+    /// elements) and `bound` (an error naming the index if an i32 value is
+    /// outside `0..bound`). The checks are part of the read, so a pass that
+    /// moves the read moves them with it.
+    ToHost { nonempty: bool, bound: Option<u64> },
 }
 
 impl Op {
@@ -176,7 +180,7 @@ impl Op {
             Op::Rope { .. } => "rope".into(),
             Op::Attention { .. } => "attention".into(),
             Op::KvAppend { .. } => "kv_append".into(),
-            Op::ToHost => "to_host".into(),
+            Op::ToHost { .. } => "to_host".into(),
         }
     }
 

@@ -144,7 +144,13 @@ fn op_attrs(op: &Op) -> Vec<(&'static str, Attr)> {
             a.push(("axis", tok(axis)));
             a.push(("cap", tok(cap)));
         }
-        Op::Gather | Op::Contiguous | Op::Unary(_) | Op::Binary(_) | Op::MatMul | Op::Dequantize | Op::ToHost => {}
+        Op::ToHost { nonempty, bound } => {
+            a.push(("nonempty", tok(nonempty)));
+            if let Some(b) = bound {
+                a.push(("bound", tok(b)));
+            }
+        }
+        Op::Gather | Op::Contiguous | Op::Unary(_) | Op::Binary(_) | Op::MatMul | Op::Dequantize => {}
     }
     a
 }
@@ -499,7 +505,7 @@ fn build_op(mnemonic: &str, mut a: Attrs, ty: Option<TensorType>) -> Result<Op, 
             softcap: a.opt("softcap")?,
         },
         "kv_append" => Op::KvAppend { axis: a.need("axis")?, cap: a.dim("cap")? },
-        "to_host" => Op::ToHost,
+        "to_host" => Op::ToHost { nonempty: a.opt("nonempty")?.unwrap_or(false), bound: a.opt("bound")? },
         m => {
             if let Some(u) = UNARY.iter().find(|u| unary_name(**u) == m) {
                 Op::Unary(*u)

@@ -139,7 +139,14 @@ pub fn infer(op: &Op, tys: &[TensorType]) -> Result<TensorType, String> {
             arity(op, tys, 0..=0)?;
             Ok(ty.clone())
         }
-        Op::StateOut { .. } | Op::Output { .. } | Op::Contiguous | Op::ToHost => {
+        Op::ToHost { bound, .. } => {
+            arity(op, tys, 1..=1)?;
+            if bound.is_some() && t(0).dtype != DType::I32 {
+                return Err(format!("to_host with a bound check needs i32 values, found {}", t(0)));
+            }
+            Ok(t(0).clone())
+        }
+        Op::StateOut { .. } | Op::Output { .. } | Op::Contiguous => {
             arity(op, tys, 1..=1)?;
             Ok(t(0).clone())
         }

@@ -4,6 +4,7 @@
 //! records how many rewrites each performed.
 
 pub mod dead_code;
+pub mod hoist_sync;
 pub mod kv_append;
 pub mod manager;
 

@@ -35,7 +35,12 @@ impl PassReport {
 
 impl Default for PassManager {
     fn default() -> Self {
-        PassManager { passes: vec![Box::new(crate::kv_append::KvAppend), Box::new(crate::dead_code::DeadCode)] }
+        PassManager {
+            passes: vec![
+                Box::new(crate::kv_append::KvAppend),
+                Box::new(crate::hoist_sync::HoistSync),
+                Box::new(crate::dead_code::DeadCode),
+            ], }
     }
 }
 

@@ -42,21 +42,33 @@ fn gir_files(kind: &str) -> Vec<std::path::PathBuf> {
     files
 }
 
-#[test]
-fn kv_append_filetests() {
-    let files = gir_files("kv_append");
-    assert_eq!(files.len(), 3);
+/// Runs `tests/filetests/<pass>/*.gir`; a file named `keeps_*` must see no
+/// rewrite, every other one at least one.
+fn pass_filetests(pass: &str, expect_files: usize) {
+    let files = gir_files(pass);
+    assert_eq!(files.len(), expect_files, "{pass} filetests");
     for f in files {
         let src = std::fs::read_to_string(&f).unwrap();
-        assert!(src.starts_with("# test pass kv_append"), "{}: header", f.display());
-        let out = run_pass(&src, "kv_append");
+        assert!(src.starts_with(&format!("# test pass {pass}")), "{}: header", f.display());
+        let out = run_pass(&src, pass);
         let name = f.file_stem().unwrap().to_str().unwrap().to_string();
-        let fired = !out.starts_with("kv_append: 0 ");
-        assert_eq!(fired, name.starts_with("rewrites"), "{name}: {out}");
-        insta::with_settings!({ snapshot_path => "../filetests/kv_append/snapshots", prepend_module_to_snapshot => false, input_file => &f }, {
+        let fired = !out.starts_with(&format!("{pass}: 0 "));
+        assert_eq!(fired, !name.starts_with("keeps"), "{name}: {out}");
+        let snapshots = format!("../filetests/{pass}/snapshots");
+        insta::with_settings!({ snapshot_path => snapshots, prepend_module_to_snapshot => false, input_file => &f }, {
             insta::assert_snapshot!(name, out);
         });
     }
+}
+
+#[test]
+fn kv_append_filetests() {
+    pass_filetests("kv_append", 3);
+}
+
+#[test]
+fn hoist_sync_filetests() {
+    pass_filetests("hoist_sync", 3);
 }
 
 #[test]

@@ -251,7 +251,19 @@ fn f32_tensor(shape: Vec<usize>, data: Vec<f32>) -> Tensor {
 fn eval(op: &Op, args: &[&Val], env: &HashMap<String, i64>) -> Result<Tensor, String> {
     let a0 = || args[0];
     match op {
-        Op::StateOut { .. } | Op::Output { .. } | Op::Contiguous | Op::ToHost => dense(a0()),
+        Op::ToHost { nonempty, bound } => {
+            let t = dense(a0())?;
+            if *nonempty && t.numel() == 0 {
+                return Err(format!("to_host of an empty tensor {:?}", t.shape()));
+            }
+            if let (Some(b), Some(vals)) = (bound, t.as_i32()) {
+                if let Some((i, v)) = vals.iter().enumerate().find(|(_, &v)| v < 0 || v as u64 >= *b) {
+                    return Err(format!("to_host: value {v} at index {i} is outside 0..{b}"));
+                }
+            }
+            Ok(t)
+        }
+        Op::StateOut { .. } | Op::Output { .. } | Op::Contiguous => dense(a0()),
         Op::Const { value, ty } => {
             let shape: Vec<usize> = ty.shape.iter().map(|d| eval_dim(d, env)).collect::<Result<_, _>>()?;
             let n = shape.iter().product();
