@@ -60,7 +60,7 @@ fn every_type(version: u32, alignment: Option<u32>) -> Vec<u8> {
     out.extend_from_slice(&0u32.to_le_bytes());
     out.extend_from_slice(&0u64.to_le_bytes());
     let align = alignment.unwrap_or(32) as usize;
-    while out.len() % align != 0 {
+    while !out.len().is_multiple_of(align) {
         out.push(0xEE);
     }
     for i in 0..6 {
