@@ -5,6 +5,7 @@
 
 pub mod dead_code;
 pub mod hoist_sync;
+pub mod kv_alias;
 pub mod kv_append;
 pub mod manager;
 

@@ -37,6 +37,7 @@ impl Default for PassManager {
     fn default() -> Self {
         PassManager {
             passes: vec![
+                Box::new(crate::kv_alias::KvAlias),
                 Box::new(crate::kv_append::KvAppend),
                 Box::new(crate::hoist_sync::HoistSync),
                 Box::new(crate::dead_code::DeadCode),

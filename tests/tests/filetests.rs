@@ -67,6 +67,11 @@ fn kv_append_filetests() {
 }
 
 #[test]
+fn kv_alias_filetests() {
+    pass_filetests("kv_alias", 2);
+}
+
+#[test]
 fn hoist_sync_filetests() {
     pass_filetests("hoist_sync", 3);
 }
