@@ -2,6 +2,7 @@
 //! and reference outputs are, and a small GGUF writer for synthetic (and
 //! deliberately broken) files.
 
+use graphc_backends::{WeightRef, WeightSource};
 use std::path::{Path, PathBuf};
 
 pub fn repo_root() -> PathBuf {
@@ -228,4 +229,13 @@ pub fn temp_dir(tag: &str) -> PathBuf {
     let _ = std::fs::remove_dir_all(&d);
     std::fs::create_dir_all(&d).unwrap();
     d
+}
+
+/// A weight source with no weights, for graphs whose every tensor is an input.
+pub struct NoWeights;
+
+impl WeightSource for NoWeights {
+    fn weight(&self, _: &str) -> Option<WeightRef<'_>> {
+        None
+    }
 }

@@ -9,9 +9,10 @@
 //! (`GRAPHC_DISABLE_PASSES=hoist_sync cargo test --test hoist_sync`).
 
 use graphc_backends::cpu::reference;
-use graphc_backends::{Tensor, WeightRef, WeightSource};
+use graphc_backends::Tensor;
 use graphc_ir::{BinaryOp, DType, Dim, Graph, Op, TensorType, UnaryOp};
 use graphc_passes::PassManager;
+use graphc_tests::NoWeights;
 use std::collections::HashMap;
 
 const LAYERS: u32 = 48;
@@ -59,13 +60,6 @@ fn optimized(disabled: &[&str]) -> (Graph, u64) {
     let disabled: Vec<String> = disabled.iter().map(|s| s.to_string()).collect();
     let report = PassManager::default().run(&mut g, &disabled).unwrap();
     (g, report.rewrites("hoist_sync").unwrap())
-}
-
-struct NoWeights;
-impl WeightSource for NoWeights {
-    fn weight(&self, _: &str) -> Option<WeightRef<'_>> {
-        None
-    }
 }
 
 fn run(g: &Graph, indices: [i32; 2]) -> Result<Vec<u32>, String> {

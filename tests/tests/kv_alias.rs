@@ -8,9 +8,10 @@
 //! Guard: fails with `GRAPHC_DISABLE_PASSES=kv_alias`.
 
 use graphc_backends::cpu::reference;
-use graphc_backends::{Tensor, WeightRef, WeightSource};
+use graphc_backends::Tensor;
 use graphc_ir::{text, verify, Graph, Op};
 use graphc_passes::PassManager;
+use graphc_tests::NoWeights;
 use std::collections::HashMap;
 
 fn fused_kv_graph() -> Graph {
@@ -70,13 +71,6 @@ fn optimized(disabled: &[&str]) -> (Graph, u64) {
     let disabled: Vec<String> = disabled.iter().map(|s| s.to_string()).collect();
     let r = PassManager::default().run(&mut g, &disabled).unwrap();
     (g, r.rewrites("kv_alias").unwrap())
-}
-
-struct NoWeights;
-impl WeightSource for NoWeights {
-    fn weight(&self, _: &str) -> Option<WeightRef<'_>> {
-        None
-    }
 }
 
 /// Two steps (a 3-token prefill, then one token), returning output bits.

@@ -9,9 +9,9 @@
 
 use graphc::{CompileOptions, Model, SessionOptions};
 use graphc_backends::cpu::reference;
-use graphc_backends::{Tensor, WeightRef, WeightSource};
+use graphc_backends::Tensor;
 use graphc_ir::{text, verify, Op};
-use graphc_tests::{reference_json, smollm2, temp_dir, GgufWriter};
+use graphc_tests::{reference_json, smollm2, temp_dir, GgufWriter, NoWeights};
 use std::collections::HashMap;
 
 fn compile(path: &std::path::Path, disabled: &[&str]) -> Model {
@@ -128,13 +128,6 @@ fn cache_is_written_in_place_from_prefill_through_decode() {
         assert_eq!(ptr(&s), at_start, "decode wrote into the same buffer");
     }
     assert_eq!(s.state("k.1").unwrap().shape()[2], cap, "the cache never grows");
-}
-
-struct NoWeights;
-impl WeightSource for NoWeights {
-    fn weight(&self, _: &str) -> Option<WeightRef<'_>> {
-        None
-    }
 }
 
 #[test]

@@ -263,7 +263,7 @@ fn eval(op: &Op, args: &[&Val], env: &HashMap<String, i64>) -> Result<Tensor, St
             }
             Ok(t)
         }
-        Op::StateOut { .. } | Op::Output { .. } | Op::Contiguous => dense(a0()),
+        Op::Contiguous => dense(a0()),
         Op::Const { value, ty } => {
             let shape: Vec<usize> = ty.shape.iter().map(|d| eval_dim(d, env)).collect::<Result<_, _>>()?;
             let n = shape.iter().product();
@@ -554,6 +554,7 @@ fn eval(op: &Op, args: &[&Val], env: &HashMap<String, i64>) -> Result<Tensor, St
         }
         Op::KvAppend { .. } => unreachable!("kv_append runs in place in run()"),
         Op::Input { .. } | Op::Weight { .. } | Op::State { .. } => unreachable!("sources are bound in run()"),
+        Op::StateOut { .. } | Op::Output { .. } => unreachable!("sinks are collected in run()"),
     }
 }
 
