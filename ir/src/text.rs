@@ -15,7 +15,7 @@
 
 use crate::graph::{Graph, NodeId};
 use crate::op::{BinaryOp, NormKind, Op, ReduceOp, RopeScaling, RopeStyle, UnaryOp};
-use crate::shape::{shape_to_string, Dim, TensorType};
+use crate::shape::{Dim, TensorType};
 use crate::DType;
 use std::collections::HashMap;
 use std::fmt::Write;
@@ -612,9 +612,4 @@ pub fn parse(text: &str) -> Result<Graph, ParseError> {
         Some(_) => Err(ParseError { line: text.lines().count(), message: "missing the graph's closing `}`".into() }),
         None => Err(ParseError { line: 1, message: "empty input: expected `graph \"NAME\" {`".into() }),
     }
-}
-
-/// `shape_to_string`, re-exported for messages.
-pub fn shape_text(s: &[Dim]) -> String {
-    shape_to_string(s)
 }

@@ -117,24 +117,24 @@ enum Stage {
     Optimized,
 }
 
-fn progress_bar() -> ProgressBar {
+/// Run `load` with a progress bar over the checkpoint bytes it reads.
+fn with_progress<T>(load: impl FnOnce(graphc::model::Progress) -> Result<T, graphc::Error>) -> Result<T> {
     let pb = ProgressBar::new(0);
     pb.set_style(
         ProgressStyle::with_template("{msg} [{bar:30}] {bytes}/{total_bytes}").unwrap().progress_chars("=> "),
     );
     pb.set_message("reading weights");
-    pb
-}
-
-fn open(path: &Path, opts: &CompileOptions) -> Result<Model> {
-    let pb = progress_bar();
     let mut cb = |done: u64, total: u64| {
         pb.set_length(total);
         pb.set_position(done);
     };
-    let m = Model::open(path, opts, Some(&mut cb))?;
+    let out = load(Some(&mut cb))?;
     pb.finish_and_clear();
-    Ok(m)
+    Ok(out)
+}
+
+fn open(path: &Path, opts: &CompileOptions) -> Result<Model> {
+    with_progress(|p| Model::open(path, opts, p))
 }
 
 fn main() {
@@ -149,13 +149,7 @@ fn real_main() -> Result<()> {
     match cli.cmd {
         Cmd::Compile { checkpoint, output, opts, json } => {
             let t0 = Instant::now();
-            let pb = progress_bar();
-            let mut cb = |done: u64, total: u64| {
-                pb.set_length(total);
-                pb.set_position(done);
-            };
-            let model = Model::compile(&checkpoint, &opts.options(), Some(&mut cb))?;
-            pb.finish_and_clear();
+            let model = with_progress(|p| Model::compile(&checkpoint, &opts.options(), p))?;
             model.write_plan(&output)?;
             let secs = t0.elapsed().as_secs_f64();
             let plan = model.plan();

@@ -244,10 +244,6 @@ fn eval_dim(d: &graphc_ir::Dim, env: &HashMap<String, i64>) -> Result<usize, Str
     usize::try_from(v).map_err(|_| format!("dimension `{d}` evaluates to {v}"))
 }
 
-fn f32_tensor(shape: Vec<usize>, data: Vec<f32>) -> Tensor {
-    Tensor::f32(shape, data)
-}
-
 fn eval(op: &Op, args: &[&Val], env: &HashMap<String, i64>) -> Result<Tensor, String> {
     let a0 = || args[0];
     match op {
@@ -269,7 +265,7 @@ fn eval(op: &Op, args: &[&Val], env: &HashMap<String, i64>) -> Result<Tensor, St
             let n = shape.iter().product();
             Ok(match ty.dtype {
                 DType::I32 => Tensor::i32(shape, vec![*value as i32; n]),
-                _ => f32_tensor(shape, vec![*value; n]),
+                _ => Tensor::f32(shape, vec![*value; n]),
             })
         }
         Op::Reshape { shape } => {
