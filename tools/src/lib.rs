@@ -24,4 +24,12 @@ pub mod session;
 pub use error::Error;
 pub use model::{CompileOptions, Model};
 pub use sampling::Sampling;
-pub use session::{Generation, Session, SessionOptions};
+pub use session::{Generation, Kernels, Session, SessionOptions};
+
+/// The process's peak resident memory (`VmHWM`), where the OS reports it.
+pub fn peak_rss_bytes() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kb * 1024)
+}

@@ -3,7 +3,7 @@
 
 use anyhow::{bail, Context, Result};
 use clap::{Parser, Subcommand};
-use graphc::{CompileOptions, Model, Sampling, SessionOptions};
+use graphc::{CompileOptions, Kernels, Model, Sampling, SessionOptions};
 use graphc_ir::text;
 use indicatif::{ProgressBar, ProgressStyle};
 use std::io::Write;
@@ -76,6 +76,10 @@ enum Cmd {
         /// Worker threads (default: the machine's cores).
         #[arg(long)]
         threads: Option<usize>,
+        /// CPU kernels: `fast` (default: the widest instruction set this CPU
+        /// has), `avx512`, `avx2`, `portable`, or `reference` (the oracle).
+        #[arg(long)]
+        kernels: Option<String>,
         #[command(flatten)]
         opts: CompileArgs,
         /// Print one JSON object at the end instead of streaming text.
@@ -95,7 +99,8 @@ enum Cmd {
     },
     /// Print a checkpoint's metadata and tensors.
     Inspect { checkpoint: PathBuf },
-    /// Decode step time at several contexts with `kv_append` on and off.
+    /// Prefill speed, and decode step time at several contexts with
+    /// `kv_append` on and off, measured in one run.
     Bench {
         checkpoint: PathBuf,
         /// Contexts (tokens already in the cache) to time a decode step at.
@@ -104,8 +109,20 @@ enum Cmd {
         /// Decode steps timed per context (the median is reported).
         #[arg(long, default_value_t = 5)]
         steps: usize,
+        /// Prefill this many tokens of `--prompt-file` (0: skip).
+        #[arg(long, default_value_t = 0)]
+        prefill: usize,
+        /// Text whose first `--prefill` tokens are prefilled.
+        #[arg(long)]
+        prompt_file: Option<PathBuf>,
+        /// Skip the `kv_append` off column.
+        #[arg(long)]
+        no_ab: bool,
         #[arg(long)]
         threads: Option<usize>,
+        /// As for `run`.
+        #[arg(long)]
+        kernels: Option<String>,
         #[arg(long)]
         json: bool,
     },
@@ -182,7 +199,7 @@ fn real_main() -> Result<()> {
                 println!("wrote {} in {secs:.2}s", output.display());
             }
         }
-        Cmd::Run { model, prompt, prompt_file, n, temperature, seed, top_k, top_p, chat, threads, opts, json } => {
+        Cmd::Run { model, prompt, prompt_file, n, temperature, seed, top_k, top_p, chat, threads, kernels, opts, json } => {
             let text_in = match (prompt, prompt_file) {
                 (Some(p), _) => p,
                 (None, Some(f)) => {
@@ -194,12 +211,13 @@ fn real_main() -> Result<()> {
             let tok = model.tokenizer();
             let text_in = if chat { tok.apply_chat_template(&text_in).map_err(anyhow::Error::msg)? } else { text_in };
             let prompt_ids = tok.encode(&text_in).map_err(anyhow::Error::msg)?;
-            let mut session = model.session(&SessionOptions { threads })?;
+            let kernels = kernels.as_deref().map(Kernels::parse).transpose()?;
+            let mut session = model.session(&SessionOptions { threads, kernels })?;
             let r = session.resolved().clone();
             if !json {
                 eprintln!(
-                    "[graphc] family {} | device {} | max_seq {} | threads {} (from {}) | prompt {} tokens",
-                    model.plan().family, r.device, r.max_seq, r.threads, r.threads_source, prompt_ids.len()
+                    "[graphc] family {} | device {} | kernels {} (from {}) | max_seq {} | threads {} (from {}) | prompt {} tokens",
+                    model.plan().family, r.device, r.kernels, r.kernels_source, r.max_seq, r.threads, r.threads_source, prompt_ids.len()
                 );
             }
             let sampling = Sampling { temperature, top_k, top_p, seed };
@@ -232,8 +250,10 @@ fn real_main() -> Result<()> {
                     "prefill_tok_s": prefill_tok_s,
                     "decode_tok_s": decode_tok_s,
                     "threads": r.threads,
+                    "kernels": r.kernels,
                     "device": r.device,
                     "max_seq": r.max_seq,
+                    "peak_rss_bytes": graphc::peak_rss_bytes(),
                 });
                 println!("{v}");
             } else {
@@ -265,8 +285,10 @@ fn real_main() -> Result<()> {
             };
             print!("{out}");
         }
-        Cmd::Bench { checkpoint, contexts, steps, threads, json } => {
-            let max = contexts.iter().max().copied().unwrap_or(0) + steps + 1;
+        Cmd::Bench { checkpoint, contexts, steps, prefill, prompt_file, no_ab, threads, kernels, json } => {
+            let kernels = kernels.as_deref().map(Kernels::parse).transpose()?;
+            let opts = SessionOptions { threads, kernels };
+            let max = (contexts.iter().max().copied().unwrap_or(0) + steps + 1).max(prefill + 1);
             let compile = |disabled: &[&str]| {
                 let opts = CompileOptions {
                     max_seq: Some(max),
@@ -275,9 +297,26 @@ fn real_main() -> Result<()> {
                 };
                 Model::compile(&checkpoint, &opts, None)
             };
-            let (on, off) = (compile(&[])?, compile(&["kv_append"])?);
+            let on = compile(&[])?;
+            let off = if no_ab { None } else { Some(compile(&["kv_append"])?) };
+            let resolved = on.session(&opts)?.resolved().clone();
+            let prefill_row = if prefill > 0 {
+                let path = prompt_file.as_ref().context("--prefill needs --prompt-file")?;
+                let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+                let ids = on.encode(&text)?;
+                if ids.len() < prefill {
+                    bail!("{} holds {} tokens, fewer than --prefill {prefill}", path.display(), ids.len());
+                }
+                let mut s = on.session(&opts)?;
+                let t0 = Instant::now();
+                s.prefill(&ids[..prefill])?;
+                let secs = t0.elapsed().as_secs_f64();
+                Some(serde_json::json!({"tokens": prefill, "secs": secs, "tok_s": prefill as f64 / secs}))
+            } else {
+                None
+            };
             let time = |m: &Model, ctx: usize| -> Result<f64> {
-                let mut s = m.session(&SessionOptions { threads })?;
+                let mut s = m.session(&opts)?;
                 s.assume_cached(ctx)?;
                 let mut times = Vec::new();
                 for _ in 0..steps.max(1) {
@@ -290,18 +329,36 @@ fn real_main() -> Result<()> {
             };
             let mut rows = Vec::new();
             for &ctx in &contexts {
-                let (a, b) = (time(&on, ctx)?, time(&off, ctx)?);
-                rows.push(serde_json::json!({"context": ctx, "kv_append_on_ms": a, "kv_append_off_ms": b, "on_over_off": a / b}));
+                let a = time(&on, ctx)?;
+                let b = off.as_ref().map(|m| time(m, ctx)).transpose()?;
+                rows.push(serde_json::json!({
+                    "context": ctx,
+                    "kv_append_on_ms": a,
+                    "decode_tok_s": 1e3 / a,
+                    "kv_append_off_ms": b,
+                    "on_over_off": b.map(|b| a / b),
+                }));
             }
             if json {
-                println!("{}", serde_json::Value::Array(rows));
+                let v = serde_json::json!({
+                    "kernels": resolved.kernels,
+                    "threads": resolved.threads,
+                    "prefill": prefill_row,
+                    "decode": rows,
+                });
+                println!("{v}");
             } else {
-                println!("decode step, median of {steps} (ms), reference CPU executor");
-                println!("{:>8} | {:>14} | {:>15} | {:>6}", "context", "kv_append on", "kv_append off", "on/off");
+                println!("kernels {} | threads {}", resolved.kernels, resolved.threads);
+                if let Some(p) = &prefill_row {
+                    println!("prefill {} tokens: {:.1} tok/s", p["tokens"], p["tok_s"].as_f64().unwrap_or(0.0));
+                }
+                println!("decode step, median of {steps} (ms)");
+                println!("{:>8} | {:>14} | {:>15} | {:>6} | {:>8}", "context", "kv_append on", "kv_append off", "on/off", "tok/s");
+                let num = |v: &serde_json::Value| v.as_f64().map_or("-".to_string(), |x| format!("{x:.2}"));
                 for r in &rows {
                     println!(
-                        "{:>8} | {:>14.1} | {:>15.1} | {:>6.2}",
-                        r["context"], r["kv_append_on_ms"].as_f64().unwrap(), r["kv_append_off_ms"].as_f64().unwrap(), r["on_over_off"].as_f64().unwrap()
+                        "{:>8} | {:>14} | {:>15} | {:>6} | {:>8}",
+                        r["context"], num(&r["kv_append_on_ms"]), num(&r["kv_append_off_ms"]), num(&r["on_over_off"]), num(&r["decode_tok_s"])
                     );
                 }
             }

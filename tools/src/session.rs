@@ -1,10 +1,13 @@
-//! A session: one sequence's loop-carried state (its KV cache) over a loaded
-//! model, stepped by prefill and decode on the reference CPU executor.
+//! A session: the loop-carried state (KV caches) of one or more sequences
+//! over a loaded model, stepped by prefill and decode on the CPU: the fast
+//! backend by default, or the reference executor (the oracle) by choice.
 
 use crate::error::Error;
 use crate::model::Model;
 use crate::sampling::{Sampler, Sampling};
+use graphc_backends::cpu::fast::Fast;
 use graphc_backends::cpu::reference;
+use graphc_backends::cpu::simd::Isa;
 use graphc_backends::Tensor;
 use graphc_ir::{Dim, Op};
 use graphc_passes::kv_append::{CAP, LENGTHS_INPUT};
@@ -16,6 +19,44 @@ use std::time::Instant;
 pub struct SessionOptions {
     /// Worker threads; `None` = the machine's cores.
     pub threads: Option<usize>,
+    /// Which CPU kernels run the graph; `None` = the fast backend at the
+    /// widest instruction set this CPU has.
+    pub kernels: Option<Kernels>,
+}
+
+/// The CPU kernels a session runs on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kernels {
+    /// The reference executor: every op by its definition (slow; the oracle).
+    Reference,
+    /// The fast backend at an instruction-set level.
+    Fast(Isa),
+}
+
+impl Kernels {
+    /// `reference`, `fast` (the widest this CPU runs), or an ISA name
+    /// (`portable`, `avx2`, `avx512`) for the fast backend at that level.
+    pub fn parse(s: &str) -> Result<Kernels, Error> {
+        match s {
+            "reference" => Ok(Kernels::Reference),
+            "fast" => Ok(Kernels::Fast(Isa::best())),
+            other => Isa::from_name(other).map(Kernels::Fast).ok_or_else(|| {
+                Error::Option(format!("unknown kernels `{other}`; expected reference, fast, portable, avx2 or avx512"))
+            }),
+        }
+    }
+
+    pub fn name(&self) -> String {
+        match self {
+            Kernels::Reference => "reference".into(),
+            Kernels::Fast(isa) => format!("fast-{}", isa.name()),
+        }
+    }
+}
+
+enum Executor {
+    Reference,
+    Fast(Fast),
 }
 
 /// What `SessionOptions` resolved to, with where each value came from.
@@ -23,6 +64,8 @@ pub struct SessionOptions {
 pub struct ResolvedSession {
     pub threads: usize,
     pub threads_source: &'static str,
+    pub kernels: String,
+    pub kernels_source: &'static str,
     pub device: String,
     pub max_seq: usize,
 }
@@ -34,6 +77,7 @@ type RowsOutput = (Vec<Vec<f32>>, HashMap<String, Tensor>);
 pub struct Session<'m> {
     model: &'m Model,
     pool: rayon::ThreadPool,
+    executor: Executor,
     resolved: ResolvedSession,
     states: StateLayout,
     lens: Vec<usize>,
@@ -72,10 +116,20 @@ impl<'m> Session<'m> {
             .num_threads(threads)
             .build()
             .map_err(|e| Error::Option(format!("cannot start {threads} threads: {e}")))?;
+        let (kernels, kernels_source) = match opts.kernels {
+            Some(k) => (k, "option"),
+            None => (Kernels::Fast(Isa::best()), "machine"),
+        };
+        let executor = match kernels {
+            Kernels::Reference => Executor::Reference,
+            Kernels::Fast(isa) => Executor::Fast(Fast::new(isa).map_err(Error::Option)?),
+        };
         let plan = model.plan();
         let resolved = ResolvedSession {
             threads,
             threads_source,
+            kernels: kernels.name(),
+            kernels_source,
             device: plan.options.device.clone(),
             max_seq: plan.options.max_seq,
         };
@@ -84,13 +138,22 @@ impl<'m> Session<'m> {
         } else {
             StateLayout::PerRow(vec![HashMap::new(); rows])
         };
-        let mut s = Session { model, pool, resolved, states, lens: vec![0; rows] };
+        let mut s = Session { model, pool, executor, resolved, states, lens: vec![0; rows] };
         s.reset();
         Ok(s)
     }
 
     pub fn resolved(&self) -> &ResolvedSession {
         &self.resolved
+    }
+
+    /// How many times each fast kernel ran in this session (empty on the
+    /// reference executor): evidence that a fast path engaged.
+    pub fn kernel_counts(&self) -> std::collections::BTreeMap<&'static str, u64> {
+        match &self.executor {
+            Executor::Fast(f) => f.kernel_counts(),
+            Executor::Reference => Default::default(),
+        }
     }
 
     /// Number of sequences (batch rows) this session holds.
@@ -230,7 +293,10 @@ impl<'m> Session<'m> {
             inputs.insert(LENGTHS_INPUT.to_string(), Tensor::i32(vec![b], lens.iter().map(|&l| l as i32).collect()));
         }
         let model = self.model;
-        let out = self.pool.install(|| reference::run(model.graph(), &inputs, states, model))?;
+        let out = self.pool.install(|| match &self.executor {
+            Executor::Reference => reference::run(model.graph(), &inputs, states, model),
+            Executor::Fast(fast) => fast.run(model.graph(), &inputs, states, model),
+        })?;
         let logits = out.outputs.get("logits").ok_or_else(|| Error::Input("the plan has no `logits` output".into()))?;
         let data = logits.as_f32().unwrap_or_default();
         let vocab = data.len() / b;

@@ -1,4 +1,8 @@
-//! CPU backends.
+//! CPU backends: the reference executor (the oracle) and the fast one
+//! (SIMD, multithreaded, fused), sharing one run loop.
 
+pub mod exec;
+pub mod fast;
 pub mod kernels;
 pub mod reference;
+pub mod simd;

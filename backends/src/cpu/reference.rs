@@ -2,64 +2,53 @@
 //! f32 with dense row-major tensors. Clarity over speed; it is the
 //! executable definition of every op (see `graphc_ir::op`).
 
+use super::exec::{self, Arg, Env, Evaluator, Val};
+pub use super::exec::{ExecError, StepOutput};
 use super::kernels::{dot, matmul_weight};
 use crate::tensor::{Tensor, WeightRef, WeightSource};
 use graphc_ir::op::{BinaryOp, NormKind, Op, ReduceOp, RopeScaling, RopeStyle, UnaryOp};
-use graphc_ir::{DType, Graph, NodeId};
+use graphc_ir::{DType, Graph};
 use rayon::prelude::*;
 use std::collections::HashMap;
 
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
-#[error("error: node {node} ({op}): {message}")]
-pub struct ExecError {
-    pub node: String,
-    pub op: String,
-    pub message: String,
-}
+/// The reference executor as an `Evaluator`: every op by its definition.
+pub struct Reference;
 
-/// What one forward returns: each `Output` and each `StateOut` by name.
-#[derive(Debug, Default)]
-pub struct StepOutput {
-    pub outputs: HashMap<String, Tensor>,
-    pub states: HashMap<String, Tensor>,
-}
-
-enum Val<'w> {
-    T(Tensor),
-    W(WeightRef<'w>),
-}
-
-impl Val<'_> {
-    fn shape(&self) -> Vec<usize> {
-        match self {
-            Val::T(t) => t.shape().to_vec(),
-            Val::W(w) => w.shape.to_vec(),
-        }
-    }
-    /// f32 values (weights dequantized: used for small weights like norm scales).
-    fn f32s(&self) -> Result<std::borrow::Cow<'_, [f32]>, String> {
-        match self {
-            Val::T(Tensor::F32 { data, .. }) => Ok(std::borrow::Cow::Borrowed(data)),
-            Val::T(Tensor::I32 { .. }) => Err("expected f32 values, found i32".into()),
-            Val::W(w) => {
-                let mut out = vec![0f32; w.shape.iter().product()];
-                if w.dtype.is_int() {
-                    return Err(format!("weight of integer type {}", w.dtype));
-                }
-                graphc_ir::quant::dequantize(w.dtype, w.bytes, &mut out);
-                Ok(std::borrow::Cow::Owned(out))
+impl Evaluator for Reference {
+    fn eval(&self, op: &Op, args: Vec<Arg<'_, '_>>, env: &Env) -> Result<Tensor, String> {
+        match op {
+            Op::KvAppend { axis, cap } => {
+                let mut it = args.into_iter();
+                let cache = it.next().unwrap().into_tensor()?;
+                let (new, lengths) = (it.next().unwrap(), it.next().unwrap());
+                kv_append(cache, new.val(), lengths.val(), *axis, cap, env)
+            }
+            op => {
+                let refs: Vec<&Val> = args.iter().map(|a| a.val()).collect();
+                eval(op, &refs, env)
             }
         }
     }
-    fn i32s(&self) -> Result<&[i32], String> {
-        match self {
-            Val::T(Tensor::I32 { data, .. }) => Ok(data),
-            _ => Err("expected i32 values".into()),
-        }
-    }
 }
 
-fn strides(shape: &[usize]) -> Vec<usize> {
+/// One op on host tensors, by its definition (for checking kernels).
+pub fn eval_op(op: &Op, args: &[Tensor]) -> Result<Tensor, String> {
+    let vals: Vec<Val> = args.iter().cloned().map(Val::T).collect();
+    let refs: Vec<&Val> = vals.iter().collect();
+    eval(op, &refs, &Env::new())
+}
+
+/// Run `graph` once on the reference executor (see `exec::run`).
+pub fn run(
+    graph: &Graph,
+    inputs: &HashMap<String, Tensor>,
+    states: HashMap<String, Tensor>,
+    weights: &dyn WeightSource,
+) -> Result<StepOutput, ExecError> {
+    exec::run(&Reference, graph, inputs, states, weights)
+}
+
+pub(crate) fn strides(shape: &[usize]) -> Vec<usize> {
     let mut s = vec![1; shape.len()];
     for i in (0..shape.len().saturating_sub(1)).rev() {
         s[i] = s[i + 1] * shape[i + 1];
@@ -67,150 +56,15 @@ fn strides(shape: &[usize]) -> Vec<usize> {
     s
 }
 
-/// Run `graph` once. `inputs` are bound by name and borrowed; `states` are
-/// moved in and come back in `StepOutput::states`, so a cache written in
-/// place by `kv_append` is the same buffer from step to step (no copy).
-/// Every `Input` and `State` must be given, with a shape that fits its
-/// declared type.
-pub fn run(
-    graph: &Graph,
-    inputs: &HashMap<String, Tensor>,
-    mut states: HashMap<String, Tensor>,
-    weights: &dyn WeightSource,
-) -> Result<StepOutput, ExecError> {
-    let order = graph.topo_order().map_err(|n| ExecError {
-        node: format!("#{}", n.index()),
-        op: graph.node(n).op.mnemonic(),
-        message: "cycle".into(),
-    })?;
-    let names: HashMap<NodeId, usize> = order.iter().enumerate().map(|(i, &n)| (n, i)).collect();
-    // Free each value after its last use, so a long prefill holds only live
-    // tensors. Values that feed a sink are kept to the end and moved out.
-    let mut last_use: HashMap<NodeId, usize> = HashMap::new();
-    let mut sinks: Vec<(bool, String, NodeId)> = Vec::new(); // (is_state, name, value)
-    for (i, &n) in order.iter().enumerate() {
-        match &graph.node(n).op {
-            Op::StateOut { name } => sinks.push((true, name.clone(), graph.inputs(n)[0])),
-            Op::Output { name } => sinks.push((false, name.clone(), graph.inputs(n)[0])),
-            _ => {
-                for inp in graph.inputs(n) {
-                    last_use.insert(inp, i);
-                }
-            }
-        }
-    }
-    let kept: std::collections::HashSet<NodeId> = sinks.iter().map(|s| s.2).collect();
-    let mut env: HashMap<String, i64> = HashMap::new();
-    let mut vals: HashMap<NodeId, Val> = HashMap::new();
-    for (i, &id) in order.iter().enumerate() {
-        let node = graph.node(id);
-        let err = |message: String| ExecError { node: format!("%{}", names[&id]), op: node.op.mnemonic(), message };
-        if node.op.is_sink() {
-            continue;
-        }
-        let ins = graph.inputs(id);
-        let v = match &node.op {
-            Op::Input { name, ty } | Op::State { name, ty } => {
-                let t = if matches!(node.op, Op::Input { .. }) { inputs.get(name).cloned() } else { states.remove(name) };
-                let t = t.ok_or_else(|| err(format!("no value given for `{name}`")))?;
-                bind_shape(name, ty, &t, &mut env).map_err(err)?;
-                Val::T(t)
-            }
-            Op::Weight { name, ty } => {
-                let w = weights.weight(name).ok_or_else(|| err(format!("weight `{name}` is not bound")))?;
-                let want: Vec<i64> = ty.shape.iter().filter_map(|d| d.as_const()).collect();
-                let got: Vec<i64> = w.shape.iter().map(|&d| d as i64).collect();
-                if w.dtype != ty.dtype || want != got {
-                    return Err(err(format!("weight `{name}` is declared {ty} but is bound to {} {:?}", w.dtype, w.shape)));
-                }
-                Val::W(w)
-            }
-            Op::KvAppend { axis, cap } => {
-                // In place: the cache is moved out of its producer when this is its last use.
-                let cache = if last_use.get(&ins[0]) == Some(&i) && !kept.contains(&ins[0]) {
-                    match vals.remove(&ins[0]) {
-                        Some(Val::T(t)) => t,
-                        Some(w) => dense(&w).map_err(err)?,
-                        None => unreachable!("operand evaluated before its user"),
-                    }
-                } else {
-                    dense(&vals[&ins[0]]).map_err(err)?
-                };
-                Val::T(kv_append(cache, &vals[&ins[1]], &vals[&ins[2]], *axis, cap, &env).map_err(err)?)
-            }
-            op => {
-                let args: Vec<&Val> = ins.iter().map(|n| &vals[n]).collect();
-                Val::T(eval(op, &args, &env).map_err(err)?)
-            }
-        };
-        vals.insert(id, v);
-        for inp in ins {
-            if last_use.get(&inp) == Some(&i) && !kept.contains(&inp) {
-                vals.remove(&inp);
-            }
-        }
-    }
-    let mut out = StepOutput::default();
-    let mut uses: HashMap<NodeId, usize> = HashMap::new();
-    for s in &sinks {
-        *uses.entry(s.2).or_default() += 1;
-    }
-    for (is_state, name, v) in sinks {
-        let n = uses.get_mut(&v).unwrap();
-        *n -= 1;
-        let t = if *n == 0 { vals.remove(&v) } else { vals.get(&v).map(|x| Val::T(dense(x).unwrap())) };
-        let t = match t {
-            Some(Val::T(t)) => t,
-            Some(w) => dense(&w).map_err(|m| ExecError { node: name.clone(), op: "sink".into(), message: m })?,
-            None => unreachable!("sink value evaluated"),
-        };
-        if is_state {
-            out.states.insert(name, t);
-        } else {
-            out.outputs.insert(name, t);
-        }
-    }
-    Ok(out)
-}
-
-/// Check a bound tensor against its declared type and bind the symbols its
-/// single-symbol dims name (`batch`, `seq`, `past`, `cap`).
-fn bind_shape(name: &str, ty: &graphc_ir::TensorType, t: &Tensor, env: &mut HashMap<String, i64>) -> Result<(), String> {
-    if t.dtype() != ty.dtype || t.shape().len() != ty.shape.len() {
-        return Err(format!("`{name}` is declared {ty} but was given {} {:?}", t.dtype(), t.shape()));
-    }
-    for (d, &actual) in ty.shape.iter().zip(t.shape()) {
-        let actual = actual as i64;
-        match d.as_const() {
-            Some(c) if c != actual => return Err(format!("`{name}` is declared {ty} but was given shape {:?}", t.shape())),
-            Some(_) => {}
-            None => {
-                let syms: Vec<&str> = d.symbols().collect();
-                if syms.len() == 1 && *d == graphc_ir::Dim::sym(syms[0]) {
-                    if let Some(prev) = env.insert(syms[0].to_string(), actual) {
-                        if prev != actual {
-                            return Err(format!(
-                                "`{name}` binds `{}` = {actual}, but an earlier input bound it to {prev}",
-                                syms[0]
-                            ));
-                        }
-                    }
-                }
-            }
-        }
-    }
-    Ok(())
-}
-
 /// `KvAppend`'s definition: write `new`'s rows into `cache` at each batch
 /// row's own offset `lengths[b]` along `axis`; past `cap` is an error.
-fn kv_append(
+pub(crate) fn kv_append(
     mut cache: Tensor,
     new: &Val,
     lengths: &Val,
     axis: usize,
     cap: &graphc_ir::Dim,
-    env: &HashMap<String, i64>,
+    env: &Env,
 ) -> Result<Tensor, String> {
     let lengths = lengths.i32s()?;
     let cap = eval_dim(cap, env)?;
@@ -239,12 +93,12 @@ fn kv_append(
     Ok(cache)
 }
 
-fn eval_dim(d: &graphc_ir::Dim, env: &HashMap<String, i64>) -> Result<usize, String> {
+pub(crate) fn eval_dim(d: &graphc_ir::Dim, env: &Env) -> Result<usize, String> {
     let v = d.eval(env).map_err(|s| format!("dimension `{d}` uses `{s}`, which no input binds"))?;
     usize::try_from(v).map_err(|_| format!("dimension `{d}` evaluates to {v}"))
 }
 
-fn eval(op: &Op, args: &[&Val], env: &HashMap<String, i64>) -> Result<Tensor, String> {
+pub(crate) fn eval(op: &Op, args: &[&Val], env: &Env) -> Result<Tensor, String> {
     let a0 = || args[0];
     match op {
         Op::ToHost { nonempty, bound } => {
@@ -364,21 +218,7 @@ fn eval(op: &Op, args: &[&Val], env: &HashMap<String, i64>) -> Result<Tensor, St
         }
         Op::Unary(u) => {
             let x = a0().f32s()?;
-            let f: fn(f32) -> f32 = match u {
-                UnaryOp::Neg => |x| -x,
-                UnaryOp::Exp => f32::exp,
-                UnaryOp::Sqrt => f32::sqrt,
-                UnaryOp::Rsqrt => |x| 1.0 / x.sqrt(),
-                UnaryOp::Recip => |x| 1.0 / x,
-                UnaryOp::Tanh => f32::tanh,
-                UnaryOp::Sigmoid => |x| 1.0 / (1.0 + (-x).exp()),
-                UnaryOp::Silu => |x| x / (1.0 + (-x).exp()),
-                UnaryOp::GeluTanh => |x| {
-                    let c = (2.0f32 / std::f32::consts::PI).sqrt();
-                    0.5 * x * (1.0 + (c * (x + 0.044715 * x * x * x)).tanh())
-                },
-                UnaryOp::GeluErf => |x| 0.5 * x * (1.0 + erf(x as f64 / std::f64::consts::SQRT_2) as f32),
-            };
+            let f = unary_fn(*u);
             Ok(Tensor::f32(a0().shape(), x.iter().map(|&v| f(v)).collect()))
         }
         Op::Clamp { min, max } => {
@@ -554,7 +394,25 @@ fn eval(op: &Op, args: &[&Val], env: &HashMap<String, i64>) -> Result<Tensor, St
     }
 }
 
-fn dense(v: &Val) -> Result<Tensor, String> {
+pub(crate) fn unary_fn(u: UnaryOp) -> fn(f32) -> f32 {
+    match u {
+        UnaryOp::Neg => |x| -x,
+        UnaryOp::Exp => f32::exp,
+        UnaryOp::Sqrt => f32::sqrt,
+        UnaryOp::Rsqrt => |x| 1.0 / x.sqrt(),
+        UnaryOp::Recip => |x| 1.0 / x,
+        UnaryOp::Tanh => f32::tanh,
+        UnaryOp::Sigmoid => |x| 1.0 / (1.0 + (-x).exp()),
+        UnaryOp::Silu => |x| x / (1.0 + (-x).exp()),
+        UnaryOp::GeluTanh => |x| {
+            let c = (2.0f32 / std::f32::consts::PI).sqrt();
+            0.5 * x * (1.0 + (c * (x + 0.044715 * x * x * x)).tanh())
+        },
+        UnaryOp::GeluErf => |x| 0.5 * x * (1.0 + erf(x as f64 / std::f64::consts::SQRT_2) as f32),
+    }
+}
+
+pub(crate) fn dense(v: &Val) -> Result<Tensor, String> {
     match v {
         Val::T(t) => Ok(t.clone()),
         Val::W(w) => Ok(Tensor::f32(w.shape.to_vec(), v.f32s()?.into_owned())),
@@ -579,17 +437,21 @@ pub fn softmax_in_place(row: &mut [f32], softcap: Option<f32>) {
     }
 }
 
+pub(crate) fn binary_fn(op: BinaryOp) -> fn(f32, f32) -> f32 {
+    match op {
+        BinaryOp::Add => |x, y| x + y,
+        BinaryOp::Sub => |x, y| x - y,
+        BinaryOp::Mul => |x, y| x * y,
+        BinaryOp::Div => |x, y| x / y,
+        BinaryOp::Max => f32::max,
+        BinaryOp::Min => f32::min,
+    }
+}
+
 fn binary(op: BinaryOp, a: &Val, b: &Val) -> Result<Tensor, String> {
     let (sa, sb) = (a.shape(), b.shape());
     let (xa, xb) = (a.f32s()?, b.f32s()?);
-    let f = |x: f32, y: f32| match op {
-        BinaryOp::Add => x + y,
-        BinaryOp::Sub => x - y,
-        BinaryOp::Mul => x * y,
-        BinaryOp::Div => x / y,
-        BinaryOp::Max => x.max(y),
-        BinaryOp::Min => x.min(y),
-    };
+    let f = binary_fn(op);
     if sa == sb {
         return Ok(Tensor::f32(sa, xa.iter().zip(xb.iter()).map(|(&x, &y)| f(x, y)).collect()));
     }

@@ -1,0 +1,221 @@
+//! The fast CPU backend: the same graph, run by the shared loop
+//! (`cpu::exec`), with the ops that cost time replaced by fused, SIMD,
+//! multithreaded kernels; everything else is the reference definition.
+//!
+//! | op | kernel |
+//! |---|---|
+//! | `matmul` on a checkpoint weight | dequantize-into-matmul (`matmul`), every GGUF block type, f16, f32 |
+//! | `attention` | over the cache in place, visible rows only, GQA native (`attention`) |
+//! | `rope` | sin/cos once per (row, position), shared by every head; in place |
+//! | `reshape`, layout-preserving `permute` | no copy: the buffer is moved |
+//! | elementwise `unary` / same-shape `binary` | in place on the operand that dies here |
+//! | `kv_append` | in place into the cache (as the reference) |
+//!
+//! Precision contract (DESIGN.md): activations and accumulation are f32,
+//! weights are dequantized on the fly; nothing is quantized to 8 bits.
+//! `Fast::kernel_counts` says how often each fast kernel ran, so a test can
+//! assert that a fast path engaged rather than silently falling back.
+
+pub mod attention;
+pub mod matmul;
+
+use crate::cpu::exec::{self, Arg, Env, Evaluator, ExecError, StepOutput, Val};
+use crate::cpu::reference::{self, eval_dim};
+use crate::cpu::simd::{self, Isa};
+use crate::tensor::{Tensor, WeightSource};
+use graphc_ir::op::{Op, RopeScaling, RopeStyle};
+use graphc_ir::Graph;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
+
+/// The fast evaluator at one instruction-set level.
+pub struct Fast {
+    pub isa: Isa,
+    counts: Mutex<BTreeMap<&'static str, AtomicU64>>,
+}
+
+impl Fast {
+    /// Kernels for `isa`; an error when this CPU cannot run them.
+    pub fn new(isa: Isa) -> Result<Fast, String> {
+        if !isa.available() {
+            return Err(format!("this CPU cannot run {} kernels (best available: {})", isa.name(), Isa::best().name()));
+        }
+        Ok(Fast { isa, counts: Mutex::new(BTreeMap::new()) })
+    }
+
+    /// How many times each fast kernel ran (`matmul_q`, `attention`, ...)
+    /// and how many ops fell back to the reference definition (`reference`).
+    pub fn kernel_counts(&self) -> BTreeMap<&'static str, u64> {
+        let c = self.counts.lock().unwrap_or_else(|e| e.into_inner());
+        c.iter().map(|(k, v)| (*k, v.load(Ordering::Relaxed))).collect()
+    }
+
+    fn count(&self, kernel: &'static str) {
+        let mut c = self.counts.lock().unwrap_or_else(|e| e.into_inner());
+        c.entry(kernel).or_default().fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Run `graph` once (see `exec::run`).
+    pub fn run(
+        &self,
+        graph: &Graph,
+        inputs: &HashMap<String, Tensor>,
+        states: HashMap<String, Tensor>,
+        weights: &dyn WeightSource,
+    ) -> Result<StepOutput, ExecError> {
+        exec::run(self, graph, inputs, states, weights)
+    }
+}
+
+impl Evaluator for Fast {
+    fn eval(&self, op: &Op, args: Vec<Arg<'_, '_>>, env: &Env) -> Result<Tensor, String> {
+        match self.try_fast(op, args, env)? {
+            Ok(t) => Ok(t),
+            Err(args) => {
+                self.count("reference");
+                reference::Reference.eval(op, args, env)
+            }
+        }
+    }
+}
+
+type Fallback<'v, 'w> = Result<Tensor, Vec<Arg<'v, 'w>>>;
+
+impl Fast {
+    /// The fast kernel for `op`, or the operands back when it has none.
+    fn try_fast<'v, 'w>(&self, op: &Op, mut args: Vec<Arg<'v, 'w>>, env: &Env) -> Result<Fallback<'v, 'w>, String> {
+        let isa = self.isa;
+        match op {
+            Op::MatMul => {
+                let (x, w) = (args[0].val(), args[1].val());
+                let (Val::T(Tensor::F32 { shape, data }), Val::W(w)) = (x, w) else { return Ok(Err(args)) };
+                if w.shape.len() != 2 || !simd::supports(w.dtype) {
+                    return Ok(Err(args));
+                }
+                let k = *shape.last().unwrap();
+                let m = data.len() / k.max(1);
+                let out = matmul::matmul(isa, data, m, k, *w);
+                let mut s = shape.clone();
+                *s.last_mut().unwrap() = w.shape[0];
+                self.count(if m < matmul::GEMM_MIN_ROWS { "matmul_rows" } else { "matmul_tiled" });
+                Ok(Ok(Tensor::f32(s, out)))
+            }
+            Op::Attention { n_heads, n_kv_heads, scale, causal, window, softcap } => {
+                let (qs, ks, vs) = (args[0].val().shape(), args[1].val().shape(), args[2].val().shape());
+                let (Val::T(Tensor::F32 { data: q, .. }), Val::T(Tensor::F32 { data: k, .. }), Val::T(Tensor::F32 { data: v, .. })) =
+                    (args[0].val(), args[1].val(), args[2].val())
+                else {
+                    return Ok(Err(args));
+                };
+                let pos = args[3].val().i32s()?;
+                let sh = attention::AttentionShape {
+                    batch: qs[0],
+                    n_heads: *n_heads,
+                    n_kv_heads: *n_kv_heads,
+                    seq: qs[2],
+                    keys: ks[2],
+                    head_dim: qs[3],
+                    v_dim: vs[3],
+                };
+                let pr = attention::AttentionParams { scale: *scale, causal: *causal, window: *window, softcap: *softcap };
+                let out = attention::attention(isa, &sh, &pr, q, k, v, pos);
+                self.count("attention");
+                Ok(Ok(Tensor::f32(vec![qs[0], *n_heads, qs[2], vs[3]], out)))
+            }
+            Op::Rope { style, rotary_dim, theta, scaling } => {
+                if !matches!(args[0].val(), Val::T(Tensor::F32 { .. })) {
+                    return Ok(Err(args));
+                }
+                let pos = args[1].val().i32s()?.to_vec();
+                let x = args.swap_remove(0).into_tensor()?;
+                self.count("rope");
+                Ok(Ok(rope(x, &pos, *style, *rotary_dim, *theta, *scaling)))
+            }
+            Op::Reshape { shape } => {
+                let shape: Vec<usize> = shape.iter().map(|d| eval_dim(d, env)).collect::<Result<_, _>>()?;
+                let Arg::Own(Val::T(t)) = &args[0] else { return Ok(Err(args)) };
+                if shape.iter().product::<usize>() != t.numel() {
+                    return Ok(Err(args));
+                }
+                self.count("view");
+                Ok(Ok(with_shape(args.swap_remove(0).into_tensor()?, shape)))
+            }
+            Op::Permute { perm } => {
+                let Arg::Own(Val::T(t)) = &args[0] else { return Ok(Err(args)) };
+                // Moving only length-1 axes keeps the element order: a view.
+                let order: Vec<usize> = perm.iter().copied().filter(|&p| t.shape()[p] != 1).collect();
+                if !order.windows(2).all(|w| w[0] < w[1]) {
+                    return Ok(Err(args));
+                }
+                let shape: Vec<usize> = perm.iter().map(|&p| t.shape()[p]).collect();
+                self.count("view");
+                Ok(Ok(with_shape(args.swap_remove(0).into_tensor()?, shape)))
+            }
+            Op::Unary(u) => {
+                let Arg::Own(Val::T(Tensor::F32 { .. })) = &args[0] else { return Ok(Err(args)) };
+                let Tensor::F32 { shape, mut data } = args.swap_remove(0).into_tensor()? else { unreachable!() };
+                let f = reference::unary_fn(*u);
+                data.iter_mut().for_each(|v| *v = f(*v));
+                self.count("elementwise");
+                Ok(Ok(Tensor::F32 { shape, data }))
+            }
+            Op::Binary(b) => {
+                let same = args[0].val().shape() == args[1].val().shape();
+                let (Arg::Own(Val::T(Tensor::F32 { .. })), Val::T(Tensor::F32 { .. }), true) = (&args[0], args[1].val(), same)
+                else {
+                    return Ok(Err(args));
+                };
+                let rhs = args.pop().unwrap();
+                let Tensor::F32 { shape, mut data } = args.pop().unwrap().into_tensor()? else { unreachable!() };
+                let f = reference::binary_fn(*b);
+                let rhs = rhs.val().f32s()?;
+                data.iter_mut().zip(rhs.iter()).for_each(|(x, &y)| *x = f(*x, y));
+                self.count("elementwise");
+                Ok(Ok(Tensor::F32 { shape, data }))
+            }
+            _ => Ok(Err(args)),
+        }
+    }
+}
+
+fn with_shape(t: Tensor, shape: Vec<usize>) -> Tensor {
+    match t {
+        Tensor::F32 { data, .. } => Tensor::F32 { shape, data },
+        Tensor::I32 { data, .. } => Tensor::I32 { shape, data },
+    }
+}
+
+/// RoPE in place, with the reference's arithmetic (bit-identical): the
+/// angles of each (row, position) are computed once and shared by every head.
+fn rope(x: Tensor, pos: &[i32], style: RopeStyle, rotary_dim: usize, theta: f32, scaling: RopeScaling) -> Tensor {
+    let Tensor::F32 { shape, mut data } = x else { unreachable!("checked by the caller") };
+    let (b, h, s, d) = (shape[0], shape[1], shape[2], shape[3]);
+    let half = rotary_dim / 2;
+    let inv_freq: Vec<f32> = (0..half).map(|i| 1.0 / theta.powf((2 * i) as f32 / rotary_dim as f32)).collect();
+    let mut angles = vec![(0f32, 0f32); half];
+    for bi in 0..b {
+        for si in 0..s {
+            let mut p = pos[bi * s + si] as f32;
+            if let RopeScaling::Linear { factor } = scaling {
+                p /= factor;
+            }
+            for (a, &freq) in angles.iter_mut().zip(&inv_freq) {
+                *a = (p * freq).sin_cos();
+            }
+            for hi in 0..h {
+                let row = &mut data[((bi * h + hi) * s + si) * d..][..d];
+                for (i, &(sin, cos)) in angles.iter().enumerate() {
+                    let (i0, i1) = match style {
+                        RopeStyle::GptJ => (2 * i, 2 * i + 1),
+                        RopeStyle::Neox => (i, i + half),
+                    };
+                    let (x0, x1) = (row[i0], row[i1]);
+                    row[i0] = x0 * cos - x1 * sin;
+                    row[i1] = x0 * sin + x1 * cos;
+                }
+            }
+        }
+    }
+    Tensor::F32 { shape, data }
+}

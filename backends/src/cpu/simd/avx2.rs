@@ -1,0 +1,387 @@
+//! AVX2 + FMA + F16C kernels. Each quantized row dot decodes a block's
+//! integers in registers, converts them to f32 and multiplies by f32
+//! activations: activations are never quantized (DESIGN.md, "Precision
+//! contract"). Block layouts are ggml's, as defined in `graphc_ir::quant`.
+//!
+//! Every function here is `unsafe` for one reason: it must only run on a CPU
+//! with AVX2, FMA and F16C, which `simd::dot_row` / `simd::tile` check. Reads
+//! stay inside the lengths asserted at each entry.
+
+use graphc_ir::DType;
+use std::arch::x86_64::*;
+
+#[inline(always)]
+unsafe fn hsum(v: __m256) -> f32 {
+    let s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    let s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    let s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    _mm_cvtss_f32(s)
+}
+
+/// The little-endian f16 at `p`, as f32.
+#[inline(always)]
+unsafe fn f16_at(p: *const u8) -> f32 {
+    let bits = u16::from_le_bytes([*p, *p.add(1)]);
+    _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(bits as i32)))
+}
+
+/// `acc + Σ u8(v[0..8]) * x[0..8] + u8(v[8..16]) * x[8..16]` (lane-wise).
+#[inline(always)]
+unsafe fn fma16_u8(v: __m128i, x: *const f32, acc: __m256) -> __m256 {
+    let a = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(v)), _mm256_loadu_ps(x), acc);
+    _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(v, 8))), _mm256_loadu_ps(x.add(8)), a)
+}
+
+/// As `fma16_u8` for signed bytes.
+#[inline(always)]
+unsafe fn fma16_i8(v: __m128i, x: *const f32, acc: __m256) -> __m256 {
+    let a = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(v)), _mm256_loadu_ps(x), acc);
+    _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(v, 8))), _mm256_loadu_ps(x.add(8)), a)
+}
+
+/// Lane sums of `Σ u8(v[i]) * x[i]` for the 32 bytes of `v`.
+#[inline(always)]
+unsafe fn dot32_u8(v: __m256i, x: *const f32) -> __m256 {
+    let a = fma16_u8(_mm256_castsi256_si128(v), x, _mm256_setzero_ps());
+    fma16_u8(_mm256_extracti128_si256(v, 1), x.add(16), a)
+}
+
+#[inline(always)]
+unsafe fn dot32_i8(v: __m256i, x: *const f32) -> __m256 {
+    let a = fma16_i8(_mm256_castsi256_si128(v), x, _mm256_setzero_ps());
+    fma16_i8(_mm256_extracti128_si256(v, 1), x.add(16), a)
+}
+
+/// One weight row of `dtype` dotted with `x`; `None` for types without an
+/// AVX2 kernel (the caller falls back to the portable one).
+///
+/// # Safety
+/// The CPU must have AVX2, FMA and F16C.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub unsafe fn dot_row(dtype: DType, row: &[u8], x: &[f32], xsums: &[f32]) -> Option<f32> {
+    let n = x.len();
+    assert_eq!(Some(row.len() as u64), dtype.storage_bytes(n as u64), "{dtype} row of {} bytes for {n} elements", row.len());
+    if dtype.is_quantized() {
+        assert!(xsums.len() * 32 >= n, "group sums cover {} of {n} elements", xsums.len() * 32);
+    }
+    let (r, xp) = (row.as_ptr(), x.as_ptr());
+    Some(match dtype {
+        DType::F32 => dot_f32(r as *const f32, xp, n),
+        DType::F16 => dot_f16(r, xp, n),
+        DType::Q4_0 => q4_0(r, xp, xsums, n / 32),
+        DType::Q4_1 => q4_1(r, xp, xsums, n / 32),
+        DType::Q5_0 => q5_0(r, xp, n / 32),
+        DType::Q8_0 => q8_0(r, xp, n / 32),
+        DType::Q4K => q4_k(r, xp, xsums, n / 256),
+        DType::Q5K => q5_k(r, xp, xsums, n / 256),
+        DType::Q6K => q6_k(r, xp, n / 256),
+        _ => return None,
+    })
+}
+
+/// f32 dot of `n` elements; `a` may be unaligned.
+#[target_feature(enable = "avx2,fma")]
+pub unsafe fn dot_f32(a: *const f32, b: *const f32, n: usize) -> f32 {
+    let mut acc = [_mm256_setzero_ps(); 4];
+    let mut i = 0;
+    while i + 32 <= n {
+        for (j, a_j) in acc.iter_mut().enumerate() {
+            *a_j = _mm256_fmadd_ps(_mm256_loadu_ps(a.add(i + 8 * j)), _mm256_loadu_ps(b.add(i + 8 * j)), *a_j);
+        }
+        i += 32;
+    }
+    while i + 8 <= n {
+        acc[0] = _mm256_fmadd_ps(_mm256_loadu_ps(a.add(i)), _mm256_loadu_ps(b.add(i)), acc[0]);
+        i += 8;
+    }
+    let mut s = hsum(_mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3])));
+    while i < n {
+        s += a.add(i).read_unaligned() * *b.add(i);
+        i += 1;
+    }
+    s
+}
+
+/// `y += alpha * x` over `n` elements.
+#[target_feature(enable = "avx2,fma")]
+pub unsafe fn axpy(alpha: f32, x: *const f32, y: *mut f32, n: usize) {
+    let av = _mm256_set1_ps(alpha);
+    let mut i = 0;
+    while i + 8 <= n {
+        _mm256_storeu_ps(y.add(i), _mm256_fmadd_ps(av, _mm256_loadu_ps(x.add(i)), _mm256_loadu_ps(y.add(i))));
+        i += 8;
+    }
+    while i < n {
+        *y.add(i) += alpha * *x.add(i);
+        i += 1;
+    }
+}
+
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn dot_f16(w: *const u8, x: *const f32, n: usize) -> f32 {
+    let mut acc = _mm256_setzero_ps();
+    let mut i = 0;
+    while i + 8 <= n {
+        let h = _mm_loadu_si128(w.add(2 * i) as *const __m128i);
+        acc = _mm256_fmadd_ps(_mm256_cvtph_ps(h), _mm256_loadu_ps(x.add(i)), acc);
+        i += 8;
+    }
+    let mut s = hsum(acc);
+    while i < n {
+        s += f16_at(w.add(2 * i)) * *x.add(i);
+        i += 1;
+    }
+    s
+}
+
+/// q4_0: `(nibble - 8) * d`; low nibbles are elements 0..16, high 16..32.
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn q4_0(r: *const u8, x: *const f32, xsums: &[f32], nb: usize) -> f32 {
+    let mask = _mm_set1_epi8(0x0F);
+    let mut acc = _mm256_setzero_ps();
+    let mut offset = 0f32;
+    for b in 0..nb {
+        let p = r.add(b * 18);
+        let d = f16_at(p);
+        let qs = _mm_loadu_si128(p.add(2) as *const __m128i);
+        let lo = _mm_and_si128(qs, mask);
+        let hi = _mm_and_si128(_mm_srli_epi16(qs, 4), mask);
+        let xb = x.add(b * 32);
+        let s = fma16_u8(hi, xb.add(16), fma16_u8(lo, xb, _mm256_setzero_ps()));
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(d), s, acc);
+        offset -= 8.0 * d * xsums[b];
+    }
+    hsum(acc) + offset
+}
+
+/// q4_1: `nibble * d + m`.
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn q4_1(r: *const u8, x: *const f32, xsums: &[f32], nb: usize) -> f32 {
+    #[inline(always)]
+    unsafe fn block(p: *const u8, xb: *const f32, acc: __m256) -> __m256 {
+        let mask = _mm_set1_epi8(0x0F);
+        let qs = _mm_loadu_si128(p.add(4) as *const __m128i);
+        let lo = _mm_and_si128(qs, mask);
+        let hi = _mm_and_si128(_mm_srli_epi16(qs, 4), mask);
+        let s = fma16_u8(hi, xb.add(16), fma16_u8(lo, xb, _mm256_setzero_ps()));
+        _mm256_fmadd_ps(_mm256_set1_ps(f16_at(p)), s, acc)
+    }
+    // Two blocks per iteration into two accumulators (kept in registers), so
+    // consecutive blocks do not wait on each other's FMA.
+    let (mut acc0, mut acc1) = (_mm256_setzero_ps(), _mm256_setzero_ps());
+    let (mut off0, mut off1) = (0f32, 0f32);
+    let mut b = 0;
+    while b + 2 <= nb {
+        let p = r.add(b * 20);
+        acc0 = block(p, x.add(b * 32), acc0);
+        acc1 = block(p.add(20), x.add(b * 32 + 32), acc1);
+        off0 += f16_at(p.add(2)) * xsums[b];
+        off1 += f16_at(p.add(22)) * xsums[b + 1];
+        b += 2;
+    }
+    if b < nb {
+        let p = r.add(b * 20);
+        acc0 = block(p, x.add(b * 32), acc0);
+        off0 += f16_at(p.add(2)) * xsums[b];
+    }
+    hsum(_mm256_add_ps(acc0, acc1)) + (off0 + off1)
+}
+
+/// 32 bits → 32 bytes, 0xFF where the bit is set (byte `i` ← bit `i`).
+#[inline(always)]
+unsafe fn bytes_from_bits(bits: u32) -> __m256i {
+    let shuf = _mm256_setr_epi64x(0, 0x0101010101010101, 0x0202020202020202, 0x0303030303030303);
+    let v = _mm256_shuffle_epi8(_mm256_set1_epi32(bits as i32), shuf);
+    let v = _mm256_or_si256(v, _mm256_set1_epi64x(0x7fbfdfeff7fbfdfe));
+    _mm256_cmpeq_epi8(v, _mm256_set1_epi64x(-1))
+}
+
+/// q5_0: `((nibble | high bit << 4) - 16) * d`; element `i`'s high bit is bit `i` of `qh`.
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn q5_0(r: *const u8, x: *const f32, nb: usize) -> f32 {
+    let mask = _mm_set1_epi8(0x0F);
+    let mut acc = _mm256_setzero_ps();
+    for b in 0..nb {
+        let p = r.add(b * 22);
+        let d = f16_at(p);
+        let qh = u32::from_le_bytes([*p.add(2), *p.add(3), *p.add(4), *p.add(5)]);
+        let qs = _mm_loadu_si128(p.add(6) as *const __m128i);
+        let lo = _mm_and_si128(qs, mask);
+        let hi = _mm_and_si128(_mm_srli_epi16(qs, 4), mask);
+        let q = _mm256_set_m128i(hi, lo);
+        let high = _mm256_and_si256(bytes_from_bits(qh), _mm256_set1_epi8(0x10));
+        let q = _mm256_sub_epi8(_mm256_or_si256(q, high), _mm256_set1_epi8(16));
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(d), dot32_i8(q, x.add(b * 32)), acc);
+    }
+    hsum(acc)
+}
+
+/// q8_0: `q * d`.
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn q8_0(r: *const u8, x: *const f32, nb: usize) -> f32 {
+    #[inline(always)]
+    unsafe fn block(p: *const u8, xb: *const f32, acc: __m256) -> __m256 {
+        let q = _mm256_loadu_si256(p.add(2) as *const __m256i);
+        _mm256_fmadd_ps(_mm256_set1_ps(f16_at(p)), dot32_i8(q, xb), acc)
+    }
+    let (mut acc0, mut acc1) = (_mm256_setzero_ps(), _mm256_setzero_ps());
+    let mut b = 0;
+    while b + 2 <= nb {
+        acc0 = block(r.add(b * 34), x.add(b * 32), acc0);
+        acc1 = block(r.add(b * 34 + 34), x.add(b * 32 + 32), acc1);
+        b += 2;
+    }
+    if b < nb {
+        acc0 = block(r.add(b * 34), x.add(b * 32), acc0);
+    }
+    hsum(_mm256_add_ps(acc0, acc1))
+}
+
+/// The 6-bit scales and mins of a q4_k / q5_k block (`graphc_ir::quant`).
+#[inline(always)]
+unsafe fn scales_mins_k4(q: *const u8) -> ([u8; 8], [u8; 8]) {
+    let q = std::slice::from_raw_parts(q, 12);
+    let (mut sc, mut mn) = ([0u8; 8], [0u8; 8]);
+    for j in 0..8 {
+        (sc[j], mn[j]) = if j < 4 {
+            (q[j] & 63, q[j + 4] & 63)
+        } else {
+            ((q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4), (q[j + 4] >> 4) | ((q[j] >> 6) << 4))
+        };
+    }
+    (sc, mn)
+}
+
+/// q4_k: 8 sub-blocks of 32, each `d*sc * nibble - dmin*m`.
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn q4_k(r: *const u8, x: *const f32, xsums: &[f32], nb: usize) -> f32 {
+    let mask = _mm256_set1_epi8(0x0F);
+    let mut acc = _mm256_setzero_ps();
+    let mut offset = 0f32;
+    for b in 0..nb {
+        let p = r.add(b * 144);
+        let (d, dmin) = (f16_at(p), f16_at(p.add(2)));
+        let (sc, mn) = scales_mins_k4(p.add(4));
+        let qs = p.add(16);
+        let xb = x.add(b * 256);
+        for c in 0..4 {
+            let q = _mm256_loadu_si256(qs.add(32 * c) as *const __m256i);
+            let lo = _mm256_and_si256(q, mask);
+            let hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), mask);
+            acc = _mm256_fmadd_ps(_mm256_set1_ps(d * sc[2 * c] as f32), dot32_u8(lo, xb.add(64 * c)), acc);
+            acc = _mm256_fmadd_ps(_mm256_set1_ps(d * sc[2 * c + 1] as f32), dot32_u8(hi, xb.add(64 * c + 32)), acc);
+        }
+        for j in 0..8 {
+            offset -= dmin * mn[j] as f32 * xsums[b * 8 + j];
+        }
+    }
+    hsum(acc) + offset
+}
+
+/// q5_k: q4_k with a fifth bit per element from `qh`.
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn q5_k(r: *const u8, x: *const f32, xsums: &[f32], nb: usize) -> f32 {
+    let mask = _mm256_set1_epi8(0x0F);
+    let sixteen = _mm256_set1_epi8(16);
+    let mut acc = _mm256_setzero_ps();
+    let mut offset = 0f32;
+    for b in 0..nb {
+        let p = r.add(b * 176);
+        let (d, dmin) = (f16_at(p), f16_at(p.add(2)));
+        let (sc, mn) = scales_mins_k4(p.add(4));
+        let qh = _mm256_loadu_si256(p.add(16) as *const __m256i);
+        let qs = p.add(48);
+        let xb = x.add(b * 256);
+        for c in 0..4 {
+            let q = _mm256_loadu_si256(qs.add(32 * c) as *const __m256i);
+            let (u1, u2) = (_mm256_set1_epi8((1u8 << (2 * c)) as i8), _mm256_set1_epi8((2u8 << (2 * c)) as i8));
+            let h1 = _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(qh, u1), u1), sixteen);
+            let h2 = _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(qh, u2), u2), sixteen);
+            let lo = _mm256_or_si256(_mm256_and_si256(q, mask), h1);
+            let hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q, 4), mask), h2);
+            acc = _mm256_fmadd_ps(_mm256_set1_ps(d * sc[2 * c] as f32), dot32_u8(lo, xb.add(64 * c)), acc);
+            acc = _mm256_fmadd_ps(_mm256_set1_ps(d * sc[2 * c + 1] as f32), dot32_u8(hi, xb.add(64 * c + 32)), acc);
+        }
+        for j in 0..8 {
+            offset -= dmin * mn[j] as f32 * xsums[b * 8 + j];
+        }
+    }
+    hsum(acc) + offset
+}
+
+/// q6_k: 16 sub-blocks of 16, each `d * sc * (q - 32)` with 6-bit `q` split
+/// into low nibbles (`ql`) and high pairs (`qh`).
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn q6_k(r: *const u8, x: *const f32, nb: usize) -> f32 {
+    let m4 = _mm256_set1_epi8(0x0F);
+    let m2 = _mm256_set1_epi8(3);
+    let m32 = _mm256_set1_epi8(32);
+    let mut acc = _mm256_setzero_ps();
+    for b in 0..nb {
+        let p = r.add(b * 210);
+        let d = f16_at(p.add(208));
+        let sc = p.add(192) as *const i8;
+        for n in 0..2 {
+            let ql = p.add(64 * n);
+            let qh = _mm256_loadu_si256(p.add(128 + 32 * n) as *const __m256i);
+            let a = _mm256_loadu_si256(ql as *const __m256i);
+            let c = _mm256_loadu_si256(ql.add(32) as *const __m256i);
+            let high = |shift: i32| -> __m256i {
+                let h = match shift {
+                    0 => qh,
+                    2 => _mm256_srli_epi16(qh, 2),
+                    4 => _mm256_srli_epi16(qh, 4),
+                    _ => _mm256_srli_epi16(qh, 6),
+                };
+                _mm256_slli_epi16(_mm256_and_si256(h, m2), 4)
+            };
+            let q = [
+                _mm256_or_si256(_mm256_and_si256(a, m4), high(0)),
+                _mm256_or_si256(_mm256_and_si256(c, m4), high(2)),
+                _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(a, 4), m4), high(4)),
+                _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(c, 4), m4), high(6)),
+            ];
+            let xn = x.add(b * 256 + 128 * n);
+            for (i, qi) in q.iter().enumerate() {
+                let qi = _mm256_sub_epi8(*qi, m32);
+                let s0 = fma16_i8(_mm256_castsi256_si128(qi), xn.add(32 * i), _mm256_setzero_ps());
+                let s1 = fma16_i8(_mm256_extracti128_si256(qi, 1), xn.add(32 * i + 16), _mm256_setzero_ps());
+                let (c0, c1) = (*sc.add(8 * n + 2 * i) as f32, *sc.add(8 * n + 2 * i + 1) as f32);
+                acc = _mm256_fmadd_ps(_mm256_set1_ps(d * c0), s0, acc);
+                acc = _mm256_fmadd_ps(_mm256_set1_ps(d * c1), s1, acc);
+            }
+        }
+    }
+    hsum(acc)
+}
+
+/// A 3×4 f32 tile: `out[i][j] = x_i · w_j` over `k` elements. Twelve
+/// accumulators, three activation loads and one weight load per step: the
+/// sixteen AVX2 registers exactly.
+///
+/// # Safety
+/// AVX2 + FMA; rows `x + i*ldx` (i < 3) and `w + j*ldw` (j < 4) hold `k` floats.
+#[target_feature(enable = "avx2,fma")]
+pub unsafe fn tile_3x4(x: *const f32, ldx: usize, w: *const f32, ldw: usize, k: usize, out: &mut [[f32; 4]; 4]) {
+    let mut acc = [[_mm256_setzero_ps(); 4]; 3];
+    let mut kk = 0;
+    while kk + 8 <= k {
+        let xv = [_mm256_loadu_ps(x.add(kk)), _mm256_loadu_ps(x.add(ldx + kk)), _mm256_loadu_ps(x.add(2 * ldx + kk))];
+        for j in 0..4 {
+            let wv = _mm256_loadu_ps(w.add(j * ldw + kk));
+            for i in 0..3 {
+                acc[i][j] = _mm256_fmadd_ps(xv[i], wv, acc[i][j]);
+            }
+        }
+        kk += 8;
+    }
+    for i in 0..3 {
+        for j in 0..4 {
+            let mut s = hsum(acc[i][j]);
+            for t in kk..k {
+                s += *x.add(i * ldx + t) * *w.add(j * ldw + t);
+            }
+            out[i][j] = s;
+        }
+    }
+}

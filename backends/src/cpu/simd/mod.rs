@@ -1,0 +1,156 @@
+//! SIMD kernels for the fast CPU backend, chosen at run time by CPU feature
+//! detection. This module (and its children) is where the backend's `unsafe`
+//! lives: every block says why it is sound.
+//!
+//! Two kernel classes:
+//! - `dot_row`: one quantized (or half / f32) weight row against f32
+//!   activations, dequantizing each block in registers. Decode is a chain of
+//!   matrix-vector products, so this is the decode hot loop. Activations and
+//!   accumulation stay f32 (DESIGN.md, "Precision contract"): a block's
+//!   contribution is `d * Σ q·x (+ m * Σ x)`, with `Σ x` per 32 elements
+//!   computed once per activation row (`group_sums`).
+//! - `tile`: an f32 register-blocked dot-product tile (`MR` activation rows ×
+//!   `NR` weight rows) over weight rows dequantized once into a scratch
+//!   buffer; prefill's matrix-matrix products run on it.
+//!
+//! `Isa::Portable` is plain Rust (the compiler may vectorize it), for CPUs
+//! without AVX2/FMA/F16C and as a cross-check of the intrinsics paths.
+
+#[cfg(target_arch = "x86_64")]
+mod avx2;
+#[cfg(target_arch = "x86_64")]
+mod avx512;
+mod portable;
+
+use graphc_ir::DType;
+
+/// An instruction-set level the kernels are compiled for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Isa {
+    Portable,
+    /// AVX2 + FMA + F16C.
+    Avx2,
+    /// AVX-512F on top of `Avx2` (wider f32 tiles; the quantized row dots
+    /// are the AVX2 ones).
+    Avx512,
+}
+
+impl Isa {
+    pub const ALL: [Isa; 3] = [Isa::Portable, Isa::Avx2, Isa::Avx512];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Isa::Portable => "portable",
+            Isa::Avx2 => "avx2",
+            Isa::Avx512 => "avx512",
+        }
+    }
+
+    pub fn from_name(s: &str) -> Option<Isa> {
+        Isa::ALL.into_iter().find(|i| i.name() == s)
+    }
+
+    /// Whether this CPU can run kernels compiled for `self`.
+    pub fn available(self) -> bool {
+        match self {
+            Isa::Portable => true,
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx2 => {
+                is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma") && is_x86_feature_detected!("f16c")
+            }
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx512 => Isa::Avx2.available() && is_x86_feature_detected!("avx512f"),
+            #[cfg(not(target_arch = "x86_64"))]
+            _ => false,
+        }
+    }
+
+    /// The widest level this CPU runs.
+    pub fn best() -> Isa {
+        *Isa::ALL.iter().rev().find(|i| i.available()).unwrap_or(&Isa::Portable)
+    }
+}
+
+/// Sums of each 32 consecutive elements of `x` (the last group may be short).
+pub fn group_sums(x: &[f32]) -> Vec<f32> {
+    x.chunks(32).map(|c| c.iter().sum()).collect()
+}
+
+/// Whether `dot_row` has a kernel for `dtype` (every float and GGUF block type).
+pub fn supports(dtype: DType) -> bool {
+    dtype.is_float() || dtype.is_quantized()
+}
+
+/// `Σ_i w[i] * x[i]` for one weight row of `dtype` stored in `row` (a whole
+/// number of blocks covering `x.len()` elements); `xsums = group_sums(x)`.
+pub fn dot_row(isa: Isa, dtype: DType, row: &[u8], x: &[f32], xsums: &[f32]) -> f32 {
+    debug_assert_eq!(Some(row.len() as u64), dtype.storage_bytes(x.len() as u64));
+    #[cfg(target_arch = "x86_64")]
+    if isa >= Isa::Avx2 {
+        assert!(isa.available(), "{} kernels on a CPU without them", isa.name());
+        // SAFETY: the CPU has AVX2, FMA and F16C (checked above); the kernels
+        // read `row` and `x` only within the lengths asserted in `avx2::dot_row`.
+        if let Some(v) = unsafe { avx2::dot_row(dtype, row, x, xsums) } {
+            return v;
+        }
+    }
+    let _ = isa;
+    portable::dot_row(dtype, row, x, xsums)
+}
+
+/// Rows of activations per f32 tile, per weight rows (see `tile`).
+pub fn tile_shape(isa: Isa) -> (usize, usize) {
+    match isa {
+        Isa::Avx512 => (4, 4),
+        Isa::Avx2 => (3, 4),
+        Isa::Portable => (2, 4),
+    }
+}
+
+/// `out[i][j] = Σ_k x[i*ldx + k] * w[j*ldw + k]` for `i < mr`, `j < nr`, with
+/// `(mr, nr) == tile_shape(isa)`; all rows are `k` long.
+pub fn tile(isa: Isa, x: &[f32], ldx: usize, w: &[f32], ldw: usize, k: usize, out: &mut [[f32; 4]; 4]) {
+    let (mr, nr) = tile_shape(isa);
+    assert!(x.len() >= (mr - 1) * ldx + k && w.len() >= (nr - 1) * ldw + k, "tile operands too short");
+    #[cfg(target_arch = "x86_64")]
+    match isa {
+        // SAFETY: the CPU has the features (asserted); the operand lengths
+        // cover every row read (asserted above).
+        Isa::Avx512 => {
+            assert!(isa.available());
+            return unsafe { avx512::tile_4x4(x.as_ptr(), ldx, w.as_ptr(), ldw, k, out) };
+        }
+        Isa::Avx2 => {
+            assert!(isa.available());
+            return unsafe { avx2::tile_3x4(x.as_ptr(), ldx, w.as_ptr(), ldw, k, out) };
+        }
+        Isa::Portable => {}
+    }
+    portable::tile_2x4(x, ldx, w, ldw, k, out)
+}
+
+/// f32 dot product (any length), vectorized where the ISA allows.
+pub fn dot_f32(isa: Isa, a: &[f32], b: &[f32]) -> f32 {
+    assert_eq!(a.len(), b.len());
+    #[cfg(target_arch = "x86_64")]
+    if isa >= Isa::Avx2 {
+        assert!(isa.available());
+        // SAFETY: features checked; both slices are `a.len()` long.
+        return unsafe { avx2::dot_f32(a.as_ptr(), b.as_ptr(), a.len()) };
+    }
+    crate::cpu::kernels::dot(a, b)
+}
+
+/// `y[i] += alpha * x[i]`.
+pub fn axpy(isa: Isa, alpha: f32, x: &[f32], y: &mut [f32]) {
+    assert_eq!(x.len(), y.len());
+    #[cfg(target_arch = "x86_64")]
+    if isa >= Isa::Avx2 {
+        assert!(isa.available());
+        // SAFETY: features checked; both slices are `x.len()` long.
+        return unsafe { avx2::axpy(alpha, x.as_ptr(), y.as_mut_ptr(), x.len()) };
+    }
+    for (yi, xi) in y.iter_mut().zip(x) {
+        *yi += alpha * xi;
+    }
+}

@@ -1,0 +1,233 @@
+//! The fast CPU kernels against the reference definitions, at every
+//! instruction-set level this CPU runs (each level is its own code path:
+//! AVX-512 tiles, AVX2 intrinsics, portable Rust).
+//!
+//! Inputs are chosen to separate right from likely-wrong: random blocks with
+//! every scale and min nonzero (a kernel that drops the q4_1 min, a q5 high
+//! bit or a q6_k sub-block scale is off by far more than the tolerance),
+//! sizes that are not multiples of any tile, GQA with n_heads ≠ n_kv_heads,
+//! and ragged rows at different positions with a sliding window.
+
+use graphc_backends::cpu::fast::{attention, matmul, Fast};
+use graphc_backends::cpu::kernels::matmul_weight;
+use graphc_backends::cpu::reference;
+use graphc_backends::cpu::simd::{self, Isa};
+use graphc_backends::{Tensor, WeightRef};
+use graphc_ir::op::Op;
+use graphc_ir::DType;
+use half::f16;
+
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+    fn f32(&mut self) -> f32 {
+        (self.next() % 2_000_001) as f32 / 1_000_000.0 - 1.0
+    }
+    fn byte(&mut self) -> u8 {
+        self.next() as u8
+    }
+}
+
+fn isas() -> Vec<Isa> {
+    let v: Vec<Isa> = Isa::ALL.into_iter().filter(|i| i.available()).collect();
+    println!("instruction sets on this CPU: {:?}", v.iter().map(|i| i.name()).collect::<Vec<_>>());
+    v
+}
+
+/// Random bytes for `rows` rows of `k` elements of `dtype`, with every f16
+/// field a finite value of moderate size.
+fn random_weights(dtype: DType, rows: usize, k: usize, rng: &mut Rng) -> Vec<u8> {
+    let f16_bytes = |rng: &mut Rng, scale: f32| f16::from_f32(rng.f32() * scale).to_le_bytes();
+    let mut out = Vec::new();
+    let n_blocks = rows * k / dtype.block_elems();
+    match dtype {
+        DType::F32 => (0..rows * k).for_each(|_| out.extend(rng.f32().to_le_bytes())),
+        DType::F16 => (0..rows * k).for_each(|_| out.extend(f16_bytes(rng, 1.0))),
+        DType::BF16 => (0..rows * k).for_each(|_| out.extend(&rng.f32().to_le_bytes()[2..])),
+        _ => {
+            for _ in 0..n_blocks {
+                let mut block: Vec<u8> = (0..dtype.block_bytes()).map(|_| rng.byte()).collect();
+                // The f16 fields: d (and m / dmin) at the front, q6_k's d at the end.
+                match dtype {
+                    DType::Q4_1 | DType::Q4K | DType::Q5K => {
+                        block[0..2].copy_from_slice(&f16_bytes(rng, 0.05));
+                        block[2..4].copy_from_slice(&f16_bytes(rng, 0.05));
+                    }
+                    DType::Q6K => block[208..210].copy_from_slice(&f16_bytes(rng, 0.01)),
+                    _ => block[0..2].copy_from_slice(&f16_bytes(rng, 0.05)),
+                }
+                out.extend(block);
+            }
+        }
+    }
+    out
+}
+
+fn dequantized(dtype: DType, bytes: &[u8], n: usize) -> Vec<f32> {
+    let mut w = vec![0f32; n];
+    graphc_ir::quant::dequantize(dtype, bytes, &mut w);
+    w
+}
+
+const TYPES: [DType; 10] = [
+    DType::F32,
+    DType::F16,
+    DType::BF16,
+    DType::Q4_0,
+    DType::Q4_1,
+    DType::Q5_0,
+    DType::Q8_0,
+    DType::Q4K,
+    DType::Q5K,
+    DType::Q6K,
+];
+
+/// Why 1e-5 of Σ|w·x|: both sides are f32 sums of the same products in a
+/// different order; the rounding error of such a sum is bounded by about
+/// k·ε·Σ|w·x| and in practice ~√k·ε ≈ 1e-6 of it for k = 512.
+fn close(got: f32, want: f64, scale: f64) -> bool {
+    ((got as f64) - want).abs() <= 1e-5 * scale + 1e-6
+}
+
+#[test]
+fn dot_row_matches_dequantize_then_dot_for_every_type_and_isa() {
+    let mut rng = Rng(0x9e3779b97f4a7c15);
+    let k = 512;
+    for dtype in TYPES {
+        let row = random_weights(dtype, 1, k, &mut rng);
+        let x: Vec<f32> = (0..k).map(|_| rng.f32()).collect();
+        let w = dequantized(dtype, &row, k);
+        let want: f64 = w.iter().zip(&x).map(|(a, b)| *a as f64 * *b as f64).sum();
+        let scale: f64 = w.iter().zip(&x).map(|(a, b)| (*a as f64 * *b as f64).abs()).sum();
+        assert!(scale > 1.0, "{dtype}: the test row must not be ~zero (Σ|w·x| = {scale})");
+        let sums = simd::group_sums(&x);
+        for isa in isas() {
+            let got = simd::dot_row(isa, dtype, &row, &x, &sums);
+            assert!(close(got, want, scale), "{dtype} on {}: {got} vs {want} (Σ|w·x| {scale})", isa.name());
+        }
+    }
+}
+
+#[test]
+fn the_row_dot_test_separates_a_kernel_that_drops_the_min() {
+    // The negative control for the test above: the q4_1 row without its
+    // `m * Σx` term is far outside the tolerance.
+    let mut rng = Rng(7);
+    let k = 512;
+    let row = random_weights(DType::Q4_1, 1, k, &mut rng);
+    let x: Vec<f32> = (0..k).map(|_| rng.f32()).collect();
+    let w = dequantized(DType::Q4_1, &row, k);
+    let want: f64 = w.iter().zip(&x).map(|(a, b)| *a as f64 * *b as f64).sum();
+    let scale: f64 = w.iter().zip(&x).map(|(a, b)| (*a as f64 * *b as f64).abs()).sum();
+    let mins: f64 = row
+        .chunks_exact(20)
+        .zip(x.chunks_exact(32))
+        .map(|(b, xs)| f16::from_le_bytes([b[2], b[3]]).to_f32() as f64 * xs.iter().map(|&v| v as f64).sum::<f64>())
+        .sum();
+    assert!(!close((want - mins) as f32, want, scale), "dropping the mins ({mins}) must be detectable");
+}
+
+#[test]
+fn matmul_rows_and_tiled_paths_match_the_reference() {
+    let mut rng = Rng(42);
+    // n = 37 rows: not a multiple of the tile (4) or the task size (16);
+    // m = 1 and 3 take the row path, 7 and 13 the tiled one with remainders.
+    let (n, k) = (37, 256);
+    for dtype in [DType::Q4_1, DType::Q8_0, DType::Q4K, DType::Q6K, DType::Q5_0, DType::F16] {
+        let bytes = random_weights(dtype, n, k, &mut rng);
+        let shape = [n, k];
+        let w = WeightRef { dtype, shape: &shape, bytes: &bytes };
+        for m in [1, 3, 7, 13] {
+            let x: Vec<f32> = (0..m * k).map(|_| rng.f32()).collect();
+            let want = matmul_weight(&x, m, k, w);
+            for isa in isas() {
+                let got = matmul::matmul(isa, &x, m, k, w);
+                for (i, (g, r)) in got.iter().zip(&want).enumerate() {
+                    assert!((g - r).abs() <= 1e-4 * (1.0 + r.abs()), "{dtype} m={m} {}: [{i}] {g} vs {r}", isa.name());
+                }
+            }
+        }
+    }
+}
+
+fn attention_case(
+    rng: &mut Rng,
+    (b, nh, nkv, s, t, d): (usize, usize, usize, usize, usize, usize),
+    pos: Vec<i32>,
+    window: Option<usize>,
+    softcap: Option<f32>,
+) {
+    let q: Vec<f32> = (0..b * nh * s * d).map(|_| rng.f32()).collect();
+    let k: Vec<f32> = (0..b * nkv * t * d).map(|_| rng.f32() * 3.0).collect();
+    let v: Vec<f32> = (0..b * nkv * t * d).map(|_| rng.f32()).collect();
+    let op = Op::Attention { n_heads: nh, n_kv_heads: nkv, scale: 0.3, causal: true, window, softcap };
+    let args = [
+        Tensor::f32(vec![b, nh, s, d], q.clone()),
+        Tensor::f32(vec![b, nkv, t, d], k.clone()),
+        Tensor::f32(vec![b, nkv, t, d], v.clone()),
+        Tensor::i32(vec![b, s], pos.clone()),
+    ];
+    let want = reference::eval_op(&op, &args).unwrap();
+    let sh = attention::AttentionShape { batch: b, n_heads: nh, n_kv_heads: nkv, seq: s, keys: t, head_dim: d, v_dim: d };
+    let pr = attention::AttentionParams { scale: 0.3, causal: true, window, softcap };
+    for isa in isas() {
+        let got = attention::attention(isa, &sh, &pr, &q, &k, &v, &pos);
+        for (i, (g, r)) in got.iter().zip(want.as_f32().unwrap()).enumerate() {
+            assert!((g - r).abs() <= 1e-5, "{} window {window:?}: [{i}] {g} vs {r}", isa.name());
+        }
+    }
+}
+
+#[test]
+fn attention_matches_the_reference_gqa_ragged_windowed() {
+    let mut rng = Rng(3);
+    // 3 rows, each at its own position (ragged), 6 query heads on 2 kv heads,
+    // a cache of capacity 40 of which each row sees a different prefix.
+    attention_case(&mut rng, (3, 6, 2, 1, 40, 24), vec![5, 17, 38], None, None);
+    attention_case(&mut rng, (3, 6, 2, 1, 40, 24), vec![5, 17, 38], Some(8), Some(5.0));
+    // Prefill: two rows of 4 queries each.
+    attention_case(&mut rng, (2, 4, 1, 4, 12, 16), vec![0, 1, 2, 3, 6, 7, 8, 9], Some(3), None);
+}
+
+#[test]
+fn fast_executor_equals_reference_on_a_tiny_llama_and_counts_its_kernels() {
+    let dir = graphc_tests::temp_dir("fast_tiny");
+    let path = graphc_tests::GgufWriter::tiny_llama().write(&dir, "tiny.gguf");
+    let model = graphc::Model::compile(&path, &graphc::CompileOptions::default(), None).unwrap();
+    let prompt = [1u32, 5, 0, 3, 7, 2];
+    let run = |kernels| {
+        let mut s = model.session(&graphc::SessionOptions { threads: Some(2), kernels: Some(kernels) }).unwrap();
+        let mut logits = s.prefill(&prompt).unwrap();
+        let mut all = logits.clone();
+        for t in [4u32, 6, 1] {
+            logits = s.decode(t).unwrap();
+            all.extend_from_slice(&logits);
+        }
+        (all, s.kernel_counts())
+    };
+    let (want, counts) = run(graphc::Kernels::Reference);
+    assert!(counts.is_empty());
+    for isa in isas() {
+        let (got, counts) = run(graphc::Kernels::Fast(isa));
+        let max = got.iter().zip(&want).map(|(a, b)| (a - b).abs()).fold(0f32, f32::max);
+        println!("{}: max |Δlogit| {max:.2e}, kernels {counts:?}", isa.name());
+        assert!(max <= 1e-4, "{}: max |Δlogit| {max}", isa.name());
+        for k in ["matmul_rows", "matmul_tiled", "attention", "rope", "view"] {
+            assert!(counts.get(k).copied().unwrap_or(0) > 0, "{}: fast kernel `{k}` never ran: {counts:?}", isa.name());
+        }
+    }
+}
+
+#[test]
+fn kernels_this_cpu_cannot_run_are_refused() {
+    for isa in Isa::ALL.into_iter().filter(|i| !i.available()) {
+        let e = Fast::new(isa).err().expect("refused");
+        assert!(e.contains(isa.name()), "{e}");
+    }
+    assert!(Fast::new(Isa::Portable).is_ok());
+}
