@@ -10,6 +10,7 @@
 
 use graphc_backends::cpu::fast::{attention, matmul, Fast};
 use graphc_backends::cpu::kernels::matmul_weight;
+use graphc_backends::cpu::pool::SpinPool;
 use graphc_backends::cpu::reference;
 use graphc_backends::cpu::simd::{self, Isa};
 use graphc_backends::{Tensor, WeightRef};
@@ -146,7 +147,7 @@ fn matmul_rows_and_tiled_paths_match_the_reference() {
             let x: Vec<f32> = (0..m * k).map(|_| rng.f32()).collect();
             let want = matmul_weight(&x, m, k, w);
             for isa in isas() {
-                let got = matmul::matmul(isa, &x, m, k, w);
+                let got = matmul::matmul(&SpinPool::new(2), isa, &x, m, k, w);
                 for (i, (g, r)) in got.iter().zip(&want).enumerate() {
                     assert!((g - r).abs() <= 1e-4 * (1.0 + r.abs()), "{dtype} m={m} {}: [{i}] {g} vs {r}", isa.name());
                 }
@@ -176,7 +177,7 @@ fn attention_case(
     let sh = attention::AttentionShape { batch: b, n_heads: nh, n_kv_heads: nkv, seq: s, keys: t, head_dim: d, v_dim: d };
     let pr = attention::AttentionParams { scale: 0.3, causal: true, window, softcap };
     for isa in isas() {
-        let got = attention::attention(isa, &sh, &pr, &q, &k, &v, &pos);
+        let got = attention::attention(&SpinPool::new(3), isa, &sh, &pr, &attention::AttentionInputs { q: &q, k: &k, v: &v, pos: &pos });
         for (i, (g, r)) in got.iter().zip(want.as_f32().unwrap()).enumerate() {
             assert!((g - r).abs() <= 1e-5, "{} window {window:?}: [{i}] {g} vs {r}", isa.name());
         }
@@ -226,8 +227,33 @@ fn fast_executor_equals_reference_on_a_tiny_llama_and_counts_its_kernels() {
 #[test]
 fn kernels_this_cpu_cannot_run_are_refused() {
     for isa in Isa::ALL.into_iter().filter(|i| !i.available()) {
-        let e = Fast::new(isa).err().expect("refused");
+        let e = Fast::new(isa, 1).err().expect("refused");
         assert!(e.contains(isa.name()), "{e}");
     }
-    assert!(Fast::new(Isa::Portable).is_ok());
+    assert!(Fast::new(Isa::Portable, 2).is_ok());
+}
+
+#[test]
+fn a_spin_pool_runs_regions_published_before_its_workers_start() {
+    // A region right after `new` (the workers may not be running yet), many
+    // regions back to back, and regions from pools on several threads at once.
+    let work = || {
+        for _ in 0..200 {
+            let pool = SpinPool::new(3);
+            let mut out = vec![0usize; 64];
+            graphc_backends::cpu::pool::for_each_chunk_mut(&pool, &mut out, 4, |i, c| c.iter_mut().for_each(|v| *v = i));
+            assert_eq!(out, (0..64).map(|j| j / 4).collect::<Vec<_>>());
+        }
+    };
+    let threads: Vec<_> = (0..4).map(|_| std::thread::spawn(work)).collect();
+    // A watchdog, not a speed assertion: the work takes well under a second;
+    // a lost wake-up would hang forever, so fail loudly instead.
+    let t0 = std::time::Instant::now();
+    while !threads.iter().all(|t| t.is_finished()) {
+        assert!(t0.elapsed() < std::time::Duration::from_secs(120), "a spin-pool region never completed (lost wake-up)");
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    for t in threads {
+        t.join().unwrap();
+    }
 }

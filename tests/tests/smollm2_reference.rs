@@ -5,7 +5,8 @@
 //! drops under 0.02 (`n_stable`).
 
 use graphc::sampling::argmax;
-use graphc::{CompileOptions, Model, SessionOptions};
+use graphc::{CompileOptions, Kernels, Model, SessionOptions};
+use graphc_backends::cpu::simd::Isa;
 use graphc_tests::{compare, reference_json, reference_logits, smollm2};
 
 /// Why 5e-4: the reference and graphc both compute in f32 over the same
@@ -18,11 +19,44 @@ use graphc_tests::{compare, reference_json, reference_logits, smollm2};
 const MAX_ABS_LOGIT_DIFF: f32 = 5e-4;
 
 #[test]
-fn smollm2_matches_the_reference_tokens_and_logits() {
+fn smollm2_fast_backend_matches_the_reference_tokens_and_logits() {
+    // The default session: the fast backend at this CPU's widest ISA.
+    let counts = check(SessionOptions::default());
+    for k in ["matmul_rows", "matmul_tiled", "attention", "rope"] {
+        assert!(counts.get(k).copied().unwrap_or(0) > 0, "fast kernel `{k}` never ran: {counts:?}");
+    }
+}
+
+#[test]
+fn smollm2_reference_executor_matches_the_reference_tokens_and_logits() {
+    let counts = check(SessionOptions { kernels: Some(Kernels::Reference), ..Default::default() });
+    assert!(counts.is_empty(), "the reference executor runs no fast kernel: {counts:?}");
+}
+
+#[test]
+fn smollm2_every_instruction_set_gives_the_reference_tokens() {
+    // Each ISA is its own code path; a short prompt with its full greedy run.
+    let reference = reference_json("smollm2-135m-q4_1");
+    let p = &reference["prompts"][0];
+    let ids: Vec<u32> = p["prompt_ids"].as_array().unwrap().iter().map(|v| v.as_u64().unwrap() as u32).collect();
+    let n_stable = p["n_stable"].as_u64().unwrap() as usize;
+    let want: Vec<u32> = p["generated_ids"].as_array().unwrap().iter().map(|v| v.as_u64().unwrap() as u32).collect();
+    let model = Model::compile(&smollm2(), &CompileOptions::default(), None).unwrap();
+    for isa in Isa::ALL.into_iter().filter(|i| i.available()) {
+        let mut s = model.session(&SessionOptions { threads: Some(2), kernels: Some(Kernels::Fast(isa)) }).unwrap();
+        let out = s.generate(&ids, n_stable, &graphc::Sampling::greedy(), |_| {}).unwrap();
+        assert_eq!(out.tokens[..], want[..n_stable], "{}: greedy tokens", isa.name());
+        println!("{}: {n_stable} greedy tokens equal to the reference", isa.name());
+    }
+}
+
+/// Every reference prompt on a session with `opts`; returns its kernel counts.
+fn check(opts: SessionOptions) -> std::collections::BTreeMap<&'static str, u64> {
     let reference = reference_json("smollm2-135m-q4_1");
     let model = Model::compile(&smollm2(), &CompileOptions::default(), None).unwrap();
     let tok = model.tokenizer();
-    let mut session = model.session(&SessionOptions::default()).unwrap();
+    let mut session = model.session(&opts).unwrap();
+    println!("kernels: {}", session.resolved().kernels);
     for p in reference["prompts"].as_array().unwrap() {
         let name = p["name"].as_str().unwrap();
         let text = p["text"].as_str().unwrap();
@@ -59,4 +93,5 @@ fn smollm2_matches_the_reference_tokens_and_logits() {
         assert_eq!(tokens[..], want_gen[..n_stable], "{name}: the first {n_stable} greedy tokens");
         println!("{name}: {} prompt tokens, {n_stable} stable greedy tokens equal", ids.len());
     }
+    session.kernel_counts()
 }

@@ -122,7 +122,7 @@ impl<'m> Session<'m> {
         };
         let executor = match kernels {
             Kernels::Reference => Executor::Reference,
-            Kernels::Fast(isa) => Executor::Fast(Fast::new(isa).map_err(Error::Option)?),
+            Kernels::Fast(isa) => Executor::Fast(Fast::new(isa, threads).map_err(Error::Option)?),
         };
         let plan = model.plan();
         let resolved = ResolvedSession {

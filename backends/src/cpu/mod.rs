@@ -4,5 +4,6 @@
 pub mod exec;
 pub mod fast;
 pub mod kernels;
+pub mod pool;
 pub mod reference;
 pub mod simd;

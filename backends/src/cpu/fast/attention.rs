@@ -5,9 +5,9 @@
 //! no repeated K/V copy. Positions are per row, so a ragged batch runs the
 //! same kernel as a uniform one.
 
+use crate::cpu::pool::{for_each_chunk_mut, SpinPool};
 use crate::cpu::reference::softmax_in_place;
 use crate::cpu::simd::{self, Isa};
-use rayon::prelude::*;
 
 pub struct AttentionShape {
     pub batch: usize,
@@ -28,35 +28,34 @@ pub struct AttentionParams {
     pub softcap: Option<f32>,
 }
 
-/// `q [b, h, s, d]`, `k [b, kvh, t, d]`, `v [b, kvh, t, dv]`, `pos i32[b, s]`.
-pub fn attention(
-    isa: Isa,
-    sh: &AttentionShape,
-    pr: &AttentionParams,
-    q: &[f32],
-    k: &[f32],
-    v: &[f32],
-    pos: &[i32],
-) -> Vec<f32> {
+/// The operands: `q [b, h, s, d]`, `k [b, kvh, t, d]`, `v [b, kvh, t, dv]`,
+/// `pos i32[b, s]`.
+pub struct AttentionInputs<'a> {
+    pub q: &'a [f32],
+    pub k: &'a [f32],
+    pub v: &'a [f32],
+    pub pos: &'a [i32],
+}
+
+pub fn attention(pool: &SpinPool, isa: Isa, sh: &AttentionShape, pr: &AttentionParams, inp: &AttentionInputs<'_>) -> Vec<f32> {
+    let AttentionInputs { q, k, v, pos } = *inp;
     let (nh, s, d, t, dv) = (sh.n_heads, sh.seq, sh.head_dim, sh.keys, sh.v_dim);
     let group = nh / sh.n_kv_heads;
     let mut out = vec![0f32; sh.batch * nh * s * dv];
-    out.par_chunks_mut(dv).enumerate().for_each_init(Vec::new, |scores, (r, o)| {
+    for_each_chunk_mut(pool, &mut out, dv, |r, o| {
         let (bi, hi, si) = (r / (nh * s), (r / s) % nh, r % s);
         let p = pos[bi * s + si] as i64;
         let hi_key = if pr.causal { (p + 1).clamp(0, t as i64) as usize } else { t };
         let lo_key = pr.window.map_or(0, |w| (p - w as i64 + 1).clamp(0, hi_key as i64) as usize);
         let base = (bi * sh.n_kv_heads + hi / group) * t;
         let qrow = &q[r * d..(r + 1) * d];
-        scores.clear();
-        scores.extend((lo_key..hi_key).map(|j| simd::dot_f32(isa, qrow, &k[(base + j) * d..(base + j + 1) * d]) * pr.scale));
+        let mut scores = vec![0f32; hi_key.saturating_sub(lo_key)];
         if scores.is_empty() {
             return;
         }
-        softmax_in_place(scores, pr.softcap);
-        for (j, &w) in (lo_key..hi_key).zip(scores.iter()) {
-            simd::axpy(isa, w, &v[(base + j) * dv..(base + j + 1) * dv], o);
-        }
+        simd::scores(isa, qrow, &k[(base + lo_key) * d..(base + hi_key) * d], pr.scale, &mut scores);
+        softmax_in_place(&mut scores, pr.softcap);
+        simd::weighted_sum(isa, &scores, &v[(base + lo_key) * dv..(base + hi_key) * dv], o);
     });
     out
 }

@@ -10,37 +10,37 @@
 //!   f32 scratch once and runs the register-blocked `simd::tile` over all
 //!   activation rows: the dequantization is amortized over `m`.
 //!
-//! Work is split over weight rows across the current rayon pool. Every
+//! Work is split over weight rows across the session's `SpinPool`. Every
 //! output element is one dot product whose order does not depend on the
 //! thread count, so results are the same for any `--threads`.
 
+use crate::cpu::pool::{for_each_chunk_mut, SpinPool};
 use crate::cpu::simd::{self, Isa};
 use crate::tensor::WeightRef;
-use rayon::prelude::*;
 
 /// From this many activation rows on, the dequantize-once tiled path wins.
 pub const GEMM_MIN_ROWS: usize = 4;
 /// Weight rows per task in the tiled path.
 const TILE_ROWS: usize = 16;
 
-pub fn matmul(isa: Isa, x: &[f32], m: usize, k: usize, w: WeightRef<'_>) -> Vec<f32> {
+pub fn matmul(pool: &SpinPool, isa: Isa, x: &[f32], m: usize, k: usize, w: WeightRef<'_>) -> Vec<f32> {
     assert_eq!(x.len(), m * k);
     assert_eq!(w.shape.len(), 2);
     assert_eq!(w.shape[1], k);
     if m < GEMM_MIN_ROWS {
-        matvec(isa, x, m, k, w)
+        matvec(pool, isa, x, m, k, w)
     } else {
-        gemm(isa, x, m, k, w)
+        gemm(pool, isa, x, m, k, w)
     }
 }
 
-fn matvec(isa: Isa, x: &[f32], m: usize, k: usize, w: WeightRef<'_>) -> Vec<f32> {
+fn matvec(pool: &SpinPool, isa: Isa, x: &[f32], m: usize, k: usize, w: WeightRef<'_>) -> Vec<f32> {
     let n = w.shape[0];
     let xsums: Vec<Vec<f32>> = x.chunks_exact(k).map(simd::group_sums).collect();
     // Enough tasks to balance the pool, each big enough to amortize its dispatch.
-    let rows_per_task = (n / (rayon::current_num_threads() * 8)).clamp(8, 256);
+    let rows_per_task = (n / (pool.threads() * 8)).clamp(8, 256);
     let mut out_t = vec![0f32; n * m]; // [n][m]
-    out_t.par_chunks_mut(rows_per_task * m).enumerate().for_each(|(task, chunk)| {
+    for_each_chunk_mut(pool, &mut out_t, rows_per_task * m, |task, chunk| {
         for (jj, o) in chunk.chunks_exact_mut(m).enumerate() {
             let row = w.row(task * rows_per_task + jj);
             for (i, oi) in o.iter_mut().enumerate() {
@@ -60,13 +60,13 @@ fn matvec(isa: Isa, x: &[f32], m: usize, k: usize, w: WeightRef<'_>) -> Vec<f32>
     out
 }
 
-fn gemm(isa: Isa, x: &[f32], m: usize, k: usize, w: WeightRef<'_>) -> Vec<f32> {
+fn gemm(pool: &SpinPool, isa: Isa, x: &[f32], m: usize, k: usize, w: WeightRef<'_>) -> Vec<f32> {
     let n = w.shape[0];
     let rb = w.row_bytes();
     let (mr, nr) = simd::tile_shape(isa);
-    let tiles: Vec<Vec<f32>> = (0..n.div_ceil(TILE_ROWS))
-        .into_par_iter()
-        .map(|t| {
+    let mut tiles: Vec<Vec<f32>> = vec![Vec::new(); n.div_ceil(TILE_ROWS)];
+    for_each_chunk_mut(pool, &mut tiles, 1, |t, slot| {
+        slot[0] = {
             let (r0, r1) = (t * TILE_ROWS, ((t + 1) * TILE_ROWS).min(n));
             let rows = r1 - r0;
             let mut wf = vec![0f32; rows * k];
@@ -96,8 +96,8 @@ fn gemm(isa: Isa, x: &[f32], m: usize, k: usize, w: WeightRef<'_>) -> Vec<f32> {
                 }
             }
             o
-        })
-        .collect();
+        };
+    });
     let mut out = vec![0f32; m * n];
     for (t, o) in tiles.iter().enumerate() {
         let r0 = t * TILE_ROWS;

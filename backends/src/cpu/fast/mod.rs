@@ -20,6 +20,7 @@ pub mod attention;
 pub mod matmul;
 
 use crate::cpu::exec::{self, Arg, Env, Evaluator, ExecError, StepOutput, Val};
+use crate::cpu::pool::SpinPool;
 use crate::cpu::reference::{self, eval_dim};
 use crate::cpu::simd::{self, Isa};
 use crate::tensor::{Tensor, WeightSource};
@@ -29,19 +30,20 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
-/// The fast evaluator at one instruction-set level.
+/// The fast evaluator at one instruction-set level, with its threads.
 pub struct Fast {
     pub isa: Isa,
+    pool: SpinPool,
     counts: Mutex<BTreeMap<&'static str, AtomicU64>>,
 }
 
 impl Fast {
-    /// Kernels for `isa`; an error when this CPU cannot run them.
-    pub fn new(isa: Isa) -> Result<Fast, String> {
+    /// Kernels for `isa` on `threads` threads; an error when this CPU cannot run them.
+    pub fn new(isa: Isa, threads: usize) -> Result<Fast, String> {
         if !isa.available() {
             return Err(format!("this CPU cannot run {} kernels (best available: {})", isa.name(), Isa::best().name()));
         }
-        Ok(Fast { isa, counts: Mutex::new(BTreeMap::new()) })
+        Ok(Fast { isa, pool: SpinPool::new(threads), counts: Mutex::new(BTreeMap::new()) })
     }
 
     /// How many times each fast kernel ran (`matmul_q`, `attention`, ...)
@@ -95,7 +97,7 @@ impl Fast {
                 }
                 let k = *shape.last().unwrap();
                 let m = data.len() / k.max(1);
-                let out = matmul::matmul(isa, data, m, k, *w);
+                let out = matmul::matmul(&self.pool, isa, data, m, k, *w);
                 let mut s = shape.clone();
                 *s.last_mut().unwrap() = w.shape[0];
                 self.count(if m < matmul::GEMM_MIN_ROWS { "matmul_rows" } else { "matmul_tiled" });
@@ -119,7 +121,7 @@ impl Fast {
                     v_dim: vs[3],
                 };
                 let pr = attention::AttentionParams { scale: *scale, causal: *causal, window: *window, softcap: *softcap };
-                let out = attention::attention(isa, &sh, &pr, q, k, v, pos);
+                let out = attention::attention(&self.pool, isa, &sh, &pr, &attention::AttentionInputs { q, k, v, pos });
                 self.count("attention");
                 Ok(Ok(Tensor::f32(vec![qs[0], *n_heads, qs[2], vs[3]], out)))
             }

@@ -7,6 +7,9 @@
 //! with AVX2, FMA and F16C, which `simd::dot_row` / `simd::tile` check. Reads
 //! stay inside the lengths asserted at each entry.
 
+// Register tiles are indexed like the math they compute.
+#![allow(clippy::needless_range_loop)]
+
 use graphc_ir::DType;
 use std::arch::x86_64::*;
 
@@ -383,5 +386,71 @@ pub unsafe fn tile_3x4(x: *const f32, ldx: usize, w: *const f32, ldw: usize, k: 
             }
             out[i][j] = s;
         }
+    }
+}
+
+/// `out[j] = scale * (q · k_j)` for the `out.len()` rows `k_j` of `d` floats.
+/// Four keys at a time share each load of `q` and one horizontal reduction.
+///
+/// # Safety
+/// AVX2 + FMA; `k` holds `out.len() * d` floats and `q` holds `d`.
+#[target_feature(enable = "avx2,fma")]
+pub unsafe fn scores(q: *const f32, k: *const f32, d: usize, scale: f32, out: &mut [f32]) {
+    let n = out.len();
+    let d8 = d / 8 * 8;
+    let mut j = 0;
+    while j + 4 <= n {
+        let mut acc = [_mm256_setzero_ps(); 4];
+        let mut i = 0;
+        while i < d8 {
+            let qv = _mm256_loadu_ps(q.add(i));
+            for (r, a) in acc.iter_mut().enumerate() {
+                *a = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k.add((j + r) * d + i)), *a);
+            }
+            i += 8;
+        }
+        for (r, a) in acc.iter().enumerate() {
+            let mut s = hsum(*a);
+            for t in d8..d {
+                s += *q.add(t) * *k.add((j + r) * d + t);
+            }
+            out[j + r] = s * scale;
+        }
+        j += 4;
+    }
+    while j < n {
+        out[j] = dot_f32(q, k.add(j * d), d) * scale;
+        j += 1;
+    }
+}
+
+/// `o += Σ_j p[j] * v_j` for the `p.len()` rows `v_j` of `o.len()` floats.
+/// Rows of up to 128 floats keep `o` in registers for the whole sum.
+///
+/// # Safety
+/// AVX2 + FMA; `v` holds `p.len() * o.len()` floats.
+#[target_feature(enable = "avx2,fma")]
+pub unsafe fn weighted_sum(p: &[f32], v: *const f32, o: &mut [f32]) {
+    let dv = o.len();
+    if !dv.is_multiple_of(8) || dv > 128 {
+        for (j, &pj) in p.iter().enumerate() {
+            axpy(pj, v.add(j * dv), o.as_mut_ptr(), dv);
+        }
+        return;
+    }
+    let nv = dv / 8;
+    let mut acc = [_mm256_setzero_ps(); 16];
+    for (a, i) in acc.iter_mut().zip(0..nv) {
+        *a = _mm256_loadu_ps(o.as_ptr().add(8 * i));
+    }
+    for (j, &pj) in p.iter().enumerate() {
+        let pv = _mm256_set1_ps(pj);
+        let row = v.add(j * dv);
+        for (a, i) in acc.iter_mut().zip(0..nv) {
+            *a = _mm256_fmadd_ps(pv, _mm256_loadu_ps(row.add(8 * i)), *a);
+        }
+    }
+    for (a, i) in acc.iter().zip(0..nv) {
+        _mm256_storeu_ps(o.as_mut_ptr().add(8 * i), *a);
     }
 }

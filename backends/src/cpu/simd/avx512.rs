@@ -1,6 +1,9 @@
 //! AVX-512F f32 tile for prefill's matrix products: 4 activation rows × 4
 //! weight rows, 16 lanes, sixteen accumulators of the thirty-two registers.
 
+// Register tiles are indexed like the math they compute.
+#![allow(clippy::needless_range_loop)]
+
 use std::arch::x86_64::*;
 
 /// `out[i][j] = x_i · w_j` over `k` elements, `i, j < 4`.
@@ -34,5 +37,114 @@ pub unsafe fn tile_4x4(x: *const f32, ldx: usize, w: *const f32, ldw: usize, k: 
             }
             out[i][j] = s;
         }
+    }
+}
+
+/// How far ahead of the block being decoded the weight stream is
+/// prefetched (bytes). A prefetch never faults, so running past the row's
+/// end is harmless.
+const PREFETCH_AHEAD: usize = 1024;
+
+/// The f16 pair at `p` (`d`, then `m`) as f32.
+#[inline(always)]
+unsafe fn f16_pair(p: *const u8) -> (f32, f32) {
+    let v = _mm_cvtph_ps(_mm_cvtsi32_si128((p as *const i32).read_unaligned()));
+    (_mm_cvtss_f32(v), _mm_cvtss_f32(_mm_movehdup_ps(v)))
+}
+
+/// Row dots for the 32-element block types, 16 lanes at a time: bytes are
+/// widened straight from memory (`vpmovzxbd` / `vpmovsxbd`), so a q4 block
+/// is one widening load, a mask and a shift for both nibble halves. `None`
+/// for the other types (the AVX2 kernels serve them).
+///
+/// # Safety
+/// AVX-512F + F16C; the lengths are checked by `avx2::dot_row`'s contract
+/// (asserted again here).
+#[target_feature(enable = "avx512f,avx2,fma,f16c")]
+pub unsafe fn dot_row(dtype: graphc_ir::DType, row: &[u8], x: &[f32], xsums: &[f32]) -> Option<f32> {
+    use graphc_ir::DType;
+    let n = x.len();
+    assert_eq!(Some(row.len() as u64), dtype.storage_bytes(n as u64));
+    let nb = n / 32;
+    let (r, xp) = (row.as_ptr(), x.as_ptr());
+    match dtype {
+        DType::Q4_0 | DType::Q4_1 => {
+            assert!(xsums.len() >= nb);
+            let bb = if dtype == DType::Q4_0 { 18 } else { 20 };
+            let q4_0 = dtype == DType::Q4_0;
+            // One block: returns its `d * Σ q·x` in lanes, and its offset
+            // (`m * Σx`, or `-8 d * Σx` for q4_0) as a scalar.
+            #[inline(always)]
+            unsafe fn block(p: *const u8, qoff: usize, q4_0: bool, xb: *const f32, xsum: f32, acc: __m512) -> (__m512, f32) {
+                let (d, m) = f16_pair(p);
+                let q = _mm512_cvtepu8_epi32(_mm_loadu_si128(p.add(qoff) as *const __m128i));
+                let lo = _mm512_cvtepi32_ps(_mm512_and_si512(q, _mm512_set1_epi32(0x0F)));
+                let hi = _mm512_cvtepi32_ps(_mm512_srli_epi32(q, 4));
+                let s = _mm512_fmadd_ps(hi, _mm512_loadu_ps(xb.add(16)), _mm512_mul_ps(lo, _mm512_loadu_ps(xb)));
+                (_mm512_fmadd_ps(_mm512_set1_ps(d), s, acc), if q4_0 { -8.0 * d } else { m } * xsum)
+            }
+            // Four blocks per iteration, four independent accumulator chains
+            // (vector and scalar), so no block waits on the previous one's latency.
+            let (mut a0, mut a1, mut a2, mut a3) = (_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps());
+            let (mut o0, mut o1, mut o2, mut o3) = (0f32, 0f32, 0f32, 0f32);
+            let qoff = bb - 16;
+            let mut b = 0;
+            while b + 4 <= nb {
+                let (p, xb) = (r.add(b * bb), xp.add(b * 32));
+                _mm_prefetch::<_MM_HINT_T0>(p.add(PREFETCH_AHEAD) as *const i8);
+                _mm_prefetch::<_MM_HINT_T0>(p.add(PREFETCH_AHEAD + 64) as *const i8);
+                let o;
+                (a0, o) = block(p, qoff, q4_0, xb, xsums[b], a0);
+                o0 += o;
+                let o;
+                (a1, o) = block(p.add(bb), qoff, q4_0, xb.add(32), xsums[b + 1], a1);
+                o1 += o;
+                let o;
+                (a2, o) = block(p.add(2 * bb), qoff, q4_0, xb.add(64), xsums[b + 2], a2);
+                o2 += o;
+                let o;
+                (a3, o) = block(p.add(3 * bb), qoff, q4_0, xb.add(96), xsums[b + 3], a3);
+                o3 += o;
+                b += 4;
+            }
+            while b < nb {
+                let o;
+                (a0, o) = block(r.add(b * bb), qoff, q4_0, xp.add(b * 32), xsums[b], a0);
+                o0 += o;
+                b += 1;
+            }
+            let v = _mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3));
+            Some(_mm512_reduce_add_ps(v) + ((o0 + o1) + (o2 + o3)))
+        }
+        DType::Q8_0 => {
+            #[inline(always)]
+            unsafe fn block(p: *const u8, xb: *const f32, acc: __m512) -> __m512 {
+                let (d, _) = f16_pair(p);
+                let q0 = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(p.add(2) as *const __m128i)));
+                let q1 = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(p.add(18) as *const __m128i)));
+                let s = _mm512_fmadd_ps(q1, _mm512_loadu_ps(xb.add(16)), _mm512_mul_ps(q0, _mm512_loadu_ps(xb)));
+                _mm512_fmadd_ps(_mm512_set1_ps(d), s, acc)
+            }
+            let (mut a0, mut a1, mut a2, mut a3) = (_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps());
+            let mut b = 0;
+            while b + 4 <= nb {
+                let (p, xb) = (r.add(b * 34), xp.add(b * 32));
+                _mm_prefetch::<_MM_HINT_T0>(p.add(PREFETCH_AHEAD) as *const i8);
+                _mm_prefetch::<_MM_HINT_T0>(p.add(PREFETCH_AHEAD + 64) as *const i8);
+                _mm_prefetch::<_MM_HINT_T0>(p.add(PREFETCH_AHEAD + 128) as *const i8);
+                a0 = block(p, xb, a0);
+                a1 = block(p.add(34), xb.add(32), a1);
+                a2 = block(p.add(68), xb.add(64), a2);
+                a3 = block(p.add(102), xb.add(96), a3);
+                b += 4;
+            }
+            while b < nb {
+                a0 = block(r.add(b * 34), xp.add(b * 32), a0);
+                b += 1;
+            }
+            let v = _mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3));
+            Some(_mm512_reduce_add_ps(v))
+        }
+        _ => None,
     }
 }

@@ -30,8 +30,8 @@ pub enum Isa {
     Portable,
     /// AVX2 + FMA + F16C.
     Avx2,
-    /// AVX-512F on top of `Avx2` (wider f32 tiles; the quantized row dots
-    /// are the AVX2 ones).
+    /// AVX-512F on top of `Avx2` (wider f32 tiles and 32-element block
+    /// dots; the k-quant row dots are the AVX2 ones).
     Avx512,
 }
 
@@ -50,8 +50,13 @@ impl Isa {
         Isa::ALL.into_iter().find(|i| i.name() == s)
     }
 
-    /// Whether this CPU can run kernels compiled for `self`.
+    /// Whether this CPU can run kernels compiled for `self` (detected once).
     pub fn available(self) -> bool {
+        static BEST: std::sync::OnceLock<Isa> = std::sync::OnceLock::new();
+        self <= *BEST.get_or_init(|| *Isa::ALL.iter().rev().find(|i| i.detect()).unwrap_or(&Isa::Portable))
+    }
+
+    fn detect(self) -> bool {
         match self {
             Isa::Portable => true,
             #[cfg(target_arch = "x86_64")]
@@ -59,7 +64,7 @@ impl Isa {
                 is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma") && is_x86_feature_detected!("f16c")
             }
             #[cfg(target_arch = "x86_64")]
-            Isa::Avx512 => Isa::Avx2.available() && is_x86_feature_detected!("avx512f"),
+            Isa::Avx512 => Isa::Avx2.detect() && is_x86_feature_detected!("avx512f"),
             #[cfg(not(target_arch = "x86_64"))]
             _ => false,
         }
@@ -85,6 +90,15 @@ pub fn supports(dtype: DType) -> bool {
 /// number of blocks covering `x.len()` elements); `xsums = group_sums(x)`.
 pub fn dot_row(isa: Isa, dtype: DType, row: &[u8], x: &[f32], xsums: &[f32]) -> f32 {
     debug_assert_eq!(Some(row.len() as u64), dtype.storage_bytes(x.len() as u64));
+    #[cfg(target_arch = "x86_64")]
+    if isa == Isa::Avx512 {
+        assert!(isa.available(), "{} kernels on a CPU without them", isa.name());
+        // SAFETY: the CPU has AVX-512F (checked above), and AVX2/FMA/F16C
+        // with it (`Isa::Avx512` implies `Isa::Avx2`).
+        if let Some(v) = unsafe { avx512::dot_row(dtype, row, x, xsums) } {
+            return v;
+        }
+    }
     #[cfg(target_arch = "x86_64")]
     if isa >= Isa::Avx2 {
         assert!(isa.available(), "{} kernels on a CPU without them", isa.name());
@@ -152,5 +166,37 @@ pub fn axpy(isa: Isa, alpha: f32, x: &[f32], y: &mut [f32]) {
     }
     for (yi, xi) in y.iter_mut().zip(x) {
         *yi += alpha * xi;
+    }
+}
+
+/// Attention scores: `out[j] = scale * (q · k[j*d .. (j+1)*d])`.
+pub fn scores(isa: Isa, q: &[f32], k: &[f32], scale: f32, out: &mut [f32]) {
+    let d = q.len();
+    assert_eq!(k.len(), out.len() * d);
+    #[cfg(target_arch = "x86_64")]
+    if isa >= Isa::Avx2 {
+        assert!(isa.available());
+        // SAFETY: features checked; `k` holds `out.len()` rows of `d` (asserted).
+        return unsafe { avx2::scores(q.as_ptr(), k.as_ptr(), d, scale, out) };
+    }
+    for (j, o) in out.iter_mut().enumerate() {
+        *o = crate::cpu::kernels::dot(q, &k[j * d..(j + 1) * d]) * scale;
+    }
+}
+
+/// Attention output: `o += Σ_j p[j] * v[j*dv .. (j+1)*dv]`, `dv = o.len()`.
+pub fn weighted_sum(isa: Isa, p: &[f32], v: &[f32], o: &mut [f32]) {
+    let dv = o.len();
+    assert_eq!(v.len(), p.len() * dv);
+    #[cfg(target_arch = "x86_64")]
+    if isa >= Isa::Avx2 {
+        assert!(isa.available());
+        // SAFETY: features checked; `v` holds `p.len()` rows of `dv` (asserted).
+        return unsafe { avx2::weighted_sum(p, v.as_ptr(), o) };
+    }
+    for (j, &pj) in p.iter().enumerate() {
+        for (oi, vi) in o.iter_mut().zip(&v[j * dv..(j + 1) * dv]) {
+            *oi += pj * vi;
+        }
     }
 }

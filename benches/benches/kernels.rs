@@ -1,0 +1,122 @@
+//! Each fused kernel class of the fast CPU backend, in bytes/s, beside the
+//! machine's memory read bandwidth measured in the same run (`bandwidth`):
+//! decode streams every weight once per token, so a matrix-vector product
+//! that reads weights at the bandwidth is as fast as the machine allows.
+//!
+//!     cargo bench -p graphc-benches --bench kernels
+//!     GRAPHC_BENCH_ISA=avx2 cargo bench ...   (one instruction set only)
+//!
+//! Threads: the machine's cores (or `GRAPHC_BENCH_THREADS`), as `graphc run`.
+
+use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
+use graphc_backends::cpu::fast::{attention, matmul};
+use graphc_backends::cpu::pool::SpinPool;
+use graphc_backends::cpu::simd::Isa;
+use graphc_backends::WeightRef;
+use graphc_ir::DType;
+use std::hint::black_box;
+
+/// Weights bigger than every cache level (the L3 here is 260 MiB, shared):
+/// 64 Mi elements of each type.
+const ROWS: usize = 65536 / ROWS_DIV;
+const ROWS_DIV: usize = 1;
+const K: usize = 1024;
+
+fn isas() -> Vec<Isa> {
+    match std::env::var("GRAPHC_BENCH_ISA") {
+        Ok(s) => vec![Isa::from_name(&s).expect("GRAPHC_BENCH_ISA: portable, avx2 or avx512")],
+        Err(_) => Isa::ALL.into_iter().filter(|i| i.available()).collect(),
+    }
+}
+
+fn pool() -> SpinPool {
+    let default = std::thread::available_parallelism().map_or(1, |n| n.get());
+    SpinPool::new(std::env::var("GRAPHC_BENCH_THREADS").ok().and_then(|s| s.parse().ok()).unwrap_or(default))
+}
+
+fn pseudo_bytes(n: usize) -> Vec<u8> {
+    let mut s = 0x2545F4914F6CDD1Du64;
+    (0..n)
+        .map(|_| {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            // Keep every f16 field finite: clear the exponent's top bit.
+            (s as u8) & 0xBF
+        })
+        .collect()
+}
+
+fn bandwidth(c: &mut Criterion) {
+    let data = vec![1u64; 512 << 20 >> 3];
+    let mut g = c.benchmark_group("bandwidth");
+    g.sample_size(10);
+    g.throughput(Throughput::Bytes((data.len() * 8) as u64));
+    g.bench_function("read_512MiB", |b| {
+        b.iter(|| {
+            use rayon::prelude::*;
+            black_box(data.par_chunks(1 << 16).map(|c| c.iter().fold(0u64, |a, &v| a ^ v)).reduce(|| 0, |a, b| a ^ b))
+        })
+    });
+    g.finish();
+}
+
+fn matvec(c: &mut Criterion) {
+    let pool = pool();
+    let mut g = c.benchmark_group("matvec_64Mi");
+    g.sample_size(10);
+    let x: Vec<f32> = (0..K).map(|i| (i as f32 * 0.37).sin()).collect();
+    for dtype in [DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q8_0, DType::Q4K, DType::Q5K, DType::Q6K, DType::F16] {
+        let bytes = pseudo_bytes(dtype.storage_bytes((ROWS * K) as u64).unwrap() as usize);
+        let shape = [ROWS, K];
+        let w = WeightRef { dtype, shape: &shape, bytes: &bytes };
+        g.throughput(Throughput::Bytes(bytes.len() as u64));
+        for isa in isas() {
+            g.bench_with_input(BenchmarkId::new(dtype.name(), isa.name()), &isa, |b, &isa| {
+                b.iter(|| black_box(matmul::matmul(&pool, isa, &x, 1, K, w)))
+            });
+        }
+    }
+    g.finish();
+}
+
+fn prefill_tile(c: &mut Criterion) {
+    let pool = pool();
+    // A SmolLM2-sized projection (1536 × 576, q4_1) over 512 tokens.
+    let (n, k, m) = (1536, 576, 512);
+    let bytes = pseudo_bytes(DType::Q4_1.storage_bytes((n * k) as u64).unwrap() as usize);
+    let shape = [n, k];
+    let w = WeightRef { dtype: DType::Q4_1, shape: &shape, bytes: &bytes };
+    let x: Vec<f32> = (0..m * k).map(|i| (i as f32 * 0.11).cos()).collect();
+    let mut g = c.benchmark_group("matmul_tiled_512x576x1536");
+    g.sample_size(10);
+    g.throughput(Throughput::Elements((2 * n * k * m) as u64)); // flops
+    for isa in isas() {
+        g.bench_with_input(BenchmarkId::from_parameter(isa.name()), &isa, |b, &isa| {
+            b.iter(|| black_box(matmul::matmul(&pool, isa, &x, m, k, w)))
+        });
+    }
+    g.finish();
+}
+
+fn decode_attention(c: &mut Criterion) {
+    let pool = pool();
+    // SmolLM2's shape: 9 query heads on 3 kv heads of 64, one query at
+    // position 1023 over a cache of capacity 2048.
+    let sh = attention::AttentionShape { batch: 1, n_heads: 9, n_kv_heads: 3, seq: 1, keys: 2048, head_dim: 64, v_dim: 64 };
+    let pr = attention::AttentionParams { scale: 0.125, causal: true, window: None, softcap: None };
+    let q = vec![0.1f32; 9 * 64];
+    let kv: Vec<f32> = (0..3 * 2048 * 64).map(|i| (i as f32 * 0.01).sin()).collect();
+    let mut g = c.benchmark_group("attention_decode_ctx1024");
+    g.sample_size(20);
+    g.throughput(Throughput::Bytes((2 * 3 * 1024 * 64 * 4) as u64)); // K and V rows read
+    for isa in isas() {
+        g.bench_with_input(BenchmarkId::from_parameter(isa.name()), &isa, |b, &isa| {
+            b.iter(|| black_box(attention::attention(&pool, isa, &sh, &pr, &attention::AttentionInputs { q: &q, k: &kv, v: &kv, pos: &[1023] })))
+        });
+    }
+    g.finish();
+}
+
+criterion_group!(benches, bandwidth, matvec, prefill_tile, decode_attention);
+criterion_main!(benches);
