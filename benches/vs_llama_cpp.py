@@ -8,7 +8,8 @@ Measured for each engine:
 - prefill tok/s: the first 512 tokens of benches/prompt.txt, from an empty
   cache (best of --repeats runs);
 - decode tok/s at context 128 and 1024: the median time of one decode step
-  with that many tokens already in the cache (llama.cpp: after evaluating
+  (over --steps steps; best of --repeats runs) with that many tokens
+  already in the cache (llama.cpp: after evaluating
   that many prompt tokens; graphc: `graphc bench`, which fills the cache
   without a prefill; a step's arithmetic is the same).
 
@@ -46,14 +47,15 @@ def llama_cpp(model, threads, prefill, contexts, steps, repeats, prompt_text):
         best = dt if best is None else min(best, dt)
     out = {"prefill_tok_s": prefill / best, "decode": {}}
     for ctx in contexts:
-        llm.reset()
-        llm.eval(ids[:ctx])
-        times = []
-        for i in range(steps):
-            t0 = time.perf_counter()
-            llm.eval([ids[(ctx + i) % len(ids)]])
-            times.append(time.perf_counter() - t0)
-        out["decode"][ctx] = 1.0 / statistics.median(times)
+        for _ in range(repeats):
+            llm.reset()
+            llm.eval(ids[:ctx])
+            times = []
+            for i in range(steps):
+                t0 = time.perf_counter()
+                llm.eval([ids[(ctx + i) % len(ids)]])
+                times.append(time.perf_counter() - t0)
+            out["decode"][ctx] = max(out["decode"].get(ctx, 0.0), 1.0 / statistics.median(times))
     return out
 
 
@@ -74,6 +76,16 @@ def graphc(model, threads, prefill, contexts, steps, repeats, prompt_file, binar
     return out
 
 
+def merge(best, new):
+    """Best of two measurements, metric by metric."""
+    if best is None:
+        return new
+    best["prefill_tok_s"] = max(best["prefill_tok_s"], new["prefill_tok_s"])
+    for c, v in new["decode"].items():
+        best["decode"][c] = max(best["decode"][c], v)
+    return best
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("model", nargs="?", default=os.path.expanduser(
@@ -82,15 +94,18 @@ def main():
     ap.add_argument("--prefill", type=int, default=512)
     ap.add_argument("--contexts", default="128,1024")
     ap.add_argument("--steps", type=int, default=32)
-    ap.add_argument("--repeats", type=int, default=2)
+    ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--graphc", default=os.path.join(ROOT, "target/release/graphc"))
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args()
     contexts = [int(c) for c in a.contexts.split(",")]
     prompt_file = os.path.join(HERE, "prompt.txt")
     prompt_text = open(prompt_file).read()
-    g = graphc(a.model, a.threads, a.prefill, contexts, a.steps, a.repeats, prompt_file, a.graphc)
-    l = llama_cpp(a.model, a.threads, a.prefill, contexts, a.steps, a.repeats, prompt_text)
+    # Alternate the engines, so a slow spell of a shared machine hits both.
+    g, l = None, None
+    for _ in range(a.repeats):
+        g = merge(g, graphc(a.model, a.threads, a.prefill, contexts, a.steps, 1, prompt_file, a.graphc))
+        l = merge(l, llama_cpp(a.model, a.threads, a.prefill, contexts, a.steps, 1, prompt_text))
     rows = [("prefill tok/s (%d tokens)" % a.prefill, g["prefill_tok_s"], l["prefill_tok_s"])]
     for c in contexts:
         rows.append(("decode tok/s at context %d" % c, g["decode"][c], l["decode"][c]))

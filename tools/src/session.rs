@@ -5,8 +5,9 @@
 use crate::error::Error;
 use crate::model::Model;
 use crate::sampling::{Sampler, Sampling};
+use graphc_backends::cpu::exec::{self, Schedule};
 use graphc_backends::cpu::fast::Fast;
-use graphc_backends::cpu::reference;
+use graphc_backends::cpu::reference::Reference;
 use graphc_backends::cpu::simd::Isa;
 use graphc_backends::Tensor;
 use graphc_ir::{Dim, Op};
@@ -78,6 +79,8 @@ pub struct Session<'m> {
     model: &'m Model,
     pool: rayon::ThreadPool,
     executor: Executor,
+    /// The model graph's run order and buffer lifetimes, computed once.
+    schedule: Schedule,
     resolved: ResolvedSession,
     states: StateLayout,
     lens: Vec<usize>,
@@ -138,7 +141,8 @@ impl<'m> Session<'m> {
         } else {
             StateLayout::PerRow(vec![HashMap::new(); rows])
         };
-        let mut s = Session { model, pool, executor, resolved, states, lens: vec![0; rows] };
+        let schedule = Schedule::new(model.graph())?;
+        let mut s = Session { model, pool, executor, schedule, resolved, states, lens: vec![0; rows] };
         s.reset();
         Ok(s)
     }
@@ -293,9 +297,10 @@ impl<'m> Session<'m> {
             inputs.insert(LENGTHS_INPUT.to_string(), Tensor::i32(vec![b], lens.iter().map(|&l| l as i32).collect()));
         }
         let model = self.model;
+        let sched = &self.schedule;
         let out = self.pool.install(|| match &self.executor {
-            Executor::Reference => reference::run(model.graph(), &inputs, states, model),
-            Executor::Fast(fast) => fast.run(model.graph(), &inputs, states, model),
+            Executor::Reference => exec::run_scheduled(sched, &Reference, model.graph(), &inputs, states, model),
+            Executor::Fast(fast) => exec::run_scheduled(sched, fast, model.graph(), &inputs, states, model),
         })?;
         let logits = out.outputs.get("logits").ok_or_else(|| Error::Input("the plan has no `logits` output".into()))?;
         let data = logits.as_f32().unwrap_or_default();

@@ -91,6 +91,65 @@ pub trait Evaluator: Sync {
     fn eval(&self, op: &Op, args: Vec<Arg<'_, '_>>, env: &Env) -> Result<Tensor, String>;
 }
 
+/// What the run loop needs of a graph, computed once per graph: the
+/// topological order, each node's operands as positions in it, which
+/// operands die at each node (moved to the kernel) and which are freed after
+/// it. A session keeps its schedule, so a decode step does no graph walking.
+pub struct Schedule {
+    steps: Vec<Step>,
+    /// (is_state, name, position of the value).
+    sinks: Vec<(bool, String, usize)>,
+}
+
+struct Step {
+    id: NodeId,
+    name: String,
+    inputs: Vec<usize>,
+    /// Per input: this node is its last user (and it is used once here and
+    /// feeds no sink), so it is moved in.
+    moved: Vec<bool>,
+    /// Inputs whose last use is here (and feed no sink): freed afterwards.
+    frees: Vec<usize>,
+}
+
+impl Schedule {
+    pub fn new(graph: &Graph) -> Result<Schedule, ExecError> {
+        let order = graph.topo_order().map_err(|n| ExecError {
+            node: format!("#{}", n.index()),
+            op: graph.node(n).op.mnemonic(),
+            message: "cycle".into(),
+        })?;
+        let pos: HashMap<NodeId, usize> = order.iter().enumerate().map(|(i, &n)| (n, i)).collect();
+        let mut last_use: HashMap<usize, usize> = HashMap::new();
+        let mut sinks = Vec::new();
+        for (i, &n) in order.iter().enumerate() {
+            match &graph.node(n).op {
+                Op::StateOut { name } => sinks.push((true, name.clone(), pos[&graph.inputs(n)[0]])),
+                Op::Output { name } => sinks.push((false, name.clone(), pos[&graph.inputs(n)[0]])),
+                _ => {
+                    for inp in graph.inputs(n) {
+                        last_use.insert(pos[&inp], i);
+                    }
+                }
+            }
+        }
+        let kept: HashSet<usize> = sinks.iter().map(|s| s.2).collect();
+        let steps = order
+            .iter()
+            .enumerate()
+            .map(|(i, &id)| {
+                let inputs: Vec<usize> = graph.inputs(id).iter().map(|n| pos[n]).collect();
+                let dies = |p: &usize| last_use.get(p) == Some(&i) && !kept.contains(p);
+                let moved = inputs.iter().map(|p| dies(p) && inputs.iter().filter(|q| *q == p).count() == 1).collect();
+                let mut frees: Vec<usize> = inputs.iter().copied().filter(dies).collect();
+                frees.dedup();
+                Step { id, name: format!("%{i}"), inputs, moved, frees }
+            })
+            .collect();
+        Ok(Schedule { steps, sinks })
+    }
+}
+
 /// Run `graph` once. `inputs` are bound by name and borrowed; `states` are
 /// moved in and come back in `StepOutput::states`, so a cache written in
 /// place by `kv_append` is the same buffer from step to step (no copy).
@@ -100,40 +159,30 @@ pub fn run(
     evaluator: &dyn Evaluator,
     graph: &Graph,
     inputs: &HashMap<String, Tensor>,
+    states: HashMap<String, Tensor>,
+    weights: &dyn WeightSource,
+) -> Result<StepOutput, ExecError> {
+    run_scheduled(&Schedule::new(graph)?, evaluator, graph, inputs, states, weights)
+}
+
+/// `run` with a schedule made by `Schedule::new(graph)` for this same graph.
+pub fn run_scheduled(
+    schedule: &Schedule,
+    evaluator: &dyn Evaluator,
+    graph: &Graph,
+    inputs: &HashMap<String, Tensor>,
     mut states: HashMap<String, Tensor>,
     weights: &dyn WeightSource,
 ) -> Result<StepOutput, ExecError> {
-    let order = graph.topo_order().map_err(|n| ExecError {
-        node: format!("#{}", n.index()),
-        op: graph.node(n).op.mnemonic(),
-        message: "cycle".into(),
-    })?;
-    let names: HashMap<NodeId, usize> = order.iter().enumerate().map(|(i, &n)| (n, i)).collect();
-    // Free each value after its last use, so a long prefill holds only live
-    // tensors. Values that feed a sink are kept to the end and moved out.
-    let mut last_use: HashMap<NodeId, usize> = HashMap::new();
-    let mut sinks: Vec<(bool, String, NodeId)> = Vec::new(); // (is_state, name, value)
-    for (i, &n) in order.iter().enumerate() {
-        match &graph.node(n).op {
-            Op::StateOut { name } => sinks.push((true, name.clone(), graph.inputs(n)[0])),
-            Op::Output { name } => sinks.push((false, name.clone(), graph.inputs(n)[0])),
-            _ => {
-                for inp in graph.inputs(n) {
-                    last_use.insert(inp, i);
-                }
-            }
-        }
-    }
-    let kept: HashSet<NodeId> = sinks.iter().map(|s| s.2).collect();
     let mut env: Env = HashMap::new();
-    let mut vals: HashMap<NodeId, Val> = HashMap::new();
-    for (i, &id) in order.iter().enumerate() {
-        let node = graph.node(id);
-        let err = |message: String| ExecError { node: format!("%{}", names[&id]), op: node.op.mnemonic(), message };
+    let mut vals: Vec<Option<Val>> = Vec::with_capacity(schedule.steps.len());
+    vals.resize_with(schedule.steps.len(), || None);
+    for (i, step) in schedule.steps.iter().enumerate() {
+        let node = graph.node(step.id);
+        let err = |message: String| ExecError { node: step.name.clone(), op: node.op.mnemonic(), message };
         if node.op.is_sink() {
             continue;
         }
-        let ins = graph.inputs(id);
         let v = match &node.op {
             Op::Input { name, ty } | Op::State { name, ty } => {
                 let t = if matches!(node.op, Op::Input { .. }) { inputs.get(name).cloned() } else { states.remove(name) };
@@ -151,47 +200,47 @@ pub fn run(
                 Val::W(w)
             }
             op => {
-                // Operands that die here (and appear once among the inputs)
-                // are moved to the kernel; the rest are borrowed.
-                let dies = |n: &NodeId| {
-                    last_use.get(n) == Some(&i) && !kept.contains(n) && ins.iter().filter(|m| *m == n).count() == 1
-                };
-                let mut owned: HashMap<NodeId, Val> =
-                    ins.iter().filter(|n| dies(n)).map(|n| (*n, vals.remove(n).expect("operand evaluated before its user"))).collect();
-                let args: Vec<Arg> = ins
+                // Operands that die here are moved to the kernel; the rest are borrowed.
+                let mut owned: Vec<Option<Val>> = step
+                    .inputs
                     .iter()
-                    .map(|n| match owned.remove(n) {
+                    .zip(&step.moved)
+                    .map(|(&p, &m)| if m { Some(vals[p].take().expect("operand evaluated before its user")) } else { None })
+                    .collect();
+                let args: Vec<Arg> = step
+                    .inputs
+                    .iter()
+                    .zip(owned.iter_mut())
+                    .map(|(&p, o)| match o.take() {
                         Some(v) => Arg::Own(v),
-                        None => Arg::Ref(&vals[n]),
+                        None => Arg::Ref(vals[p].as_ref().expect("operand evaluated before its user")),
                     })
                     .collect();
                 Val::T(evaluator.eval(op, args, &env).map_err(err)?)
             }
         };
-        vals.insert(id, v);
-        for inp in ins {
-            if last_use.get(&inp) == Some(&i) && !kept.contains(&inp) {
-                vals.remove(&inp);
-            }
+        vals[i] = Some(v);
+        for &p in &step.frees {
+            vals[p] = None;
         }
     }
     let mut out = StepOutput::default();
-    let mut uses: HashMap<NodeId, usize> = HashMap::new();
-    for s in &sinks {
+    let mut uses: HashMap<usize, usize> = HashMap::new();
+    for s in &schedule.sinks {
         *uses.entry(s.2).or_default() += 1;
     }
-    for (is_state, name, v) in sinks {
-        let n = uses.get_mut(&v).expect("counted above");
+    for (is_state, name, p) in &schedule.sinks {
+        let n = uses.get_mut(p).expect("counted above");
         *n -= 1;
-        let val = if *n == 0 { vals.remove(&v).map(Arg::Own) } else { vals.get(&v).map(Arg::Ref) };
+        let val = if *n == 0 { vals[*p].take().map(Arg::Own) } else { vals[*p].as_ref().map(Arg::Ref) };
         let t = val
             .expect("sink value evaluated")
             .into_tensor()
             .map_err(|m| ExecError { node: name.clone(), op: "sink".into(), message: m })?;
-        if is_state {
-            out.states.insert(name, t);
+        if *is_state {
+            out.states.insert(name.clone(), t);
         } else {
-            out.outputs.insert(name, t);
+            out.outputs.insert(name.clone(), t);
         }
     }
     Ok(out)

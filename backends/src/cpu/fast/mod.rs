@@ -58,7 +58,8 @@ impl Fast {
         c.entry(kernel).or_default().fetch_add(1, Ordering::Relaxed);
     }
 
-    /// Run `graph` once (see `exec::run`).
+    /// Run `graph` once (see `exec::run`; a session runs a precomputed
+    /// `exec::Schedule` through `exec::run_scheduled` instead).
     pub fn run(
         &self,
         graph: &Graph,
@@ -144,15 +145,34 @@ impl Fast {
                 Ok(Ok(with_shape(args.swap_remove(0).into_tensor()?, shape)))
             }
             Op::Permute { perm } => {
-                let Arg::Own(Val::T(t)) = &args[0] else { return Ok(Err(args)) };
+                let Val::T(t) = args[0].val() else { return Ok(Err(args)) };
                 // Moving only length-1 axes keeps the element order: a view.
                 let order: Vec<usize> = perm.iter().copied().filter(|&p| t.shape()[p] != 1).collect();
-                if !order.windows(2).all(|w| w[0] < w[1]) {
-                    return Ok(Err(args));
-                }
                 let shape: Vec<usize> = perm.iter().map(|&p| t.shape()[p]).collect();
-                self.count("view");
-                Ok(Ok(with_shape(args.swap_remove(0).into_tensor()?, shape)))
+                if order.windows(2).all(|w| w[0] < w[1]) && matches!(args[0], Arg::Own(_)) {
+                    self.count("view");
+                    return Ok(Ok(with_shape(args.swap_remove(0).into_tensor()?, shape)));
+                }
+                // Swapping the middle axes of a 4-D tensor (heads ↔ sequence,
+                // the layout change around attention) copies whole rows.
+                match (perm.as_slice(), t) {
+                    ([0, 2, 1, 3], Tensor::F32 { shape: s, data }) => {
+                        let (a, b, c, d) = (s[0], s[1], s[2], s[3]);
+                        let mut out = vec![0f32; data.len()];
+                        for i in 0..a {
+                            for j in 0..b {
+                                for k in 0..c {
+                                    let src = ((i * b + j) * c + k) * d;
+                                    let dst = ((i * c + k) * b + j) * d;
+                                    out[dst..dst + d].copy_from_slice(&data[src..src + d]);
+                                }
+                            }
+                        }
+                        self.count("transpose");
+                        Ok(Ok(Tensor::F32 { shape, data: out }))
+                    }
+                    _ => Ok(Err(args)),
+                }
             }
             Op::Unary(u) => {
                 let Arg::Own(Val::T(Tensor::F32 { .. })) = &args[0] else { return Ok(Err(args)) };

@@ -68,53 +68,13 @@ pub unsafe fn dot_row(dtype: graphc_ir::DType, row: &[u8], x: &[f32], xsums: &[f
     let nb = n / 32;
     let (r, xp) = (row.as_ptr(), x.as_ptr());
     match dtype {
-        DType::Q4_0 | DType::Q4_1 => {
+        DType::Q4_0 => {
             assert!(xsums.len() >= nb);
-            let bb = if dtype == DType::Q4_0 { 18 } else { 20 };
-            let q4_0 = dtype == DType::Q4_0;
-            // One block: returns its `d * Σ q·x` in lanes, and its offset
-            // (`m * Σx`, or `-8 d * Σx` for q4_0) as a scalar.
-            #[inline(always)]
-            unsafe fn block(p: *const u8, qoff: usize, q4_0: bool, xb: *const f32, xsum: f32, acc: __m512) -> (__m512, f32) {
-                let (d, m) = f16_pair(p);
-                let q = _mm512_cvtepu8_epi32(_mm_loadu_si128(p.add(qoff) as *const __m128i));
-                let lo = _mm512_cvtepi32_ps(_mm512_and_si512(q, _mm512_set1_epi32(0x0F)));
-                let hi = _mm512_cvtepi32_ps(_mm512_srli_epi32(q, 4));
-                let s = _mm512_fmadd_ps(hi, _mm512_loadu_ps(xb.add(16)), _mm512_mul_ps(lo, _mm512_loadu_ps(xb)));
-                (_mm512_fmadd_ps(_mm512_set1_ps(d), s, acc), if q4_0 { -8.0 * d } else { m } * xsum)
-            }
-            // Four blocks per iteration, four independent accumulator chains
-            // (vector and scalar), so no block waits on the previous one's latency.
-            let (mut a0, mut a1, mut a2, mut a3) = (_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps());
-            let (mut o0, mut o1, mut o2, mut o3) = (0f32, 0f32, 0f32, 0f32);
-            let qoff = bb - 16;
-            let mut b = 0;
-            while b + 4 <= nb {
-                let (p, xb) = (r.add(b * bb), xp.add(b * 32));
-                _mm_prefetch::<_MM_HINT_T0>(p.add(PREFETCH_AHEAD) as *const i8);
-                _mm_prefetch::<_MM_HINT_T0>(p.add(PREFETCH_AHEAD + 64) as *const i8);
-                let o;
-                (a0, o) = block(p, qoff, q4_0, xb, xsums[b], a0);
-                o0 += o;
-                let o;
-                (a1, o) = block(p.add(bb), qoff, q4_0, xb.add(32), xsums[b + 1], a1);
-                o1 += o;
-                let o;
-                (a2, o) = block(p.add(2 * bb), qoff, q4_0, xb.add(64), xsums[b + 2], a2);
-                o2 += o;
-                let o;
-                (a3, o) = block(p.add(3 * bb), qoff, q4_0, xb.add(96), xsums[b + 3], a3);
-                o3 += o;
-                b += 4;
-            }
-            while b < nb {
-                let o;
-                (a0, o) = block(r.add(b * bb), qoff, q4_0, xp.add(b * 32), xsums[b], a0);
-                o0 += o;
-                b += 1;
-            }
-            let v = _mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3));
-            Some(_mm512_reduce_add_ps(v) + ((o0 + o1) + (o2 + o3)))
+            Some(q4::<18, true>(r, xp, xsums.as_ptr(), nb))
+        }
+        DType::Q4_1 => {
+            assert!(xsums.len() >= nb);
+            Some(q4::<20, false>(r, xp, xsums.as_ptr(), nb))
         }
         DType::Q8_0 => {
             #[inline(always)]
@@ -147,4 +107,55 @@ pub unsafe fn dot_row(dtype: graphc_ir::DType, row: &[u8], x: &[f32], xsums: &[f
         }
         _ => None,
     }
+}
+
+/// q4_0 (`BB` = 18, `(q - 8) * d`) and q4_1 (`BB` = 20, `q * d + m`): one
+/// widening load gives both nibble halves of a block. Four blocks per
+/// iteration into four independent accumulator chains (vector and scalar),
+/// so no block waits on the previous one's latency.
+///
+/// # Safety
+/// AVX-512F + F16C; `r` holds `nb` blocks, `x` `32 * nb` floats, `xsums` `nb`.
+#[target_feature(enable = "avx512f,avx2,fma,f16c")]
+unsafe fn q4<const BB: usize, const Q4_0: bool>(r: *const u8, x: *const f32, xsums: *const f32, nb: usize) -> f32 {
+    // A block's `d * Σ q·x` into `acc`, and its offset (`m * Σx`, or
+    // `-8 d * Σx` for q4_0) as a scalar.
+    #[inline(always)]
+    unsafe fn block<const BB: usize, const Q4_0: bool>(p: *const u8, xb: *const f32, xsum: f32, acc: __m512) -> (__m512, f32) {
+        let (d, m) = f16_pair(p);
+        let q = _mm512_cvtepu8_epi32(_mm_loadu_si128(p.add(BB - 16) as *const __m128i));
+        let lo = _mm512_cvtepi32_ps(_mm512_and_si512(q, _mm512_set1_epi32(0x0F)));
+        let hi = _mm512_cvtepi32_ps(_mm512_srli_epi32(q, 4));
+        let s = _mm512_fmadd_ps(hi, _mm512_loadu_ps(xb.add(16)), _mm512_mul_ps(lo, _mm512_loadu_ps(xb)));
+        (_mm512_fmadd_ps(_mm512_set1_ps(d), s, acc), if Q4_0 { -8.0 * d } else { m } * xsum)
+    }
+    let (mut a0, mut a1, mut a2, mut a3) = (_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps());
+    let (mut o0, mut o1, mut o2, mut o3) = (0f32, 0f32, 0f32, 0f32);
+    let mut b = 0;
+    while b + 4 <= nb {
+        let (p, xb, xs) = (r.add(b * BB), x.add(b * 32), xsums.add(b));
+        _mm_prefetch::<_MM_HINT_T0>(p.add(PREFETCH_AHEAD) as *const i8);
+        _mm_prefetch::<_MM_HINT_T0>(p.add(PREFETCH_AHEAD + 64) as *const i8);
+        let o;
+        (a0, o) = block::<BB, Q4_0>(p, xb, *xs, a0);
+        o0 += o;
+        let o;
+        (a1, o) = block::<BB, Q4_0>(p.add(BB), xb.add(32), *xs.add(1), a1);
+        o1 += o;
+        let o;
+        (a2, o) = block::<BB, Q4_0>(p.add(2 * BB), xb.add(64), *xs.add(2), a2);
+        o2 += o;
+        let o;
+        (a3, o) = block::<BB, Q4_0>(p.add(3 * BB), xb.add(96), *xs.add(3), a3);
+        o3 += o;
+        b += 4;
+    }
+    while b < nb {
+        let o;
+        (a0, o) = block::<BB, Q4_0>(r.add(b * BB), x.add(b * 32), *xsums.add(b), a0);
+        o0 += o;
+        b += 1;
+    }
+    let v = _mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3));
+    _mm512_reduce_add_ps(v) + ((o0 + o1) + (o2 + o3))
 }
