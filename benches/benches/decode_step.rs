@@ -1,4 +1,5 @@
-//! Decode step time on SmolLM2 at contexts 128, 1024 and 2048, with the
+//! Decode step time on SmolLM2 (default session: the fast CPU backend) at
+//! contexts 128, 1024 and 2048, with the
 //! `kv_append` pass on and off (criterion). The cache is filled with
 //! `Session::assume_cached` (zero keys and values: the same arithmetic as a
 //! real prefill, without spending minutes on one). `graphc bench` prints the

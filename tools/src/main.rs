@@ -358,7 +358,7 @@ fn real_main() -> Result<()> {
                 for r in &rows {
                     println!(
                         "{:>8} | {:>14} | {:>15} | {:>6} | {:>8}",
-                        r["context"], num(&r["kv_append_on_ms"]), num(&r["kv_append_off_ms"]), num(&r["on_over_off"]), num(&r["decode_tok_s"])
+                        r["context"].as_u64().unwrap_or(0), num(&r["kv_append_on_ms"]), num(&r["kv_append_off_ms"]), num(&r["on_over_off"]), num(&r["decode_tok_s"])
                     );
                 }
             }

@@ -71,6 +71,9 @@ pub struct ResolvedSession {
     pub max_seq: usize,
 }
 
+/// Longest run of prompt tokens one forward takes (see `Session::forward`).
+pub const PREFILL_CHUNK: usize = 256;
+
 /// Each row's logits, and the states for the next step.
 type RowsOutput = (Vec<Vec<f32>>, HashMap<String, Tensor>);
 
@@ -344,9 +347,20 @@ impl<'m> Session<'m> {
 
     /// Run `tokens` after what the cache holds (a one-row session); returns
     /// the logits at the last of them.
+    ///
+    /// A long prompt runs in chunks of `PREFILL_CHUNK` tokens, each
+    /// appending to the cache, so activation memory stays bounded by the
+    /// chunk, not the prompt (the logits are those of one pass, up to f32
+    /// summation order).
     pub fn forward(&mut self, tokens: &[u32]) -> Result<Vec<f32>, Error> {
         self.only_row()?;
-        Ok(self.forward_rows(&[tokens])?.remove(0))
+        // Check the whole prompt first: a refusal must not leave half of it cached.
+        self.check_tokens(0, tokens)?;
+        let mut logits = Vec::new();
+        for chunk in tokens.chunks(PREFILL_CHUNK) {
+            logits = self.forward_rows(&[chunk])?.remove(0);
+        }
+        Ok(logits)
     }
 
     fn only_row(&self) -> Result<(), Error> {
