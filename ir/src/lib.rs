@@ -1,6 +1,7 @@
 //! graphc's IR: dtypes (incl. GGUF block types), symbolic shapes, the op set,
 //! the graph, its verifier and text form, and the serialized plan.
 
+pub mod dot;
 pub mod dtype;
 pub mod graph;
 pub mod op;

@@ -41,3 +41,43 @@ fn text_form_keeps_float_bits_and_symbolic_dims() {
     assert_eq!(eps(&again), eps(&g));
     assert!(text::print(&g).contains("f32[batch*seq, past+seq]"));
 }
+
+#[test]
+fn dot_of_a_cache_layer_before_and_after_kv_append() {
+    // The Graphviz form a reviewer looks at: a concat into the cache before,
+    // a filled in-place `kv_append` after. Snapshotted on a small graph so a
+    // change to the drawing is reviewed as a diff.
+    let src = r#"graph "cache" {
+  %0 = input{name="new"} : f32[batch, 2, seq, 4]
+  %1 = input{name="q"} : f32[batch, 2, seq, 4]
+  %2 = input{name="positions"} : i32[batch, seq]
+  layer 0 {
+    %3 = state{name="k.0"} : f32[batch, 2, past, 4]
+    %4 = concat{axis=2} %3, %0
+    %5 = state_out{name="k.0"} %4
+    %6 = attention{n_heads=2, n_kv_heads=2, scale=0.5, causal=true} %1, %4, %4, %2
+  }
+  %7 = output{name="y"} %6
+}
+"#;
+    let mut g = text::parse(src).unwrap();
+    verify(&mut g).unwrap();
+    let before = graphc_ir::dot::to_dot(&g, |_| true);
+    graphc_passes::PassManager::default().run(&mut g, &[]).unwrap();
+    let after = graphc_ir::dot::to_dot(&g, |_| true);
+    assert!(before.contains("concat{axis=2}") && !before.contains("kv_append"));
+    assert!(after.contains("kv_append{axis=2, cap=cap}") && after.contains("fillcolor") && !after.contains("concat"));
+    insta::assert_snapshot!("dot_cache_layer_before", before);
+    insta::assert_snapshot!("dot_cache_layer_after", after);
+}
+
+#[test]
+fn dot_of_smollm2_layer0_shows_every_cache_rewritten() {
+    let m = Model::compile(&smollm2(), &CompileOptions::default(), None).unwrap();
+    let before = graphc_ir::dot::to_dot(m.lowered_graph().unwrap(), |l| l == 0);
+    let after = graphc_ir::dot::to_dot(m.graph(), |l| l == 0);
+    assert_eq!(before.matches("= concat{axis=2}").count(), 2, "K and V of layer 0 concatenated before");
+    assert_eq!(after.matches("= kv_append{").count(), 2, "and appended in place after");
+    assert!(!after.contains("= concat"));
+    assert!(!after.contains("cluster_layer1"), "only layer 0 is drawn");
+}

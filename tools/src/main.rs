@@ -94,6 +94,9 @@ enum Cmd {
         /// Only these layers, e.g. `0..1` (end exclusive); the rest are summarized.
         #[arg(long)]
         layers: Option<String>,
+        /// `text` (the IR text form) or `dot` (Graphviz: `| dot -Tsvg > g.svg`).
+        #[arg(long, value_enum, default_value = "text")]
+        format: DumpFormat,
         #[command(flatten)]
         opts: CompileArgs,
     },
@@ -126,6 +129,12 @@ enum Cmd {
         #[arg(long)]
         json: bool,
     },
+}
+
+#[derive(clap::ValueEnum, Clone, Copy, PartialEq)]
+enum DumpFormat {
+    Text,
+    Dot,
 }
 
 #[derive(clap::ValueEnum, Clone, Copy, PartialEq)]
@@ -264,7 +273,7 @@ fn real_main() -> Result<()> {
                 eprintln!("[graphc] prefill {prefill_tok_s:.1} tok/s | decode {decode_tok_s:.1} tok/s");
             }
         }
-        Cmd::Dump { model, stage, layers, opts } => {
+        Cmd::Dump { model, stage, layers, format, opts } => {
             let m = open(&model, &opts.options())?;
             let graph = match stage {
                 Stage::Optimized => m.graph(),
@@ -272,16 +281,20 @@ fn real_main() -> Result<()> {
                     .lowered_graph()
                     .context("--stage lowered needs a checkpoint (a plan holds only the optimized graph)")?,
             };
-            let out = match layers {
-                None => text::print(graph),
+            let (a, b) = match layers {
+                None => (0, u32::MAX),
                 Some(spec) => {
                     let (a, b) = spec.split_once("..").context("--layers takes A..B, e.g. 0..1")?;
-                    let (a, b): (u32, u32) = (
+                    (
                         a.trim().parse().context("--layers: start is not a number")?,
                         b.trim().parse().context("--layers: end is not a number")?,
-                    );
-                    text::print_filtered(graph, |l| l >= a && l < b)
+                    )
                 }
+            };
+            let keep = |l: u32| l >= a && l < b;
+            let out = match format {
+                DumpFormat::Text => text::print_filtered(graph, keep),
+                DumpFormat::Dot => graphc_ir::dot::to_dot(graph, keep),
             };
             print!("{out}");
         }

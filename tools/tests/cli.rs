@@ -135,3 +135,34 @@ fn dump_prints_lowered_and_optimized_stages() {
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("layer 29 {") && text.contains("output{name=\"logits\"}"));
 }
+
+#[test]
+fn dump_dot_draws_a_layer_before_and_after_the_rewrites() {
+    let ck = smollm2();
+    let dump = |stage: &str| {
+        let out = graphc(&["dump", ck.to_str().unwrap(), "--stage", stage, "--layers", "0..1", "--format", "dot"]);
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let (lowered, optimized) = (dump("lowered"), dump("optimized"));
+    for d in [&lowered, &optimized] {
+        assert!(d.starts_with("digraph \"llama\" {") && d.trim_end().ends_with('}'), "{d}");
+        assert!(d.contains("subgraph cluster_layer0"));
+    }
+    assert!(lowered.contains("= concat{axis=2}") && !lowered.contains("kv_append"));
+    assert!(optimized.contains("= kv_append{axis=2, cap=cap}") && !optimized.contains("= concat"));
+}
+
+#[test]
+fn run_json_reports_kernels_threads_and_peak_memory() {
+    let out = graphc(&["run", smollm2().to_str().unwrap(), "--prompt", "Hi", "-n", "2", "--threads", "2", "--json"]);
+    let v = json_of(&out);
+    assert!(v["kernels"].as_str().unwrap().starts_with("fast-"), "{v}");
+    assert_eq!(v["threads"], 2);
+    // The checkpoint is mapped and read: resident memory covers at least part of it.
+    assert!(v["peak_rss_bytes"].as_u64().unwrap() > 10_000_000, "{v}");
+    let bad = graphc(&["run", smollm2().to_str().unwrap(), "--prompt", "Hi", "--kernels", "sse9"]);
+    assert!(!bad.status.success());
+    let err = String::from_utf8_lossy(&bad.stderr);
+    assert!(err.contains("unknown kernels `sse9`"), "{err}");
+}
