@@ -1,56 +1,142 @@
-//! graphc's frontends: checkpoint readers (GGUF over mmap), the tokenizer
-//! rebuilt from checkpoint metadata, and one lowering per model family.
+//! graphc's frontends: checkpoint readers (GGUF and safetensors + config.json,
+//! both over mmap), the tokenizer rebuilt from checkpoint metadata, and one
+//! lowering per model family.
 
 pub mod error;
 pub mod families;
 pub mod gguf;
+pub mod safetensors;
 pub mod tokenizer;
 
 pub use error::Diagnostic;
 pub use families::llama::Lowered;
-pub use gguf::GgufFile;
+pub use gguf::{GgufFile, TensorInfo};
+pub use safetensors::SafetensorsFile;
 pub use tokenizer::Tokenizer;
 
 use std::path::Path;
 
-/// An opened checkpoint: its tensors (mapped, not copied) and its tokenizer.
+/// A checkpoint file's tensors, whatever its format.
+pub trait TensorSource {
+    /// The file, for diagnostics.
+    fn path(&self) -> &str;
+    fn tensor(&self, name: &str) -> Option<&TensorInfo>;
+}
+
+impl TensorSource for GgufFile {
+    fn path(&self) -> &str {
+        &self.path
+    }
+    fn tensor(&self, name: &str) -> Option<&TensorInfo> {
+        GgufFile::tensor(self, name)
+    }
+}
+
+impl TensorSource for SafetensorsFile {
+    fn path(&self) -> &str {
+        &self.path
+    }
+    fn tensor(&self, name: &str) -> Option<&TensorInfo> {
+        SafetensorsFile::tensor(self, name)
+    }
+}
+
+/// The file a checkpoint was read from.
+pub enum Format {
+    Gguf(GgufFile),
+    Safetensors(SafetensorsFile),
+}
+
+/// An opened checkpoint: its tensors (mapped, not copied), its tokenizer
+/// when it carries one, and its family.
 pub struct Checkpoint {
-    pub gguf: GgufFile,
-    pub tokenizer: Tokenizer,
+    pub format: Format,
+    pub tokenizer: Option<Tokenizer>,
     pub family: String,
 }
 
-/// The families graphc lowers, by GGUF `general.architecture`.
-pub const FAMILIES: &[&str] = &["llama"];
+/// The families graphc lowers: GGUF by `general.architecture`, safetensors
+/// by `config.json`'s `model_type`.
+pub const FAMILIES: &[&str] = &["llama", families::fused_kv::MODEL_TYPE];
 
 impl Checkpoint {
+    /// A GGUF file (by its magic), or a safetensors file / folder with its `config.json`.
     pub fn open(path: &Path) -> Result<Checkpoint, Diagnostic> {
-        let gguf = GgufFile::open(path)?;
-        let arch = gguf.str("general.architecture")?.to_string();
-        if !FAMILIES.contains(&arch.as_str()) {
-            return Err(Diagnostic::new(&gguf.path, format!("unknown architecture `{arch}`"))
-                .note(format!("graphc lowers: {}", FAMILIES.join(", "))));
+        let mut magic = [0u8; 4];
+        let is_gguf = std::fs::File::open(path)
+            .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut magic))
+            .is_ok_and(|_| &magic == b"GGUF");
+        if is_gguf || !(path.is_dir() || path.extension().is_some_and(|e| e == "safetensors")) {
+            let gguf = GgufFile::open(path)?;
+            let arch = gguf.str("general.architecture")?.to_string();
+            if arch != "llama" {
+                return Err(Diagnostic::new(&gguf.path, format!("unknown architecture `{arch}`"))
+                    .note(format!("graphc lowers: {}", FAMILIES.join(", "))));
+            }
+            let tokenizer = Tokenizer::from_gguf(&gguf)?;
+            return Ok(Checkpoint { format: Format::Gguf(gguf), tokenizer: Some(tokenizer), family: arch });
         }
-        let tokenizer = Tokenizer::from_gguf(&gguf)?;
-        Ok(Checkpoint { gguf, tokenizer, family: arch })
+        let st = SafetensorsFile::open(path)?;
+        let model_type = st
+            .config_value("model_type")?
+            .as_str()
+            .ok_or_else(|| Diagnostic::new(&st.config_path, "key `model_type` is not a string"))?
+            .to_string();
+        if model_type != families::fused_kv::MODEL_TYPE {
+            return Err(Diagnostic::new(&st.config_path, format!("unknown model_type `{model_type}`"))
+                .note(format!("graphc lowers from safetensors: {}", families::fused_kv::MODEL_TYPE)));
+        }
+        Ok(Checkpoint { format: Format::Safetensors(st), tokenizer: None, family: model_type })
     }
 
     /// The family's graph (unverified), weight manifest and model facts.
     pub fn lower(&self) -> Result<Lowered, Diagnostic> {
-        let mut lowered = match self.family.as_str() {
-            "llama" => families::llama::lower(&self.gguf)?,
-            other => unreachable!("family {other} was accepted by open()"),
+        let mut lowered = match (&self.format, self.family.as_str()) {
+            (Format::Gguf(g), "llama") => families::llama::lower(g)?,
+            (Format::Safetensors(st), families::fused_kv::MODEL_TYPE) => families::fused_kv::lower(st)?,
+            (_, other) => unreachable!("family {other} was accepted by open()"),
         };
-        let t = &self.tokenizer;
-        lowered.meta.bos_id = t.bos_id;
-        lowered.meta.add_bos = t.add_bos;
-        lowered.meta.stop_ids = t.eos_id.into_iter().collect();
+        if let Some(t) = &self.tokenizer {
+            lowered.meta.bos_id = t.bos_id;
+            lowered.meta.add_bos = t.add_bos;
+            lowered.meta.stop_ids = t.eos_id.into_iter().collect();
+        }
         Ok(lowered)
+    }
+
+    /// The whole file, mapped.
+    pub fn bytes(&self) -> &[u8] {
+        match &self.format {
+            Format::Gguf(g) => &g.mmap,
+            Format::Safetensors(s) => &s.mmap,
+        }
+    }
+
+    pub fn path(&self) -> &str {
+        self.source().path()
+    }
+
+    pub fn source(&self) -> &dyn TensorSource {
+        match &self.format {
+            Format::Gguf(g) => g,
+            Format::Safetensors(s) => s,
+        }
+    }
+
+    pub fn tensor(&self, name: &str) -> Option<&TensorInfo> {
+        self.source().tensor(name)
+    }
+
+    /// The tokenizer, or an error saying this checkpoint has none.
+    pub fn tokenizer(&self) -> Result<&Tokenizer, String> {
+        self.tokenizer.as_ref().ok_or_else(|| {
+            format!("{} carries no tokenizer: give token ids (the library's sessions take ids)", self.path())
+        })
     }
 
     /// xxh3-64 of the whole file, reporting progress in bytes.
     pub fn checksum(&self, progress: impl FnMut(u64)) -> String {
-        checksum_bytes(&self.gguf.mmap, progress)
+        checksum_bytes(self.bytes(), progress)
     }
 }
 

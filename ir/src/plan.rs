@@ -21,8 +21,38 @@ pub struct Plan {
     /// Pass name → rewrites it performed, in pipeline order.
     pub passes: Vec<PassRecord>,
     pub manifest: Vec<WeightEntry>,
+    /// The loop-carried caches the optimized graph keeps.
+    #[serde(default)]
+    pub kv_cache: KvCacheSummary,
     /// The optimized graph, in the text form (`graphc_ir::text`).
     pub graph: String,
+}
+
+/// How many cache buffers a plan keeps and what one token costs in them:
+/// what the K/V alias dedupe halves on a fused-KV family.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct KvCacheSummary {
+    /// `state` inputs (one buffer each).
+    pub caches: usize,
+    /// Bytes one token adds across all of them, per batch row.
+    pub bytes_per_token: u64,
+}
+
+impl KvCacheSummary {
+    /// Count a graph's `state` inputs; a token's share of each is the product
+    /// of its constant dims (the symbolic ones are batch and length) times
+    /// the element size.
+    pub fn of(graph: &crate::Graph) -> KvCacheSummary {
+        let mut s = KvCacheSummary::default();
+        for n in graph.g.node_weights() {
+            if let crate::Op::State { ty, .. } = &n.op {
+                s.caches += 1;
+                let per_token: i64 = ty.shape.iter().filter_map(|d| d.as_const()).product();
+                s.bytes_per_token += per_token as u64 * ty.dtype.block_bytes() as u64;
+            }
+        }
+        s
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

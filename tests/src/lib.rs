@@ -239,3 +239,69 @@ impl WeightSource for NoWeights {
         None
     }
 }
+
+/// A `graphc_fused_kv` checkpoint (safetensors + config.json) in `dir`:
+/// 2 layers, hidden 32, 4 heads of 8 reading one K=V latent, vocab 64,
+/// seeded pseudo-random f32 weights (scaled so activations stay O(1)).
+pub fn fused_kv_checkpoint(dir: &Path) -> PathBuf {
+    let (d, layers, heads, hd, ffn, vocab) = (32usize, 2usize, 4usize, 8usize, 48usize, 64usize);
+    let mut state = 0x853c49e6748fea9bu64;
+    let mut values = |n: usize, scale: f32| -> Vec<u8> {
+        (0..n)
+            .flat_map(|_| {
+                state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                let u = ((state >> 40) as f32 / (1u64 << 24) as f32 - 0.5) * 2.0 * scale;
+                u.to_le_bytes()
+            })
+            .collect()
+    };
+    let mut tensors: Vec<(String, Vec<usize>, Vec<u8>)> = Vec::new();
+    let mut add = |name: String, shape: Vec<usize>, scale: f32, values: &mut dyn FnMut(usize, f32) -> Vec<u8>| {
+        let n = shape.iter().product();
+        tensors.push((name, shape, values(n, scale)));
+    };
+    add("model.embed_tokens.weight".into(), vec![vocab, d], 1.0, &mut values);
+    for l in 0..layers {
+        let p = |s: &str| format!("model.layers.{l}.{s}.weight");
+        add(p("input_layernorm"), vec![d], 0.2, &mut values);
+        add(p("self_attn.q_proj"), vec![heads * hd, d], 0.3, &mut values);
+        add(p("self_attn.kv_proj"), vec![hd, d], 0.3, &mut values);
+        add(p("self_attn.o_proj"), vec![d, heads * hd], 0.2, &mut values);
+        add(p("post_attention_layernorm"), vec![d], 0.2, &mut values);
+        add(p("mlp.gate_proj"), vec![ffn, d], 0.3, &mut values);
+        add(p("mlp.up_proj"), vec![ffn, d], 0.3, &mut values);
+        add(p("mlp.down_proj"), vec![d, ffn], 0.2, &mut values);
+    }
+    add("model.norm.weight".into(), vec![d], 0.2, &mut values);
+    add("lm_head.weight".into(), vec![vocab, d], 0.5, &mut values);
+    // Norm weights near 1, as trained models have them.
+    for (name, _, bytes) in tensors.iter_mut() {
+        if name.ends_with("layernorm.weight") || name == "model.norm.weight" {
+            for c in bytes.chunks_exact_mut(4) {
+                let v = f32::from_le_bytes(c.try_into().unwrap()) + 1.0;
+                c.copy_from_slice(&v.to_le_bytes());
+            }
+        }
+    }
+    let views: Vec<(String, safetensors::tensor::TensorView)> = tensors
+        .iter()
+        .map(|(n, s, b)| (n.clone(), safetensors::tensor::TensorView::new(safetensors::Dtype::F32, s.clone(), b).unwrap()))
+        .collect();
+    std::fs::create_dir_all(dir).unwrap();
+    let file = dir.join("model.safetensors");
+    safetensors::serialize_to_file(views, None, &file).unwrap();
+    let config = serde_json::json!({
+        "model_type": "graphc_fused_kv",
+        "hidden_size": d,
+        "num_hidden_layers": layers,
+        "num_attention_heads": heads,
+        "head_dim": hd,
+        "intermediate_size": ffn,
+        "vocab_size": vocab,
+        "rms_norm_eps": 1e-5,
+        "max_position_embeddings": 128,
+        "tie_word_embeddings": false
+    });
+    std::fs::write(dir.join("config.json"), serde_json::to_string_pretty(&config).unwrap()).unwrap();
+    dir.to_path_buf()
+}

@@ -54,7 +54,7 @@ fn smollm2_every_instruction_set_gives_the_reference_tokens() {
 fn check(opts: SessionOptions) -> std::collections::BTreeMap<&'static str, u64> {
     let reference = reference_json("smollm2-135m-q4_1");
     let model = Model::compile(&smollm2(), &CompileOptions::default(), None).unwrap();
-    let tok = model.tokenizer();
+    let tok = model.tokenizer().unwrap();
     let mut session = model.session(&opts).unwrap();
     println!("kernels: {}", session.resolved().kernels);
     for p in reference["prompts"].as_array().unwrap() {

@@ -38,7 +38,7 @@ impl CompileArgs {
 
 #[derive(Subcommand)]
 enum Cmd {
-    /// Compile a checkpoint (GGUF) to a plan.
+    /// Compile a checkpoint (GGUF, or safetensors + config.json) to a plan.
     Compile {
         checkpoint: PathBuf,
         /// Where to write the plan (written atomically).
@@ -190,6 +190,8 @@ fn real_main() -> Result<()> {
                     "max_seq_source": plan.options.max_seq_source.as_str(),
                     "passes": passes,
                     "weights_bytes": model.weights_bytes(),
+                    "kv_caches": plan.kv_cache.caches,
+                    "kv_bytes_per_token": plan.kv_cache.bytes_per_token,
                     "nodes": model.graph().len(),
                     "compile_secs": secs,
                     "plan": output.display().to_string(),
@@ -201,6 +203,7 @@ fn real_main() -> Result<()> {
                 println!("max_seq:  {} (from {})", plan.options.max_seq, plan.options.max_seq_source.as_str());
                 println!("weights:  {} tensors, {} bytes", plan.manifest.len(), model.weights_bytes());
                 println!("nodes:    {}", model.graph().len());
+                println!("kv cache: {} buffers, {} bytes per token", plan.kv_cache.caches, plan.kv_cache.bytes_per_token);
                 for p in &plan.passes {
                     let state = if p.enabled { "" } else { " (disabled)" };
                     println!("pass {:<12} {} rewrites{state}", p.name, p.rewrites);
@@ -217,7 +220,7 @@ fn real_main() -> Result<()> {
                 (None, None) => bail!("give --prompt or --prompt-file"),
             };
             let model = open(&model, &opts.options())?;
-            let tok = model.tokenizer();
+            let tok = model.tokenizer()?;
             let text_in = if chat { tok.apply_chat_template(&text_in).map_err(anyhow::Error::msg)? } else { text_in };
             let prompt_ids = tok.encode(&text_in).map_err(anyhow::Error::msg)?;
             let kernels = kernels.as_deref().map(Kernels::parse).transpose()?;
@@ -377,6 +380,15 @@ fn real_main() -> Result<()> {
             }
         }
         Cmd::Inspect { checkpoint } => {
+            if checkpoint.is_dir() || checkpoint.extension().is_some_and(|e| e == "safetensors") {
+                let st = graphc_frontends::SafetensorsFile::open(&checkpoint)?;
+                println!("safetensors | {} tensors | config {}", st.tensors.len(), st.config_path);
+                println!("{}", serde_json::to_string_pretty(&st.config)?);
+                for t in &st.tensors {
+                    println!("{:<40} {:<5} {:?}", t.name, t.dtype.name(), t.shape);
+                }
+                return Ok(());
+            }
             let g = graphc_frontends::GgufFile::open(&checkpoint)?;
             println!("GGUF v{} | alignment {} | {} tensors", g.version, g.alignment, g.tensors.len());
             for (k, v) in &g.metadata {

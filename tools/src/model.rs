@@ -35,7 +35,7 @@ pub struct Model {
 }
 
 fn checksum(ck: &Checkpoint, progress: Progress) -> String {
-    let total = ck.gguf.mmap.len() as u64;
+    let total = ck.bytes().len() as u64;
     let mut done = 0u64;
     match progress {
         Some(p) => ck.checksum(|n| {
@@ -98,13 +98,14 @@ impl Model {
             family: checkpoint.family.clone(),
             checkpoint: CheckpointRef {
                 path: abs.display().to_string(),
-                bytes: checkpoint.gguf.mmap.len() as u64,
+                bytes: checkpoint.bytes().len() as u64,
                 checksum: checksum(&checkpoint, progress),
             },
             options,
             model: lowered.meta,
             passes: report.records,
             manifest,
+            kv_cache: graphc_ir::plan::KvCacheSummary::of(&graph),
             graph: text::print(&graph),
         };
         Model::assemble(plan, graph, Some(lowered_graph), checkpoint)
@@ -118,7 +119,7 @@ impl Model {
         let ck_path = Path::new(&plan.checkpoint.path);
         let checkpoint = Checkpoint::open(ck_path)
             .map_err(|e| mismatch(format!("cannot open its checkpoint {}: {}", plan.checkpoint.path, e.message)))?;
-        let bytes = checkpoint.gguf.mmap.len() as u64;
+        let bytes = checkpoint.bytes().len() as u64;
         if bytes != plan.checkpoint.bytes {
             return Err(mismatch(format!(
                 "its checkpoint {} changed: it was {} bytes at compile time and is {bytes} now; recompile the plan",
@@ -154,7 +155,7 @@ impl Model {
     fn assemble(plan: Plan, graph: Graph, lowered: Option<Graph>, checkpoint: Checkpoint) -> Result<Model, Error> {
         let mut weights = HashMap::new();
         for w in &plan.manifest {
-            let t = checkpoint.gguf.tensor(&w.name);
+            let t = checkpoint.tensor(&w.name);
             let ok = t.is_some_and(|t| t.dtype == w.dtype && t.shape == w.shape && t.offset == w.offset && t.bytes == w.bytes);
             if !ok {
                 return Err(Error::PlanMismatch {
@@ -177,16 +178,18 @@ impl Model {
     pub fn lowered_graph(&self) -> Option<&Graph> {
         self.lowered.as_ref()
     }
-    pub fn tokenizer(&self) -> &Tokenizer {
-        &self.checkpoint.tokenizer
+    /// The checkpoint's tokenizer; an error for checkpoints without one
+    /// (sessions take token ids either way).
+    pub fn tokenizer(&self) -> Result<&Tokenizer, Error> {
+        self.checkpoint.tokenizer().map_err(Error::Tokenizer)
     }
     /// Token ids of `text` (BOS added when the checkpoint asks for one).
     pub fn encode(&self, text: &str) -> Result<Vec<u32>, Error> {
-        self.tokenizer().encode(text).map_err(Error::Tokenizer)
+        self.tokenizer()?.encode(text).map_err(Error::Tokenizer)
     }
     /// Text of `ids`, special tokens included.
     pub fn decode(&self, ids: &[u32]) -> Result<String, Error> {
-        self.tokenizer().decode(ids).map_err(Error::Tokenizer)
+        self.tokenizer()?.decode(ids).map_err(Error::Tokenizer)
     }
     pub fn weights_bytes(&self) -> u64 {
         self.plan.manifest.iter().map(|w| w.bytes).sum()
@@ -227,7 +230,7 @@ impl WeightSource for Model {
         Some(WeightRef {
             dtype: w.dtype,
             shape: &w.shape,
-            bytes: &self.checkpoint.gguf.mmap[w.offset as usize..(w.offset + w.bytes) as usize],
+            bytes: &self.checkpoint.bytes()[w.offset as usize..(w.offset + w.bytes) as usize],
         })
     }
 }

@@ -2,24 +2,25 @@
 //! same IR. `Builder` keeps the lowering code short and records the weight
 //! manifest as tensors are used.
 
+pub mod fused_kv;
 pub mod llama;
 
 use crate::error::Diagnostic;
-use crate::gguf::GgufFile;
+use crate::TensorSource;
 use graphc_ir::plan::WeightEntry;
 use graphc_ir::shape::const_shape;
 use graphc_ir::{BinaryOp, Dim, Graph, NodeId, Op, TensorType, UnaryOp, DType};
 
 pub struct Builder<'a> {
     pub g: Graph,
-    pub gguf: &'a GgufFile,
+    pub source: &'a dyn TensorSource,
     pub manifest: Vec<WeightEntry>,
     pub layer: Option<u32>,
 }
 
 impl<'a> Builder<'a> {
-    pub fn new(name: &str, gguf: &'a GgufFile) -> Self {
-        Builder { g: Graph::new(name), gguf, manifest: Vec::new(), layer: None }
+    pub fn new(name: &str, source: &'a dyn TensorSource) -> Self {
+        Builder { g: Graph::new(name), source, manifest: Vec::new(), layer: None }
     }
 
     pub fn op(&mut self, op: Op, inputs: &[NodeId]) -> NodeId {
@@ -27,19 +28,19 @@ impl<'a> Builder<'a> {
     }
 
     pub fn has_tensor(&self, name: &str) -> bool {
-        self.gguf.tensor(name).is_some()
+        self.source.tensor(name).is_some()
     }
 
     /// A checkpoint tensor, which must exist and have `expect` as its shape
     /// (when given): errors name the tensor and both shapes.
     pub fn weight(&mut self, name: &str, expect: Option<&[usize]>) -> Result<NodeId, Diagnostic> {
-        let t = self.gguf.tensor(name).ok_or_else(|| {
-            Diagnostic::new(&self.gguf.path, format!("missing tensor `{name}`"))
+        let t = self.source.tensor(name).ok_or_else(|| {
+            Diagnostic::new(self.source.path(), format!("missing tensor `{name}`"))
                 .note(format!("the {} family needs it", self.g.name))
         })?;
         if let Some(e) = expect {
             if t.shape != e {
-                return Err(Diagnostic::new(&self.gguf.path, format!("tensor `{name}` has shape {:?}, expected {:?}", t.shape, e))
+                return Err(Diagnostic::new(self.source.path(), format!("tensor `{name}` has shape {:?}, expected {:?}", t.shape, e))
                     .note("the shape follows from the checkpoint's metadata (heads, dims, layers)"));
             }
         }
