@@ -104,3 +104,13 @@ fn fused_kv_checkpoint_errors_name_the_file_and_key() {
     let e = m.encode("hello").unwrap_err().to_string();
     assert!(e.contains("carries no tokenizer"), "{e}");
 }
+
+#[test]
+fn fused_kv_ir_snapshots_lowered_and_optimized() {
+    // What the alias dedupe does, as a reviewer reads it: lowered, two views
+    // and two caches per layer; optimized, one view, one cache appended in
+    // place, and attention reading it as both K and V.
+    let m = compile("fkv-snap", &[]);
+    insta::assert_snapshot!("fused_kv_lowered_layer0", graphc_ir::text::print_filtered(m.lowered_graph().unwrap(), |l| l == 0));
+    insta::assert_snapshot!("fused_kv_optimized_layer0", graphc_ir::text::print_filtered(m.graph(), |l| l == 0));
+}
