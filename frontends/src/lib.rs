@@ -57,7 +57,7 @@ pub struct Checkpoint {
 
 /// The families graphc lowers: GGUF by `general.architecture`, safetensors
 /// by `config.json`'s `model_type`.
-pub const FAMILIES: &[&str] = &["llama", families::fused_kv::MODEL_TYPE];
+pub const FAMILIES: &[&str] = &["llama", "gemma3", families::fused_kv::MODEL_TYPE];
 
 impl Checkpoint {
     /// A GGUF file (by its magic), or a safetensors file / folder with its `config.json`.
@@ -69,12 +69,17 @@ impl Checkpoint {
         if is_gguf || !(path.is_dir() || path.extension().is_some_and(|e| e == "safetensors")) {
             let gguf = GgufFile::open(path)?;
             let arch = gguf.str("general.architecture")?.to_string();
-            if arch != "llama" {
+            if !["llama", "gemma3"].contains(&arch.as_str()) {
                 return Err(Diagnostic::new(&gguf.path, format!("unknown architecture `{arch}`"))
                     .note(format!("graphc lowers: {}", FAMILIES.join(", "))));
             }
-            let tokenizer = Tokenizer::from_gguf(&gguf)?;
-            return Ok(Checkpoint { format: Format::Gguf(gguf), tokenizer: Some(tokenizer), family: arch });
+            // SentencePiece (`llama`) vocabularies are not rebuilt yet: such a
+            // checkpoint runs from token ids, and text is refused by name.
+            let tokenizer = match gguf.str("tokenizer.ggml.model")? {
+                "gpt2" => Some(Tokenizer::from_gguf(&gguf)?),
+                _ => None,
+            };
+            return Ok(Checkpoint { format: Format::Gguf(gguf), tokenizer, family: arch });
         }
         let st = SafetensorsFile::open(path)?;
         let model_type = st
@@ -93,6 +98,7 @@ impl Checkpoint {
     pub fn lower(&self) -> Result<Lowered, Diagnostic> {
         let mut lowered = match (&self.format, self.family.as_str()) {
             (Format::Gguf(g), "llama") => families::llama::lower(g)?,
+            (Format::Gguf(g), "gemma3") => families::gemma3::lower(g)?,
             (Format::Safetensors(st), families::fused_kv::MODEL_TYPE) => families::fused_kv::lower(st)?,
             (_, other) => unreachable!("family {other} was accepted by open()"),
         };
@@ -100,8 +106,29 @@ impl Checkpoint {
             lowered.meta.bos_id = t.bos_id;
             lowered.meta.add_bos = t.add_bos;
             lowered.meta.stop_ids = t.eos_id.into_iter().collect();
+        } else if let Format::Gguf(g) = &self.format {
+            // No tokenizer object: the special ids straight from the metadata.
+            lowered.meta.bos_id = g.get("tokenizer.ggml.bos_token_id").and_then(|v| v.as_u64()).map(|v| v as u32);
+            lowered.meta.add_bos = matches!(g.get("tokenizer.ggml.add_bos_token"), Some(gguf::MetaValue::Bool(true)));
+            lowered.meta.stop_ids = g.get("tokenizer.ggml.eos_token_id").and_then(|v| v.as_u64()).map(|v| v as u32).into_iter().collect();
+        }
+        if self.family == "gemma3" {
+            // A turn ends with `<end_of_turn>` (llama.cpp stops on it too):
+            // found by its text, since the GGUF marks only `<eos>`.
+            if let Ok(tokens) = self.gguf_tokens() {
+                if let Some(id) = tokens.iter().position(|t| t.as_str() == Some("<end_of_turn>")) {
+                    lowered.meta.stop_ids.push(id as u32);
+                }
+            }
         }
         Ok(lowered)
+    }
+
+    fn gguf_tokens(&self) -> Result<&[gguf::MetaValue], Diagnostic> {
+        match &self.format {
+            Format::Gguf(g) => g.array("tokenizer.ggml.tokens"),
+            Format::Safetensors(s) => Err(Diagnostic::new(&s.path, "no GGUF vocabulary")),
+        }
     }
 
     /// The whole file, mapped.

@@ -54,10 +54,14 @@ enum Cmd {
     Run {
         /// A plan from `graphc compile`, or a checkpoint (compiled in memory).
         model: PathBuf,
-        #[arg(long, conflicts_with = "prompt_file", required_unless_present = "prompt_file")]
+        #[arg(long, conflicts_with_all = ["prompt_file", "prompt_ids"], required_unless_present_any = ["prompt_file", "prompt_ids"])]
         prompt: Option<String>,
-        #[arg(long)]
+        #[arg(long, conflicts_with = "prompt_ids")]
         prompt_file: Option<PathBuf>,
+        /// Token ids, comma-separated (for checkpoints whose tokenizer graphc
+        /// does not rebuild yet); the output is ids too.
+        #[arg(long, value_delimiter = ',')]
+        prompt_ids: Option<Vec<u32>>,
         /// Most tokens to generate.
         #[arg(short = 'n', long, default_value_t = 32)]
         n: usize,
@@ -211,18 +215,30 @@ fn real_main() -> Result<()> {
                 println!("wrote {} in {secs:.2}s", output.display());
             }
         }
-        Cmd::Run { model, prompt, prompt_file, n, temperature, seed, top_k, top_p, chat, threads, kernels, opts, json } => {
-            let text_in = match (prompt, prompt_file) {
-                (Some(p), _) => p,
-                (None, Some(f)) => {
-                    std::fs::read_to_string(&f).with_context(|| format!("cannot read prompt file {}", f.display()))?
-                }
-                (None, None) => bail!("give --prompt or --prompt-file"),
-            };
+        Cmd::Run { model, prompt, prompt_file, prompt_ids, n, temperature, seed, top_k, top_p, chat, threads, kernels, opts, json } => {
             let model = open(&model, &opts.options())?;
-            let tok = model.tokenizer()?;
-            let text_in = if chat { tok.apply_chat_template(&text_in).map_err(anyhow::Error::msg)? } else { text_in };
-            let prompt_ids = tok.encode(&text_in).map_err(anyhow::Error::msg)?;
+            // With `--prompt-ids` the tokenizer is optional: without one, tokens are printed as ids.
+            let tok = if prompt_ids.is_some() { model.tokenizer().ok() } else { Some(model.tokenizer()?) };
+            let prompt_ids = match (prompt, prompt_file, prompt_ids, tok) {
+                (_, _, Some(ids), _) => ids,
+                (p, f, None, Some(tok)) => {
+                    let text_in = match (p, f) {
+                        (Some(p), _) => p,
+                        (None, Some(f)) => std::fs::read_to_string(&f)
+                            .with_context(|| format!("cannot read prompt file {}", f.display()))?,
+                        (None, None) => bail!("give --prompt, --prompt-file or --prompt-ids"),
+                    };
+                    let text_in = if chat { tok.apply_chat_template(&text_in).map_err(anyhow::Error::msg)? } else { text_in };
+                    tok.encode(&text_in).map_err(anyhow::Error::msg)?
+                }
+                (_, _, None, None) => unreachable!("a tokenizer is required without --prompt-ids"),
+            };
+            let detok = |ids: &[u32]| -> Result<String, String> {
+                match tok {
+                    Some(t) => t.decode(ids),
+                    None => Ok(ids.iter().map(|i| format!("{i} ")).collect()),
+                }
+            };
             let kernels = kernels.as_deref().map(Kernels::parse).transpose()?;
             let mut session = model.session(&SessionOptions { threads, kernels })?;
             let r = session.resolved().clone();
@@ -239,7 +255,7 @@ fn real_main() -> Result<()> {
             let g = session.generate(&prompt_ids, n, &sampling, |t| {
                 if !json {
                     so_far.push(t);
-                    if let Ok(s) = tok.decode(&so_far) {
+                    if let Ok(s) = detok(&so_far) {
                         if s.starts_with(&shown) {
                             let mut out = stdout.lock();
                             let _ = out.write_all(&s.as_bytes()[shown.len()..]);
@@ -249,7 +265,7 @@ fn real_main() -> Result<()> {
                     }
                 }
             })?;
-            let text = tok.decode(&g.tokens).map_err(anyhow::Error::msg)?;
+            let text = detok(&g.tokens).map_err(anyhow::Error::msg)?;
             let prefill_tok_s = prompt_ids.len() as f64 / g.prefill_secs.max(1e-9);
             let decode_steps = g.tokens.len().saturating_sub(1);
             let decode_tok_s = if decode_steps == 0 { 0.0 } else { decode_steps as f64 / g.decode_secs.max(1e-9) };

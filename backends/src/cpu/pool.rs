@@ -19,6 +19,8 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 const SPIN_BEFORE_PARK: Duration = Duration::from_millis(5);
+/// Pure spins before a waiting thread starts yielding its core (~10 µs).
+const YIELD_AFTER_SPINS: u32 = 4096;
 
 type Task<'a> = dyn Fn(usize) + Sync + 'a;
 
@@ -92,8 +94,16 @@ impl SpinPool {
             t.unpark();
         }
         take_tasks(s, f);
+        let mut spins = 0u32;
         while s.pending.load(Ordering::Acquire) != 0 {
-            std::hint::spin_loop();
+            // A worker still in a task may have been preempted (a machine
+            // busier than its cores): after a short spin, yield the core to it.
+            spins = spins.saturating_add(1);
+            if spins < YIELD_AFTER_SPINS {
+                std::hint::spin_loop();
+            } else {
+                std::thread::yield_now();
+            }
         }
         s.job.store(std::ptr::null_mut(), Ordering::Relaxed);
         if s.panicked.swap(false, Ordering::Relaxed) {
@@ -128,7 +138,12 @@ fn worker(s: &Shared) {
             spins = spins.wrapping_add(1);
             // Reading the clock costs more than a spin: look every 4096 spins.
             if !spins.is_multiple_of(4096) || idle_since.elapsed() < SPIN_BEFORE_PARK {
-                std::hint::spin_loop();
+                if spins < YIELD_AFTER_SPINS {
+                    std::hint::spin_loop();
+                } else {
+                    // Still spinning, but giving the core away when others want it.
+                    std::thread::yield_now();
+                }
             } else {
                 // Register, then re-check the epoch so a region published in
                 // between is not missed (its publisher unparks us).
@@ -141,6 +156,7 @@ fn worker(s: &Shared) {
             continue;
         }
         seen = epoch;
+        spins = 0;
         // SAFETY: `job` was stored before the epoch was published (Release /
         // Acquire above) and stays valid until `pending` reaches zero, which
         // needs this worker's decrement below.

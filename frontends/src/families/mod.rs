@@ -3,6 +3,7 @@
 //! manifest as tensors are used.
 
 pub mod fused_kv;
+pub mod gemma3;
 pub mod llama;
 
 use crate::error::Diagnostic;

@@ -1,0 +1,171 @@
+//! Gemma 3 (`general.architecture = gemma3`), lowered from GGUF metadata.
+//!
+//! Per layer (HF `Gemma3DecoderLayer`): `x + post_attention_norm(attn(attn_norm(x)))`,
+//! then `x + post_ffw_norm(mlp(ffn_norm(x)))`, every norm RMS. Attention: Q/K
+//! RMS-normed per head (`attn_q_norm`, `attn_k_norm`), NeoX RoPE, GQA
+//! (`head_count_kv` kv heads), scale `1/sqrt(key_length)`; the MLP is GeGLU
+//! with GELU in its tanh form (`gelu_pytorch_tanh`). The embedding is scaled
+//! by `sqrt(hidden)`, rounded to f32 as transformers does; the output is tied
+//! to the embedding. Norm weights are used as stored: llama.cpp's converter
+//! already added Gemma's `1 +` offset to them.
+//!
+//! What the GGUF does not store, and where graphc takes it from:
+//! - the layer pattern: five sliding-window layers, then one global
+//!   (`layer_types` in HF's Gemma 3 config, llama.cpp's `swa_pattern = 6`):
+//!   layer `l` is global when `(l + 1) % 6 == 0`;
+//! - the local layers' RoPE base, 10000 (HF `rope_local_base_freq`; the
+//!   GGUF's `rope.freq_base` is the global layers' 1e6).
+//!
+//! Sliding-window layers attend to the last `attention.sliding_window` keys
+//! (`window` on their attention); global layers to all. Both keep a cache at
+//! the plan's capacity (a window-sized ring cache for local layers is not
+//! done yet).
+
+use super::{batch, past, seq, Builder};
+use crate::error::Diagnostic;
+use crate::families::llama::Lowered;
+use crate::gguf::GgufFile;
+use graphc_ir::plan::ModelMeta;
+use graphc_ir::{BinaryOp, DType, Dim, NormKind, Op, RopeScaling, RopeStyle, TensorType, UnaryOp};
+use std::collections::BTreeMap;
+
+/// Five local layers, then one global.
+pub const LAYER_PATTERN: usize = 6;
+/// RoPE base of the sliding-window layers.
+pub const LOCAL_ROPE_THETA: f32 = 10_000.0;
+
+pub fn is_global(layer: usize) -> bool {
+    (layer + 1) % LAYER_PATTERN == 0
+}
+
+pub fn lower(g: &GgufFile) -> Result<Lowered, Diagnostic> {
+    let k = |s: &str| format!("gemma3.{s}");
+    let u = |s: &str| g.uint(&k(s)).map(|v| v as usize);
+    let (d, n_layers, nh, ffn) = (u("embedding_length")?, u("block_count")?, u("attention.head_count")?, u("feed_forward_length")?);
+    let nkv = g.uint_or(&k("attention.head_count_kv"), nh as u64)? as usize;
+    if nh == 0 || nkv == 0 || nh % nkv != 0 {
+        return Err(Diagnostic::new(&g.path, format!("{nh} attention heads are not a multiple of {nkv} kv heads")));
+    }
+    let hd = u("attention.key_length")?;
+    let eps = g.float(&k("attention.layer_norm_rms_epsilon"))? as f32;
+    let window = u("attention.sliding_window")?;
+    let global_theta = g.float(&k("rope.freq_base"))? as f32;
+    let vocab = g.array("tokenizer.ggml.tokens")?.len();
+    let mut b = Builder::new("gemma3", g);
+    let tokens = b.input("tokens", DType::I32, vec![batch(), seq()]);
+    let positions = b.input("positions", DType::I32, vec![batch(), seq()]);
+    let last_rows = b.input("last_rows", DType::I32, vec![batch()]);
+    let embd = b.weight("token_embd.weight", Some(&[vocab, d]))?;
+    let x = b.op(Op::Gather, &[embd, tokens]);
+    let scale = b.op(Op::Const { value: (d as f64).sqrt() as f32, ty: TensorType::new(DType::F32, vec![1usize.into()]) }, &[]);
+    let mut x = b.binary(BinaryOp::Mul, x, scale);
+    let norm = Op::Norm { kind: NormKind::Rms, eps };
+    for l in 0..n_layers {
+        b.layer = Some(l as u32);
+        let w = |s: &str| format!("blk.{l}.{s}.weight");
+        let ln = b.weight(&w("attn_norm"), Some(&[d]))?;
+        let h = b.op(norm.clone(), &[x, ln]);
+        let (wq, wk, wv) = (
+            b.weight(&w("attn_q"), Some(&[nh * hd, d]))?,
+            b.weight(&w("attn_k"), Some(&[nkv * hd, d]))?,
+            b.weight(&w("attn_v"), Some(&[nkv * hd, d]))?,
+        );
+        let (q_norm, k_norm) = (b.weight(&w("attn_q_norm"), Some(&[hd]))?, b.weight(&w("attn_k_norm"), Some(&[hd]))?);
+        let global = is_global(l);
+        let rope = Op::Rope {
+            style: RopeStyle::Neox,
+            rotary_dim: hd,
+            theta: if global { global_theta } else { LOCAL_ROPE_THETA },
+            scaling: RopeScaling::None,
+        };
+        // Project, split heads, RMS-norm each head (Q and K), rotate.
+        let heads = |b: &mut Builder, w, n: usize, head_norm: Option<_>| {
+            let p = b.matmul(h, w);
+            let p = b.reshape(p, vec![batch(), seq(), n.into(), hd.into()]);
+            let p = match head_norm {
+                Some(nw) => b.op(norm.clone(), &[p, nw]),
+                None => p,
+            };
+            let p = b.permute(p, &[0, 2, 1, 3]);
+            match head_norm {
+                Some(_) => b.op(rope.clone(), &[p, positions]),
+                None => p,
+            }
+        };
+        let q = heads(&mut b, wq, nh, Some(q_norm));
+        let kk = heads(&mut b, wk, nkv, Some(k_norm));
+        let v = heads(&mut b, wv, nkv, None);
+        let cache_ty = TensorType::new(DType::F32, vec![batch(), nkv.into(), past(), hd.into()]);
+        let mut kv = Vec::new();
+        for (name, new) in [("k", kk), ("v", v)] {
+            let name = format!("{name}.{l}");
+            let cache = b.op(Op::State { name: name.clone(), ty: cache_ty.clone() }, &[]);
+            let all = b.op(Op::Concat { axis: 2 }, &[cache, new]);
+            b.op(Op::StateOut { name }, &[all]);
+            kv.push(all);
+        }
+        let attn = Op::Attention {
+            n_heads: nh,
+            n_kv_heads: nkv,
+            scale: 1.0 / (hd as f32).sqrt(),
+            causal: true,
+            window: (!global).then_some(window),
+            softcap: None,
+        };
+        let a = b.op(attn, &[q, kv[0], kv[1], positions]);
+        let a = b.permute(a, &[0, 2, 1, 3]);
+        let a = b.reshape(a, vec![batch(), seq(), (nh * hd).into()]);
+        let wo = b.weight(&w("attn_output"), Some(&[d, nh * hd]))?;
+        let o = b.matmul(a, wo);
+        let post = b.weight(&w("post_attention_norm"), Some(&[d]))?;
+        let o = b.op(norm.clone(), &[o, post]);
+        x = b.binary(BinaryOp::Add, x, o);
+        let ln = b.weight(&w("ffn_norm"), Some(&[d]))?;
+        let h = b.op(norm.clone(), &[x, ln]);
+        let (wg, wu, wd) = (
+            b.weight(&w("ffn_gate"), Some(&[ffn, d]))?,
+            b.weight(&w("ffn_up"), Some(&[ffn, d]))?,
+            b.weight(&w("ffn_down"), Some(&[d, ffn]))?,
+        );
+        let gate = b.matmul(h, wg);
+        let up = b.matmul(h, wu);
+        let gate = b.unary(UnaryOp::GeluTanh, gate);
+        let act = b.binary(BinaryOp::Mul, gate, up);
+        let down = b.matmul(act, wd);
+        let post = b.weight(&w("post_ffw_norm"), Some(&[d]))?;
+        let down = b.op(norm.clone(), &[down, post]);
+        x = b.binary(BinaryOp::Add, x, down);
+    }
+    b.layer = None;
+    let flat = b.reshape(x, vec![batch().mul(&seq()), Dim::from(d)]);
+    let last = b.op(Op::Gather, &[flat, last_rows]);
+    let ln = b.weight("output_norm.weight", Some(&[d]))?;
+    let h = b.op(norm, &[last, ln]);
+    let logits = b.matmul(h, embd);
+    b.op(Op::Output { name: "logits".into() }, &[logits]);
+    let globals: Vec<String> = (0..n_layers).filter(|&l| is_global(l)).map(|l| l.to_string()).collect();
+    let facts: BTreeMap<String, String> = [
+        ("layers", n_layers.to_string()),
+        ("hidden", d.to_string()),
+        ("n_heads", nh.to_string()),
+        ("n_kv_heads", nkv.to_string()),
+        ("head_dim", hd.to_string()),
+        ("norm_eps", format!("{eps:?}")),
+        ("sliding_window", window.to_string()),
+        ("global_layers", globals.join(",")),
+        ("rope_theta_global", format!("{global_theta:?}")),
+        ("rope_theta_local", format!("{LOCAL_ROPE_THETA:?} (Gemma 3's rope_local_base_freq; not in the GGUF)")),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v))
+    .collect();
+    let meta = ModelMeta {
+        vocab_size: vocab,
+        context_length: u("context_length")?,
+        bos_id: None,
+        add_bos: false,
+        stop_ids: vec![],
+        facts,
+    };
+    Ok(Lowered { graph: b.g, manifest: b.manifest, meta })
+}
