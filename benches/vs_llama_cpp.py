@@ -59,12 +59,12 @@ def llama_cpp(model, threads, prefill, contexts, steps, repeats, prompt_text):
     return out
 
 
-def graphc(model, threads, prefill, contexts, steps, repeats, prompt_file, binary):
+def graphc(model, threads, prefill, contexts, steps, repeats, ids_file, binary):
     best = None
     out = {"decode": {}}
     for _ in range(repeats):
         cmd = [binary, "bench", model, "--threads", str(threads), "--no-ab", "--json",
-               "--prefill", str(prefill), "--prompt-file", prompt_file,
+               "--prefill", str(prefill), "--prompt-ids-file", ids_file,
                "--contexts", ",".join(map(str, contexts)), "--steps", str(steps)]
         r = json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout)
         p = r["prefill"]["tok_s"]
@@ -99,12 +99,19 @@ def main():
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args()
     contexts = [int(c) for c in a.contexts.split(",")]
-    prompt_file = os.path.join(HERE, "prompt.txt")
-    prompt_text = open(prompt_file).read()
+    prompt_text = open(os.path.join(HERE, "prompt.txt")).read()
+    # Both engines prefill the same token ids: llama.cpp's tokenization of
+    # the prompt (graphc's equals it where graphc has the tokenizer).
+    from llama_cpp import Llama
+    tok = Llama(model_path=a.model, vocab_only=True, verbose=False)
+    ids = tok.tokenize(prompt_text.encode(), add_bos=False, special=False)
+    ids_file = os.path.join(os.environ.get("TMPDIR", "/tmp"), "graphc-bench-prompt.ids")
+    with open(ids_file, "w") as f:
+        f.write(" ".join(map(str, ids[:a.prefill])))
     # Alternate the engines, so a slow spell of a shared machine hits both.
     g, l = None, None
     for _ in range(a.repeats):
-        g = merge(g, graphc(a.model, a.threads, a.prefill, contexts, a.steps, 1, prompt_file, a.graphc))
+        g = merge(g, graphc(a.model, a.threads, a.prefill, contexts, a.steps, 1, ids_file, a.graphc))
         l = merge(l, llama_cpp(a.model, a.threads, a.prefill, contexts, a.steps, 1, prompt_text))
     rows = [("prefill tok/s (%d tokens)" % a.prefill, g["prefill_tok_s"], l["prefill_tok_s"])]
     for c in contexts:

@@ -191,6 +191,9 @@ fn attention_matches_the_reference_gqa_ragged_windowed() {
     // a cache of capacity 40 of which each row sees a different prefix.
     attention_case(&mut rng, (3, 6, 2, 1, 40, 24), vec![5, 17, 38], None, None);
     attention_case(&mut rng, (3, 6, 2, 1, 40, 24), vec![5, 17, 38], Some(8), Some(5.0));
+    // Head dim 264: past the 128 columns the weighted sum keeps in
+    // registers at once (Gemma 3's is 256), and not a multiple of 16.
+    attention_case(&mut rng, (1, 2, 1, 3, 9, 264), vec![2, 5, 8], None, None);
     // Prefill: two rows of 4 queries each.
     attention_case(&mut rng, (2, 4, 1, 4, 12, 16), vec![0, 1, 2, 3, 6, 7, 8, 9], Some(3), None);
 }

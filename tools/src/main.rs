@@ -120,8 +120,11 @@ enum Cmd {
         #[arg(long, default_value_t = 0)]
         prefill: usize,
         /// Text whose first `--prefill` tokens are prefilled.
-        #[arg(long)]
+        #[arg(long, conflicts_with = "prompt_ids_file")]
         prompt_file: Option<PathBuf>,
+        /// Or token ids (whitespace- or comma-separated) in a file.
+        #[arg(long)]
+        prompt_ids_file: Option<PathBuf>,
         /// Skip the `kv_append` off column.
         #[arg(long)]
         no_ab: bool,
@@ -317,7 +320,7 @@ fn real_main() -> Result<()> {
             };
             print!("{out}");
         }
-        Cmd::Bench { checkpoint, contexts, steps, prefill, prompt_file, no_ab, threads, kernels, json } => {
+        Cmd::Bench { checkpoint, contexts, steps, prefill, prompt_file, prompt_ids_file, no_ab, threads, kernels, json } => {
             let kernels = kernels.as_deref().map(Kernels::parse).transpose()?;
             let opts = SessionOptions { threads, kernels };
             let max = (contexts.iter().max().copied().unwrap_or(0) + steps + 1).max(prefill + 1);
@@ -333,9 +336,16 @@ fn real_main() -> Result<()> {
             let off = if no_ab { None } else { Some(compile(&["kv_append"])?) };
             let resolved = on.session(&opts)?.resolved().clone();
             let prefill_row = if prefill > 0 {
-                let path = prompt_file.as_ref().context("--prefill needs --prompt-file")?;
+                let path = prompt_file.as_ref().or(prompt_ids_file.as_ref()).context("--prefill needs --prompt-file or --prompt-ids-file")?;
                 let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
-                let ids = on.encode(&text)?;
+                let ids: Vec<u32> = if prompt_ids_file.is_some() {
+                    text.split(|c: char| c.is_whitespace() || c == ',')
+                        .filter(|t| !t.is_empty())
+                        .map(|t| t.parse().with_context(|| format!("{}: `{t}` is not a token id", path.display())))
+                        .collect::<Result<_>>()?
+                } else {
+                    on.encode(&text)?
+                };
                 if ids.len() < prefill {
                     bail!("{} holds {} tokens, fewer than --prefill {prefill}", path.display(), ids.len());
                 }

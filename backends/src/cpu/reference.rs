@@ -302,26 +302,11 @@ pub(crate) fn eval(op: &Op, args: &[&Val], env: &Env) -> Result<Tensor, String> 
             let w = args[1].f32s()?;
             let bias = args.get(2).map(|b| b.f32s()).transpose()?;
             let d = *shape.last().unwrap();
-            let mut out = vec![0f32; x.len()];
-            for (o, row) in out.chunks_exact_mut(d).zip(x.chunks_exact(d)) {
-                match kind {
-                    NormKind::Rms => {
-                        let ms = row.iter().map(|&v| (v as f64) * (v as f64)).sum::<f64>() / d as f64;
-                        let r = 1.0 / ((ms as f32) + eps).sqrt();
-                        for i in 0..d {
-                            o[i] = w[i] * (row[i] * r);
-                        }
-                    }
-                    NormKind::Layer => {
-                        let mean = row.iter().map(|&v| v as f64).sum::<f64>() / d as f64;
-                        let var = row.iter().map(|&v| (v as f64 - mean).powi(2)).sum::<f64>() / d as f64;
-                        let r = 1.0 / ((var as f32) + eps).sqrt();
-                        for i in 0..d {
-                            o[i] = (row[i] - mean as f32) * r * w[i] + bias.as_ref().map_or(0.0, |b| b[i]);
-                        }
-                    }
-                }
+            if w.len() != d || bias.as_ref().is_some_and(|b| b.len() != d) {
+                return Err(format!("norm over rows of {d} with a weight of {} (bias {:?})", w.len(), bias.as_ref().map(|b| b.len())));
             }
+            let mut out = vec![0f32; x.len()];
+            norm_rows(*kind, *eps, &x, &w, bias.as_deref(), &mut out);
             Ok(Tensor::f32(shape, out))
         }
         Op::Rope { style, rotary_dim, theta, scaling } => {
@@ -391,6 +376,31 @@ pub(crate) fn eval(op: &Op, args: &[&Val], env: &Env) -> Result<Tensor, String> 
         Op::KvAppend { .. } => unreachable!("kv_append runs in place in run()"),
         Op::Input { .. } | Op::Weight { .. } | Op::State { .. } => unreachable!("sources are bound in run()"),
         Op::StateOut { .. } | Op::Output { .. } => unreachable!("sinks are collected in run()"),
+    }
+}
+
+/// `Norm` over each `w.len()`-long row of `x` into `out`: the definition
+/// (the caller checks that `w` and `bias` match the rows).
+pub(crate) fn norm_rows(kind: NormKind, eps: f32, x: &[f32], w: &[f32], bias: Option<&[f32]>, out: &mut [f32]) {
+    let d = w.len();
+    for (o, row) in out.chunks_exact_mut(d).zip(x.chunks_exact(d)) {
+        match kind {
+            NormKind::Rms => {
+                let ms = row.iter().map(|&v| (v as f64) * (v as f64)).sum::<f64>() / d as f64;
+                let r = 1.0 / ((ms as f32) + eps).sqrt();
+                for i in 0..d {
+                    o[i] = w[i] * (row[i] * r);
+                }
+            }
+            NormKind::Layer => {
+                let mean = row.iter().map(|&v| v as f64).sum::<f64>() / d as f64;
+                let var = row.iter().map(|&v| (v as f64 - mean).powi(2)).sum::<f64>() / d as f64;
+                let r = 1.0 / ((var as f32) + eps).sqrt();
+                for i in 0..d {
+                    o[i] = (row[i] - mean as f32) * r * w[i] + bias.map_or(0.0, |b| b[i]);
+                }
+            }
+        }
     }
 }
 

@@ -35,7 +35,7 @@ pub const LAYER_PATTERN: usize = 6;
 pub const LOCAL_ROPE_THETA: f32 = 10_000.0;
 
 pub fn is_global(layer: usize) -> bool {
-    (layer + 1) % LAYER_PATTERN == 0
+    (layer + 1).is_multiple_of(LAYER_PATTERN)
 }
 
 pub fn lower(g: &GgufFile) -> Result<Lowered, Diagnostic> {

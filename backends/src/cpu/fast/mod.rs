@@ -8,7 +8,8 @@
 //! | `attention` | over the cache in place, visible rows only, GQA native (`attention`) |
 //! | `rope` | sin/cos once per (row, position), shared by every head; in place |
 //! | `reshape`, layout-preserving `permute` | no copy: the buffer is moved |
-//! | elementwise `unary` / same-shape `binary` | in place on the operand that dies here |
+//! | elementwise `unary` / same-shape `binary` | in place on the operand that dies here, split across threads |
+//! | `norm` | rows across threads, each by the reference's arithmetic (bit-identical) |
 //! | `kv_append` | in place into the cache (as the reference) |
 //!
 //! Precision contract (DESIGN.md): activations and accumulation are f32,
@@ -20,7 +21,10 @@ pub mod attention;
 pub mod matmul;
 
 use crate::cpu::exec::{self, Arg, Env, Evaluator, ExecError, StepOutput, Val};
-use crate::cpu::pool::SpinPool;
+use crate::cpu::pool::{for_each_chunk_mut, SpinPool};
+
+/// Elements per task of the elementwise kernels (small tensors run as one task).
+const ELEMENTWISE_CHUNK: usize = 1 << 14;
 use crate::cpu::reference::{self, eval_dim};
 use crate::cpu::simd::{self, Isa};
 use crate::tensor::{Tensor, WeightSource};
@@ -178,9 +182,27 @@ impl Fast {
                 let Arg::Own(Val::T(Tensor::F32 { .. })) = &args[0] else { return Ok(Err(args)) };
                 let Tensor::F32 { shape, mut data } = args.swap_remove(0).into_tensor()? else { unreachable!() };
                 let f = reference::unary_fn(*u);
-                data.iter_mut().for_each(|v| *v = f(*v));
+                for_each_chunk_mut(&self.pool, &mut data, ELEMENTWISE_CHUNK, |_, c| c.iter_mut().for_each(|v| *v = f(*v)));
                 self.count("elementwise");
                 Ok(Ok(Tensor::F32 { shape, data }))
+            }
+            Op::Norm { kind, eps } => {
+                let Val::T(Tensor::F32 { shape, data }) = args[0].val() else { return Ok(Err(args)) };
+                let w = args[1].val().f32s()?;
+                let bias = args.get(2).map(|b| b.val().f32s()).transpose()?;
+                let d = *shape.last().unwrap();
+                if w.len() != d || bias.as_ref().is_some_and(|b| b.len() != d) {
+                    return Ok(Err(args)); // the reference reports it
+                }
+                let mut out = vec![0f32; data.len()];
+                // Rows in parallel, each by the reference's own arithmetic.
+                let rows_per_task = (ELEMENTWISE_CHUNK / d.max(1)).max(1);
+                for_each_chunk_mut(&self.pool, &mut out, rows_per_task * d, |t, o| {
+                    let x = &data[t * rows_per_task * d..][..o.len()];
+                    reference::norm_rows(*kind, *eps, x, &w, bias.as_deref(), o);
+                });
+                self.count("norm");
+                Ok(Ok(Tensor::F32 { shape: shape.clone(), data: out }))
             }
             Op::Binary(b) => {
                 let same = args[0].val().shape() == args[1].val().shape();
@@ -192,7 +214,10 @@ impl Fast {
                 let Tensor::F32 { shape, mut data } = args.pop().unwrap().into_tensor()? else { unreachable!() };
                 let f = reference::binary_fn(*b);
                 let rhs = rhs.val().f32s()?;
-                data.iter_mut().zip(rhs.iter()).for_each(|(x, &y)| *x = f(*x, y));
+                for_each_chunk_mut(&self.pool, &mut data, ELEMENTWISE_CHUNK, |t, c| {
+                    let r = &rhs[t * ELEMENTWISE_CHUNK..][..c.len()];
+                    c.iter_mut().zip(r).for_each(|(x, &y)| *x = f(*x, y));
+                });
                 self.count("elementwise");
                 Ok(Ok(Tensor::F32 { shape, data }))
             }

@@ -425,32 +425,35 @@ pub unsafe fn scores(q: *const f32, k: *const f32, d: usize, scale: f32, out: &m
 }
 
 /// `o += Σ_j p[j] * v_j` for the `p.len()` rows `v_j` of `o.len()` floats.
-/// Rows of up to 128 floats keep `o` in registers for the whole sum.
+/// Columns go in blocks of up to 128, each block's sums held in registers
+/// over all rows (no load/store of `o` per row).
 ///
 /// # Safety
 /// AVX2 + FMA; `v` holds `p.len() * o.len()` floats.
 #[target_feature(enable = "avx2,fma")]
 pub unsafe fn weighted_sum(p: &[f32], v: *const f32, o: &mut [f32]) {
     let dv = o.len();
-    if !dv.is_multiple_of(8) || dv > 128 {
+    if !dv.is_multiple_of(8) {
         for (j, &pj) in p.iter().enumerate() {
             axpy(pj, v.add(j * dv), o.as_mut_ptr(), dv);
         }
         return;
     }
-    let nv = dv / 8;
-    let mut acc = [_mm256_setzero_ps(); 16];
-    for (a, i) in acc.iter_mut().zip(0..nv) {
-        *a = _mm256_loadu_ps(o.as_ptr().add(8 * i));
-    }
-    for (j, &pj) in p.iter().enumerate() {
-        let pv = _mm256_set1_ps(pj);
-        let row = v.add(j * dv);
+    for col in (0..dv).step_by(128) {
+        let nv = (dv - col).min(128) / 8;
+        let mut acc = [_mm256_setzero_ps(); 16];
         for (a, i) in acc.iter_mut().zip(0..nv) {
-            *a = _mm256_fmadd_ps(pv, _mm256_loadu_ps(row.add(8 * i)), *a);
+            *a = _mm256_loadu_ps(o.as_ptr().add(col + 8 * i));
         }
-    }
-    for (a, i) in acc.iter().zip(0..nv) {
-        _mm256_storeu_ps(o.as_mut_ptr().add(8 * i), *a);
+        for (j, &pj) in p.iter().enumerate() {
+            let pv = _mm256_set1_ps(pj);
+            let row = v.add(j * dv + col);
+            for (a, i) in acc.iter_mut().zip(0..nv) {
+                *a = _mm256_fmadd_ps(pv, _mm256_loadu_ps(row.add(8 * i)), *a);
+            }
+        }
+        for (a, i) in acc.iter().zip(0..nv) {
+            _mm256_storeu_ps(o.as_mut_ptr().add(col + 8 * i), *a);
+        }
     }
 }

@@ -52,7 +52,7 @@ unsafe fn f16_pair(p: *const u8) -> (f32, f32) {
     (_mm_cvtss_f32(v), _mm_cvtss_f32(_mm_movehdup_ps(v)))
 }
 
-/// Row dots for the 32-element block types, 16 lanes at a time: bytes are
+/// Row dots for the 32-element block types (q4_0, q4_1, q5_0, q8_0), 16 lanes at a time: bytes are
 /// widened straight from memory (`vpmovzxbd` / `vpmovsxbd`), so a q4 block
 /// is one widening load, a mask and a shift for both nibble halves. `None`
 /// for the other types (the AVX2 kernels serve them).
@@ -75,6 +75,10 @@ pub unsafe fn dot_row(dtype: graphc_ir::DType, row: &[u8], x: &[f32], xsums: &[f
         DType::Q4_1 => {
             assert!(xsums.len() >= nb);
             Some(q4::<20, false>(r, xp, xsums.as_ptr(), nb))
+        }
+        DType::Q5_0 => {
+            assert!(xsums.len() >= nb);
+            Some(q5_0(r, xp, xsums.as_ptr(), nb))
         }
         DType::Q8_0 => {
             #[inline(always)]
@@ -158,4 +162,51 @@ unsafe fn q4<const BB: usize, const Q4_0: bool>(r: *const u8, x: *const f32, xsu
     }
     let v = _mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3));
     _mm512_reduce_add_ps(v) + ((o0 + o1) + (o2 + o3))
+}
+
+/// q5_0: `((nibble | high bit << 4) - 16) * d`, element `i`'s high bit being
+/// bit `i` of `qh`: the high bits become lane masks (`vpord` under a mask),
+/// and the `- 16` is folded into the block's offset `-16 d * Σx`.
+///
+/// # Safety
+/// AVX-512F + F16C; `r` holds `nb` blocks, `x` `32 * nb` floats, `xsums` `nb`.
+#[target_feature(enable = "avx512f,avx2,fma,f16c")]
+unsafe fn q5_0(r: *const u8, x: *const f32, xsums: *const f32, nb: usize) -> f32 {
+    #[inline(always)]
+    unsafe fn block(p: *const u8, xb: *const f32, xsum: f32, acc: __m512) -> (__m512, f32) {
+        let (d, _) = f16_pair(p);
+        let qh = (p.add(2) as *const u32).read_unaligned();
+        let q = _mm512_cvtepu8_epi32(_mm_loadu_si128(p.add(6) as *const __m128i));
+        let sixteen = _mm512_set1_epi32(16);
+        let lo = _mm512_and_si512(q, _mm512_set1_epi32(0x0F));
+        let lo = _mm512_mask_or_epi32(lo, qh as u16, lo, sixteen);
+        let hi = _mm512_srli_epi32(q, 4);
+        let hi = _mm512_mask_or_epi32(hi, (qh >> 16) as u16, hi, sixteen);
+        let s = _mm512_fmadd_ps(
+            _mm512_cvtepi32_ps(hi),
+            _mm512_loadu_ps(xb.add(16)),
+            _mm512_mul_ps(_mm512_cvtepi32_ps(lo), _mm512_loadu_ps(xb)),
+        );
+        (_mm512_fmadd_ps(_mm512_set1_ps(d), s, acc), -16.0 * d * xsum)
+    }
+    let (mut a0, mut a1) = (_mm512_setzero_ps(), _mm512_setzero_ps());
+    let (mut o0, mut o1) = (0f32, 0f32);
+    let mut b = 0;
+    while b + 2 <= nb {
+        let (p, xb) = (r.add(b * 22), x.add(b * 32));
+        _mm_prefetch::<_MM_HINT_T0>(p.add(PREFETCH_AHEAD) as *const i8);
+        let o;
+        (a0, o) = block(p, xb, *xsums.add(b), a0);
+        o0 += o;
+        let o;
+        (a1, o) = block(p.add(22), xb.add(32), *xsums.add(b + 1), a1);
+        o1 += o;
+        b += 2;
+    }
+    if b < nb {
+        let o;
+        (a0, o) = block(r.add(b * 22), x.add(b * 32), *xsums.add(b), a0);
+        o0 += o;
+    }
+    _mm512_reduce_add_ps(_mm512_add_ps(a0, a1)) + (o0 + o1)
 }
