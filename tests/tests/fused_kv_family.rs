@@ -72,20 +72,23 @@ fn fused_kv_logits_are_bit_identical_with_the_alias_dedupe_on_and_off() {
 
 #[test]
 fn fused_kv_ragged_batch_rows_equal_their_own_runs() {
-    let m = compile("fkv-ragged", &[]);
-    let steps = 4;
-    let alone: Vec<_> = PROMPTS.iter().map(|p| run(&m, Kernels::Reference, p, steps)).collect();
-    let mut s = m.batch_session(3, &SessionOptions { threads: Some(2), kernels: Some(Kernels::Reference) }).unwrap();
-    let mut logits = s.prefill_rows(&PROMPTS).unwrap();
-    for step in 0..steps {
-        for (row, (got, own)) in logits.iter().zip(&alone).enumerate() {
-            assert_eq!(bits(got), bits(&own[step]), "row {row} step {step}");
+    // With every pass on, and with each of the cache passes off.
+    for disabled in [&[][..], &["kv_alias"][..], &["kv_append"][..]] {
+        let m = compile(&format!("fkv-ragged-{}", disabled.join("-")), disabled);
+        let steps = 4;
+        let alone: Vec<_> = PROMPTS.iter().map(|p| run(&m, Kernels::Reference, p, steps)).collect();
+        let mut s = m.batch_session(3, &SessionOptions { threads: Some(2), kernels: Some(Kernels::Reference) }).unwrap();
+        let mut logits = s.prefill_rows(&PROMPTS).unwrap();
+        for step in 0..steps {
+            for (row, (got, own)) in logits.iter().zip(&alone).enumerate() {
+                assert_eq!(bits(got), bits(&own[step]), "{disabled:?} row {row} step {step}");
+            }
+            let next: Vec<u32> = logits.iter().map(|l| graphc::sampling::argmax(l)).collect();
+            logits = s.decode_rows(&next).unwrap();
         }
-        let next: Vec<u32> = logits.iter().map(|l| graphc::sampling::argmax(l)).collect();
-        logits = s.decode_rows(&next).unwrap();
+        // The control: the rows are different sequences, so their logits differ.
+        assert_ne!(bits(&alone[0][0]), bits(&alone[1][0]));
     }
-    // The control: the rows are different sequences, so their logits differ.
-    assert_ne!(bits(&alone[0][0]), bits(&alone[1][0]));
 }
 
 #[test]
