@@ -131,6 +131,15 @@ impl Checkpoint {
         }
     }
 
+    /// Drop the metadata arrays the tokenizer and the lowering have already
+    /// read (vocabulary, merges, scores: ~10 MB of strings on a 49k-token
+    /// vocabulary) from memory; the tensors stay mapped. Call after `lower`.
+    pub fn release_metadata(&mut self) {
+        if let Format::Gguf(g) = &mut self.format {
+            g.metadata.retain(|_, v| !matches!(v, gguf::MetaValue::Array(a) if a.len() > 1024));
+        }
+    }
+
     /// The whole file, mapped.
     pub fn bytes(&self) -> &[u8] {
         match &self.format {

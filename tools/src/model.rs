@@ -74,8 +74,9 @@ fn resolve(opts: &CompileOptions, context_length: usize) -> Result<ResolvedOptio
 impl Model {
     /// Lower, verify and optimize a checkpoint in memory.
     pub fn compile(path: &Path, opts: &CompileOptions, progress: Progress) -> Result<Model, Error> {
-        let checkpoint = Checkpoint::open(path)?;
+        let mut checkpoint = Checkpoint::open(path)?;
         let lowered = checkpoint.lower()?;
+        checkpoint.release_metadata();
         let mut graph = lowered.graph;
         verify(&mut graph)?;
         let lowered_graph = graph.clone();
@@ -135,6 +136,8 @@ impl Model {
         }
         let mut graph = text::parse(&plan.graph).map_err(|e| mismatch(format!("its graph does not parse: {e}")))?;
         verify(&mut graph)?;
+        let mut checkpoint = checkpoint;
+        checkpoint.release_metadata();
         Model::assemble(plan, graph, None, checkpoint)
     }
 
