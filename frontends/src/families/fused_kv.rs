@@ -20,7 +20,7 @@ use crate::error::Diagnostic;
 use crate::families::llama::Lowered;
 use crate::safetensors::SafetensorsFile;
 use graphc_ir::plan::ModelMeta;
-use graphc_ir::{BinaryOp, DType, Dim, NormKind, Op, TensorType, UnaryOp};
+use graphc_ir::{BinaryOp, DType, NormKind, Op, TensorType, UnaryOp};
 use std::collections::BTreeMap;
 
 /// `config.json`'s `model_type` for this family.
@@ -85,26 +85,12 @@ pub fn lower(st: &SafetensorsFile) -> Result<Lowered, Diagnostic> {
         x = b.binary(BinaryOp::Add, x, o);
         let ln = b.weight(&w("post_attention_layernorm"), Some(&[d]))?;
         let h = b.op(norm.clone(), &[x, ln]);
-        let (wg, wu, wd) = (
-            b.weight(&w("mlp.gate_proj"), Some(&[ffn, d]))?,
-            b.weight(&w("mlp.up_proj"), Some(&[ffn, d]))?,
-            b.weight(&w("mlp.down_proj"), Some(&[d, ffn]))?,
-        );
-        let gate = b.matmul(h, wg);
-        let up = b.matmul(h, wu);
-        let gate = b.unary(UnaryOp::Silu, gate);
-        let act = b.binary(BinaryOp::Mul, gate, up);
-        let down = b.matmul(act, wd);
+        let down = b.gated_mlp(h, (&w("mlp.gate_proj"), &w("mlp.up_proj"), &w("mlp.down_proj")), (ffn, d), UnaryOp::Silu)?;
         x = b.binary(BinaryOp::Add, x, down);
     }
     b.layer = None;
-    let flat = b.reshape(x, vec![batch().mul(&seq()), Dim::from(d)]);
-    let last = b.op(Op::Gather, &[flat, last_rows]);
-    let ln = b.weight("model.norm.weight", Some(&[d]))?;
-    let h = b.op(norm, &[last, ln]);
-    let out_w = if tied { embd } else { b.weight("lm_head.weight", Some(&[vocab, d]))? };
-    let logits = b.matmul(h, out_w);
-    b.op(Op::Output { name: "logits".into() }, &[logits]);
+    let out = if tied { Ok(embd) } else { Err(("lm_head.weight", vocab)) };
+    b.logits_head((x, d), last_rows, (norm, "model.norm.weight"), out)?;
     let facts: BTreeMap<String, String> = [
         ("layers", n_layers.to_string()),
         ("hidden", d.to_string()),

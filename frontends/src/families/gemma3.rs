@@ -26,7 +26,7 @@ use crate::error::Diagnostic;
 use crate::families::llama::Lowered;
 use crate::gguf::GgufFile;
 use graphc_ir::plan::ModelMeta;
-use graphc_ir::{BinaryOp, DType, Dim, NormKind, Op, RopeScaling, RopeStyle, TensorType, UnaryOp};
+use graphc_ir::{BinaryOp, DType, NormKind, Op, RopeScaling, RopeStyle, TensorType, UnaryOp};
 use std::collections::BTreeMap;
 
 /// Five local layers, then one global.
@@ -122,27 +122,13 @@ pub fn lower(g: &GgufFile) -> Result<Lowered, Diagnostic> {
         x = b.binary(BinaryOp::Add, x, o);
         let ln = b.weight(&w("ffn_norm"), Some(&[d]))?;
         let h = b.op(norm.clone(), &[x, ln]);
-        let (wg, wu, wd) = (
-            b.weight(&w("ffn_gate"), Some(&[ffn, d]))?,
-            b.weight(&w("ffn_up"), Some(&[ffn, d]))?,
-            b.weight(&w("ffn_down"), Some(&[d, ffn]))?,
-        );
-        let gate = b.matmul(h, wg);
-        let up = b.matmul(h, wu);
-        let gate = b.unary(UnaryOp::GeluTanh, gate);
-        let act = b.binary(BinaryOp::Mul, gate, up);
-        let down = b.matmul(act, wd);
+        let down = b.gated_mlp(h, (&w("ffn_gate"), &w("ffn_up"), &w("ffn_down")), (ffn, d), UnaryOp::GeluTanh)?;
         let post = b.weight(&w("post_ffw_norm"), Some(&[d]))?;
         let down = b.op(norm.clone(), &[down, post]);
         x = b.binary(BinaryOp::Add, x, down);
     }
     b.layer = None;
-    let flat = b.reshape(x, vec![batch().mul(&seq()), Dim::from(d)]);
-    let last = b.op(Op::Gather, &[flat, last_rows]);
-    let ln = b.weight("output_norm.weight", Some(&[d]))?;
-    let h = b.op(norm, &[last, ln]);
-    let logits = b.matmul(h, embd);
-    b.op(Op::Output { name: "logits".into() }, &[logits]);
+    b.logits_head((x, d), last_rows, (norm, "output_norm.weight"), Ok(embd))?;
     let globals: Vec<String> = (0..n_layers).filter(|&l| is_global(l)).map(|l| l.to_string()).collect();
     let facts: BTreeMap<String, String> = [
         ("layers", n_layers.to_string()),

@@ -19,7 +19,7 @@ use super::{batch, past, seq, Builder};
 use crate::error::Diagnostic;
 use crate::gguf::GgufFile;
 use graphc_ir::plan::{ModelMeta, WeightEntry};
-use graphc_ir::{BinaryOp, DType, Dim, Graph, NormKind, Op, RopeScaling, RopeStyle, TensorType, UnaryOp};
+use graphc_ir::{BinaryOp, DType, Graph, NormKind, Op, RopeScaling, RopeStyle, TensorType, UnaryOp};
 use std::collections::BTreeMap;
 
 #[derive(Clone, Debug, PartialEq)]
@@ -147,24 +147,13 @@ pub fn lower(g: &GgufFile) -> Result<Lowered, Diagnostic> {
         x = b.binary(BinaryOp::Add, x, o);
         let ffn_norm = b.weight(&w("ffn_norm"), Some(&[d]))?;
         let h = b.op(Op::Norm { kind: NormKind::Rms, eps: c.norm_eps }, &[x, ffn_norm]);
-        let wg = b.weight(&w("ffn_gate"), Some(&[c.ffn, d]))?;
-        let wu = b.weight(&w("ffn_up"), Some(&[c.ffn, d]))?;
-        let wd = b.weight(&w("ffn_down"), Some(&[d, c.ffn]))?;
-        let gate = b.matmul(h, wg);
-        let up = b.matmul(h, wu);
-        let gate = b.unary(UnaryOp::Silu, gate);
-        let act = b.binary(BinaryOp::Mul, gate, up);
-        let down = b.matmul(act, wd);
+        let down = b.gated_mlp(h, (&w("ffn_gate"), &w("ffn_up"), &w("ffn_down")), (c.ffn, d), UnaryOp::Silu)?;
         x = b.binary(BinaryOp::Add, x, down);
     }
     b.layer = None;
-    let flat = b.reshape(x, vec![batch().mul(&seq()), Dim::from(d)]);
-    let last = b.op(Op::Gather, &[flat, last_rows]);
-    let out_norm = b.weight("output_norm.weight", Some(&[d]))?;
-    let h = b.op(Op::Norm { kind: NormKind::Rms, eps: c.norm_eps }, &[last, out_norm]);
-    let out_w = if c.tied_output { embd } else { b.weight("output.weight", Some(&[c.vocab_size, d]))? };
-    let logits = b.matmul(h, out_w);
-    b.op(Op::Output { name: "logits".into() }, &[logits]);
+    let out = if c.tied_output { Ok(embd) } else { Err(("output.weight", c.vocab_size)) };
+    let norm = Op::Norm { kind: NormKind::Rms, eps: c.norm_eps };
+    b.logits_head((x, d), last_rows, (norm, "output_norm.weight"), out)?;
 
     let mut facts = BTreeMap::new();
     for (k, v) in [

@@ -81,6 +81,42 @@ impl<'a> Builder<'a> {
     pub fn permute(&mut self, x: NodeId, perm: &[usize]) -> NodeId {
         self.op(Op::Permute { perm: perm.to_vec() }, &[x])
     }
+
+    /// The gated MLP, `down(act(h·gate) * h·up)`: SwiGLU (llama, `Silu`) or
+    /// GeGLU (Gemma, `GeluTanh`). Weights `[ffn, d]`, `[ffn, d]`, `[d, ffn]`.
+    pub fn gated_mlp(&mut self, h: NodeId, (gate, up, down): (&str, &str, &str), (ffn, d): (usize, usize), act: UnaryOp) -> Result<NodeId, Diagnostic> {
+        let wg = self.weight(gate, Some(&[ffn, d]))?;
+        let wu = self.weight(up, Some(&[ffn, d]))?;
+        let wd = self.weight(down, Some(&[d, ffn]))?;
+        let g = self.matmul(h, wg);
+        let u = self.matmul(h, wu);
+        let g = self.unary(act, g);
+        let a = self.binary(BinaryOp::Mul, g, u);
+        Ok(self.matmul(a, wd))
+    }
+
+    /// The head: each row's own last position (`last_rows`) of the hidden
+    /// states `x [batch, seq, d]`, `norm`ed with the weight `norm_weight`,
+    /// times the output matrix (`Ok(node)`, or `Err((name, vocab))` for a
+    /// weight of `[vocab, d]`), as the `logits` output.
+    pub fn logits_head(
+        &mut self,
+        (x, d): (NodeId, usize),
+        last_rows: NodeId,
+        (norm, norm_weight): (Op, &str),
+        out: Result<NodeId, (&str, usize)>,
+    ) -> Result<NodeId, Diagnostic> {
+        let flat = self.reshape(x, vec![batch().mul(&seq()), Dim::from(d)]);
+        let last = self.op(Op::Gather, &[flat, last_rows]);
+        let nw = self.weight(norm_weight, Some(&[d]))?;
+        let h = self.op(norm, &[last, nw]);
+        let out_w = match out {
+            Ok(w) => w,
+            Err((name, vocab)) => self.weight(name, Some(&[vocab, d]))?,
+        };
+        let logits = self.matmul(h, out_w);
+        Ok(self.op(Op::Output { name: "logits".into() }, &[logits]))
+    }
 }
 
 /// `batch`, `seq`, `past`: the symbolic dims every family's graph uses.
