@@ -6,6 +6,7 @@ pub mod error;
 pub mod families;
 pub mod gguf;
 pub mod safetensors;
+pub mod spm;
 pub mod tokenizer;
 
 pub use error::Diagnostic;
@@ -73,12 +74,14 @@ impl Checkpoint {
                 return Err(Diagnostic::new(&gguf.path, format!("unknown architecture `{arch}`"))
                     .note(format!("graphc lowers: {}", FAMILIES.join(", "))));
             }
-            // SentencePiece (`llama`) vocabularies are not rebuilt yet: such a
-            // checkpoint runs from token ids, and text is refused by name.
-            let tokenizer = match gguf.str("tokenizer.ggml.model")? {
-                "gpt2" => Some(Tokenizer::from_gguf(&gguf)?),
-                _ => None,
-            };
+            let mut tokenizer = Tokenizer::from_gguf(&gguf)?;
+            if arch == "gemma3" && tokenizer.chat_template.is_none() {
+                // The GGUF has no chat template: Gemma's own turn format
+                // (llama.cpp's built-in `gemma` template); the BOS comes
+                // from the tokenizer.
+                tokenizer.chat_fallback = Some((families::gemma3::TURN_FORMAT.to_string(), "gemma3's turn format"));
+            }
+            let tokenizer = Some(tokenizer);
             return Ok(Checkpoint { format: Format::Gguf(gguf), tokenizer, family: arch });
         }
         let st = SafetensorsFile::open(path)?;

@@ -1,6 +1,7 @@
 //! The tokenizer, rebuilt from a checkpoint's own metadata (never a separate
 //! download), and its chat template.
 //!
+//! `llama` (SentencePiece) vocabularies (Gemma 3) are tokenized by `spm.rs`;
 //! `gpt2` GGUF vocabularies (SmolLM2) become a byte-level BPE in the
 //! `tokenizers` crate, the same construction transformers' GGUF loader uses;
 //! control and user-defined tokens (`<|im_start|>`, ...) are added as special
@@ -14,8 +15,19 @@ use tokenizers::models::bpe::BPE;
 use tokenizers::pre_tokenizers::byte_level::ByteLevel;
 use tokenizers::{AddedToken, Tokenizer as HfTokenizer};
 
+/// How text becomes ids.
+enum Engine {
+    /// Byte-level BPE (`gpt2` vocabularies), in the `tokenizers` crate.
+    Hf(Box<HfTokenizer>),
+    /// SentencePiece-style (`llama` vocabularies with scores), `spm.rs`.
+    Spm(crate::spm::Spm),
+}
+
 pub struct Tokenizer {
-    inner: HfTokenizer,
+    inner: Engine,
+    /// A chat format to use when the checkpoint has no `tokenizer.chat_template`
+    /// (a Jinja template, and where it comes from); set by the family.
+    pub chat_fallback: Option<(String, &'static str)>,
     pub bos_id: Option<u32>,
     pub eos_id: Option<u32>,
     pub add_bos: bool,
@@ -43,11 +55,51 @@ fn strings(g: &GgufFile, key: &str) -> Result<Vec<String>, Diagnostic> {
 impl Tokenizer {
     pub fn from_gguf(g: &GgufFile) -> Result<Tokenizer, Diagnostic> {
         let model = g.str("tokenizer.ggml.model")?;
-        if model != "gpt2" {
-            return Err(Diagnostic::new(&g.path, format!("tokenizer model `{model}` is not supported yet"))
-                .note("graphc builds `gpt2` (byte-level BPE) tokenizers from GGUF metadata"));
-        }
         let tokens = strings(g, "tokenizer.ggml.tokens")?;
+        let types: Vec<i64> = match g.get("tokenizer.ggml.token_type") {
+            Some(MetaValue::Array(a)) => a.iter().map(|v| v.as_u64().map(|x| x as i64).unwrap_or(1)).collect(),
+            _ => vec![],
+        };
+        let special_ids: Vec<u32> =
+            types.iter().enumerate().filter(|(_, &t)| t == TOKEN_CONTROL || t == TOKEN_USER_DEFINED).map(|(i, _)| i as u32).collect();
+        let inner = match model {
+            "gpt2" => Engine::Hf(Box::new(Self::byte_level_bpe(g, &tokens, &special_ids)?)),
+            "llama" => {
+                let scores: Vec<f32> = g
+                    .array("tokenizer.ggml.scores")?
+                    .iter()
+                    .map(|v| v.as_f64().unwrap_or(0.0) as f32)
+                    .collect();
+                if scores.len() != tokens.len() {
+                    return Err(Diagnostic::new(&g.path, format!("{} scores for {} tokens", scores.len(), tokens.len())));
+                }
+                let unk = g.get("tokenizer.ggml.unknown_token_id").and_then(|v| v.as_u64()).unwrap_or(0) as u32;
+                Engine::Spm(crate::spm::Spm::new(tokens.clone(), scores, special_ids, unk))
+            }
+            other => {
+                return Err(Diagnostic::new(&g.path, format!("tokenizer model `{other}` is not supported yet"))
+                    .note("graphc builds `gpt2` (byte-level BPE) and `llama` (SentencePiece) tokenizers from GGUF metadata"))
+            }
+        };
+        let id = |key: &str| g.get(key).and_then(|v| v.as_u64()).map(|v| v as u32);
+        let bos_id = id("tokenizer.ggml.bos_token_id");
+        let add_bos = match g.get("tokenizer.ggml.add_bos_token") {
+            Some(MetaValue::Bool(b)) => *b,
+            _ => false,
+        };
+        Ok(Tokenizer {
+            inner,
+            chat_fallback: None,
+            bos_id,
+            eos_id: id("tokenizer.ggml.eos_token_id"),
+            add_bos: add_bos && bos_id.is_some(),
+            chat_template: g.get("tokenizer.chat_template").and_then(|v| v.as_str()).map(str::to_string),
+            vocab_size: tokens.len(),
+            tokens,
+        })
+    }
+
+    fn byte_level_bpe(g: &GgufFile, tokens: &[String], special_ids: &[u32]) -> Result<HfTokenizer, Diagnostic> {
         let merges_raw = strings(g, "tokenizer.ggml.merges")?;
         let mut merges = Vec::with_capacity(merges_raw.len());
         for (i, m) in merges_raw.iter().enumerate() {
@@ -64,50 +116,32 @@ impl Tokenizer {
         let mut inner = HfTokenizer::new(bpe);
         inner.with_pre_tokenizer(Some(ByteLevel::new(false, true, true)));
         inner.with_decoder(Some(ByteLevel::default()));
-        let types: Vec<i64> = match g.get("tokenizer.ggml.token_type") {
-            Some(MetaValue::Array(a)) => a.iter().map(|v| v.as_u64().map(|x| x as i64).unwrap_or(1)).collect(),
-            _ => vec![],
-        };
-        let special: Vec<AddedToken> = types
-            .iter()
-            .enumerate()
-            .filter(|(_, &t)| t == TOKEN_CONTROL || t == TOKEN_USER_DEFINED)
-            .filter_map(|(i, _)| tokens.get(i))
-            .map(|t| AddedToken::from(t.clone(), true))
-            .collect();
+        let special: Vec<AddedToken> =
+            special_ids.iter().filter_map(|&i| tokens.get(i as usize)).map(|t| AddedToken::from(t.clone(), true)).collect();
         inner.add_special_tokens(&special);
-        let id = |key: &str| g.get(key).and_then(|v| v.as_u64()).map(|v| v as u32);
-        let bos_id = id("tokenizer.ggml.bos_token_id");
-        let add_bos = match g.get("tokenizer.ggml.add_bos_token") {
-            Some(MetaValue::Bool(b)) => *b,
-            _ => false,
-        };
-        Ok(Tokenizer {
-            inner,
-            bos_id,
-            eos_id: id("tokenizer.ggml.eos_token_id"),
-            add_bos: add_bos && bos_id.is_some(),
-            chat_template: g.get("tokenizer.chat_template").and_then(|v| v.as_str()).map(str::to_string),
-            vocab_size: tokens.len(),
-            tokens,
-        })
+        Ok(inner)
     }
 
     /// Token ids of `text` (special tokens in the text are recognized), with
     /// the BOS in front when the checkpoint asks for one.
     pub fn encode(&self, text: &str) -> Result<Vec<u32>, String> {
-        let enc = self.inner.encode(text, false).map_err(|e| e.to_string())?;
-        let mut ids = Vec::with_capacity(enc.len() + 1);
+        let mut ids = Vec::new();
         if self.add_bos {
             ids.extend(self.bos_id);
         }
-        ids.extend_from_slice(enc.get_ids());
+        match &self.inner {
+            Engine::Hf(t) => ids.extend_from_slice(t.encode(text, false).map_err(|e| e.to_string())?.get_ids()),
+            Engine::Spm(t) => ids.extend(t.encode(text)),
+        }
         Ok(ids)
     }
 
     /// Text of `ids`, special tokens included.
     pub fn decode(&self, ids: &[u32]) -> Result<String, String> {
-        self.inner.decode(ids, false).map_err(|e| e.to_string())
+        match &self.inner {
+            Engine::Hf(t) => t.decode(ids, false).map_err(|e| e.to_string()),
+            Engine::Spm(t) => Ok(t.decode(ids)),
+        }
     }
 
     pub fn token_text(&self, id: u32) -> Option<&str> {
@@ -117,7 +151,11 @@ impl Tokenizer {
     /// The prompt text for one user message under the checkpoint's chat
     /// template, with the generation prompt added.
     pub fn apply_chat_template(&self, user_message: &str) -> Result<String, String> {
-        let template = self.chat_template.as_deref().ok_or("the checkpoint has no `tokenizer.chat_template`")?;
+        let template = match (&self.chat_template, &self.chat_fallback) {
+            (Some(t), _) => t.as_str(),
+            (None, Some((t, _))) => t.as_str(),
+            (None, None) => return Err("the checkpoint has no `tokenizer.chat_template`".into()),
+        };
         let mut env = minijinja::Environment::new();
         env.set_trim_blocks(true);
         env.set_lstrip_blocks(true);

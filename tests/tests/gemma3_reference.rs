@@ -175,3 +175,29 @@ fn gemma3_optimized_ir_snapshot_local_and_global_layer() {
     let m = Model::compile(&gemma3(), &CompileOptions::default(), None).unwrap();
     insta::assert_snapshot!("gemma3_optimized_layers_0_and_5", graphc_ir::text::print_filtered(m.graph(), |l| l == 0 || l == 5));
 }
+
+#[test]
+fn gemma3_tokenizer_gives_the_reference_prompt_ids_and_round_trips() {
+    // The SentencePiece vocabulary rebuilt from the GGUF: every reference
+    // prompt's text (the chat prompt through Gemma's turn format, which this
+    // GGUF lacks a template for) encodes to its ids, BOS included.
+    let reference = reference_json("gemma3-270m-q4_k_m");
+    let m = Model::compile(&gemma3(), &CompileOptions::default(), None).unwrap();
+    let tok = m.tokenizer().unwrap();
+    assert!(tok.chat_template.is_none() && tok.chat_fallback.is_some());
+    for p in reference["prompts"].as_array().unwrap() {
+        let name = p["name"].as_str().unwrap();
+        let text = p["text"].as_str().unwrap();
+        if p["chat"].as_bool() == Some(true) {
+            let rendered = tok.apply_chat_template(p["user_message"].as_str().unwrap()).unwrap();
+            assert_eq!(rendered, text, "{name}: Gemma's turn format");
+        }
+        let want = ids(&p["prompt_ids"]);
+        assert_eq!(tok.encode(text).unwrap(), want, "{name}: prompt ids");
+        // Decoding (without the BOS) gives the text back.
+        assert_eq!(tok.decode(&want[1..]).unwrap(), text, "{name}: round trip");
+    }
+    // Generated text decodes as the reference's.
+    let p1 = &reference["prompts"][0];
+    assert_eq!(tok.decode(&ids(&p1["generated_ids"])).unwrap(), p1["generated_text"].as_str().unwrap());
+}

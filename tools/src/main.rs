@@ -231,6 +231,11 @@ fn real_main() -> Result<()> {
                             .with_context(|| format!("cannot read prompt file {}", f.display()))?,
                         (None, None) => bail!("give --prompt, --prompt-file or --prompt-ids"),
                     };
+                    if chat && tok.chat_template.is_none() {
+                        if let Some((_, source)) = &tok.chat_fallback {
+                            eprintln!("[graphc] the checkpoint has no chat template: --chat uses {source}");
+                        }
+                    }
                     let text_in = if chat { tok.apply_chat_template(&text_in).map_err(anyhow::Error::msg)? } else { text_in };
                     tok.encode(&text_in).map_err(anyhow::Error::msg)?
                 }

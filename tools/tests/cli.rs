@@ -166,3 +166,17 @@ fn run_json_reports_kernels_threads_and_peak_memory() {
     let err = String::from_utf8_lossy(&bad.stderr);
     assert!(err.contains("unknown kernels `sse9`"), "{err}");
 }
+
+#[test]
+fn gemma3_chat_falls_back_to_its_turn_format_and_says_so() {
+    let reference = reference_json("gemma3-270m-q4_k_m");
+    let p3 = &reference["prompts"][2];
+    let gemma = graphc_tests::model("gemma-3-270m-q4_k_m.gguf");
+    let msg = p3["user_message"].as_str().unwrap();
+    let out = graphc(&["run", gemma.to_str().unwrap(), "--prompt", msg, "--chat", "-n", "4", "--json"]);
+    let v = json_of(&out);
+    assert_eq!(ids(&v["prompt_ids"]), ids(&p3["prompt_ids"]), "BOS + Gemma's turn format");
+    assert_eq!(ids(&v["tokens"]), ids(&p3["generated_ids"])[..4], "the reference's first greedy tokens");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("has no chat template: --chat uses gemma3's turn format"), "{err}");
+}

@@ -29,6 +29,12 @@ use graphc_ir::plan::ModelMeta;
 use graphc_ir::{BinaryOp, DType, NormKind, Op, RopeScaling, RopeStyle, TensorType, UnaryOp};
 use std::collections::BTreeMap;
 
+/// Gemma's chat turn format (a Jinja template for one user message), used
+/// when the checkpoint carries no `tokenizer.chat_template`.
+/// (The generation prompt is a Jinja string, as in Gemma's own template: a
+/// template's final newline is dropped when rendered.)
+pub const TURN_FORMAT: &str = "<start_of_turn>user\n{{ messages[0]['content'] }}<end_of_turn>\n{{ '<start_of_turn>model\\n' }}";
+
 /// Five local layers, then one global.
 pub const LAYER_PATTERN: usize = 6;
 /// RoPE base of the sliding-window layers.
