@@ -52,7 +52,7 @@ unsafe fn f16_pair(p: *const u8) -> (f32, f32) {
     (_mm_cvtss_f32(v), _mm_cvtss_f32(_mm_movehdup_ps(v)))
 }
 
-/// Row dots for the 32-element block types (q4_0, q4_1, q5_0, q8_0), 16 lanes at a time: bytes are
+/// Row dots for q4_0, q4_1, q5_0, q8_0, q4_k and q6_k, 16 lanes at a time: bytes are
 /// widened straight from memory (`vpmovzxbd` / `vpmovsxbd`), so a q4 block
 /// is one widening load, a mask and a shift for both nibble halves. `None`
 /// for the other types (the AVX2 kernels serve them).
@@ -80,6 +80,11 @@ pub unsafe fn dot_row(dtype: graphc_ir::DType, row: &[u8], x: &[f32], xsums: &[f
             assert!(xsums.len() >= nb);
             Some(q5_0(r, xp, xsums.as_ptr(), nb))
         }
+        DType::Q4K => {
+            assert!(xsums.len() * 32 >= n);
+            Some(q4_k(r, xp, xsums.as_ptr(), n / 256))
+        }
+        DType::Q6K => Some(q6_k(r, xp, n / 256)),
         DType::Q8_0 => {
             #[inline(always)]
             unsafe fn block(p: *const u8, xb: *const f32, acc: __m512) -> __m512 {
@@ -209,4 +214,115 @@ unsafe fn q5_0(r: *const u8, x: *const f32, xsums: *const f32, nb: usize) -> f32
         o0 += o;
     }
     _mm512_reduce_add_ps(_mm512_add_ps(a0, a1)) + (o0 + o1)
+}
+
+/// The 6-bit scales and mins of a q4_k block (`graphc_ir::quant`).
+#[inline(always)]
+unsafe fn scales_mins_k4(q: *const u8) -> ([u8; 8], [u8; 8]) {
+    let q = std::slice::from_raw_parts(q, 12);
+    let (mut sc, mut mn) = ([0u8; 8], [0u8; 8]);
+    for j in 0..8 {
+        (sc[j], mn[j]) = if j < 4 {
+            (q[j] & 63, q[j + 4] & 63)
+        } else {
+            ((q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4), (q[j + 4] >> 4) | ((q[j] >> 6) << 4))
+        };
+    }
+    (sc, mn)
+}
+
+/// q4_k: 8 sub-blocks of 32, each `d*sc * nibble - dmin*m`; a 16-byte load
+/// widened to dwords gives 16 low nibbles (sub-block `2c`) and 16 high ones
+/// (sub-block `2c + 1`). The mins go through the per-32 sums of `x`.
+///
+/// # Safety
+/// AVX-512F + F16C; `r` holds `nb` blocks, `x` `256 * nb` floats, `xsums` `8 * nb`.
+#[target_feature(enable = "avx512f,avx2,fma,f16c")]
+unsafe fn q4_k(r: *const u8, x: *const f32, xsums: *const f32, nb: usize) -> f32 {
+    let mask = _mm512_set1_epi32(0x0F);
+    let (mut acc0, mut acc1) = (_mm512_setzero_ps(), _mm512_setzero_ps());
+    let mut offset = 0f32;
+    for b in 0..nb {
+        let p = r.add(b * 144);
+        _mm_prefetch::<_MM_HINT_T0>(p.add(PREFETCH_AHEAD) as *const i8);
+        _mm_prefetch::<_MM_HINT_T0>(p.add(PREFETCH_AHEAD + 64) as *const i8);
+        _mm_prefetch::<_MM_HINT_T0>(p.add(PREFETCH_AHEAD + 128) as *const i8);
+        let (d, dmin) = f16_pair(p);
+        let (sc, mn) = scales_mins_k4(p.add(4));
+        let qs = p.add(16);
+        let xb = x.add(b * 256);
+        for c in 0..4 {
+            let (dl, dh) = (_mm512_set1_ps(d * sc[2 * c] as f32), _mm512_set1_ps(d * sc[2 * c + 1] as f32));
+            for half in 0..2 {
+                let q = _mm512_cvtepu8_epi32(_mm_loadu_si128(qs.add(32 * c + 16 * half) as *const __m128i));
+                let lo = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_and_si512(q, mask)), _mm512_loadu_ps(xb.add(64 * c + 16 * half)));
+                let hi = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_srli_epi32(q, 4)), _mm512_loadu_ps(xb.add(64 * c + 32 + 16 * half)));
+                acc0 = _mm512_fmadd_ps(dl, lo, acc0);
+                acc1 = _mm512_fmadd_ps(dh, hi, acc1);
+            }
+        }
+        for j in 0..8 {
+            offset -= dmin * mn[j] as f32 * *xsums.add(b * 8 + j);
+        }
+    }
+    _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1)) + offset
+}
+
+/// q6_k: 16 sub-blocks of 16, each `d * sc * (q - 32)`, `q` six bits split
+/// into a nibble of `ql` and two bits of `qh`; one sub-block per 16 lanes.
+///
+/// # Safety
+/// AVX-512F + F16C; `r` holds `nb` blocks and `x` `256 * nb` floats.
+#[target_feature(enable = "avx512f,avx2,fma,f16c")]
+unsafe fn q6_k(r: *const u8, x: *const f32, nb: usize) -> f32 {
+    let (m4, m2, m32) = (_mm512_set1_epi32(0x0F), _mm512_set1_epi32(3), _mm512_set1_epi32(32));
+    let (mut acc0, mut acc1) = (_mm512_setzero_ps(), _mm512_setzero_ps());
+    for b in 0..nb {
+        let p = r.add(b * 210);
+        _mm_prefetch::<_MM_HINT_T0>(p.add(PREFETCH_AHEAD) as *const i8);
+        _mm_prefetch::<_MM_HINT_T0>(p.add(PREFETCH_AHEAD + 64) as *const i8);
+        _mm_prefetch::<_MM_HINT_T0>(p.add(PREFETCH_AHEAD + 128) as *const i8);
+        _mm_prefetch::<_MM_HINT_T0>(p.add(PREFETCH_AHEAD + 192) as *const i8);
+        let d = {
+            let bits = u16::from_le_bytes([*p.add(208), *p.add(209)]);
+            _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(bits as i32)))
+        };
+        let sc = p.add(192) as *const i8;
+        for n in 0..2 {
+            let (ql, qh) = (p.add(64 * n), p.add(128 + 32 * n));
+            let xn = x.add(b * 256 + 128 * n);
+            for half in 0..2 {
+                let l0 = 16 * half;
+                let a = _mm512_cvtepu8_epi32(_mm_loadu_si128(ql.add(l0) as *const __m128i));
+                let c = _mm512_cvtepu8_epi32(_mm_loadu_si128(ql.add(32 + l0) as *const __m128i));
+                let h = _mm512_cvtepu8_epi32(_mm_loadu_si128(qh.add(l0) as *const __m128i));
+                let high = |shift: u32| -> __m512i {
+                    let v = match shift {
+                        0 => h,
+                        2 => _mm512_srli_epi32(h, 2),
+                        4 => _mm512_srli_epi32(h, 4),
+                        _ => _mm512_srli_epi32(h, 6),
+                    };
+                    _mm512_slli_epi32(_mm512_and_si512(v, m2), 4)
+                };
+                let q = [
+                    _mm512_or_si512(_mm512_and_si512(a, m4), high(0)),
+                    _mm512_or_si512(_mm512_and_si512(c, m4), high(2)),
+                    _mm512_or_si512(_mm512_srli_epi32(a, 4), high(4)),
+                    _mm512_or_si512(_mm512_srli_epi32(c, 4), high(6)),
+                ];
+                for (i, qi) in q.iter().enumerate() {
+                    let v = _mm512_cvtepi32_ps(_mm512_sub_epi32(*qi, m32));
+                    let s = _mm512_mul_ps(v, _mm512_loadu_ps(xn.add(32 * i + l0)));
+                    let scale = _mm512_set1_ps(d * *sc.add(8 * n + 2 * i + half) as f32);
+                    if i % 2 == 0 {
+                        acc0 = _mm512_fmadd_ps(scale, s, acc0);
+                    } else {
+                        acc1 = _mm512_fmadd_ps(scale, s, acc1);
+                    }
+                }
+            }
+        }
+    }
+    _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1))
 }
