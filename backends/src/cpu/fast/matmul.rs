@@ -72,7 +72,7 @@ fn gemm(pool: &SpinPool, isa: Isa, x: &[f32], m: usize, k: usize, w: WeightRef<'
             let mut wf = vec![0f32; rows * k];
             graphc_ir::quant::dequantize(w.dtype, &w.bytes[r0 * rb..r1 * rb], &mut wf);
             let mut o = vec![0f32; m * rows]; // [m][rows]
-            let mut acc = [[0f32; 4]; 4];
+            let mut acc: simd::Tile = [[0f32; 4]; 8];
             let mut i = 0;
             while i + mr <= m {
                 let mut j = 0;

@@ -182,7 +182,11 @@ impl Fast {
                 let Arg::Own(Val::T(Tensor::F32 { .. })) = &args[0] else { return Ok(Err(args)) };
                 let Tensor::F32 { shape, mut data } = args.swap_remove(0).into_tensor()? else { unreachable!() };
                 let f = reference::unary_fn(*u);
-                for_each_chunk_mut(&self.pool, &mut data, ELEMENTWISE_CHUNK, |_, c| c.iter_mut().for_each(|v| *v = f(*v)));
+                let isa = self.isa;
+                for_each_chunk_mut(&self.pool, &mut data, ELEMENTWISE_CHUNK, |_, c| match u {
+                    graphc_ir::op::UnaryOp::GeluTanh => simd::gelu_tanh(isa, c),
+                    _ => c.iter_mut().for_each(|v| *v = f(*v)),
+                });
                 self.count("elementwise");
                 Ok(Ok(Tensor::F32 { shape, data }))
             }

@@ -365,7 +365,7 @@ unsafe fn q6_k(r: *const u8, x: *const f32, nb: usize) -> f32 {
 /// # Safety
 /// AVX2 + FMA; rows `x + i*ldx` (i < 3) and `w + j*ldw` (j < 4) hold `k` floats.
 #[target_feature(enable = "avx2,fma")]
-pub unsafe fn tile_3x4(x: *const f32, ldx: usize, w: *const f32, ldw: usize, k: usize, out: &mut [[f32; 4]; 4]) {
+pub unsafe fn tile_3x4(x: *const f32, ldx: usize, w: *const f32, ldw: usize, k: usize, out: &mut super::Tile) {
     let mut acc = [[_mm256_setzero_ps(); 4]; 3];
     let mut kk = 0;
     while kk + 8 <= k {

@@ -112,10 +112,13 @@ pub fn dot_row(isa: Isa, dtype: DType, row: &[u8], x: &[f32], xsums: &[f32]) -> 
     portable::dot_row(dtype, row, x, xsums)
 }
 
+/// One f32 tile's results: up to 8 activation rows × 4 weight rows.
+pub type Tile = [[f32; 4]; 8];
+
 /// Rows of activations per f32 tile, per weight rows (see `tile`).
 pub fn tile_shape(isa: Isa) -> (usize, usize) {
     match isa {
-        Isa::Avx512 => (4, 4),
+        Isa::Avx512 => (6, 4),
         Isa::Avx2 => (3, 4),
         Isa::Portable => (2, 4),
     }
@@ -123,7 +126,7 @@ pub fn tile_shape(isa: Isa) -> (usize, usize) {
 
 /// `out[i][j] = Σ_k x[i*ldx + k] * w[j*ldw + k]` for `i < mr`, `j < nr`, with
 /// `(mr, nr) == tile_shape(isa)`; all rows are `k` long.
-pub fn tile(isa: Isa, x: &[f32], ldx: usize, w: &[f32], ldw: usize, k: usize, out: &mut [[f32; 4]; 4]) {
+pub fn tile(isa: Isa, x: &[f32], ldx: usize, w: &[f32], ldw: usize, k: usize, out: &mut Tile) {
     let (mr, nr) = tile_shape(isa);
     assert!(x.len() >= (mr - 1) * ldx + k && w.len() >= (nr - 1) * ldw + k, "tile operands too short");
     #[cfg(target_arch = "x86_64")]
@@ -132,7 +135,7 @@ pub fn tile(isa: Isa, x: &[f32], ldx: usize, w: &[f32], ldw: usize, k: usize, ou
         // cover every row read (asserted above).
         Isa::Avx512 => {
             assert!(isa.available());
-            return unsafe { avx512::tile_4x4(x.as_ptr(), ldx, w.as_ptr(), ldw, k, out) };
+            return unsafe { avx512::tile_6x4(x.as_ptr(), ldx, w.as_ptr(), ldw, k, out) };
         }
         Isa::Avx2 => {
             assert!(isa.available());
@@ -199,4 +202,20 @@ pub fn weighted_sum(isa: Isa, p: &[f32], v: &[f32], o: &mut [f32]) {
             *oi += pj * vi;
         }
     }
+}
+
+/// GELU in its tanh form, in place: `0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))`.
+/// The AVX-512 path evaluates tanh through a polynomial `exp` (max relative
+/// error ~2e-7 on tanh's `1 + tanh`, which is what GELU uses); other levels
+/// use the reference's libm `tanh`.
+pub fn gelu_tanh(isa: Isa, x: &mut [f32]) {
+    #[cfg(target_arch = "x86_64")]
+    if isa == Isa::Avx512 {
+        assert!(isa.available());
+        // SAFETY: AVX-512F checked; the kernel stays within `x`.
+        return unsafe { avx512::gelu_tanh(x) };
+    }
+    let _ = isa;
+    let f = crate::cpu::reference::unary_fn(graphc_ir::op::UnaryOp::GeluTanh);
+    x.iter_mut().for_each(|v| *v = f(*v));
 }

@@ -20,7 +20,7 @@ pub fn dot_row(dtype: DType, row: &[u8], x: &[f32], _xsums: &[f32]) -> f32 {
     acc
 }
 
-pub fn tile_2x4(x: &[f32], ldx: usize, w: &[f32], ldw: usize, k: usize, out: &mut [[f32; 4]; 4]) {
+pub fn tile_2x4(x: &[f32], ldx: usize, w: &[f32], ldw: usize, k: usize, out: &mut super::Tile) {
     for (i, o) in out.iter_mut().take(2).enumerate() {
         for (j, v) in o.iter_mut().enumerate() {
             *v = dot(&x[i * ldx..i * ldx + k], &w[j * ldw..j * ldw + k]);
