@@ -2,6 +2,11 @@
 //! executor of any verified graph that every later backend and pass is
 //! checked against.
 
+// `unsafe` only in the modules that allow it by name, each block with a
+// `// SAFETY:` comment (clippy checks).
+#![deny(unsafe_code)]
+#![deny(clippy::undocumented_unsafe_blocks)]
+
 pub mod cpu;
 pub mod tensor;
 

@@ -5,7 +5,7 @@
 
 use crate::error::{commas, Diagnostic};
 use graphc_ir::DType;
-use memmap2::Mmap;
+use crate::bytes::FileBytes;
 use std::collections::BTreeMap;
 use std::path::Path;
 
@@ -89,7 +89,7 @@ pub struct GgufFile {
     pub alignment: u64,
     pub metadata: BTreeMap<String, MetaValue>,
     pub tensors: Vec<TensorInfo>,
-    pub mmap: Mmap,
+    pub mmap: FileBytes,
 }
 
 /// GGML type ids (ggml.h `enum ggml_type`) for the types graphc stores.
@@ -220,14 +220,16 @@ impl GgufFile {
     pub fn open(path: &Path) -> Result<GgufFile, Diagnostic> {
         let p = path.display().to_string();
         let file = std::fs::File::open(path).map_err(|e| Diagnostic::new(&p, format!("cannot open checkpoint: {e}")))?;
-        // SAFETY: the map is read-only and graphc never writes the file; a
-        // checkpoint changed underneath a running process is caught at the
-        // next load by the plan's checksum.
-        let mmap = unsafe { Mmap::map(&file) }.map_err(|e| Diagnostic::new(&p, format!("cannot map checkpoint: {e}")))?;
+        let mmap = FileBytes::map(&file).map_err(|e| Diagnostic::new(&p, format!("cannot map checkpoint: {e}")))?;
         Self::parse(p, mmap)
     }
 
-    fn parse(path: String, mmap: Mmap) -> Result<GgufFile, Diagnostic> {
+    /// Read a GGUF held in memory; `path` names it in diagnostics.
+    pub fn from_bytes(path: &str, bytes: Vec<u8>) -> Result<GgufFile, Diagnostic> {
+        Self::parse(path.to_string(), FileBytes::Owned(bytes))
+    }
+
+    fn parse(path: String, mmap: FileBytes) -> Result<GgufFile, Diagnostic> {
         let (version, alignment, metadata, infos, data_start) = {
             let mut r = Reader { b: &mmap, pos: 0, path: &path };
             let magic = r.take(4, "the magic number")?;

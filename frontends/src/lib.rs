@@ -2,6 +2,13 @@
 //! both over mmap), the tokenizer rebuilt from checkpoint metadata, and one
 //! lowering per model family.
 
+// `unsafe` only in the modules that allow it by name, each block with a
+// `// SAFETY:` comment (clippy checks).
+#![deny(unsafe_code)]
+#![deny(clippy::undocumented_unsafe_blocks)]
+
+#[allow(unsafe_code)] // the mmap
+pub mod bytes;
 pub mod error;
 pub mod families;
 pub mod gguf;
@@ -68,23 +75,31 @@ impl Checkpoint {
             .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut magic))
             .is_ok_and(|_| &magic == b"GGUF");
         if is_gguf || !(path.is_dir() || path.extension().is_some_and(|e| e == "safetensors")) {
-            let gguf = GgufFile::open(path)?;
-            let arch = gguf.str("general.architecture")?.to_string();
-            if !["llama", "gemma3"].contains(&arch.as_str()) {
-                return Err(Diagnostic::new(&gguf.path, format!("unknown architecture `{arch}`"))
-                    .note(format!("graphc lowers: {}", FAMILIES.join(", "))));
-            }
-            let mut tokenizer = Tokenizer::from_gguf(&gguf)?;
-            if arch == "gemma3" && tokenizer.chat_template.is_none() {
-                // The GGUF has no chat template: Gemma's own turn format
-                // (llama.cpp's built-in `gemma` template); the BOS comes
-                // from the tokenizer.
-                tokenizer.chat_fallback = Some((families::gemma3::TURN_FORMAT.to_string(), "gemma3's turn format"));
-            }
-            let tokenizer = Some(tokenizer);
-            return Ok(Checkpoint { format: Format::Gguf(gguf), tokenizer, family: arch });
+            Checkpoint::from_gguf(GgufFile::open(path)?)
+        } else {
+            Checkpoint::from_safetensors(SafetensorsFile::open(path)?)
         }
-        let st = SafetensorsFile::open(path)?;
+    }
+
+    /// A GGUF already read: its architecture checked, its tokenizer built.
+    pub fn from_gguf(gguf: GgufFile) -> Result<Checkpoint, Diagnostic> {
+        let arch = gguf.str("general.architecture")?.to_string();
+        if !["llama", "gemma3"].contains(&arch.as_str()) {
+            return Err(Diagnostic::new(&gguf.path, format!("unknown architecture `{arch}`"))
+                .note(format!("graphc lowers: {}", FAMILIES.join(", "))));
+        }
+        let mut tokenizer = Tokenizer::from_gguf(&gguf)?;
+        if arch == "gemma3" && tokenizer.chat_template.is_none() {
+            // The GGUF has no chat template: Gemma's own turn format
+            // (llama.cpp's built-in `gemma` template); the BOS comes
+            // from the tokenizer.
+            tokenizer.chat_fallback = Some((families::gemma3::TURN_FORMAT.to_string(), "gemma3's turn format"));
+        }
+        Ok(Checkpoint { format: Format::Gguf(gguf), tokenizer: Some(tokenizer), family: arch })
+    }
+
+    /// A safetensors file already read: its `model_type` checked.
+    pub fn from_safetensors(st: SafetensorsFile) -> Result<Checkpoint, Diagnostic> {
         let model_type = st
             .config_value("model_type")?
             .as_str()

@@ -7,7 +7,7 @@
 use crate::error::{commas, Diagnostic};
 use crate::gguf::TensorInfo;
 use graphc_ir::DType;
-use memmap2::Mmap;
+use crate::bytes::FileBytes;
 use std::path::{Path, PathBuf};
 
 pub struct SafetensorsFile {
@@ -17,7 +17,7 @@ pub struct SafetensorsFile {
     pub config_path: String,
     pub config: serde_json::Value,
     pub tensors: Vec<TensorInfo>,
-    pub mmap: Mmap,
+    pub mmap: FileBytes,
 }
 
 impl SafetensorsFile {
@@ -27,10 +27,23 @@ impl SafetensorsFile {
         let file: PathBuf = if path.is_dir() { path.join("model.safetensors") } else { path.to_path_buf() };
         let shown = file.display().to_string();
         let f = std::fs::File::open(&file).map_err(|e| Diagnostic::new(&shown, format!("cannot open: {e}")))?;
-        // SAFETY: the file is mapped read-only; graphc never writes through the
-        // map, and a plan pins the file's size and checksum (a file changed
-        // under a running model is outside what any reader can defend against).
-        let mmap = unsafe { Mmap::map(&f) }.map_err(|e| Diagnostic::new(&shown, format!("cannot map: {e}")))?;
+        let mmap = FileBytes::map(&f).map_err(|e| Diagnostic::new(&shown, format!("cannot map: {e}")))?;
+        let config_file = file.parent().unwrap_or(Path::new(".")).join("config.json");
+        let config_path = config_file.display().to_string();
+        let text = std::fs::read_to_string(&config_file).map_err(|e| {
+            Diagnostic::new(&config_path, format!("cannot read the checkpoint's config: {e}"))
+                .help("a safetensors checkpoint needs its config.json beside it")
+        })?;
+        Self::parse(shown, mmap, config_path, &text)
+    }
+
+    /// Read a safetensors file and its `config.json` held in memory; the
+    /// paths name them in diagnostics.
+    pub fn from_bytes(path: &str, bytes: Vec<u8>, config_path: &str, config_text: &str) -> Result<SafetensorsFile, Diagnostic> {
+        Self::parse(path.to_string(), FileBytes::Owned(bytes), config_path.to_string(), config_text)
+    }
+
+    fn parse(shown: String, mmap: FileBytes, config_path: String, config_text: &str) -> Result<SafetensorsFile, Diagnostic> {
         let (header_len, meta) = safetensors::SafeTensors::read_metadata(&mmap[..])
             .map_err(|e| Diagnostic::new(&shown, format!("not a valid safetensors file: {e}")))?;
         let data_start = 8 + header_len as u64;
@@ -46,11 +59,11 @@ impl SafetensorsFile {
                 }
             };
             let (start, end) = info.data_offsets;
+            let held = end.checked_sub(start).map(|n| n as u64);
             let expected = info.shape.iter().try_fold(dtype.block_bytes() as u64, |a, &d| a.checked_mul(d as u64));
-            if expected != Some((end - start) as u64) {
+            if held.is_none() || expected != held {
                 return Err(Diagnostic::new(&shown, format!(
-                    "tensor `{name}` holds {} bytes but its shape {:?} of {dtype} needs {}",
-                    commas((end - start) as u64),
+                    "tensor `{name}` holds bytes {start}..{end} but its shape {:?} of {dtype} needs {}",
                     info.shape,
                     expected.map_or("more than 2^64".into(), commas)
                 )));
@@ -64,12 +77,7 @@ impl SafetensorsFile {
             });
         }
         tensors.sort_by(|a, b| a.name.cmp(&b.name));
-        let config_file = file.parent().unwrap_or(Path::new(".")).join("config.json");
-        let config_path = config_file.display().to_string();
-        let text = std::fs::read_to_string(&config_file)
-            .map_err(|e| Diagnostic::new(&config_path, format!("cannot read the checkpoint's config: {e}"))
-                .help("a safetensors checkpoint needs its config.json beside it"))?;
-        let config = serde_json::from_str(&text)
+        let config = serde_json::from_str(config_text)
             .map_err(|e| Diagnostic::new(&config_path, format!("config.json is not valid JSON: {e}")))?;
         Ok(SafetensorsFile { path: shown, config_path, config, tensors, mmap })
     }

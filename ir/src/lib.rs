@@ -1,6 +1,9 @@
 //! graphc's IR: dtypes (incl. GGUF block types), symbolic shapes, the op set,
 //! the graph, its verifier and text form, and the serialized plan.
 
+// No `unsafe` here: it is confined to named modules (SIMD, the pool, mmap).
+#![forbid(unsafe_code)]
+
 pub mod dot;
 pub mod dtype;
 pub mod graph;

@@ -85,15 +85,16 @@ impl Dim {
         self.0.keys().flat_map(|k| k.iter().map(|s| s.as_str()))
     }
 
-    /// Evaluate with concrete symbol values; `Err(name)` names an unbound symbol.
+    /// Evaluate with concrete symbol values; an error names an unbound symbol or says it overflowed.
     pub fn eval(&self, env: &HashMap<String, i64>) -> Result<i64, String> {
         let mut total = 0i64;
         for (k, v) in &self.0 {
             let mut term = *v;
             for s in k {
-                term *= *env.get(s).ok_or_else(|| s.clone())?;
+                let v = *env.get(s).ok_or_else(|| format!("`{s}` is unbound"))?;
+                term = term.checked_mul(v).ok_or_else(|| format!("{self} overflows i64"))?;
             }
-            total += term;
+            total = total.checked_add(term).ok_or_else(|| format!("{self} overflows i64"))?;
         }
         Ok(total)
     }

@@ -310,15 +310,39 @@ impl<'a> Cursor<'a> {
         }
         String::from_utf8_lossy(&self.s[start..self.i]).into_owned()
     }
+    /// A quoted string with the escapes the printer writes (Rust's `{:?}`
+    /// for `str`): `\\ \" \' \n \r \t \0` and `\u{HEX}`.
     fn string(&mut self) -> Result<String, String> {
         self.expect(b'"')?;
         let mut out = Vec::new();
         while self.i < self.s.len() && self.s[self.i] != b'"' {
-            if self.s[self.i] == b'\\' && self.i + 1 < self.s.len() {
+            if self.s[self.i] != b'\\' {
+                out.push(self.s[self.i]);
                 self.i += 1;
+                continue;
             }
-            out.push(self.s[self.i]);
-            self.i += 1;
+            let escaped = *self.s.get(self.i + 1).ok_or("unterminated string")?;
+            self.i += 2;
+            let c = match escaped {
+                b'n' => '\n',
+                b'r' => '\r',
+                b't' => '\t',
+                b'0' => '\0',
+                b'\\' | b'"' | b'\'' => escaped as char,
+                b'u' => {
+                    self.expect(b'{')?;
+                    let start = self.i;
+                    while self.i < self.s.len() && self.s[self.i].is_ascii_hexdigit() {
+                        self.i += 1;
+                    }
+                    let hex = std::str::from_utf8(&self.s[start..self.i]).unwrap_or("");
+                    let c = u32::from_str_radix(hex, 16).ok().and_then(char::from_u32);
+                    self.expect(b'}')?;
+                    c.ok_or_else(|| format!("`\\u{{{hex}}}` is not a character"))?
+                }
+                other => return Err(format!("unknown escape `\\{}` in a string", other as char)),
+            };
+            out.extend_from_slice(c.encode_utf8(&mut [0; 4]).as_bytes());
         }
         if self.i >= self.s.len() {
             return Err("unterminated string".into());

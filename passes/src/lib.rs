@@ -3,6 +3,9 @@
 //! skips the ones switched off by name, re-verifies the graph after each, and
 //! records how many rewrites each performed.
 
+// No `unsafe` here: it is confined to named modules (SIMD, the pool, mmap).
+#![forbid(unsafe_code)]
+
 pub mod dead_code;
 pub mod hoist_sync;
 pub mod kv_alias;

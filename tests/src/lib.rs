@@ -2,6 +2,11 @@
 //! and reference outputs are, and a small GGUF writer for synthetic (and
 //! deliberately broken) files.
 
+// No `unsafe` here: it is confined to named modules (SIMD, the pool, mmap).
+#![forbid(unsafe_code)]
+
+pub mod fuzz;
+
 use graphc_backends::{WeightRef, WeightSource};
 use std::path::{Path, PathBuf};
 

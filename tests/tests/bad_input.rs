@@ -1,7 +1,7 @@
 //! Bad input gets a clear error that names what was wrong and where; never a
 //! panic. One test per error class, asserting the message.
 
-use graphc::{CompileOptions, Error, Model, SessionOptions};
+use graphc::{CompileOptions, Error, Kernels, Model, SessionOptions};
 use graphc_tests::{temp_dir, GgufWriter, Meta};
 
 fn compile_err(path: &std::path::Path) -> String {
@@ -158,4 +158,79 @@ fn unknown_pass_and_device_are_named() {
     let opts = CompileOptions { device: Some("tpu".into()), ..Default::default() };
     let e = Model::compile(&ck, &opts, None).err().unwrap().to_string();
     assert!(e.contains("device `tpu` is not available in this build; available: cpu"), "{e}");
+}
+
+/// The tiny llama with one weight of layer 1's query projection set to +inf.
+fn poisoned_llama() -> GgufWriter {
+    let mut w = GgufWriter::tiny_llama();
+    let q = w.tensors.iter_mut().find(|t| t.0 == "blk.1.attn_q.weight").expect("the tiny llama has blk.1.attn_q");
+    q.3[..4].copy_from_slice(&f32::INFINITY.to_le_bytes());
+    w
+}
+
+#[test]
+fn check_finite_names_the_first_node_and_layer_to_produce_nan_or_inf() {
+    let dir = temp_dir("bad-finite");
+    let ck = poisoned_llama().write(&dir, "inf.gguf");
+    let m = Model::compile(&ck, &CompileOptions::default(), None).unwrap();
+    for kernels in [Kernels::Reference, Kernels::parse("fast").unwrap()] {
+        // Without the check the poison reaches the logits unannounced: what
+        // the option exists to catch.
+        let mut s = m.session(&SessionOptions { kernels: Some(kernels), ..Default::default() }).unwrap();
+        let logits = s.prefill(&[3, 4, 5]).unwrap();
+        assert!(logits.iter().any(|v| !v.is_finite()), "{kernels:?}: the poisoned weight must reach the logits");
+        let opts = SessionOptions { kernels: Some(kernels), check_finite: true, ..Default::default() };
+        let e = m.session(&opts).unwrap().prefill(&[3, 4, 5]).unwrap_err().to_string();
+        assert!(e.contains("non-finite value") && e.contains("in layer 1"), "{kernels:?}: {e}");
+        assert!(e.contains("matmul"), "{kernels:?}: names the op that produced it: {e}");
+    }
+    // The control: the clean checkpoint passes the check.
+    let clean = GgufWriter::tiny_llama().write(&dir, "clean.gguf");
+    let m = Model::compile(&clean, &CompileOptions::default(), None).unwrap();
+    let opts = SessionOptions { check_finite: true, ..Default::default() };
+    assert!(m.session(&opts).unwrap().prefill(&[3, 4, 5]).is_ok());
+}
+
+#[test]
+fn a_plan_inconsistent_with_itself_is_refused_with_what_disagrees() {
+    let dir = temp_dir("bad-plan-self");
+    let ck = GgufWriter::tiny_llama().write(&dir, "p.gguf");
+    let m = Model::compile(&ck, &CompileOptions::default(), None).unwrap();
+    let path = dir.join("p.plan");
+    m.write_plan(&path).unwrap();
+    let original: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    let edit = |f: &dyn Fn(&mut serde_json::Value)| -> String {
+        let mut v = original.clone();
+        f(&mut v);
+        std::fs::write(&path, v.to_string()).unwrap();
+        match Model::load(&path, None) {
+            Ok(_) => panic!("the edited plan loaded"),
+            Err(e) => e.to_string(),
+        }
+    };
+    let e = edit(&|v| v["manifest"].as_array_mut().unwrap().retain(|w| w["name"] != "blk.1.ffn_down.weight"));
+    assert!(e.contains("reads weight `blk.1.ffn_down.weight`, which its manifest lacks"), "{e}");
+    let e = edit(&|v| v["model"]["vocab_size"] = 1_000_000.into());
+    assert!(e.contains("vocabulary of 1000000") && e.contains("8"), "{e}");
+    let e = edit(&|v| v["options"]["max_seq"] = (1u64 << 40).into());
+    assert!(e.contains("max_seq 1099511627776 is outside 1..=64"), "{e}");
+    let e = edit(&|v| v["graph"] = "graph \"x\" { %0 = bogus }".into());
+    assert!(e.contains("its graph does not parse"), "{e}");
+    let e = edit(&|v| v["family"] = "gemma3".into());
+    assert!(e.contains("`gemma3` plan but its checkpoint is `llama`"), "{e}");
+    std::fs::write(&path, original.to_string()).unwrap();
+    assert!(Model::load(&path, None).is_ok(), "control: the unedited plan loads");
+}
+
+#[test]
+fn a_kv_cache_bigger_than_the_machine_is_refused_not_aborted() {
+    let dir = temp_dir("bad-huge-cache");
+    let ck = GgufWriter::tiny_llama().set_meta("llama.context_length", Meta::U32(u32::MAX)).write(&dir, "h.gguf");
+    let m = Model::compile(&ck, &CompileOptions::default(), None).unwrap();
+    let e = m.batch_session(1 << 20, &SessionOptions::default()).err().expect("a 2^52-token cache was allocated").to_string();
+    assert!(e.contains("needs") && e.contains("more than this machine's") && e.contains("--max-seq"), "{e}");
+    // The same checkpoint with a cache that fits runs.
+    let opts = CompileOptions { max_seq: Some(32), ..Default::default() };
+    let m = Model::compile(&ck, &opts, None).unwrap();
+    assert!(m.session(&SessionOptions::default()).unwrap().prefill(&[3, 4]).is_ok());
 }

@@ -14,7 +14,7 @@ const STEPS: usize = 6;
 /// Greedy tokens and the bits of every step's logits.
 fn run(m: &Model, prompt: &[u32]) -> (Vec<u32>, Vec<Vec<u32>>) {
     // One kernel thread per session: the concurrency under test is between sessions.
-    let opts = SessionOptions { threads: Some(1), kernels: Some(Kernels::Fast(graphc_backends::cpu::simd::Isa::best())) };
+    let opts = SessionOptions { threads: Some(1), kernels: Some(Kernels::Fast(graphc_backends::cpu::simd::Isa::best())), ..Default::default() };
     let mut s = m.session(&opts).unwrap();
     let mut logits = s.prefill(prompt).unwrap();
     let (mut tokens, mut bits) = (Vec::new(), Vec::new());

@@ -205,7 +205,7 @@ fn fast_executor_equals_reference_on_a_tiny_llama_and_counts_its_kernels() {
     let model = graphc::Model::compile(&path, &graphc::CompileOptions::default(), None).unwrap();
     let prompt = [1u32, 5, 0, 3, 7, 2];
     let run = |kernels| {
-        let mut s = model.session(&graphc::SessionOptions { threads: Some(2), kernels: Some(kernels) }).unwrap();
+        let mut s = model.session(&graphc::SessionOptions { threads: Some(2), kernels: Some(kernels), ..Default::default() }).unwrap();
         let mut logits = s.prefill(&prompt).unwrap();
         let mut all = logits.clone();
         for t in [4u32, 6, 1] {

@@ -29,7 +29,7 @@ fn bits(v: &[f32]) -> Vec<u32> {
 
 /// A prefill then greedy decode steps; every step's logits.
 fn run(m: &Model, kernels: Kernels, prompt: &[u32], steps: usize) -> Vec<Vec<f32>> {
-    let mut s = m.session(&SessionOptions { threads: Some(2), kernels: Some(kernels) }).unwrap();
+    let mut s = m.session(&SessionOptions { threads: Some(2), kernels: Some(kernels), ..Default::default() }).unwrap();
     let mut out = vec![s.prefill(prompt).unwrap()];
     for _ in 1..steps {
         let t = graphc::sampling::argmax(out.last().unwrap());
@@ -77,7 +77,7 @@ fn fused_kv_ragged_batch_rows_equal_their_own_runs() {
         let m = compile(&format!("fkv-ragged-{}", disabled.join("-")), disabled);
         let steps = 4;
         let alone: Vec<_> = PROMPTS.iter().map(|p| run(&m, Kernels::Reference, p, steps)).collect();
-        let mut s = m.batch_session(3, &SessionOptions { threads: Some(2), kernels: Some(Kernels::Reference) }).unwrap();
+        let mut s = m.batch_session(3, &SessionOptions { threads: Some(2), kernels: Some(Kernels::Reference), ..Default::default() }).unwrap();
         let mut logits = s.prefill_rows(&PROMPTS).unwrap();
         for step in 0..steps {
             for (row, (got, own)) in logits.iter().zip(&alone).enumerate() {

@@ -43,7 +43,7 @@ fn smollm2_every_instruction_set_gives_the_reference_tokens() {
     let want: Vec<u32> = p["generated_ids"].as_array().unwrap().iter().map(|v| v.as_u64().unwrap() as u32).collect();
     let model = Model::compile(&smollm2(), &CompileOptions::default(), None).unwrap();
     for isa in Isa::ALL.into_iter().filter(|i| i.available()) {
-        let mut s = model.session(&SessionOptions { threads: Some(2), kernels: Some(Kernels::Fast(isa)) }).unwrap();
+        let mut s = model.session(&SessionOptions { threads: Some(2), kernels: Some(Kernels::Fast(isa)), ..Default::default() }).unwrap();
         let out = s.generate(&ids, n_stable, &graphc::Sampling::greedy(), |_| {}).unwrap();
         assert_eq!(out.tokens[..], want[..n_stable], "{}: greedy tokens", isa.name());
         println!("{}: {n_stable} greedy tokens equal to the reference", isa.name());

@@ -16,6 +16,9 @@
 //! # Ok::<(), graphc::Error>(())
 //! ```
 
+// No `unsafe` here: it is confined to named modules (SIMD, the pool, mmap).
+#![forbid(unsafe_code)]
+
 pub mod error;
 pub mod model;
 pub mod sampling;

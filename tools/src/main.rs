@@ -1,6 +1,9 @@
 //! The `graphc` command: compile checkpoints to plans, run them, print the
 //! graph at every stage.
 
+// No `unsafe` here: it is confined to named modules (SIMD, the pool, mmap).
+#![forbid(unsafe_code)]
+
 use anyhow::{bail, Context, Result};
 use clap::{Parser, Subcommand};
 use graphc::{CompileOptions, Kernels, Model, Sampling, SessionOptions};
@@ -84,6 +87,10 @@ enum Cmd {
         /// has), `avx512`, `avx2`, `portable`, or `reference` (the oracle).
         #[arg(long)]
         kernels: Option<String>,
+        /// Stop at the first NaN or infinity a node produces and name the
+        /// node and its layer (reads every activation once more).
+        #[arg(long)]
+        check_finite: bool,
         #[command(flatten)]
         opts: CompileArgs,
         /// Print one JSON object at the end instead of streaming text.
@@ -218,7 +225,7 @@ fn real_main() -> Result<()> {
                 println!("wrote {} in {secs:.2}s", output.display());
             }
         }
-        Cmd::Run { model, prompt, prompt_file, prompt_ids, n, temperature, seed, top_k, top_p, chat, threads, kernels, opts, json } => {
+        Cmd::Run { model, prompt, prompt_file, prompt_ids, n, temperature, seed, top_k, top_p, chat, threads, kernels, check_finite, opts, json } => {
             let model = open(&model, &opts.options())?;
             // With `--prompt-ids` the tokenizer is optional: without one, tokens are printed as ids.
             let tok = if prompt_ids.is_some() { model.tokenizer().ok() } else { Some(model.tokenizer()?) };
@@ -248,12 +255,12 @@ fn real_main() -> Result<()> {
                 }
             };
             let kernels = kernels.as_deref().map(Kernels::parse).transpose()?;
-            let mut session = model.session(&SessionOptions { threads, kernels })?;
+            let mut session = model.session(&SessionOptions { threads, kernels, check_finite })?;
             let r = session.resolved().clone();
             if !json {
                 eprintln!(
-                    "[graphc] family {} | device {} | kernels {} (from {}) | max_seq {} | threads {} (from {}) | prompt {} tokens",
-                    model.plan().family, r.device, r.kernels, r.kernels_source, r.max_seq, r.threads, r.threads_source, prompt_ids.len()
+                    "[graphc] family {} | device {} | kernels {} (from {}) | max_seq {} | threads {} (from {}) | check_finite {} | prompt {} tokens",
+                    model.plan().family, r.device, r.kernels, r.kernels_source, r.max_seq, r.threads, r.threads_source, r.check_finite, prompt_ids.len()
                 );
             }
             let sampling = Sampling { temperature, top_k, top_p, seed };
@@ -327,7 +334,7 @@ fn real_main() -> Result<()> {
         }
         Cmd::Bench { checkpoint, contexts, steps, prefill, prompt_file, prompt_ids_file, no_ab, threads, kernels, json } => {
             let kernels = kernels.as_deref().map(Kernels::parse).transpose()?;
-            let opts = SessionOptions { threads, kernels };
+            let opts = SessionOptions { threads, kernels, check_finite: false };
             let max = (contexts.iter().max().copied().unwrap_or(0) + steps + 1).max(prefill + 1);
             let compile = |disabled: &[&str]| {
                 let opts = CompileOptions {

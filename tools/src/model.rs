@@ -74,7 +74,19 @@ fn resolve(opts: &CompileOptions, context_length: usize) -> Result<ResolvedOptio
 impl Model {
     /// Lower, verify and optimize a checkpoint in memory.
     pub fn compile(path: &Path, opts: &CompileOptions, progress: Progress) -> Result<Model, Error> {
-        let mut checkpoint = Checkpoint::open(path)?;
+        let checkpoint = Checkpoint::open(path)?;
+        let abs = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
+        Model::compile_checkpoint(checkpoint, &abs.display().to_string(), opts, progress)
+    }
+
+    /// Lower, verify and optimize a checkpoint already opened (from a file or
+    /// from memory); `path` is what the plan records as its location.
+    pub fn compile_checkpoint(
+        mut checkpoint: Checkpoint,
+        path: &str,
+        opts: &CompileOptions,
+        progress: Progress,
+    ) -> Result<Model, Error> {
         let lowered = checkpoint.lower()?;
         checkpoint.release_metadata();
         let mut graph = lowered.graph;
@@ -92,13 +104,12 @@ impl Model {
             })
             .collect();
         let manifest: Vec<WeightEntry> = lowered.manifest.into_iter().filter(|w| used.contains(&w.name)).collect();
-        let abs = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
         let plan = Plan {
             format_version: PLAN_FORMAT_VERSION,
             graphc_version: env!("CARGO_PKG_VERSION").into(),
             family: checkpoint.family.clone(),
             checkpoint: CheckpointRef {
-                path: abs.display().to_string(),
+                path: path.to_string(),
                 bytes: checkpoint.bytes().len() as u64,
                 checksum: checksum(&checkpoint, progress),
             },
@@ -116,10 +127,22 @@ impl Model {
     pub fn load(plan_path: &Path, progress: Progress) -> Result<Model, Error> {
         let plan = Plan::read(plan_path)?;
         let p = plan_path.display().to_string();
-        let mismatch = |message: String| Error::PlanMismatch { plan: p.clone(), message };
-        let ck_path = Path::new(&plan.checkpoint.path);
-        let checkpoint = Checkpoint::open(ck_path)
-            .map_err(|e| mismatch(format!("cannot open its checkpoint {}: {}", plan.checkpoint.path, e.message)))?;
+        let checkpoint = Checkpoint::open(Path::new(&plan.checkpoint.path)).map_err(|e| Error::PlanMismatch {
+            plan: p.clone(),
+            message: format!("cannot open its checkpoint {}: {}", plan.checkpoint.path, e.message),
+        })?;
+        Model::from_plan(plan, &p, checkpoint, progress)
+    }
+
+    /// A plan already read (`plan_path` names it in errors), against an
+    /// opened checkpoint: refused unless the checkpoint is the one the plan
+    /// was compiled from (size, checksum, every manifest entry) and the
+    /// plan is consistent with itself (its graph parses and verifies, every
+    /// weight the graph names is in the manifest with its type, the
+    /// resolved options fit the model). A plan is a file from anywhere:
+    /// nothing in it is trusted before these checks.
+    pub fn from_plan(plan: Plan, plan_path: &str, mut checkpoint: Checkpoint, progress: Progress) -> Result<Model, Error> {
+        let mismatch = |message: String| Error::PlanMismatch { plan: plan_path.to_string(), message };
         let bytes = checkpoint.bytes().len() as u64;
         if bytes != plan.checkpoint.bytes {
             return Err(mismatch(format!(
@@ -134,9 +157,12 @@ impl Model {
                 plan.checkpoint.path, plan.checkpoint.checksum
             )));
         }
+        if plan.family != checkpoint.family {
+            return Err(mismatch(format!("it is a `{}` plan but its checkpoint is `{}`", plan.family, checkpoint.family)));
+        }
         let mut graph = text::parse(&plan.graph).map_err(|e| mismatch(format!("its graph does not parse: {e}")))?;
         verify(&mut graph)?;
-        let mut checkpoint = checkpoint;
+        check_plan(&plan, &graph).map_err(mismatch)?;
         checkpoint.release_metadata();
         Model::assemble(plan, graph, None, checkpoint)
     }
@@ -225,6 +251,40 @@ impl Model {
     pub fn batch_session(&self, rows: usize, opts: &SessionOptions) -> Result<Session<'_>, Error> {
         Session::new(self, rows, opts)
     }
+}
+
+/// A plan's own consistency, beyond what the verifier checks of its graph:
+/// what the runtime would otherwise trust (weights bound by name, the
+/// vocabulary that bounds token ids, the cache capacity it allocates).
+fn check_plan(plan: &Plan, graph: &Graph) -> Result<(), String> {
+    let manifest: HashMap<&str, &WeightEntry> = plan.manifest.iter().map(|w| (w.name.as_str(), w)).collect();
+    for n in graph.g.node_weights() {
+        if let graphc_ir::Op::Weight { name, ty } = &n.op {
+            let w = manifest.get(name.as_str()).ok_or_else(|| format!("its graph reads weight `{name}`, which its manifest lacks"))?;
+            let shape: Option<Vec<usize>> = ty.shape.iter().map(|d| d.as_const().map(|c| c as usize)).collect();
+            if w.dtype != ty.dtype || shape.as_ref() != Some(&w.shape) {
+                return Err(format!("its graph declares weight `{name}` as {ty}, its manifest as {} {:?}", w.dtype, w.shape));
+            }
+        }
+    }
+    let logits = graph
+        .g
+        .node_indices()
+        .find(|&n| matches!(&graph.node(n).op, graphc_ir::Op::Output { name } if name == "logits"))
+        .ok_or("its graph has no `logits` output")?;
+    let input = *graph.inputs(logits).first().ok_or("its `logits` output has no operand")?;
+    let vocab = graph.node(input).ty.as_ref().and_then(|t| t.shape.last()).and_then(|d| d.as_const());
+    if vocab != Some(plan.model.vocab_size as i64) {
+        return Err(format!("its model has a vocabulary of {} but its graph's logits are {:?} wide", plan.model.vocab_size, vocab));
+    }
+    let o = &plan.options;
+    if o.max_seq == 0 || o.max_seq > plan.model.context_length {
+        return Err(format!("its max_seq {} is outside 1..={} (the context length)", o.max_seq, plan.model.context_length));
+    }
+    if !DEVICES.contains(&o.device.as_str()) {
+        return Err(format!("its device `{}` is not available in this build; available: {}", o.device, DEVICES.join(", ")));
+    }
+    Ok(())
 }
 
 impl WeightSource for Model {

@@ -23,6 +23,10 @@ pub struct SessionOptions {
     /// Which CPU kernels run the graph; `None` = the fast backend at the
     /// widest instruction set this CPU has.
     pub kernels: Option<Kernels>,
+    /// Stop at the first NaN or infinity any node produces, naming the node
+    /// and its layer (`graphc run --check-finite`); off by default, since it
+    /// reads every activation once more.
+    pub check_finite: bool,
 }
 
 /// The CPU kernels a session runs on.
@@ -69,6 +73,7 @@ pub struct ResolvedSession {
     pub kernels_source: &'static str,
     pub device: String,
     pub max_seq: usize,
+    pub check_finite: bool,
 }
 
 /// Longest run of prompt tokens one forward takes (see `Session::forward`).
@@ -138,13 +143,16 @@ impl<'m> Session<'m> {
             kernels_source,
             device: plan.options.device.clone(),
             max_seq: plan.options.max_seq,
+            check_finite: opts.check_finite,
         };
         let states = if model.graph().find_input(LENGTHS_INPUT).is_some() {
             StateLayout::Batched(HashMap::new())
         } else {
             StateLayout::PerRow(vec![HashMap::new(); rows])
         };
-        let schedule = Schedule::new(model.graph())?;
+        Self::check_state_bytes(model.graph(), rows, plan.options.max_seq)?;
+        let mut schedule = Schedule::new(model.graph())?;
+        schedule.check_finite = opts.check_finite;
         let mut s = Session { model, pool, executor, schedule, resolved, states, lens: vec![0; rows] };
         s.reset();
         Ok(s)
@@ -195,24 +203,59 @@ impl<'m> Session<'m> {
         }
     }
 
-    fn empty_states(&self, batch: usize) -> HashMap<String, Tensor> {
+    /// Each state's shape when empty (`past` = 0) for `batch` rows, with the
+    /// caches at capacity (`cap` = `max_seq`).
+    fn state_shapes(graph: &graphc_ir::Graph, batch: usize, max_seq: usize) -> Result<Vec<(String, Vec<usize>)>, Error> {
         let env: HashMap<String, i64> = [
             ("batch".to_string(), batch as i64),
             ("past".to_string(), 0),
-            (CAP.to_string(), self.resolved.max_seq as i64),
+            (CAP.to_string(), max_seq as i64),
         ]
         .into();
-        let mut states = HashMap::new();
-        for n in self.model.graph().g.node_weights() {
+        let mut shapes = Vec::new();
+        for n in graph.g.node_weights() {
             if let Op::State { name, ty } = &n.op {
-                let shape: Vec<usize> = ty.shape.iter().map(|d: &Dim| d.eval(&env).unwrap_or(0) as usize).collect();
+                let shape: Option<Vec<usize>> =
+                    ty.shape.iter().map(|d: &Dim| d.eval(&env).ok().and_then(|v| usize::try_from(v).ok())).collect();
+                let shape = shape.ok_or_else(|| Error::Input(format!("state `{name}`: its shape {ty} has no size at max_seq {max_seq}")))?;
+                shapes.push((name.clone(), shape));
+            }
+        }
+        Ok(shapes)
+    }
+
+    /// Bytes every state of a `batch`-row session holds at capacity; refused
+    /// (not aborted on) when it overflows or exceeds the machine's memory.
+    fn check_state_bytes(graph: &graphc_ir::Graph, batch: usize, max_seq: usize) -> Result<u64, Error> {
+        let mut total: u64 = 0;
+        for (name, shape) in Self::state_shapes(graph, batch, max_seq)? {
+            let bytes = shape.iter().try_fold(4u64, |a, &d| a.checked_mul(d as u64));
+            total = bytes.and_then(|b| total.checked_add(b)).ok_or_else(|| {
+                Error::Input(format!("state `{name}` of shape {shape:?} at max_seq {max_seq} is more than 2^64 bytes"))
+            })?;
+        }
+        if let Some(memory) = machine_memory_bytes() {
+            if total > memory {
+                return Err(Error::Input(format!(
+                    "the KV cache of {batch} row(s) at max_seq {max_seq} needs {total} bytes, more than this machine's {memory} bytes of memory; compile with a smaller --max-seq"
+                )));
+            }
+        }
+        Ok(total)
+    }
+
+    fn empty_states(&self, batch: usize) -> HashMap<String, Tensor> {
+        // Sizes were checked in `Session::new`.
+        let shapes = Self::state_shapes(self.model.graph(), batch, self.resolved.max_seq).expect("checked in Session::new");
+        shapes
+            .into_iter()
+            .map(|(name, shape)| {
                 let numel = shape.iter().product();
                 // Zeroed pages are mapped lazily: a cache at capacity costs
                 // memory only as rows are written.
-                states.insert(name.clone(), Tensor::f32(shape, vec![0.0; numel]));
-            }
-        }
-        states
+                (name, Tensor::f32(shape, vec![0.0; numel]))
+            })
+            .collect()
     }
 
     /// For benchmarks: make every row hold `len` tokens of zero keys and
@@ -426,4 +469,11 @@ impl<'m> Session<'m> {
         }
         Ok(Generation { tokens, stopped_on_eos, prefill_secs, decode_secs: t1.elapsed().as_secs_f64() })
     }
+}
+
+/// Physical memory (Linux `/proc/meminfo`'s `MemTotal`); `None` where unknown.
+fn machine_memory_bytes() -> Option<u64> {
+    let info = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let kib: u64 = info.lines().find_map(|l| l.strip_prefix("MemTotal:"))?.trim().strip_suffix("kB")?.trim().parse().ok()?;
+    kib.checked_mul(1024)
 }

@@ -99,6 +99,10 @@ pub struct Schedule {
     steps: Vec<Step>,
     /// (is_state, name, position of the value).
     sinks: Vec<(bool, String, usize)>,
+    /// Scan every f32 value a node produces and stop at the first NaN or
+    /// infinity, naming the node and its layer (`--check-finite`). Off by
+    /// default: it reads every activation once more.
+    pub check_finite: bool,
 }
 
 struct Step {
@@ -146,7 +150,7 @@ impl Schedule {
                 Step { id, name: format!("%{i}"), inputs, moved, frees }
             })
             .collect();
-        Ok(Schedule { steps, sinks })
+        Ok(Schedule { steps, sinks, check_finite: false })
     }
 }
 
@@ -216,7 +220,11 @@ pub fn run_scheduled(
                         None => Arg::Ref(vals[p].as_ref().expect("operand evaluated before its user")),
                     })
                     .collect();
-                Val::T(evaluator.eval(op, args, &env).map_err(err)?)
+                let t = evaluator.eval(op, args, &env).map_err(err)?;
+                if schedule.check_finite {
+                    check_finite(graph, step.id, &t).map_err(err)?;
+                }
+                Val::T(t)
             }
         };
         vals[i] = Some(v);
@@ -244,6 +252,23 @@ pub fn run_scheduled(
         }
     }
     Ok(out)
+}
+
+/// The first NaN or infinity in `t`, if any, as an error naming where the
+/// node sits (its layer and its text line).
+fn check_finite(graph: &Graph, id: graphc_ir::NodeId, t: &Tensor) -> Result<(), String> {
+    let Tensor::F32 { shape, data } = t else { return Ok(()) };
+    let Some(i) = data.iter().position(|v| !v.is_finite()) else { return Ok(()) };
+    let at = match graph.node(id).layer {
+        Some(l) => format!("in layer {l}"),
+        None => "outside the layers".to_string(),
+    };
+    let names = graph.topo_order().map(|o| o.into_iter().enumerate().map(|(i, n)| (n, i)).collect()).unwrap_or_default();
+    Err(format!(
+        "non-finite value {} at element {i} of its {shape:?} output: the first node to produce one, {at} (`{}`)",
+        data[i],
+        graphc_ir::text::node_line(graph, id, &names)
+    ))
 }
 
 /// Check a bound tensor against its declared type and bind the symbols its

@@ -4,6 +4,8 @@
 pub mod exec;
 pub mod fast;
 pub mod kernels;
+#[allow(unsafe_code)] // a region's closure borrows the caller's stack (see the module)
 pub mod pool;
 pub mod reference;
+#[allow(unsafe_code)] // target-feature intrinsics
 pub mod simd;

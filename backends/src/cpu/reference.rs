@@ -94,7 +94,7 @@ pub(crate) fn kv_append(
 }
 
 pub(crate) fn eval_dim(d: &graphc_ir::Dim, env: &Env) -> Result<usize, String> {
-    let v = d.eval(env).map_err(|s| format!("dimension `{d}` uses `{s}`, which no input binds"))?;
+    let v = d.eval(env).map_err(|why| format!("dimension `{d}`: {why}"))?;
     usize::try_from(v).map_err(|_| format!("dimension `{d}` evaluates to {v}"))
 }
 

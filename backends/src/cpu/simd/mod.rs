@@ -131,14 +131,16 @@ pub fn tile(isa: Isa, x: &[f32], ldx: usize, w: &[f32], ldw: usize, k: usize, ou
     assert!(x.len() >= (mr - 1) * ldx + k && w.len() >= (nr - 1) * ldw + k, "tile operands too short");
     #[cfg(target_arch = "x86_64")]
     match isa {
-        // SAFETY: the CPU has the features (asserted); the operand lengths
-        // cover every row read (asserted above).
         Isa::Avx512 => {
             assert!(isa.available());
+            // SAFETY: the CPU has AVX-512F (asserted); the operand lengths
+            // cover every row read (asserted above).
             return unsafe { avx512::tile_6x4(x.as_ptr(), ldx, w.as_ptr(), ldw, k, out) };
         }
         Isa::Avx2 => {
             assert!(isa.available());
+            // SAFETY: the CPU has AVX2 and FMA (asserted); the operand
+            // lengths cover every row read (asserted above).
             return unsafe { avx2::tile_3x4(x.as_ptr(), ldx, w.as_ptr(), ldw, k, out) };
         }
         Isa::Portable => {}
