@@ -33,6 +33,13 @@ pub fn verify(graph: &mut Graph) -> Result<(), VerifyError> {
         let node = graph.node(id);
         let err = |message: String| VerifyError { node: names[&id].clone(), op: node.op.mnemonic(), message };
         let inputs = graph.inputs(id);
+        if let Some(sink) = inputs.iter().find(|&&i| graph.node(i).op.is_sink()) {
+            return Err(err(format!(
+                "operand {} is a `{}`, which has no value to read",
+                names[sink],
+                graph.node(*sink).op.mnemonic()
+            )));
+        }
         let in_tys: Vec<TensorType> = inputs.iter().map(|i| graph.node(*i).ty.clone().unwrap()).collect();
         let inferred = infer(&node.op, &in_tys).map_err(&err)?;
         match &node.op {
