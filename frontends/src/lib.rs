@@ -65,7 +65,10 @@ pub struct Checkpoint {
 
 /// The families graphc lowers: GGUF by `general.architecture`, safetensors
 /// by `config.json`'s `model_type`.
-pub const FAMILIES: &[&str] = &["llama", "gemma3", families::fused_kv::MODEL_TYPE];
+pub const FAMILIES: &[&str] = &["llama", "gemma3", families::qwen3::MODEL_TYPE, families::fused_kv::MODEL_TYPE];
+
+/// The families lowered from safetensors, by `config.json`'s `model_type`.
+pub const SAFETENSORS_FAMILIES: &[&str] = &[families::qwen3::MODEL_TYPE, families::fused_kv::MODEL_TYPE];
 
 impl Checkpoint {
     /// A GGUF file (by its magic), or a safetensors file / folder with its `config.json`.
@@ -105,9 +108,9 @@ impl Checkpoint {
             .as_str()
             .ok_or_else(|| Diagnostic::new(&st.config_path, "key `model_type` is not a string"))?
             .to_string();
-        if model_type != families::fused_kv::MODEL_TYPE {
+        if !SAFETENSORS_FAMILIES.contains(&model_type.as_str()) {
             return Err(Diagnostic::new(&st.config_path, format!("unknown model_type `{model_type}`"))
-                .note(format!("graphc lowers from safetensors: {}", families::fused_kv::MODEL_TYPE)));
+                .note(format!("graphc lowers from safetensors: {}", SAFETENSORS_FAMILIES.join(", "))));
         }
         Ok(Checkpoint { format: Format::Safetensors(st), tokenizer: None, family: model_type })
     }
@@ -118,6 +121,7 @@ impl Checkpoint {
             (Format::Gguf(g), "llama") => families::llama::lower(g)?,
             (Format::Gguf(g), "gemma3") => families::gemma3::lower(g)?,
             (Format::Safetensors(st), families::fused_kv::MODEL_TYPE) => families::fused_kv::lower(st)?,
+            (Format::Safetensors(st), families::qwen3::MODEL_TYPE) => families::qwen3::lower(st)?,
             (_, other) => unreachable!("family {other} was accepted by open()"),
         };
         if let Some(t) = &self.tokenizer {

@@ -195,6 +195,15 @@ pub fn write_seeds(dir: &Path) -> std::io::Result<()> {
     st.extend_from_slice(&config);
     st.extend_from_slice(&tensors);
     put("safetensors", "fused_kv", &st)?;
+    // The parity fixtures of the safetensors families (tests/fixtures/families/).
+    for family in walk_dirs(&crate::repo_root().join("tests/fixtures/families"))? {
+        let config = std::fs::read(family.join("config.json"))?;
+        let tensors = std::fs::read(family.join("model.safetensors"))?;
+        let mut st = (config.len() as u16).to_le_bytes().to_vec();
+        st.extend_from_slice(&config);
+        st.extend_from_slice(&tensors);
+        put("safetensors", &family.file_name().unwrap().to_string_lossy(), &st)?;
+    }
     let ck = GgufWriter::tiny_llama().write(&tmp, "tiny.gguf");
     let model = Model::compile(&ck, &CompileOptions::default(), None).map_err(std::io::Error::other)?;
     put("plan", "tiny_llama.plan", model.plan().to_json().as_bytes())?;
@@ -219,6 +228,12 @@ pub fn write_seeds(dir: &Path) -> std::io::Result<()> {
         }
     }
     std::fs::remove_dir_all(&tmp)
+}
+
+fn walk_dirs(dir: &Path) -> std::io::Result<Vec<std::path::PathBuf>> {
+    let mut out: Vec<_> = std::fs::read_dir(dir)?.filter_map(|e| e.ok().map(|e| e.path())).filter(|p| p.is_dir()).collect();
+    out.sort();
+    Ok(out)
 }
 
 fn walk(dir: &Path) -> std::io::Result<Vec<std::path::PathBuf>> {

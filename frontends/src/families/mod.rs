@@ -5,6 +5,7 @@
 pub mod fused_kv;
 pub mod gemma3;
 pub mod llama;
+pub mod qwen3;
 
 use crate::error::Diagnostic;
 use crate::TensorSource;

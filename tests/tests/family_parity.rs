@@ -1,0 +1,158 @@
+//! Parity of the safetensors families against transformers, on the tiny
+//! random-initialized checkpoints `tools/make_family_fixtures.py` wrote to
+//! `tests/fixtures/families/<family>/` (with the transformers version that
+//! made them in `reference.json`'s `made_by`).
+//!
+//! For every fixture, on the reference executor and the fast backend:
+//! logits at every position of every prompt within 1e-4 of transformers'
+//! (f32 both sides: the gap is summation order, ~1e-6 here); 16 greedy
+//! tokens equal; a ragged batch of the three prompts gives each row the
+//! logits at its own last token. Each check shows its input separates right
+//! from a likely wrong answer: the fixture's controls (the same model with a
+//! plausible mistake patched in) sit far outside the bound, and reading a
+//! short row at the batch's `max_len - 1` gives a different answer.
+
+use graphc::{CompileOptions, Kernels, Model, SessionOptions};
+use serde_json::Value;
+
+const TOL: f32 = 1e-4;
+
+fn fixture(family: &str) -> (std::path::PathBuf, Value) {
+    let dir = graphc_tests::repo_root().join("tests/fixtures/families").join(family);
+    let text = std::fs::read_to_string(dir.join("reference.json")).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
+    (dir, serde_json::from_str(&text).unwrap())
+}
+
+fn ids(v: &Value) -> Vec<u32> {
+    v.as_array().unwrap().iter().map(|x| x.as_u64().unwrap() as u32).collect()
+}
+
+fn floats(v: &Value) -> Vec<f32> {
+    v.as_array().unwrap().iter().map(|x| x.as_f64().unwrap() as f32).collect()
+}
+
+fn max_diff(a: &[f32], b: &[f32]) -> f32 {
+    assert_eq!(a.len(), b.len());
+    a.iter().zip(b).map(|(x, y)| (x - y).abs()).fold(0.0, f32::max)
+}
+
+fn kernels() -> [Kernels; 2] {
+    [Kernels::Reference, Kernels::parse("fast").unwrap()]
+}
+
+/// Logits at every position of `prompt`: the first token prefilled, the
+/// rest decoded one by one (so the in-place cache is on the path too).
+fn logits_at_every_position(model: &Model, k: Kernels, prompt: &[u32]) -> Vec<Vec<f32>> {
+    let mut s = model.session(&SessionOptions { threads: Some(2), kernels: Some(k), ..Default::default() }).unwrap();
+    let mut out = vec![s.prefill(&prompt[..1]).unwrap()];
+    for &t in &prompt[1..] {
+        out.push(s.decode(t).unwrap());
+    }
+    out
+}
+
+fn check_family(family: &str) {
+    let (dir, r) = fixture(family);
+    println!("{family}: {}", r["made_by"]);
+    let model = Model::compile(&dir, &CompileOptions::default(), None).unwrap();
+    assert_eq!(model.plan().family, family);
+    let prompts: Vec<Vec<u32>> = r["prompts"].as_array().unwrap().iter().map(ids).collect();
+    let want: Vec<Vec<Vec<f32>>> =
+        r["logits"].as_array().unwrap().iter().map(|p| p.as_array().unwrap().iter().map(floats).collect()).collect();
+
+    // The fixture separates: each control (a plausible mistake) is far off.
+    for (name, control) in r["controls"].as_object().unwrap() {
+        let control: Vec<Vec<f32>> = control.as_array().unwrap().iter().map(floats).collect();
+        let gap = want[0].iter().zip(&control).map(|(a, b)| max_diff(a, b)).fold(0.0, f32::max);
+        assert!(gap > 100.0 * TOL, "{family}: control `{name}` is only {gap} from the reference: the fixture does not separate it");
+        println!("{family}: control `{name}` is {gap:.3} from the reference");
+    }
+
+    for k in kernels() {
+        // Every position of every prompt.
+        let mut worst = 0f32;
+        for (p, prompt) in prompts.iter().enumerate() {
+            let got = logits_at_every_position(&model, k, prompt);
+            for (pos, (g, w)) in got.iter().zip(&want[p]).enumerate() {
+                let d = max_diff(g, w);
+                assert!(d <= TOL, "{family} {k:?}: prompt {p} position {pos}: max |Δlogit| {d}");
+                worst = worst.max(d);
+            }
+        }
+        println!("{family} {k:?}: max |Δlogit| over every position of every prompt: {worst:e}");
+        // 16 greedy tokens.
+        let mut s = model.session(&SessionOptions { threads: Some(2), kernels: Some(k), ..Default::default() }).unwrap();
+        let mut logits = s.prefill(&prompts[0]).unwrap();
+        let mut tokens = Vec::new();
+        for _ in 0..16 {
+            let t = graphc::sampling::argmax(&logits);
+            tokens.push(t);
+            logits = s.decode(t).unwrap();
+        }
+        assert_eq!(tokens, ids(&r["greedy"]), "{family} {k:?}: greedy tokens");
+        // A ragged batch: each row's logits at its own last token.
+        let ragged: Vec<Vec<f32>> = r["ragged_last_logits"].as_array().unwrap().iter().map(floats).collect();
+        let mut batch = model.batch_session(3, &SessionOptions { threads: Some(2), kernels: Some(k), ..Default::default() }).unwrap();
+        let rows: Vec<&[u32]> = prompts.iter().map(|p| &p[..]).collect();
+        let got = batch.prefill_rows(&rows).unwrap();
+        for (i, (g, w)) in got.iter().zip(&ragged).enumerate() {
+            let d = max_diff(g, w);
+            assert!(d <= TOL, "{family} {k:?}: ragged row {i}: max |Δlogit| {d}");
+        }
+    }
+
+    // Reading a short row at `max_len - 1` (its last token repeated up to
+    // the longest row) would give another answer.
+    let max_len = prompts.iter().map(|p| p.len()).max().unwrap();
+    let short = &prompts[1];
+    let mut padded = short.clone();
+    padded.resize(max_len, *short.last().unwrap());
+    let wrong = logits_at_every_position(&model, Kernels::Reference, &padded).pop().unwrap();
+    let right = want[1].last().unwrap();
+    let gap = max_diff(&wrong, right);
+    assert!(gap > 100.0 * TOL, "{family}: reading max_len - 1 is only {gap} off");
+}
+
+#[test]
+fn qwen3_matches_transformers() {
+    check_family("qwen3");
+}
+
+#[test]
+fn qwen3_plan_records_gqa_and_qk_norm() {
+    let (dir, _) = fixture("qwen3");
+    let model = Model::compile(&dir, &CompileOptions::default(), None).unwrap();
+    let facts = &model.plan().model.facts;
+    assert_eq!((facts["n_heads"].as_str(), facts["n_kv_heads"].as_str()), ("4", "2"));
+    // Two per-head norms (q, k) per layer beside the two block norms, plus the final norm.
+    let norms = model.graph().g.node_weights().filter(|n| matches!(n.op, graphc_ir::Op::Norm { .. })).count();
+    assert_eq!(norms, 2 * 4 + 1);
+    assert_eq!(model.plan().model.context_length, 512, "from config.json's max_position_embeddings");
+}
+
+#[test]
+fn qwen3_ir_snapshots_and_kv_append_on_and_off() {
+    let (dir, r) = fixture("qwen3");
+    let on = Model::compile(&dir, &CompileOptions::default(), None).unwrap();
+    let fired = on.plan().passes.iter().find(|p| p.name == "kv_append").unwrap().rewrites;
+    assert_eq!(fired, 4, "K and V of both layers append in place");
+    insta::assert_snapshot!("qwen3_lowered_layer0", graphc_ir::text::print_filtered(on.lowered_graph().unwrap(), |l| l == 0));
+    insta::assert_snapshot!("qwen3_optimized_layer0", graphc_ir::text::print_filtered(on.graph(), |l| l == 0));
+    let off_opts = CompileOptions { disabled_passes: vec!["kv_append".into()], ..Default::default() };
+    let off = Model::compile(&dir, &off_opts, None).unwrap();
+    let prompt = ids(&r["prompts"][0]);
+    // No arithmetic changed: the same bits with the pass on and off.
+    for k in kernels() {
+        let a = logits_at_every_position(&on, k, &prompt);
+        let b = logits_at_every_position(&off, k, &prompt);
+        let bits = |v: &Vec<Vec<f32>>| v.iter().flatten().map(|x| x.to_bits()).collect::<Vec<_>>();
+        assert_eq!(bits(&a), bits(&b), "{k:?}: logits differ with kv_append off");
+    }
+    // The ragged batch with the pass off (rows stepped one by one).
+    let prompts: Vec<Vec<u32>> = r["prompts"].as_array().unwrap().iter().map(ids).collect();
+    let rows: Vec<&[u32]> = prompts.iter().map(|p| &p[..]).collect();
+    let mut batch = off.batch_session(3, &SessionOptions::default()).unwrap();
+    for (i, (g, w)) in batch.prefill_rows(&rows).unwrap().iter().zip(r["ragged_last_logits"].as_array().unwrap()).enumerate() {
+        assert!(max_diff(g, &floats(w)) <= TOL, "ragged row {i} with kv_append off");
+    }
+}

@@ -1,0 +1,128 @@
+#!/usr/bin/env python3
+"""Parity fixtures for the safetensors families (run by hand, not by CI).
+
+For each family: a tiny random-initialized model built by transformers from
+a config of that family (hidden 64, 2 layers, vocab 256), saved as
+safetensors + config.json, and transformers' f32 outputs on fixed inputs:
+
+- logits at every position of three prompts of different lengths,
+- 16 greedy tokens after the first prompt,
+- a ragged batch of the three prompts (right-padded, attention mask), each
+  row's logits read at its own last token,
+- "likely wrong" controls: the same prompts through the model with one
+  plausible mistake patched in (e.g. no per-head q/k norm; GQA heads mapped
+  `h % n_kv` instead of `h // group`), so a test can show the fixture tells
+  the right answer from those.
+
+Weights are drawn larger than transformers' init (std 0.02 would give logits
+of ~1e-2, where a 1e-4 bound separates nothing).
+
+    python3 -m venv venv && venv/bin/pip install torch transformers
+    venv/bin/python tools/make_family_fixtures.py   # writes tests/fixtures/families/
+"""
+import json
+import pathlib
+
+import torch
+import transformers
+from safetensors.torch import save_file
+
+OUT = pathlib.Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "families"
+PROMPTS = [
+    [17, 201, 3, 88, 140, 9, 254, 31, 77, 5, 120, 66, 199],
+    [42, 7, 230, 115, 64],
+    [250, 1, 99, 180, 23, 47, 160, 211, 12],
+]
+
+
+def randomize(model, seed):
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if name.endswith("norm.weight") or "layernorm" in name:
+                p.copy_(1.0 + 0.2 * torch.randn(p.shape, generator=g))
+            else:
+                fan_in = p.shape[-1]
+                p.copy_(torch.randn(p.shape, generator=g) * (1.0 / fan_in) ** 0.5)
+
+
+def all_logits(model, ids):
+    with torch.no_grad():
+        return model(torch.tensor([ids])).logits[0].float()
+
+
+def ragged(model, prompts):
+    n = max(len(p) for p in prompts)
+    ids = torch.tensor([p + [0] * (n - len(p)) for p in prompts])
+    mask = torch.tensor([[1] * len(p) + [0] * (n - len(p)) for p in prompts])
+    with torch.no_grad():
+        out = model(ids, attention_mask=mask).logits.float()
+    return [out[i, len(p) - 1] for i, p in enumerate(prompts)]
+
+
+def greedy(model, ids, steps=16):
+    with torch.no_grad():
+        out = model.generate(torch.tensor([ids]), max_new_tokens=steps, do_sample=False, min_new_tokens=steps,
+                             pad_token_id=None, eos_token_id=None)
+    return out[0, len(ids):].tolist()
+
+
+def rows(t):
+    return [[float(v) for v in r] for r in t]
+
+
+def write(family, model, config, controls):
+    d = OUT / family
+    d.mkdir(parents=True, exist_ok=True)
+    config.to_json_file(d / "config.json")
+    state = {k: v.contiguous() for k, v in model.state_dict().items()}
+    if config.tie_word_embeddings:
+        state.pop("lm_head.weight", None)
+    save_file(state, d / "model.safetensors")
+    ref = {
+        "made_by": f"tools/make_family_fixtures.py, transformers {transformers.__version__}, torch {torch.__version__}, f32",
+        "prompts": PROMPTS,
+        "logits": [rows(all_logits(model, p)) for p in PROMPTS],
+        "greedy": greedy(model, PROMPTS[0]),
+        "ragged_last_logits": rows(ragged(model, PROMPTS)),
+        "controls": controls,
+    }
+    single = [all_logits(model, p)[-1] for p in PROMPTS]
+    for a, b in zip(single, ref["ragged_last_logits"]):
+        assert max(abs(x - y) for x, y in zip(a.tolist(), b)) < 1e-4, "ragged batch disagrees with single runs"
+    (d / "reference.json").write_text(json.dumps(ref))
+    print(family, "written:", d)
+
+
+def qwen3():
+    from transformers import Qwen3Config, Qwen3ForCausalLM
+    import transformers.models.qwen3.modeling_qwen3 as m
+
+    config = Qwen3Config(
+        vocab_size=256, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=2, head_dim=16, max_position_embeddings=512,
+        rms_norm_eps=1e-6, rope_theta=10000.0, tie_word_embeddings=False, attention_bias=False,
+        torch_dtype="float32", attn_implementation="eager",
+    )
+    torch.manual_seed(0)
+    model = Qwen3ForCausalLM(config).eval()
+    randomize(model, 1)
+    controls = {}
+    # Control 1: no per-head q/k RMS norm.
+    saved = [(l.self_attn.q_norm, l.self_attn.k_norm) for l in model.model.layers]
+    for l in model.model.layers:
+        l.self_attn.q_norm = torch.nn.Identity()
+        l.self_attn.k_norm = torch.nn.Identity()
+    controls["no_qk_norm"] = rows(all_logits(model, PROMPTS[0]))
+    for l, (q, k) in zip(model.model.layers, saved):
+        l.self_attn.q_norm, l.self_attn.k_norm = q, k
+    # Control 2: GQA heads mapped h % n_kv (tiled) instead of h // group.
+    repeat_kv = m.repeat_kv
+    m.repeat_kv = lambda x, n_rep: x.repeat(1, n_rep, 1, 1)
+    controls["gqa_tiled"] = rows(all_logits(model, PROMPTS[0]))
+    m.repeat_kv = repeat_kv
+    write("qwen3", model, config, controls)
+
+
+if __name__ == "__main__":
+    qwen3()
