@@ -21,7 +21,7 @@
 //! the plan's capacity (a window-sized ring cache for local layers is not
 //! done yet).
 
-use super::{batch, past, seq, Builder};
+use super::{batch, seq, AttentionCfg, Builder};
 use crate::error::Diagnostic;
 use crate::families::llama::Lowered;
 use crate::gguf::GgufFile;
@@ -71,12 +71,6 @@ pub fn lower(g: &GgufFile) -> Result<Lowered, Diagnostic> {
         let w = |s: &str| format!("blk.{l}.{s}.weight");
         let ln = b.weight(&w("attn_norm"), Some(&[d]))?;
         let h = b.op(norm.clone(), &[x, ln]);
-        let (wq, wk, wv) = (
-            b.weight(&w("attn_q"), Some(&[nh * hd, d]))?,
-            b.weight(&w("attn_k"), Some(&[nkv * hd, d]))?,
-            b.weight(&w("attn_v"), Some(&[nkv * hd, d]))?,
-        );
-        let (q_norm, k_norm) = (b.weight(&w("attn_q_norm"), Some(&[hd]))?, b.weight(&w("attn_k_norm"), Some(&[hd]))?);
         let global = is_global(l);
         let rope = Op::Rope {
             style: RopeStyle::Neox,
@@ -84,45 +78,19 @@ pub fn lower(g: &GgufFile) -> Result<Lowered, Diagnostic> {
             theta: if global { global_theta } else { LOCAL_ROPE_THETA },
             scaling: RopeScaling::None,
         };
-        // Project, split heads, RMS-norm each head (Q and K), rotate.
-        let heads = |b: &mut Builder, w, n: usize, head_norm: Option<_>| {
-            let p = b.matmul(h, w);
-            let p = b.reshape(p, vec![batch(), seq(), n.into(), hd.into()]);
-            let p = match head_norm {
-                Some(nw) => b.op(norm.clone(), &[p, nw]),
-                None => p,
-            };
-            let p = b.permute(p, &[0, 2, 1, 3]);
-            match head_norm {
-                Some(_) => b.op(rope.clone(), &[p, positions]),
-                None => p,
-            }
-        };
-        let q = heads(&mut b, wq, nh, Some(q_norm));
-        let kk = heads(&mut b, wk, nkv, Some(k_norm));
-        let v = heads(&mut b, wv, nkv, None);
-        let cache_ty = TensorType::new(DType::F32, vec![batch(), nkv.into(), past(), hd.into()]);
-        let mut kv = Vec::new();
-        for (name, new) in [("k", kk), ("v", v)] {
-            let name = format!("{name}.{l}");
-            let cache = b.op(Op::State { name: name.clone(), ty: cache_ty.clone() }, &[]);
-            let all = b.op(Op::Concat { axis: 2 }, &[cache, new]);
-            b.op(Op::StateOut { name }, &[all]);
-            kv.push(all);
-        }
-        let attn = Op::Attention {
+        let cfg = AttentionCfg {
+            d,
             n_heads: nh,
             n_kv_heads: nkv,
+            head_dim: hd,
+            norm: norm.clone(),
+            rope,
             scale: 1.0 / (hd as f32).sqrt(),
-            causal: true,
             window: (!global).then_some(window),
             softcap: None,
         };
-        let a = b.op(attn, &[q, kv[0], kv[1], positions]);
-        let a = b.permute(a, &[0, 2, 1, 3]);
-        let a = b.reshape(a, vec![batch(), seq(), (nh * hd).into()]);
-        let wo = b.weight(&w("attn_output"), Some(&[d, nh * hd]))?;
-        let o = b.matmul(a, wo);
+        let (q_norm, k_norm) = (w("attn_q_norm"), w("attn_k_norm"));
+        let o = b.attention(h, positions, [&w("attn_q"), &w("attn_k"), &w("attn_v"), &w("attn_output")], Some((&q_norm, &k_norm)), &cfg)?;
         let post = b.weight(&w("post_attention_norm"), Some(&[d]))?;
         let o = b.op(norm.clone(), &[o, post]);
         x = b.binary(BinaryOp::Add, x, o);

@@ -96,6 +96,59 @@ impl<'a> Builder<'a> {
         Ok(self.matmul(a, wd))
     }
 
+    /// Causal self-attention as Gemma 3 and the HF families write it: Q, K,
+    /// V projections (`names.0..=2`, no biases), heads split, Q and K
+    /// RMS-normed per head when `qk_norm` names their weights, Q and K
+    /// rotated by `rope`, K and V concatenated onto this layer's caches
+    /// (`k.L`, `v.L`: the loop-carried state `kv_append` rewrites), GQA
+    /// attention, heads merged, output projection (`names.3`).
+    pub fn attention(&mut self, h: NodeId, positions: NodeId, names: [&str; 4], qk_norm: Option<(&str, &str)>, cfg: &AttentionCfg) -> Result<NodeId, Diagnostic> {
+        let AttentionCfg { d, n_heads: nh, n_kv_heads: nkv, head_dim: hd, .. } = *cfg;
+        let l = self.layer.expect("attention is built inside a layer");
+        let (wq, wk, wv) = (
+            self.weight(names[0], Some(&[nh * hd, d]))?,
+            self.weight(names[1], Some(&[nkv * hd, d]))?,
+            self.weight(names[2], Some(&[nkv * hd, d]))?,
+        );
+        let norms = match qk_norm {
+            Some((q, k)) => Some((self.weight(q, Some(&[hd]))?, self.weight(k, Some(&[hd]))?)),
+            None => None,
+        };
+        // Project, split heads, RMS-norm each head (when the family does), rotate.
+        let heads = |b: &mut Builder, w, n: usize, head_norm: Option<NodeId>, rotate: bool| {
+            let p = b.matmul(h, w);
+            let p = b.reshape(p, vec![batch(), seq(), n.into(), hd.into()]);
+            let p = match head_norm {
+                Some(nw) => b.op(cfg.norm.clone(), &[p, nw]),
+                None => p,
+            };
+            let p = b.permute(p, &[0, 2, 1, 3]);
+            if rotate {
+                b.op(cfg.rope.clone(), &[p, positions])
+            } else {
+                p
+            }
+        };
+        let q = heads(self, wq, nh, norms.map(|n| n.0), true);
+        let k = heads(self, wk, nkv, norms.map(|n| n.1), true);
+        let v = heads(self, wv, nkv, None, false);
+        let cache_ty = TensorType::new(DType::F32, vec![batch(), nkv.into(), past(), hd.into()]);
+        let mut kv = Vec::new();
+        for (name, new) in [("k", k), ("v", v)] {
+            let name = format!("{name}.{l}");
+            let cache = self.op(Op::State { name: name.clone(), ty: cache_ty.clone() }, &[]);
+            let all = self.op(Op::Concat { axis: 2 }, &[cache, new]);
+            self.op(Op::StateOut { name }, &[all]);
+            kv.push(all);
+        }
+        let attn = Op::Attention { n_heads: nh, n_kv_heads: nkv, scale: cfg.scale, causal: true, window: cfg.window, softcap: cfg.softcap };
+        let a = self.op(attn, &[q, kv[0], kv[1], positions]);
+        let a = self.permute(a, &[0, 2, 1, 3]);
+        let a = self.reshape(a, vec![batch(), seq(), (nh * hd).into()]);
+        let wo = self.weight(names[3], Some(&[d, nh * hd]))?;
+        Ok(self.matmul(a, wo))
+    }
+
     /// The head: each row's own last position (`last_rows`) of the hidden
     /// states `x [batch, seq, d]`, `norm`ed with the weight `norm_weight`,
     /// times the output matrix (`Ok(node)`, or `Err((name, vocab))` for a
@@ -118,6 +171,21 @@ impl<'a> Builder<'a> {
         let logits = self.matmul(h, out_w);
         Ok(self.op(Op::Output { name: "logits".into() }, &[logits]))
     }
+}
+
+/// One layer's attention shape (see `Builder::attention`).
+#[derive(Clone)]
+pub struct AttentionCfg {
+    pub d: usize,
+    pub n_heads: usize,
+    pub n_kv_heads: usize,
+    pub head_dim: usize,
+    /// The per-head Q/K norm, when the family has one.
+    pub norm: Op,
+    pub rope: Op,
+    pub scale: f32,
+    pub window: Option<usize>,
+    pub softcap: Option<f32>,
 }
 
 /// `batch`, `seq`, `past`: the symbolic dims every family's graph uses.

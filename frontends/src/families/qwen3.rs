@@ -15,12 +15,12 @@
 //! it, never a default), `tie_word_embeddings` (optional; `false` when
 //! absent, as in transformers' `Qwen3Config`).
 
-use super::{batch, past, seq, Builder};
+use super::{batch, seq, AttentionCfg, Builder};
 use crate::error::Diagnostic;
 use crate::families::llama::Lowered;
 use crate::safetensors::SafetensorsFile;
 use graphc_ir::plan::ModelMeta;
-use graphc_ir::{BinaryOp, DType, NormKind, Op, RopeScaling, RopeStyle, TensorType, UnaryOp};
+use graphc_ir::{BinaryOp, DType, NormKind, Op, RopeScaling, RopeStyle, UnaryOp};
 use std::collections::BTreeMap;
 
 pub const MODEL_TYPE: &str = "qwen3";
@@ -49,57 +49,25 @@ pub fn lower(st: &SafetensorsFile) -> Result<Lowered, Diagnostic> {
     let embd = b.weight("model.embed_tokens.weight", Some(&[vocab, d]))?;
     let mut x = b.op(Op::Gather, &[embd, tokens]);
     let norm = Op::Norm { kind: NormKind::Rms, eps };
-    let rope = Op::Rope { style: RopeStyle::Neox, rotary_dim: hd, theta, scaling: RopeScaling::None };
+    let cfg = AttentionCfg {
+        d,
+        n_heads: nh,
+        n_kv_heads: nkv,
+        head_dim: hd,
+        norm: norm.clone(),
+        rope: Op::Rope { style: RopeStyle::Neox, rotary_dim: hd, theta, scaling: RopeScaling::None },
+        scale: 1.0 / (hd as f32).sqrt(),
+        window: None,
+        softcap: None,
+    };
     for l in 0..n_layers {
         b.layer = Some(l as u32);
         let w = |s: &str| format!("model.layers.{l}.{s}.weight");
         let ln = b.weight(&w("input_layernorm"), Some(&[d]))?;
         let h = b.op(norm.clone(), &[x, ln]);
-        let (wq, wk, wv) = (
-            b.weight(&w("self_attn.q_proj"), Some(&[nh * hd, d]))?,
-            b.weight(&w("self_attn.k_proj"), Some(&[nkv * hd, d]))?,
-            b.weight(&w("self_attn.v_proj"), Some(&[nkv * hd, d]))?,
-        );
-        let (q_norm, k_norm) = (b.weight(&w("self_attn.q_norm"), Some(&[hd]))?, b.weight(&w("self_attn.k_norm"), Some(&[hd]))?);
-        // Project, split heads, RMS-norm each head (Q and K), rotate.
-        let heads = |b: &mut Builder, w, n: usize, head_norm: Option<_>| {
-            let p = b.matmul(h, w);
-            let p = b.reshape(p, vec![batch(), seq(), n.into(), hd.into()]);
-            let p = match head_norm {
-                Some(nw) => b.op(norm.clone(), &[p, nw]),
-                None => p,
-            };
-            let p = b.permute(p, &[0, 2, 1, 3]);
-            match head_norm {
-                Some(_) => b.op(rope.clone(), &[p, positions]),
-                None => p,
-            }
-        };
-        let q = heads(&mut b, wq, nh, Some(q_norm));
-        let k = heads(&mut b, wk, nkv, Some(k_norm));
-        let v = heads(&mut b, wv, nkv, None);
-        let cache_ty = TensorType::new(DType::F32, vec![batch(), nkv.into(), past(), hd.into()]);
-        let mut kv = Vec::new();
-        for (name, new) in [("k", k), ("v", v)] {
-            let name = format!("{name}.{l}");
-            let cache = b.op(Op::State { name: name.clone(), ty: cache_ty.clone() }, &[]);
-            let all = b.op(Op::Concat { axis: 2 }, &[cache, new]);
-            b.op(Op::StateOut { name }, &[all]);
-            kv.push(all);
-        }
-        let attn = Op::Attention {
-            n_heads: nh,
-            n_kv_heads: nkv,
-            scale: 1.0 / (hd as f32).sqrt(),
-            causal: true,
-            window: None,
-            softcap: None,
-        };
-        let a = b.op(attn, &[q, kv[0], kv[1], positions]);
-        let a = b.permute(a, &[0, 2, 1, 3]);
-        let a = b.reshape(a, vec![batch(), seq(), (nh * hd).into()]);
-        let wo = b.weight(&w("self_attn.o_proj"), Some(&[d, nh * hd]))?;
-        let o = b.matmul(a, wo);
+        let (q_norm, k_norm) = (w("self_attn.q_norm"), w("self_attn.k_norm"));
+        let names = [&w("self_attn.q_proj"), &w("self_attn.k_proj"), &w("self_attn.v_proj"), &w("self_attn.o_proj")];
+        let o = b.attention(h, positions, names.map(|s| s.as_str()), Some((&q_norm, &k_norm)), &cfg)?;
         x = b.binary(BinaryOp::Add, x, o);
         let ln = b.weight(&w("post_attention_layernorm"), Some(&[d]))?;
         let h = b.op(norm.clone(), &[x, ln]);
