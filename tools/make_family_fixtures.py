@@ -124,5 +124,51 @@ def qwen3():
     write("qwen3", model, config, controls)
 
 
+def gemma():
+    from transformers import GemmaConfig, GemmaForCausalLM
+    import transformers.models.gemma.modeling_gemma as m
+
+    # Shaped like gemma-2b: MQA (one kv head), tied output, context 8192.
+    config = GemmaConfig(
+        vocab_size=256, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=1, head_dim=16, max_position_embeddings=8192,
+        rms_norm_eps=1e-6, rope_theta=10000.0, hidden_activation="gelu_pytorch_tanh",
+        tie_word_embeddings=True, torch_dtype="float32", attn_implementation="eager",
+    )
+    torch.manual_seed(0)
+    model = GemmaForCausalLM(config).eval()
+    randomize(model, 2)
+    # Gemma's norm weights are offsets from 1: draw them around 0.
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if "norm" in name:
+                p.sub_(1.0)
+            # Gate pre-activations of a few units, where GELU's tanh and erf
+            # forms differ most (they agree to 5e-4 at best).
+            # and the MLP's output and the (tied) logits scaled up, so the
+            # difference reaches the logits well outside the 1e-4 bound.
+            if "gate_proj" in name:
+                p.mul_(3.0)
+            if "down_proj" in name:
+                p.mul_(10.0)
+            if "embed_tokens" in name:
+                p.mul_(5.0)
+    controls = {}
+    # Control 1: RMSNorm scaling by w instead of 1 + w.
+    forward = m.GemmaRMSNorm.forward
+    m.GemmaRMSNorm.forward = lambda self, x: (self._norm(x.float()) * self.weight.float()).type_as(x)
+    controls["norm_without_one_plus"] = rows(all_logits(model, PROMPTS[0]))
+    m.GemmaRMSNorm.forward = forward
+    # Control 2: GELU in its erf form instead of tanh.
+    acts = [l.mlp.act_fn for l in model.model.layers]
+    for l in model.model.layers:
+        l.mlp.act_fn = torch.nn.GELU()
+    controls["gelu_erf"] = rows(all_logits(model, PROMPTS[0]))
+    for l, a in zip(model.model.layers, acts):
+        l.mlp.act_fn = a
+    write("gemma", model, config, controls)
+
+
 if __name__ == "__main__":
     qwen3()
+    gemma()

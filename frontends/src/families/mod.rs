@@ -3,6 +3,7 @@
 //! manifest as tensors are used.
 
 pub mod fused_kv;
+pub mod gemma;
 pub mod gemma3;
 pub mod llama;
 pub mod qwen3;

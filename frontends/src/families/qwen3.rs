@@ -97,7 +97,7 @@ pub fn lower(st: &SafetensorsFile) -> Result<Lowered, Diagnostic> {
 /// The RoPE base: top-level `rope_theta` (transformers 4) or
 /// `rope_parameters.rope_theta` (transformers 5), whose `rope_type` must be
 /// `default` (scaled RoPE variants are not lowered yet).
-fn rope_theta(st: &SafetensorsFile) -> Result<f32, Diagnostic> {
+pub(crate) fn rope_theta(st: &SafetensorsFile) -> Result<f32, Diagnostic> {
     if let Some(t) = st.config.get("rope_theta").and_then(|v| v.as_f64()) {
         return Ok(t as f32);
     }

@@ -1,0 +1,113 @@
+//! Gemma (1) (`config.json` `model_type = "gemma"`), lowered from
+//! safetensors with Hugging Face tensor names.
+//!
+//! Per layer (HF `GemmaDecoderLayer`): `x + attn(input_layernorm(x))`, then
+//! `x + mlp(post_attention_layernorm(x))`. Gemma's RMSNorm scales by
+//! `1 + weight` (the checkpoint stores the offset-free weight; unlike
+//! llama.cpp's GGUF converter, HF does not fold the `1` in), so each norm
+//! weight gets `+ 1` in the graph. The embedding is scaled by
+//! `sqrt(hidden)` rounded to f32; attention is NeoX RoPE with GQA/MQA and
+//! scale `1/sqrt(head_dim)`; the MLP is GeGLU with `hidden_activation`
+//! (`gelu_pytorch_tanh`: the tanh form; `gelu`: the erf form); the output
+//! is tied to the embedding.
+//!
+//! The context length is `max_position_embeddings`, read from the config
+//! and required (8192 for the gemma-2b/7b configs): engines that fell back
+//! to a built-in default served Gemma at the wrong length.
+
+use super::{batch, seq, AttentionCfg, Builder};
+use crate::error::Diagnostic;
+use crate::families::llama::Lowered;
+use crate::families::qwen3::rope_theta;
+use crate::safetensors::SafetensorsFile;
+use graphc_ir::plan::ModelMeta;
+use graphc_ir::{BinaryOp, DType, NodeId, NormKind, Op, RopeScaling, RopeStyle, TensorType, UnaryOp};
+use std::collections::BTreeMap;
+
+pub const MODEL_TYPE: &str = "gemma";
+
+pub fn lower(st: &SafetensorsFile) -> Result<Lowered, Diagnostic> {
+    let u = |k: &str| st.config_uint(k);
+    let (d, n_layers, nh, nkv, hd) =
+        (u("hidden_size")?, u("num_hidden_layers")?, u("num_attention_heads")?, u("num_key_value_heads")?, u("head_dim")?);
+    let (ffn, vocab, context) = (u("intermediate_size")?, u("vocab_size")?, u("max_position_embeddings")?);
+    if nh == 0 || nkv == 0 || nh % nkv != 0 {
+        return Err(Diagnostic::new(&st.config_path, format!("{nh} attention heads are not a multiple of {nkv} kv heads")));
+    }
+    if hd == 0 || hd % 2 != 0 {
+        return Err(Diagnostic::new(&st.config_path, format!("head_dim {hd} is not a positive even number (RoPE rotates pairs)")));
+    }
+    let eps = st.config_float("rms_norm_eps")? as f32;
+    let theta = rope_theta(st)?;
+    let act_key = if st.config.get("hidden_activation").is_some_and(|v| !v.is_null()) { "hidden_activation" } else { "hidden_act" };
+    let act = match st.config_value(act_key)?.as_str() {
+        Some("gelu_pytorch_tanh") => UnaryOp::GeluTanh,
+        Some("gelu") => UnaryOp::GeluErf,
+        other => {
+            return Err(Diagnostic::new(&st.config_path, format!("`{act_key}` is {other:?}; expected \"gelu_pytorch_tanh\" or \"gelu\"")))
+        }
+    };
+    let mut b = Builder::new("gemma", st);
+    let tokens = b.input("tokens", DType::I32, vec![batch(), seq()]);
+    let positions = b.input("positions", DType::I32, vec![batch(), seq()]);
+    let last_rows = b.input("last_rows", DType::I32, vec![batch()]);
+    let embd = b.weight("model.embed_tokens.weight", Some(&[vocab, d]))?;
+    let x = b.op(Op::Gather, &[embd, tokens]);
+    let scalar = |b: &mut Builder, value: f32| b.op(Op::Const { value, ty: TensorType::new(DType::F32, vec![1usize.into()]) }, &[]);
+    let scale = scalar(&mut b, (d as f64).sqrt() as f32);
+    let mut x = b.binary(BinaryOp::Mul, x, scale);
+    let norm = Op::Norm { kind: NormKind::Rms, eps };
+    // `x / rms(x) * (1 + w)`.
+    let gemma_norm = |b: &mut Builder, x: NodeId, weight: &str| -> Result<NodeId, Diagnostic> {
+        let w = b.weight(weight, Some(&[d]))?;
+        let one = scalar(b, 1.0);
+        let w = b.binary(BinaryOp::Add, w, one);
+        Ok(b.op(norm.clone(), &[x, w]))
+    };
+    let cfg = AttentionCfg {
+        d,
+        n_heads: nh,
+        n_kv_heads: nkv,
+        head_dim: hd,
+        norm: norm.clone(),
+        rope: Op::Rope { style: RopeStyle::Neox, rotary_dim: hd, theta, scaling: RopeScaling::None },
+        scale: 1.0 / (hd as f32).sqrt(),
+        window: None,
+        softcap: None,
+    };
+    for l in 0..n_layers {
+        b.layer = Some(l as u32);
+        let w = |s: &str| format!("model.layers.{l}.{s}.weight");
+        let h = gemma_norm(&mut b, x, &w("input_layernorm"))?;
+        let names = [&w("self_attn.q_proj"), &w("self_attn.k_proj"), &w("self_attn.v_proj"), &w("self_attn.o_proj")];
+        let o = b.attention(h, positions, names.map(|s| s.as_str()), None, &cfg)?;
+        x = b.binary(BinaryOp::Add, x, o);
+        let h = gemma_norm(&mut b, x, &w("post_attention_layernorm"))?;
+        let down = b.gated_mlp(h, (&w("mlp.gate_proj"), &w("mlp.up_proj"), &w("mlp.down_proj")), (ffn, d), act)?;
+        x = b.binary(BinaryOp::Add, x, down);
+    }
+    b.layer = None;
+    // The final norm, then the tied head.
+    let flat = b.reshape(x, vec![batch().mul(&seq()), d.into()]);
+    let last = b.op(Op::Gather, &[flat, last_rows]);
+    let h = gemma_norm(&mut b, last, "model.norm.weight")?;
+    let logits = b.matmul(h, embd);
+    b.op(Op::Output { name: "logits".into() }, &[logits]);
+    let facts: BTreeMap<String, String> = [
+        ("layers", n_layers.to_string()),
+        ("hidden", d.to_string()),
+        ("n_heads", nh.to_string()),
+        ("n_kv_heads", nkv.to_string()),
+        ("head_dim", hd.to_string()),
+        ("norm_eps", format!("{eps:?}")),
+        ("norm_weight_offset", "1 (HF stores w; Gemma scales by 1 + w)".to_string()),
+        ("rope_theta", format!("{theta:?}")),
+        ("mlp_activation", format!("{act:?}")),
+        ("context_length", format!("{context} (config.json max_position_embeddings)")),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v))
+    .collect();
+    let meta = ModelMeta { vocab_size: vocab, context_length: context, bos_id: None, add_bos: false, stop_ids: vec![], facts };
+    Ok(Lowered { graph: b.g, manifest: b.manifest, meta })
+}
