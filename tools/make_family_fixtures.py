@@ -169,6 +169,54 @@ def gemma():
     write("gemma", model, config, controls)
 
 
+def phi2():
+    from transformers import PhiConfig, PhiForCausalLM
+
+    config = PhiConfig(
+        vocab_size=256, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+        num_attention_heads=4, max_position_embeddings=2048, layer_norm_eps=1e-5,
+        hidden_act="gelu_new", partial_rotary_factor=0.5, rope_theta=10000.0,
+        tie_word_embeddings=False, torch_dtype="float32", attn_implementation="eager",
+    )
+    torch.manual_seed(0)
+    model = PhiForCausalLM(config).eval()
+    randomize(model, 3)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if name.endswith(".bias"):
+                p.mul_(0.5)
+            # As for gemma: drive GELU where its two forms differ, and let the
+            # MLP reach the logits.
+            if "fc1.weight" in name:
+                p.mul_(3.0)
+            if "fc2.weight" in name:
+                p.mul_(10.0)
+            if "lm_head.weight" in name:
+                p.mul_(5.0)
+    controls = {}
+    # Control 1: GELU in its erf form.
+    acts = [l.mlp.activation_fn for l in model.model.layers]
+    for l in model.model.layers:
+        l.mlp.activation_fn = torch.nn.GELU()
+    controls["gelu_erf"] = rows(all_logits(model, PROMPTS[0]))
+    for l, a in zip(model.model.layers, acts):
+        l.mlp.activation_fn = a
+    # Control 2: RoPE over the whole head instead of its first half.
+    head_dim = config.hidden_size // config.num_attention_heads
+    rot = model.model.rotary_emb
+    saved = rot.inv_freq.clone()
+    rot.inv_freq = 1.0 / (config.rope_theta ** (torch.arange(0, head_dim, 2, dtype=torch.float32) / head_dim)) \
+        if hasattr(config, "rope_theta") else 1.0 / (10000.0 ** (torch.arange(0, head_dim, 2, dtype=torch.float32) / head_dim))
+    for l in model.model.layers:
+        l.self_attn.rotary_ndims = head_dim
+    controls["full_rotary"] = rows(all_logits(model, PROMPTS[0]))
+    rot.inv_freq = saved
+    for l in model.model.layers:
+        l.self_attn.rotary_ndims = head_dim // 2
+    write("phi2", model, config, controls)
+
+
 if __name__ == "__main__":
     qwen3()
     gemma()
+    phi2()

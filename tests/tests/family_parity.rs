@@ -55,7 +55,8 @@ fn check_family(family: &str) {
     let (dir, r) = fixture(family);
     println!("{family}: {}", r["made_by"]);
     let model = Model::compile(&dir, &CompileOptions::default(), None).unwrap();
-    assert_eq!(model.plan().family, family);
+    let config: Value = serde_json::from_str(&std::fs::read_to_string(dir.join("config.json")).unwrap()).unwrap();
+    assert_eq!(model.plan().family, config["model_type"].as_str().unwrap());
     let prompts: Vec<Vec<u32>> = r["prompts"].as_array().unwrap().iter().map(ids).collect();
     let want: Vec<Vec<Vec<f32>>> =
         r["logits"].as_array().unwrap().iter().map(|p| p.as_array().unwrap().iter().map(floats).collect()).collect();
@@ -187,4 +188,53 @@ fn gemma_optimized_ir_snapshot() {
     let fired = model.plan().passes.iter().find(|p| p.name == "kv_append").unwrap().rewrites;
     assert_eq!(fired, 4, "K and V of both layers append in place");
     insta::assert_snapshot!("gemma_optimized_layer0", graphc_ir::text::print_filtered(model.graph(), |l| l == 0));
+}
+
+#[test]
+fn phi2_matches_transformers() {
+    check_family("phi2");
+}
+
+/// The phi2 fixture with its config edited by `edit`, in a fresh folder.
+fn phi2_with_config(tag: &str, edit: impl Fn(&mut serde_json::Map<String, Value>)) -> std::path::PathBuf {
+    let (dir, _) = fixture("phi2");
+    let tmp = graphc_tests::temp_dir(tag);
+    std::fs::copy(dir.join("model.safetensors"), tmp.join("model.safetensors")).unwrap();
+    let mut config: Value = serde_json::from_str(&std::fs::read_to_string(dir.join("config.json")).unwrap()).unwrap();
+    edit(config.as_object_mut().unwrap());
+    std::fs::write(tmp.join("config.json"), config.to_string()).unwrap();
+    tmp
+}
+
+#[test]
+fn phi2_reads_the_layernorm_epsilon_under_either_spelling_and_names_both_when_missing() {
+    let (dir, r) = fixture("phi2");
+    let want = floats(&r["logits"][0].as_array().unwrap().last().unwrap().clone());
+    let original = Model::compile(&dir, &CompileOptions::default(), None).unwrap();
+    assert_eq!(original.plan().model.facts["norm"], "layer, eps 1e-5");
+    for spelling in ["layer_norm_epsilon", "layer_norm_rms_epsilon"] {
+        let tmp = phi2_with_config(&format!("phi2-{spelling}"), |c| {
+            let eps = c.remove("layer_norm_eps").unwrap();
+            c.insert(spelling.into(), eps);
+        });
+        let m = Model::compile(&tmp, &CompileOptions::default(), None).unwrap();
+        assert_eq!(m.plan().model.facts["norm"], "layer, eps 1e-5", "{spelling}");
+        let prompt = ids(&r["prompts"][0]);
+        let got = m.session(&SessionOptions::default()).unwrap().prefill(&prompt).unwrap();
+        assert!(max_diff(&got, &want) <= TOL, "{spelling}");
+    }
+    let tmp = phi2_with_config("phi2-no-eps", |c| {
+        c.remove("layer_norm_eps");
+    });
+    let e = Model::compile(&tmp, &CompileOptions::default(), None).err().expect("compiled without an epsilon").to_string();
+    for key in ["layer_norm_eps", "layer_norm_epsilon", "layer_norm_rms_epsilon"] {
+        assert!(e.contains(&format!("`{key}`")), "names `{key}`: {e}");
+    }
+}
+
+#[test]
+fn phi2_optimized_ir_snapshot() {
+    let (dir, _) = fixture("phi2");
+    let model = Model::compile(&dir, &CompileOptions::default(), None).unwrap();
+    insta::assert_snapshot!("phi2_optimized_layer0", graphc_ir::text::print_filtered(model.graph(), |l| l == 0));
 }

@@ -74,6 +74,7 @@ pub fn lower(st: &SafetensorsFile) -> Result<Lowered, Diagnostic> {
         scale: 1.0 / (hd as f32).sqrt(),
         window: None,
         softcap: None,
+        biases: false,
     };
     for l in 0..n_layers {
         b.layer = Some(l as u32);

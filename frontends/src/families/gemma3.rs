@@ -88,6 +88,7 @@ pub fn lower(g: &GgufFile) -> Result<Lowered, Diagnostic> {
             scale: 1.0 / (hd as f32).sqrt(),
             window: (!global).then_some(window),
             softcap: None,
+            biases: false,
         };
         let (q_norm, k_norm) = (w("attn_q_norm"), w("attn_k_norm"));
         let o = b.attention(h, positions, [&w("attn_q"), &w("attn_k"), &w("attn_v"), &w("attn_output")], Some((&q_norm, &k_norm)), &cfg)?;

@@ -6,6 +6,7 @@ pub mod fused_kv;
 pub mod gemma;
 pub mod gemma3;
 pub mod llama;
+pub mod phi2;
 pub mod qwen3;
 
 use crate::error::Diagnostic;
@@ -111,13 +112,25 @@ impl<'a> Builder<'a> {
             self.weight(names[1], Some(&[nkv * hd, d]))?,
             self.weight(names[2], Some(&[nkv * hd, d]))?,
         );
+        let biases = match cfg.biases {
+            true => Some((
+                self.weight(&bias_name(names[0]), Some(&[nh * hd]))?,
+                self.weight(&bias_name(names[1]), Some(&[nkv * hd]))?,
+                self.weight(&bias_name(names[2]), Some(&[nkv * hd]))?,
+            )),
+            false => None,
+        };
         let norms = match qk_norm {
             Some((q, k)) => Some((self.weight(q, Some(&[hd]))?, self.weight(k, Some(&[hd]))?)),
             None => None,
         };
         // Project, split heads, RMS-norm each head (when the family does), rotate.
-        let heads = |b: &mut Builder, w, n: usize, head_norm: Option<NodeId>, rotate: bool| {
+        let heads = |b: &mut Builder, (w, bias): (NodeId, Option<NodeId>), n: usize, head_norm: Option<NodeId>, rotate: bool| {
             let p = b.matmul(h, w);
+            let p = match bias {
+                Some(bias) => b.binary(BinaryOp::Add, p, bias),
+                None => p,
+            };
             let p = b.reshape(p, vec![batch(), seq(), n.into(), hd.into()]);
             let p = match head_norm {
                 Some(nw) => b.op(cfg.norm.clone(), &[p, nw]),
@@ -130,9 +143,9 @@ impl<'a> Builder<'a> {
                 p
             }
         };
-        let q = heads(self, wq, nh, norms.map(|n| n.0), true);
-        let k = heads(self, wk, nkv, norms.map(|n| n.1), true);
-        let v = heads(self, wv, nkv, None, false);
+        let q = heads(self, (wq, biases.map(|b| b.0)), nh, norms.map(|n| n.0), true);
+        let k = heads(self, (wk, biases.map(|b| b.1)), nkv, norms.map(|n| n.1), true);
+        let v = heads(self, (wv, biases.map(|b| b.2)), nkv, None, false);
         let cache_ty = TensorType::new(DType::F32, vec![batch(), nkv.into(), past(), hd.into()]);
         let mut kv = Vec::new();
         for (name, new) in [("k", k), ("v", v)] {
@@ -147,7 +160,12 @@ impl<'a> Builder<'a> {
         let a = self.permute(a, &[0, 2, 1, 3]);
         let a = self.reshape(a, vec![batch(), seq(), (nh * hd).into()]);
         let wo = self.weight(names[3], Some(&[d, nh * hd]))?;
-        Ok(self.matmul(a, wo))
+        let o = self.matmul(a, wo);
+        if cfg.biases {
+            let bo = self.weight(&bias_name(names[3]), Some(&[d]))?;
+            return Ok(self.binary(BinaryOp::Add, o, bo));
+        }
+        Ok(o)
     }
 
     /// The head: each row's own last position (`last_rows`) of the hidden
@@ -187,6 +205,14 @@ pub struct AttentionCfg {
     pub scale: f32,
     pub window: Option<usize>,
     pub softcap: Option<f32>,
+    /// Q, K, V and output projections carry biases (`NAME.bias` beside
+    /// each `NAME.weight`).
+    pub biases: bool,
+}
+
+/// `x.y.bias` for the weight `x.y.weight`.
+pub fn bias_name(weight: &str) -> String {
+    format!("{}.bias", weight.strip_suffix(".weight").unwrap_or(weight))
 }
 
 /// `batch`, `seq`, `past`: the symbolic dims every family's graph uses.
