@@ -216,7 +216,47 @@ def phi2():
     write("phi2", model, config, controls)
 
 
+def phi3():
+    from transformers import Phi3Config, Phi3ForCausalLM
+
+    config = Phi3Config(
+        vocab_size=256, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=4096,
+        original_max_position_embeddings=4096, rms_norm_eps=1e-5, rope_theta=10000.0,
+        rope_scaling=None, tie_word_embeddings=False, torch_dtype="float32",
+        attn_implementation="eager", pad_token_id=0,
+    )
+    torch.manual_seed(0)
+    model = Phi3ForCausalLM(config).eval()
+    randomize(model, 4)
+    controls = {}
+    # Control 1: the fused gate/up weight split the other way round.
+    with torch.no_grad():
+        swapped = []
+        for l in model.model.layers:
+            w = l.mlp.gate_up_proj.weight
+            swapped.append(w.clone())
+            w.copy_(torch.cat([w[w.shape[0] // 2:], w[: w.shape[0] // 2]]))
+        controls["gate_up_swapped"] = rows(all_logits(model, PROMPTS[0]))
+        for l, w in zip(model.model.layers, swapped):
+            l.mlp.gate_up_proj.weight.copy_(w)
+    # Control 2: K and V taken from each other's rows of qkv_proj.
+    with torch.no_grad():
+        saved = []
+        q = config.num_attention_heads * (config.hidden_size // config.num_attention_heads)
+        kv = config.num_key_value_heads * (config.hidden_size // config.num_attention_heads)
+        for l in model.model.layers:
+            w = l.self_attn.qkv_proj.weight
+            saved.append(w.clone())
+            w.copy_(torch.cat([w[:q], w[q + kv:], w[q:q + kv]]))
+        controls["k_v_swapped"] = rows(all_logits(model, PROMPTS[0]))
+        for l, w in zip(model.model.layers, saved):
+            l.self_attn.qkv_proj.weight.copy_(w)
+    write("phi3", model, config, controls)
+
+
 if __name__ == "__main__":
     qwen3()
     gemma()
     phi2()
+    phi3()

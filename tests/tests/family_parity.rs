@@ -238,3 +238,25 @@ fn phi2_optimized_ir_snapshot() {
     let model = Model::compile(&dir, &CompileOptions::default(), None).unwrap();
     insta::assert_snapshot!("phi2_optimized_layer0", graphc_ir::text::print_filtered(model.graph(), |l| l == 0));
 }
+
+#[test]
+fn phi3_matches_transformers() {
+    check_family("phi3");
+}
+
+#[test]
+fn phi3_splits_its_fused_weights_and_refuses_longrope_by_name() {
+    let (dir, _) = fixture("phi3");
+    let model = Model::compile(&dir, &CompileOptions::default(), None).unwrap();
+    // One product per fused weight, narrowed: 3 slices of qkv and 2 of gate_up per layer.
+    let narrows = model.graph().g.node_weights().filter(|n| matches!(n.op, graphc_ir::Op::Narrow { .. })).count();
+    assert_eq!(narrows, 2 * 5);
+    insta::assert_snapshot!("phi3_optimized_layer0", graphc_ir::text::print_filtered(model.graph(), |l| l == 0));
+    let tmp = graphc_tests::temp_dir("phi3-longrope");
+    std::fs::copy(dir.join("model.safetensors"), tmp.join("model.safetensors")).unwrap();
+    let mut config: Value = serde_json::from_str(&std::fs::read_to_string(dir.join("config.json")).unwrap()).unwrap();
+    config["rope_scaling"] = serde_json::json!({"type": "longrope", "short_factor": [1.0], "long_factor": [1.0]});
+    std::fs::write(tmp.join("config.json"), config.to_string()).unwrap();
+    let e = Model::compile(&tmp, &CompileOptions::default(), None).err().expect("longrope compiled").to_string();
+    assert!(e.contains("`rope_scaling` is `longrope`") && e.contains("not lowered yet"), "{e}");
+}

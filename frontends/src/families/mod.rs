@@ -7,6 +7,7 @@ pub mod gemma;
 pub mod gemma3;
 pub mod llama;
 pub mod phi2;
+pub mod phi3;
 pub mod qwen3;
 
 use crate::error::Diagnostic;
@@ -105,31 +106,65 @@ impl<'a> Builder<'a> {
     /// (`k.L`, `v.L`: the loop-carried state `kv_append` rewrites), GQA
     /// attention, heads merged, output projection (`names.3`).
     pub fn attention(&mut self, h: NodeId, positions: NodeId, names: [&str; 4], qk_norm: Option<(&str, &str)>, cfg: &AttentionCfg) -> Result<NodeId, Diagnostic> {
+        self.attention_from(h, positions, Projections::Separate([names[0], names[1], names[2]]), names[3], qk_norm, cfg)
+    }
+
+    /// `attention` with the Q, K, V projections given as `proj`: three
+    /// weights, or one fused `[q; k; v]` weight whose product is split.
+    pub fn attention_from(
+        &mut self,
+        h: NodeId,
+        positions: NodeId,
+        proj: Projections,
+        out_name: &str,
+        qk_norm: Option<(&str, &str)>,
+        cfg: &AttentionCfg,
+    ) -> Result<NodeId, Diagnostic> {
         let AttentionCfg { d, n_heads: nh, n_kv_heads: nkv, head_dim: hd, .. } = *cfg;
         let l = self.layer.expect("attention is built inside a layer");
-        let (wq, wk, wv) = (
-            self.weight(names[0], Some(&[nh * hd, d]))?,
-            self.weight(names[1], Some(&[nkv * hd, d]))?,
-            self.weight(names[2], Some(&[nkv * hd, d]))?,
-        );
-        let biases = match cfg.biases {
-            true => Some((
-                self.weight(&bias_name(names[0]), Some(&[nh * hd]))?,
-                self.weight(&bias_name(names[1]), Some(&[nkv * hd]))?,
-                self.weight(&bias_name(names[2]), Some(&[nkv * hd]))?,
-            )),
-            false => None,
+        let widths = [nh * hd, nkv * hd, nkv * hd];
+        // Where each of Q, K, V comes from: its own weight (and bias), or a
+        // slice of one fused product.
+        let sources: [Source; 3] = match proj {
+            Projections::Separate(names) => {
+                let w = [
+                    self.weight(names[0], Some(&[widths[0], d]))?,
+                    self.weight(names[1], Some(&[widths[1], d]))?,
+                    self.weight(names[2], Some(&[widths[2], d]))?,
+                ];
+                let mut bias = [None; 3];
+                if cfg.biases {
+                    for i in 0..3 {
+                        bias[i] = Some(self.weight(&bias_name(names[i]), Some(&[widths[i]]))?);
+                    }
+                }
+                [0, 1, 2].map(|i| Source::Weight(w[i], bias[i]))
+            }
+            Projections::Fused(name) => {
+                let w = self.weight(name, Some(&[widths.iter().sum(), d]))?;
+                let mut all = self.matmul(h, w);
+                if cfg.biases {
+                    let bias = self.weight(&bias_name(name), Some(&[widths.iter().sum()]))?;
+                    all = self.binary(BinaryOp::Add, all, bias);
+                }
+                [(0, widths[0]), (widths[0], widths[1]), (widths[0] + widths[1], widths[2])].map(|(start, len)| Source::Slice(all, start, len))
+            }
         };
         let norms = match qk_norm {
             Some((q, k)) => Some((self.weight(q, Some(&[hd]))?, self.weight(k, Some(&[hd]))?)),
             None => None,
         };
         // Project, split heads, RMS-norm each head (when the family does), rotate.
-        let heads = |b: &mut Builder, (w, bias): (NodeId, Option<NodeId>), n: usize, head_norm: Option<NodeId>, rotate: bool| {
-            let p = b.matmul(h, w);
-            let p = match bias {
-                Some(bias) => b.binary(BinaryOp::Add, p, bias),
-                None => p,
+        let heads = |b: &mut Builder, src: Source, n: usize, head_norm: Option<NodeId>, rotate: bool| {
+            let p = match src {
+                Source::Weight(w, bias) => {
+                    let p = b.matmul(h, w);
+                    match bias {
+                        Some(bias) => b.binary(BinaryOp::Add, p, bias),
+                        None => p,
+                    }
+                }
+                Source::Slice(all, start, len) => b.op(Op::Narrow { axis: 2, start: start.into(), len: len.into() }, &[all]),
             };
             let p = b.reshape(p, vec![batch(), seq(), n.into(), hd.into()]);
             let p = match head_norm {
@@ -143,9 +178,9 @@ impl<'a> Builder<'a> {
                 p
             }
         };
-        let q = heads(self, (wq, biases.map(|b| b.0)), nh, norms.map(|n| n.0), true);
-        let k = heads(self, (wk, biases.map(|b| b.1)), nkv, norms.map(|n| n.1), true);
-        let v = heads(self, (wv, biases.map(|b| b.2)), nkv, None, false);
+        let q = heads(self, sources[0], nh, norms.map(|n| n.0), true);
+        let k = heads(self, sources[1], nkv, norms.map(|n| n.1), true);
+        let v = heads(self, sources[2], nkv, None, false);
         let cache_ty = TensorType::new(DType::F32, vec![batch(), nkv.into(), past(), hd.into()]);
         let mut kv = Vec::new();
         for (name, new) in [("k", k), ("v", v)] {
@@ -159,10 +194,10 @@ impl<'a> Builder<'a> {
         let a = self.op(attn, &[q, kv[0], kv[1], positions]);
         let a = self.permute(a, &[0, 2, 1, 3]);
         let a = self.reshape(a, vec![batch(), seq(), (nh * hd).into()]);
-        let wo = self.weight(names[3], Some(&[d, nh * hd]))?;
+        let wo = self.weight(out_name, Some(&[d, nh * hd]))?;
         let o = self.matmul(a, wo);
         if cfg.biases {
-            let bo = self.weight(&bias_name(names[3]), Some(&[d]))?;
+            let bo = self.weight(&bias_name(out_name), Some(&[d]))?;
             return Ok(self.binary(BinaryOp::Add, o, bo));
         }
         Ok(o)
@@ -208,6 +243,22 @@ pub struct AttentionCfg {
     /// Q, K, V and output projections carry biases (`NAME.bias` beside
     /// each `NAME.weight`).
     pub biases: bool,
+}
+
+/// Where an attention's Q, K and V projections come from.
+pub enum Projections<'n> {
+    /// Three weights, `[q, k, v]`.
+    Separate([&'n str; 3]),
+    /// One weight of the rows of Q, then K, then V (phi3's `qkv_proj`).
+    Fused(&'n str),
+}
+
+/// One of Q, K, V: its weight (and bias), or `(product, start, len)`, a
+/// slice of a fused product's last axis.
+#[derive(Clone, Copy)]
+enum Source {
+    Weight(NodeId, Option<NodeId>),
+    Slice(NodeId, usize, usize),
 }
 
 /// `x.y.bias` for the weight `x.y.weight`.

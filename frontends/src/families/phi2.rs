@@ -140,7 +140,7 @@ pub fn layer_norm_eps(st: &SafetensorsFile) -> Result<f32, Diagnostic> {
         .help("phi configs spell it `layer_norm_eps`; converted ones `layer_norm_epsilon` or `layer_norm_rms_epsilon`"))
 }
 
-fn partial_rotary_factor(st: &SafetensorsFile) -> Result<f64, Diagnostic> {
+pub(crate) fn partial_rotary_factor(st: &SafetensorsFile) -> Result<f64, Diagnostic> {
     let v = st
         .config
         .get("partial_rotary_factor")
