@@ -255,7 +255,47 @@ def phi3():
     write("phi3", model, config, controls)
 
 
+def gemma2():
+    from transformers import Gemma2Config, Gemma2ForCausalLM
+
+    # Window 4, shorter than every prompt but one; soft caps low enough to
+    # bite (the real 50 and 30 barely touch a tiny model's scores); a
+    # query_pre_attn_scalar that is not head_dim.
+    kwargs = dict(
+        vocab_size=256, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=2, head_dim=16, max_position_embeddings=8192,
+        rms_norm_eps=1e-6, rope_theta=10000.0, hidden_activation="gelu_pytorch_tanh",
+        query_pre_attn_scalar=24, sliding_window=4, attn_logit_softcapping=5.0,
+        final_logit_softcapping=4.0, tie_word_embeddings=True, torch_dtype="float32",
+        attn_implementation="eager",
+    )
+    config = Gemma2Config(**kwargs)
+    torch.manual_seed(0)
+    model = Gemma2ForCausalLM(config).eval()
+    randomize(model, 5)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if "norm" in name:
+                p.sub_(1.0)
+            if "embed_tokens" in name:
+                p.mul_(4.0)
+
+    def variant(**changes):
+        m = Gemma2ForCausalLM(Gemma2Config(**{**kwargs, **changes})).eval()
+        m.load_state_dict(model.state_dict())
+        return rows(all_logits(m, PROMPTS[0]))
+
+    controls = {
+        "no_sliding_window": variant(layer_types=["full_attention"] * 2),
+        "no_attention_softcap": variant(attn_logit_softcapping=None),
+        "no_final_softcap": variant(final_logit_softcapping=None),
+        "scale_by_head_dim": variant(query_pre_attn_scalar=16),
+    }
+    write("gemma2", model, config, controls)
+
+
 if __name__ == "__main__":
+    gemma2()
     qwen3()
     gemma()
     phi2()

@@ -260,3 +260,31 @@ fn phi3_splits_its_fused_weights_and_refuses_longrope_by_name() {
     let e = Model::compile(&tmp, &CompileOptions::default(), None).err().expect("longrope compiled").to_string();
     assert!(e.contains("`rope_scaling` is `longrope`") && e.contains("not lowered yet"), "{e}");
 }
+
+#[test]
+fn gemma2_matches_transformers_past_its_window() {
+    // The fixture's window is 4 tokens and its prompts 5 to 13: every
+    // prompt reads past the window on the sliding layer.
+    check_family("gemma2");
+}
+
+#[test]
+fn gemma2_alternates_sliding_and_global_layers() {
+    let (dir, _) = fixture("gemma2");
+    let model = Model::compile(&dir, &CompileOptions::default(), None).unwrap();
+    let windows: Vec<Option<usize>> = model
+        .graph()
+        .g
+        .node_weights()
+        .filter_map(|n| match n.op {
+            graphc_ir::Op::Attention { window, softcap, .. } => {
+                assert_eq!(softcap, Some(5.0), "every attention soft-caps its scores");
+                Some(window)
+            }
+            _ => None,
+        })
+        .collect();
+    assert_eq!(windows, vec![Some(4), None], "layer 0 slides, layer 1 is global");
+    assert_eq!(model.plan().model.facts["sliding_layers"], "0");
+    insta::assert_snapshot!("gemma2_optimized", graphc_ir::text::print(model.graph()));
+}

@@ -26,6 +26,29 @@ use std::collections::BTreeMap;
 
 pub const MODEL_TYPE: &str = "gemma";
 
+/// Gemma's RMSNorm, `x / rms(x) * (1 + w)`, of the `[d]` weight `weight`.
+pub(crate) fn one_plus_norm(b: &mut Builder, x: NodeId, weight: &str, d: usize, eps: f32) -> Result<NodeId, Diagnostic> {
+    let w = b.weight(weight, Some(&[d]))?;
+    let one = scalar(b, 1.0);
+    let w = b.binary(BinaryOp::Add, w, one);
+    Ok(b.op(Op::Norm { kind: NormKind::Rms, eps }, &[x, w]))
+}
+
+/// A `[1]` f32 constant.
+pub(crate) fn scalar(b: &mut Builder, value: f32) -> NodeId {
+    b.op(Op::Const { value, ty: TensorType::new(DType::F32, vec![1usize.into()]) }, &[])
+}
+
+/// The GeGLU activation named by `hidden_activation` (or `hidden_act`).
+pub(crate) fn gelu_kind(st: &SafetensorsFile) -> Result<UnaryOp, Diagnostic> {
+    let key = if st.config.get("hidden_activation").is_some_and(|v| !v.is_null()) { "hidden_activation" } else { "hidden_act" };
+    match st.config_value(key)?.as_str() {
+        Some("gelu_pytorch_tanh") => Ok(UnaryOp::GeluTanh),
+        Some("gelu") => Ok(UnaryOp::GeluErf),
+        other => Err(Diagnostic::new(&st.config_path, format!("`{key}` is {other:?}; expected \"gelu_pytorch_tanh\" or \"gelu\""))),
+    }
+}
+
 pub fn lower(st: &SafetensorsFile) -> Result<Lowered, Diagnostic> {
     let u = |k: &str| st.config_uint(k);
     let (d, n_layers, nh, nkv, hd) =
@@ -39,31 +62,17 @@ pub fn lower(st: &SafetensorsFile) -> Result<Lowered, Diagnostic> {
     }
     let eps = st.config_float("rms_norm_eps")? as f32;
     let theta = rope_theta(st)?;
-    let act_key = if st.config.get("hidden_activation").is_some_and(|v| !v.is_null()) { "hidden_activation" } else { "hidden_act" };
-    let act = match st.config_value(act_key)?.as_str() {
-        Some("gelu_pytorch_tanh") => UnaryOp::GeluTanh,
-        Some("gelu") => UnaryOp::GeluErf,
-        other => {
-            return Err(Diagnostic::new(&st.config_path, format!("`{act_key}` is {other:?}; expected \"gelu_pytorch_tanh\" or \"gelu\"")))
-        }
-    };
+    let act = gelu_kind(st)?;
     let mut b = Builder::new("gemma", st);
     let tokens = b.input("tokens", DType::I32, vec![batch(), seq()]);
     let positions = b.input("positions", DType::I32, vec![batch(), seq()]);
     let last_rows = b.input("last_rows", DType::I32, vec![batch()]);
     let embd = b.weight("model.embed_tokens.weight", Some(&[vocab, d]))?;
     let x = b.op(Op::Gather, &[embd, tokens]);
-    let scalar = |b: &mut Builder, value: f32| b.op(Op::Const { value, ty: TensorType::new(DType::F32, vec![1usize.into()]) }, &[]);
     let scale = scalar(&mut b, (d as f64).sqrt() as f32);
     let mut x = b.binary(BinaryOp::Mul, x, scale);
     let norm = Op::Norm { kind: NormKind::Rms, eps };
-    // `x / rms(x) * (1 + w)`.
-    let gemma_norm = |b: &mut Builder, x: NodeId, weight: &str| -> Result<NodeId, Diagnostic> {
-        let w = b.weight(weight, Some(&[d]))?;
-        let one = scalar(b, 1.0);
-        let w = b.binary(BinaryOp::Add, w, one);
-        Ok(b.op(norm.clone(), &[x, w]))
-    };
+    let gemma_norm = |b: &mut Builder, x: NodeId, weight: &str| one_plus_norm(b, x, weight, d, eps);
     let cfg = AttentionCfg {
         d,
         n_heads: nh,

@@ -4,6 +4,7 @@
 
 pub mod fused_kv;
 pub mod gemma;
+pub mod gemma2;
 pub mod gemma3;
 pub mod llama;
 pub mod phi2;

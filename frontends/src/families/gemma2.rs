@@ -1,0 +1,141 @@
+//! Gemma 2 (`config.json` `model_type = "gemma2"`), lowered from
+//! safetensors with Hugging Face tensor names.
+//!
+//! Per layer (HF `Gemma2DecoderLayer`): `x + post_attention_layernorm(attn(input_layernorm(x)))`,
+//! then `x + post_feedforward_layernorm(mlp(pre_feedforward_layernorm(x)))`,
+//! every norm Gemma's `1 + w` RMSNorm. Layers alternate sliding-window and
+//! global attention (`layer_types`; when absent, HF's own rule: even layers
+//! slide); attention scores are soft-capped, `cap * tanh(s / cap)` with
+//! `attn_logit_softcapping`, and so are the final logits
+//! (`final_logit_softcapping`); the attention scale is
+//! `query_pre_attn_scalar^-1/2`, not `head_dim^-1/2`. Embedding scaled by
+//! `sqrt(hidden)`, GeGLU, output tied to the embedding.
+//!
+//! Every layer keeps a cache at the plan's capacity; sliding layers read
+//! only the last `sliding_window` keys of theirs (window-sized ring caches
+//! for them are not done yet).
+
+use super::{batch, seq, AttentionCfg, Builder};
+use crate::error::Diagnostic;
+use crate::families::gemma::{gelu_kind, one_plus_norm, scalar};
+use crate::families::llama::Lowered;
+use crate::families::qwen3::rope_theta;
+use crate::safetensors::SafetensorsFile;
+use graphc_ir::plan::ModelMeta;
+use graphc_ir::{BinaryOp, DType, NormKind, Op, RopeScaling, RopeStyle, UnaryOp};
+use std::collections::BTreeMap;
+
+pub const MODEL_TYPE: &str = "gemma2";
+
+pub fn lower(st: &SafetensorsFile) -> Result<Lowered, Diagnostic> {
+    let u = |k: &str| st.config_uint(k);
+    let (d, n_layers, nh, nkv, hd) =
+        (u("hidden_size")?, u("num_hidden_layers")?, u("num_attention_heads")?, u("num_key_value_heads")?, u("head_dim")?);
+    let (ffn, vocab, context, window) =
+        (u("intermediate_size")?, u("vocab_size")?, u("max_position_embeddings")?, u("sliding_window")?);
+    if nh == 0 || nkv == 0 || nh % nkv != 0 {
+        return Err(Diagnostic::new(&st.config_path, format!("{nh} attention heads are not a multiple of {nkv} kv heads")));
+    }
+    if hd == 0 || hd % 2 != 0 || window == 0 {
+        return Err(Diagnostic::new(&st.config_path, format!("head_dim {hd} must be even and sliding_window {window} positive")));
+    }
+    let eps = st.config_float("rms_norm_eps")? as f32;
+    let theta = rope_theta(st)?;
+    let act = gelu_kind(st)?;
+    let query_scalar = st.config_float("query_pre_attn_scalar")?;
+    let optional_cap = |key: &str| -> Result<Option<f32>, Diagnostic> {
+        match st.config.get(key) {
+            None | Some(serde_json::Value::Null) => Ok(None),
+            Some(_) => Ok(Some(st.config_float(key)? as f32)),
+        }
+    };
+    let (attn_cap, final_cap) = (optional_cap("attn_logit_softcapping")?, optional_cap("final_logit_softcapping")?);
+    let sliding = layer_kinds(st, n_layers)?;
+    let mut b = Builder::new("gemma2", st);
+    let tokens = b.input("tokens", DType::I32, vec![batch(), seq()]);
+    let positions = b.input("positions", DType::I32, vec![batch(), seq()]);
+    let last_rows = b.input("last_rows", DType::I32, vec![batch()]);
+    let embd = b.weight("model.embed_tokens.weight", Some(&[vocab, d]))?;
+    let x = b.op(Op::Gather, &[embd, tokens]);
+    let normalizer = scalar(&mut b, (d as f64).sqrt() as f32);
+    let mut x = b.binary(BinaryOp::Mul, x, normalizer);
+    for (l, &slides) in sliding.iter().enumerate() {
+        b.layer = Some(l as u32);
+        let w = |s: &str| format!("model.layers.{l}.{s}.weight");
+        let cfg = AttentionCfg {
+            d,
+            n_heads: nh,
+            n_kv_heads: nkv,
+            head_dim: hd,
+            norm: Op::Norm { kind: NormKind::Rms, eps },
+            rope: Op::Rope { style: RopeStyle::Neox, rotary_dim: hd, theta, scaling: RopeScaling::None },
+            scale: (1.0 / query_scalar.sqrt()) as f32,
+            window: slides.then_some(window),
+            softcap: attn_cap,
+            biases: false,
+        };
+        let h = one_plus_norm(&mut b, x, &w("input_layernorm"), d, eps)?;
+        let names = [&w("self_attn.q_proj"), &w("self_attn.k_proj"), &w("self_attn.v_proj"), &w("self_attn.o_proj")];
+        let o = b.attention(h, positions, names.map(|s| s.as_str()), None, &cfg)?;
+        let o = one_plus_norm(&mut b, o, &w("post_attention_layernorm"), d, eps)?;
+        x = b.binary(BinaryOp::Add, x, o);
+        let h = one_plus_norm(&mut b, x, &w("pre_feedforward_layernorm"), d, eps)?;
+        let down = b.gated_mlp(h, (&w("mlp.gate_proj"), &w("mlp.up_proj"), &w("mlp.down_proj")), (ffn, d), act)?;
+        let down = one_plus_norm(&mut b, down, &w("post_feedforward_layernorm"), d, eps)?;
+        x = b.binary(BinaryOp::Add, x, down);
+    }
+    b.layer = None;
+    let flat = b.reshape(x, vec![batch().mul(&seq()), d.into()]);
+    let last = b.op(Op::Gather, &[flat, last_rows]);
+    let h = one_plus_norm(&mut b, last, "model.norm.weight", d, eps)?;
+    let mut logits = b.matmul(h, embd);
+    if let Some(cap) = final_cap {
+        // `cap * tanh(logits / cap)`.
+        let inv = scalar(&mut b, 1.0 / cap);
+        let scaled = b.binary(BinaryOp::Mul, logits, inv);
+        let t = b.unary(UnaryOp::Tanh, scaled);
+        let cap = scalar(&mut b, cap);
+        logits = b.binary(BinaryOp::Mul, t, cap);
+    }
+    b.op(Op::Output { name: "logits".into() }, &[logits]);
+    let windowed: Vec<String> = (0..n_layers).filter(|&l| sliding[l]).map(|l| l.to_string()).collect();
+    let facts: BTreeMap<String, String> = [
+        ("layers", n_layers.to_string()),
+        ("hidden", d.to_string()),
+        ("n_heads", nh.to_string()),
+        ("n_kv_heads", nkv.to_string()),
+        ("head_dim", hd.to_string()),
+        ("sliding_window", window.to_string()),
+        ("sliding_layers", windowed.join(",")),
+        ("attn_logit_softcapping", format!("{attn_cap:?}")),
+        ("final_logit_softcapping", format!("{final_cap:?}")),
+        ("attention_scale", format!("query_pre_attn_scalar {query_scalar}^-1/2")),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v))
+    .collect();
+    let meta = ModelMeta { vocab_size: vocab, context_length: context, bos_id: None, add_bos: false, stop_ids: vec![], facts };
+    Ok(Lowered { graph: b.g, manifest: b.manifest, meta })
+}
+
+/// Which layers slide: `layer_types` when the config has it (each
+/// `sliding_attention` or `full_attention`), else HF's rule for Gemma 2
+/// (even layers slide).
+fn layer_kinds(st: &SafetensorsFile, n_layers: usize) -> Result<Vec<bool>, Diagnostic> {
+    let Some(types) = st.config.get("layer_types").filter(|v| !v.is_null()) else {
+        return Ok((0..n_layers).map(|l| l % 2 == 0).collect());
+    };
+    let types = types.as_array().ok_or_else(|| Diagnostic::new(&st.config_path, "`layer_types` is not a list"))?;
+    if types.len() != n_layers {
+        return Err(Diagnostic::new(&st.config_path, format!("`layer_types` lists {} layers, num_hidden_layers is {n_layers}", types.len())));
+    }
+    types
+        .iter()
+        .enumerate()
+        .map(|(l, t)| match t.as_str() {
+            Some("sliding_attention") => Ok(true),
+            Some("full_attention") => Ok(false),
+            other => Err(Diagnostic::new(&st.config_path, format!("`layer_types[{l}]` is {other:?}; expected sliding_attention or full_attention"))),
+        })
+        .collect()
+}
