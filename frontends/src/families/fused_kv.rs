@@ -19,9 +19,7 @@ use super::{batch, past, seq, Builder};
 use crate::error::Diagnostic;
 use crate::families::llama::Lowered;
 use crate::safetensors::SafetensorsFile;
-use graphc_ir::plan::ModelMeta;
 use graphc_ir::{BinaryOp, DType, NormKind, Op, TensorType, UnaryOp};
-use std::collections::BTreeMap;
 
 /// `config.json`'s `model_type` for this family.
 pub const MODEL_TYPE: &str = "graphc_fused_kv";
@@ -38,9 +36,7 @@ pub fn lower(st: &SafetensorsFile) -> Result<Lowered, Diagnostic> {
     let eps = st.config_float("rms_norm_eps")? as f32;
     let tied = st.config.get("tie_word_embeddings").and_then(|v| v.as_bool()).unwrap_or(false);
     let mut b = Builder::new("fused_kv", st);
-    let tokens = b.input("tokens", DType::I32, vec![batch(), seq()]);
-    let positions = b.input("positions", DType::I32, vec![batch(), seq()]);
-    let last_rows = b.input("last_rows", DType::I32, vec![batch()]);
+    let (tokens, positions, last_rows) = b.inputs();
     let embd = b.weight("model.embed_tokens.weight", Some(&[vocab, d]))?;
     let mut x = b.op(Op::Gather, &[embd, tokens]);
     let norm = Op::Norm { kind: NormKind::Rms, eps };
@@ -91,7 +87,7 @@ pub fn lower(st: &SafetensorsFile) -> Result<Lowered, Diagnostic> {
     b.layer = None;
     let out = if tied { Ok(embd) } else { Err(("lm_head.weight", vocab)) };
     b.logits_head((x, d), last_rows, (norm, "model.norm.weight"), out)?;
-    let facts: BTreeMap<String, String> = [
+    let facts = [
         ("layers", n_layers.to_string()),
         ("hidden", d.to_string()),
         ("n_heads", nh.to_string()),
@@ -99,10 +95,6 @@ pub fn lower(st: &SafetensorsFile) -> Result<Lowered, Diagnostic> {
         ("head_dim", hd.to_string()),
         ("norm_eps", format!("{eps:?}")),
         ("tied_output", tied.to_string()),
-    ]
-    .into_iter()
-    .map(|(k, v)| (k.to_string(), v))
-    .collect();
-    let meta = ModelMeta { vocab_size: vocab, context_length: context, bos_id: None, add_bos: false, stop_ids: vec![], facts };
-    Ok(Lowered { graph: b.g, manifest: b.manifest, meta })
+    ];
+    Ok(b.finish(vocab, context, &facts))
 }

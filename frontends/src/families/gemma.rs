@@ -15,14 +15,12 @@
 //! and required (8192 for the gemma-2b/7b configs): engines that fell back
 //! to a built-in default served Gemma at the wrong length.
 
-use super::{batch, seq, AttentionCfg, Builder};
+use super::hf::{rope_theta, HeadDim, HfDims};
+use super::{batch, seq, Builder};
 use crate::error::Diagnostic;
 use crate::families::llama::Lowered;
-use crate::families::qwen3::rope_theta;
 use crate::safetensors::SafetensorsFile;
-use graphc_ir::plan::ModelMeta;
 use graphc_ir::{BinaryOp, DType, NodeId, NormKind, Op, RopeScaling, RopeStyle, TensorType, UnaryOp};
-use std::collections::BTreeMap;
 
 pub const MODEL_TYPE: &str = "gemma";
 
@@ -50,41 +48,20 @@ pub(crate) fn gelu_kind(st: &SafetensorsFile) -> Result<UnaryOp, Diagnostic> {
 }
 
 pub fn lower(st: &SafetensorsFile) -> Result<Lowered, Diagnostic> {
-    let u = |k: &str| st.config_uint(k);
-    let (d, n_layers, nh, nkv, hd) =
-        (u("hidden_size")?, u("num_hidden_layers")?, u("num_attention_heads")?, u("num_key_value_heads")?, u("head_dim")?);
-    let (ffn, vocab, context) = (u("intermediate_size")?, u("vocab_size")?, u("max_position_embeddings")?);
-    if nh == 0 || nkv == 0 || nh % nkv != 0 {
-        return Err(Diagnostic::new(&st.config_path, format!("{nh} attention heads are not a multiple of {nkv} kv heads")));
-    }
-    if hd == 0 || hd % 2 != 0 {
-        return Err(Diagnostic::new(&st.config_path, format!("head_dim {hd} is not a positive even number (RoPE rotates pairs)")));
-    }
+    let dims = HfDims::read(st, HeadDim::Key, false)?;
+    let HfDims { d, n_layers, head_dim: hd, ffn, vocab, context, .. } = dims;
     let eps = st.config_float("rms_norm_eps")? as f32;
     let theta = rope_theta(st)?;
     let act = gelu_kind(st)?;
     let mut b = Builder::new("gemma", st);
-    let tokens = b.input("tokens", DType::I32, vec![batch(), seq()]);
-    let positions = b.input("positions", DType::I32, vec![batch(), seq()]);
-    let last_rows = b.input("last_rows", DType::I32, vec![batch()]);
+    let (tokens, positions, last_rows) = b.inputs();
     let embd = b.weight("model.embed_tokens.weight", Some(&[vocab, d]))?;
     let x = b.op(Op::Gather, &[embd, tokens]);
     let scale = scalar(&mut b, (d as f64).sqrt() as f32);
     let mut x = b.binary(BinaryOp::Mul, x, scale);
     let norm = Op::Norm { kind: NormKind::Rms, eps };
     let gemma_norm = |b: &mut Builder, x: NodeId, weight: &str| one_plus_norm(b, x, weight, d, eps);
-    let cfg = AttentionCfg {
-        d,
-        n_heads: nh,
-        n_kv_heads: nkv,
-        head_dim: hd,
-        norm: norm.clone(),
-        rope: Op::Rope { style: RopeStyle::Neox, rotary_dim: hd, theta, scaling: RopeScaling::None },
-        scale: 1.0 / (hd as f32).sqrt(),
-        window: None,
-        softcap: None,
-        biases: false,
-    };
+    let cfg = dims.attention(norm.clone(), Op::Rope { style: RopeStyle::Neox, rotary_dim: hd, theta, scaling: RopeScaling::None });
     for l in 0..n_layers {
         b.layer = Some(l as u32);
         let w = |s: &str| format!("model.layers.{l}.{s}.weight");
@@ -103,21 +80,12 @@ pub fn lower(st: &SafetensorsFile) -> Result<Lowered, Diagnostic> {
     let h = gemma_norm(&mut b, last, "model.norm.weight")?;
     let logits = b.matmul(h, embd);
     b.op(Op::Output { name: "logits".into() }, &[logits]);
-    let facts: BTreeMap<String, String> = [
-        ("layers", n_layers.to_string()),
-        ("hidden", d.to_string()),
-        ("n_heads", nh.to_string()),
-        ("n_kv_heads", nkv.to_string()),
-        ("head_dim", hd.to_string()),
+    let facts = [
         ("norm_eps", format!("{eps:?}")),
         ("norm_weight_offset", "1 (HF stores w; Gemma scales by 1 + w)".to_string()),
         ("rope_theta", format!("{theta:?}")),
         ("mlp_activation", format!("{act:?}")),
         ("context_length", format!("{context} (config.json max_position_embeddings)")),
-    ]
-    .into_iter()
-    .map(|(k, v)| (k.to_string(), v))
-    .collect();
-    let meta = ModelMeta { vocab_size: vocab, context_length: context, bos_id: None, add_bos: false, stop_ids: vec![], facts };
-    Ok(Lowered { graph: b.g, manifest: b.manifest, meta })
+    ];
+    Ok(b.finish(vocab, context, &[dims.facts(), facts.to_vec()].concat()))
 }

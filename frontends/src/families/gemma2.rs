@@ -15,29 +15,22 @@
 //! only the last `sliding_window` keys of theirs (window-sized ring caches
 //! for them are not done yet).
 
+use super::hf::{rope_theta, HeadDim, HfDims};
 use super::{batch, seq, AttentionCfg, Builder};
 use crate::error::Diagnostic;
 use crate::families::gemma::{gelu_kind, one_plus_norm, scalar};
 use crate::families::llama::Lowered;
-use crate::families::qwen3::rope_theta;
 use crate::safetensors::SafetensorsFile;
-use graphc_ir::plan::ModelMeta;
-use graphc_ir::{BinaryOp, DType, NormKind, Op, RopeScaling, RopeStyle, UnaryOp};
-use std::collections::BTreeMap;
+use graphc_ir::{BinaryOp, NormKind, Op, RopeScaling, RopeStyle, UnaryOp};
 
 pub const MODEL_TYPE: &str = "gemma2";
 
 pub fn lower(st: &SafetensorsFile) -> Result<Lowered, Diagnostic> {
-    let u = |k: &str| st.config_uint(k);
-    let (d, n_layers, nh, nkv, hd) =
-        (u("hidden_size")?, u("num_hidden_layers")?, u("num_attention_heads")?, u("num_key_value_heads")?, u("head_dim")?);
-    let (ffn, vocab, context, window) =
-        (u("intermediate_size")?, u("vocab_size")?, u("max_position_embeddings")?, u("sliding_window")?);
-    if nh == 0 || nkv == 0 || nh % nkv != 0 {
-        return Err(Diagnostic::new(&st.config_path, format!("{nh} attention heads are not a multiple of {nkv} kv heads")));
-    }
-    if hd == 0 || hd % 2 != 0 || window == 0 {
-        return Err(Diagnostic::new(&st.config_path, format!("head_dim {hd} must be even and sliding_window {window} positive")));
+    let dims = HfDims::read(st, HeadDim::Key, false)?;
+    let HfDims { d, n_layers, head_dim: hd, ffn, vocab, context, .. } = dims;
+    let window = st.config_uint("sliding_window")?;
+    if window == 0 {
+        return Err(Diagnostic::new(&st.config_path, "sliding_window is 0"));
     }
     let eps = st.config_float("rms_norm_eps")? as f32;
     let theta = rope_theta(st)?;
@@ -52,9 +45,7 @@ pub fn lower(st: &SafetensorsFile) -> Result<Lowered, Diagnostic> {
     let (attn_cap, final_cap) = (optional_cap("attn_logit_softcapping")?, optional_cap("final_logit_softcapping")?);
     let sliding = layer_kinds(st, n_layers)?;
     let mut b = Builder::new("gemma2", st);
-    let tokens = b.input("tokens", DType::I32, vec![batch(), seq()]);
-    let positions = b.input("positions", DType::I32, vec![batch(), seq()]);
-    let last_rows = b.input("last_rows", DType::I32, vec![batch()]);
+    let (tokens, positions, last_rows) = b.inputs();
     let embd = b.weight("model.embed_tokens.weight", Some(&[vocab, d]))?;
     let x = b.op(Op::Gather, &[embd, tokens]);
     let normalizer = scalar(&mut b, (d as f64).sqrt() as f32);
@@ -63,16 +54,10 @@ pub fn lower(st: &SafetensorsFile) -> Result<Lowered, Diagnostic> {
         b.layer = Some(l as u32);
         let w = |s: &str| format!("model.layers.{l}.{s}.weight");
         let cfg = AttentionCfg {
-            d,
-            n_heads: nh,
-            n_kv_heads: nkv,
-            head_dim: hd,
-            norm: Op::Norm { kind: NormKind::Rms, eps },
-            rope: Op::Rope { style: RopeStyle::Neox, rotary_dim: hd, theta, scaling: RopeScaling::None },
             scale: (1.0 / query_scalar.sqrt()) as f32,
             window: slides.then_some(window),
             softcap: attn_cap,
-            biases: false,
+            ..dims.attention(Op::Norm { kind: NormKind::Rms, eps }, Op::Rope { style: RopeStyle::Neox, rotary_dim: hd, theta, scaling: RopeScaling::None })
         };
         let h = one_plus_norm(&mut b, x, &w("input_layernorm"), d, eps)?;
         let names = [&w("self_attn.q_proj"), &w("self_attn.k_proj"), &w("self_attn.v_proj"), &w("self_attn.o_proj")];
@@ -99,23 +84,14 @@ pub fn lower(st: &SafetensorsFile) -> Result<Lowered, Diagnostic> {
     }
     b.op(Op::Output { name: "logits".into() }, &[logits]);
     let windowed: Vec<String> = (0..n_layers).filter(|&l| sliding[l]).map(|l| l.to_string()).collect();
-    let facts: BTreeMap<String, String> = [
-        ("layers", n_layers.to_string()),
-        ("hidden", d.to_string()),
-        ("n_heads", nh.to_string()),
-        ("n_kv_heads", nkv.to_string()),
-        ("head_dim", hd.to_string()),
+    let facts = [
         ("sliding_window", window.to_string()),
         ("sliding_layers", windowed.join(",")),
         ("attn_logit_softcapping", format!("{attn_cap:?}")),
         ("final_logit_softcapping", format!("{final_cap:?}")),
         ("attention_scale", format!("query_pre_attn_scalar {query_scalar}^-1/2")),
-    ]
-    .into_iter()
-    .map(|(k, v)| (k.to_string(), v))
-    .collect();
-    let meta = ModelMeta { vocab_size: vocab, context_length: context, bos_id: None, add_bos: false, stop_ids: vec![], facts };
-    Ok(Lowered { graph: b.g, manifest: b.manifest, meta })
+    ];
+    Ok(b.finish(vocab, context, &[dims.facts(), facts.to_vec()].concat()))
 }
 
 /// Which layers slide: `layer_types` when the config has it (each

@@ -21,13 +21,11 @@
 //! the plan's capacity (a window-sized ring cache for local layers is not
 //! done yet).
 
-use super::{batch, seq, AttentionCfg, Builder};
+use super::{AttentionCfg, Builder};
 use crate::error::Diagnostic;
 use crate::families::llama::Lowered;
 use crate::gguf::GgufFile;
-use graphc_ir::plan::ModelMeta;
 use graphc_ir::{BinaryOp, DType, NormKind, Op, RopeScaling, RopeStyle, TensorType, UnaryOp};
-use std::collections::BTreeMap;
 
 /// Gemma's chat turn format (a Jinja template for one user message), used
 /// when the checkpoint carries no `tokenizer.chat_template`.
@@ -58,9 +56,7 @@ pub fn lower(g: &GgufFile) -> Result<Lowered, Diagnostic> {
     let global_theta = g.float(&k("rope.freq_base"))? as f32;
     let vocab = g.array("tokenizer.ggml.tokens")?.len();
     let mut b = Builder::new("gemma3", g);
-    let tokens = b.input("tokens", DType::I32, vec![batch(), seq()]);
-    let positions = b.input("positions", DType::I32, vec![batch(), seq()]);
-    let last_rows = b.input("last_rows", DType::I32, vec![batch()]);
+    let (tokens, positions, last_rows) = b.inputs();
     let embd = b.weight("token_embd.weight", Some(&[vocab, d]))?;
     let x = b.op(Op::Gather, &[embd, tokens]);
     let scale = b.op(Op::Const { value: (d as f64).sqrt() as f32, ty: TensorType::new(DType::F32, vec![1usize.into()]) }, &[]);
@@ -105,7 +101,7 @@ pub fn lower(g: &GgufFile) -> Result<Lowered, Diagnostic> {
     b.layer = None;
     b.logits_head((x, d), last_rows, (norm, "output_norm.weight"), Ok(embd))?;
     let globals: Vec<String> = (0..n_layers).filter(|&l| is_global(l)).map(|l| l.to_string()).collect();
-    let facts: BTreeMap<String, String> = [
+    let facts = [
         ("layers", n_layers.to_string()),
         ("hidden", d.to_string()),
         ("n_heads", nh.to_string()),
@@ -116,17 +112,7 @@ pub fn lower(g: &GgufFile) -> Result<Lowered, Diagnostic> {
         ("global_layers", globals.join(",")),
         ("rope_theta_global", format!("{global_theta:?}")),
         ("rope_theta_local", format!("{LOCAL_ROPE_THETA:?} (Gemma 3's rope_local_base_freq; not in the GGUF)")),
-    ]
-    .into_iter()
-    .map(|(k, v)| (k.to_string(), v))
-    .collect();
-    let meta = ModelMeta {
-        vocab_size: vocab,
-        context_length: u("context_length")?,
-        bos_id: None,
-        add_bos: false,
-        stop_ids: vec![],
-        facts,
-    };
-    Ok(Lowered { graph: b.g, manifest: b.manifest, meta })
+    ];
+    let context = u("context_length")?;
+    Ok(b.finish(vocab, context, &facts))
 }

@@ -6,6 +6,7 @@ pub mod fused_kv;
 pub mod gemma;
 pub mod gemma2;
 pub mod gemma3;
+pub mod hf;
 pub mod llama;
 pub mod phi2;
 pub mod phi3;
@@ -61,6 +62,24 @@ impl<'a> Builder<'a> {
         }
         let ty = TensorType::new(t.dtype, const_shape(&t.shape));
         Ok(self.op(Op::Weight { name: name.into(), ty }, &[]))
+    }
+
+    /// The inputs every family's graph takes: `tokens` and `positions`
+    /// (`i32[batch, seq]`) and `last_rows` (`i32[batch]`: each row's last
+    /// token in the flattened batch).
+    pub fn inputs(&mut self) -> (NodeId, NodeId, NodeId) {
+        let tokens = self.input("tokens", DType::I32, vec![batch(), seq()]);
+        let positions = self.input("positions", DType::I32, vec![batch(), seq()]);
+        let last_rows = self.input("last_rows", DType::I32, vec![batch()]);
+        (tokens, positions, last_rows)
+    }
+
+    /// The lowered model: graph, manifest, and the facts the family derived
+    /// (printed by `inspect`, kept in the plan).
+    pub fn finish(self, vocab_size: usize, context_length: usize, facts: &[(&str, String)]) -> crate::families::llama::Lowered {
+        let facts = facts.iter().map(|(k, v)| (k.to_string(), v.clone())).collect();
+        let meta = graphc_ir::plan::ModelMeta { vocab_size, context_length, bos_id: None, add_bos: false, stop_ids: vec![], facts };
+        crate::families::llama::Lowered { graph: self.g, manifest: self.manifest, meta }
     }
 
     pub fn input(&mut self, name: &str, dtype: DType, shape: Vec<Dim>) -> NodeId {

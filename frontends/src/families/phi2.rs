@@ -11,7 +11,7 @@
 //!
 //! config.json keys: `hidden_size`, `num_hidden_layers`,
 //! `num_attention_heads`, `intermediate_size`, `vocab_size`,
-//! `max_position_embeddings`, the RoPE base (see `qwen3::rope_theta`), the
+//! `max_position_embeddings`, the RoPE base (see `hf::rope_theta`), the
 //! LayerNorm epsilon under any of its spellings (`layer_norm_eps`,
 //! `layer_norm_epsilon`, `layer_norm_rms_epsilon`; an error names them all
 //! when none is there), `partial_rotary_factor` (top level, or in
@@ -19,14 +19,12 @@
 //! (`gelu_new`/`gelu_pytorch_tanh`: tanh form; `gelu`: erf form), and
 //! `num_key_value_heads` (absent or null: one per attention head, as in HF).
 
+use super::hf::{rope_theta, rotary_dim, HeadDim, HfDims};
 use super::{batch, bias_name, seq, AttentionCfg, Builder};
 use crate::error::Diagnostic;
 use crate::families::llama::Lowered;
-use crate::families::qwen3::rope_theta;
 use crate::safetensors::SafetensorsFile;
-use graphc_ir::plan::ModelMeta;
-use graphc_ir::{BinaryOp, DType, NodeId, NormKind, Op, RopeScaling, RopeStyle, UnaryOp};
-use std::collections::BTreeMap;
+use graphc_ir::{BinaryOp, NodeId, NormKind, Op, RopeScaling, RopeStyle, UnaryOp};
 
 pub const MODEL_TYPE: &str = "phi";
 
@@ -34,29 +32,10 @@ pub const MODEL_TYPE: &str = "phi";
 pub const EPS_KEYS: &[&str] = &["layer_norm_eps", "layer_norm_epsilon", "layer_norm_rms_epsilon"];
 
 pub fn lower(st: &SafetensorsFile) -> Result<Lowered, Diagnostic> {
-    let u = |k: &str| st.config_uint(k);
-    let (d, n_layers, nh, ffn, vocab, context) = (
-        u("hidden_size")?,
-        u("num_hidden_layers")?,
-        u("num_attention_heads")?,
-        u("intermediate_size")?,
-        u("vocab_size")?,
-        u("max_position_embeddings")?,
-    );
-    let nkv = match st.config.get("num_key_value_heads") {
-        None | Some(serde_json::Value::Null) => nh,
-        Some(_) => u("num_key_value_heads")?,
-    };
-    if nh == 0 || nkv == 0 || nh % nkv != 0 || d % nh != 0 {
-        return Err(Diagnostic::new(&st.config_path, format!("{nh} heads on {nkv} kv heads do not divide hidden_size {d}")));
-    }
-    let hd = d / nh;
+    let dims = HfDims::read(st, HeadDim::HiddenOverHeads, true)?;
+    let HfDims { d, n_layers, head_dim: hd, ffn, vocab, context, .. } = dims;
     let eps = layer_norm_eps(st)?;
-    let factor = partial_rotary_factor(st)?;
-    let rotary_dim = (hd as f64 * factor) as usize;
-    if rotary_dim == 0 || rotary_dim > hd || rotary_dim % 2 != 0 {
-        return Err(Diagnostic::new(&st.config_path, format!("partial_rotary_factor {factor} of head_dim {hd} gives {rotary_dim} rotary features, not an even number in 2..={hd}")));
-    }
+    let rotary_dim = rotary_dim(st, hd, None)?;
     let act = match st.config_value("hidden_act")?.as_str() {
         Some("gelu_new") | Some("gelu_pytorch_tanh") => UnaryOp::GeluTanh,
         Some("gelu") => UnaryOp::GeluErf,
@@ -64,9 +43,7 @@ pub fn lower(st: &SafetensorsFile) -> Result<Lowered, Diagnostic> {
     };
     let theta = rope_theta(st)?;
     let mut b = Builder::new("phi2", st);
-    let tokens = b.input("tokens", DType::I32, vec![batch(), seq()]);
-    let positions = b.input("positions", DType::I32, vec![batch(), seq()]);
-    let last_rows = b.input("last_rows", DType::I32, vec![batch()]);
+    let (tokens, positions, last_rows) = b.inputs();
     let embd = b.weight("model.embed_tokens.weight", Some(&[vocab, d]))?;
     let mut x = b.op(Op::Gather, &[embd, tokens]);
     let layer_norm = |b: &mut Builder, x: NodeId, weight: &str| -> Result<NodeId, Diagnostic> {
@@ -80,18 +57,7 @@ pub fn lower(st: &SafetensorsFile) -> Result<Lowered, Diagnostic> {
         let y = b.matmul(x, w);
         Ok(b.binary(BinaryOp::Add, y, bias))
     };
-    let cfg = AttentionCfg {
-        d,
-        n_heads: nh,
-        n_kv_heads: nkv,
-        head_dim: hd,
-        norm: Op::Norm { kind: NormKind::Layer, eps },
-        rope: Op::Rope { style: RopeStyle::Neox, rotary_dim, theta, scaling: RopeScaling::None },
-        scale: 1.0 / (hd as f32).sqrt(),
-        window: None,
-        softcap: None,
-        biases: true,
-    };
+    let cfg = AttentionCfg { biases: true, ..dims.attention(Op::Norm { kind: NormKind::Layer, eps }, Op::Rope { style: RopeStyle::Neox, rotary_dim, theta, scaling: RopeScaling::None }) };
     for l in 0..n_layers {
         b.layer = Some(l as u32);
         let w = |s: &str| format!("model.layers.{l}.{s}.weight");
@@ -111,22 +77,13 @@ pub fn lower(st: &SafetensorsFile) -> Result<Lowered, Diagnostic> {
     let h = layer_norm(&mut b, last, "model.final_layernorm.weight")?;
     let logits = linear(&mut b, h, "lm_head.weight", (vocab, d))?;
     b.op(Op::Output { name: "logits".into() }, &[logits]);
-    let facts: BTreeMap<String, String> = [
-        ("layers", n_layers.to_string()),
-        ("hidden", d.to_string()),
-        ("n_heads", nh.to_string()),
-        ("n_kv_heads", nkv.to_string()),
-        ("head_dim", hd.to_string()),
-        ("rotary_dim", format!("{rotary_dim} (partial_rotary_factor {factor})")),
+    let facts = [
+        ("rotary_dim", rotary_dim.to_string()),
         ("norm", format!("layer, eps {eps:?}")),
         ("mlp_activation", format!("{act:?}")),
         ("residual", "parallel: x + attn(ln(x)) + mlp(ln(x))".to_string()),
-    ]
-    .into_iter()
-    .map(|(k, v)| (k.to_string(), v))
-    .collect();
-    let meta = ModelMeta { vocab_size: vocab, context_length: context, bos_id: None, add_bos: false, stop_ids: vec![], facts };
-    Ok(Lowered { graph: b.g, manifest: b.manifest, meta })
+    ];
+    Ok(b.finish(vocab, context, &[dims.facts(), facts.to_vec()].concat()))
 }
 
 /// The LayerNorm epsilon under the first of its spellings that is present.
@@ -138,13 +95,4 @@ pub fn layer_norm_eps(st: &SafetensorsFile) -> Result<f32, Diagnostic> {
     }
     Err(Diagnostic::new(&st.config_path, format!("missing the LayerNorm epsilon: none of {} is set", EPS_KEYS.iter().map(|k| format!("`{k}`")).collect::<Vec<_>>().join(", ")))
         .help("phi configs spell it `layer_norm_eps`; converted ones `layer_norm_epsilon` or `layer_norm_rms_epsilon`"))
-}
-
-pub(crate) fn partial_rotary_factor(st: &SafetensorsFile) -> Result<f64, Diagnostic> {
-    let v = st
-        .config
-        .get("partial_rotary_factor")
-        .or_else(|| st.config.get("rope_parameters").and_then(|p| p.get("partial_rotary_factor")))
-        .ok_or_else(|| Diagnostic::new(&st.config_path, "missing key `partial_rotary_factor` (or `rope_parameters.partial_rotary_factor`)"))?;
-    v.as_f64().ok_or_else(|| Diagnostic::new(&st.config_path, "`partial_rotary_factor` is not a number"))
 }

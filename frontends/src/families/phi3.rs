@@ -15,27 +15,20 @@
 //! config.json keys: `hidden_size`, `num_hidden_layers`,
 //! `num_attention_heads`, `num_key_value_heads`, `intermediate_size`,
 //! `vocab_size`, `rms_norm_eps`, `max_position_embeddings`, the RoPE base
-//! (see `qwen3::rope_theta`), `tie_word_embeddings` (optional, false).
+//! (see `hf::rope_theta`), `tie_word_embeddings` (optional, false).
 
-use super::{batch, seq, AttentionCfg, Builder, Projections};
+use super::hf::{rope_theta, rotary_dim, tied, HeadDim, HfDims};
+use super::{Builder, Projections};
 use crate::error::Diagnostic;
 use crate::families::llama::Lowered;
-use crate::families::qwen3::rope_theta;
 use crate::safetensors::SafetensorsFile;
-use graphc_ir::plan::ModelMeta;
-use graphc_ir::{BinaryOp, DType, NormKind, Op, RopeScaling, RopeStyle, UnaryOp};
-use std::collections::BTreeMap;
+use graphc_ir::{BinaryOp, NormKind, Op, RopeScaling, RopeStyle, UnaryOp};
 
 pub const MODEL_TYPE: &str = "phi3";
 
 pub fn lower(st: &SafetensorsFile) -> Result<Lowered, Diagnostic> {
-    let u = |k: &str| st.config_uint(k);
-    let (d, n_layers, nh, nkv) = (u("hidden_size")?, u("num_hidden_layers")?, u("num_attention_heads")?, u("num_key_value_heads")?);
-    let (ffn, vocab, context) = (u("intermediate_size")?, u("vocab_size")?, u("max_position_embeddings")?);
-    if nh == 0 || nkv == 0 || nh % nkv != 0 || d % nh != 0 {
-        return Err(Diagnostic::new(&st.config_path, format!("{nh} heads on {nkv} kv heads do not divide hidden_size {d}")));
-    }
-    let hd = d / nh;
+    let dims = HfDims::read(st, HeadDim::HiddenOverHeads, false)?;
+    let HfDims { d, n_layers, head_dim: hd, ffn, vocab, context, .. } = dims;
     if let Some(scaling) = st.config.get("rope_scaling").filter(|v| !v.is_null()) {
         let kind = scaling.get("type").or_else(|| scaling.get("rope_type")).and_then(|v| v.as_str()).unwrap_or("?");
         return Err(Diagnostic::new(&st.config_path, format!("`rope_scaling` is `{kind}`: phi3's scaled RoPE (longrope) is not lowered yet"))
@@ -43,35 +36,16 @@ pub fn lower(st: &SafetensorsFile) -> Result<Lowered, Diagnostic> {
     }
     // HF's Phi3Config defaults the factor to 1 (the whole head rotates);
     // phi-4-mini's config sets 0.75.
-    let has_factor = st.config.get("partial_rotary_factor").is_some()
-        || st.config.get("rope_parameters").and_then(|p| p.get("partial_rotary_factor")).is_some();
-    let factor = if has_factor { crate::families::phi2::partial_rotary_factor(st)? } else { 1.0 };
-    let rotary_dim = (hd as f64 * factor) as usize;
-    if rotary_dim == 0 || rotary_dim > hd || rotary_dim % 2 != 0 {
-        return Err(Diagnostic::new(&st.config_path, format!("partial_rotary_factor {factor} of head_dim {hd} gives {rotary_dim} rotary features, not an even number in 2..={hd}")));
-    }
+    let rotary_dim = rotary_dim(st, hd, Some(1.0))?;
     let eps = st.config_float("rms_norm_eps")? as f32;
     let theta = rope_theta(st)?;
-    let tied = st.config.get("tie_word_embeddings").and_then(|v| v.as_bool()).unwrap_or(false);
+    let tied = tied(st);
     let mut b = Builder::new("phi3", st);
-    let tokens = b.input("tokens", DType::I32, vec![batch(), seq()]);
-    let positions = b.input("positions", DType::I32, vec![batch(), seq()]);
-    let last_rows = b.input("last_rows", DType::I32, vec![batch()]);
+    let (tokens, positions, last_rows) = b.inputs();
     let embd = b.weight("model.embed_tokens.weight", Some(&[vocab, d]))?;
     let mut x = b.op(Op::Gather, &[embd, tokens]);
     let norm = Op::Norm { kind: NormKind::Rms, eps };
-    let cfg = AttentionCfg {
-        d,
-        n_heads: nh,
-        n_kv_heads: nkv,
-        head_dim: hd,
-        norm: norm.clone(),
-        rope: Op::Rope { style: RopeStyle::Neox, rotary_dim, theta, scaling: RopeScaling::None },
-        scale: 1.0 / (hd as f32).sqrt(),
-        window: None,
-        softcap: None,
-        biases: false,
-    };
+    let cfg = dims.attention(norm.clone(), Op::Rope { style: RopeStyle::Neox, rotary_dim, theta, scaling: RopeScaling::None });
     for l in 0..n_layers {
         b.layer = Some(l as u32);
         let w = |s: &str| format!("model.layers.{l}.{s}.weight");
@@ -95,20 +69,11 @@ pub fn lower(st: &SafetensorsFile) -> Result<Lowered, Diagnostic> {
     b.layer = None;
     let out = if tied { Ok(embd) } else { Err(("lm_head.weight", vocab)) };
     b.logits_head((x, d), last_rows, (norm, "model.norm.weight"), out)?;
-    let facts: BTreeMap<String, String> = [
-        ("layers", n_layers.to_string()),
-        ("hidden", d.to_string()),
-        ("n_heads", nh.to_string()),
-        ("n_kv_heads", nkv.to_string()),
-        ("head_dim", hd.to_string()),
+    let facts = [
         ("rotary_dim", rotary_dim.to_string()),
         ("norm_eps", format!("{eps:?}")),
         ("rope_theta", format!("{theta:?}")),
         ("fused_weights", "qkv_proj split q,k,v; gate_up_proj split gate,up".to_string()),
-    ]
-    .into_iter()
-    .map(|(k, v)| (k.to_string(), v))
-    .collect();
-    let meta = ModelMeta { vocab_size: vocab, context_length: context, bos_id: None, add_bos: false, stop_ids: vec![], facts };
-    Ok(Lowered { graph: b.g, manifest: b.manifest, meta })
+    ];
+    Ok(b.finish(vocab, context, &[dims.facts(), facts.to_vec()].concat()))
 }
