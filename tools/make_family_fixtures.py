@@ -71,11 +71,32 @@ def rows(t):
     return [[float(v) for v in r] for r in t]
 
 
+def hub_layout(state):
+    """transformers 5 keeps a MoE's experts as 3D tensors (`experts.gate_up_proj`
+    [E, 2I, d], `experts.down_proj` [E, d, I]); checkpoints on the Hub, and
+    what graphc reads, have one `gate_proj`/`up_proj`/`down_proj` per expert."""
+    out = {}
+    for k, v in state.items():
+        if k.endswith("mlp.experts.gate_up_proj"):
+            base = k[: -len("gate_up_proj")]
+            inter = v.shape[1] // 2
+            for e in range(v.shape[0]):
+                out[f"{base}{e}.gate_proj.weight"] = v[e, :inter].contiguous()
+                out[f"{base}{e}.up_proj.weight"] = v[e, inter:].contiguous()
+        elif k.endswith("mlp.experts.down_proj"):
+            base = k[: -len("down_proj")]
+            for e in range(v.shape[0]):
+                out[f"{base}{e}.down_proj.weight"] = v[e].contiguous()
+        else:
+            out[k] = v
+    return out
+
+
 def write(family, model, config, controls):
     d = OUT / family
     d.mkdir(parents=True, exist_ok=True)
     config.to_json_file(d / "config.json")
-    state = {k: v.contiguous() for k, v in model.state_dict().items()}
+    state = hub_layout({k: v.contiguous() for k, v in model.state_dict().items()})
     if config.tie_word_embeddings:
         state.pop("lm_head.weight", None)
     save_file(state, d / "model.safetensors")
@@ -294,7 +315,43 @@ def gemma2():
     write("gemma2", model, config, controls)
 
 
+def qwen3_moe():
+    from transformers import Qwen3MoeConfig, Qwen3MoeForCausalLM
+
+    # 4 experts, 2 per token, renormalized; layer 0 MoE, layer 1 dense
+    # (mlp_only_layers), so both MLP kinds are in the fixture.
+    kwargs = dict(
+        vocab_size=256, hidden_size=64, intermediate_size=128, moe_intermediate_size=32,
+        num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, head_dim=16,
+        max_position_embeddings=512, rms_norm_eps=1e-6, rope_theta=10000.0, num_experts=4,
+        num_experts_per_tok=2, norm_topk_prob=True, decoder_sparse_step=1, mlp_only_layers=[1],
+        tie_word_embeddings=False, torch_dtype="float32", attn_implementation="eager",
+    )
+    config = Qwen3MoeConfig(**kwargs)
+    torch.manual_seed(0)
+    model = Qwen3MoeForCausalLM(config).eval()
+    randomize(model, 6)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            # Router logits spread out, so the top-2 choice is clear-cut.
+            if name.endswith("mlp.gate.weight"):
+                p.mul_(4.0)
+
+    def variant(**changes):
+        m = Qwen3MoeForCausalLM(Qwen3MoeConfig(**{**kwargs, **changes})).eval()
+        m.load_state_dict(model.state_dict())
+        return rows(all_logits(m, PROMPTS[0]))
+
+    controls = {
+        "top_1": variant(num_experts_per_tok=1),
+        "no_renormalization": variant(norm_topk_prob=False),
+        "all_experts": variant(num_experts_per_tok=4),
+    }
+    write("qwen3_moe", model, config, controls)
+
+
 if __name__ == "__main__":
+    qwen3_moe()
     gemma2()
     qwen3()
     gemma()

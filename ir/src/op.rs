@@ -110,6 +110,10 @@ pub enum Op {
     /// `(x)`: softmax along `axis`; with `softcap = c`, logits become
     /// `c * tanh(x / c)` first.
     Softmax { axis: usize, softcap: Option<f32> },
+    /// `(x)`: 1.0 where an element is among the `k` largest of its line
+    /// along `axis`, else 0.0 (ties go to the lower index). A MoE router's
+    /// top-k choice, kept dense: `probs * mask` weights every expert.
+    TopKMask { axis: usize, k: usize },
     /// `(x)`: converted to `dtype` (float↔int rounds toward zero).
     Cast { dtype: DType },
     /// `(x [..., k], w [n, k])`: `out[..., j] = sum_i x[..., i] * w[j, i]`, i.e.
@@ -173,6 +177,7 @@ impl Op {
             Op::Clamp { .. } => "clamp".into(),
             Op::Reduce { op, .. } => format!("reduce_{}", crate::text::reduce_name(*op)),
             Op::Softmax { .. } => "softmax".into(),
+            Op::TopKMask { .. } => "top_k_mask".into(),
             Op::Cast { .. } => "cast".into(),
             Op::MatMul => "matmul".into(),
             Op::Dequantize => "dequantize".into(),

@@ -114,6 +114,10 @@ fn op_attrs(op: &Op) -> Vec<(&'static str, Attr)> {
                 a.push(("softcap", tok(fmt_f32(*c))));
             }
         }
+        Op::TopKMask { axis, k } => {
+            a.push(("axis", tok(axis)));
+            a.push(("k", tok(k)));
+        }
         Op::Cast { dtype } => a.push(("dtype", tok(dtype))),
         Op::Norm { kind, eps } => {
             a.push(("kind", tok(if *kind == NormKind::Rms { "rms" } else { "layer" })));
@@ -492,6 +496,7 @@ fn build_op(mnemonic: &str, mut a: Attrs, ty: Option<TensorType>) -> Result<Op, 
             axis: a.need("axis")?,
         },
         "softmax" => Op::Softmax { axis: a.need("axis")?, softcap: a.opt("softcap")? },
+        "top_k_mask" => Op::TopKMask { axis: a.need("axis")?, k: a.need("k")? },
         "cast" => {
             let d: String = a.need("dtype")?;
             Op::Cast { dtype: DType::from_name(&d).ok_or_else(|| format!("unknown dtype `{d}`"))? }

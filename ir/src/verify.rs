@@ -261,6 +261,17 @@ pub fn infer(op: &Op, tys: &[TensorType]) -> Result<TensorType, String> {
             shape[*axis] = Dim::konst(1);
             Ok(TensorType::new(DType::F32, shape))
         }
+        Op::TopKMask { axis, k } => {
+            arity(op, tys, 1..=1)?;
+            need_float("operand", t(0))?;
+            let Some(len) = t(0).shape.get(*axis) else {
+                return Err(format!("axis {axis} out of range for {}", t(0)));
+            };
+            if *k == 0 || len.as_const().is_some_and(|n| (*k as i64) > n) {
+                return Err(format!("k = {k} is not in 1..={len} (the length of axis {axis})"));
+            }
+            Ok(t(0).clone())
+        }
         Op::Cast { dtype } => {
             arity(op, tys, 1..=1)?;
             if dtype.is_quantized() || t(0).dtype.is_quantized() {

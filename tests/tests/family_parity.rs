@@ -288,3 +288,26 @@ fn gemma2_alternates_sliding_and_global_layers() {
     assert_eq!(model.plan().model.facts["sliding_layers"], "0");
     insta::assert_snapshot!("gemma2_optimized", graphc_ir::text::print(model.graph()));
 }
+
+#[test]
+fn qwen3_moe_matches_transformers() {
+    check_family("qwen3_moe");
+}
+
+#[test]
+fn qwen3_moe_routes_layer_0_and_keeps_layer_1_dense() {
+    let (dir, _) = fixture("qwen3_moe");
+    let model = Model::compile(&dir, &CompileOptions::default(), None).unwrap();
+    assert_eq!(model.plan().model.facts["moe_layers"], "0", "mlp_only_layers = [1]");
+    let masks: Vec<(Option<u32>, usize)> = model
+        .graph()
+        .g
+        .node_weights()
+        .filter_map(|n| match n.op {
+            graphc_ir::Op::TopKMask { k, .. } => Some((n.layer, k)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(masks, vec![(Some(0), 2)], "one top-2 router, in layer 0");
+    insta::assert_snapshot!("qwen3_moe_optimized_layer0", graphc_ir::text::print_filtered(model.graph(), |l| l == 0));
+}

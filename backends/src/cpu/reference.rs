@@ -267,6 +267,26 @@ pub(crate) fn eval(op: &Op, args: &[&Val], env: &Env) -> Result<Tensor, String> 
             }
             Ok(Tensor::f32(shape, out))
         }
+        Op::TopKMask { axis, k } => {
+            let shape = a0().shape();
+            let x = a0().f32s()?;
+            let len = shape[*axis];
+            let inner: usize = shape[axis + 1..].iter().product();
+            let outer: usize = shape[..*axis].iter().product();
+            let mut out = vec![0.0f32; x.len()];
+            for o in 0..outer {
+                for i in 0..inner {
+                    let ix = |j: usize| (o * len + j) * inner + i;
+                    // Order by value, largest first; equal values by index.
+                    let mut order: Vec<usize> = (0..len).collect();
+                    order.sort_by(|&a, &b| x[ix(b)].total_cmp(&x[ix(a)]).then(a.cmp(&b)));
+                    for &j in order.iter().take(*k) {
+                        out[ix(j)] = 1.0;
+                    }
+                }
+            }
+            Ok(Tensor::f32(shape, out))
+        }
         Op::Cast { dtype } => {
             let t = dense(a0())?;
             Ok(match (t, dtype) {

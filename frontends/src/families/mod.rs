@@ -11,6 +11,7 @@ pub mod llama;
 pub mod phi2;
 pub mod phi3;
 pub mod qwen3;
+pub mod qwen3_moe;
 
 use crate::error::Diagnostic;
 use crate::TensorSource;
