@@ -110,6 +110,10 @@ pub enum Op {
     /// `(x)`: softmax along `axis`; with `softcap = c`, logits become
     /// `c * tanh(x / c)` first.
     Softmax { axis: usize, softcap: Option<f32> },
+    /// `(gate, up)` of one shape: `act(gate) * up`, the gated-MLP product
+    /// (SwiGLU with `silu`, GeGLU with a GELU), formed by the `fuse_glu`
+    /// pass from `mul(act(gate), up)`; the same arithmetic, one pass.
+    Glu { act: UnaryOp },
     /// `(x)`: 1.0 where an element is among the `k` largest of its line
     /// along `axis`, else 0.0 (ties go to the lower index). A MoE router's
     /// top-k choice, kept dense: `probs * mask` weights every expert.
@@ -178,6 +182,7 @@ impl Op {
             Op::Reduce { op, .. } => format!("reduce_{}", crate::text::reduce_name(*op)),
             Op::Softmax { .. } => "softmax".into(),
             Op::TopKMask { .. } => "top_k_mask".into(),
+            Op::Glu { .. } => "glu".into(),
             Op::Cast { .. } => "cast".into(),
             Op::MatMul => "matmul".into(),
             Op::Dequantize => "dequantize".into(),

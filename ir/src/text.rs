@@ -114,6 +114,7 @@ fn op_attrs(op: &Op) -> Vec<(&'static str, Attr)> {
                 a.push(("softcap", tok(fmt_f32(*c))));
             }
         }
+        Op::Glu { act } => a.push(("act", tok(unary_name(*act)))),
         Op::TopKMask { axis, k } => {
             a.push(("axis", tok(axis)));
             a.push(("k", tok(k)));
@@ -497,6 +498,11 @@ fn build_op(mnemonic: &str, mut a: Attrs, ty: Option<TensorType>) -> Result<Op, 
         },
         "softmax" => Op::Softmax { axis: a.need("axis")?, softcap: a.opt("softcap")? },
         "top_k_mask" => Op::TopKMask { axis: a.need("axis")?, k: a.need("k")? },
+        "glu" => {
+            let act: String = a.need("act")?;
+            let act = UNARY.iter().find(|u| unary_name(**u) == act).ok_or_else(|| format!("`glu` attribute `act`: unknown activation `{act}`"))?;
+            Op::Glu { act: *act }
+        }
         "cast" => {
             let d: String = a.need("dtype")?;
             Op::Cast { dtype: DType::from_name(&d).ok_or_else(|| format!("unknown dtype `{d}`"))? }

@@ -261,6 +261,15 @@ pub fn infer(op: &Op, tys: &[TensorType]) -> Result<TensorType, String> {
             shape[*axis] = Dim::konst(1);
             Ok(TensorType::new(DType::F32, shape))
         }
+        Op::Glu { .. } => {
+            arity(op, tys, 2..=2)?;
+            need_float("gate", t(0))?;
+            need_float("up", t(1))?;
+            if t(0).shape != t(1).shape {
+                return Err(format!("gate {} and up {} differ in shape", t(0), t(1)));
+            }
+            Ok(t(0).clone())
+        }
         Op::TopKMask { axis, k } => {
             arity(op, tys, 1..=1)?;
             need_float("operand", t(0))?;

@@ -7,6 +7,7 @@
 #![forbid(unsafe_code)]
 
 pub mod dead_code;
+pub mod fuse_glu;
 pub mod hoist_sync;
 pub mod kv_alias;
 pub mod kv_append;

@@ -40,6 +40,7 @@ impl Default for PassManager {
                 Box::new(crate::kv_alias::KvAlias),
                 Box::new(crate::kv_append::KvAppend),
                 Box::new(crate::hoist_sync::HoistSync),
+                Box::new(crate::fuse_glu::FuseGlu),
                 Box::new(crate::dead_code::DeadCode),
             ], }
     }

@@ -267,6 +267,13 @@ pub(crate) fn eval(op: &Op, args: &[&Val], env: &Env) -> Result<Tensor, String> 
             }
             Ok(Tensor::f32(shape, out))
         }
+        Op::Glu { act } => {
+            // The arithmetic of `mul(act(gate), up)`, element by element.
+            let (f, mul) = (unary_fn(*act), binary_fn(BinaryOp::Mul));
+            let shape = a0().shape();
+            let (gate, up) = (a0().f32s()?, args[1].f32s()?);
+            Ok(Tensor::f32(shape, gate.iter().zip(up.iter()).map(|(&g, &u)| mul(f(g), u)).collect()))
+        }
         Op::TopKMask { axis, k } => {
             let shape = a0().shape();
             let x = a0().f32s()?;

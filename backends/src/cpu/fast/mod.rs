@@ -208,6 +208,31 @@ impl Fast {
                 self.count("norm");
                 Ok(Ok(Tensor::F32 { shape: shape.clone(), data: out }))
             }
+            Op::Glu { act } => {
+                // `act(gate) * up` in one pass over the gate, in place, with
+                // the arithmetic of the unfused `Unary` and `Binary` arms
+                // above and below (bit-identical with `fuse_glu` off).
+                let same = args[0].val().shape() == args[1].val().shape();
+                let (Arg::Own(Val::T(Tensor::F32 { .. })), Val::T(Tensor::F32 { .. }), true) = (&args[0], args[1].val(), same)
+                else {
+                    return Ok(Err(args));
+                };
+                let up = args.pop().unwrap();
+                let Tensor::F32 { shape, mut data } = args.pop().unwrap().into_tensor()? else { unreachable!() };
+                let (f, mul) = (reference::unary_fn(*act), reference::binary_fn(graphc_ir::BinaryOp::Mul));
+                let up = up.val().f32s()?;
+                let isa = self.isa;
+                for_each_chunk_mut(&self.pool, &mut data, ELEMENTWISE_CHUNK, |t, c| {
+                    match act {
+                        graphc_ir::op::UnaryOp::GeluTanh => simd::gelu_tanh(isa, c),
+                        _ => c.iter_mut().for_each(|v| *v = f(*v)),
+                    }
+                    let u = &up[t * ELEMENTWISE_CHUNK..][..c.len()];
+                    c.iter_mut().zip(u).for_each(|(x, &y)| *x = mul(*x, y));
+                });
+                self.count("glu");
+                Ok(Ok(Tensor::F32 { shape, data }))
+            }
             Op::Binary(b) => {
                 let same = args[0].val().shape() == args[1].val().shape();
                 let (Arg::Own(Val::T(Tensor::F32 { .. })), Val::T(Tensor::F32 { .. }), true) = (&args[0], args[1].val(), same)
