@@ -286,6 +286,14 @@ impl GgufFile {
                 Diagnostic::new(&path, format!("tensor `{name}` has GGML type {ty} ({}), which graphc does not read", ggml_type_name(ty)))
                     .note("supported: f32, f16, bf16, i32, q4_0, q4_1, q5_0, q8_0, q4_k, q5_k, q6_k")
             })?;
+            // Quantized rows are whole blocks (ne[0] is the row length).
+            let row = ne.first().copied().unwrap_or(1);
+            if dtype.is_quantized() && row % dtype.block_elems() as u64 != 0 {
+                return Err(Diagnostic::new(&path, format!(
+                    "tensor `{name}` is {dtype} with rows of {row} elements, not a whole number of {}-element blocks",
+                    dtype.block_elems()
+                )));
+            }
             let n_elems = ne.iter().try_fold(1u64, |a, &d| a.checked_mul(d));
             let bytes = n_elems.and_then(|n| dtype.storage_bytes(n)).ok_or_else(|| {
                 Diagnostic::new(&path, format!("tensor `{name}` has shape {ne:?}, not a whole number of {dtype} blocks"))

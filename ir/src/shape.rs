@@ -47,7 +47,9 @@ impl Dim {
         let mut m = self.0.clone();
         for (k, v) in &other.0 {
             let e = m.entry(k.clone()).or_insert(0);
-            *e += v;
+            // Saturating: a file's absurd dims must not panic here; the
+            // verifier refuses any dim past `MAX_DIM` (see `check_range`).
+            *e = e.saturating_add(*v);
             if *e == 0 {
                 m.remove(k);
             }
@@ -63,7 +65,7 @@ impl Dim {
         if c == 0 {
             return Dim::default();
         }
-        Dim(self.0.iter().map(|(k, v)| (k.clone(), v * c)).collect())
+        Dim(self.0.iter().map(|(k, v)| (k.clone(), v.saturating_mul(c))).collect())
     }
 
     pub fn mul(&self, other: &Dim) -> Dim {
@@ -73,7 +75,7 @@ impl Dim {
                 let mut k: Vec<String> = ka.iter().chain(kb.iter()).cloned().collect();
                 k.sort();
                 let mut m = BTreeMap::new();
-                m.insert(k, va * vb);
+                m.insert(k, va.saturating_mul(*vb));
                 out = out.add(&Dim(m));
             }
         }
@@ -190,6 +192,33 @@ impl fmt::Debug for Dim {
 pub type Shape = Vec<Dim>;
 
 /// Product of all dims.
+/// The largest constant a dim may have, and the most elements a shape's
+/// constant part may hold: far past any model, far below where i64
+/// arithmetic on dims could saturate.
+pub const MAX_DIM: i64 = 1 << 40;
+pub const MAX_CONST_ELEMS: i64 = 1 << 48;
+
+/// Refuse a shape with a constant dim outside `0..=MAX_DIM`, a coefficient
+/// past it, or constant dims whose product passes `MAX_CONST_ELEMS`.
+pub fn check_range(shape: &[Dim]) -> Result<(), String> {
+    let mut elems: i64 = 1;
+    for d in shape {
+        if d.0.values().any(|c| c.unsigned_abs() > MAX_DIM as u64) {
+            return Err(format!("dimension `{d}` is out of range (constants up to 2^40)"));
+        }
+        if let Some(c) = d.as_const() {
+            if c < 0 {
+                return Err(format!("dimension `{d}` is negative"));
+            }
+            elems = elems.saturating_mul(c);
+        }
+    }
+    if elems > MAX_CONST_ELEMS {
+        return Err(format!("shape {} holds more than 2^48 elements", shape_to_string(shape)));
+    }
+    Ok(())
+}
+
 pub fn numel(shape: &[Dim]) -> Dim {
     shape.iter().fold(Dim::konst(1), |acc, d| acc.mul(d))
 }

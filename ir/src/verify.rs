@@ -41,7 +41,18 @@ pub fn verify(graph: &mut Graph) -> Result<(), VerifyError> {
             )));
         }
         let in_tys: Vec<TensorType> = inputs.iter().map(|i| graph.node(*i).ty.clone().unwrap()).collect();
+        if let Some(declared) = node.op.declared_type() {
+            crate::shape::check_range(&declared.shape).map_err(&err)?;
+        }
         let inferred = infer(&node.op, &in_tys).map_err(&err)?;
+        crate::shape::check_range(&inferred.shape).map_err(&err)?;
+        if let Op::Weight { name, ty } = &node.op {
+            let row = ty.shape.last().and_then(|d| d.as_const()).unwrap_or(0);
+            let block = ty.dtype.block_elems() as i64;
+            if ty.dtype.is_quantized() && row % block != 0 {
+                return Err(err(format!("weight `{name}` is {} with rows of {row}, not a whole number of {block}-element blocks", ty.dtype)));
+            }
+        }
         match &node.op {
             Op::Input { name, .. } | Op::Weight { name, .. } | Op::State { name, .. } => {
                 let kind = match node.op {

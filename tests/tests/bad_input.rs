@@ -234,3 +234,16 @@ fn a_kv_cache_bigger_than_the_machine_is_refused_not_aborted() {
     let m = Model::compile(&ck, &opts, None).unwrap();
     assert!(m.session(&SessionOptions::default()).unwrap().prefill(&[3, 4]).is_ok());
 }
+
+#[test]
+fn quantized_rows_that_are_not_whole_blocks_are_refused_by_name() {
+    // 4 rows of 8 q8_0 elements: 32 in all, one block's worth of bytes, but
+    // no row is a whole 32-element block (found by the gguf fuzz target: it
+    // used to pass the reader and panic in the matmul).
+    let dir = temp_dir("bad-rows");
+    let mut w = GgufWriter::tiny_llama();
+    let t = w.tensors.iter_mut().find(|t| t.0 == "blk.0.attn_k.weight").unwrap();
+    *t = ("blk.0.attn_k.weight".into(), vec![4, 8], 8, vec![0u8; 34]);
+    let e = compile_err(&w.write(&dir, "rows.gguf"));
+    assert!(e.contains("tensor `blk.0.attn_k.weight` is q8_0 with rows of 8 elements, not a whole number of 32-element blocks"), "{e}");
+}
