@@ -16,24 +16,46 @@
 //! absent, as in transformers' `Qwen3Config`).
 
 use super::hf::{rope_theta, tied, HeadDim, HfDims};
-use super::{Builder};
+use super::Builder;
 use crate::error::Diagnostic;
 use crate::families::llama::Lowered;
 use crate::safetensors::SafetensorsFile;
-use graphc_ir::{BinaryOp, NormKind, Op, RopeScaling, RopeStyle, UnaryOp};
+use graphc_ir::{BinaryOp, NodeId, NormKind, Op, RopeScaling, RopeStyle, UnaryOp};
 
 pub const MODEL_TYPE: &str = "qwen3";
 
 pub fn lower(st: &SafetensorsFile) -> Result<Lowered, Diagnostic> {
     let dims = HfDims::read(st, HeadDim::Key, false)?;
-    let HfDims { d, n_layers, head_dim: hd, ffn, vocab, context, .. } = dims;
+    lower_decoder(st, "qwen3", dims, &mut |b, l, h| dense_mlp(b, &dims, l, h), Vec::new())
+}
+
+/// Layer `l`'s MLP on its post-attention-normed input `h`.
+pub(crate) type LayerMlp<'a> = dyn FnMut(&mut Builder, usize, NodeId) -> Result<NodeId, Diagnostic> + 'a;
+
+/// Qwen3's dense SwiGLU MLP of `intermediate_size`.
+pub(crate) fn dense_mlp(b: &mut Builder, dims: &HfDims, l: usize, h: NodeId) -> Result<NodeId, Diagnostic> {
+    let w = |s: &str| format!("model.layers.{l}.mlp.{s}.weight");
+    b.gated_mlp(h, (&w("gate_proj"), &w("up_proj"), &w("down_proj")), (dims.ffn, dims.d), UnaryOp::Silu)
+}
+
+/// The Qwen3 decoder (embedding, layers of q/k-normed GQA attention and
+/// `mlp`, final norm, head), shared by qwen3 and qwen3_moe, which differ
+/// only in their MLP; `facts` are the family's own beside the common ones.
+pub(crate) fn lower_decoder(
+    st: &SafetensorsFile,
+    name: &str,
+    dims: HfDims,
+    mlp: &mut LayerMlp,
+    facts: Vec<(&'static str, String)>,
+) -> Result<Lowered, Diagnostic> {
+    let HfDims { d, n_layers, head_dim: hd, vocab, context, .. } = dims;
     let eps = st.config_float("rms_norm_eps")? as f32;
     let theta = rope_theta(st)?;
     if st.config.get("use_sliding_window").and_then(|v| v.as_bool()) == Some(true) {
         return Err(Diagnostic::new(&st.config_path, "`use_sliding_window` is true: Qwen3's sliding-window layers are not lowered yet"));
     }
     let tied = tied(st);
-    let mut b = Builder::new("qwen3", st);
+    let mut b = Builder::new(name, st);
     let (tokens, positions, last_rows) = b.inputs();
     let embd = b.weight("model.embed_tokens.weight", Some(&[vocab, d]))?;
     let mut x = b.op(Op::Gather, &[embd, tokens]);
@@ -50,16 +72,16 @@ pub fn lower(st: &SafetensorsFile) -> Result<Lowered, Diagnostic> {
         x = b.binary(BinaryOp::Add, x, o);
         let ln = b.weight(&w("post_attention_layernorm"), Some(&[d]))?;
         let h = b.op(norm.clone(), &[x, ln]);
-        let down = b.gated_mlp(h, (&w("mlp.gate_proj"), &w("mlp.up_proj"), &w("mlp.down_proj")), (ffn, d), UnaryOp::Silu)?;
-        x = b.binary(BinaryOp::Add, x, down);
+        let out = mlp(&mut b, l, h)?;
+        x = b.binary(BinaryOp::Add, x, out);
     }
     b.layer = None;
     let out = if tied { Ok(embd) } else { Err(("lm_head.weight", vocab)) };
     b.logits_head((x, d), last_rows, (norm, "model.norm.weight"), out)?;
-    let facts = [
+    let common = [
         ("norm_eps", format!("{eps:?}")),
         ("rope_theta", format!("{theta:?}")),
         ("tied_output", tied.to_string()),
     ];
-    Ok(b.finish(vocab, context, &[dims.facts(), facts.to_vec()].concat()))
+    Ok(b.finish(vocab, context, &[dims.facts(), facts, common.to_vec()].concat()))
 }

@@ -2,7 +2,8 @@
 //! safetensors in the Hugging Face Hub layout (one `gate_proj`/`up_proj`/
 //! `down_proj` per expert, `mlp.gate` the router).
 //!
-//! Attention is Qwen3's (per-head q/k RMS norm, GQA). A MoE layer's MLP
+//! Everything but the MLP is Qwen3's decoder (`qwen3::lower_decoder`:
+//! per-head q/k RMS norm, GQA). A MoE layer's MLP
 //! (HF `Qwen3MoeSparseMoeBlock`): router logits `h·Wgate`, softmax over the
 //! experts, the `num_experts_per_tok` largest kept (`top_k_mask`), divided
 //! by their sum when `norm_topk_prob`, and the output is `Σ_e w_e ·
@@ -14,18 +15,19 @@
 //! unchosen ones are weighted by 0 (exact, and what the parity fixture
 //! checks; E/k times the work of sparse dispatch, which is not done yet).
 
-use super::hf::{rope_theta, tied, HeadDim, HfDims};
+use super::hf::{HeadDim, HfDims};
+use super::qwen3::{dense_mlp, lower_decoder};
 use super::Builder;
 use crate::error::Diagnostic;
-use crate::safetensors::SafetensorsFile;
 use crate::families::llama::Lowered;
-use graphc_ir::{BinaryOp, NormKind, Op, ReduceOp, RopeScaling, RopeStyle, UnaryOp};
+use crate::safetensors::SafetensorsFile;
+use graphc_ir::{BinaryOp, NodeId, Op, ReduceOp, UnaryOp};
 
 pub const MODEL_TYPE: &str = "qwen3_moe";
 
 pub fn lower(st: &SafetensorsFile) -> Result<Lowered, Diagnostic> {
     let dims = HfDims::read(st, HeadDim::Key, false)?;
-    let HfDims { d, n_layers, head_dim: hd, ffn, vocab, context, .. } = dims;
+    let HfDims { d, n_layers, .. } = dims;
     // transformers 4 writes `num_experts`, 5 `num_local_experts`.
     let experts_key = if st.config.get("num_experts").is_some() { "num_experts" } else { "num_local_experts" };
     if st.config.get(experts_key).is_none() {
@@ -49,63 +51,37 @@ pub fn lower(st: &SafetensorsFile) -> Result<Lowered, Diagnostic> {
             .ok_or_else(|| Diagnostic::new(&st.config_path, "`mlp_only_layers` is not a list of layer numbers"))?,
     };
     let is_moe = |l: usize| !dense_only.contains(&l) && (l + 1).is_multiple_of(step);
-    let eps = st.config_float("rms_norm_eps")? as f32;
-    let theta = rope_theta(st)?;
-    let tied = tied(st);
-    let mut b = Builder::new("qwen3_moe", st);
-    let (tokens, positions, last_rows) = b.inputs();
-    let embd = b.weight("model.embed_tokens.weight", Some(&[vocab, d]))?;
-    let mut x = b.op(Op::Gather, &[embd, tokens]);
-    let norm = Op::Norm { kind: NormKind::Rms, eps };
-    let cfg = dims.attention(norm.clone(), Op::Rope { style: RopeStyle::Neox, rotary_dim: hd, theta, scaling: RopeScaling::None });
-    for l in 0..n_layers {
-        b.layer = Some(l as u32);
-        let w = |s: &str| format!("model.layers.{l}.{s}.weight");
-        let ln = b.weight(&w("input_layernorm"), Some(&[d]))?;
-        let h = b.op(norm.clone(), &[x, ln]);
-        let (q_norm, k_norm) = (w("self_attn.q_norm"), w("self_attn.k_norm"));
-        let names = [&w("self_attn.q_proj"), &w("self_attn.k_proj"), &w("self_attn.v_proj"), &w("self_attn.o_proj")];
-        let o = b.attention(h, positions, names.map(|s| s.as_str()), Some((&q_norm, &k_norm)), &cfg)?;
-        x = b.binary(BinaryOp::Add, x, o);
-        let ln = b.weight(&w("post_attention_layernorm"), Some(&[d]))?;
-        let h = b.op(norm.clone(), &[x, ln]);
-        let mlp = if is_moe(l) {
-            let router = b.weight(&w("mlp.gate"), Some(&[n_experts, d]))?;
-            let logits = b.matmul(h, router);
-            let probs = b.op(Op::Softmax { axis: 2, softcap: None }, &[logits]);
-            let chosen = b.op(Op::TopKMask { axis: 2, k: top_k }, &[probs]);
-            let mut weights = b.binary(BinaryOp::Mul, probs, chosen);
-            if norm_topk {
-                let sum = b.op(Op::Reduce { op: ReduceOp::Sum, axis: 2 }, &[weights]);
-                weights = b.binary(BinaryOp::Div, weights, sum);
-            }
-            let mut out = None;
-            for e in 0..n_experts {
-                let ew = |s: &str| format!("model.layers.{l}.mlp.experts.{e}.{s}.weight");
-                let y = b.gated_mlp(h, (&ew("gate_proj"), &ew("up_proj"), &ew("down_proj")), (moe_ffn, d), UnaryOp::Silu)?;
-                let we = b.op(Op::Narrow { axis: 2, start: e.into(), len: 1usize.into() }, &[weights]);
-                let y = b.binary(BinaryOp::Mul, y, we);
-                out = Some(match out {
-                    None => y,
-                    Some(acc) => b.binary(BinaryOp::Add, acc, y),
-                });
-            }
-            out.expect("at least one expert")
-        } else {
-            b.gated_mlp(h, (&w("mlp.gate_proj"), &w("mlp.up_proj"), &w("mlp.down_proj")), (ffn, d), UnaryOp::Silu)?
-        };
-        x = b.binary(BinaryOp::Add, x, mlp);
-    }
-    b.layer = None;
-    let out = if tied { Ok(embd) } else { Err(("lm_head.weight", vocab)) };
-    b.logits_head((x, d), last_rows, (norm, "model.norm.weight"), out)?;
+    let mut mlp = |b: &mut Builder, l: usize, h: NodeId| -> Result<NodeId, Diagnostic> {
+        if !is_moe(l) {
+            return dense_mlp(b, &dims, l, h);
+        }
+        let router = b.weight(&format!("model.layers.{l}.mlp.gate.weight"), Some(&[n_experts, d]))?;
+        let logits = b.matmul(h, router);
+        let probs = b.op(Op::Softmax { axis: 2, softcap: None }, &[logits]);
+        let chosen = b.op(Op::TopKMask { axis: 2, k: top_k }, &[probs]);
+        let mut weights = b.binary(BinaryOp::Mul, probs, chosen);
+        if norm_topk {
+            let sum = b.op(Op::Reduce { op: ReduceOp::Sum, axis: 2 }, &[weights]);
+            weights = b.binary(BinaryOp::Div, weights, sum);
+        }
+        let mut out = None;
+        for e in 0..n_experts {
+            let ew = |s: &str| format!("model.layers.{l}.mlp.experts.{e}.{s}.weight");
+            let y = b.gated_mlp(h, (&ew("gate_proj"), &ew("up_proj"), &ew("down_proj")), (moe_ffn, d), UnaryOp::Silu)?;
+            let we = b.op(Op::Narrow { axis: 2, start: e.into(), len: 1usize.into() }, &[weights]);
+            let y = b.binary(BinaryOp::Mul, y, we);
+            out = Some(match out {
+                None => y,
+                Some(acc) => b.binary(BinaryOp::Add, acc, y),
+            });
+        }
+        Ok(out.expect("at least one expert"))
+    };
     let moe_layers: Vec<String> = (0..n_layers).filter(|&l| is_moe(l)).map(|l| l.to_string()).collect();
-    let facts = [
+    let facts = vec![
         ("experts", format!("{n_experts}, {top_k} per token, norm_topk_prob {norm_topk}")),
         ("moe_layers", moe_layers.join(",")),
         ("moe_dispatch", "dense (every expert, unchosen weighted 0)".to_string()),
-        ("norm_eps", format!("{eps:?}")),
-        ("rope_theta", format!("{theta:?}")),
     ];
-    Ok(b.finish(vocab, context, &[dims.facts(), facts.to_vec()].concat()))
+    lower_decoder(st, "qwen3_moe", dims, &mut mlp, facts)
 }
