@@ -104,7 +104,7 @@ fn decode_attention(c: &mut Criterion) {
     // SmolLM2's shape: 9 query heads on 3 kv heads of 64, one query at
     // position 1023 over a cache of capacity 2048.
     let sh = attention::AttentionShape { batch: 1, n_heads: 9, n_kv_heads: 3, seq: 1, keys: 2048, head_dim: 64, v_dim: 64 };
-    let pr = attention::AttentionParams { scale: 0.125, causal: true, window: None, softcap: None };
+    let pr = attention::AttentionParams { scale: 0.125, causal: true, window: None, softcap: None, ring: false };
     let q = vec![0.1f32; 9 * 64];
     let kv: Vec<f32> = (0..3 * 2048 * 64).map(|i| (i as f32 * 0.01).sin()).collect();
     let mut g = c.benchmark_group("attention_decode_ctx1024");

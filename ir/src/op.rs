@@ -139,6 +139,11 @@ pub enum Op {
     /// `scale * q·k`, then `softcap * tanh(score / softcap)` when set; query at
     /// position `p` sees key `j` iff `j <= p` (when causal) and `j > p - window`
     /// (when windowed); softmax over the visible keys, weighted sum of v.
+    ///
+    /// With `ring` (only with a `window`), K and V are ring caches of `t`
+    /// rows written by a windowed `kv_append`: the key at position `x` is in
+    /// row `x % t`, so a query at `p` reads rows `(p - window + 1 ..= p) % t`,
+    /// in position order. Formed by the `window_cache` pass.
     Attention {
         n_heads: usize,
         n_kv_heads: usize,
@@ -146,12 +151,20 @@ pub enum Op {
         causal: bool,
         window: Option<usize>,
         softcap: Option<f32>,
+        ring: bool,
     },
     /// `(cache [.., cap, ..], new [.., s, ..], lengths i32[b])`: writes `new` into
     /// `cache` in place at row offset `lengths[b]` of each batch row along
     /// `axis`; a write past `cap` is an error naming offset, rows and capacity.
     /// Produced by the `kv_append` pass, never by a frontend.
-    KvAppend { axis: usize, cap: Dim },
+    ///
+    /// With `window = w` the cache is a ring of `cap` rows (the
+    /// `window_cache` pass): new row `i` of batch row `b` goes to row
+    /// `(lengths[b] + i) % cap`. One step may write at most `cap - w + 1`
+    /// rows, which is what keeps every key a query of that step can see
+    /// (its last `w` positions) from being overwritten by a later row of the
+    /// same step; more is an error naming the rows and the limit.
+    KvAppend { axis: usize, cap: Dim, window: Option<usize> },
     /// `(x)`: an explicit host-visible read of `x` (a device→host sync),
     /// with the checks that guard its use: `nonempty` (an error if `x` has no
     /// elements) and `bound` (an error naming the index if an i32 value is

@@ -29,26 +29,43 @@ pub struct Plan {
 }
 
 /// How many cache buffers a plan keeps and what one token costs in them:
-/// what the K/V alias dedupe halves on a fused-KV family.
+/// what the K/V alias dedupe halves on a fused-KV family, and what the
+/// window-cache rewrite takes off the sliding-window layers.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct KvCacheSummary {
-    /// `state` inputs (one buffer each).
+    /// `state` inputs (one buffer each), window caches included.
     pub caches: usize,
-    /// Bytes one token adds across all of them, per batch row.
+    /// Bytes one token adds across the caches that grow with the context,
+    /// per batch row.
     pub bytes_per_token: u64,
+    /// Of `caches`, the rings of a sliding window's size (`window_cache`):
+    /// their size does not grow with the context.
+    #[serde(default)]
+    pub window_caches: usize,
+    /// Bytes the window caches hold in all, per batch row.
+    #[serde(default)]
+    pub window_bytes: u64,
 }
 
 impl KvCacheSummary {
-    /// Count a graph's `state` inputs; a token's share of each is the product
-    /// of its constant dims (the symbolic ones are batch and length) times
-    /// the element size.
+    /// Count a graph's `state` inputs. A cache with a length symbol (`cap`,
+    /// `past`) grows: a token's share of it is the product of its constant
+    /// dims times the element size. One whose only symbol is `batch` is a
+    /// fixed-size ring.
     pub fn of(graph: &crate::Graph) -> KvCacheSummary {
         let mut s = KvCacheSummary::default();
         for n in graph.g.node_weights() {
             if let crate::Op::State { ty, .. } = &n.op {
                 s.caches += 1;
-                let per_token: i64 = ty.shape.iter().filter_map(|d| d.as_const()).product();
-                s.bytes_per_token += per_token as u64 * ty.dtype.block_bytes() as u64;
+                let consts: u64 = ty.shape.iter().filter_map(|d| d.as_const()).map(|d| d as u64).product();
+                let bytes = consts.saturating_mul(ty.dtype.block_bytes() as u64);
+                let symbols = ty.shape.iter().filter(|d| d.as_const().is_none()).count();
+                if symbols == 1 && ty.shape.first() == Some(&crate::Dim::sym("batch")) {
+                    s.window_caches += 1;
+                    s.window_bytes += bytes;
+                } else {
+                    s.bytes_per_token += bytes;
+                }
             }
         }
         s

@@ -133,7 +133,7 @@ fn op_attrs(op: &Op) -> Vec<(&'static str, Attr)> {
                 RopeScaling::Linear { factor } => a.push(("linear_factor", tok(fmt_f32(*factor)))),
             }
         }
-        Op::Attention { n_heads, n_kv_heads, scale, causal, window, softcap } => {
+        Op::Attention { n_heads, n_kv_heads, scale, causal, window, softcap, ring } => {
             a.push(("n_heads", tok(n_heads)));
             a.push(("n_kv_heads", tok(n_kv_heads)));
             a.push(("scale", tok(fmt_f32(*scale))));
@@ -144,10 +144,16 @@ fn op_attrs(op: &Op) -> Vec<(&'static str, Attr)> {
             if let Some(c) = softcap {
                 a.push(("softcap", tok(fmt_f32(*c))));
             }
+            if *ring {
+                a.push(("ring", tok(ring)));
+            }
         }
-        Op::KvAppend { axis, cap } => {
+        Op::KvAppend { axis, cap, window } => {
             a.push(("axis", tok(axis)));
             a.push(("cap", tok(cap)));
+            if let Some(w) = window {
+                a.push(("window", tok(w)));
+            }
         }
         Op::ToHost { nonempty, bound } => {
             a.push(("nonempty", tok(nonempty)));
@@ -538,8 +544,9 @@ fn build_op(mnemonic: &str, mut a: Attrs, ty: Option<TensorType>) -> Result<Op, 
             causal: a.need("causal")?,
             window: a.opt("window")?,
             softcap: a.opt("softcap")?,
+            ring: a.opt("ring")?.unwrap_or(false),
         },
-        "kv_append" => Op::KvAppend { axis: a.need("axis")?, cap: a.dim("cap")? },
+        "kv_append" => Op::KvAppend { axis: a.need("axis")?, cap: a.dim("cap")?, window: a.opt("window")? },
         "to_host" => Op::ToHost { nonempty: a.opt("nonempty")?.unwrap_or(false), bound: a.opt("bound")? },
         m => {
             if let Some(u) = UNARY.iter().find(|u| unary_name(**u) == m) {

@@ -354,7 +354,7 @@ pub fn infer(op: &Op, tys: &[TensorType]) -> Result<TensorType, String> {
             }
             Ok(t(0).clone())
         }
-        Op::Attention { n_heads, n_kv_heads, .. } => {
+        Op::Attention { n_heads, n_kv_heads, window, causal, ring, .. } => {
             arity(op, tys, 4..=4)?;
             for (i, what) in [(0, "q"), (1, "k"), (2, "v")] {
                 need_float(what, t(i))?;
@@ -370,6 +370,14 @@ pub fn infer(op: &Op, tys: &[TensorType]) -> Result<TensorType, String> {
             same_dim("q and k head_dim", &q.shape[3], &k.shape[3])?;
             same_dim("k and v rows", &k.shape[2], &v.shape[2])?;
             same_dim("q and k batch", &q.shape[0], &k.shape[0])?;
+            if *ring && (window.is_none() || !causal) {
+                return Err("a ring attention reads a window of a causal cache: it needs `causal=true` and a `window`".into());
+            }
+            if let (true, Some(w), Some(t)) = (*ring, window, k.shape[2].as_const()) {
+                if (*w as i64) > t {
+                    return Err(format!("a ring of {t} rows cannot hold a window of {w}"));
+                }
+            }
             need_rank("attention positions", pos, 2)?;
             if pos.dtype != DType::I32 {
                 return Err(format!("attention positions must be i32, found {pos}"));
@@ -378,8 +386,14 @@ pub fn infer(op: &Op, tys: &[TensorType]) -> Result<TensorType, String> {
             shape[3] = v.shape[3].clone();
             Ok(TensorType::new(DType::F32, shape))
         }
-        Op::KvAppend { axis, cap } => {
+        Op::KvAppend { axis, cap, window } => {
             arity(op, tys, 3..=3)?;
+            if let Some(w) = window {
+                match cap.as_const() {
+                    Some(c) if *w >= 1 && c >= *w as i64 => {}
+                    _ => return Err(format!("a ring kv_append needs a constant capacity of at least its window {w}, found {cap}")),
+                }
+            }
             let (cache, new) = (t(0), t(1));
             if *axis >= cache.shape.len() || cache.shape.len() != new.shape.len() {
                 return Err(format!("kv_append of {new} into {cache} along axis {axis}"));

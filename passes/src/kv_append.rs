@@ -102,7 +102,7 @@ impl Pass for KvAppend {
                 let ty = ty.clone();
                 g.node_mut(s).ty = Some(ty);
             }
-            let append = g.add(Op::KvAppend { axis, cap: Dim::sym(CAP) }, &[s, new, lengths], layer);
+            let append = g.add(Op::KvAppend { axis, cap: Dim::sym(CAP), window: None }, &[s, new, lengths], layer);
             g.take_place(append, concat);
             g.replace_uses(concat, append);
             g.remove(concat);

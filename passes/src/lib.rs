@@ -12,5 +12,6 @@ pub mod hoist_sync;
 pub mod kv_alias;
 pub mod kv_append;
 pub mod manager;
+pub mod window_cache;
 
 pub use manager::{PassManager, PassReport};

@@ -39,6 +39,7 @@ impl Default for PassManager {
             passes: vec![
                 Box::new(crate::kv_alias::KvAlias),
                 Box::new(crate::kv_append::KvAppend),
+                Box::new(crate::window_cache::WindowCache),
                 Box::new(crate::hoist_sync::HoistSync),
                 Box::new(crate::fuse_glu::FuseGlu),
                 Box::new(crate::dead_code::DeadCode),

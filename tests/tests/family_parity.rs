@@ -289,6 +289,60 @@ fn gemma2_alternates_sliding_and_global_layers() {
     insta::assert_snapshot!("gemma2_optimized", graphc_ir::text::print(model.graph()));
 }
 
+/// The sliding layer's K and V become rings of `window + step - 1` rows
+/// (`window_cache`); the global layer's stay at capacity: half the caches.
+/// A sequence of 29 tokens wraps the 7-row ring 4 times, and the logits at
+/// every position are those of the full-length caches.
+#[test]
+fn gemma2_keeps_window_caches_only_on_its_sliding_layer() {
+    let (dir, r) = fixture("gemma2");
+    let on = Model::compile(&dir, &CompileOptions::default(), None).unwrap();
+    let kv = &on.plan().kv_cache;
+    assert_eq!((kv.caches, kv.window_caches), (4, 2), "K and V of the sliding layer only: half, not all");
+    assert_eq!(kv.window_bytes, 2 * 2 * 7 * 16 * 4, "2 caches of 2 kv heads x 7 rows x 16 floats");
+    let fired = on.plan().passes.iter().find(|p| p.name == "window_cache").unwrap().rewrites;
+    assert_eq!(fired, 2);
+    let shape = |name: &str| {
+        on.graph()
+            .g
+            .node_weights()
+            .find_map(|n| match &n.op {
+                graphc_ir::Op::State { name: s, ty } if s == name => Some(ty.to_string()),
+                _ => None,
+            })
+            .unwrap()
+    };
+    assert_eq!(shape("k.0"), "f32[batch, 2, 7, 16]", "window 4 + step 4 - 1 rows");
+    assert_eq!(shape("v.1"), "f32[batch, 2, cap, 16]", "the global layer keeps its capacity");
+    let session = on.session(&SessionOptions::default()).unwrap();
+    assert_eq!(session.step_rows(), 4, "a forward appends at most cap - window + 1 rows to the ring");
+
+    let off_opts = CompileOptions { disabled_passes: vec!["window_cache".into()], ..Default::default() };
+    let off = Model::compile(&dir, &off_opts, None).unwrap();
+    assert_eq!(off.plan().kv_cache.window_caches, 0);
+    let mut sequence = ids(&r["prompts"][0]);
+    sequence.extend(ids(&r["greedy"]));
+    assert!(sequence.len() > 4 * 7, "the sequence wraps the ring several times");
+    for k in kernels() {
+        let a = logits_at_every_position(&on, k, &sequence);
+        let b = logits_at_every_position(&off, k, &sequence);
+        if k == Kernels::Reference {
+            // The reference reads the same keys in the same order from the ring.
+            let bits = |v: &Vec<Vec<f32>>| v.iter().flatten().map(|x| x.to_bits()).collect::<Vec<_>>();
+            assert_eq!(bits(&a), bits(&b), "reference: logits differ with window_cache off");
+        } else {
+            // The fast kernel scores a wrapped window in two runs of rows:
+            // the same sums, blocked differently.
+            let d = a.iter().zip(&b).map(|(x, y)| max_diff(x, y)).fold(0.0, f32::max);
+            assert!(d <= 1e-5, "{k:?}: window_cache on vs off differ by {d}");
+        }
+        // A whole prompt in one call runs in chunks of 4 on the ring.
+        let mut s = on.session(&SessionOptions { kernels: Some(k), ..Default::default() }).unwrap();
+        let last = s.prefill(&sequence).unwrap();
+        assert!(max_diff(&last, a.last().unwrap()) <= TOL, "{k:?}: chunked prefill on the ring");
+    }
+}
+
 #[test]
 fn qwen3_moe_matches_transformers() {
     check_family("qwen3_moe");

@@ -166,7 +166,7 @@ fn attention_case(
     let q: Vec<f32> = (0..b * nh * s * d).map(|_| rng.f32()).collect();
     let k: Vec<f32> = (0..b * nkv * t * d).map(|_| rng.f32() * 3.0).collect();
     let v: Vec<f32> = (0..b * nkv * t * d).map(|_| rng.f32()).collect();
-    let op = Op::Attention { n_heads: nh, n_kv_heads: nkv, scale: 0.3, causal: true, window, softcap };
+    let op = Op::Attention { n_heads: nh, n_kv_heads: nkv, scale: 0.3, causal: true, window, softcap, ring: false };
     let args = [
         Tensor::f32(vec![b, nh, s, d], q.clone()),
         Tensor::f32(vec![b, nkv, t, d], k.clone()),
@@ -175,7 +175,7 @@ fn attention_case(
     ];
     let want = reference::eval_op(&op, &args).unwrap();
     let sh = attention::AttentionShape { batch: b, n_heads: nh, n_kv_heads: nkv, seq: s, keys: t, head_dim: d, v_dim: d };
-    let pr = attention::AttentionParams { scale: 0.3, causal: true, window, softcap };
+    let pr = attention::AttentionParams { scale: 0.3, causal: true, window, softcap, ring: false };
     for isa in isas() {
         let got = attention::attention(&SpinPool::new(3), isa, &sh, &pr, &attention::AttentionInputs { q: &q, k: &k, v: &v, pos: &pos });
         for (i, (g, r)) in got.iter().zip(want.as_f32().unwrap()).enumerate() {
@@ -196,6 +196,64 @@ fn attention_matches_the_reference_gqa_ragged_windowed() {
     attention_case(&mut rng, (1, 2, 1, 3, 9, 264), vec![2, 5, 8], None, None);
     // Prefill: two rows of 4 queries each.
     attention_case(&mut rng, (2, 4, 1, 4, 12, 16), vec![0, 1, 2, 3, 6, 7, 8, 9], Some(3), None);
+}
+
+/// A window's ring cache: the keys of a full cache of `t` rows laid out as
+/// a ring of `ring` rows (position `x` in row `x % ring`, the last `ring`
+/// positions kept) must give what the full cache gives, on the reference
+/// and on the fast kernel at every ISA. Rows sit at different positions, so
+/// one wraps (two runs of rows), one does not, one has barely started.
+#[test]
+fn ring_attention_equals_full_cache_attention() {
+    let mut rng = Rng(11);
+    let (b, nh, nkv, d, t, ring, window) = (3, 4, 2, 20, 40, 9, 5);
+    let pos = vec![37i32, 8, 2];
+    let q: Vec<f32> = (0..b * nh * d).map(|_| rng.f32()).collect();
+    let k: Vec<f32> = (0..b * nkv * t * d).map(|_| rng.f32() * 3.0).collect();
+    let v: Vec<f32> = (0..b * nkv * t * d).map(|_| rng.f32()).collect();
+    let to_ring = |full: &[f32]| {
+        let mut r = vec![f32::NAN; b * nkv * ring * d];
+        for (bi, &end) in pos.iter().enumerate() {
+            for h in 0..nkv {
+                // What a row holds after appending positions 0..=end: the last `ring`.
+                let end = end as usize;
+                for x in end.saturating_sub(ring - 1)..=end {
+                    let (src, dst) = (((bi * nkv + h) * t + x) * d, ((bi * nkv + h) * ring + x % ring) * d);
+                    r[dst..dst + d].copy_from_slice(&full[src..src + d]);
+                }
+            }
+        }
+        r
+    };
+    let (kr, vr) = (to_ring(&k), to_ring(&v));
+    let full_op = Op::Attention { n_heads: nh, n_kv_heads: nkv, scale: 0.3, causal: true, window: Some(window), softcap: None, ring: false };
+    let ring_op = Op::Attention { n_heads: nh, n_kv_heads: nkv, scale: 0.3, causal: true, window: Some(window), softcap: None, ring: true };
+    let args = |k: &[f32], v: &[f32], rows| {
+        [
+            Tensor::f32(vec![b, nh, 1, d], q.clone()),
+            Tensor::f32(vec![b, nkv, rows, d], k.to_vec()),
+            Tensor::f32(vec![b, nkv, rows, d], v.to_vec()),
+            Tensor::i32(vec![b, 1], pos.clone()),
+        ]
+    };
+    let want = reference::eval_op(&full_op, &args(&k, &v, t)).unwrap();
+    let got = reference::eval_op(&ring_op, &args(&kr, &vr, ring)).unwrap();
+    let bits = |x: &Tensor| x.as_f32().unwrap().iter().map(|f| f.to_bits()).collect::<Vec<_>>();
+    // The reference reads the same keys in the same order: the same bits.
+    assert_eq!(bits(&got), bits(&want), "reference: ring vs full cache");
+    let sh = attention::AttentionShape { batch: b, n_heads: nh, n_kv_heads: nkv, seq: 1, keys: ring, head_dim: d, v_dim: d };
+    let pr = attention::AttentionParams { scale: 0.3, causal: true, window: Some(window), softcap: None, ring: true };
+    for isa in isas() {
+        let got = attention::attention(&SpinPool::new(2), isa, &sh, &pr, &attention::AttentionInputs { q: &q, k: &kr, v: &vr, pos: &pos });
+        // Up to summation blocking (the wrapped row scores in two runs); a
+        // NaN (an unwritten ring row read) fails this too.
+        for (i, (g, r)) in got.iter().zip(want.as_f32().unwrap()).enumerate() {
+            assert!((g - r).abs() <= 1e-5, "{} ring: [{i}] {g} vs {r}", isa.name());
+        }
+    }
+    // The same ring read as a full cache (no `ring`) is a different answer.
+    let wrong = reference::eval_op(&full_op, &args(&kr, &vr, ring));
+    assert!(wrong.is_err() || bits(&wrong.unwrap()) != bits(&want));
 }
 
 #[test]

@@ -91,11 +91,19 @@ fn gemma3_ignoring_the_sliding_window_changes_the_long_prompts_answer() {
     assert!(prompt.len() > 512);
     let want = reference_logits(p4["logits_file"].as_str().unwrap());
     let m = Model::compile(&gemma3(), &CompileOptions::default(), None).unwrap();
+    // The local layers keep rings of 512 + 256 - 1 rows (`window_cache`),
+    // which this prompt wraps: the answer below is read from the rings.
+    let kv = &m.plan().kv_cache;
+    assert_eq!((kv.caches, kv.window_caches), (36, 30), "K and V of the 15 local layers are rings, the 3 global layers' are not");
+    assert!(m.plan().graph.contains("kv_append{axis=2, cap=767, window=512}"));
+    assert!(prompt.len() > 767, "the prompt wraps the ring");
     let with_window = m.session(&SessionOptions::default()).unwrap().prefill(&prompt).unwrap();
-    // The same plan with every attention's window removed.
-    let mut plan = m.plan().clone();
+    // The same plan, with full-length caches, and every attention's window removed.
+    let full_opts = CompileOptions { disabled_passes: vec!["window_cache".into()], ..Default::default() };
+    let full = Model::compile(&gemma3(), &full_opts, None).unwrap();
+    let mut plan = full.plan().clone();
     plan.graph = plan.graph.replace(", window=512", "");
-    assert_ne!(plan.graph, m.plan().graph);
+    assert_ne!(plan.graph, full.plan().graph);
     let dir = graphc_tests::temp_dir("gemma3-nowindow");
     let path = dir.join("nowindow.plan");
     std::fs::write(&path, plan.to_json()).unwrap();

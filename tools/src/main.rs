@@ -206,6 +206,8 @@ fn real_main() -> Result<()> {
                     "weights_bytes": model.weights_bytes(),
                     "kv_caches": plan.kv_cache.caches,
                     "kv_bytes_per_token": plan.kv_cache.bytes_per_token,
+                    "kv_window_caches": plan.kv_cache.window_caches,
+                    "kv_window_bytes": plan.kv_cache.window_bytes,
                     "nodes": model.graph().len(),
                     "compile_secs": secs,
                     "plan": output.display().to_string(),
@@ -217,7 +219,12 @@ fn real_main() -> Result<()> {
                 println!("max_seq:  {} (from {})", plan.options.max_seq, plan.options.max_seq_source.as_str());
                 println!("weights:  {} tensors, {} bytes", plan.manifest.len(), model.weights_bytes());
                 println!("nodes:    {}", model.graph().len());
-                println!("kv cache: {} buffers, {} bytes per token", plan.kv_cache.caches, plan.kv_cache.bytes_per_token);
+                let kv = &plan.kv_cache;
+                print!("kv cache: {} buffers, {} bytes per token", kv.caches, kv.bytes_per_token);
+                if kv.window_caches > 0 {
+                    print!("; {} of them window rings of {} bytes in all", kv.window_caches, kv.window_bytes);
+                }
+                println!();
                 for p in &plan.passes {
                     let state = if p.enabled { "" } else { " (disabled)" };
                     println!("pass {:<12} {} rewrites{state}", p.name, p.rewrites);

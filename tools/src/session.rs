@@ -92,6 +92,8 @@ pub struct Session<'m> {
     resolved: ResolvedSession,
     states: StateLayout,
     lens: Vec<usize>,
+    /// See `step_rows()`.
+    step_rows: usize,
 }
 
 /// Where the loop-carried state lives. With `kv_append` in the plan, one
@@ -153,7 +155,17 @@ impl<'m> Session<'m> {
         Self::check_state_bytes(model.graph(), rows, plan.options.max_seq)?;
         let mut schedule = Schedule::new(model.graph())?;
         schedule.check_finite = opts.check_finite;
-        let mut s = Session { model, pool, executor, schedule, resolved, states, lens: vec![0; rows] };
+        // A ring of `cap` rows for a window of `w` takes `cap - w + 1` rows a step.
+        let step_rows = model
+            .graph()
+            .g
+            .node_weights()
+            .filter_map(|n| match &n.op {
+                Op::KvAppend { cap, window: Some(w), .. } => cap.as_const().map(|c| (c as usize + 1).saturating_sub(*w).max(1)),
+                _ => None,
+            })
+            .fold(PREFILL_CHUNK, usize::min);
+        let mut s = Session { model, pool, executor, schedule, resolved, states, lens: vec![0; rows], step_rows };
         s.reset();
         Ok(s)
     }
@@ -356,6 +368,11 @@ impl<'m> Session<'m> {
 
     /// Run each row's new tokens after what its cache holds; returns each
     /// row's logits at its own last new token.
+    ///
+    /// Rows longer than `step_rows` run in rounds of that many tokens; a
+    /// row that has run out rides along on a placeholder whose write is
+    /// never read (it is overwritten by the row's next real token, before
+    /// any query can see it) and whose logits are dropped.
     pub fn forward_rows(&mut self, news: &[&[u32]]) -> Result<Vec<Vec<f32>>, Error> {
         if news.len() != self.rows() {
             return Err(Error::Input(format!("{} rows of tokens for a session of {} rows", news.len(), self.rows())));
@@ -363,10 +380,31 @@ impl<'m> Session<'m> {
         for (row, t) in news.iter().enumerate() {
             self.check_tokens(row, t)?;
         }
+        let step = self.step_rows;
+        let rounds = news.iter().map(|t| t.len()).max().unwrap_or(0).div_ceil(step);
+        let mut logits = vec![Vec::new(); news.len()];
+        for round in 0..rounds {
+            let parts: Vec<&[u32]> =
+                news.iter().map(|t| &t[(round * step).min(t.len())..((round + 1) * step).min(t.len())]).collect();
+            for (row, l) in self.step(&parts)?.into_iter().enumerate() {
+                if !parts[row].is_empty() {
+                    logits[row] = l;
+                }
+            }
+        }
+        Ok(logits)
+    }
+
+    /// One forward of at most `step_rows` tokens per row; an empty row gets
+    /// a placeholder (batched caches) or is skipped (per-row caches), and
+    /// its length does not move.
+    fn step(&mut self, news: &[&[u32]]) -> Result<Vec<Vec<f32>>, Error> {
+        const PLACEHOLDER: &[u32] = &[0];
         let lens = self.lens.clone();
         let logits = match std::mem::replace(&mut self.states, StateLayout::PerRow(vec![])) {
             StateLayout::Batched(states) => {
-                let (logits, states) = self.run_rows(states, true, &lens, news)?;
+                let padded: Vec<&[u32]> = news.iter().map(|t| if t.is_empty() { PLACEHOLDER } else { *t }).collect();
+                let (logits, states) = self.run_rows(states, true, &lens, &padded)?;
                 self.states = StateLayout::Batched(states);
                 logits
             }
@@ -374,6 +412,11 @@ impl<'m> Session<'m> {
                 let mut logits = Vec::new();
                 let mut next = Vec::new();
                 for (row, states) in per_row.into_iter().enumerate() {
+                    if news[row].is_empty() {
+                        logits.push(Vec::new());
+                        next.push(states);
+                        continue;
+                    }
                     let (mut l, st) = self.run_rows(states, false, &lens[row..row + 1], &news[row..row + 1])?;
                     logits.push(l.remove(0));
                     next.push(st);
@@ -388,6 +431,12 @@ impl<'m> Session<'m> {
         Ok(logits)
     }
 
+    /// The most tokens of one row a single forward takes: `PREFILL_CHUNK`,
+    /// or less where a window's ring cache allows less (see `KvAppend`).
+    pub fn step_rows(&self) -> usize {
+        self.step_rows
+    }
+
     /// Run `tokens` after what the cache holds (a one-row session); returns
     /// the logits at the last of them.
     ///
@@ -400,8 +449,8 @@ impl<'m> Session<'m> {
         // Check the whole prompt first: a refusal must not leave half of it cached.
         self.check_tokens(0, tokens)?;
         let mut logits = Vec::new();
-        for chunk in tokens.chunks(PREFILL_CHUNK) {
-            logits = self.forward_rows(&[chunk])?.remove(0);
+        for chunk in tokens.chunks(self.step_rows) {
+            logits = self.step(&[chunk])?.remove(0);
         }
         Ok(logits)
     }

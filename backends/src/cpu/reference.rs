@@ -17,11 +17,11 @@ pub struct Reference;
 impl Evaluator for Reference {
     fn eval(&self, op: &Op, args: Vec<Arg<'_, '_>>, env: &Env) -> Result<Tensor, String> {
         match op {
-            Op::KvAppend { axis, cap } => {
+            Op::KvAppend { axis, cap, window } => {
                 let mut it = args.into_iter();
                 let cache = it.next().unwrap().into_tensor()?;
                 let (new, lengths) = (it.next().unwrap(), it.next().unwrap());
-                kv_append(cache, new.val(), lengths.val(), *axis, cap, env)
+                kv_append(cache, new.val(), lengths.val(), (*axis, cap, *window), env)
             }
             op => {
                 let refs: Vec<&Val> = args.iter().map(|a| a.val()).collect();
@@ -57,13 +57,14 @@ pub(crate) fn strides(shape: &[usize]) -> Vec<usize> {
 }
 
 /// `KvAppend`'s definition: write `new`'s rows into `cache` at each batch
-/// row's own offset `lengths[b]` along `axis`; past `cap` is an error.
+/// row's own offset `lengths[b]` along `axis`; past `cap` is an error. With
+/// a `window`, the cache is a ring: row `i` goes to `(lengths[b] + i) % cap`,
+/// and a step of more than `cap - window + 1` rows is an error.
 pub(crate) fn kv_append(
     mut cache: Tensor,
     new: &Val,
     lengths: &Val,
-    axis: usize,
-    cap: &graphc_ir::Dim,
+    (axis, cap, window): (usize, &graphc_ir::Dim, Option<usize>),
     env: &Env,
 ) -> Result<Tensor, String> {
     let lengths = lengths.i32s()?;
@@ -74,20 +75,30 @@ pub(crate) fn kv_append(
     let inner: usize = shape[axis + 1..].iter().product();
     let mid: usize = shape[1..axis].iter().product();
     let new_d = new.f32s()?;
+    if let Some(w) = window {
+        let step = cap + 1 - w;
+        if rows > step {
+            return Err(format!(
+                "kv_append into a ring of {cap} rows for a window of {w}: a step writes at most {step} rows (cap - window + 1), this one writes {rows}"
+            ));
+        }
+    }
     let Tensor::F32 { data, .. } = &mut cache else { return Err("kv_append into an i32 cache".into()) };
     for bi in 0..shape[0] {
         let off = *lengths.get(bi).ok_or(format!("no length given for batch row {bi}"))?;
         let off = usize::try_from(off).map_err(|_| format!("batch row {bi} has negative length {off}"))?;
-        if off + rows > cap {
+        if window.is_none() && off + rows > cap {
             return Err(format!(
                 "kv_append past capacity: batch row {bi} writes rows {off}..{} (offset {off} + {rows} rows) but the cache holds {cap}",
                 off + rows
             ));
         }
         for m in 0..mid {
-            let dst = ((bi * mid + m) * cap + off) * inner;
-            let src = ((bi * mid + m) * rows) * inner;
-            data[dst..dst + rows * inner].copy_from_slice(&new_d[src..src + rows * inner]);
+            for i in 0..rows {
+                let dst = ((bi * mid + m) * cap + (off + i) % cap) * inner;
+                let src = ((bi * mid + m) * rows + i) * inner;
+                data[dst..dst + inner].copy_from_slice(&new_d[src..src + inner]);
+            }
         }
     }
     Ok(cache)
@@ -366,7 +377,7 @@ pub(crate) fn eval(op: &Op, args: &[&Val], env: &Env) -> Result<Tensor, String> 
             }
             Ok(Tensor::f32(shape, x))
         }
-        Op::Attention { n_heads, n_kv_heads, scale, causal, window, softcap } => {
+        Op::Attention { n_heads, n_kv_heads, scale, causal, window, softcap, ring } => {
             let (qs, ks, vs) = (args[0].shape(), args[1].shape(), args[2].shape());
             let (q, k, v) = (args[0].f32s()?, args[1].f32s()?, args[2].f32s()?);
             let pos = args[3].i32s()?;
@@ -384,7 +395,16 @@ pub(crate) fn eval(op: &Op, args: &[&Val], env: &Env) -> Result<Tensor, String> 
                         let j = j as i64;
                         (!causal || j <= p) && window.is_none_or(|w| j > p - w as i64)
                     };
-                    let js: Vec<usize> = (0..t).filter(|&j| visible(j)).collect();
+                    // A ring holds position `x` in row `x % t`: read the
+                    // window's positions in order (the order a full cache
+                    // has them in, so the sums are the same).
+                    let js: Vec<usize> = match window {
+                        Some(w) if *ring => {
+                            let lo = (p - *w as i64 + 1).max(0);
+                            (lo..=p).map(|x| x as usize % t).collect()
+                        }
+                        _ => (0..t).filter(|&j| visible(j)).collect(),
+                    };
                     let mut scores: Vec<f32> =
                         js.iter().map(|&j| dot(qrow, &k[(kbase + j) * d..(kbase + j + 1) * d]) * scale).collect();
                     softmax_in_place(&mut scores, *softcap);

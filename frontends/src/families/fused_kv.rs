@@ -72,6 +72,7 @@ pub fn lower(st: &SafetensorsFile) -> Result<Lowered, Diagnostic> {
             causal: true,
             window: None,
             softcap: None,
+            ring: false,
         };
         let a = b.op(attn, &[q, caches[0], caches[1], positions]);
         let a = b.permute(a, &[0, 2, 1, 3]);

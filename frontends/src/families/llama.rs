@@ -137,6 +137,7 @@ pub fn lower(g: &GgufFile) -> Result<Lowered, Diagnostic> {
                 causal: true,
                 window: None,
                 softcap: None,
+                ring: false,
             },
             &[q, kv[0], kv[1], positions],
         );

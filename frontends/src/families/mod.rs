@@ -211,7 +211,7 @@ impl<'a> Builder<'a> {
             self.op(Op::StateOut { name }, &[all]);
             kv.push(all);
         }
-        let attn = Op::Attention { n_heads: nh, n_kv_heads: nkv, scale: cfg.scale, causal: true, window: cfg.window, softcap: cfg.softcap };
+        let attn = Op::Attention { n_heads: nh, n_kv_heads: nkv, scale: cfg.scale, causal: true, window: cfg.window, softcap: cfg.softcap, ring: false };
         let a = self.op(attn, &[q, kv[0], kv[1], positions]);
         let a = self.permute(a, &[0, 2, 1, 3]);
         let a = self.reshape(a, vec![batch(), seq(), (nh * hd).into()]);

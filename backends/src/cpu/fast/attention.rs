@@ -1,6 +1,8 @@
 //! Attention over the cache in place: each (batch row, head, query) reads
 //! only the key rows it can see (`0..=p`, or the last `window` of them), so a
-//! cache allocated at capacity costs nothing for its empty rows. GQA is
+//! cache allocated at capacity costs nothing for its empty rows. A window's
+//! ring cache (position `x` in row `x % keys`) is read as at most two runs of
+//! rows, in position order. GQA is
 //! native: query head `h` reads kv head `h / (n_heads / n_kv_heads)`, with
 //! no repeated K/V copy. Positions are per row, so a ragged batch runs the
 //! same kernel as a uniform one.
@@ -26,6 +28,8 @@ pub struct AttentionParams {
     pub causal: bool,
     pub window: Option<usize>,
     pub softcap: Option<f32>,
+    /// K/V are rings of `keys` rows: position `x` is in row `x % keys`.
+    pub ring: bool,
 }
 
 /// The operands: `q [b, h, s, d]`, `k [b, kvh, t, d]`, `v [b, kvh, t, dv]`,
@@ -45,17 +49,41 @@ pub fn attention(pool: &SpinPool, isa: Isa, sh: &AttentionShape, pr: &AttentionP
     for_each_chunk_mut(pool, &mut out, dv, |r, o| {
         let (bi, hi, si) = (r / (nh * s), (r / s) % nh, r % s);
         let p = pos[bi * s + si] as i64;
-        let hi_key = if pr.causal { (p + 1).clamp(0, t as i64) as usize } else { t };
-        let lo_key = pr.window.map_or(0, |w| (p - w as i64 + 1).clamp(0, hi_key as i64) as usize);
         let base = (bi * sh.n_kv_heads + hi / group) * t;
         let qrow = &q[r * d..(r + 1) * d];
-        let mut scores = vec![0f32; hi_key.saturating_sub(lo_key)];
-        if scores.is_empty() {
+        // The visible keys as (first row, rows) segments of the cache, in
+        // position order: one segment, or two where a ring wraps.
+        let segments: [(usize, usize); 2] = match pr.window {
+            Some(w) if pr.ring => {
+                let lo = (p - w as i64 + 1).max(0);
+                let n = (p - lo + 1).max(0) as usize;
+                let first = (lo.max(0) as usize) % t;
+                let head = n.min(t - first);
+                [(first, head), (0, n - head)]
+            }
+            _ => {
+                let hi_key = if pr.causal { (p + 1).clamp(0, t as i64) as usize } else { t };
+                let lo_key = pr.window.map_or(0, |w| (p - w as i64 + 1).clamp(0, hi_key as i64) as usize);
+                [(lo_key, hi_key.saturating_sub(lo_key)), (0, 0)]
+            }
+        };
+        let n = segments[0].1 + segments[1].1;
+        if n == 0 {
             return;
         }
-        simd::scores(isa, qrow, &k[(base + lo_key) * d..(base + hi_key) * d], pr.scale, &mut scores);
+        let mut scores = vec![0f32; n];
+        let mut at = 0;
+        for &(first, rows) in &segments {
+            let keys = &k[(base + first) * d..(base + first + rows) * d];
+            simd::scores(isa, qrow, keys, pr.scale, &mut scores[at..at + rows]);
+            at += rows;
+        }
         softmax_in_place(&mut scores, pr.softcap);
-        simd::weighted_sum(isa, &scores, &v[(base + lo_key) * dv..(base + hi_key) * dv], o);
+        let mut at = 0;
+        for &(first, rows) in &segments {
+            simd::weighted_sum(isa, &scores[at..at + rows], &v[(base + first) * dv..(base + first + rows) * dv], o);
+            at += rows;
+        }
     });
     out
 }

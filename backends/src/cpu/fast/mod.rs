@@ -108,7 +108,7 @@ impl Fast {
                 self.count(if m < matmul::GEMM_MIN_ROWS { "matmul_rows" } else { "matmul_tiled" });
                 Ok(Ok(Tensor::f32(s, out)))
             }
-            Op::Attention { n_heads, n_kv_heads, scale, causal, window, softcap } => {
+            Op::Attention { n_heads, n_kv_heads, scale, causal, window, softcap, ring } => {
                 let (qs, ks, vs) = (args[0].val().shape(), args[1].val().shape(), args[2].val().shape());
                 let (Val::T(Tensor::F32 { data: q, .. }), Val::T(Tensor::F32 { data: k, .. }), Val::T(Tensor::F32 { data: v, .. })) =
                     (args[0].val(), args[1].val(), args[2].val())
@@ -125,7 +125,7 @@ impl Fast {
                     head_dim: qs[3],
                     v_dim: vs[3],
                 };
-                let pr = attention::AttentionParams { scale: *scale, causal: *causal, window: *window, softcap: *softcap };
+                let pr = attention::AttentionParams { scale: *scale, causal: *causal, window: *window, softcap: *softcap, ring: *ring };
                 let out = attention::attention(&self.pool, isa, &sh, &pr, &attention::AttentionInputs { q, k, v, pos });
                 self.count("attention");
                 Ok(Ok(Tensor::f32(vec![qs[0], *n_heads, qs[2], vs[3]], out)))
