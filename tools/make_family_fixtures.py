@@ -350,7 +350,60 @@ def qwen3_moe():
     write("qwen3_moe", model, config, controls)
 
 
+def phi3_longrope():
+    from transformers import Phi3Config, Phi3ForCausalLM
+
+    # Phi-3's 128k configs: LongRoPE with per-frequency factors, the long set
+    # used past `original_max_position_embeddings`, and cos/sin scaled by
+    # sqrt(1 + ln(factor) / ln(original)), factor = max / original. The
+    # original length is 4 here, so every prompt (5-13 tokens) runs on the
+    # long factors; `short_logits` are PROMPTS[0][:4], on the short ones.
+    half = 8  # head_dim 16 / 2
+    g = torch.Generator().manual_seed(11)
+    long_factor = [round(float(x), 4) for x in 1.0 + 6.0 * torch.rand(half, generator=g)]
+    short_factor = [round(float(x), 4) for x in 1.0 + 0.5 * torch.rand(half, generator=g)]
+    kwargs = dict(
+        vocab_size=256, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
+        original_max_position_embeddings=4, rms_norm_eps=1e-5,
+        rope_parameters={"rope_type": "longrope", "rope_theta": 10000.0, "long_factor": long_factor,
+                         "short_factor": short_factor, "original_max_position_embeddings": 4},
+        tie_word_embeddings=False, torch_dtype="float32", attn_implementation="eager", pad_token_id=0,
+    )
+    config = Phi3Config(**kwargs)
+    torch.manual_seed(0)
+    model = Phi3ForCausalLM(config).eval()
+    randomize(model, 12)
+
+    def variant(**rope):
+        m = Phi3ForCausalLM(Phi3Config(**{**kwargs, "rope_parameters": {**kwargs["rope_parameters"], **rope}})).eval()
+        m.load_state_dict(model.state_dict())
+        return rows(all_logits(m, PROMPTS[0]))
+
+    controls = {
+        # The short factors kept past the original length.
+        "short_factors_when_long": variant(long_factor=short_factor),
+        # cos/sin not scaled by the attention factor.
+        "no_attention_factor": variant(attention_factor=1.0),
+    }
+    write("phi3_longrope", model, config, controls)
+    d = OUT / "phi3_longrope"
+    ref = json.loads((d / "reference.json").read_text())
+    ref["short_prompt"] = PROMPTS[0][:4]
+    ref["short_logits"] = rows(all_logits(model, PROMPTS[0][:4]))
+    (d / "reference.json").write_text(json.dumps(ref))
+
+
 if __name__ == "__main__":
+    import sys
+
+    # `make_family_fixtures.py phi3_longrope ...` writes only those.
+    only = sys.argv[1:]
+    if only:
+        for name in only:
+            globals()[name]()
+        sys.exit(0)
+    phi3_longrope()
     qwen3_moe()
     gemma2()
     qwen3()

@@ -115,8 +115,16 @@ impl Checkpoint {
         Ok(Checkpoint { format: Format::Safetensors(st), tokenizer: None, family: model_type })
     }
 
-    /// The family's graph (unverified), weight manifest and model facts.
+    /// The family's graph (unverified), weight manifest and model facts,
+    /// for the checkpoint's own context length.
     pub fn lower(&self) -> Result<Lowered, Diagnostic> {
+        self.lower_for(None)
+    }
+
+    /// As `lower`, for a session limit of `max_seq` tokens where the user
+    /// set one: the few families whose graph depends on it (Phi-3's
+    /// LongRoPE picks its short or long factors by it) read it here.
+    pub fn lower_for(&self, max_seq: Option<usize>) -> Result<Lowered, Diagnostic> {
         let mut lowered = match (&self.format, self.family.as_str()) {
             (Format::Gguf(g), "llama") => families::llama::lower(g)?,
             (Format::Gguf(g), "gemma3") => families::gemma3::lower(g)?,
@@ -125,7 +133,7 @@ impl Checkpoint {
             (Format::Safetensors(st), families::gemma::MODEL_TYPE) => families::gemma::lower(st)?,
             (Format::Safetensors(st), families::gemma2::MODEL_TYPE) => families::gemma2::lower(st)?,
             (Format::Safetensors(st), families::phi2::MODEL_TYPE) => families::phi2::lower(st)?,
-            (Format::Safetensors(st), families::phi3::MODEL_TYPE) => families::phi3::lower(st)?,
+            (Format::Safetensors(st), families::phi3::MODEL_TYPE) => families::phi3::lower(st, max_seq)?,
             (Format::Safetensors(st), families::qwen3_moe::MODEL_TYPE) => families::qwen3_moe::lower(st)?,
             (_, other) => unreachable!("family {other} was accepted by open()"),
         };

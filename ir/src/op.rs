@@ -62,11 +62,49 @@ pub enum RopeStyle {
     GptJ,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub enum RopeScaling {
     None,
     /// Positions divided by `factor` (HF "linear").
     Linear { factor: f32 },
+    /// LongRoPE (Phi-3's 128k configs): pair `i` turns `factors[i]` times
+    /// slower (its frequency divided by it), and the rotated features are
+    /// multiplied by `attention_factor` (HF scales cos and sin by it).
+    /// Which factor set (short or long) applies is decided once, when the
+    /// graph is built; `factors` has `rotary_dim / 2` entries.
+    LongRope { factors: Vec<f32>, attention_factor: f32 },
+}
+
+impl RopeScaling {
+    /// Each feature pair's inverse frequency: `theta^(-2i/rotary_dim)`,
+    /// divided by its LongRoPE factor where there is one (in f32, as HF).
+    pub fn inv_freq(&self, rotary_dim: usize, theta: f32) -> Vec<f32> {
+        (0..rotary_dim / 2)
+            .map(|i| {
+                let base = theta.powf((2 * i) as f32 / rotary_dim as f32);
+                match self {
+                    RopeScaling::LongRope { factors, .. } => 1.0 / (factors[i] * base),
+                    _ => 1.0 / base,
+                }
+            })
+            .collect()
+    }
+
+    /// The position a pair's angle is computed from.
+    pub fn position(&self, p: i32) -> f32 {
+        match self {
+            RopeScaling::Linear { factor } => p as f32 / factor,
+            _ => p as f32,
+        }
+    }
+
+    /// What the rotated features are multiplied by (1 but for LongRoPE).
+    pub fn magnitude(&self) -> f32 {
+        match self {
+            RopeScaling::LongRope { attention_factor, .. } => *attention_factor,
+            _ => 1.0,
+        }
+    }
 }
 
 /// One operation. A node is an op plus its ordered inputs; it produces one value.

@@ -131,6 +131,10 @@ fn op_attrs(op: &Op) -> Vec<(&'static str, Attr)> {
             match scaling {
                 RopeScaling::None => {}
                 RopeScaling::Linear { factor } => a.push(("linear_factor", tok(fmt_f32(*factor)))),
+                RopeScaling::LongRope { factors, attention_factor } => {
+                    a.push(("freq_factors", Attr::List(factors.iter().map(|f| tok(fmt_f32(*f))).collect())));
+                    a.push(("attention_factor", tok(fmt_f32(*attention_factor))));
+                }
             }
         }
         Op::Attention { n_heads, n_kv_heads, scale, causal, window, softcap, ring } => {
@@ -402,6 +406,9 @@ impl Attrs {
         let i = self.map.iter().position(|(k, _)| k == key)?;
         Some(self.map.remove(i).1)
     }
+    fn has(&self, key: &str) -> bool {
+        self.map.iter().any(|(k, _)| k == key)
+    }
     fn token(&mut self, key: &str) -> Result<Option<String>, String> {
         match self.take(key) {
             None => Ok(None),
@@ -531,9 +538,18 @@ fn build_op(mnemonic: &str, mut a: Attrs, ty: Option<TensorType>) -> Result<Op, 
                 "gptj" => RopeStyle::GptJ,
                 s => return Err(format!("rope style must be `neox` or `gptj`, found `{s}`")),
             };
-            let scaling = match a.opt::<f32>("linear_factor")? {
-                Some(factor) => RopeScaling::Linear { factor },
-                None => RopeScaling::None,
+            let scaling = match (a.opt::<f32>("linear_factor")?, a.has("freq_factors")) {
+                (Some(factor), false) => RopeScaling::Linear { factor },
+                (None, true) => {
+                    let factors = a
+                        .list("freq_factors")?
+                        .iter()
+                        .map(|f| f.parse::<f32>().map_err(|_| format!("`rope` attribute `freq_factors`: cannot read `{f}`")))
+                        .collect::<Result<Vec<f32>, String>>()?;
+                    RopeScaling::LongRope { factors, attention_factor: a.need("attention_factor")? }
+                }
+                (None, false) => RopeScaling::None,
+                (Some(_), true) => return Err("`rope` takes `linear_factor` or `freq_factors`, not both".into()),
             };
             Op::Rope { style, rotary_dim: a.need("rotary_dim")?, theta: a.need("theta")?, scaling }
         }

@@ -3,7 +3,7 @@
 //! position in the printed form), its op and the mismatch.
 
 use crate::graph::{Graph, NodeId};
-use crate::op::{NormKind, Op};
+use crate::op::{NormKind, Op, RopeScaling};
 use crate::shape::{numel, shape_to_string, Dim, Shape, TensorType};
 use crate::DType;
 use std::collections::{HashMap, HashSet};
@@ -337,7 +337,7 @@ pub fn infer(op: &Op, tys: &[TensorType]) -> Result<TensorType, String> {
             }
             Ok(t(0).clone())
         }
-        Op::Rope { rotary_dim, .. } => {
+        Op::Rope { rotary_dim, scaling, .. } => {
             arity(op, tys, 2..=2)?;
             need_float("rope input", t(0))?;
             need_rank("rope input", t(0), 4)?;
@@ -350,6 +350,14 @@ pub fn infer(op: &Op, tys: &[TensorType]) -> Result<TensorType, String> {
             if let Some(d) = t(0).shape[3].as_const() {
                 if *rotary_dim as i64 > d || rotary_dim % 2 == 1 || *rotary_dim == 0 {
                     return Err(format!("rotary_dim {rotary_dim} must be even and at most head_dim {d}"));
+                }
+            }
+            if let RopeScaling::LongRope { factors, attention_factor } = scaling {
+                if factors.len() != rotary_dim / 2 {
+                    return Err(format!("rope has {} freq_factors for rotary_dim {rotary_dim}: one per feature pair ({}) is needed", factors.len(), rotary_dim / 2));
+                }
+                if let Some(f) = factors.iter().chain([attention_factor]).find(|f| !(f.is_finite() && **f > 0.0)) {
+                    return Err(format!("rope scaling factor {f} is not a positive finite number"));
                 }
             }
             Ok(t(0).clone())

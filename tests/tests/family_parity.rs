@@ -245,20 +245,64 @@ fn phi3_matches_transformers() {
 }
 
 #[test]
-fn phi3_splits_its_fused_weights_and_refuses_longrope_by_name() {
+fn phi3_splits_its_fused_weights_and_names_bad_rope_scaling() {
     let (dir, _) = fixture("phi3");
     let model = Model::compile(&dir, &CompileOptions::default(), None).unwrap();
     // One product per fused weight, narrowed: 3 slices of qkv and 2 of gate_up per layer.
     let narrows = model.graph().g.node_weights().filter(|n| matches!(n.op, graphc_ir::Op::Narrow { .. })).count();
     assert_eq!(narrows, 2 * 5);
     insta::assert_snapshot!("phi3_optimized_layer0", graphc_ir::text::print_filtered(model.graph(), |l| l == 0));
-    let tmp = graphc_tests::temp_dir("phi3-longrope");
-    std::fs::copy(dir.join("model.safetensors"), tmp.join("model.safetensors")).unwrap();
-    let mut config: Value = serde_json::from_str(&std::fs::read_to_string(dir.join("config.json")).unwrap()).unwrap();
-    config["rope_scaling"] = serde_json::json!({"type": "longrope", "short_factor": [1.0], "long_factor": [1.0]});
-    std::fs::write(tmp.join("config.json"), config.to_string()).unwrap();
-    let e = Model::compile(&tmp, &CompileOptions::default(), None).err().expect("longrope compiled").to_string();
-    assert!(e.contains("`rope_scaling` is `longrope`") && e.contains("not lowered yet"), "{e}");
+    let with_scaling = |tag: &str, scaling: Value| {
+        let tmp = graphc_tests::temp_dir(tag);
+        std::fs::copy(dir.join("model.safetensors"), tmp.join("model.safetensors")).unwrap();
+        let mut config: Value = serde_json::from_str(&std::fs::read_to_string(dir.join("config.json")).unwrap()).unwrap();
+        config["rope_scaling"] = scaling;
+        std::fs::write(tmp.join("config.json"), config.to_string()).unwrap();
+        Model::compile(&tmp, &CompileOptions::default(), None).err().expect("compiled").to_string()
+    };
+    // A Hub-style longrope config with one factor where 8 are needed.
+    let e = with_scaling("phi3-short-factors", serde_json::json!({"type": "longrope", "short_factor": [1.0], "long_factor": [1.0]}));
+    assert!(e.contains("`short_factor` has 1 entries; 8 numbers are needed"), "{e}");
+    let e = with_scaling("phi3-yarn", serde_json::json!({"type": "yarn", "factor": 4.0}));
+    assert!(e.contains("RoPE scaling `yarn`"), "{e}");
+}
+
+/// Phi-3's 128k LongRoPE on a tiny model whose original length is 4: every
+/// prompt (5-13 tokens) and the greedy run use the long factors and the
+/// attention factor sqrt(1 + ln 16 / ln 4). The controls — short factors
+/// kept past the original length, no attention factor — are far off.
+#[test]
+fn phi3_longrope_matches_transformers() {
+    check_family("phi3_longrope");
+    let (dir, _) = fixture("phi3_longrope");
+    let model = Model::compile(&dir, &CompileOptions::default(), None).unwrap();
+    let fact = &model.plan().model.facts["rope_scaling"];
+    assert!(fact.starts_with("longrope, long factors (max_seq 64 > original_max_position_embeddings 4)"), "{fact}");
+    insta::assert_snapshot!("phi3_longrope_optimized_layer0", graphc_ir::text::print_filtered(model.graph(), |l| l == 0));
+}
+
+/// With `max_seq` at the original length, the short factors: transformers'
+/// choice for a sequence that short (graphc picks the set once, by max_seq).
+#[test]
+fn phi3_longrope_short_factors_up_to_the_original_length() {
+    let (dir, r) = fixture("phi3_longrope");
+    let prompt = ids(&r["short_prompt"]);
+    let want: Vec<Vec<f32>> = r["short_logits"].as_array().unwrap().iter().map(floats).collect();
+    let short = Model::compile(&dir, &CompileOptions { max_seq: Some(4), ..Default::default() }, None).unwrap();
+    assert!(short.plan().model.facts["rope_scaling"].starts_with("longrope, short factors"));
+    let long = Model::compile(&dir, &CompileOptions::default(), None).unwrap();
+    for k in kernels() {
+        let got = logits_at_every_position(&short, k, &prompt);
+        for (pos, (g, w)) in got.iter().zip(&want).enumerate() {
+            let d = max_diff(g, w);
+            assert!(d <= TOL, "{k:?}: short factors, position {pos}: max |Δlogit| {d}");
+        }
+        // The long factors on the same tokens are another answer: the
+        // input separates the two sets.
+        let other = logits_at_every_position(&long, k, &prompt);
+        let gap = other.iter().zip(&want).map(|(a, b)| max_diff(a, b)).fold(0.0, f32::max);
+        assert!(gap > 10.0 * TOL, "{k:?}: long vs short factors only {gap} apart");
+    }
 }
 
 #[test]

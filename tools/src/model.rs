@@ -87,7 +87,7 @@ impl Model {
         opts: &CompileOptions,
         progress: Progress,
     ) -> Result<Model, Error> {
-        let lowered = checkpoint.lower()?;
+        let lowered = checkpoint.lower_for(opts.max_seq)?;
         checkpoint.release_metadata();
         let mut graph = lowered.graph;
         verify(&mut graph)?;

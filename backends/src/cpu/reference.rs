@@ -6,7 +6,7 @@ use super::exec::{self, Arg, Env, Evaluator, Val};
 pub use super::exec::{ExecError, StepOutput};
 use super::kernels::{dot, matmul_weight};
 use crate::tensor::{Tensor, WeightRef, WeightSource};
-use graphc_ir::op::{BinaryOp, NormKind, Op, ReduceOp, RopeScaling, RopeStyle, UnaryOp};
+use graphc_ir::op::{BinaryOp, NormKind, Op, ReduceOp, RopeStyle, UnaryOp};
 use graphc_ir::{DType, Graph};
 use rayon::prelude::*;
 use std::collections::HashMap;
@@ -353,17 +353,17 @@ pub(crate) fn eval(op: &Op, args: &[&Val], env: &Env) -> Result<Tensor, String> 
             let pos = args[1].i32s()?;
             let (b, h, s, d) = (shape[0], shape[1], shape[2], shape[3]);
             let half = rotary_dim / 2;
-            let inv_freq: Vec<f32> = (0..half).map(|i| 1.0 / theta.powf((2 * i) as f32 / *rotary_dim as f32)).collect();
+            let inv_freq = scaling.inv_freq(*rotary_dim, *theta);
+            let magnitude = scaling.magnitude();
             for bi in 0..b {
                 for hi in 0..h {
                     for si in 0..s {
-                        let mut p = pos[bi * s + si] as f32;
-                        if let RopeScaling::Linear { factor } = scaling {
-                            p /= factor;
-                        }
+                        let p = scaling.position(pos[bi * s + si]);
                         let row = &mut x[((bi * h + hi) * s + si) * d..][..d];
                         for (i, &freq) in inv_freq.iter().enumerate() {
                             let (sin, cos) = (p * freq).sin_cos();
+                            // HF scales cos and sin themselves (LongRoPE's attention factor).
+                            let (sin, cos) = (sin * magnitude, cos * magnitude);
                             let (i0, i1) = match style {
                                 RopeStyle::GptJ => (2 * i, 2 * i + 1),
                                 RopeStyle::Neox => (i, i + half),

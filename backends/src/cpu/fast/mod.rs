@@ -137,7 +137,7 @@ impl Fast {
                 let pos = args[1].val().i32s()?.to_vec();
                 let x = args.swap_remove(0).into_tensor()?;
                 self.count("rope");
-                Ok(Ok(rope(x, &pos, *style, *rotary_dim, *theta, *scaling)))
+                Ok(Ok(rope(x, &pos, *style, *rotary_dim, *theta, scaling)))
             }
             Op::Reshape { shape } => {
                 let shape: Vec<usize> = shape.iter().map(|d| eval_dim(d, env)).collect::<Result<_, _>>()?;
@@ -264,20 +264,19 @@ fn with_shape(t: Tensor, shape: Vec<usize>) -> Tensor {
 
 /// RoPE in place, with the reference's arithmetic (bit-identical): the
 /// angles of each (row, position) are computed once and shared by every head.
-fn rope(x: Tensor, pos: &[i32], style: RopeStyle, rotary_dim: usize, theta: f32, scaling: RopeScaling) -> Tensor {
+fn rope(x: Tensor, pos: &[i32], style: RopeStyle, rotary_dim: usize, theta: f32, scaling: &RopeScaling) -> Tensor {
     let Tensor::F32 { shape, mut data } = x else { unreachable!("checked by the caller") };
     let (b, h, s, d) = (shape[0], shape[1], shape[2], shape[3]);
     let half = rotary_dim / 2;
-    let inv_freq: Vec<f32> = (0..half).map(|i| 1.0 / theta.powf((2 * i) as f32 / rotary_dim as f32)).collect();
+    let inv_freq = scaling.inv_freq(rotary_dim, theta);
+    let magnitude = scaling.magnitude();
     let mut angles = vec![(0f32, 0f32); half];
     for bi in 0..b {
         for si in 0..s {
-            let mut p = pos[bi * s + si] as f32;
-            if let RopeScaling::Linear { factor } = scaling {
-                p /= factor;
-            }
+            let p = scaling.position(pos[bi * s + si]);
             for (a, &freq) in angles.iter_mut().zip(&inv_freq) {
-                *a = (p * freq).sin_cos();
+                let (sin, cos) = (p * freq).sin_cos();
+                *a = (sin * magnitude, cos * magnitude);
             }
             for hi in 0..h {
                 let row = &mut data[((bi * h + hi) * s + si) * d..][..d];
