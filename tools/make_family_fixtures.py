@@ -394,6 +394,101 @@ def phi3_longrope():
     (d / "reference.json").write_text(json.dumps(ref))
 
 
+def qwen3_next():
+    from transformers import Qwen3NextConfig, Qwen3NextForCausalLM
+
+    # 4 layers: 3 Gated DeltaNet layers then a gated full-attention layer
+    # (full attention every 4th); 2 key heads serving 4 value heads; every
+    # layer's MLP 4 routed experts (2 per token) plus a shared expert.
+    kwargs = dict(
+        vocab_size=256, hidden_size=64, intermediate_size=128, num_hidden_layers=4,
+        num_attention_heads=4, num_key_value_heads=2, head_dim=16, max_position_embeddings=512,
+        rms_norm_eps=1e-6, rope_parameters={"rope_type": "default", "rope_theta": 10000.0, "partial_rotary_factor": 0.25},
+        linear_conv_kernel_dim=4, linear_key_head_dim=16, linear_value_head_dim=16,
+        linear_num_key_heads=2, linear_num_value_heads=4, decoder_sparse_step=1,
+        moe_intermediate_size=32, shared_expert_intermediate_size=48, num_experts_per_tok=2,
+        num_experts=4, norm_topk_prob=True, mlp_only_layers=[], full_attention_interval=4,
+        tie_word_embeddings=False, torch_dtype="float32", attn_implementation="eager",
+    )
+    config = Qwen3NextConfig(**kwargs)
+    torch.manual_seed(0)
+    model = Qwen3NextForCausalLM(config).eval()
+    randomize(model, 7)
+    g = torch.Generator().manual_seed(8)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            # Qwen3NextRMSNorm scales by 1 + w (weights stored zero-centered);
+            # the linear attention's gated norm by w itself.
+            if name.endswith("norm.weight") and "linear_attn" not in name:
+                p.copy_(0.2 * torch.randn(p.shape, generator=g))
+            elif name.endswith("A_log"):
+                p.copy_(torch.log(1.0 + 15.0 * torch.rand(p.shape, generator=g)))
+            elif name.endswith("dt_bias"):
+                p.copy_(0.5 * torch.randn(p.shape, generator=g))
+            elif name.endswith("mlp.gate.weight"):
+                p.mul_(4.0)
+
+    def patched(patch):
+        """Logits of PROMPTS[0] with `patch(model)` applied, then undone."""
+        undo = patch(model)
+        try:
+            return rows(all_logits(model, PROMPTS[0]))
+        finally:
+            undo()
+
+    import transformers.models.qwen3_next.modeling_qwen3_next as mod
+
+    def no_qk_l2norm(m):
+        saved = mod.l2norm
+        mod.l2norm = lambda x, dim=-1, eps=1e-6: x
+        return lambda: setattr(mod, "l2norm", saved)
+
+    def no_decay(m):
+        saved = [l.linear_attn.A_log.clone() for l in m.model.layers if hasattr(l, "linear_attn")]
+        with torch.no_grad():
+            for l in m.model.layers:
+                if hasattr(l, "linear_attn"):
+                    l.linear_attn.A_log.fill_(-30.0)  # exp(g) = 1: the state never decays
+
+        def undo():
+            with torch.no_grad():
+                for l, a in zip([l for l in m.model.layers if hasattr(l, "linear_attn")], saved):
+                    l.linear_attn.A_log.copy_(a)
+        return undo
+
+    def no_output_gate(m):
+        attn = m.model.layers[3].self_attn
+        saved = attn.forward
+
+        def forward(*args, **kw):
+            q = attn.q_proj
+            w = q.weight.detach().clone()
+            hd = attn.head_dim
+            with torch.no_grad():
+                # A gate of +30 everywhere: sigmoid(gate) = 1.
+                v = w.view(-1, 2 * hd, w.shape[1])
+                v[:, hd:] = 0.0
+            q.weight.data = w
+            bias = torch.zeros(w.shape[0])
+            bias.view(-1, 2 * hd)[:, hd:] = 30.0
+            q.bias = torch.nn.Parameter(bias)
+            try:
+                return saved(*args, **kw)
+            finally:
+                q.bias = None
+                q.weight.data = orig
+        orig = attn.q_proj.weight.data
+        attn.forward = forward
+        return lambda: setattr(attn, "forward", saved)
+
+    controls = {
+        "no_qk_l2norm": patched(no_qk_l2norm),
+        "no_decay": patched(no_decay),
+        "no_output_gate": patched(no_output_gate),
+    }
+    write("qwen3_next", model, config, controls)
+
+
 if __name__ == "__main__":
     import sys
 

@@ -65,10 +65,10 @@ pub struct Checkpoint {
 
 /// The families graphc lowers: GGUF by `general.architecture`, safetensors
 /// by `config.json`'s `model_type`.
-pub const FAMILIES: &[&str] = &["llama", "gemma3", families::qwen3::MODEL_TYPE, families::gemma::MODEL_TYPE, families::gemma2::MODEL_TYPE, families::phi2::MODEL_TYPE, families::phi3::MODEL_TYPE, families::qwen3_moe::MODEL_TYPE, families::fused_kv::MODEL_TYPE];
+pub const FAMILIES: &[&str] = &["llama", "gemma3", families::qwen3::MODEL_TYPE, families::gemma::MODEL_TYPE, families::gemma2::MODEL_TYPE, families::phi2::MODEL_TYPE, families::phi3::MODEL_TYPE, families::qwen3_moe::MODEL_TYPE, families::qwen3_next::MODEL_TYPE, families::fused_kv::MODEL_TYPE];
 
 /// The families lowered from safetensors, by `config.json`'s `model_type`.
-pub const SAFETENSORS_FAMILIES: &[&str] = &[families::qwen3::MODEL_TYPE, families::gemma::MODEL_TYPE, families::gemma2::MODEL_TYPE, families::phi2::MODEL_TYPE, families::phi3::MODEL_TYPE, families::qwen3_moe::MODEL_TYPE, families::fused_kv::MODEL_TYPE];
+pub const SAFETENSORS_FAMILIES: &[&str] = &[families::qwen3::MODEL_TYPE, families::gemma::MODEL_TYPE, families::gemma2::MODEL_TYPE, families::phi2::MODEL_TYPE, families::phi3::MODEL_TYPE, families::qwen3_moe::MODEL_TYPE, families::qwen3_next::MODEL_TYPE, families::fused_kv::MODEL_TYPE];
 
 impl Checkpoint {
     /// A GGUF file (by its magic), or a safetensors file / folder with its `config.json`.
@@ -135,6 +135,7 @@ impl Checkpoint {
             (Format::Safetensors(st), families::phi2::MODEL_TYPE) => families::phi2::lower(st)?,
             (Format::Safetensors(st), families::phi3::MODEL_TYPE) => families::phi3::lower(st, max_seq)?,
             (Format::Safetensors(st), families::qwen3_moe::MODEL_TYPE) => families::qwen3_moe::lower(st)?,
+            (Format::Safetensors(st), families::qwen3_next::MODEL_TYPE) => families::qwen3_next::lower(st)?,
             (_, other) => unreachable!("family {other} was accepted by open()"),
         };
         if let Some(t) = &self.tokenizer {

@@ -26,6 +26,8 @@ pub enum UnaryOp {
     GeluTanh,
     /// `0.5 x (1 + erf(x / sqrt 2))` — not the tanh form.
     GeluErf,
+    /// `ln(1 + exp(x))`, and `x` itself past 20 (torch's threshold).
+    Softplus,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -203,6 +205,24 @@ pub enum Op {
     /// (its last `w` positions) from being overwritten by a later row of the
     /// same step; more is an error naming the rows and the limit.
     KvAppend { axis: usize, cap: Dim, window: Option<usize> },
+    /// `(x [b, s, c], w [c, kernel], state [b, kernel-1, c], lengths i32[b])`
+    /// → `[b, s + kernel - 1, c]`: a depthwise causal convolution over each
+    /// row's new tokens after the `kernel - 1` inputs before them (`state`).
+    /// With `xc = concat(state, x)` along the sequence, row `t < s` is
+    /// `Σ_j w[:, j] * xc[t + j]`; rows `s..` are the next step's state, the
+    /// last `kernel - 1` rows of `concat(state, x[.. lengths[b]])` (a
+    /// ragged row's padding never enters it). Qwen3-Next's short conv.
+    CausalConv1d { kernel: usize },
+    /// `(q [b, hk, s, dk], k [b, hk, s, dk], v [b, hv, s, dv], g [b, hv, s],
+    /// beta [b, hv, s], state [b, hv, dk, dv], lengths i32[b])` →
+    /// `[b, hv, s + dk, dv]`: the gated delta rule, a linear-attention
+    /// recurrence (Qwen3-Next's Gated DeltaNet). Value head `h` reads key
+    /// head `h / (hv / hk)`. Per row and head, from `S = state`, for each
+    /// token `t < lengths[b]`:
+    /// `S *= exp(g_t)`; `δ = (v_t - Sᵀk_t) * beta_t`; `S += k_t ⊗ δ`;
+    /// `o_t = Sᵀq_t`. Rows `t < s` of the result are `o_t` (0 past the
+    /// row's length); rows `s..s+dk` are the final `S`, the next state.
+    GatedDeltaRule,
     /// `(x)`: an explicit host-visible read of `x` (a device→host sync),
     /// with the checks that guard its use: `nonempty` (an error if `x` has no
     /// elements) and `bound` (an error naming the index if an i32 value is
@@ -241,6 +261,8 @@ impl Op {
             Op::Rope { .. } => "rope".into(),
             Op::Attention { .. } => "attention".into(),
             Op::KvAppend { .. } => "kv_append".into(),
+            Op::CausalConv1d { .. } => "causal_conv1d".into(),
+            Op::GatedDeltaRule => "gated_delta_rule".into(),
             Op::ToHost { .. } => "to_host".into(),
         }
     }

@@ -45,27 +45,37 @@ pub struct KvCacheSummary {
     /// Bytes the window caches hold in all, per batch row.
     #[serde(default)]
     pub window_bytes: u64,
+    /// Of `caches`, fixed-size recurrent states (a linear-attention layer's
+    /// state, a short conv's last inputs): not KV caches at all.
+    #[serde(default)]
+    pub recurrent_states: usize,
+    /// Bytes the recurrent states hold in all, per batch row.
+    #[serde(default)]
+    pub recurrent_bytes: u64,
 }
 
 impl KvCacheSummary {
-    /// Count a graph's `state` inputs. A cache with a length symbol (`cap`,
-    /// `past`) grows: a token's share of it is the product of its constant
-    /// dims times the element size. One whose only symbol is `batch` is a
-    /// fixed-size ring.
+    /// Count a graph's `state` inputs by what reads them. A cache that a
+    /// `concat` or an unwindowed `kv_append` extends grows: a token's share
+    /// of it is the product of its constant dims times the element size.
+    /// One a windowed `kv_append` writes is a fixed-size ring; any other
+    /// state is recurrent (its whole size is per batch row).
     pub fn of(graph: &crate::Graph) -> KvCacheSummary {
         let mut s = KvCacheSummary::default();
-        for n in graph.g.node_weights() {
-            if let crate::Op::State { ty, .. } = &n.op {
-                s.caches += 1;
-                let consts: u64 = ty.shape.iter().filter_map(|d| d.as_const()).map(|d| d as u64).product();
-                let bytes = consts.saturating_mul(ty.dtype.block_bytes() as u64);
-                let symbols = ty.shape.iter().filter(|d| d.as_const().is_none()).count();
-                if symbols == 1 && ty.shape.first() == Some(&crate::Dim::sym("batch")) {
-                    s.window_caches += 1;
-                    s.window_bytes += bytes;
-                } else {
-                    s.bytes_per_token += bytes;
-                }
+        for id in graph.g.node_indices() {
+            let crate::Op::State { ty, .. } = &graph.node(id).op else { continue };
+            s.caches += 1;
+            let consts: u64 = ty.shape.iter().filter_map(|d| d.as_const()).map(|d| d as u64).product();
+            let bytes = consts.saturating_mul(ty.dtype.block_bytes() as u64);
+            let users: Vec<&crate::Op> = graph.users(id).into_iter().map(|u| &graph.node(u).op).collect();
+            if users.iter().any(|op| matches!(op, crate::Op::KvAppend { window: Some(_), .. })) {
+                s.window_caches += 1;
+                s.window_bytes += bytes;
+            } else if users.iter().any(|op| matches!(op, crate::Op::KvAppend { window: None, .. } | crate::Op::Concat { .. })) {
+                s.bytes_per_token += bytes;
+            } else {
+                s.recurrent_states += 1;
+                s.recurrent_bytes += bytes;
             }
         }
         s

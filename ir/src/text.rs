@@ -32,9 +32,10 @@ pub(crate) fn unary_name(u: UnaryOp) -> &'static str {
         UnaryOp::Silu => "silu",
         UnaryOp::GeluTanh => "gelu_tanh",
         UnaryOp::GeluErf => "gelu_erf",
+        UnaryOp::Softplus => "softplus",
     }
 }
-const UNARY: [UnaryOp; 10] = [
+const UNARY: [UnaryOp; 11] = [
     UnaryOp::Neg,
     UnaryOp::Exp,
     UnaryOp::Sqrt,
@@ -45,6 +46,7 @@ const UNARY: [UnaryOp; 10] = [
     UnaryOp::Silu,
     UnaryOp::GeluTanh,
     UnaryOp::GeluErf,
+    UnaryOp::Softplus,
 ];
 
 pub(crate) fn binary_name(b: BinaryOp) -> &'static str {
@@ -165,7 +167,8 @@ fn op_attrs(op: &Op) -> Vec<(&'static str, Attr)> {
                 a.push(("bound", tok(b)));
             }
         }
-        Op::Gather | Op::Contiguous | Op::Unary(_) | Op::Binary(_) | Op::MatMul | Op::Dequantize => {}
+        Op::CausalConv1d { kernel } => a.push(("kernel", tok(kernel))),
+        Op::Gather | Op::Contiguous | Op::Unary(_) | Op::Binary(_) | Op::MatMul | Op::Dequantize | Op::GatedDeltaRule => {}
     }
     a
 }
@@ -563,6 +566,8 @@ fn build_op(mnemonic: &str, mut a: Attrs, ty: Option<TensorType>) -> Result<Op, 
             ring: a.opt("ring")?.unwrap_or(false),
         },
         "kv_append" => Op::KvAppend { axis: a.need("axis")?, cap: a.dim("cap")?, window: a.opt("window")? },
+        "causal_conv1d" => Op::CausalConv1d { kernel: a.need("kernel")? },
+        "gated_delta_rule" => Op::GatedDeltaRule,
         "to_host" => Op::ToHost { nonempty: a.opt("nonempty")?.unwrap_or(false), bound: a.opt("bound")? },
         m => {
             if let Some(u) = UNARY.iter().find(|u| unary_name(**u) == m) {

@@ -409,3 +409,36 @@ fn qwen3_moe_routes_layer_0_and_keeps_layer_1_dense() {
     assert_eq!(masks, vec![(Some(0), 2)], "one top-2 router, in layer 0");
     insta::assert_snapshot!("qwen3_moe_optimized_layer0", graphc_ir::text::print_filtered(model.graph(), |l| l == 0));
 }
+
+/// Qwen3-Next: 3 Gated DeltaNet layers then gated full attention, MoE with
+/// a shared expert. The controls — no q/k L2 norm in the delta rule, no
+/// state decay, no output gate on full attention — are far off.
+#[test]
+fn qwen3_next_matches_transformers() {
+    check_family("qwen3_next");
+}
+
+/// The recurrent state is loop-carried state (a conv state and a delta-rule
+/// state per linear layer, not KV caches), and every linear layer's host
+/// read of `new_lengths` becomes one read per forward (`hoist_sync`: 3 → 1;
+/// with the pass off, 3 stay).
+#[test]
+fn qwen3_next_layers_states_and_one_host_read() {
+    let (dir, _) = fixture("qwen3_next");
+    let model = Model::compile(&dir, &CompileOptions::default(), None).unwrap();
+    let facts = &model.plan().model.facts;
+    assert_eq!(facts["full_attention_layers"], "3");
+    assert_eq!(facts["linear_attention_layers"], "0,1,2");
+    let kv = &model.plan().kv_cache;
+    assert_eq!((kv.caches, kv.recurrent_states), (8, 6), "K, V of layer 3; conv and ssm states of layers 0-2");
+    assert_eq!(kv.recurrent_bytes, 3 * (3 * 128 + 4 * 16 * 16) * 4, "per row: 3 x (conv 3 x 128 + ssm 4 x 16 x 16) floats");
+    let reads = |m: &Model| {
+        m.graph().g.node_weights().filter(|n| matches!(n.op, graphc_ir::Op::ToHost { .. })).map(|n| n.layer).collect::<Vec<_>>()
+    };
+    assert_eq!(reads(&model), vec![None], "one host read, before the layer loop");
+    let fired = model.plan().passes.iter().find(|p| p.name == "hoist_sync").unwrap().rewrites;
+    assert_eq!(fired, 3);
+    let off = Model::compile(&dir, &CompileOptions { disabled_passes: vec!["hoist_sync".into()], ..Default::default() }, None).unwrap();
+    assert_eq!(reads(&off), vec![Some(0), Some(1), Some(2)]);
+    insta::assert_snapshot!("qwen3_next_optimized_layers_0_and_3", graphc_ir::text::print_filtered(model.graph(), |l| l == 0 || l == 3));
+}

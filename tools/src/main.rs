@@ -208,6 +208,8 @@ fn real_main() -> Result<()> {
                     "kv_bytes_per_token": plan.kv_cache.bytes_per_token,
                     "kv_window_caches": plan.kv_cache.window_caches,
                     "kv_window_bytes": plan.kv_cache.window_bytes,
+                    "recurrent_states": plan.kv_cache.recurrent_states,
+                    "recurrent_bytes": plan.kv_cache.recurrent_bytes,
                     "nodes": model.graph().len(),
                     "compile_secs": secs,
                     "plan": output.display().to_string(),
@@ -223,6 +225,9 @@ fn real_main() -> Result<()> {
                 print!("kv cache: {} buffers, {} bytes per token", kv.caches, kv.bytes_per_token);
                 if kv.window_caches > 0 {
                     print!("; {} of them window rings of {} bytes in all", kv.window_caches, kv.window_bytes);
+                }
+                if kv.recurrent_states > 0 {
+                    print!("; {} of them recurrent states of {} bytes in all", kv.recurrent_states, kv.recurrent_bytes);
                 }
                 println!();
                 for p in &plan.passes {

@@ -11,6 +11,7 @@ use graphc_backends::cpu::reference::Reference;
 use graphc_backends::cpu::simd::Isa;
 use graphc_backends::Tensor;
 use graphc_ir::{Dim, Op};
+use graphc_frontends::families::NEW_LENGTHS_INPUT;
 use graphc_passes::kv_append::{CAP, LENGTHS_INPUT};
 use std::collections::HashMap;
 use std::time::Instant;
@@ -331,7 +332,7 @@ impl<'m> Session<'m> {
         &self,
         states: HashMap<String, Tensor>,
         in_place: bool,
-        lens: &[usize],
+        (lens, real): (&[usize], &[usize]),
         news: &[&[u32]],
     ) -> Result<RowsOutput, Error> {
         let b = news.len();
@@ -353,6 +354,11 @@ impl<'m> Session<'m> {
         .into();
         if in_place {
             inputs.insert(LENGTHS_INPUT.to_string(), Tensor::i32(vec![b], lens.iter().map(|&l| l as i32).collect()));
+        }
+        // Recurrent layers advance each row by its real tokens only (a
+        // placeholder row by none).
+        if self.model.graph().find_input(NEW_LENGTHS_INPUT).is_some() {
+            inputs.insert(NEW_LENGTHS_INPUT.to_string(), Tensor::i32(vec![b], real.iter().map(|&l| l as i32).collect()));
         }
         let model = self.model;
         let sched = &self.schedule;
@@ -404,7 +410,8 @@ impl<'m> Session<'m> {
         let logits = match std::mem::replace(&mut self.states, StateLayout::PerRow(vec![])) {
             StateLayout::Batched(states) => {
                 let padded: Vec<&[u32]> = news.iter().map(|t| if t.is_empty() { PLACEHOLDER } else { *t }).collect();
-                let (logits, states) = self.run_rows(states, true, &lens, &padded)?;
+                let real: Vec<usize> = news.iter().map(|t| t.len()).collect();
+                let (logits, states) = self.run_rows(states, true, (&lens, &real), &padded)?;
                 self.states = StateLayout::Batched(states);
                 logits
             }
@@ -417,7 +424,7 @@ impl<'m> Session<'m> {
                         next.push(states);
                         continue;
                     }
-                    let (mut l, st) = self.run_rows(states, false, &lens[row..row + 1], &news[row..row + 1])?;
+                    let (mut l, st) = self.run_rows(states, false, (&lens[row..row + 1], &[news[row].len()]), &news[row..row + 1])?;
                     logits.push(l.remove(0));
                     next.push(st);
                 }

@@ -104,6 +104,12 @@ pub(crate) fn kv_append(
     Ok(cache)
 }
 
+/// Row `bi`'s token count this step, which must lie in `0..=s`.
+fn row_length(lengths: &[i32], bi: usize, s: usize) -> Result<usize, String> {
+    let n = *lengths.get(bi).ok_or(format!("no length given for batch row {bi}"))?;
+    usize::try_from(n).ok().filter(|&n| n <= s).ok_or(format!("batch row {bi} has length {n}, outside 0..={s} (the step's tokens)"))
+}
+
 pub(crate) fn eval_dim(d: &graphc_ir::Dim, env: &Env) -> Result<usize, String> {
     let v = d.eval(env).map_err(|why| format!("dimension `{d}`: {why}"))?;
     usize::try_from(v).map_err(|_| format!("dimension `{d}` evaluates to {v}"))
@@ -420,6 +426,83 @@ pub(crate) fn eval(op: &Op, args: &[&Val], env: &Env) -> Result<Tensor, String> 
                 .collect();
             Ok(Tensor::f32(vec![b, *n_heads, s, dv], rows.concat()))
         }
+        Op::CausalConv1d { kernel } => {
+            let (xs, x, w, state) = (a0().shape(), a0().f32s()?, args[1].f32s()?, args[2].f32s()?);
+            let lengths = args[3].i32s()?;
+            let (b, s, c, taps) = (xs[0], xs[1], xs[2], *kernel);
+            let keep = taps - 1;
+            let mut out = vec![0f32; b * (s + keep) * c];
+            for bi in 0..b {
+                let n = row_length(lengths, bi, s)?;
+                // Row `r` of concat(state, x) for this batch row.
+                let xc = |r: usize| -> &[f32] {
+                    if r < keep {
+                        &state[(bi * keep + r) * c..][..c]
+                    } else {
+                        &x[(bi * s + r - keep) * c..][..c]
+                    }
+                };
+                for t in 0..s {
+                    let o = &mut out[(bi * (s + keep) + t) * c..][..c];
+                    for j in 0..taps {
+                        for (ch, (o, xv)) in o.iter_mut().zip(xc(t + j)).enumerate() {
+                            *o += w[ch * taps + j] * xv;
+                        }
+                    }
+                }
+                for i in 0..keep {
+                    out[(bi * (s + keep) + s + i) * c..][..c].copy_from_slice(xc(n + i));
+                }
+            }
+            Ok(Tensor::f32(vec![b, s + keep, c], out))
+        }
+        Op::GatedDeltaRule => {
+            let (qs, vs) = (a0().shape(), args[2].shape());
+            let (q, k, v, g, beta, state) =
+                (a0().f32s()?, args[1].f32s()?, args[2].f32s()?, args[3].f32s()?, args[4].f32s()?, args[5].f32s()?);
+            let lengths = args[6].i32s()?;
+            let (b, hk, s, dk, hv, dv) = (qs[0], qs[1], qs[2], qs[3], vs[1], vs[3]);
+            let group = hv / hk;
+            let mut out = vec![0f32; b * hv * (s + dk) * dv];
+            for bi in 0..b {
+                let n = row_length(lengths, bi, s)?;
+                for h in 0..hv {
+                    let kh = h / group;
+                    let mut st = state[(bi * hv + h) * dk * dv..][..dk * dv].to_vec();
+                    let base = (bi * hv + h) * (s + dk) * dv;
+                    for t in 0..n {
+                        let qt = &q[((bi * hk + kh) * s + t) * dk..][..dk];
+                        let kt = &k[((bi * hk + kh) * s + t) * dk..][..dk];
+                        let vt = &v[((bi * hv + h) * s + t) * dv..][..dv];
+                        let gt = g[(bi * hv + h) * s + t].exp();
+                        let bt = beta[(bi * hv + h) * s + t];
+                        st.iter_mut().for_each(|x| *x *= gt);
+                        let mut delta = vec![0f32; dv];
+                        for (i, &ki) in kt.iter().enumerate() {
+                            for (dj, sj) in delta.iter_mut().zip(&st[i * dv..(i + 1) * dv]) {
+                                *dj += sj * ki;
+                            }
+                        }
+                        for (dj, vj) in delta.iter_mut().zip(vt) {
+                            *dj = (vj - *dj) * bt;
+                        }
+                        for (i, &ki) in kt.iter().enumerate() {
+                            for (sj, dj) in st[i * dv..(i + 1) * dv].iter_mut().zip(&delta) {
+                                *sj += ki * dj;
+                            }
+                        }
+                        let o = &mut out[base + t * dv..][..dv];
+                        for (i, &qi) in qt.iter().enumerate() {
+                            for (oj, sj) in o.iter_mut().zip(&st[i * dv..(i + 1) * dv]) {
+                                *oj += sj * qi;
+                            }
+                        }
+                    }
+                    out[base + s * dv..][..dk * dv].copy_from_slice(&st);
+                }
+            }
+            Ok(Tensor::f32(vec![b, hv, s + dk, dv], out))
+        }
         Op::KvAppend { .. } => unreachable!("kv_append runs in place in run()"),
         Op::Input { .. } | Op::Weight { .. } | Op::State { .. } => unreachable!("sources are bound in run()"),
         Op::StateOut { .. } | Op::Output { .. } => unreachable!("sinks are collected in run()"),
@@ -466,6 +549,7 @@ pub(crate) fn unary_fn(u: UnaryOp) -> fn(f32) -> f32 {
             0.5 * x * (1.0 + (c * (x + 0.044715 * x * x * x)).tanh())
         },
         UnaryOp::GeluErf => |x| 0.5 * x * (1.0 + erf(x as f64 / std::f64::consts::SQRT_2) as f32),
+        UnaryOp::Softplus => |x| if x > 20.0 { x } else { x.exp().ln_1p() },
     }
 }
 

@@ -88,6 +88,8 @@ impl HfDims {
             window: None,
             softcap: None,
             biases: false,
+            output_gate: false,
+            qk_norm_one_plus: false,
         }
     }
 }

@@ -12,12 +12,18 @@ pub mod phi2;
 pub mod phi3;
 pub mod qwen3;
 pub mod qwen3_moe;
+pub mod qwen3_next;
 
 use crate::error::Diagnostic;
 use crate::TensorSource;
 use graphc_ir::plan::WeightEntry;
 use graphc_ir::shape::const_shape;
 use graphc_ir::{BinaryOp, Dim, Graph, NodeId, Op, TensorType, UnaryOp, DType};
+
+/// The graph input a family with recurrent layers reads: each batch row's
+/// count of real new tokens this step (`i32[batch]`), so that padding in a
+/// ragged batch never advances a recurrent state.
+pub const NEW_LENGTHS_INPUT: &str = "new_lengths";
 
 pub struct Builder<'a> {
     pub g: Graph,
@@ -143,7 +149,9 @@ impl<'a> Builder<'a> {
     ) -> Result<NodeId, Diagnostic> {
         let AttentionCfg { d, n_heads: nh, n_kv_heads: nkv, head_dim: hd, .. } = *cfg;
         let l = self.layer.expect("attention is built inside a layer");
-        let widths = [nh * hd, nkv * hd, nkv * hd];
+        // With an output gate, each query head's projection is followed by its gate's.
+        let q_width = if cfg.output_gate { 2 * nh * hd } else { nh * hd };
+        let widths = [q_width, nkv * hd, nkv * hd];
         // Where each of Q, K, V comes from: its own weight (and bias), or a
         // slice of one fused product.
         let sources: [Source; 3] = match proj {
@@ -172,11 +180,22 @@ impl<'a> Builder<'a> {
             }
         };
         let norms = match qk_norm {
-            Some((q, k)) => Some((self.weight(q, Some(&[hd]))?, self.weight(k, Some(&[hd]))?)),
+            Some((q, k)) => {
+                let (mut q, mut k) = (self.weight(q, Some(&[hd]))?, self.weight(k, Some(&[hd]))?);
+                if cfg.qk_norm_one_plus {
+                    let one = gemma::scalar(self, 1.0);
+                    q = self.binary(BinaryOp::Add, q, one);
+                    k = self.binary(BinaryOp::Add, k, one);
+                }
+                Some((q, k))
+            }
             None => None,
         };
+        // The output gate: the second half of each query head's projection
+        // (HF Qwen3-Next: `q_proj(h).view(.., heads, 2 * head_dim).chunk(2)`).
+        let mut gate = None;
         // Project, split heads, RMS-norm each head (when the family does), rotate.
-        let heads = |b: &mut Builder, src: Source, n: usize, head_norm: Option<NodeId>, rotate: bool| {
+        let mut heads = |b: &mut Builder, src: Source, n: usize, head_norm: Option<NodeId>, rotate: bool| {
             let p = match src {
                 Source::Weight(w, bias) => {
                     let p = b.matmul(h, w);
@@ -187,7 +206,14 @@ impl<'a> Builder<'a> {
                 }
                 Source::Slice(all, start, len) => b.op(Op::Narrow { axis: 2, start: start.into(), len: len.into() }, &[all]),
             };
-            let p = b.reshape(p, vec![batch(), seq(), n.into(), hd.into()]);
+            let p = if rotate && n == nh && cfg.output_gate {
+                let both = b.reshape(p, vec![batch(), seq(), n.into(), (2 * hd).into()]);
+                let g = b.op(Op::Narrow { axis: 3, start: hd.into(), len: hd.into() }, &[both]);
+                gate = Some(b.reshape(g, vec![batch(), seq(), (nh * hd).into()]));
+                b.op(Op::Narrow { axis: 3, start: 0usize.into(), len: hd.into() }, &[both])
+            } else {
+                b.reshape(p, vec![batch(), seq(), n.into(), hd.into()])
+            };
             let p = match head_norm {
                 Some(nw) => b.op(cfg.norm.clone(), &[p, nw]),
                 None => p,
@@ -214,7 +240,11 @@ impl<'a> Builder<'a> {
         let attn = Op::Attention { n_heads: nh, n_kv_heads: nkv, scale: cfg.scale, causal: true, window: cfg.window, softcap: cfg.softcap, ring: false };
         let a = self.op(attn, &[q, kv[0], kv[1], positions]);
         let a = self.permute(a, &[0, 2, 1, 3]);
-        let a = self.reshape(a, vec![batch(), seq(), (nh * hd).into()]);
+        let mut a = self.reshape(a, vec![batch(), seq(), (nh * hd).into()]);
+        if let Some(g) = gate {
+            let g = self.unary(UnaryOp::Sigmoid, g);
+            a = self.binary(BinaryOp::Mul, a, g);
+        }
         let wo = self.weight(out_name, Some(&[d, nh * hd]))?;
         let o = self.matmul(a, wo);
         if cfg.biases {
@@ -264,6 +294,12 @@ pub struct AttentionCfg {
     /// Q, K, V and output projections carry biases (`NAME.bias` beside
     /// each `NAME.weight`).
     pub biases: bool,
+    /// The query projection also yields a per-head gate, and the merged
+    /// heads are multiplied by its sigmoid before the output projection
+    /// (Qwen3-Next's full-attention layers).
+    pub output_gate: bool,
+    /// The per-head q/k norms scale by `1 + w` (weights stored zero-centered).
+    pub qk_norm_one_plus: bool,
 }
 
 /// Where an attention's Q, K and V projections come from.

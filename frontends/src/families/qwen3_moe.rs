@@ -51,31 +51,12 @@ pub fn lower(st: &SafetensorsFile) -> Result<Lowered, Diagnostic> {
             .ok_or_else(|| Diagnostic::new(&st.config_path, "`mlp_only_layers` is not a list of layer numbers"))?,
     };
     let is_moe = |l: usize| !dense_only.contains(&l) && (l + 1).is_multiple_of(step);
+    let moe = Moe { n_experts, top_k, ffn: moe_ffn, d, norm_topk };
     let mut mlp = |b: &mut Builder, l: usize, h: NodeId| -> Result<NodeId, Diagnostic> {
         if !is_moe(l) {
             return dense_mlp(b, &dims, l, h);
         }
-        let router = b.weight(&format!("model.layers.{l}.mlp.gate.weight"), Some(&[n_experts, d]))?;
-        let logits = b.matmul(h, router);
-        let probs = b.op(Op::Softmax { axis: 2, softcap: None }, &[logits]);
-        let chosen = b.op(Op::TopKMask { axis: 2, k: top_k }, &[probs]);
-        let mut weights = b.binary(BinaryOp::Mul, probs, chosen);
-        if norm_topk {
-            let sum = b.op(Op::Reduce { op: ReduceOp::Sum, axis: 2 }, &[weights]);
-            weights = b.binary(BinaryOp::Div, weights, sum);
-        }
-        let mut out = None;
-        for e in 0..n_experts {
-            let ew = |s: &str| format!("model.layers.{l}.mlp.experts.{e}.{s}.weight");
-            let y = b.gated_mlp(h, (&ew("gate_proj"), &ew("up_proj"), &ew("down_proj")), (moe_ffn, d), UnaryOp::Silu)?;
-            let we = b.op(Op::Narrow { axis: 2, start: e.into(), len: 1usize.into() }, &[weights]);
-            let y = b.binary(BinaryOp::Mul, y, we);
-            out = Some(match out {
-                None => y,
-                Some(acc) => b.binary(BinaryOp::Add, acc, y),
-            });
-        }
-        Ok(out.expect("at least one expert"))
+        moe_block(b, &format!("model.layers.{l}.mlp"), h, &moe)
     };
     let moe_layers: Vec<String> = (0..n_layers).filter(|&l| is_moe(l)).map(|l| l.to_string()).collect();
     let facts = vec![
@@ -84,4 +65,43 @@ pub fn lower(st: &SafetensorsFile) -> Result<Lowered, Diagnostic> {
         ("moe_dispatch", "dense (every expert, unchosen weighted 0)".to_string()),
     ];
     lower_decoder(st, "qwen3_moe", dims, &mut mlp, facts)
+}
+
+/// A routed MoE layer's shape.
+pub(crate) struct Moe {
+    pub n_experts: usize,
+    pub top_k: usize,
+    /// Each expert's intermediate size.
+    pub ffn: usize,
+    pub d: usize,
+    pub norm_topk: bool,
+}
+
+/// Qwen's routed experts on `h [batch, seq, d]`, weights under `prefix`
+/// (`PREFIX.gate` the router, `PREFIX.experts.E.{gate,up,down}_proj`):
+/// softmax over the router logits, the `top_k` largest kept
+/// (`top_k_mask`), renormalized when `norm_topk`, `Σ_e w_e · expert_e(h)`.
+/// Dense dispatch: every expert runs, unchosen ones weighted 0.
+pub(crate) fn moe_block(b: &mut Builder, prefix: &str, h: NodeId, moe: &Moe) -> Result<NodeId, Diagnostic> {
+    let router = b.weight(&format!("{prefix}.gate.weight"), Some(&[moe.n_experts, moe.d]))?;
+    let logits = b.matmul(h, router);
+    let probs = b.op(Op::Softmax { axis: 2, softcap: None }, &[logits]);
+    let chosen = b.op(Op::TopKMask { axis: 2, k: moe.top_k }, &[probs]);
+    let mut weights = b.binary(BinaryOp::Mul, probs, chosen);
+    if moe.norm_topk {
+        let sum = b.op(Op::Reduce { op: ReduceOp::Sum, axis: 2 }, &[weights]);
+        weights = b.binary(BinaryOp::Div, weights, sum);
+    }
+    let mut out = None;
+    for e in 0..moe.n_experts {
+        let ew = |s: &str| format!("{prefix}.experts.{e}.{s}.weight");
+        let y = b.gated_mlp(h, (&ew("gate_proj"), &ew("up_proj"), &ew("down_proj")), (moe.ffn, moe.d), UnaryOp::Silu)?;
+        let we = b.op(Op::Narrow { axis: 2, start: e.into(), len: 1usize.into() }, &[weights]);
+        let y = b.binary(BinaryOp::Mul, y, we);
+        out = Some(match out {
+            None => y,
+            Some(acc) => b.binary(BinaryOp::Add, acc, y),
+        });
+    }
+    Ok(out.expect("at least one expert"))
 }

@@ -1,0 +1,301 @@
+//! Qwen3-Next (`config.json` `model_type = "qwen3_next"`), lowered from
+//! safetensors with Hugging Face tensor names (experts in the Hub's
+//! per-expert layout).
+//!
+//! Layers are linear attention (Gated DeltaNet) except every
+//! `full_attention_interval`-th (or as `layer_types` lists them), which is
+//! gated full attention; every MLP is a routed MoE plus a shared expert.
+//! Every RMSNorm but the linear attention's output norm scales by `1 + w`.
+//!
+//! Linear attention (HF `Qwen3NextGatedDeltaNet`): `in_proj_qkvz` yields,
+//! per key-head group of `r = num_v_heads / num_k_heads` value heads,
+//! `[q (dk), k (dk), v (r·dv), z (r·dv)]`, and `in_proj_ba` `[b (r), a (r)]`
+//! per group. `q, k, v` (flattened, in that order) pass a depthwise causal
+//! conv of `linear_conv_kernel_dim` taps and SiLU; the conv's last inputs
+//! are loop-carried state (`conv.L`). `q` and `k` are L2-normalized (eps
+//! 1e-6), `q` divided by `sqrt(dk)`; `beta = sigmoid(b)`, the decay
+//! `g = -exp(A_log) · softplus(a + dt_bias)`; the gated delta rule runs
+//! over the tokens from the recurrent state (`ssm.L`, `[hv, dk, dv]` per
+//! row; value head `h` reads key head `h / r`). Its output is RMS-normed
+//! per head by `norm.weight` (plain `w`), times `silu(z)`, then `out_proj`.
+//!
+//! Full attention (HF `Qwen3NextAttention`): `q_proj` yields each head's
+//! query and then its gate (`2·head_dim` rows per head); q/k `1 + w` RMS
+//! norms per head, RoPE on the first `partial_rotary_factor · head_dim`
+//! features, GQA; the merged heads times `sigmoid(gate)` before `o_proj`.
+//!
+//! MoE (HF `Qwen3NextSparseMoeBlock`): Qwen's router (`qwen3_moe::moe_block`,
+//! dense dispatch) plus `shared_expert(h) · sigmoid(shared_expert_gate(h))`.
+//!
+//! The recurrent layers advance each batch row by its real new tokens,
+//! `new_lengths`, read to the host by every linear layer (the kernels need
+//! them there); the `hoist_sync` pass turns those reads into one per forward.
+
+use super::gemma::scalar;
+use super::hf::{rope_theta, rotary_dim, tied, HeadDim, HfDims};
+use super::qwen3_moe::{moe_block, Moe};
+use super::{batch, seq, Builder, NEW_LENGTHS_INPUT};
+use crate::error::Diagnostic;
+use crate::families::llama::Lowered;
+use crate::safetensors::SafetensorsFile;
+use graphc_ir::{BinaryOp, DType, Dim, NodeId, NormKind, Op, ReduceOp, RopeScaling, RopeStyle, TensorType, UnaryOp};
+
+pub const MODEL_TYPE: &str = "qwen3_next";
+
+/// The linear-attention layers' shape.
+#[derive(Clone, Copy)]
+struct Linear {
+    n_k_heads: usize,
+    n_v_heads: usize,
+    dk: usize,
+    dv: usize,
+    kernel: usize,
+}
+
+pub fn lower(st: &SafetensorsFile) -> Result<Lowered, Diagnostic> {
+    let dims = HfDims::read(st, HeadDim::Key, false)?;
+    let HfDims { d, n_layers, head_dim: hd, vocab, context, .. } = dims;
+    let path = &st.config_path;
+    let u = |k: &str| st.config_uint(k);
+    let lin = Linear {
+        n_k_heads: u("linear_num_key_heads")?,
+        n_v_heads: u("linear_num_value_heads")?,
+        dk: u("linear_key_head_dim")?,
+        dv: u("linear_value_head_dim")?,
+        kernel: u("linear_conv_kernel_dim")?,
+    };
+    if lin.n_k_heads == 0 || !lin.n_v_heads.is_multiple_of(lin.n_k_heads) || lin.kernel < 2 || lin.dk == 0 || lin.dv == 0 {
+        return Err(Diagnostic::new(path, format!(
+            "linear attention of {} value heads on {} key heads (dims {}, {}), conv kernel {}: value heads must be a positive multiple of key heads, kernel at least 2",
+            lin.n_v_heads, lin.n_k_heads, lin.dk, lin.dv, lin.kernel
+        )));
+    }
+    let full = full_attention_layers(st, n_layers)?;
+    let eps = st.config_float("rms_norm_eps")? as f32;
+    let theta = rope_theta(st)?;
+    let rotary = rotary_dim(st, hd, Some(0.25))?;
+    let moe = Moe {
+        n_experts: u("num_experts")?,
+        top_k: u("num_experts_per_tok")?,
+        ffn: u("moe_intermediate_size")?,
+        d,
+        norm_topk: st.config_value("norm_topk_prob")?.as_bool().ok_or_else(|| Diagnostic::new(path, "`norm_topk_prob` is not a boolean"))?,
+    };
+    if moe.n_experts == 0 || moe.top_k == 0 || moe.top_k > moe.n_experts {
+        return Err(Diagnostic::new(path, format!("{} experts per token of {}", moe.top_k, moe.n_experts)));
+    }
+    let shared_ffn = u("shared_expert_intermediate_size")?;
+    let step = u("decoder_sparse_step")?.max(1);
+    let dense_only: Vec<usize> = match st.config.get("mlp_only_layers") {
+        None | Some(serde_json::Value::Null) => vec![],
+        Some(v) => v
+            .as_array()
+            .and_then(|a| a.iter().map(|l| l.as_u64().map(|l| l as usize)).collect())
+            .ok_or_else(|| Diagnostic::new(path, "`mlp_only_layers` is not a list of layer numbers"))?,
+    };
+    let is_moe = |l: usize| !dense_only.contains(&l) && (l + 1).is_multiple_of(step);
+    let tied = tied(st);
+
+    let mut b = Builder::new("qwen3_next", st);
+    let (tokens, positions, last_rows) = b.inputs();
+    let new_lengths = b.input(NEW_LENGTHS_INPUT, DType::I32, vec![batch()]);
+    let embd = b.weight("model.embed_tokens.weight", Some(&[vocab, d]))?;
+    let mut x = b.op(Op::Gather, &[embd, tokens]);
+    let norm = Op::Norm { kind: NormKind::Rms, eps };
+    let cfg = super::AttentionCfg {
+        output_gate: true,
+        qk_norm_one_plus: true,
+        ..dims.attention(norm.clone(), Op::Rope { style: RopeStyle::Neox, rotary_dim: rotary, theta, scaling: RopeScaling::None })
+    };
+    for l in 0..n_layers {
+        b.layer = Some(l as u32);
+        let p = format!("model.layers.{l}");
+        let h = one_plus_norm(&mut b, x, &format!("{p}.input_layernorm.weight"), d, eps)?;
+        let mixed = if full.contains(&l) {
+            let w = |s: &str| format!("{p}.self_attn.{s}.weight");
+            let (q_norm, k_norm) = (w("q_norm"), w("k_norm"));
+            let names = [&w("q_proj"), &w("k_proj"), &w("v_proj"), &w("o_proj")];
+            b.attention(h, positions, names.map(|s| s.as_str()), Some((&q_norm, &k_norm)), &cfg)?
+        } else {
+            linear_attention(&mut b, h, new_lengths, &format!("{p}.linear_attn"), (d, eps), lin)?
+        };
+        x = b.binary(BinaryOp::Add, x, mixed);
+        let h = one_plus_norm(&mut b, x, &format!("{p}.post_attention_layernorm.weight"), d, eps)?;
+        let out = if is_moe(l) {
+            let routed = moe_block(&mut b, &format!("{p}.mlp"), h, &moe)?;
+            let sw = |s: &str| format!("{p}.mlp.shared_expert.{s}.weight");
+            let shared = b.gated_mlp(h, (&sw("gate_proj"), &sw("up_proj"), &sw("down_proj")), (shared_ffn, d), UnaryOp::Silu)?;
+            let gate_w = b.weight(&format!("{p}.mlp.shared_expert_gate.weight"), Some(&[1, d]))?;
+            let gate = b.matmul(h, gate_w);
+            let gate = b.unary(UnaryOp::Sigmoid, gate);
+            let shared = b.binary(BinaryOp::Mul, shared, gate);
+            b.binary(BinaryOp::Add, routed, shared)
+        } else {
+            let w = |s: &str| format!("{p}.mlp.{s}.weight");
+            b.gated_mlp(h, (&w("gate_proj"), &w("up_proj"), &w("down_proj")), (dims.ffn, d), UnaryOp::Silu)?
+        };
+        x = b.binary(BinaryOp::Add, x, out);
+    }
+    b.layer = None;
+    // Each row's last position, then the final norm (`1 + w` too) and the head.
+    let flat = b.reshape(x, vec![batch().mul(&seq()), Dim::from(d)]);
+    let last = b.op(Op::Gather, &[flat, last_rows]);
+    let h = one_plus_norm(&mut b, last, "model.norm.weight", d, eps)?;
+    let out = if tied { embd } else { b.weight("lm_head.weight", Some(&[vocab, d]))? };
+    let logits = b.matmul(h, out);
+    b.op(Op::Output { name: "logits".into() }, &[logits]);
+    let linear_layers: Vec<String> = (0..n_layers).filter(|l| !full.contains(l)).map(|l| l.to_string()).collect();
+    let facts = vec![
+        ("full_attention_layers", full.iter().map(|l| l.to_string()).collect::<Vec<_>>().join(",")),
+        ("linear_attention_layers", linear_layers.join(",")),
+        ("linear_heads", format!("{} key heads of {}, {} value heads of {}, conv kernel {}", lin.n_k_heads, lin.dk, lin.n_v_heads, lin.dv, lin.kernel)),
+        ("rotary_dim", rotary.to_string()),
+        ("experts", format!("{}, {} per token, norm_topk_prob {}, shared expert of {shared_ffn}", moe.n_experts, moe.top_k, moe.norm_topk)),
+        ("norm_eps", format!("{eps:?}")),
+        ("rope_theta", format!("{theta:?}")),
+        ("tied_output", tied.to_string()),
+    ];
+    Ok(b.finish(vocab, context, &[dims.facts(), facts].concat()))
+}
+
+/// The full-attention layers: from `layer_types` when the config lists
+/// them, else every `full_attention_interval`-th layer (HF's default: 4).
+fn full_attention_layers(st: &SafetensorsFile, n_layers: usize) -> Result<Vec<usize>, Diagnostic> {
+    let path = &st.config_path;
+    if let Some(types) = st.config.get("layer_types").filter(|v| !v.is_null()) {
+        let types = types.as_array().filter(|a| a.len() == n_layers).ok_or_else(|| {
+            Diagnostic::new(path, format!("`layer_types` must list one kind per layer ({n_layers})"))
+        })?;
+        let mut full = Vec::new();
+        for (l, t) in types.iter().enumerate() {
+            match t.as_str() {
+                Some("full_attention") => full.push(l),
+                Some("linear_attention") => {}
+                other => return Err(Diagnostic::new(path, format!("`layer_types[{l}]` is {other:?}: expected \"linear_attention\" or \"full_attention\""))),
+            }
+        }
+        return Ok(full);
+    }
+    let interval = st.config.get("full_attention_interval").and_then(|v| v.as_u64()).unwrap_or(4).max(1) as usize;
+    Ok((0..n_layers).filter(|l| (l + 1).is_multiple_of(interval)).collect())
+}
+
+/// `x / rms(x) * (1 + w)` with the `[d]` weight `weight` (Qwen3-Next's
+/// `Qwen3NextRMSNorm`, whose weights are stored zero-centered).
+fn one_plus_norm(b: &mut Builder, x: NodeId, weight: &str, d: usize, eps: f32) -> Result<NodeId, Diagnostic> {
+    super::gemma::one_plus_norm(b, x, weight, d, eps)
+}
+
+/// `x * rsqrt(Σ x² + eps)` over the last axis (of rank 4): FLA's `l2norm`.
+fn l2norm(b: &mut Builder, x: NodeId) -> NodeId {
+    let sq = b.binary(BinaryOp::Mul, x, x);
+    let sum = b.op(Op::Reduce { op: ReduceOp::Sum, axis: 3 }, &[sq]);
+    let eps = scalar(b, 1e-6);
+    let sum = b.binary(BinaryOp::Add, sum, eps);
+    let inv = b.unary(UnaryOp::Rsqrt, sum);
+    b.binary(BinaryOp::Mul, x, inv)
+}
+
+/// One Gated DeltaNet layer on the normed hidden states `h [batch, seq, d]`.
+fn linear_attention(
+    b: &mut Builder,
+    h: NodeId,
+    new_lengths: NodeId,
+    prefix: &str,
+    (d, eps): (usize, f32),
+    lin: Linear,
+) -> Result<NodeId, Diagnostic> {
+    let Linear { n_k_heads: nk, n_v_heads: nv, dk, dv, kernel } = lin;
+    let l = b.layer.expect("inside a layer");
+    let r = nv / nk;
+    let w = |s: &str| format!("{prefix}.{s}");
+    let narrow = |b: &mut Builder, x: NodeId, axis: usize, start: usize, len: usize| {
+        b.op(Op::Narrow { axis, start: start.into(), len: len.into() }, &[x])
+    };
+    // The kernels take each row's token count on the host.
+    let lengths = b.op(Op::ToHost { nonempty: true, bound: None }, &[new_lengths]);
+
+    // Projections, split per key-head group.
+    let group = 2 * dk + 2 * r * dv;
+    let wqkvz = b.weight(&w("in_proj_qkvz.weight"), Some(&[nk * group, d]))?;
+    let qkvz = b.matmul(h, wqkvz);
+    let qkvz = b.reshape(qkvz, vec![batch(), seq(), nk.into(), group.into()]);
+    let q = narrow(b, qkvz, 3, 0, dk);
+    let k = narrow(b, qkvz, 3, dk, dk);
+    let v = narrow(b, qkvz, 3, 2 * dk, r * dv);
+    let z = narrow(b, qkvz, 3, 2 * dk + r * dv, r * dv);
+    let wba = b.weight(&w("in_proj_ba.weight"), Some(&[nk * 2 * r, d]))?;
+    let ba = b.matmul(h, wba);
+    let ba = b.reshape(ba, vec![batch(), seq(), nk.into(), (2 * r).into()]);
+    let beta_in = narrow(b, ba, 3, 0, r);
+    let a = narrow(b, ba, 3, r, r);
+    let beta_in = b.reshape(beta_in, vec![batch(), seq(), nv.into()]);
+    let a = b.reshape(a, vec![batch(), seq(), nv.into()]);
+
+    // The short causal conv over [q; k; v] with its state.
+    let (key_dim, value_dim) = (nk * dk, nv * dv);
+    let channels = 2 * key_dim + value_dim;
+    let q = b.reshape(q, vec![batch(), seq(), key_dim.into()]);
+    let k = b.reshape(k, vec![batch(), seq(), key_dim.into()]);
+    let v = b.reshape(v, vec![batch(), seq(), value_dim.into()]);
+    let mixed = b.op(Op::Concat { axis: 2 }, &[q, k, v]);
+    let conv_w = b.weight(&w("conv1d.weight"), Some(&[channels, 1, kernel]))?;
+    let conv_w = b.reshape(conv_w, vec![channels.into(), kernel.into()]);
+    let conv_name = format!("conv.{l}");
+    let conv_state = b.op(
+        Op::State { name: conv_name.clone(), ty: TensorType::new(DType::F32, vec![batch(), (kernel - 1).into(), channels.into()]) },
+        &[],
+    );
+    let packed = b.op(Op::CausalConv1d { kernel }, &[mixed, conv_w, conv_state, lengths]);
+    let next_conv = b.op(Op::Narrow { axis: 1, start: seq(), len: (kernel - 1).into() }, &[packed]);
+    b.op(Op::StateOut { name: conv_name }, &[next_conv]);
+    let conv_out = b.op(Op::Narrow { axis: 1, start: 0usize.into(), len: seq() }, &[packed]);
+    let conv_out = b.unary(UnaryOp::Silu, conv_out);
+    let q = narrow(b, conv_out, 2, 0, key_dim);
+    let k = narrow(b, conv_out, 2, key_dim, key_dim);
+    let v = narrow(b, conv_out, 2, 2 * key_dim, value_dim);
+    let q = b.reshape(q, vec![batch(), seq(), nk.into(), dk.into()]);
+    let k = b.reshape(k, vec![batch(), seq(), nk.into(), dk.into()]);
+    let v = b.reshape(v, vec![batch(), seq(), nv.into(), dv.into()]);
+    let q = l2norm(b, q);
+    let k = l2norm(b, k);
+    let root = scalar(b, (dk as f64).sqrt() as f32);
+    let q = b.binary(BinaryOp::Div, q, root);
+    let q = b.permute(q, &[0, 2, 1, 3]);
+    let k = b.permute(k, &[0, 2, 1, 3]);
+    let v = b.permute(v, &[0, 2, 1, 3]);
+
+    // Gates: beta = sigmoid(b), g = -exp(A_log) * softplus(a + dt_bias).
+    let beta = b.unary(UnaryOp::Sigmoid, beta_in);
+    let dt_bias = b.weight(&w("dt_bias"), Some(&[nv]))?;
+    let a_log = b.weight(&w("A_log"), Some(&[nv]))?;
+    let a = b.binary(BinaryOp::Add, a, dt_bias);
+    let a = b.unary(UnaryOp::Softplus, a);
+    let rate = b.unary(UnaryOp::Exp, a_log);
+    let rate = b.unary(UnaryOp::Neg, rate);
+    let g = b.binary(BinaryOp::Mul, rate, a);
+    let g = b.permute(g, &[0, 2, 1]);
+    let beta = b.permute(beta, &[0, 2, 1]);
+
+    // The recurrence, from and back to its state.
+    let ssm_name = format!("ssm.{l}");
+    let ssm_state = b.op(
+        Op::State { name: ssm_name.clone(), ty: TensorType::new(DType::F32, vec![batch(), nv.into(), dk.into(), dv.into()]) },
+        &[],
+    );
+    let packed = b.op(Op::GatedDeltaRule, &[q, k, v, g, beta, ssm_state, lengths]);
+    let next_ssm = b.op(Op::Narrow { axis: 2, start: seq(), len: dk.into() }, &[packed]);
+    b.op(Op::StateOut { name: ssm_name }, &[next_ssm]);
+    let o = b.op(Op::Narrow { axis: 2, start: 0usize.into(), len: seq() }, &[packed]);
+    let o = b.permute(o, &[0, 2, 1, 3]);
+
+    // Gated RMSNorm per value head (plain `w`), times silu(z).
+    let norm_w = b.weight(&w("norm.weight"), Some(&[dv]))?;
+    let o = b.op(Op::Norm { kind: NormKind::Rms, eps }, &[o, norm_w]);
+    let z = b.reshape(z, vec![batch(), seq(), nv.into(), dv.into()]);
+    let z = b.unary(UnaryOp::Silu, z);
+    let o = b.binary(BinaryOp::Mul, o, z);
+    let o = b.reshape(o, vec![batch(), seq(), value_dim.into()]);
+    let wo = b.weight(&w("out_proj.weight"), Some(&[d, value_dim]))?;
+    Ok(b.matmul(o, wo))
+}
