@@ -92,11 +92,11 @@ def hub_layout(state):
     return out
 
 
-def write(family, model, config, controls):
+def write(family, model, config, controls, layout=hub_layout):
     d = OUT / family
     d.mkdir(parents=True, exist_ok=True)
     config.to_json_file(d / "config.json")
-    state = hub_layout({k: v.contiguous() for k, v in model.state_dict().items()})
+    state = layout({k: v.contiguous() for k, v in model.state_dict().items()})
     if config.tie_word_embeddings:
         state.pop("lm_head.weight", None)
     save_file(state, d / "model.safetensors")
@@ -487,6 +487,86 @@ def qwen3_next():
         "no_output_gate": patched(no_output_gate),
     }
     write("qwen3_next", model, config, controls)
+
+
+def phimoe_hub_layout(state):
+    """PhiMoE checkpoints on the Hub (Phi-3.5-MoE) name the router
+    `block_sparse_moe.gate` and each expert's gate, down and up projections
+    `block_sparse_moe.experts.E.w1/w2/w3`; transformers 5 keeps them fused."""
+    out = {}
+    for k, v in state.items():
+        if k.endswith("mlp.router.weight"):
+            out[k.replace("mlp.router", "block_sparse_moe.gate")] = v
+        elif k.endswith("mlp.experts.gate_up_proj"):
+            base = k[: -len("mlp.experts.gate_up_proj")] + "block_sparse_moe.experts."
+            inter = v.shape[1] // 2
+            for e in range(v.shape[0]):
+                out[f"{base}{e}.w1.weight"] = v[e, :inter].contiguous()
+                out[f"{base}{e}.w3.weight"] = v[e, inter:].contiguous()
+        elif k.endswith("mlp.experts.down_proj"):
+            base = k[: -len("mlp.experts.down_proj")] + "block_sparse_moe.experts."
+            for e in range(v.shape[0]):
+                out[f"{base}{e}.w2.weight"] = v[e].contiguous()
+        else:
+            out[k] = v
+    return out
+
+
+def phimoe():
+    from transformers import PhimoeConfig, PhimoeForCausalLM
+    import transformers.models.phimoe.modeling_phimoe as mod
+
+    # 4 experts, the sparsemixer's top-2 with jitter band 0.01; biased
+    # attention and head, LayerNorms with bias.
+    kwargs = dict(
+        vocab_size=256, hidden_size=64, intermediate_size=32, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512, rms_norm_eps=1e-5,
+        num_local_experts=4, num_experts_per_tok=2, router_jitter_noise=0.01, attention_bias=True,
+        lm_head_bias=True, tie_word_embeddings=False, torch_dtype="float32", attn_implementation="eager",
+    )
+    config = PhimoeConfig(**kwargs)
+    torch.manual_seed(0)
+    model = PhimoeForCausalLM(config).eval()
+    randomize(model, 9)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if name.endswith("mlp.router.weight"):
+                p.mul_(4.0)
+
+    def with_router(fn):
+        saved = mod.sparsemixer
+        mod.sparsemixer = fn
+        try:
+            return rows(all_logits(model, PROMPTS[0]))
+        finally:
+            mod.sparsemixer = saved
+
+    def top1_only(scores, jitter_eps, training, top_k=2):
+        w, sel = saved_mixer(scores, jitter_eps, training, top_k)
+        return w * torch.tensor([1.0, 0.0]), sel
+
+    def plain_softmax_top2(scores, jitter_eps, training, top_k=2):
+        probs = torch.softmax(scores, dim=-1)
+        w, sel = probs.topk(2, dim=-1)
+        return w / w.sum(dim=-1, keepdim=True), sel
+
+    saved_mixer = mod.sparsemixer
+    controls = {
+        "top1_only": with_router(top1_only),
+        "plain_softmax_top2": with_router(plain_softmax_top2),
+    }
+    d = OUT / "phimoe"
+    d.mkdir(parents=True, exist_ok=True)
+    write("phimoe", model, config, controls, layout=phimoe_hub_layout)
+    # HF's sparsemixer on router scores inside the band where clamp(min=t)
+    # read as min(x, t) instead of max(x, t) would mask expert 1: with t1 =
+    # 1, 0.9801 is within [t1(1 - 2eps), t1 / (1 + 2eps)).
+    band = torch.tensor([[1.0, 0.9801, 0.3, -2.0]])
+    w, sel = mod.sparsemixer(band, jitter_eps=0.01, training=False, top_k=2)
+    dense = torch.zeros_like(band).scatter(-1, sel, w)
+    ref = json.loads((d / "reference.json").read_text())
+    ref["sparsemixer_band"] = {"scores": band[0].tolist(), "jitter_eps": 0.01, "weights": dense[0].tolist()}
+    (d / "reference.json").write_text(json.dumps(ref))
 
 
 if __name__ == "__main__":

@@ -12,6 +12,7 @@ pub mod bytes;
 pub mod error;
 pub mod families;
 pub mod gguf;
+pub mod gguf_hf;
 pub mod safetensors;
 pub mod spm;
 pub mod tokenizer;
@@ -65,10 +66,10 @@ pub struct Checkpoint {
 
 /// The families graphc lowers: GGUF by `general.architecture`, safetensors
 /// by `config.json`'s `model_type`.
-pub const FAMILIES: &[&str] = &["llama", "gemma3", families::qwen3::MODEL_TYPE, families::gemma::MODEL_TYPE, families::gemma2::MODEL_TYPE, families::phi2::MODEL_TYPE, families::phi3::MODEL_TYPE, families::qwen3_moe::MODEL_TYPE, families::qwen3_next::MODEL_TYPE, families::fused_kv::MODEL_TYPE];
+pub const FAMILIES: &[&str] = &["llama", "gemma3", families::qwen3::MODEL_TYPE, families::gemma::MODEL_TYPE, families::gemma2::MODEL_TYPE, families::phi2::MODEL_TYPE, families::phi3::MODEL_TYPE, families::qwen3_moe::MODEL_TYPE, families::qwen3_next::MODEL_TYPE, families::phimoe::MODEL_TYPE, families::fused_kv::MODEL_TYPE];
 
 /// The families lowered from safetensors, by `config.json`'s `model_type`.
-pub const SAFETENSORS_FAMILIES: &[&str] = &[families::qwen3::MODEL_TYPE, families::gemma::MODEL_TYPE, families::gemma2::MODEL_TYPE, families::phi2::MODEL_TYPE, families::phi3::MODEL_TYPE, families::qwen3_moe::MODEL_TYPE, families::qwen3_next::MODEL_TYPE, families::fused_kv::MODEL_TYPE];
+pub const SAFETENSORS_FAMILIES: &[&str] = &[families::qwen3::MODEL_TYPE, families::gemma::MODEL_TYPE, families::gemma2::MODEL_TYPE, families::phi2::MODEL_TYPE, families::phi3::MODEL_TYPE, families::qwen3_moe::MODEL_TYPE, families::qwen3_next::MODEL_TYPE, families::phimoe::MODEL_TYPE, families::fused_kv::MODEL_TYPE];
 
 impl Checkpoint {
     /// A GGUF file (by its magic), or a safetensors file / folder with its `config.json`.
@@ -87,6 +88,15 @@ impl Checkpoint {
     /// A GGUF already read: its architecture checked, its tokenizer built.
     pub fn from_gguf(gguf: GgufFile) -> Result<Checkpoint, Diagnostic> {
         let arch = gguf.str("general.architecture")?.to_string();
+        if let Some(&(_, model_type)) = gguf_hf::ARCHES.iter().find(|(a, _)| *a == arch) {
+            // A family lowered from HF names: the GGUF seen through them.
+            let tokenizer = match gguf.get("tokenizer.ggml.model") {
+                Some(_) => Some(Tokenizer::from_gguf(&gguf)?),
+                None => None,
+            };
+            let view = gguf_hf::hf_view(gguf)?;
+            return Ok(Checkpoint { format: Format::Safetensors(view), tokenizer, family: model_type.to_string() });
+        }
         if !["llama", "gemma3"].contains(&arch.as_str()) {
             return Err(Diagnostic::new(&gguf.path, format!("unknown architecture `{arch}`"))
                 .note(format!("graphc lowers: {}", FAMILIES.join(", "))));
@@ -136,6 +146,7 @@ impl Checkpoint {
             (Format::Safetensors(st), families::phi3::MODEL_TYPE) => families::phi3::lower(st, max_seq)?,
             (Format::Safetensors(st), families::qwen3_moe::MODEL_TYPE) => families::qwen3_moe::lower(st)?,
             (Format::Safetensors(st), families::qwen3_next::MODEL_TYPE) => families::qwen3_next::lower(st)?,
+            (Format::Safetensors(st), families::phimoe::MODEL_TYPE) => families::phimoe::lower(st, max_seq)?,
             (_, other) => unreachable!("family {other} was accepted by open()"),
         };
         if let Some(t) = &self.tokenizer {

@@ -158,6 +158,15 @@ pub enum Op {
     /// along `axis`, else 0.0 (ties go to the lower index). A MoE router's
     /// top-k choice, kept dense: `probs * mask` weights every expert.
     TopKMask { axis: usize, k: usize },
+    /// `(scores)`: PhiMoE's sparsemixer router (inference form, top-2),
+    /// along the last axis: a dense weight per expert, 0 but for two.
+    /// With `t1 = max(s)` at expert `i1`, experts whose
+    /// `(t1 - s) / max(|s|, t1) > 2·jitter_eps` are masked out and the
+    /// softmax of the rest gives `i1` its weight. Then `i1` itself is masked
+    /// out, and the same with `t2 = max` of what is left (at `i2`), over
+    /// that remainder, gives `i2` its weight. (HF writes
+    /// `scores.abs().clamp(min=t)`: `clamp(min = t)` is `max(x, t)`.)
+    SparseMixer { jitter_eps: f32 },
     /// `(x)`: converted to `dtype` (float↔int rounds toward zero).
     Cast { dtype: DType },
     /// `(x [..., k], w [n, k])`: `out[..., j] = sum_i x[..., i] * w[j, i]`, i.e.
@@ -254,6 +263,7 @@ impl Op {
             Op::Softmax { .. } => "softmax".into(),
             Op::TopKMask { .. } => "top_k_mask".into(),
             Op::Glu { .. } => "glu".into(),
+            Op::SparseMixer { .. } => "sparse_mixer".into(),
             Op::Cast { .. } => "cast".into(),
             Op::MatMul => "matmul".into(),
             Op::Dequantize => "dequantize".into(),

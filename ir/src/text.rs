@@ -168,6 +168,7 @@ fn op_attrs(op: &Op) -> Vec<(&'static str, Attr)> {
             }
         }
         Op::CausalConv1d { kernel } => a.push(("kernel", tok(kernel))),
+        Op::SparseMixer { jitter_eps } => a.push(("jitter_eps", tok(fmt_f32(*jitter_eps)))),
         Op::Gather | Op::Contiguous | Op::Unary(_) | Op::Binary(_) | Op::MatMul | Op::Dequantize | Op::GatedDeltaRule => {}
     }
     a
@@ -566,6 +567,7 @@ fn build_op(mnemonic: &str, mut a: Attrs, ty: Option<TensorType>) -> Result<Op, 
             ring: a.opt("ring")?.unwrap_or(false),
         },
         "kv_append" => Op::KvAppend { axis: a.need("axis")?, cap: a.dim("cap")?, window: a.opt("window")? },
+        "sparse_mixer" => Op::SparseMixer { jitter_eps: a.need("jitter_eps")? },
         "causal_conv1d" => Op::CausalConv1d { kernel: a.need("kernel")? },
         "gated_delta_rule" => Op::GatedDeltaRule,
         "to_host" => Op::ToHost { nonempty: a.opt("nonempty")?.unwrap_or(false), bound: a.opt("bound")? },

@@ -281,6 +281,17 @@ pub fn infer(op: &Op, tys: &[TensorType]) -> Result<TensorType, String> {
             }
             Ok(t(0).clone())
         }
+        Op::SparseMixer { jitter_eps } => {
+            arity(op, tys, 1..=1)?;
+            need_float("router scores", t(0))?;
+            if t(0).shape.last().and_then(|d| d.as_const()).is_none_or(|e| e < 2) {
+                return Err(format!("sparse_mixer picks 2 experts: the last axis of {} must be at least 2", t(0)));
+            }
+            if !(jitter_eps.is_finite() && *jitter_eps >= 0.0) {
+                return Err(format!("jitter_eps {jitter_eps} is not a non-negative number"));
+            }
+            Ok(t(0).clone())
+        }
         Op::TopKMask { axis, k } => {
             arity(op, tys, 1..=1)?;
             need_float("operand", t(0))?;

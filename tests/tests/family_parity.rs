@@ -442,3 +442,43 @@ fn qwen3_next_layers_states_and_one_host_read() {
     assert_eq!(reads(&off), vec![Some(0), Some(1), Some(2)]);
     insta::assert_snapshot!("qwen3_next_optimized_layers_0_and_3", graphc_ir::text::print_filtered(model.graph(), |l| l == 0 || l == 3));
 }
+
+/// PhiMoE: the sparsemixer router (top-2 with a jitter band), biased
+/// attention and head, LayerNorms. The controls — only the first expert, a
+/// plain softmax top-2 router — are far off.
+#[test]
+fn phimoe_matches_transformers() {
+    check_family("phimoe");
+    let (dir, _) = fixture("phimoe");
+    let model = Model::compile(&dir, &CompileOptions::default(), None).unwrap();
+    let mixers = model.graph().g.node_weights().filter(|n| matches!(n.op, graphc_ir::Op::SparseMixer { .. })).count();
+    assert_eq!(mixers, 2, "one sparsemixer router per layer");
+    insta::assert_snapshot!("phimoe_optimized_layer0", graphc_ir::text::print_filtered(model.graph(), |l| l == 0));
+}
+
+/// HF writes the sparsemixer's scale as `scores.abs().clamp(min=t)`, which
+/// is `max(|s|, t)`. On router scores inside the band where `min(|s|, t)`
+/// would mask expert 1 and `max` keeps it, graphc's op gives HF's own
+/// weights (recorded by the fixture script), and the `min` reading gives
+/// another answer.
+#[test]
+fn sparsemixer_clamp_min_is_max_inside_the_band() {
+    let (_, r) = fixture("phimoe");
+    let band = &r["sparsemixer_band"];
+    let scores = floats(&band["scores"]);
+    let eps = band["jitter_eps"].as_f64().unwrap() as f32;
+    let want = floats(&band["weights"]);
+    let op = graphc_ir::Op::SparseMixer { jitter_eps: eps };
+    let x = graphc_backends::Tensor::f32(vec![1, scores.len()], scores.clone());
+    let got = graphc_backends::cpu::reference::eval_op(&op, &[x]).unwrap();
+    let got = got.as_f32().unwrap();
+    assert!(max_diff(got, &want) <= 1e-6, "sparse_mixer {got:?} vs HF {want:?}");
+    // The band: t1 (1 - 2 eps) <= s < t1 / (1 + 2 eps), here with t1 = 1.
+    let (t1, s) = (scores[0], scores[1]);
+    assert!(t1 * (1.0 - 2.0 * eps) <= s && s < t1 / (1.0 + 2.0 * eps), "the input is inside the band");
+    // Reading clamp(min = t) as min(|s|, t) masks expert 1 out of the first softmax: weight 1, not ~0.505.
+    let masked_by_min = (t1 - s) / s.abs().min(t1) > 2.0 * eps;
+    let masked_by_max = (t1 - s) / s.abs().max(t1) > 2.0 * eps;
+    assert!(masked_by_min && !masked_by_max);
+    assert!((got[0] - 0.5).abs() < 0.01, "expert 0 shares the first softmax with expert 1: {}", got[0]);
+}

@@ -104,6 +104,31 @@ pub(crate) fn kv_append(
     Ok(cache)
 }
 
+/// `SparseMixer`'s definition on one row of router scores (see the op).
+pub fn sparse_mixer(scores: &[f32], jitter_eps: f32) -> Vec<f32> {
+    // The first index of the largest finite-or-not value (torch's `max`).
+    let argmax = |v: &[f32]| (0..v.len()).fold(0, |best, i| if v[i] > v[best] { i } else { best });
+    // Softmax over `candidates` with those too far below `top` masked out; the weight at `pick`.
+    let weight = |candidates: &[f32], top: f32, pick: usize| {
+        let kept: Vec<f32> = candidates
+            .iter()
+            .zip(scores)
+            .map(|(&c, &s)| if (top - s) / s.abs().max(top) > 2.0 * jitter_eps { f32::NEG_INFINITY } else { c })
+            .collect();
+        let m = kept.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+        let sum: f32 = kept.iter().map(|&x| (x - m).exp()).sum();
+        (kept[pick] - m).exp() / sum
+    };
+    let first = argmax(scores);
+    let mut out = vec![0f32; scores.len()];
+    out[first] = weight(scores, scores[first], first);
+    let mut rest = scores.to_vec();
+    rest[first] = f32::NEG_INFINITY;
+    let second = argmax(&rest);
+    out[second] = weight(&rest, rest[second], second);
+    out
+}
+
 /// Row `bi`'s token count this step, which must lie in `0..=s`.
 fn row_length(lengths: &[i32], bi: usize, s: usize) -> Result<usize, String> {
     let n = *lengths.get(bi).ok_or(format!("no length given for batch row {bi}"))?;
@@ -425,6 +450,16 @@ pub(crate) fn eval(op: &Op, args: &[&Val], env: &Env) -> Result<Tensor, String> 
                 })
                 .collect();
             Ok(Tensor::f32(vec![b, *n_heads, s, dv], rows.concat()))
+        }
+        Op::SparseMixer { jitter_eps } => {
+            let shape = a0().shape().to_vec();
+            let e = *shape.last().unwrap();
+            let mut out = a0().f32s()?.into_owned();
+            for row in out.chunks_exact_mut(e) {
+                let w = sparse_mixer(row, *jitter_eps);
+                row.copy_from_slice(&w);
+            }
+            Ok(Tensor::f32(shape, out))
         }
         Op::CausalConv1d { kernel } => {
             let (xs, x, w, state) = (a0().shape(), a0().f32s()?, args[1].f32s()?, args[2].f32s()?);

@@ -26,10 +26,22 @@ pub const MODEL_TYPE: &str = "gemma";
 
 /// Gemma's RMSNorm, `x / rms(x) * (1 + w)`, of the `[d]` weight `weight`.
 pub(crate) fn one_plus_norm(b: &mut Builder, x: NodeId, weight: &str, d: usize, eps: f32) -> Result<NodeId, Diagnostic> {
-    let w = b.weight(weight, Some(&[d]))?;
-    let one = scalar(b, 1.0);
-    let w = b.binary(BinaryOp::Add, w, one);
+    let mut w = b.weight(weight, Some(&[d]))?;
+    if !b.norms_include_one {
+        let one = scalar(b, 1.0);
+        w = b.binary(BinaryOp::Add, w, one);
+    }
     Ok(b.op(Op::Norm { kind: NormKind::Rms, eps }, &[x, w]))
+}
+
+/// Whether `st` is a GGUF seen through HF names, whose norm weights hold the `1 +`.
+pub(crate) fn norms_include_one(st: &SafetensorsFile) -> bool {
+    st.config.get(crate::gguf_hf::NORMS_INCLUDE_ONE).and_then(|v| v.as_bool()) == Some(true)
+}
+
+/// The plan fact saying where the `1 +` of the norm weights is.
+pub(crate) fn norm_offset_fact(included: bool) -> String {
+    if included { "1, in the weights (GGUF: the converter added it)" } else { "1 (HF stores w; Gemma scales by 1 + w)" }.to_string()
 }
 
 /// A `[1]` f32 constant.
@@ -54,6 +66,7 @@ pub fn lower(st: &SafetensorsFile) -> Result<Lowered, Diagnostic> {
     let theta = rope_theta(st)?;
     let act = gelu_kind(st)?;
     let mut b = Builder::new("gemma", st);
+    b.norms_include_one = norms_include_one(st);
     let (tokens, positions, last_rows) = b.inputs();
     let embd = b.weight("model.embed_tokens.weight", Some(&[vocab, d]))?;
     let x = b.op(Op::Gather, &[embd, tokens]);
@@ -82,7 +95,7 @@ pub fn lower(st: &SafetensorsFile) -> Result<Lowered, Diagnostic> {
     b.op(Op::Output { name: "logits".into() }, &[logits]);
     let facts = [
         ("norm_eps", format!("{eps:?}")),
-        ("norm_weight_offset", "1 (HF stores w; Gemma scales by 1 + w)".to_string()),
+        ("norm_weight_offset", norm_offset_fact(b.norms_include_one)),
         ("rope_theta", format!("{theta:?}")),
         ("mlp_activation", format!("{act:?}")),
         ("context_length", format!("{context} (config.json max_position_embeddings)")),

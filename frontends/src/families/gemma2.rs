@@ -45,6 +45,7 @@ pub fn lower(st: &SafetensorsFile) -> Result<Lowered, Diagnostic> {
     let (attn_cap, final_cap) = (optional_cap("attn_logit_softcapping")?, optional_cap("final_logit_softcapping")?);
     let sliding = layer_kinds(st, n_layers)?;
     let mut b = Builder::new("gemma2", st);
+    b.norms_include_one = crate::families::gemma::norms_include_one(st);
     let (tokens, positions, last_rows) = b.inputs();
     let embd = b.weight("model.embed_tokens.weight", Some(&[vocab, d]))?;
     let x = b.op(Op::Gather, &[embd, tokens]);
@@ -85,6 +86,7 @@ pub fn lower(st: &SafetensorsFile) -> Result<Lowered, Diagnostic> {
     b.op(Op::Output { name: "logits".into() }, &[logits]);
     let windowed: Vec<String> = (0..n_layers).filter(|&l| sliding[l]).map(|l| l.to_string()).collect();
     let facts = [
+        ("norm_weight_offset", crate::families::gemma::norm_offset_fact(b.norms_include_one)),
         ("sliding_window", window.to_string()),
         ("sliding_layers", windowed.join(",")),
         ("attn_logit_softcapping", format!("{attn_cap:?}")),

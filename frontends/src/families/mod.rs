@@ -10,6 +10,7 @@ pub mod hf;
 pub mod llama;
 pub mod phi2;
 pub mod phi3;
+pub mod phimoe;
 pub mod qwen3;
 pub mod qwen3_moe;
 pub mod qwen3_next;
@@ -30,11 +31,14 @@ pub struct Builder<'a> {
     pub source: &'a dyn TensorSource,
     pub manifest: Vec<WeightEntry>,
     pub layer: Option<u32>,
+    /// The checkpoint's `1 + w` norm weights already hold the 1 (a GGUF:
+    /// llama.cpp's converter folds it in), so `gemma::one_plus_norm` adds none.
+    pub norms_include_one: bool,
 }
 
 impl<'a> Builder<'a> {
     pub fn new(name: &str, source: &'a dyn TensorSource) -> Self {
-        Builder { g: Graph::new(name), source, manifest: Vec::new(), layer: None }
+        Builder { g: Graph::new(name), source, manifest: Vec::new(), layer: None, norms_include_one: false }
     }
 
     pub fn op(&mut self, op: Op, inputs: &[NodeId]) -> NodeId {

@@ -86,14 +86,14 @@ pub fn lower(st: &SafetensorsFile, max_seq: Option<usize>) -> Result<Lowered, Di
 }
 
 /// The RoPE a phi3 config asks for, resolved for `max_seq`.
-struct ScaledRope {
-    theta: f32,
-    scaling: RopeScaling,
+pub(crate) struct ScaledRope {
+    pub theta: f32,
+    pub scaling: RopeScaling,
     /// What was chosen and why, for the plan's facts.
-    fact: String,
+    pub fact: String,
 }
 
-fn scaled_rope(st: &SafetensorsFile, rotary_dim: usize, max_seq: usize, context: usize) -> Result<ScaledRope, Diagnostic> {
+pub(crate) fn scaled_rope(st: &SafetensorsFile, rotary_dim: usize, max_seq: usize, context: usize) -> Result<ScaledRope, Diagnostic> {
     let path = &st.config_path;
     // transformers 5 writes `rope_parameters` (with the base and the
     // original length inside); Hub configs have `rope_scaling` beside a

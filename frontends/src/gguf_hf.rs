@@ -1,0 +1,209 @@
+//! GGUF checkpoints of the families lowered from Hugging Face names
+//! (qwen3, qwen3moe, gemma, gemma2, phi2, phi3), presented as the HF
+//! checkpoint those lowerings read: the GGUF metadata becomes the
+//! `config.json` keys, and each tensor gets its HF name. No byte is copied:
+//! a renamed tensor is the same offset into the same map (an expert of a
+//! stacked `ffn_*_exps` tensor is a slice of it).
+//!
+//! The names and keys are llama.cpp's (`convert_hf_to_gguf.py`, gguf-py's
+//! tensor map). Where GGUF stores a thing differently:
+//! - gemma, gemma2: the converter adds 1 to every norm weight, so the `1 +
+//!   w` is already in the weight (`NORMS_INCLUDE_ONE` tells the lowering).
+//! - gemma2: GGUF has no `query_pre_attn_scalar`; llama.cpp scales scores
+//!   by `1/sqrt(head_dim)` (its 27B special case aside), so that is the
+//!   scalar here; and the sliding layers are the even ones, as llama.cpp
+//!   hard-codes for gemma2.
+//! - phi3: LongRoPE's factors are the tensors `rope_factors_long/short`,
+//!   its attention factor `phi3.rope.scaling.attn_factor`.
+//! - qwen3moe: layers without a router (`ffn_gate_inp`) are dense.
+
+use crate::error::Diagnostic;
+use crate::gguf::{GgufFile, TensorInfo};
+use crate::safetensors::SafetensorsFile;
+use serde_json::{json, Map, Value};
+
+/// The GGUF architectures read through this view, and the HF `model_type`
+/// each becomes.
+pub const ARCHES: &[(&str, &str)] =
+    &[("qwen3", "qwen3"), ("qwen3moe", "qwen3_moe"), ("gemma", "gemma"), ("gemma2", "gemma2"), ("phi2", "phi"), ("phi3", "phi3")];
+
+/// A config key (not HF's) saying the norm weights already hold the `1 +`.
+pub const NORMS_INCLUDE_ONE: &str = "graphc_gguf_norms_include_one";
+
+/// `gguf` (of one of `ARCHES`) as an HF checkpoint.
+pub fn hf_view(gguf: GgufFile) -> Result<SafetensorsFile, Diagnostic> {
+    let arch = gguf.str("general.architecture")?.to_string();
+    let Some(&(_, model_type)) = ARCHES.iter().find(|(a, _)| *a == arch) else {
+        return Err(Diagnostic::new(&gguf.path, format!("architecture `{arch}` is not read through the HF view")));
+    };
+    let config = config(&gguf, &arch, model_type)?;
+    let tensors = rename(&gguf, &arch)?;
+    Ok(SafetensorsFile {
+        path: gguf.path.clone(),
+        config_path: format!("{} (GGUF metadata)", gguf.path),
+        config,
+        tensors,
+        mmap: gguf.mmap,
+    })
+}
+
+fn config(g: &GgufFile, arch: &str, model_type: &str) -> Result<Value, Diagnostic> {
+    let k = |s: &str| format!("{arch}.{s}");
+    let d = g.uint(&k("embedding_length"))?;
+    let n_heads = g.uint(&k("attention.head_count"))?;
+    if n_heads == 0 {
+        return Err(Diagnostic::new(&g.path, format!("`{}` is 0", k("attention.head_count"))));
+    }
+    let embd = g.tensor("token_embd.weight").ok_or_else(|| Diagnostic::new(&g.path, "missing tensor `token_embd.weight`"))?;
+    let head_dim = g.uint_or(&k("attention.key_length"), d / n_heads)?;
+    let mut c = Map::new();
+    c.insert("model_type".into(), json!(model_type));
+    c.insert("hidden_size".into(), json!(d));
+    c.insert("num_hidden_layers".into(), json!(g.uint(&k("block_count"))?));
+    c.insert("num_attention_heads".into(), json!(n_heads));
+    c.insert("num_key_value_heads".into(), json!(g.uint_or(&k("attention.head_count_kv"), n_heads)?));
+    c.insert("head_dim".into(), json!(head_dim));
+    c.insert("intermediate_size".into(), json!(g.uint(&k("feed_forward_length"))?));
+    c.insert("max_position_embeddings".into(), json!(g.uint(&k("context_length"))?));
+    c.insert("vocab_size".into(), json!(embd.shape.first().copied().unwrap_or(0)));
+    c.insert("rope_theta".into(), json!(g.float_or(&k("rope.freq_base"), 10000.0)?));
+    c.insert("tie_word_embeddings".into(), json!(g.tensor("output.weight").is_none()));
+    if arch != "phi2" {
+        c.insert("rms_norm_eps".into(), json!(g.float(&k("attention.layer_norm_rms_epsilon"))?));
+    }
+    match arch {
+        "gemma" | "gemma2" => {
+            c.insert("hidden_activation".into(), json!("gelu_pytorch_tanh"));
+            c.insert(NORMS_INCLUDE_ONE.into(), json!(true));
+            if arch == "gemma2" {
+                let layers = g.uint(&k("block_count"))?;
+                c.insert("sliding_window".into(), json!(g.uint(&k("attention.sliding_window"))?));
+                for key in ["attn_logit_softcapping", "final_logit_softcapping"] {
+                    c.insert(key.into(), g.get(&k(key)).and_then(|v| v.as_f64()).map_or(Value::Null, |v| json!(v)));
+                }
+                c.insert("query_pre_attn_scalar".into(), json!(head_dim));
+                let types: Vec<&str> = (0..layers).map(|l| if l % 2 == 0 { "sliding_attention" } else { "full_attention" }).collect();
+                c.insert("layer_types".into(), json!(types));
+            }
+        }
+        "phi2" => {
+            c.insert("layer_norm_eps".into(), json!(g.float(&k("attention.layer_norm_epsilon"))?));
+            let rotary = g.uint(&k("rope.dimension_count"))?;
+            c.insert("partial_rotary_factor".into(), json!(rotary as f64 / head_dim as f64));
+            c.insert("hidden_act".into(), json!("gelu_new"));
+        }
+        "phi3" => {
+            let original = g.uint_or(&k("rope.scaling.original_context_length"), g.uint(&k("context_length"))?)?;
+            c.insert("original_max_position_embeddings".into(), json!(original));
+            if let (Some(long), Some(short)) = (g.tensor("rope_factors_long.weight"), g.tensor("rope_factors_short.weight")) {
+                let mut scaling = json!({
+                    "type": "longrope",
+                    "long_factor": f32_values(g, long)?,
+                    "short_factor": f32_values(g, short)?,
+                });
+                if let Some(a) = g.get(&k("rope.scaling.attn_factor")).and_then(|v| v.as_f64()) {
+                    scaling["attention_factor"] = json!(a);
+                }
+                c.insert("rope_scaling".into(), scaling);
+            }
+        }
+        "qwen3moe" => {
+            let layers = g.uint(&k("block_count"))?;
+            c.insert("num_experts".into(), json!(g.uint(&k("expert_count"))?));
+            c.insert("num_experts_per_tok".into(), json!(g.uint(&k("expert_used_count"))?));
+            c.insert("moe_intermediate_size".into(), json!(g.uint(&k("expert_feed_forward_length"))?));
+            // llama.cpp always renormalizes the chosen experts' weights for qwen3moe.
+            c.insert("norm_topk_prob".into(), json!(true));
+            c.insert("decoder_sparse_step".into(), json!(1));
+            let dense: Vec<u64> = (0..layers).filter(|l| g.tensor(&format!("blk.{l}.ffn_gate_inp.weight")).is_none()).collect();
+            c.insert("mlp_only_layers".into(), json!(dense));
+        }
+        _ => {}
+    }
+    Ok(Value::Object(c))
+}
+
+/// An f32 tensor's values (LongRoPE's factors).
+fn f32_values(g: &GgufFile, t: &TensorInfo) -> Result<Vec<f32>, Diagnostic> {
+    if t.dtype != graphc_ir::DType::F32 {
+        return Err(Diagnostic::new(&g.path, format!("tensor `{}` is {}, expected f32", t.name, t.dtype)));
+    }
+    Ok(g.tensor_bytes(t).chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect())
+}
+
+/// The HF name of a per-layer GGUF tensor `blk.N.{part}.{weight|bias}`.
+fn layer_name(arch: &str, part: &str) -> Option<&'static str> {
+    Some(match (arch, part) {
+        ("phi2", "attn_norm") => "input_layernorm",
+        ("phi2", "attn_output") => "self_attn.dense",
+        ("phi2", "ffn_up") => "mlp.fc1",
+        ("phi2", "ffn_down") => "mlp.fc2",
+        ("phi3", "ffn_up") => "mlp.gate_up_proj",
+        ("phi3", "attn_qkv") => "self_attn.qkv_proj",
+        ("gemma2", "ffn_norm") => "pre_feedforward_layernorm",
+        ("gemma2", "post_attention_norm") => "post_attention_layernorm",
+        ("gemma2", "post_ffw_norm") => "post_feedforward_layernorm",
+        ("qwen3moe", "ffn_gate_inp") => "mlp.gate",
+        (_, "attn_norm") => "input_layernorm",
+        (_, "ffn_norm") => "post_attention_layernorm",
+        (_, "attn_q") => "self_attn.q_proj",
+        (_, "attn_k") => "self_attn.k_proj",
+        (_, "attn_v") => "self_attn.v_proj",
+        (_, "attn_output") => "self_attn.o_proj",
+        (_, "attn_q_norm") => "self_attn.q_norm",
+        (_, "attn_k_norm") => "self_attn.k_norm",
+        (_, "ffn_gate") => "mlp.gate_proj",
+        (_, "ffn_up") => "mlp.up_proj",
+        (_, "ffn_down") => "mlp.down_proj",
+        _ => return None,
+    })
+}
+
+fn rename(g: &GgufFile, arch: &str) -> Result<Vec<TensorInfo>, Diagnostic> {
+    let mut out = Vec::new();
+    for t in &g.tensors {
+        let named = |name: String| TensorInfo { name, ..t.clone() };
+        match t.name.as_str() {
+            "token_embd.weight" => out.push(named("model.embed_tokens.weight".into())),
+            "output.weight" => out.push(named("lm_head.weight".into())),
+            "output.bias" => out.push(named("lm_head.bias".into())),
+            "output_norm.weight" if arch == "phi2" => out.push(named("model.final_layernorm.weight".into())),
+            "output_norm.bias" if arch == "phi2" => out.push(named("model.final_layernorm.bias".into())),
+            "output_norm.weight" => out.push(named("model.norm.weight".into())),
+            "rope_factors_long.weight" | "rope_factors_short.weight" => {} // read into the config
+            name => {
+                let unknown = || Diagnostic::new(&g.path, format!("tensor `{name}` has no place in a {arch} model"));
+                let rest = name.strip_prefix("blk.").ok_or_else(unknown)?;
+                let (layer, rest) = rest.split_once('.').ok_or_else(unknown)?;
+                let (part, kind) = rest.rsplit_once('.').ok_or_else(unknown)?;
+                if let Some(which) = part.strip_suffix("_exps") {
+                    // [experts, rows, cols] stacked: one slice per expert.
+                    let proj = match which {
+                        "ffn_gate" => "gate_proj",
+                        "ffn_up" => "up_proj",
+                        "ffn_down" => "down_proj",
+                        _ => return Err(unknown()),
+                    };
+                    let [experts, rows, cols] = t.shape[..] else {
+                        return Err(Diagnostic::new(&g.path, format!("tensor `{name}` has shape {:?}, expected [experts, rows, cols]", t.shape)));
+                    };
+                    let each = t.bytes / experts.max(1) as u64;
+                    for e in 0..experts {
+                        out.push(TensorInfo {
+                            name: format!("model.layers.{layer}.mlp.experts.{e}.{proj}.{kind}"),
+                            shape: vec![rows, cols],
+                            dtype: t.dtype,
+                            offset: t.offset + e as u64 * each,
+                            bytes: each,
+                        });
+                    }
+                    continue;
+                }
+                let hf = layer_name(arch, part).ok_or_else(unknown)?;
+                out.push(named(format!("model.layers.{layer}.{hf}.{kind}")));
+            }
+        }
+    }
+    out.sort_by(|a, b| a.name.cmp(&b.name));
+    Ok(out)
+}
