@@ -196,6 +196,12 @@ fn attention_matches_the_reference_gqa_ragged_windowed() {
     attention_case(&mut rng, (1, 2, 1, 3, 9, 264), vec![2, 5, 8], None, None);
     // Prefill: two rows of 4 queries each.
     attention_case(&mut rng, (2, 4, 1, 4, 12, 16), vec![0, 1, 2, 3, 6, 7, 8, 9], Some(3), None);
+    // Enough (row, kv head, position) triples for one task per GQA group
+    // (4 query heads share their keys: one register tile of scores, and on
+    // AVX-512 one pass over V for the 4 of them, at dv = 64 and 128).
+    let pos: Vec<i32> = (0..2).flat_map(|b| (0..5).map(move |i| 3 * b + i)).collect();
+    attention_case(&mut rng, (2, 8, 2, 5, 20, 64), pos.clone(), None, Some(4.0));
+    attention_case(&mut rng, (2, 8, 2, 5, 20, 128), pos, Some(3), None);
 }
 
 /// A window's ring cache: the keys of a full cache of `t` rows laid out as

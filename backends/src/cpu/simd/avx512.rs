@@ -375,3 +375,38 @@ unsafe fn q6_k(r: *const u8, x: *const f32, nb: usize) -> f32 {
     }
     _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1))
 }
+
+/// `o_r += Σ_j p_r[j] · v_j` for `R` rows at once (`p_r` = `p + r*stride`,
+/// `n` weights; `o_r` = `o + r*dv`), columns in blocks of 64: each value
+/// row is loaded once for all `R` rows. Per element the same FMA sequence
+/// as `avx2::weighted_sum`, so the results are the same bits.
+///
+/// # Safety
+/// AVX-512F; `dv % 64 == 0`; `v` holds `n` rows of `dv`, `p` holds
+/// `(R-1)*stride + n` floats and `o` `R*dv`.
+#[target_feature(enable = "avx512f")]
+pub unsafe fn weighted_sum_rows<const R: usize>(p: *const f32, stride: usize, n: usize, v: *const f32, dv: usize, o: *mut f32) {
+    for col in (0..dv).step_by(64) {
+        let mut acc = [[_mm512_setzero_ps(); 4]; R];
+        for r in 0..R {
+            for c in 0..4 {
+                acc[r][c] = _mm512_loadu_ps(o.add(r * dv + col + 16 * c));
+            }
+        }
+        for j in 0..n {
+            let row = v.add(j * dv + col);
+            let vv = [_mm512_loadu_ps(row), _mm512_loadu_ps(row.add(16)), _mm512_loadu_ps(row.add(32)), _mm512_loadu_ps(row.add(48))];
+            for r in 0..R {
+                let pr = _mm512_set1_ps(*p.add(r * stride + j));
+                for c in 0..4 {
+                    acc[r][c] = _mm512_fmadd_ps(pr, vv[c], acc[r][c]);
+                }
+            }
+        }
+        for r in 0..R {
+            for c in 0..4 {
+                _mm512_storeu_ps(o.add(r * dv + col + 16 * c), acc[r][c]);
+            }
+        }
+    }
+}

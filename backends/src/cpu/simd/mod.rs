@@ -206,6 +206,46 @@ pub fn weighted_sum(isa: Isa, p: &[f32], v: &[f32], o: &mut [f32]) {
     }
 }
 
+/// `weighted_sum` for several rows sharing their value rows: row `r`'s
+/// weights are `p[r*stride ..][..n]`, its output `o[r*dv .. (r+1)*dv]`. On
+/// AVX-512 (with `dv` a multiple of 64) up to 4 rows go together, each
+/// value row loaded once for them; the arithmetic per element is the same
+/// as `weighted_sum`'s at that level.
+pub fn weighted_sum_rows(isa: Isa, p: &[f32], stride: usize, n: usize, v: &[f32], o: &mut [f32]) {
+    let dv = v.len() / n.max(1);
+    let rows = o.len() / dv.max(1);
+    assert!(n == 0 || (v.len() == n * dv && o.len() == rows * dv));
+    if n == 0 || rows == 0 {
+        return;
+    }
+    assert!(p.len() >= (rows - 1) * stride + n, "weights too short");
+    #[cfg(target_arch = "x86_64")]
+    if isa == Isa::Avx512 && dv.is_multiple_of(64) {
+        assert!(isa.available());
+        let mut r = 0;
+        while r < rows {
+            let take = (rows - r).min(4);
+            let (pp, oo) = (p[r * stride..].as_ptr(), o[r * dv..].as_mut_ptr());
+            // SAFETY: AVX-512F checked; dv % 64 == 0; rows r..r+take of `p`
+            // (stride `stride`, `n` each) and of `o` (`dv` each) are in
+            // bounds (asserted above), and `v` holds `n` rows of `dv`.
+            unsafe {
+                match take {
+                    4 => avx512::weighted_sum_rows::<4>(pp, stride, n, v.as_ptr(), dv, oo),
+                    3 => avx512::weighted_sum_rows::<3>(pp, stride, n, v.as_ptr(), dv, oo),
+                    2 => avx512::weighted_sum_rows::<2>(pp, stride, n, v.as_ptr(), dv, oo),
+                    _ => avx512::weighted_sum_rows::<1>(pp, stride, n, v.as_ptr(), dv, oo),
+                }
+            }
+            r += take;
+        }
+        return;
+    }
+    for (r, o) in o.chunks_exact_mut(dv).enumerate() {
+        weighted_sum(isa, &p[r * stride..r * stride + n], v, o);
+    }
+}
+
 /// GELU in its tanh form, in place: `0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))`.
 /// The AVX-512 path evaluates tanh through a polynomial `exp` (max relative
 /// error ~2e-7 on tanh's `1 + tanh`, which is what GELU uses); other levels
