@@ -1,0 +1,120 @@
+//! The safetensors families read from GGUF: `tools/make_gguf_fixtures.py`
+//! converts each parity fixture (`tests/fixtures/families/<family>/`) to
+//! `model.gguf` the way llama.cpp's `convert_hf_to_gguf.py` does (its
+//! architecture names, metadata keys, tensor names, stacked experts, the
+//! `+ 1` folded into Gemma's norm weights, Phi-3's LongRoPE factors as
+//! tensors), all tensors f32. graphc reads them through
+//! `frontends/src/gguf_hf.rs`.
+//!
+//! Each GGUF must give the logits its safetensors checkpoint gives, bit for
+//! bit, at every position of every prompt, on the reference executor and
+//! the fast kernels — and so stay within 1e-4 of transformers'. Gemma 2 is
+//! the exception GGUF itself makes: it has no `query_pre_attn_scalar`, and
+//! llama.cpp scales by `1/sqrt(head_dim)`; its logits must then be
+//! transformers' with that scale (the fixture's `scale_by_head_dim`
+//! control), and not the reference's.
+
+use graphc::{CompileOptions, Kernels, Model, SessionOptions};
+use serde_json::Value;
+
+const TOL: f32 = 1e-4;
+
+fn dir(family: &str) -> std::path::PathBuf {
+    graphc_tests::repo_root().join("tests/fixtures/families").join(family)
+}
+
+fn reference(family: &str) -> Value {
+    serde_json::from_str(&std::fs::read_to_string(dir(family).join("reference.json")).unwrap()).unwrap()
+}
+
+fn ids(v: &Value) -> Vec<u32> {
+    v.as_array().unwrap().iter().map(|x| x.as_u64().unwrap() as u32).collect()
+}
+
+fn floats(v: &Value) -> Vec<f32> {
+    v.as_array().unwrap().iter().map(|x| x.as_f64().unwrap() as f32).collect()
+}
+
+fn max_diff(a: &[f32], b: &[f32]) -> f32 {
+    a.iter().zip(b).map(|(x, y)| (x - y).abs()).fold(0.0, f32::max)
+}
+
+fn every_position(model: &Model, k: Kernels, prompt: &[u32]) -> Vec<Vec<f32>> {
+    let mut s = model.session(&SessionOptions { threads: Some(2), kernels: Some(k), ..Default::default() }).unwrap();
+    let mut out = vec![s.prefill(&prompt[..1]).unwrap()];
+    for &t in &prompt[1..] {
+        out.push(s.decode(t).unwrap());
+    }
+    out
+}
+
+fn bits(v: &[Vec<f32>]) -> Vec<u32> {
+    v.iter().flatten().map(|x| x.to_bits()).collect()
+}
+
+fn compile(path: &std::path::Path) -> Model {
+    Model::compile(path, &CompileOptions::default(), None).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+#[test]
+fn each_gguf_family_gives_its_safetensors_logits_bit_for_bit() {
+    for family in ["qwen3", "qwen3_moe", "gemma", "phi2", "phi3", "phi3_longrope"] {
+        let st = compile(&dir(family));
+        let gguf = compile(&dir(family).join("model.gguf"));
+        assert_eq!(gguf.plan().family, st.plan().family, "{family}");
+        assert_eq!(gguf.plan().kv_cache, st.plan().kv_cache, "{family}");
+        let r = reference(family);
+        for k in [Kernels::Reference, Kernels::parse("fast").unwrap()] {
+            for (p, prompt) in r["prompts"].as_array().unwrap().iter().enumerate() {
+                let prompt = ids(prompt);
+                let (a, b) = (every_position(&gguf, k, &prompt), every_position(&st, k, &prompt));
+                assert_eq!(bits(&a), bits(&b), "{family} {k:?} prompt {p}: GGUF and safetensors logits differ");
+                for (pos, (g, w)) in a.iter().zip(r["logits"][p].as_array().unwrap()).enumerate() {
+                    let d = max_diff(g, &floats(w));
+                    assert!(d <= TOL, "{family} {k:?} prompt {p} position {pos}: max |Δlogit| {d} vs transformers");
+                }
+            }
+        }
+        println!("{family}: GGUF = safetensors, bit for bit");
+    }
+}
+
+#[test]
+fn gemma2_gguf_scales_by_head_dim_as_llama_cpp_does() {
+    let r = reference("gemma2");
+    let gguf = compile(&dir("gemma2").join("model.gguf"));
+    assert_eq!(gguf.plan().kv_cache.window_caches, 2, "the even layer slides and keeps a ring");
+    let prompt = ids(&r["prompts"][0]);
+    let control: Vec<Vec<f32>> = r["controls"]["scale_by_head_dim"].as_array().unwrap().iter().map(floats).collect();
+    let want: Vec<Vec<f32>> = r["logits"][0].as_array().unwrap().iter().map(floats).collect();
+    for k in [Kernels::Reference, Kernels::parse("fast").unwrap()] {
+        let got = every_position(&gguf, k, &prompt);
+        let to_control = got.iter().zip(&control).map(|(a, b)| max_diff(a, b)).fold(0.0, f32::max);
+        let to_reference = got.iter().zip(&want).map(|(a, b)| max_diff(a, b)).fold(0.0, f32::max);
+        assert!(to_control <= TOL, "{k:?}: {to_control} from transformers with query_pre_attn_scalar = head_dim");
+        assert!(to_reference > 10.0 * TOL, "{k:?}: the GGUF cannot carry query_pre_attn_scalar 24, yet matches it");
+    }
+}
+
+#[test]
+fn gemma_gguf_norm_weights_hold_the_one() {
+    let gguf = compile(&dir("gemma").join("model.gguf"));
+    assert!(gguf.plan().model.facts["norm_weight_offset"].contains("in the weights"));
+    // No `add w, 1` in the graph: the converter folded it in.
+    let adds_of_one = graphc_ir::text::print(gguf.graph()).matches("const{value=1.0}").count();
+    assert_eq!(adds_of_one, 0);
+}
+
+#[test]
+fn a_gguf_missing_a_key_is_refused_naming_it() {
+    use graphc_tests::{GgufWriter, Meta};
+    let dir = graphc_tests::temp_dir("gguf-qwen3-missing-key");
+    let path = GgufWriter::default()
+        .meta("general.architecture", Meta::Str("qwen3".into()))
+        .meta("qwen3.embedding_length", Meta::U32(8))
+        .meta("qwen3.attention.head_count", Meta::U32(2))
+        .f32_tensor("token_embd.weight", &[8, 4], &[0.0; 32])
+        .write(&dir, "missing.gguf");
+    let e = Model::compile(&path, &CompileOptions::default(), None).err().expect("compiled").to_string();
+    assert!(e.contains("missing metadata key `qwen3.block_count`"), "{e}");
+}

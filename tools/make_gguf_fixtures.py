@@ -1,0 +1,131 @@
+#!/usr/bin/env python3
+"""GGUF copies of the safetensors parity fixtures (run by hand, not by CI).
+
+For each fixture under tests/fixtures/families/<family>/ (config.json +
+model.safetensors), write model.gguf the way llama.cpp's converter
+(`convert_hf_to_gguf.py`) writes that architecture, with every tensor kept
+f32: its architecture name, its metadata keys, gguf-py's tensor names
+(`gguf.get_tensor_name_map`, the table llama.cpp itself uses), and its value
+transforms:
+
+- gemma, gemma2: `+ 1` folded into every norm weight (GGUF stores `1 + w`);
+- qwen3moe: each layer's experts stacked into `ffn_{gate,up,down}_exps`
+  ([experts, rows, cols]); a dense layer (mlp_only_layers), which
+  llama.cpp's qwen3moe cannot hold, keeps the dense `ffn_gate/up/down`;
+- phi3 with LongRoPE: `rope_factors_long/short.weight` tensors and
+  `phi3.rope.scaling.attn_factor` = sqrt(1 + ln(s) / ln(original)),
+  s = max_position_embeddings / original_max_position_embeddings;
+- gemma2: GGUF has no key for `query_pre_attn_scalar` (llama.cpp scales by
+  1/sqrt(head_dim)), so that value is lost, as in llama.cpp's own files.
+
+No tokenizer keys are written: the fixtures have no tokenizer (graphc drives
+them by token ids). The output is the same bytes on every run.
+
+    ~/.cache/graphc/fixture-venv/bin/pip install gguf
+    ~/.cache/graphc/fixture-venv/bin/python tools/make_gguf_fixtures.py
+"""
+import json
+import math
+import pathlib
+
+import gguf
+import numpy as np
+from safetensors.numpy import load_file
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "families"
+
+ARCH = {
+    "qwen3": gguf.MODEL_ARCH.QWEN3,
+    "qwen3_moe": gguf.MODEL_ARCH.QWEN3MOE,
+    "gemma": gguf.MODEL_ARCH.GEMMA,
+    "gemma2": gguf.MODEL_ARCH.GEMMA2,
+    "phi": gguf.MODEL_ARCH.PHI2,
+    "phi3": gguf.MODEL_ARCH.PHI3,
+}
+
+
+def convert(family):
+    d = ROOT / family
+    config = json.loads((d / "config.json").read_text())
+    tensors = load_file(d / "model.safetensors")
+    arch = ARCH[config["model_type"]]
+    name = gguf.MODEL_ARCH_NAMES[arch]
+    n_layers = config["num_hidden_layers"]
+    w = gguf.GGUFWriter(d / "model.gguf", name)
+    w.add_name(f"graphc parity fixture {family}")
+    w.add_context_length(config["max_position_embeddings"])
+    w.add_embedding_length(config["hidden_size"])
+    w.add_block_count(n_layers)
+    w.add_feed_forward_length(config["intermediate_size"])
+    w.add_head_count(config["num_attention_heads"])
+    w.add_head_count_kv(config.get("num_key_value_heads") or config["num_attention_heads"])
+    rope = config.get("rope_parameters") or {}
+    w.add_rope_freq_base(config.get("rope_theta", rope.get("rope_theta", 10000.0)))
+    head_dim = config.get("head_dim") or config["hidden_size"] // config["num_attention_heads"]
+    if "head_dim" in config:
+        w.add_key_length(head_dim)
+        w.add_value_length(head_dim)
+    if arch == gguf.MODEL_ARCH.PHI2:
+        w.add_layer_norm_eps(config["layer_norm_eps"])
+        w.add_rope_dimension_count(int(rope.get("partial_rotary_factor", config.get("partial_rotary_factor", 1.0)) * head_dim))
+    else:
+        w.add_layer_norm_rms_eps(config["rms_norm_eps"])
+    if arch == gguf.MODEL_ARCH.GEMMA2:
+        w.add_attn_logit_softcapping(config["attn_logit_softcapping"])
+        w.add_final_logit_softcapping(config["final_logit_softcapping"])
+        w.add_sliding_window(config["sliding_window"])
+    if arch == gguf.MODEL_ARCH.PHI3:
+        rotary = int(rope.get("partial_rotary_factor", 1.0) * head_dim)
+        w.add_rope_dimension_count(rotary)
+        original = rope.get("original_max_position_embeddings", config.get("original_max_position_embeddings"))
+        w.add_rope_scaling_orig_ctx_len(original)
+        if rope.get("rope_type") == "longrope":
+            scale = config["max_position_embeddings"] / original
+            attn_factor = 1.0 if scale <= 1.0 else math.sqrt(1 + math.log(scale) / math.log(original))
+            w.add_rope_scaling_attn_factors(attn_factor)
+            w.add_tensor(gguf.TENSOR_NAMES[gguf.MODEL_TENSOR.ROPE_FACTORS_LONG] + ".weight", np.array(rope["long_factor"], dtype=np.float32))
+            w.add_tensor(gguf.TENSOR_NAMES[gguf.MODEL_TENSOR.ROPE_FACTORS_SHORT] + ".weight", np.array(rope["short_factor"], dtype=np.float32))
+    if arch == gguf.MODEL_ARCH.QWEN3MOE:
+        w.add_expert_count(config.get("num_experts", config.get("num_local_experts")))
+        w.add_expert_used_count(config["num_experts_per_tok"])
+        w.add_expert_feed_forward_length(config["moe_intermediate_size"])
+    w.add_file_type(gguf.LlamaFileType.ALL_F32)
+
+    names = gguf.get_tensor_name_map(arch, n_layers)
+    out = {}
+    experts = {}
+    for hf, data in tensors.items():
+        data = data.astype(np.float32)
+        if arch in (gguf.MODEL_ARCH.GEMMA, gguf.MODEL_ARCH.GEMMA2) and hf.endswith("norm.weight"):
+            data = data + np.float32(1.0)
+        if ".mlp.experts." in hf:
+            # model.layers.L.mlp.experts.E.{gate,up,down}_proj.weight
+            parts = hf.split(".")
+            layer, e, proj = int(parts[2]), int(parts[5]), parts[6]
+            experts.setdefault((layer, proj), {})[e] = data
+            continue
+        g = names.get_name(hf, try_suffixes=(".weight", ".bias"))
+        if g is None and arch == gguf.MODEL_ARCH.QWEN3MOE and ".mlp." in hf:
+            # llama.cpp's qwen3moe has no dense layers; the fixture's
+            # mlp_only_layers one keeps the dense FFN names other archs use.
+            parts = hf.split(".")
+            g = f"blk.{parts[2]}.ffn_{parts[4].removesuffix('_proj')}.weight"
+        if g is None:
+            raise SystemExit(f"{family}: no GGUF name for {hf}")
+        out[g] = data
+    for (layer, proj), by_expert in sorted(experts.items()):
+        stacked = np.stack([by_expert[e] for e in sorted(by_expert)])
+        g = names.get_name(f"model.layers.{layer}.mlp.experts.{proj}.weight", try_suffixes=(".weight",))
+        out[g] = stacked
+    for g in sorted(out):
+        w.add_tensor(g, out[g])
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    print(family, "->", d / "model.gguf", len(out), "tensors")
+
+
+if __name__ == "__main__":
+    for family in ["qwen3", "qwen3_moe", "gemma", "gemma2", "phi2", "phi3", "phi3_longrope"]:
+        convert(family)
