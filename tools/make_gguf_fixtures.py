@@ -15,6 +15,12 @@ transforms:
 - phi3 with LongRoPE: `rope_factors_long/short.weight` tensors and
   `phi3.rope.scaling.attn_factor` = sqrt(1 + ln(s) / ln(original)),
   s = max_position_embeddings / original_max_position_embeddings;
+- qwen3next: as `Qwen3NextModel.modify_tensors`: `in_proj_qkvz` regrouped
+  into `attn_qkv` ([q; k; v] over all heads) and `attn_gate` (z), `A_log`
+  stored as `-exp(A_log)`, `dt_bias` as `ssm_dt.bias`, the conv squeezed,
+  `+ 1` folded into the zero-centered norms (not the gated one);
+- phimoe: as phi3 plus the stacked experts (w1, w3, w2 → gate, up, down);
+  GGUF has no key for the sparsemixer's `router_jitter_noise`;
 - gemma2: GGUF has no key for `query_pre_attn_scalar` (llama.cpp scales by
   1/sqrt(head_dim)), so that value is lost, as in llama.cpp's own files.
 
@@ -41,6 +47,8 @@ ARCH = {
     "gemma2": gguf.MODEL_ARCH.GEMMA2,
     "phi": gguf.MODEL_ARCH.PHI2,
     "phi3": gguf.MODEL_ARCH.PHI3,
+    "phimoe": gguf.MODEL_ARCH.PHIMOE,
+    "qwen3_next": gguf.MODEL_ARCH.QWEN3NEXT,
 }
 
 
@@ -74,10 +82,12 @@ def convert(family):
         w.add_attn_logit_softcapping(config["attn_logit_softcapping"])
         w.add_final_logit_softcapping(config["final_logit_softcapping"])
         w.add_sliding_window(config["sliding_window"])
-    if arch == gguf.MODEL_ARCH.PHI3:
+    if arch in (gguf.MODEL_ARCH.PHI3, gguf.MODEL_ARCH.PHIMOE):
+        w.add_sliding_window(config.get("sliding_window") or 0)
         rotary = int(rope.get("partial_rotary_factor", 1.0) * head_dim)
         w.add_rope_dimension_count(rotary)
-        original = rope.get("original_max_position_embeddings", config.get("original_max_position_embeddings"))
+        # Without one (the tiny phimoe config), the original length is the context.
+        original = rope.get("original_max_position_embeddings", config.get("original_max_position_embeddings")) or config["max_position_embeddings"]
         w.add_rope_scaling_orig_ctx_len(original)
         if rope.get("rope_type") == "longrope":
             scale = config["max_position_embeddings"] / original
@@ -85,10 +95,20 @@ def convert(family):
             w.add_rope_scaling_attn_factors(attn_factor)
             w.add_tensor(gguf.TENSOR_NAMES[gguf.MODEL_TENSOR.ROPE_FACTORS_LONG] + ".weight", np.array(rope["long_factor"], dtype=np.float32))
             w.add_tensor(gguf.TENSOR_NAMES[gguf.MODEL_TENSOR.ROPE_FACTORS_SHORT] + ".weight", np.array(rope["short_factor"], dtype=np.float32))
-    if arch == gguf.MODEL_ARCH.QWEN3MOE:
+    if arch in (gguf.MODEL_ARCH.QWEN3MOE, gguf.MODEL_ARCH.QWEN3NEXT, gguf.MODEL_ARCH.PHIMOE):
         w.add_expert_count(config.get("num_experts", config.get("num_local_experts")))
         w.add_expert_used_count(config["num_experts_per_tok"])
-        w.add_expert_feed_forward_length(config["moe_intermediate_size"])
+        if "moe_intermediate_size" in config:
+            w.add_expert_feed_forward_length(config["moe_intermediate_size"])
+    if arch == gguf.MODEL_ARCH.QWEN3NEXT:
+        w.add_expert_shared_feed_forward_length(config["shared_expert_intermediate_size"])
+        w.add_ssm_conv_kernel(config["linear_conv_kernel_dim"])
+        w.add_ssm_state_size(config["linear_key_head_dim"])
+        w.add_ssm_group_count(config["linear_num_key_heads"])
+        w.add_ssm_time_step_rank(config["linear_num_value_heads"])
+        w.add_ssm_inner_size(config["linear_value_head_dim"] * config["linear_num_value_heads"])
+        w.add_full_attention_interval(config.get("full_attention_interval", 4))
+        w.add_rope_dimension_count(int(head_dim * rope.get("partial_rotary_factor", 0.25)))
     w.add_file_type(gguf.LlamaFileType.ALL_F32)
 
     names = gguf.get_tensor_name_map(arch, n_layers)
@@ -98,12 +118,37 @@ def convert(family):
         data = data.astype(np.float32)
         if arch in (gguf.MODEL_ARCH.GEMMA, gguf.MODEL_ARCH.GEMMA2) and hf.endswith("norm.weight"):
             data = data + np.float32(1.0)
-        if ".mlp.experts." in hf:
-            # model.layers.L.mlp.experts.E.{gate,up,down}_proj.weight
+        if ".mlp.experts." in hf or ".block_sparse_moe.experts." in hf:
+            # model.layers.L.{mlp,block_sparse_moe}.experts.E.PROJ.weight
             parts = hf.split(".")
             layer, e, proj = int(parts[2]), int(parts[5]), parts[6]
-            experts.setdefault((layer, proj), {})[e] = data
+            experts.setdefault((layer, parts[3], proj), {})[e] = data
             continue
+        if arch == gguf.MODEL_ARCH.QWEN3NEXT:
+            # Qwen3NextModel.modify_tensors: A stored as -exp(A_log), dt_bias
+            # as dt_proj.bias, the conv squeezed to [channels, kernel], 1 + w
+            # folded into the zero-centered norms, and in_proj_qkvz split
+            # into [q all heads; k; v] (attn_qkv) and z (attn_gate).
+            if hf.endswith(".A_log"):
+                hf, data = hf[: -len("A_log")] + "A_log", -np.exp(data)
+            elif hf.endswith(".dt_bias"):
+                hf = hf[: -len("dt_bias")] + "dt_proj.bias"
+            elif "conv1d" in hf:
+                data = data.squeeze()
+            elif hf.endswith("norm.weight") and not hf.endswith("linear_attn.norm.weight"):
+                data = data + np.float32(1.0)
+            if "in_proj_qkvz" in hf:
+                dk, dv = config["linear_key_head_dim"], config["linear_value_head_dim"]
+                nk, nv = config["linear_num_key_heads"], config["linear_num_value_heads"]
+                r = nv // nk
+                per = data.reshape(nk, 2 * dk + 2 * r * dv, -1)
+                q, k = per[:, :dk], per[:, dk:2 * dk]
+                v, z = per[:, 2 * dk:2 * dk + r * dv], per[:, 2 * dk + r * dv:]
+                flat = lambda t: t.reshape(-1, t.shape[-1])
+                layer = hf.split(".")[2]
+                out[f"blk.{layer}.attn_qkv.weight"] = np.ascontiguousarray(np.concatenate([flat(q), flat(k), flat(v)]))
+                out[f"blk.{layer}.attn_gate.weight"] = np.ascontiguousarray(flat(z))
+                continue
         g = names.get_name(hf, try_suffixes=(".weight", ".bias"))
         if g is None and arch == gguf.MODEL_ARCH.QWEN3MOE and ".mlp." in hf:
             # llama.cpp's qwen3moe has no dense layers; the fixture's
@@ -113,9 +158,9 @@ def convert(family):
         if g is None:
             raise SystemExit(f"{family}: no GGUF name for {hf}")
         out[g] = data
-    for (layer, proj), by_expert in sorted(experts.items()):
+    for (layer, block, proj), by_expert in sorted(experts.items()):
         stacked = np.stack([by_expert[e] for e in sorted(by_expert)])
-        g = names.get_name(f"model.layers.{layer}.mlp.experts.{proj}.weight", try_suffixes=(".weight",))
+        g = names.get_name(f"model.layers.{layer}.{block}.experts.{proj}.weight", try_suffixes=(".weight",))
         out[g] = stacked
     for g in sorted(out):
         w.add_tensor(g, out[g])
@@ -127,5 +172,5 @@ def convert(family):
 
 
 if __name__ == "__main__":
-    for family in ["qwen3", "qwen3_moe", "gemma", "gemma2", "phi2", "phi3", "phi3_longrope"]:
+    for family in ["qwen3", "qwen3_moe", "gemma", "gemma2", "phi2", "phi3", "phi3_longrope", "phimoe", "qwen3_next"]:
         convert(family)

@@ -16,6 +16,12 @@
 //! - phi3: LongRoPE's factors are the tensors `rope_factors_long/short`,
 //!   its attention factor `phi3.rope.scaling.attn_factor`.
 //! - qwen3moe: layers without a router (`ffn_gate_inp`) are dense.
+//! - qwen3next: the linear layers' weights as llama.cpp regroups them
+//!   (`attn_qkv` = `[q; k; v]`, `attn_gate` = z, `ssm_a` = `-exp(A_log)`,
+//!   the conv `[channels, kernel]`), read by `qwen3_next`'s GGUF layout;
+//!   `1 + w` folded into its zero-centered norms.
+//! - phimoe: as phi3, with stacked experts; GGUF has no key for the
+//!   sparsemixer's `router_jitter_noise`, so HF's default (0.01) is used.
 
 use crate::error::Diagnostic;
 use crate::gguf::{GgufFile, TensorInfo};
@@ -24,8 +30,16 @@ use serde_json::{json, Map, Value};
 
 /// The GGUF architectures read through this view, and the HF `model_type`
 /// each becomes.
-pub const ARCHES: &[(&str, &str)] =
-    &[("qwen3", "qwen3"), ("qwen3moe", "qwen3_moe"), ("gemma", "gemma"), ("gemma2", "gemma2"), ("phi2", "phi"), ("phi3", "phi3")];
+pub const ARCHES: &[(&str, &str)] = &[
+    ("qwen3", "qwen3"),
+    ("qwen3moe", "qwen3_moe"),
+    ("qwen3next", "qwen3_next"),
+    ("gemma", "gemma"),
+    ("gemma2", "gemma2"),
+    ("phi2", "phi"),
+    ("phi3", "phi3"),
+    ("phimoe", "phimoe"),
+];
 
 /// A config key (not HF's) saying the norm weights already hold the `1 +`.
 pub const NORMS_INCLUDE_ONE: &str = "graphc_gguf_norms_include_one";
@@ -92,7 +106,31 @@ fn config(g: &GgufFile, arch: &str, model_type: &str) -> Result<Value, Diagnosti
             c.insert("partial_rotary_factor".into(), json!(rotary as f64 / head_dim as f64));
             c.insert("hidden_act".into(), json!("gelu_new"));
         }
-        "phi3" => {
+        "qwen3next" => {
+            let (nk, nv) = (g.uint(&k("ssm.group_count"))?, g.uint(&k("ssm.time_step_rank"))?);
+            c.insert(NORMS_INCLUDE_ONE.into(), json!(true));
+            c.insert("linear_conv_kernel_dim".into(), json!(g.uint(&k("ssm.conv_kernel"))?));
+            c.insert("linear_key_head_dim".into(), json!(g.uint(&k("ssm.state_size"))?));
+            c.insert("linear_num_key_heads".into(), json!(nk));
+            c.insert("linear_num_value_heads".into(), json!(nv));
+            c.insert("linear_value_head_dim".into(), json!(g.uint(&k("ssm.inner_size"))? / nv.max(1)));
+            c.insert("full_attention_interval".into(), json!(g.uint_or(&k("full_attention_interval"), 4)?));
+            c.insert("partial_rotary_factor".into(), json!(g.uint(&k("rope.dimension_count"))? as f64 / head_dim as f64));
+            c.insert("num_experts".into(), json!(g.uint(&k("expert_count"))?));
+            c.insert("num_experts_per_tok".into(), json!(g.uint(&k("expert_used_count"))?));
+            c.insert("moe_intermediate_size".into(), json!(g.uint(&k("expert_feed_forward_length"))?));
+            c.insert("shared_expert_intermediate_size".into(), json!(g.uint(&k("expert_shared_feed_forward_length"))?));
+            c.insert("norm_topk_prob".into(), json!(true));
+            c.insert("decoder_sparse_step".into(), json!(1));
+        }
+        "phi3" | "phimoe" => {
+            if arch == "phimoe" {
+                c.insert("num_local_experts".into(), json!(g.uint(&k("expert_count"))?));
+                c.insert("num_experts_per_tok".into(), json!(g.uint(&k("expert_used_count"))?));
+                c.insert("router_jitter_noise".into(), json!(0.01));
+                c.insert("attention_bias".into(), json!(g.tensor("blk.0.attn_q.bias").is_some()));
+                c.insert("lm_head_bias".into(), json!(g.tensor("output.bias").is_some()));
+            }
             let original = g.uint_or(&k("rope.scaling.original_context_length"), g.uint(&k("context_length"))?)?;
             c.insert("original_max_position_embeddings".into(), json!(original));
             if let (Some(long), Some(short)) = (g.tensor("rope_factors_long.weight"), g.tensor("rope_factors_short.weight")) {
@@ -134,6 +172,21 @@ fn f32_values(g: &GgufFile, t: &TensorInfo) -> Result<Vec<f32>, Diagnostic> {
 /// The HF name of a per-layer GGUF tensor `blk.N.{part}.{weight|bias}`.
 fn layer_name(arch: &str, part: &str) -> Option<&'static str> {
     Some(match (arch, part) {
+        ("qwen3next", "attn_qkv") => "linear_attn.in_proj_qkv",
+        ("qwen3next", "attn_gate") => "linear_attn.in_proj_z",
+        ("qwen3next", "ssm_ba") => "linear_attn.in_proj_ba",
+        ("qwen3next", "ssm_conv1d") => "linear_attn.conv1d",
+        ("qwen3next", "ssm_dt") => "linear_attn.dt",
+        ("qwen3next", "ssm_a") => "linear_attn.A",
+        ("qwen3next", "ssm_norm") => "linear_attn.norm",
+        ("qwen3next", "ssm_out") => "linear_attn.out_proj",
+        ("qwen3next", "post_attention_norm") => "post_attention_layernorm",
+        ("qwen3next", "ffn_gate_inp_shexp") => "mlp.shared_expert_gate",
+        ("qwen3next", "ffn_gate_shexp") => "mlp.shared_expert.gate_proj",
+        ("qwen3next", "ffn_up_shexp") => "mlp.shared_expert.up_proj",
+        ("qwen3next", "ffn_down_shexp") => "mlp.shared_expert.down_proj",
+        ("qwen3moe" | "qwen3next", "ffn_gate_inp") => "mlp.gate",
+        ("phimoe", "ffn_gate_inp") => "block_sparse_moe.gate",
         ("phi2", "attn_norm") => "input_layernorm",
         ("phi2", "attn_output") => "self_attn.dense",
         ("phi2", "ffn_up") => "mlp.fc1",
@@ -143,7 +196,6 @@ fn layer_name(arch: &str, part: &str) -> Option<&'static str> {
         ("gemma2", "ffn_norm") => "pre_feedforward_layernorm",
         ("gemma2", "post_attention_norm") => "post_attention_layernorm",
         ("gemma2", "post_ffw_norm") => "post_feedforward_layernorm",
-        ("qwen3moe", "ffn_gate_inp") => "mlp.gate",
         (_, "attn_norm") => "input_layernorm",
         (_, "ffn_norm") => "post_attention_layernorm",
         (_, "attn_q") => "self_attn.q_proj",
@@ -167,6 +219,7 @@ fn rename(g: &GgufFile, arch: &str) -> Result<Vec<TensorInfo>, Diagnostic> {
             "token_embd.weight" => out.push(named("model.embed_tokens.weight".into())),
             "output.weight" => out.push(named("lm_head.weight".into())),
             "output.bias" => out.push(named("lm_head.bias".into())),
+            "output_norm.bias" if arch == "phimoe" => out.push(named("model.norm.bias".into())),
             "output_norm.weight" if arch == "phi2" => out.push(named("model.final_layernorm.weight".into())),
             "output_norm.bias" if arch == "phi2" => out.push(named("model.final_layernorm.bias".into())),
             "output_norm.weight" => out.push(named("model.norm.weight".into())),
@@ -175,13 +228,17 @@ fn rename(g: &GgufFile, arch: &str) -> Result<Vec<TensorInfo>, Diagnostic> {
                 let unknown = || Diagnostic::new(&g.path, format!("tensor `{name}` has no place in a {arch} model"));
                 let rest = name.strip_prefix("blk.").ok_or_else(unknown)?;
                 let (layer, rest) = rest.split_once('.').ok_or_else(unknown)?;
-                let (part, kind) = rest.rsplit_once('.').ok_or_else(unknown)?;
+                // `ssm_a` has no `.weight` (llama.cpp writes it bare).
+                let (part, kind) = rest.rsplit_once('.').unwrap_or((rest, ""));
                 if let Some(which) = part.strip_suffix("_exps") {
                     // [experts, rows, cols] stacked: one slice per expert.
-                    let proj = match which {
-                        "ffn_gate" => "gate_proj",
-                        "ffn_up" => "up_proj",
-                        "ffn_down" => "down_proj",
+                    let (block, proj) = match (arch, which) {
+                        ("phimoe", "ffn_gate") => ("block_sparse_moe", "w1"),
+                        ("phimoe", "ffn_up") => ("block_sparse_moe", "w3"),
+                        ("phimoe", "ffn_down") => ("block_sparse_moe", "w2"),
+                        (_, "ffn_gate") => ("mlp", "gate_proj"),
+                        (_, "ffn_up") => ("mlp", "up_proj"),
+                        (_, "ffn_down") => ("mlp", "down_proj"),
                         _ => return Err(unknown()),
                     };
                     let [experts, rows, cols] = t.shape[..] else {
@@ -190,7 +247,7 @@ fn rename(g: &GgufFile, arch: &str) -> Result<Vec<TensorInfo>, Diagnostic> {
                     let each = t.bytes / experts.max(1) as u64;
                     for e in 0..experts {
                         out.push(TensorInfo {
-                            name: format!("model.layers.{layer}.mlp.experts.{e}.{proj}.{kind}"),
+                            name: format!("model.layers.{layer}.{block}.experts.{e}.{proj}.{kind}"),
                             shape: vec![rows, cols],
                             dtype: t.dtype,
                             offset: t.offset + e as u64 * each,
@@ -200,7 +257,11 @@ fn rename(g: &GgufFile, arch: &str) -> Result<Vec<TensorInfo>, Diagnostic> {
                     continue;
                 }
                 let hf = layer_name(arch, part).ok_or_else(unknown)?;
-                out.push(named(format!("model.layers.{layer}.{hf}.{kind}")));
+                out.push(named(match (part, kind) {
+                    ("ssm_dt", "bias") => format!("model.layers.{layer}.linear_attn.dt_bias"),
+                    (_, "") => format!("model.layers.{layer}.{hf}"),
+                    _ => format!("model.layers.{layer}.{hf}.{kind}"),
+                }));
             }
         }
     }

@@ -8,7 +8,8 @@
 //!
 //! Each GGUF must give the logits its safetensors checkpoint gives, bit for
 //! bit, at every position of every prompt, on the reference executor and
-//! the fast kernels — and so stay within 1e-4 of transformers'. Gemma 2 is
+//! the fast kernels — and so stay within 1e-4 of transformers' (qwen3_next:
+//! within 1e-5, as its converter precomputes `-exp(A_log)` with numpy). Gemma 2 is
 //! the exception GGUF itself makes: it has no `query_pre_attn_scalar`, and
 //! llama.cpp scales by `1/sqrt(head_dim)`; its logits must then be
 //! transformers' with that scale (the fixture's `scale_by_head_dim`
@@ -57,8 +58,8 @@ fn compile(path: &std::path::Path) -> Model {
 }
 
 #[test]
-fn each_gguf_family_gives_its_safetensors_logits_bit_for_bit() {
-    for family in ["qwen3", "qwen3_moe", "gemma", "phi2", "phi3", "phi3_longrope"] {
+fn each_gguf_family_gives_its_safetensors_logits() {
+    for family in ["qwen3", "qwen3_moe", "qwen3_next", "gemma", "phi2", "phi3", "phi3_longrope", "phimoe"] {
         let st = compile(&dir(family));
         let gguf = compile(&dir(family).join("model.gguf"));
         assert_eq!(gguf.plan().family, st.plan().family, "{family}");
@@ -68,14 +69,21 @@ fn each_gguf_family_gives_its_safetensors_logits_bit_for_bit() {
             for (p, prompt) in r["prompts"].as_array().unwrap().iter().enumerate() {
                 let prompt = ids(prompt);
                 let (a, b) = (every_position(&gguf, k, &prompt), every_position(&st, k, &prompt));
-                assert_eq!(bits(&a), bits(&b), "{family} {k:?} prompt {p}: GGUF and safetensors logits differ");
+                if family == "qwen3_next" {
+                    // The converter stores `-exp(A_log)` (numpy's exp), the
+                    // safetensors graph computes it (Rust's): an ulp apart.
+                    let d = a.iter().zip(&b).map(|(x, y)| max_diff(x, y)).fold(0.0, f32::max);
+                    assert!(d <= 1e-5, "{family} {k:?} prompt {p}: GGUF and safetensors logits differ by {d}");
+                } else {
+                    assert_eq!(bits(&a), bits(&b), "{family} {k:?} prompt {p}: GGUF and safetensors logits differ");
+                }
                 for (pos, (g, w)) in a.iter().zip(r["logits"][p].as_array().unwrap()).enumerate() {
                     let d = max_diff(g, &floats(w));
                     assert!(d <= TOL, "{family} {k:?} prompt {p} position {pos}: max |Δlogit| {d} vs transformers");
                 }
             }
         }
-        println!("{family}: GGUF = safetensors, bit for bit");
+        println!("{family}: GGUF = safetensors");
     }
 }
 

@@ -42,6 +42,18 @@ use graphc_ir::{BinaryOp, DType, Dim, NodeId, NormKind, Op, ReduceOp, RopeScalin
 
 pub const MODEL_TYPE: &str = "qwen3_next";
 
+/// How a checkpoint stores the linear layers' weights.
+#[derive(Clone, Copy, PartialEq)]
+enum Layout {
+    /// HF: `in_proj_qkvz` interleaved per key-head group, `conv1d.weight`
+    /// `[channels, 1, kernel]`, `A_log`.
+    Hf,
+    /// llama.cpp's GGUF (`Qwen3NextModel.modify_tensors`): `in_proj_qkv`
+    /// already `[q; k; v]` over all heads and `in_proj_z` apart, the conv
+    /// `[channels, kernel]`, and `A = -exp(A_log)` stored.
+    Gguf,
+}
+
 /// The linear-attention layers' shape.
 #[derive(Clone, Copy)]
 struct Linear {
@@ -97,6 +109,14 @@ pub fn lower(st: &SafetensorsFile) -> Result<Lowered, Diagnostic> {
     let tied = tied(st);
 
     let mut b = Builder::new("qwen3_next", st);
+    // A GGUF (llama.cpp's layout, seen through `gguf_hf`): `1 + w` folded
+    // into the norms, and the linear layers' weights regrouped (`Layout`).
+    b.norms_include_one = super::gemma::norms_include_one(st);
+    let layout = if b.has_tensor(&format!("model.layers.{}.linear_attn.in_proj_qkv.weight", (0..n_layers).find(|l| !full.contains(l)).unwrap_or(0))) {
+        Layout::Gguf
+    } else {
+        Layout::Hf
+    };
     let (tokens, positions, last_rows) = b.inputs();
     let new_lengths = b.input(NEW_LENGTHS_INPUT, DType::I32, vec![batch()]);
     let embd = b.weight("model.embed_tokens.weight", Some(&[vocab, d]))?;
@@ -104,7 +124,7 @@ pub fn lower(st: &SafetensorsFile) -> Result<Lowered, Diagnostic> {
     let norm = Op::Norm { kind: NormKind::Rms, eps };
     let cfg = super::AttentionCfg {
         output_gate: true,
-        qk_norm_one_plus: true,
+        qk_norm_one_plus: !b.norms_include_one,
         ..dims.attention(norm.clone(), Op::Rope { style: RopeStyle::Neox, rotary_dim: rotary, theta, scaling: RopeScaling::None })
     };
     for l in 0..n_layers {
@@ -117,7 +137,7 @@ pub fn lower(st: &SafetensorsFile) -> Result<Lowered, Diagnostic> {
             let names = [&w("q_proj"), &w("k_proj"), &w("v_proj"), &w("o_proj")];
             b.attention(h, positions, names.map(|s| s.as_str()), Some((&q_norm, &k_norm)), &cfg)?
         } else {
-            linear_attention(&mut b, h, new_lengths, &format!("{p}.linear_attn"), (d, eps), lin)?
+            linear_attention(&mut b, h, new_lengths, &format!("{p}.linear_attn"), (d, eps), lin, layout)?
         };
         x = b.binary(BinaryOp::Add, x, mixed);
         let h = one_plus_norm(&mut b, x, &format!("{p}.post_attention_layernorm.weight"), d, eps)?;
@@ -204,6 +224,7 @@ fn linear_attention(
     prefix: &str,
     (d, eps): (usize, f32),
     lin: Linear,
+    layout: Layout,
 ) -> Result<NodeId, Diagnostic> {
     let Linear { n_k_heads: nk, n_v_heads: nv, dk, dv, kernel } = lin;
     let l = b.layer.expect("inside a layer");
@@ -215,15 +236,31 @@ fn linear_attention(
     // The kernels take each row's token count on the host.
     let lengths = b.op(Op::ToHost { nonempty: true, bound: None }, &[new_lengths]);
 
-    // Projections, split per key-head group.
-    let group = 2 * dk + 2 * r * dv;
-    let wqkvz = b.weight(&w("in_proj_qkvz.weight"), Some(&[nk * group, d]))?;
-    let qkvz = b.matmul(h, wqkvz);
-    let qkvz = b.reshape(qkvz, vec![batch(), seq(), nk.into(), group.into()]);
-    let q = narrow(b, qkvz, 3, 0, dk);
-    let k = narrow(b, qkvz, 3, dk, dk);
-    let v = narrow(b, qkvz, 3, 2 * dk, r * dv);
-    let z = narrow(b, qkvz, 3, 2 * dk + r * dv, r * dv);
+    let (key_dim, value_dim) = (nk * dk, nv * dv);
+    let channels = 2 * key_dim + value_dim;
+    // Projections: [q; k; v] in the conv's channel order, and the gate z.
+    let (mixed, z) = match layout {
+        Layout::Hf => {
+            // Interleaved per key-head group: [q, k, v (r heads), z (r heads)].
+            let group = 2 * dk + 2 * r * dv;
+            let wqkvz = b.weight(&w("in_proj_qkvz.weight"), Some(&[nk * group, d]))?;
+            let qkvz = b.matmul(h, wqkvz);
+            let qkvz = b.reshape(qkvz, vec![batch(), seq(), nk.into(), group.into()]);
+            let q = narrow(b, qkvz, 3, 0, dk);
+            let k = narrow(b, qkvz, 3, dk, dk);
+            let v = narrow(b, qkvz, 3, 2 * dk, r * dv);
+            let z = narrow(b, qkvz, 3, 2 * dk + r * dv, r * dv);
+            let q = b.reshape(q, vec![batch(), seq(), key_dim.into()]);
+            let k = b.reshape(k, vec![batch(), seq(), key_dim.into()]);
+            let v = b.reshape(v, vec![batch(), seq(), value_dim.into()]);
+            (b.op(Op::Concat { axis: 2 }, &[q, k, v]), z)
+        }
+        Layout::Gguf => {
+            let wqkv = b.weight(&w("in_proj_qkv.weight"), Some(&[channels, d]))?;
+            let wz = b.weight(&w("in_proj_z.weight"), Some(&[value_dim, d]))?;
+            (b.matmul(h, wqkv), b.matmul(h, wz))
+        }
+    };
     let wba = b.weight(&w("in_proj_ba.weight"), Some(&[nk * 2 * r, d]))?;
     let ba = b.matmul(h, wba);
     let ba = b.reshape(ba, vec![batch(), seq(), nk.into(), (2 * r).into()]);
@@ -233,14 +270,13 @@ fn linear_attention(
     let a = b.reshape(a, vec![batch(), seq(), nv.into()]);
 
     // The short causal conv over [q; k; v] with its state.
-    let (key_dim, value_dim) = (nk * dk, nv * dv);
-    let channels = 2 * key_dim + value_dim;
-    let q = b.reshape(q, vec![batch(), seq(), key_dim.into()]);
-    let k = b.reshape(k, vec![batch(), seq(), key_dim.into()]);
-    let v = b.reshape(v, vec![batch(), seq(), value_dim.into()]);
-    let mixed = b.op(Op::Concat { axis: 2 }, &[q, k, v]);
-    let conv_w = b.weight(&w("conv1d.weight"), Some(&[channels, 1, kernel]))?;
-    let conv_w = b.reshape(conv_w, vec![channels.into(), kernel.into()]);
+    let conv_w = match layout {
+        Layout::Hf => {
+            let conv_w = b.weight(&w("conv1d.weight"), Some(&[channels, 1, kernel]))?;
+            b.reshape(conv_w, vec![channels.into(), kernel.into()])
+        }
+        Layout::Gguf => b.weight(&w("conv1d.weight"), Some(&[channels, kernel]))?,
+    };
     let conv_name = format!("conv.{l}");
     let conv_state = b.op(
         Op::State { name: conv_name.clone(), ty: TensorType::new(DType::F32, vec![batch(), (kernel - 1).into(), channels.into()]) },
@@ -268,11 +304,16 @@ fn linear_attention(
     // Gates: beta = sigmoid(b), g = -exp(A_log) * softplus(a + dt_bias).
     let beta = b.unary(UnaryOp::Sigmoid, beta_in);
     let dt_bias = b.weight(&w("dt_bias"), Some(&[nv]))?;
-    let a_log = b.weight(&w("A_log"), Some(&[nv]))?;
     let a = b.binary(BinaryOp::Add, a, dt_bias);
     let a = b.unary(UnaryOp::Softplus, a);
-    let rate = b.unary(UnaryOp::Exp, a_log);
-    let rate = b.unary(UnaryOp::Neg, rate);
+    let rate = match layout {
+        Layout::Hf => {
+            let a_log = b.weight(&w("A_log"), Some(&[nv]))?;
+            let rate = b.unary(UnaryOp::Exp, a_log);
+            b.unary(UnaryOp::Neg, rate)
+        }
+        Layout::Gguf => b.weight(&w("A"), Some(&[nv]))?,
+    };
     let g = b.binary(BinaryOp::Mul, rate, a);
     let g = b.permute(g, &[0, 2, 1]);
     let beta = b.permute(beta, &[0, 2, 1]);
