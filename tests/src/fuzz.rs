@@ -59,7 +59,7 @@ fn run_two_tokens(model: &Model) {
         return;
     }
     for kernels in [Kernels::Reference, Kernels::parse("fast").expect("fast always parses")] {
-        let opts = SessionOptions { threads: Some(1), kernels: Some(kernels), check_finite: true };
+        let opts = SessionOptions { threads: Some(1), kernels: Some(kernels), check_finite: true, ..Default::default() };
         if let Ok(mut s) = model.session(&opts) {
             if s.prefill(&[0, 1]).is_ok() {
                 let _ = s.decode(1);

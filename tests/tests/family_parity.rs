@@ -482,3 +482,41 @@ fn sparsemixer_clamp_min_is_max_inside_the_band() {
     assert!(masked_by_min && !masked_by_max);
     assert!((got[0] - 0.5).abs() < 0.01, "expert 0 shares the first softmax with expert 1: {}", got[0]);
 }
+
+/// Weight-only values are computed once per session, not per step
+/// (DESIGN.md: "weight-only subgraphs are folded once, at load"): Gemma's
+/// five `1 + w` norm weights (each an `add` of a weight and a `const`),
+/// their constants and the embedding scale, with the same logits, bit for
+/// bit, as a session that folds nothing.
+#[test]
+fn gemma_folds_its_one_plus_w_norm_weights_once() {
+    let (dir, r) = fixture("gemma");
+    let model = Model::compile(&dir, &CompileOptions::default(), None).unwrap();
+    let adds_of_weights = model
+        .graph()
+        .g
+        .node_indices()
+        .filter(|&n| {
+            matches!(model.graph().node(n).op, graphc_ir::Op::Binary(graphc_ir::BinaryOp::Add))
+                && model.graph().inputs(n).iter().all(|&i| matches!(model.graph().node(i).op, graphc_ir::Op::Weight { .. } | graphc_ir::Op::Const { .. }))
+        })
+        .count();
+    assert_eq!(adds_of_weights, 5, "input and post-attention norms of 2 layers, and the final norm");
+    let prompt = ids(&r["prompts"][0]);
+    for k in kernels() {
+        let on = model.session(&SessionOptions { kernels: Some(k), ..Default::default() }).unwrap();
+        let off = model.session(&SessionOptions { kernels: Some(k), fold_weights: Some(false), ..Default::default() }).unwrap();
+        assert_eq!(off.folded_nodes(), 0);
+        // The 5 adds, their 5 constants, and the embedding scale.
+        assert_eq!(on.folded_nodes(), 11, "{k:?}");
+        drop((on, off));
+        let a = logits_at_every_position(&model, k, &prompt);
+        let mut s = model.session(&SessionOptions { kernels: Some(k), fold_weights: Some(false), ..Default::default() }).unwrap();
+        let mut b = vec![s.prefill(&prompt[..1]).unwrap()];
+        for &t in &prompt[1..] {
+            b.push(s.decode(t).unwrap());
+        }
+        let bits = |v: &Vec<Vec<f32>>| v.iter().flatten().map(|x| x.to_bits()).collect::<Vec<_>>();
+        assert_eq!(bits(&a), bits(&b), "{k:?}: folding changed the arithmetic");
+    }
+}

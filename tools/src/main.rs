@@ -267,7 +267,7 @@ fn real_main() -> Result<()> {
                 }
             };
             let kernels = kernels.as_deref().map(Kernels::parse).transpose()?;
-            let mut session = model.session(&SessionOptions { threads, kernels, check_finite })?;
+            let mut session = model.session(&SessionOptions { threads, kernels, check_finite, ..Default::default() })?;
             let r = session.resolved().clone();
             if !json {
                 eprintln!(
@@ -346,7 +346,7 @@ fn real_main() -> Result<()> {
         }
         Cmd::Bench { checkpoint, contexts, steps, prefill, prompt_file, prompt_ids_file, no_ab, threads, kernels, json } => {
             let kernels = kernels.as_deref().map(Kernels::parse).transpose()?;
-            let opts = SessionOptions { threads, kernels, check_finite: false };
+            let opts = SessionOptions { threads, kernels, ..Default::default() };
             let max = (contexts.iter().max().copied().unwrap_or(0) + steps + 1).max(prefill + 1);
             let compile = |disabled: &[&str]| {
                 let opts = CompileOptions {

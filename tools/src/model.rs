@@ -170,6 +170,10 @@ impl Model {
     /// A plan (JSON) or a checkpoint (compiled in memory with default options
     /// and `max_seq`), told apart by the file's first bytes.
     pub fn open(path: &Path, opts: &CompileOptions, progress: Progress) -> Result<Model, Error> {
+        // A folder is a safetensors checkpoint (its model.safetensors and config.json).
+        if path.is_dir() {
+            return Model::compile(path, opts, progress);
+        }
         let mut head = [0u8; 4];
         let n = std::fs::File::open(path)
             .and_then(|mut f| std::io::Read::read(&mut f, &mut head))

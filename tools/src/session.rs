@@ -28,6 +28,10 @@ pub struct SessionOptions {
     /// and its layer (`graphc run --check-finite`); off by default, since it
     /// reads every activation once more.
     pub check_finite: bool,
+    /// Compute the graph's weight-only values (Gemma's `1 + w` norm
+    /// weights, ...) once when the session starts instead of every step;
+    /// `None` = on. Off only to compare against (the arithmetic is the same).
+    pub fold_weights: Option<bool>,
 }
 
 /// The CPU kernels a session runs on.
@@ -156,6 +160,12 @@ impl<'m> Session<'m> {
         Self::check_state_bytes(model.graph(), rows, plan.options.max_seq)?;
         let mut schedule = Schedule::new(model.graph())?;
         schedule.check_finite = opts.check_finite;
+        if opts.fold_weights.unwrap_or(true) {
+            match &executor {
+                Executor::Reference => pool.install(|| schedule.fold(model.graph(), &Reference, model))?,
+                Executor::Fast(fast) => schedule.fold(model.graph(), fast, model)?,
+            };
+        }
         // A ring of `cap` rows for a window of `w` takes `cap - w + 1` rows a step.
         let step_rows = model
             .graph()
@@ -169,6 +179,11 @@ impl<'m> Session<'m> {
         let mut s = Session { model, pool, executor, schedule, resolved, states, lens: vec![0; rows], step_rows };
         s.reset();
         Ok(s)
+    }
+
+    /// Graph nodes computed once at session start (weight-only values).
+    pub fn folded_nodes(&self) -> usize {
+        self.schedule.folded_nodes()
     }
 
     pub fn resolved(&self) -> &ResolvedSession {

@@ -103,7 +103,15 @@ pub struct Schedule {
     /// infinity, naming the node and its layer (`--check-finite`). Off by
     /// default: it reads every activation once more.
     pub check_finite: bool,
+    /// Positions computed by `fold`, never by a step.
+    folded: Vec<bool>,
+    /// The folded values steps read, by position.
+    folded_values: HashMap<usize, Val<'static>>,
 }
+
+/// The largest weight-only value `fold` keeps (elements): folding must not
+/// turn a quantized matrix into an f32 copy of it.
+pub const FOLD_MAX_ELEMS: usize = 1 << 20;
 
 struct Step {
     id: NodeId,
@@ -138,7 +146,7 @@ impl Schedule {
             }
         }
         let kept: HashSet<usize> = sinks.iter().map(|s| s.2).collect();
-        let steps = order
+        let steps: Vec<Step> = order
             .iter()
             .enumerate()
             .map(|(i, &id)| {
@@ -150,7 +158,94 @@ impl Schedule {
                 Step { id, name: format!("%{i}"), inputs, moved, frees }
             })
             .collect();
-        Ok(Schedule { steps, sinks, check_finite: false })
+        let n = steps.len();
+        Ok(Schedule { steps, sinks, check_finite: false, folded: vec![false; n], folded_values: HashMap::new() })
+    }
+
+    /// Fold the graph's weight-only subgraphs (DESIGN.md: "weight-only
+    /// subgraphs are folded once, at load"): every value that depends on
+    /// weights and constants alone, with a shape that does not depend on
+    /// the step, is computed here, once, by `evaluator`; a step reads the
+    /// results (Gemma's `1 + w` norm weights, Qwen3-Next's `-exp(A_log)`).
+    /// A value a step would read that is larger than `FOLD_MAX_ELEMS` is
+    /// left to the steps. Returns how many nodes were folded.
+    pub fn fold(&mut self, graph: &Graph, evaluator: &dyn Evaluator, weights: &dyn WeightSource) -> Result<usize, ExecError> {
+        let n = self.steps.len();
+        let fixed = |ty: &Option<graphc_ir::TensorType>| ty.as_ref().is_some_and(|t| t.shape.iter().all(|d| d.as_const().is_some()));
+        let mut constant = vec![false; n];
+        for i in 0..n {
+            let node = graph.node(self.steps[i].id);
+            constant[i] = match &node.op {
+                Op::Weight { .. } => true,
+                Op::Const { .. } => fixed(&node.ty),
+                Op::Input { .. } | Op::State { .. } | Op::ToHost { .. } | Op::KvAppend { .. } | Op::Output { .. } | Op::StateOut { .. } => false,
+                _ => !self.steps[i].inputs.is_empty() && self.steps[i].inputs.iter().all(|&p| constant[p]) && fixed(&node.ty),
+            };
+        }
+        let is_weight = |i: usize| matches!(graph.node(self.steps[i].id).op, Op::Weight { .. });
+        // The frontier: folded values a step reads. Too large ones go back
+        // to the steps, which may put their operands on the frontier.
+        let frontier = |constant: &[bool]| -> Vec<usize> {
+            let mut f: Vec<usize> = (0..n)
+                .filter(|&i| !constant[i])
+                .flat_map(|i| self.steps[i].inputs.iter().copied())
+                .chain(self.sinks.iter().map(|s| s.2))
+                .filter(|&p| constant[p] && !is_weight(p))
+                .collect();
+            f.sort_unstable();
+            f.dedup();
+            f
+        };
+        loop {
+            let big: Vec<usize> = frontier(&constant)
+                .into_iter()
+                .filter(|&p| graph.node(self.steps[p].id).ty.as_ref().map_or(0, |t| t.shape.iter().filter_map(|d| d.as_const()).product::<i64>() as usize) > FOLD_MAX_ELEMS)
+                .collect();
+            if big.is_empty() {
+                break;
+            }
+            big.into_iter().for_each(|p| constant[p] = false);
+        }
+        let keep = frontier(&constant);
+        let env = Env::new();
+        let mut vals: Vec<Option<Val>> = Vec::with_capacity(n);
+        vals.resize_with(n, || None);
+        let mut count = 0;
+        for i in 0..n {
+            if !constant[i] {
+                continue;
+            }
+            let step = &self.steps[i];
+            let node = graph.node(step.id);
+            let err = |message: String| ExecError { node: step.name.clone(), op: node.op.mnemonic(), message };
+            let v = match &node.op {
+                Op::Weight { name, .. } => Val::W(weights.weight(name).ok_or_else(|| err(format!("weight `{name}` is not bound")))?),
+                op => {
+                    let args: Vec<Arg> = step.inputs.iter().map(|&p| Arg::Ref(vals[p].as_ref().expect("folded operand computed"))).collect();
+                    count += 1;
+                    Val::T(evaluator.eval(op, args, &env).map_err(err)?)
+                }
+            };
+            vals[i] = Some(v);
+        }
+        for p in keep {
+            if let Some(Val::T(t)) = vals[p].take() {
+                self.folded_values.insert(p, Val::T(t));
+            }
+        }
+        let weights_at: Vec<bool> = (0..n).map(is_weight).collect();
+        for i in 0..n {
+            self.folded[i] = constant[i] && !weights_at[i];
+            // A folded value is shared by every step: never moved into a kernel.
+            let moved: Vec<bool> = self.steps[i].inputs.iter().zip(&self.steps[i].moved).map(|(p, &m)| m && !self.folded_values.contains_key(p)).collect();
+            self.steps[i].moved = moved;
+        }
+        Ok(count)
+    }
+
+    /// Nodes `fold` computed once instead of every step.
+    pub fn folded_nodes(&self) -> usize {
+        self.folded.iter().filter(|&&f| f).count()
     }
 }
 
@@ -184,7 +279,7 @@ pub fn run_scheduled(
     for (i, step) in schedule.steps.iter().enumerate() {
         let node = graph.node(step.id);
         let err = |message: String| ExecError { node: step.name.clone(), op: node.op.mnemonic(), message };
-        if node.op.is_sink() {
+        if node.op.is_sink() || schedule.folded[i] {
             continue;
         }
         let v = match &node.op {
@@ -217,7 +312,7 @@ pub fn run_scheduled(
                     .zip(owned.iter_mut())
                     .map(|(&p, o)| match o.take() {
                         Some(v) => Arg::Own(v),
-                        None => Arg::Ref(vals[p].as_ref().expect("operand evaluated before its user")),
+                        None => Arg::Ref(vals[p].as_ref().or_else(|| schedule.folded_values.get(&p)).expect("operand evaluated before its user")),
                     })
                     .collect();
                 let t = evaluator.eval(op, args, &env).map_err(err)?;
@@ -240,7 +335,11 @@ pub fn run_scheduled(
     for (is_state, name, p) in &schedule.sinks {
         let n = uses.get_mut(p).expect("counted above");
         *n -= 1;
-        let val = if *n == 0 { vals[*p].take().map(Arg::Own) } else { vals[*p].as_ref().map(Arg::Ref) };
+        let val = match schedule.folded_values.get(p) {
+            Some(v) => Some(Arg::Ref(v)),
+            None if *n == 0 => vals[*p].take().map(Arg::Own),
+            None => vals[*p].as_ref().map(Arg::Ref),
+        };
         let t = val
             .expect("sink value evaluated")
             .into_tensor()
