@@ -33,7 +33,6 @@ pub struct Tokenizer {
     pub add_bos: bool,
     pub chat_template: Option<String>,
     pub vocab_size: usize,
-    tokens: Vec<String>,
 }
 
 /// GGUF `tokenizer.ggml.token_type` values.
@@ -62,6 +61,9 @@ impl Tokenizer {
         };
         let special_ids: Vec<u32> =
             types.iter().enumerate().filter(|(_, &t)| t == TOKEN_CONTROL || t == TOKEN_USER_DEFINED).map(|(i, _)| i as u32).collect();
+        let vocab_size = tokens.len();
+        // Each engine keeps the one copy of the vocabulary (peak memory
+        // counts: the issue-6 bound on SmolLM2 leaves no room for two).
         let inner = match model {
             "gpt2" => Engine::Hf(Box::new(Self::byte_level_bpe(g, &tokens, &special_ids)?)),
             "llama" => {
@@ -74,7 +76,7 @@ impl Tokenizer {
                     return Err(Diagnostic::new(&g.path, format!("{} scores for {} tokens", scores.len(), tokens.len())));
                 }
                 let unk = g.get("tokenizer.ggml.unknown_token_id").and_then(|v| v.as_u64()).unwrap_or(0) as u32;
-                Engine::Spm(crate::spm::Spm::new(tokens.clone(), scores, special_ids, unk))
+                Engine::Spm(crate::spm::Spm::new(tokens, scores, special_ids, unk))
             }
             other => {
                 return Err(Diagnostic::new(&g.path, format!("tokenizer model `{other}` is not supported yet"))
@@ -94,8 +96,7 @@ impl Tokenizer {
             eos_id: id("tokenizer.ggml.eos_token_id"),
             add_bos: add_bos && bos_id.is_some(),
             chat_template: g.get("tokenizer.chat_template").and_then(|v| v.as_str()).map(str::to_string),
-            vocab_size: tokens.len(),
-            tokens,
+            vocab_size,
         })
     }
 
@@ -109,8 +110,11 @@ impl Tokenizer {
             merges.push((a.to_string(), b.to_string()));
         }
         let vocab: tokenizers::models::bpe::Vocab = tokens.iter().enumerate().map(|(i, t)| (t.clone(), i as u32)).collect();
+        // No word cache: it would hold up to 10k pre-tokenized words for
+        // the session's life to speed up re-encoding the same text.
         let bpe = BPE::builder()
             .vocab_and_merges(vocab, merges)
+            .cache_capacity(0)
             .build()
             .map_err(|e| Diagnostic::new(&g.path, format!("cannot build the BPE tokenizer: {e}")))?;
         let mut inner = HfTokenizer::new(bpe);
@@ -144,8 +148,13 @@ impl Tokenizer {
         }
     }
 
-    pub fn token_text(&self, id: u32) -> Option<&str> {
-        self.tokens.get(id as usize).map(|s| s.as_str())
+    /// The vocabulary entry of `id` as stored (byte-level BPE entries in
+    /// their byte-to-unicode spelling).
+    pub fn token_text(&self, id: u32) -> Option<String> {
+        match &self.inner {
+            Engine::Hf(t) => t.id_to_token(id),
+            Engine::Spm(t) => t.token(id).map(str::to_string),
+        }
     }
 
     /// The prompt text for one user message under the checkpoint's chat
@@ -160,7 +169,7 @@ impl Tokenizer {
         env.set_trim_blocks(true);
         env.set_lstrip_blocks(true);
         env.add_template("chat", template).map_err(|e| format!("chat template does not parse: {e}"))?;
-        let tok = |id: Option<u32>| id.and_then(|i| self.token_text(i)).unwrap_or("").to_string();
+        let tok = |id: Option<u32>| id.and_then(|i| self.token_text(i)).unwrap_or_default();
         let ctx = minijinja::context! {
             messages => vec![minijinja::context! { role => "user", content => user_message }],
             add_generation_prompt => true,

@@ -65,7 +65,11 @@ impl Kernels {
 }
 
 enum Executor {
-    Reference,
+    /// The reference definition, on a rayon pool of `--threads` threads.
+    Reference(rayon::ThreadPool),
+    /// The fast kernels, with their own threads; the schedule runs on the
+    /// session's caller (its buffers in the caller's heap, not a worker's
+    /// separate allocator arena: ~2 MB less peak memory on SmolLM2).
     Fast(Fast),
 }
 
@@ -90,7 +94,6 @@ type RowsOutput = (Vec<Vec<f32>>, HashMap<String, Tensor>);
 /// A session holds `rows` sequences, each at its own length.
 pub struct Session<'m> {
     model: &'m Model,
-    pool: rayon::ThreadPool,
     executor: Executor,
     /// The model graph's run order and buffer lifetimes, computed once.
     schedule: Schedule,
@@ -130,16 +133,17 @@ impl<'m> Session<'m> {
             Some(n) => (n, "option"),
             None => (std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1), "machine"),
         };
-        let pool = rayon::ThreadPoolBuilder::new()
-            .num_threads(threads)
-            .build()
-            .map_err(|e| Error::Option(format!("cannot start {threads} threads: {e}")))?;
         let (kernels, kernels_source) = match opts.kernels {
             Some(k) => (k, "option"),
             None => (Kernels::Fast(Isa::best()), "machine"),
         };
         let executor = match kernels {
-            Kernels::Reference => Executor::Reference,
+            Kernels::Reference => Executor::Reference(
+                rayon::ThreadPoolBuilder::new()
+                    .num_threads(threads)
+                    .build()
+                    .map_err(|e| Error::Option(format!("cannot start {threads} threads: {e}")))?,
+            ),
             Kernels::Fast(isa) => Executor::Fast(Fast::new(isa, threads).map_err(Error::Option)?),
         };
         let plan = model.plan();
@@ -162,7 +166,7 @@ impl<'m> Session<'m> {
         schedule.check_finite = opts.check_finite;
         if opts.fold_weights.unwrap_or(true) {
             match &executor {
-                Executor::Reference => pool.install(|| schedule.fold(model.graph(), &Reference, model))?,
+                Executor::Reference(pool) => pool.install(|| schedule.fold(model.graph(), &Reference, model))?,
                 Executor::Fast(fast) => schedule.fold(model.graph(), fast, model)?,
             };
         }
@@ -176,7 +180,7 @@ impl<'m> Session<'m> {
                 _ => None,
             })
             .fold(PREFILL_CHUNK, usize::min);
-        let mut s = Session { model, pool, executor, schedule, resolved, states, lens: vec![0; rows], step_rows };
+        let mut s = Session { model, executor, schedule, resolved, states, lens: vec![0; rows], step_rows };
         s.reset();
         Ok(s)
     }
@@ -195,7 +199,7 @@ impl<'m> Session<'m> {
     pub fn kernel_counts(&self) -> std::collections::BTreeMap<&'static str, u64> {
         match &self.executor {
             Executor::Fast(f) => f.kernel_counts(),
-            Executor::Reference => Default::default(),
+            Executor::Reference(_) => Default::default(),
         }
     }
 
@@ -313,9 +317,15 @@ impl<'m> Session<'m> {
     /// Forget every sequence: each state back to empty.
     pub fn reset(&mut self) {
         let rows = self.rows();
-        self.states = match self.states {
-            StateLayout::Batched(_) => StateLayout::Batched(self.empty_states(rows)),
-            StateLayout::PerRow(_) => StateLayout::PerRow((0..rows).map(|_| self.empty_states(1)).collect()),
+        // Free the old caches before allocating the new ones: both alive at
+        // once would leave the old ones' pages to the allocator's free
+        // lists, where the activations that reuse them keep them resident.
+        let batched = matches!(self.states, StateLayout::Batched(_));
+        self.states = StateLayout::PerRow(Vec::new());
+        self.states = if batched {
+            StateLayout::Batched(self.empty_states(rows))
+        } else {
+            StateLayout::PerRow((0..rows).map(|_| self.empty_states(1)).collect())
         };
         self.lens.iter_mut().for_each(|l| *l = 0);
     }
@@ -377,10 +387,10 @@ impl<'m> Session<'m> {
         }
         let model = self.model;
         let sched = &self.schedule;
-        let out = self.pool.install(|| match &self.executor {
-            Executor::Reference => exec::run_scheduled(sched, &Reference, model.graph(), &inputs, states, model),
+        let out = match &self.executor {
+            Executor::Reference(pool) => pool.install(|| exec::run_scheduled(sched, &Reference, model.graph(), &inputs, states, model)),
             Executor::Fast(fast) => exec::run_scheduled(sched, fast, model.graph(), &inputs, states, model),
-        })?;
+        }?;
         let logits = out.outputs.get("logits").ok_or_else(|| Error::Input("the plan has no `logits` output".into()))?;
         let data = logits.as_f32().unwrap_or_default();
         let vocab = data.len() / b;

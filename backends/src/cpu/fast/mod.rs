@@ -38,6 +38,10 @@ use std::sync::Mutex;
 pub struct Fast {
     pub isa: Isa,
     pool: SpinPool,
+    /// The reference definition's threads, for ops without a fast kernel:
+    /// the caller's thread runs the schedule, so `--threads` must reach
+    /// the fallback's rayon loops through a pool of their own.
+    fallback: rayon::ThreadPool,
     counts: Mutex<BTreeMap<&'static str, AtomicU64>>,
 }
 
@@ -47,7 +51,11 @@ impl Fast {
         if !isa.available() {
             return Err(format!("this CPU cannot run {} kernels (best available: {})", isa.name(), Isa::best().name()));
         }
-        Ok(Fast { isa, pool: SpinPool::new(threads), counts: Mutex::new(BTreeMap::new()) })
+        let fallback = rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .build()
+            .map_err(|e| format!("cannot start {threads} threads: {e}"))?;
+        Ok(Fast { isa, pool: SpinPool::new(threads), fallback, counts: Mutex::new(BTreeMap::new()) })
     }
 
     /// How many times each fast kernel ran (`matmul_q`, `attention`, ...)
@@ -81,7 +89,7 @@ impl Evaluator for Fast {
             Ok(t) => Ok(t),
             Err(args) => {
                 self.count("reference");
-                reference::Reference.eval(op, args, env)
+                self.fallback.install(|| reference::Reference.eval(op, args, env))
             }
         }
     }
