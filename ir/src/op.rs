@@ -182,6 +182,11 @@ pub enum Op {
     /// turns by `p' * theta^(-2i/rotary_dim)` where `p'` is `p` after scaling.
     /// Features past `rotary_dim` pass through.
     Rope { style: RopeStyle, rotary_dim: usize, theta: f32, scaling: RopeScaling },
+    /// `(x [b, s, h, d], weight [d], positions i32[b, s])` → `[b, h, s, d]`:
+    /// `rope(permute{[0, 2, 1, 3]}(norm{rms, eps}(x, weight)), positions)`,
+    /// the per-head q/k norm, the heads-major transpose and the rotation in
+    /// one pass over each row. Formed by the `fuse_norm_rope` pass.
+    NormRope { eps: f32, style: RopeStyle, rotary_dim: usize, theta: f32, scaling: RopeScaling },
     /// `(q [b, n_heads, s, d], k [b, n_kv_heads, t, d], v [b, n_kv_heads, t, dv],
     /// positions i32[b, s])` → `[b, n_heads, s, dv]`. Query head `h` reads kv head
     /// `h / (n_heads / n_kv_heads)`. Key row `j` holds position `j`. Scores are
@@ -269,6 +274,7 @@ impl Op {
             Op::Dequantize => "dequantize".into(),
             Op::Norm { .. } => "norm".into(),
             Op::Rope { .. } => "rope".into(),
+            Op::NormRope { .. } => "norm_rope".into(),
             Op::Attention { .. } => "attention".into(),
             Op::KvAppend { .. } => "kv_append".into(),
             Op::CausalConv1d { .. } => "causal_conv1d".into(),

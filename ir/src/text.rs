@@ -86,6 +86,20 @@ fn tok(s: impl ToString) -> Attr {
     Attr::Token(s.to_string())
 }
 
+fn push_rope(a: &mut Vec<(&'static str, Attr)>, style: RopeStyle, rotary_dim: usize, theta: f32, scaling: &RopeScaling) {
+    a.push(("style", tok(if style == RopeStyle::Neox { "neox" } else { "gptj" })));
+    a.push(("rotary_dim", tok(rotary_dim)));
+    a.push(("theta", tok(fmt_f32(theta))));
+    match scaling {
+        RopeScaling::None => {}
+        RopeScaling::Linear { factor } => a.push(("linear_factor", tok(fmt_f32(*factor)))),
+        RopeScaling::LongRope { factors, attention_factor } => {
+            a.push(("freq_factors", Attr::List(factors.iter().map(|f| tok(fmt_f32(*f))).collect())));
+            a.push(("attention_factor", tok(fmt_f32(*attention_factor))));
+        }
+    }
+}
+
 fn op_attrs(op: &Op) -> Vec<(&'static str, Attr)> {
     let mut a: Vec<(&'static str, Attr)> = Vec::new();
     match op {
@@ -126,18 +140,10 @@ fn op_attrs(op: &Op) -> Vec<(&'static str, Attr)> {
             a.push(("kind", tok(if *kind == NormKind::Rms { "rms" } else { "layer" })));
             a.push(("eps", tok(fmt_f32(*eps))));
         }
-        Op::Rope { style, rotary_dim, theta, scaling } => {
-            a.push(("style", tok(if *style == RopeStyle::Neox { "neox" } else { "gptj" })));
-            a.push(("rotary_dim", tok(rotary_dim)));
-            a.push(("theta", tok(fmt_f32(*theta))));
-            match scaling {
-                RopeScaling::None => {}
-                RopeScaling::Linear { factor } => a.push(("linear_factor", tok(fmt_f32(*factor)))),
-                RopeScaling::LongRope { factors, attention_factor } => {
-                    a.push(("freq_factors", Attr::List(factors.iter().map(|f| tok(fmt_f32(*f))).collect())));
-                    a.push(("attention_factor", tok(fmt_f32(*attention_factor))));
-                }
-            }
+        Op::Rope { style, rotary_dim, theta, scaling } => push_rope(&mut a, *style, *rotary_dim, *theta, scaling),
+        Op::NormRope { eps, style, rotary_dim, theta, scaling } => {
+            a.push(("eps", tok(fmt_f32(*eps))));
+            push_rope(&mut a, *style, *rotary_dim, *theta, scaling);
         }
         Op::Attention { n_heads, n_kv_heads, scale, causal, window, softcap, ring } => {
             a.push(("n_heads", tok(n_heads)));
@@ -400,6 +406,30 @@ impl<'a> Cursor<'a> {
     }
 }
 
+/// The attributes `rope` and `norm_rope` share.
+fn parse_rope(a: &mut Attrs) -> Result<(RopeStyle, usize, f32, RopeScaling), String> {
+    let style: String = a.need("style")?;
+    let style = match style.as_str() {
+        "neox" => RopeStyle::Neox,
+        "gptj" => RopeStyle::GptJ,
+        s => return Err(format!("rope style must be `neox` or `gptj`, found `{s}`")),
+    };
+    let scaling = match (a.opt::<f32>("linear_factor")?, a.has("freq_factors")) {
+        (Some(factor), false) => RopeScaling::Linear { factor },
+        (None, true) => {
+            let factors = a
+                .list("freq_factors")?
+                .iter()
+                .map(|f| f.parse::<f32>().map_err(|_| format!("`rope` attribute `freq_factors`: cannot read `{f}`")))
+                .collect::<Result<Vec<f32>, String>>()?;
+            RopeScaling::LongRope { factors, attention_factor: a.need("attention_factor")? }
+        }
+        (None, false) => RopeScaling::None,
+        (Some(_), true) => return Err("`rope` takes `linear_factor` or `freq_factors`, not both".into()),
+    };
+    Ok((style, a.need("rotary_dim")?, a.need("theta")?, scaling))
+}
+
 struct Attrs {
     map: Vec<(String, Attr)>,
     op: String,
@@ -536,26 +566,12 @@ fn build_op(mnemonic: &str, mut a: Attrs, ty: Option<TensorType>) -> Result<Op, 
             Op::Norm { kind, eps: a.need("eps")? }
         }
         "rope" => {
-            let style: String = a.need("style")?;
-            let style = match style.as_str() {
-                "neox" => RopeStyle::Neox,
-                "gptj" => RopeStyle::GptJ,
-                s => return Err(format!("rope style must be `neox` or `gptj`, found `{s}`")),
-            };
-            let scaling = match (a.opt::<f32>("linear_factor")?, a.has("freq_factors")) {
-                (Some(factor), false) => RopeScaling::Linear { factor },
-                (None, true) => {
-                    let factors = a
-                        .list("freq_factors")?
-                        .iter()
-                        .map(|f| f.parse::<f32>().map_err(|_| format!("`rope` attribute `freq_factors`: cannot read `{f}`")))
-                        .collect::<Result<Vec<f32>, String>>()?;
-                    RopeScaling::LongRope { factors, attention_factor: a.need("attention_factor")? }
-                }
-                (None, false) => RopeScaling::None,
-                (Some(_), true) => return Err("`rope` takes `linear_factor` or `freq_factors`, not both".into()),
-            };
-            Op::Rope { style, rotary_dim: a.need("rotary_dim")?, theta: a.need("theta")?, scaling }
+            let (style, rotary_dim, theta, scaling) = parse_rope(&mut a)?;
+            Op::Rope { style, rotary_dim, theta, scaling }
+        }
+        "norm_rope" => {
+            let (style, rotary_dim, theta, scaling) = parse_rope(&mut a)?;
+            Op::NormRope { eps: a.need("eps")?, style, rotary_dim, theta, scaling }
         }
         "attention" => Op::Attention {
             n_heads: a.need("n_heads")?,

@@ -348,6 +348,15 @@ pub fn infer(op: &Op, tys: &[TensorType]) -> Result<TensorType, String> {
             }
             Ok(t(0).clone())
         }
+        Op::NormRope { eps, style, rotary_dim, theta, scaling } => {
+            // Typed as what it replaces, step by step.
+            arity(op, tys, 3..=3)?;
+            need_rank("norm_rope input", t(0), 4)?;
+            let normed = infer(&Op::Norm { kind: NormKind::Rms, eps: *eps }, &tys[..2])?;
+            let heads_major = infer(&Op::Permute { perm: vec![0, 2, 1, 3] }, &[normed])?;
+            let rope = Op::Rope { style: *style, rotary_dim: *rotary_dim, theta: *theta, scaling: scaling.clone() };
+            infer(&rope, &[heads_major, t(2).clone()])
+        }
         Op::Rope { rotary_dim, scaling, .. } => {
             arity(op, tys, 2..=2)?;
             need_float("rope input", t(0))?;

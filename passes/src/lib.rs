@@ -8,6 +8,7 @@
 
 pub mod dead_code;
 pub mod fuse_glu;
+pub mod fuse_norm_rope;
 pub mod hoist_sync;
 pub mod kv_alias;
 pub mod kv_append;

@@ -42,6 +42,7 @@ impl Default for PassManager {
                 Box::new(crate::window_cache::WindowCache),
                 Box::new(crate::hoist_sync::HoistSync),
                 Box::new(crate::fuse_glu::FuseGlu),
+                Box::new(crate::fuse_norm_rope::FuseNormRope),
                 Box::new(crate::dead_code::DeadCode),
             ], }
     }

@@ -125,9 +125,11 @@ fn qwen3_plan_records_gqa_and_qk_norm() {
     let model = Model::compile(&dir, &CompileOptions::default(), None).unwrap();
     let facts = &model.plan().model.facts;
     assert_eq!((facts["n_heads"].as_str(), facts["n_kv_heads"].as_str()), ("4", "2"));
-    // Two per-head norms (q, k) per layer beside the two block norms, plus the final norm.
-    let norms = model.graph().g.node_weights().filter(|n| matches!(n.op, graphc_ir::Op::Norm { .. })).count();
-    assert_eq!(norms, 2 * 4 + 1);
+    // Two per-head norms (q, k) per layer, each fused with its rope
+    // (`fuse_norm_rope`), beside the two block norms, plus the final norm.
+    let count = |f: fn(&graphc_ir::Op) -> bool| model.graph().g.node_weights().filter(|n| f(&n.op)).count();
+    assert_eq!(count(|op| matches!(op, graphc_ir::Op::NormRope { .. })), 2 * 2);
+    assert_eq!(count(|op| matches!(op, graphc_ir::Op::Norm { .. })), 2 * 2 + 1);
     assert_eq!(model.plan().model.context_length, 512, "from config.json's max_position_embeddings");
 }
 

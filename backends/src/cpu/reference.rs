@@ -378,6 +378,13 @@ pub(crate) fn eval(op: &Op, args: &[&Val], env: &Env) -> Result<Tensor, String> 
             norm_rows(*kind, *eps, &x, &w, bias.as_deref(), &mut out);
             Ok(Tensor::f32(shape, out))
         }
+        Op::NormRope { eps, style, rotary_dim, theta, scaling } => {
+            // By definition: the three ops it replaces, in order.
+            let normed = eval(&Op::Norm { kind: NormKind::Rms, eps: *eps }, &args[..2], env)?;
+            let heads_major = eval(&Op::Permute { perm: vec![0, 2, 1, 3] }, &[&Val::T(normed)], env)?;
+            let rope = Op::Rope { style: *style, rotary_dim: *rotary_dim, theta: *theta, scaling: scaling.clone() };
+            eval(&rope, &[&Val::T(heads_major), args[2]], env)
+        }
         Op::Rope { style, rotary_dim, theta, scaling } => {
             let shape = a0().shape();
             let mut x = a0().f32s()?.into_owned();

@@ -7,6 +7,7 @@
 //! | `matmul` on a checkpoint weight | dequantize-into-matmul (`matmul`), every GGUF block type, f16, f32 |
 //! | `attention` | over the cache in place, visible rows only, GQA native (`attention`) |
 //! | `rope` | sin/cos once per (row, position), shared by every head; in place |
+//! | `norm_rope` | q/k norm, heads-major transpose and rope in one pass per row |
 //! | `reshape`, layout-preserving `permute` | no copy: the buffer is moved |
 //! | elementwise `unary` / same-shape `binary` | in place on the operand that dies here, split across threads |
 //! | `norm` | rows across threads, each by the reference's arithmetic (bit-identical) |
@@ -147,6 +148,18 @@ impl Fast {
                 self.count("rope");
                 Ok(Ok(rope(x, &pos, *style, *rotary_dim, *theta, scaling)))
             }
+            Op::NormRope { eps, style, rotary_dim, theta, scaling } => {
+                let Val::T(Tensor::F32 { shape, data }) = args[0].val() else { return Ok(Err(args)) };
+                let w = args[1].val().f32s()?;
+                let pos = args[2].val().i32s()?;
+                let (b, s, h, d) = (shape[0], shape[1], shape[2], shape[3]);
+                if w.len() != d || pos.len() != b * s || *rotary_dim > d {
+                    return Ok(Err(args)); // the reference reports it
+                }
+                let out = norm_rope(&self.pool, data, [b, s, h, d], &w, pos, *eps, (*style, *rotary_dim, *theta, scaling));
+                self.count("norm_rope");
+                Ok(Ok(Tensor::F32 { shape: vec![b, h, s, d], data: out }))
+            }
             Op::Reshape { shape } => {
                 let shape: Vec<usize> = shape.iter().map(|d| eval_dim(d, env)).collect::<Result<_, _>>()?;
                 let Arg::Own(Val::T(t)) = &args[0] else { return Ok(Err(args)) };
@@ -268,6 +281,51 @@ fn with_shape(t: Tensor, shape: Vec<usize>) -> Tensor {
         Tensor::F32 { data, .. } => Tensor::F32 { shape, data },
         Tensor::I32 { data, .. } => Tensor::I32 { shape, data },
     }
+}
+
+/// `norm_rope`: each `[b, s, h]` row of `x` normalized (the reference's
+/// `norm_rows`), written to its heads-major place `[b, h, s]` and rotated
+/// there with `rope`'s arithmetic (bit-identical with `fuse_norm_rope` off).
+/// One pass over q or k instead of three (norm, transpose, rope); each
+/// task is one `(b, h)` block of the output, the angles of each position
+/// computed once for all heads before the pass.
+fn norm_rope(
+    pool: &SpinPool,
+    x: &[f32],
+    [b, s, h, d]: [usize; 4],
+    w: &[f32],
+    pos: &[i32],
+    eps: f32,
+    (style, rotary_dim, theta, scaling): (RopeStyle, usize, f32, &RopeScaling),
+) -> Vec<f32> {
+    let half = rotary_dim / 2;
+    let inv_freq = scaling.inv_freq(rotary_dim, theta);
+    let magnitude = scaling.magnitude();
+    let mut angles = vec![(0f32, 0f32); b * s * half];
+    for (row, a) in angles.chunks_exact_mut(half.max(1)).enumerate().take(b * s) {
+        let p = scaling.position(pos[row]);
+        for (a, &freq) in a.iter_mut().zip(&inv_freq) {
+            let (sin, cos) = (p * freq).sin_cos();
+            *a = (sin * magnitude, cos * magnitude);
+        }
+    }
+    let mut out = vec![0f32; x.len()];
+    for_each_chunk_mut(pool, &mut out, (s * d).max(1), |block, o| {
+        let (bi, hi) = (block / h, block % h);
+        for (si, row) in o.chunks_exact_mut(d).enumerate() {
+            reference::norm_rows(graphc_ir::op::NormKind::Rms, eps, &x[((bi * s + si) * h + hi) * d..][..d], w, None, row);
+            for (i, &(sin, cos)) in angles[(bi * s + si) * half..][..half].iter().enumerate() {
+                let (i0, i1) = match style {
+                    RopeStyle::GptJ => (2 * i, 2 * i + 1),
+                    RopeStyle::Neox => (i, i + half),
+                };
+                let (x0, x1) = (row[i0], row[i1]);
+                row[i0] = x0 * cos - x1 * sin;
+                row[i1] = x0 * sin + x1 * cos;
+            }
+        }
+    });
+    out
 }
 
 /// RoPE in place, with the reference's arithmetic (bit-identical): the
