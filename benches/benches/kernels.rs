@@ -118,5 +118,45 @@ fn decode_attention(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, bandwidth, matvec, prefill_tile, decode_attention);
+/// `norm_rope` (q/k norm + heads-major transpose + rope in one pass) beside
+/// the three unfused kernels it replaces, on Gemma 3's query shape for a
+/// 256-token prefill chunk (4 heads of 256); bytes are one read of `x` and
+/// one write of the output.
+fn norm_rope(c: &mut Criterion) {
+    use graphc_backends::cpu::exec::{Arg, Env, Evaluator, Val};
+    use graphc_backends::cpu::fast::Fast;
+    use graphc_backends::Tensor;
+    use graphc_ir::op::{NormKind, Op, RopeScaling, RopeStyle};
+    let threads = std::env::var("GRAPHC_BENCH_THREADS").ok().and_then(|s| s.parse().ok());
+    let threads = threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+    let (s, h, d) = (256, 4, 256);
+    let x = Val::T(Tensor::f32(vec![1, s, h, d], (0..s * h * d).map(|i| (i as f32 * 0.37).sin()).collect()));
+    let w = Val::T(Tensor::f32(vec![d], (0..d).map(|i| 1.0 + i as f32 / d as f32).collect()));
+    let pos = Val::T(Tensor::i32(vec![1, s], (0..s as i32).collect()));
+    let (style, theta, eps) = (RopeStyle::Neox, 10000.0, 1e-6);
+    let fused = Op::NormRope { eps, style, rotary_dim: d, theta, scaling: RopeScaling::None };
+    let norm = Op::Norm { kind: NormKind::Rms, eps };
+    let permute = Op::Permute { perm: vec![0, 2, 1, 3] };
+    let rope = Op::Rope { style, rotary_dim: d, theta, scaling: RopeScaling::None };
+    let env = Env::new();
+    let mut g = c.benchmark_group("norm_rope_4x256_s256");
+    g.sample_size(30);
+    g.throughput(Throughput::Bytes((2 * s * h * d * 4) as u64));
+    for isa in isas() {
+        let fast = Fast::new(isa, threads).expect("available ISA");
+        g.bench_with_input(BenchmarkId::new("fused", isa.name()), &isa, |b, _| {
+            b.iter(|| black_box(fast.eval(&fused, vec![Arg::Ref(&x), Arg::Ref(&w), Arg::Ref(&pos)], &env).unwrap()))
+        });
+        g.bench_with_input(BenchmarkId::new("unfused", isa.name()), &isa, |b, _| {
+            b.iter(|| {
+                let normed = fast.eval(&norm, vec![Arg::Ref(&x), Arg::Ref(&w)], &env).unwrap();
+                let heads_major = fast.eval(&permute, vec![Arg::Own(Val::T(normed))], &env).unwrap();
+                black_box(fast.eval(&rope, vec![Arg::Own(Val::T(heads_major)), Arg::Ref(&pos)], &env).unwrap())
+            })
+        });
+    }
+    g.finish();
+}
+
+criterion_group!(benches, bandwidth, matvec, prefill_tile, decode_attention, norm_rope);
 criterion_main!(benches);
