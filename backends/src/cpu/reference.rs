@@ -6,7 +6,7 @@ use super::exec::{self, Arg, Env, Evaluator, Val};
 pub use super::exec::{ExecError, StepOutput};
 use super::kernels::{dot, matmul_weight};
 use crate::tensor::{Tensor, WeightRef, WeightSource};
-use graphc_ir::op::{BinaryOp, NormKind, Op, ReduceOp, RopeStyle, UnaryOp};
+use graphc_ir::op::{BinaryOp, NormKind, Op, ReduceOp, RopeScaling, RopeStyle, UnaryOp};
 use graphc_ir::{DType, Graph};
 use rayon::prelude::*;
 use std::collections::HashMap;
@@ -393,23 +393,12 @@ pub(crate) fn eval(op: &Op, args: &[&Val], env: &Env) -> Result<Tensor, String> 
             let half = rotary_dim / 2;
             let inv_freq = scaling.inv_freq(*rotary_dim, *theta);
             let magnitude = scaling.magnitude();
+            let mut angles = vec![(0f32, 0f32); half];
             for bi in 0..b {
                 for hi in 0..h {
                     for si in 0..s {
-                        let p = scaling.position(pos[bi * s + si]);
-                        let row = &mut x[((bi * h + hi) * s + si) * d..][..d];
-                        for (i, &freq) in inv_freq.iter().enumerate() {
-                            let (sin, cos) = (p * freq).sin_cos();
-                            // HF scales cos and sin themselves (LongRoPE's attention factor).
-                            let (sin, cos) = (sin * magnitude, cos * magnitude);
-                            let (i0, i1) = match style {
-                                RopeStyle::GptJ => (2 * i, 2 * i + 1),
-                                RopeStyle::Neox => (i, i + half),
-                            };
-                            let (x0, x1) = (row[i0], row[i1]);
-                            row[i0] = x0 * cos - x1 * sin;
-                            row[i1] = x0 * sin + x1 * cos;
-                        }
+                        rope_angles(scaling, &inv_freq, magnitude, pos[bi * s + si], &mut angles);
+                        rotate_row(&mut x[((bi * h + hi) * s + si) * d..][..d], &angles, *style);
                     }
                 }
             }
@@ -553,6 +542,32 @@ pub(crate) fn eval(op: &Op, args: &[&Val], env: &Env) -> Result<Tensor, String> 
 
 /// `Norm` over each `w.len()`-long row of `x` into `out`: the definition
 /// (the caller checks that `w` and `bias` match the rows).
+/// The `(sin, cos)` of each rotary feature pair at position `pos`, scaled
+/// by `magnitude` (HF scales cos and sin themselves: LongRoPE's attention
+/// factor). Every backend's rope computes its angles here.
+pub(crate) fn rope_angles(scaling: &RopeScaling, inv_freq: &[f32], magnitude: f32, pos: i32, out: &mut [(f32, f32)]) {
+    let p = scaling.position(pos);
+    for (a, &freq) in out.iter_mut().zip(inv_freq) {
+        let (sin, cos) = (p * freq).sin_cos();
+        *a = (sin * magnitude, cos * magnitude);
+    }
+}
+
+/// Turn each feature pair of one head's `row` by its angle (`angles` from
+/// `rope_angles`); features past the pairs pass through.
+pub(crate) fn rotate_row(row: &mut [f32], angles: &[(f32, f32)], style: RopeStyle) {
+    let half = angles.len();
+    for (i, &(sin, cos)) in angles.iter().enumerate() {
+        let (i0, i1) = match style {
+            RopeStyle::GptJ => (2 * i, 2 * i + 1),
+            RopeStyle::Neox => (i, i + half),
+        };
+        let (x0, x1) = (row[i0], row[i1]);
+        row[i0] = x0 * cos - x1 * sin;
+        row[i1] = x0 * sin + x1 * cos;
+    }
+}
+
 pub(crate) fn norm_rows(kind: NormKind, eps: f32, x: &[f32], w: &[f32], bias: Option<&[f32]>, out: &mut [f32]) {
     let d = w.len();
     for (o, row) in out.chunks_exact_mut(d).zip(x.chunks_exact(d)) {

@@ -303,26 +303,14 @@ fn norm_rope(
     let magnitude = scaling.magnitude();
     let mut angles = vec![(0f32, 0f32); b * s * half];
     for (row, a) in angles.chunks_exact_mut(half.max(1)).enumerate().take(b * s) {
-        let p = scaling.position(pos[row]);
-        for (a, &freq) in a.iter_mut().zip(&inv_freq) {
-            let (sin, cos) = (p * freq).sin_cos();
-            *a = (sin * magnitude, cos * magnitude);
-        }
+        reference::rope_angles(scaling, &inv_freq, magnitude, pos[row], a);
     }
     let mut out = vec![0f32; x.len()];
     for_each_chunk_mut(pool, &mut out, (s * d).max(1), |block, o| {
         let (bi, hi) = (block / h, block % h);
         for (si, row) in o.chunks_exact_mut(d).enumerate() {
             reference::norm_rows(graphc_ir::op::NormKind::Rms, eps, &x[((bi * s + si) * h + hi) * d..][..d], w, None, row);
-            for (i, &(sin, cos)) in angles[(bi * s + si) * half..][..half].iter().enumerate() {
-                let (i0, i1) = match style {
-                    RopeStyle::GptJ => (2 * i, 2 * i + 1),
-                    RopeStyle::Neox => (i, i + half),
-                };
-                let (x0, x1) = (row[i0], row[i1]);
-                row[i0] = x0 * cos - x1 * sin;
-                row[i1] = x0 * sin + x1 * cos;
-            }
+            reference::rotate_row(row, &angles[(bi * s + si) * half..][..half], style);
         }
     });
     out
@@ -339,22 +327,9 @@ fn rope(x: Tensor, pos: &[i32], style: RopeStyle, rotary_dim: usize, theta: f32,
     let mut angles = vec![(0f32, 0f32); half];
     for bi in 0..b {
         for si in 0..s {
-            let p = scaling.position(pos[bi * s + si]);
-            for (a, &freq) in angles.iter_mut().zip(&inv_freq) {
-                let (sin, cos) = (p * freq).sin_cos();
-                *a = (sin * magnitude, cos * magnitude);
-            }
+            reference::rope_angles(scaling, &inv_freq, magnitude, pos[bi * s + si], &mut angles);
             for hi in 0..h {
-                let row = &mut data[((bi * h + hi) * s + si) * d..][..d];
-                for (i, &(sin, cos)) in angles.iter().enumerate() {
-                    let (i0, i1) = match style {
-                        RopeStyle::GptJ => (2 * i, 2 * i + 1),
-                        RopeStyle::Neox => (i, i + half),
-                    };
-                    let (x0, x1) = (row[i0], row[i1]);
-                    row[i0] = x0 * cos - x1 * sin;
-                    row[i1] = x0 * sin + x1 * cos;
-                }
+                reference::rotate_row(&mut data[((bi * h + hi) * s + si) * d..][..d], &angles, style);
             }
         }
     }
