@@ -20,7 +20,7 @@ use crate::DType;
 use std::collections::HashMap;
 use std::fmt::Write;
 
-pub(crate) fn unary_name(u: UnaryOp) -> &'static str {
+pub fn unary_name(u: UnaryOp) -> &'static str {
     match u {
         UnaryOp::Neg => "neg",
         UnaryOp::Exp => "exp",
@@ -49,7 +49,7 @@ const UNARY: [UnaryOp; 11] = [
     UnaryOp::Softplus,
 ];
 
-pub(crate) fn binary_name(b: BinaryOp) -> &'static str {
+pub fn binary_name(b: BinaryOp) -> &'static str {
     match b {
         BinaryOp::Add => "add",
         BinaryOp::Sub => "sub",

@@ -1,0 +1,129 @@
+//! Attention over the in-place KV cache, one workgroup per (row, query
+//! head, query): GQA native (query head `h` reads kv head
+//! `h / (n_heads / n_kv_heads)`), each query at its own position (ragged
+//! batches and decode use the same kernel), causal / sliding-window masks,
+//! ring caches, and the score soft-cap.
+//!
+//! Keys are visited in chunks of one per invocation with an online softmax
+//! (running max and sum, accumulator rescaled per chunk), so any context
+//! length fits the fixed workgroup memory. The accumulator row lives in
+//! workgroup memory, one slot per output feature, each owned by one
+//! invocation. No infinities are used: a masked score is never exponentiated.
+
+use super::WORKGROUP;
+use crate::kir::*;
+
+/// Largest value head size (`dv`) the kernel holds.
+pub const MAX_HEAD_DIM: u32 = 512;
+const NEG_BIG: f32 = -3.0e38;
+
+/// Buffers `q [b, n_heads, s, d]`, `k [b, n_kv_heads, t, d]`,
+/// `v [b, n_kv_heads, t, dv]`, `positions i32 [b, s]`, `y [b, n_heads, s, dv]`.
+/// Params `queries` (b·n_heads·s), `n_heads`, `n_kv_heads`, `s`, `t`, `d`,
+/// `dv`, `scale`, `softcap` (0: none), `causal` (0/1), `window` (0: none),
+/// `ring` (0/1). Grid: `queries` groups.
+pub fn attention() -> Kernel {
+    let mut k = Kernel::new("attention", WORKGROUP)
+        .input("q", Ty::F32)
+        .input("k", Ty::F32)
+        .input("v", Ty::F32)
+        .input("positions", Ty::I32)
+        .output("y", Ty::F32);
+    for p in ["queries", "n_heads", "n_kv_heads", "s", "t", "d", "dv"] {
+        k = k.param(p, Ty::U32);
+    }
+    k = k
+        .param("scale", Ty::F32)
+        .param("softcap", Ty::F32)
+        .param("causal", Ty::U32)
+        .param("window", Ty::U32)
+        .param("ring", Ty::U32)
+        .shared("red", Ty::F32, WORKGROUP)
+        .shared("probs", Ty::F32, WORKGROUP)
+        .shared("acc", Ty::F32, MAX_HEAD_DIM);
+
+    // Which keys a query at position `pos` sees, as positions `lo..hi`;
+    // position x is cache row x (or x % t in a ring).
+    let pos = || var("pos");
+    let row_of = |x: Expr| select(param("ring").eq(u(1)), x.clone() % param("t"), x);
+    let mut query = vec![
+        let_("si", Ty::U32, var("qi") % param("s")),
+        let_("head", Ty::U32, (var("qi") / param("s")) % param("n_heads")),
+        let_("bi", Ty::U32, var("qi") / (param("s") * param("n_heads"))),
+        let_("kv_head", Ty::U32, var("head") / (param("n_heads") / param("n_kv_heads"))),
+        let_("kv_base", Ty::U32, (var("bi") * param("n_kv_heads") + var("kv_head")) * param("t")),
+        let_("q_base", Ty::U32, var("qi") * param("d")),
+        let_("pos", Ty::U32, load("positions", var("bi") * param("s") + var("si")).max(i(0)).cast(Ty::U32)),
+        let_(
+            "hi",
+            Ty::U32,
+            select(
+                param("causal").eq(u(1)),
+                select(param("ring").eq(u(1)), pos() + u(1), (pos() + u(1)).min(param("t"))),
+                param("t"),
+            ),
+        ),
+        let_("lo", Ty::U32, select(param("window").gt(u(0)).and(pos().ge(param("window"))), pos() + u(1) - param("window"), u(0))),
+        for_("c", local_id(), param("dv"), u(WORKGROUP), vec![store_shared("acc", var("c"), f(0.0))]),
+        let_("m", Ty::F32, f(NEG_BIG)),
+        let_("l", Ty::F32, f(0.0)),
+    ];
+    let mut chunk = vec![
+        let_("x", Ty::U32, var("c0") + local_id()),
+        let_("valid", Ty::Bool, var("x").lt(var("hi"))),
+        let_("score", Ty::F32, f(NEG_BIG)),
+        if_(
+            var("valid"),
+            vec![
+                let_("k_base", Ty::U32, (var("kv_base") + row_of(var("x"))) * param("d")),
+                let_("dot", Ty::F32, f(0.0)),
+                for_("c", u(0), param("d"), u(1), vec![assign("dot", var("dot") + load("q", var("q_base") + var("c")) * load("k", var("k_base") + var("c")))]),
+                assign("score", var("dot") * param("scale")),
+                if_(param("softcap").gt(f(0.0)), vec![assign("score", param("softcap") * call(Func::Tanh, vec![var("score") / param("softcap")]))]),
+            ],
+        ),
+    ];
+    chunk.extend(workgroup_reduce("red", WORKGROUP, var("score"), BinOp::Max));
+    chunk.extend([
+        let_("m_new", Ty::F32, var("m").max(load_shared("red", u(0)))),
+        let_("p", Ty::F32, select(var("valid"), call(Func::Exp, vec![var("score") - var("m_new")]), f(0.0))),
+        store_shared("probs", local_id(), var("p")),
+    ]);
+    // The reduction's leading barrier also publishes `probs`.
+    chunk.extend(workgroup_reduce("red", WORKGROUP, var("p"), BinOp::Add));
+    chunk.extend([
+        let_("rescale", Ty::F32, call(Func::Exp, vec![var("m") - var("m_new")])),
+        assign("l", var("l") * var("rescale") + load_shared("red", u(0))),
+        assign("m", var("m_new")),
+        let_("n_keys", Ty::U32, (var("hi") - var("c0")).min(u(WORKGROUP))),
+        for_(
+            "c",
+            local_id(),
+            param("dv"),
+            u(WORKGROUP),
+            vec![
+                let_("sum", Ty::F32, f(0.0)),
+                for_(
+                    "jj",
+                    u(0),
+                    var("n_keys"),
+                    u(1),
+                    vec![assign(
+                        "sum",
+                        var("sum") + load_shared("probs", var("jj")) * load("v", (var("kv_base") + row_of(var("c0") + var("jj"))) * param("dv") + var("c")),
+                    )],
+                ),
+                store_shared("acc", var("c"), load_shared("acc", var("c")) * var("rescale") + var("sum")),
+            ],
+        ),
+    ]);
+    query.push(for_("c0", var("lo"), var("hi"), u(WORKGROUP), chunk));
+    query.push(for_(
+        "c",
+        local_id(),
+        param("dv"),
+        u(WORKGROUP),
+        vec![store("y", var("qi") * param("dv") + var("c"), select(var("l").gt(f(0.0)), load_shared("acc", var("c")) / var("l"), f(0.0)))],
+    ));
+    k.body(vec![let_("qi", Ty::U32, group_index()), if_(var("qi").lt(param("queries")), query)])
+}

@@ -1,0 +1,115 @@
+//! Elementwise kernels: unary functions, broadcasting binaries, and the
+//! gated-MLP product `act(gate) * up` (SwiGLU / GeGLU). The unary functions
+//! are spelled out here once (`unary_expr`), in the reference executor's
+//! formulas, for every target.
+
+use super::{thread_index, WORKGROUP};
+use crate::kir::*;
+use graphc_ir::{BinaryOp, UnaryOp};
+
+/// `act(x)` for a scalar expression `x` (a local: it is read several times).
+pub fn unary_expr(op: UnaryOp, x: Expr) -> Expr {
+    let sigmoid = |x: Expr| f(1.0) / (f(1.0) + call(Func::Exp, vec![-x]));
+    match op {
+        UnaryOp::Neg => -x,
+        UnaryOp::Exp => call(Func::Exp, vec![x]),
+        UnaryOp::Sqrt => call(Func::Sqrt, vec![x]),
+        UnaryOp::Rsqrt => f(1.0) / call(Func::Sqrt, vec![x]),
+        UnaryOp::Recip => f(1.0) / x,
+        UnaryOp::Tanh => call(Func::Tanh, vec![x]),
+        UnaryOp::Sigmoid => sigmoid(x),
+        UnaryOp::Silu => x.clone() / (f(1.0) + call(Func::Exp, vec![-x])),
+        UnaryOp::GeluTanh => {
+            let c = (2.0f32 / std::f32::consts::PI).sqrt();
+            let inner = f(c) * (x.clone() + f(0.044715) * x.clone() * x.clone() * x.clone());
+            f(0.5) * x * (f(1.0) + call(Func::Tanh, vec![inner]))
+        }
+        UnaryOp::GeluErf => f(0.5) * x.clone() * (f(1.0) + erf(x * f(std::f32::consts::FRAC_1_SQRT_2))),
+        UnaryOp::Softplus => select(x.clone().gt(f(20.0)), x.clone(), call(Func::Log, vec![f(1.0) + call(Func::Exp, vec![x])])),
+    }
+}
+
+/// `erf(z)` by Abramowitz & Stegun 7.1.26 (absolute error below 1.5e-7):
+/// no target has `erf` in WGSL's builtin set.
+fn erf(z: Expr) -> Expr {
+    let a = call(Func::Abs, vec![z.clone()]);
+    let t = f(1.0) / (f(1.0) + f(0.327_591_1) * a.clone());
+    let poly = ((((f(1.061_405_4) * t.clone() + f(-1.453_152_1)) * t.clone() + f(1.421_413_7)) * t.clone() + f(-0.284_496_74))
+        * t.clone()
+        + f(0.254_829_6))
+        * t;
+    let magnitude = f(1.0) - poly * call(Func::Exp, vec![-(a.clone() * a)]);
+    select(z.lt(f(0.0)), -magnitude.clone(), magnitude)
+}
+
+/// `y[i] = op(x[i])` for `i < n`. Grid: `ceil(n / 256)` groups.
+pub fn unary(op: UnaryOp) -> Kernel {
+    Kernel::new(&format!("unary_{}", graphc_ir::text::unary_name(op)), WORKGROUP)
+        .input("x", Ty::F32)
+        .output("y", Ty::F32)
+        .param("n", Ty::U32)
+        .body(vec![
+            let_("i", Ty::U32, thread_index()),
+            if_(var("i").lt(param("n")), vec![let_("v", Ty::F32, load("x", var("i"))), store("y", var("i"), unary_expr(op, var("v")))]),
+        ])
+}
+
+/// `y = op(a, b)` with numpy broadcasting, up to rank 4: the output is
+/// `[n / (d1 d2 d3), d1, d2, d3]`; `a` and `b` are read through element
+/// strides `sa*`, `sb*` (0 along a broadcast axis). Grid: `ceil(n / 256)`.
+pub fn binary(op: BinaryOp) -> Kernel {
+    let mut k = Kernel::new(&format!("binary_{}", graphc_ir::text::binary_name(op)), WORKGROUP)
+        .input("a", Ty::F32)
+        .input("b", Ty::F32)
+        .output("y", Ty::F32)
+        .param("n", Ty::U32);
+    for p in ["d1", "d2", "d3", "sa0", "sa1", "sa2", "sa3", "sb0", "sb1", "sb2", "sb3"] {
+        k = k.param(p, Ty::U32);
+    }
+    let offset = |s: &str| {
+        var("i0") * param(&format!("{s}0"))
+            + var("i1") * param(&format!("{s}1"))
+            + var("i2") * param(&format!("{s}2"))
+            + var("i3") * param(&format!("{s}3"))
+    };
+    let (a, b) = (load("a", offset("sa")), load("b", offset("sb")));
+    let value = match op {
+        BinaryOp::Add => a + b,
+        BinaryOp::Sub => a - b,
+        BinaryOp::Mul => a * b,
+        BinaryOp::Div => a / b,
+        BinaryOp::Max => a.max(b),
+        BinaryOp::Min => a.min(b),
+    };
+    k.body(vec![
+        let_("i", Ty::U32, thread_index()),
+        if_(
+            var("i").lt(param("n")),
+            vec![
+                let_("i3", Ty::U32, var("i") % param("d3")),
+                let_("rest", Ty::U32, var("i") / param("d3")),
+                let_("i2", Ty::U32, var("rest") % param("d2")),
+                assign("rest", var("rest") / param("d2")),
+                let_("i1", Ty::U32, var("rest") % param("d1")),
+                let_("i0", Ty::U32, var("rest") / param("d1")),
+                store("y", var("i"), value),
+            ],
+        ),
+    ])
+}
+
+/// `y[i] = act(gate[i]) * up[i]` for `i < n`. Grid: `ceil(n / 256)`.
+pub fn glu(act: UnaryOp) -> Kernel {
+    Kernel::new(&format!("glu_{}", graphc_ir::text::unary_name(act)), WORKGROUP)
+        .input("gate", Ty::F32)
+        .input("up", Ty::F32)
+        .output("y", Ty::F32)
+        .param("n", Ty::U32)
+        .body(vec![
+            let_("i", Ty::U32, thread_index()),
+            if_(
+                var("i").lt(param("n")),
+                vec![let_("g", Ty::F32, load("gate", var("i"))), store("y", var("i"), unary_expr(act, var("g")) * load("up", var("i")))],
+            ),
+        ])
+}

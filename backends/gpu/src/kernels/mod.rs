@@ -1,0 +1,56 @@
+//! The fused kernels, each written once in the kernel IR (`kir`), one file
+//! per kernel class. Each generator's doc comment is its host contract: the
+//! buffers and parameters in binding order, and the grid it is launched on.
+//! `catalog()` lists one instance of every kernel (for the golden
+//! snapshots, naga validation and the NVRTC compile test).
+
+pub mod attention;
+pub mod dequant;
+pub mod elementwise;
+pub mod kv_append;
+pub mod matmul;
+pub mod norm;
+pub mod rope;
+pub mod softmax;
+
+use crate::kir::{group_index, local_id, u, Expr, Kernel};
+use graphc_ir::{BinaryOp, DType, NormKind, RopeStyle, UnaryOp};
+
+/// Invocations per workgroup for every kernel here: a power of two (the
+/// tree reductions need one) that every target and lavapipe allow.
+pub const WORKGROUP: u32 = 256;
+
+/// The invocation's linear index over the whole grid (one-element-per-thread kernels).
+pub fn thread_index() -> Expr {
+    group_index() * u(WORKGROUP) + local_id()
+}
+
+/// The weight storage types the matmul and gather kernels read.
+pub const WEIGHT_DTYPES: [DType; 9] =
+    [DType::F32, DType::F16, DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q8_0, DType::Q4K, DType::Q5K, DType::Q6K];
+
+/// One instance of every kernel, grouped by class: `(class, kernel)`.
+pub fn catalog() -> Vec<(&'static str, Kernel)> {
+    let mut all = vec![];
+    for op in [UnaryOp::Silu, UnaryOp::GeluTanh, UnaryOp::GeluErf, UnaryOp::Exp] {
+        all.push(("elementwise", elementwise::unary(op)));
+    }
+    for op in [BinaryOp::Add, BinaryOp::Mul] {
+        all.push(("elementwise", elementwise::binary(op)));
+    }
+    all.push(("glu", elementwise::glu(UnaryOp::Silu)));
+    all.push(("glu", elementwise::glu(UnaryOp::GeluTanh)));
+    all.push(("norm", norm::norm(NormKind::Rms)));
+    all.push(("norm", norm::norm(NormKind::Layer)));
+    all.push(("rope", rope::rope(RopeStyle::Neox)));
+    all.push(("rope", rope::rope(RopeStyle::GptJ)));
+    all.push(("rope", rope::norm_rope(RopeStyle::Neox)));
+    all.push(("softmax", softmax::softmax()));
+    for dtype in WEIGHT_DTYPES {
+        all.push(("matmul", matmul::matmul(dtype)));
+        all.push(("gather", matmul::gather(dtype)));
+    }
+    all.push(("attention", attention::attention()));
+    all.push(("kv_append", kv_append::kv_append()));
+    all
+}

@@ -1,0 +1,136 @@
+//! Rotary embedding, and the fused per-head q/k norm + transpose + rotation
+//! (`norm_rope`). Pair `i` at position `p` turns by `p' · inv_freq[i]`; the
+//! host passes `inv_freq` (`RopeScaling::inv_freq`, the CPU's values) so
+//! every backend rotates by the same f32 angles.
+//!
+//! The angle is reduced to [-π, π] here (Cody–Waite, two-part 2π) before
+//! `sin`/`cos`: WGSL and Metal only bound their error inside that range,
+//! and angles reach thousands of radians at long contexts.
+
+use super::{thread_index, WORKGROUP};
+use crate::kir::*;
+use graphc_ir::RopeStyle;
+
+/// `2π = TWO_PI_HI + TWO_PI_LO`, with `TWO_PI_HI` exact in 8 bits so
+/// `k · TWO_PI_HI` is exact for the `k` any real position gives.
+const TWO_PI_HI: f32 = 6.28125;
+const TWO_PI_LO: f32 = 0.001_935_307_2;
+
+/// Statements binding `sin_a`, `cos_a` (times `magnitude`) for pair `pair`
+/// at the position in local `pos` (i32). Positions are non-negative, so
+/// truncating `a / 2π + 1/2` rounds to the nearest turn.
+fn angle(pair: Expr) -> Vec<Stmt> {
+    vec![
+        let_("a", Ty::F32, (var("pos").cast(Ty::F32) / param("pos_divisor")) * load("inv_freq", pair)),
+        let_("turns", Ty::F32, (var("a") * f(1.0 / (2.0 * std::f32::consts::PI)) + f(0.5)).cast(Ty::I32).cast(Ty::F32)),
+        let_("r", Ty::F32, (var("a") - var("turns") * f(TWO_PI_HI)) - var("turns") * f(TWO_PI_LO)),
+        let_("sin_a", Ty::F32, call(Func::Sin, vec![var("r")]) * param("magnitude")),
+        let_("cos_a", Ty::F32, call(Func::Cos, vec![var("r")]) * param("magnitude")),
+    ]
+}
+
+/// Output feature `c` of a rotated row, from `value(j)` (the row's feature
+/// `j`): pairs `(i, i + half)` (Neox) or `(2i, 2i + 1)` (GptJ); features
+/// past `2 · half` pass through.
+fn rotated(style: RopeStyle, value: &dyn Fn(Expr) -> Expr) -> Vec<Stmt> {
+    let c = || var("c");
+    let (pair, partner, first) = match style {
+        RopeStyle::Neox => (
+            select(c().lt(param("half")), c(), c() - param("half")),
+            select(c().lt(param("half")), c() + param("half"), c() - param("half")),
+            c().lt(param("half")),
+        ),
+        RopeStyle::GptJ => (c() / u(2), select((c() % u(2)).eq(u(0)), c() + u(1), c() - u(1)), (c() % u(2)).eq(u(0))),
+    };
+    let mut body = vec![let_("out", Ty::F32, value(c()))];
+    let mut turn = angle(pair);
+    turn.push(let_("x_self", Ty::F32, value(c())));
+    turn.push(let_("x_partner", Ty::F32, value(partner)));
+    // Same products as the reference: x0·cos − x1·sin and x0·sin + x1·cos.
+    turn.push(assign(
+        "out",
+        select(
+            first,
+            var("x_self") * var("cos_a") - var("x_partner") * var("sin_a"),
+            var("x_partner") * var("sin_a") + var("x_self") * var("cos_a"),
+        ),
+    ));
+    body.push(if_(c().lt(param("half") * u(2)), turn));
+    body
+}
+
+fn with_rope_params(k: Kernel) -> Kernel {
+    k.param("half", Ty::U32).param("pos_divisor", Ty::F32).param("magnitude", Ty::F32)
+}
+
+/// `x [b, h, s, d]`, `pos i32 [b, s]`, `inv_freq [half]` → `y` of x's shape.
+/// Params `n` (elements), `h`, `s`, `d`, then `half` (rotary_dim / 2),
+/// `pos_divisor` (the linear scaling factor, else 1), `magnitude`.
+/// Grid: `ceil(n / 256)`, one output feature per invocation.
+pub fn rope(style: RopeStyle) -> Kernel {
+    let name = match style {
+        RopeStyle::Neox => "rope_neox",
+        RopeStyle::GptJ => "rope_gptj",
+    };
+    let k = Kernel::new(name, WORKGROUP)
+        .input("x", Ty::F32)
+        .input("positions", Ty::I32)
+        .input("inv_freq", Ty::F32)
+        .output("y", Ty::F32)
+        .param("n", Ty::U32)
+        .param("h", Ty::U32)
+        .param("s", Ty::U32)
+        .param("d", Ty::U32);
+    let mut body = vec![
+        let_("row", Ty::U32, var("i") / param("d")),
+        let_("c", Ty::U32, var("i") % param("d")),
+        let_("b", Ty::U32, var("row") / (param("h") * param("s"))),
+        let_("pos", Ty::I32, load("positions", var("b") * param("s") + var("row") % param("s"))),
+    ];
+    body.extend(rotated(style, &|j| load("x", var("row") * param("d") + j)));
+    body.push(store("y", var("i"), var("out")));
+    with_rope_params(k).body(vec![let_("i", Ty::U32, thread_index()), if_(var("i").lt(param("n")), body)])
+}
+
+/// `rope(permute{0,2,1,3}(rms_norm(x, w)))` in one pass: `x [b, s, h, d]`,
+/// `w [d]`, `pos i32 [b, s]`, `inv_freq` → `y [b, h, s, d]`. Params `rows`
+/// (b·s·h), `h`, `s`, `d`, `eps`, then the rope params. Grid: `rows`
+/// groups, one input row (a head of a token) per group.
+pub fn norm_rope(style: RopeStyle) -> Kernel {
+    let name = match style {
+        RopeStyle::Neox => "norm_rope_neox",
+        RopeStyle::GptJ => "norm_rope_gptj",
+    };
+    let k = Kernel::new(name, WORKGROUP)
+        .input("x", Ty::F32)
+        .input("w", Ty::F32)
+        .input("positions", Ty::I32)
+        .input("inv_freq", Ty::F32)
+        .output("y", Ty::F32)
+        .param("rows", Ty::U32)
+        .param("h", Ty::U32)
+        .param("s", Ty::U32)
+        .param("d", Ty::U32)
+        .param("eps", Ty::F32)
+        .shared("red", Ty::F32, WORKGROUP);
+    let mut row = vec![
+        let_("base", Ty::U32, var("row") * param("d")),
+        let_("sq", Ty::F32, f(0.0)),
+        for_("c", local_id(), param("d"), u(WORKGROUP), vec![let_("v", Ty::F32, load("x", var("base") + var("c"))), assign("sq", var("sq") + var("v") * var("v"))]),
+    ];
+    row.extend(workgroup_reduce("red", WORKGROUP, var("sq"), BinOp::Add));
+    row.extend([
+        let_("r", Ty::F32, f(1.0) / call(Func::Sqrt, vec![load_shared("red", u(0)) / param("d").cast(Ty::F32) + param("eps")])),
+        // row = (bi · s + si) · h + hi of the input; the output is heads-major.
+        let_("hi", Ty::U32, var("row") % param("h")),
+        let_("token", Ty::U32, var("row") / param("h")),
+        let_("bi", Ty::U32, var("token") / param("s")),
+        let_("si", Ty::U32, var("token") % param("s")),
+        let_("pos", Ty::I32, load("positions", var("token"))),
+        let_("out_base", Ty::U32, ((var("bi") * param("h") + var("hi")) * param("s") + var("si")) * param("d")),
+    ]);
+    let mut feature = rotated(style, &|j| load("w", j.clone()) * (load("x", var("base") + j) * var("r")));
+    feature.push(store("y", var("out_base") + var("c"), var("out")));
+    row.push(for_("c", local_id(), param("d"), u(WORKGROUP), feature));
+    with_rope_params(k).body(vec![let_("row", Ty::U32, group_index()), if_(var("row").lt(param("rows")), row)])
+}
