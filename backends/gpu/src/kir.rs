@@ -250,7 +250,11 @@ impl Expr {
     pub fn cast(self, ty: Ty) -> Expr {
         Expr::Cast(ty, Box::new(self))
     }
-    pub fn not(self) -> Expr {
+}
+
+impl ops::Not for Expr {
+    type Output = Expr;
+    fn not(self) -> Expr {
         Expr::Not(Box::new(self))
     }
 }
@@ -445,11 +449,23 @@ impl Kernel {
         self.check_block(&self.body, &mut Scope::default())
     }
 
+    /// No shadowing: a name declared while an outer one of the same name is
+    /// in scope silently changes what later reads of it mean (a real bug
+    /// this check was added for: a rotation angle named like the norm
+    /// factor the same kernel read after it).
+    fn fresh(&self, name: &str, scope: &Scope) -> Result<(), KernelError> {
+        if scope.get(name).is_some() {
+            return Err(self.err(format!("`{name}` is declared while another `{name}` is in scope")));
+        }
+        Ok(())
+    }
+
     fn check_block(&self, body: &[Stmt], scope: &mut Scope) -> Result<(), KernelError> {
         for s in body {
             match s {
                 Stmt::Let { name, ty, value } => {
                     self.expect(value, scope, *ty, &format!("`{name}`'s initial value"))?;
+                    self.fresh(name, scope)?;
                     scope.declare(name, *ty);
                 }
                 Stmt::Assign { name, value } => {
@@ -473,12 +489,14 @@ impl Kernel {
                     self.expect(start, scope, *ty, "a loop start")?;
                     self.expect(end, scope, *ty, "a loop end")?;
                     self.expect(step, scope, *ty, "a loop step")?;
+                    self.fresh(var, scope)?;
                     let mut inner = scope.clone();
                     inner.declare(var, *ty);
                     self.check_block(body, &mut inner)?;
                 }
                 Stmt::Halving { var, start, body } => {
                     self.expect(start, scope, Ty::U32, "a halving loop's start")?;
+                    self.fresh(var, scope)?;
                     let mut inner = scope.clone();
                     inner.declare(var, Ty::U32);
                     self.check_block(body, &mut inner)?;

@@ -1,10 +1,49 @@
 //! graphc's GPU codegen. Every fused kernel is written once in the kernel
 //! IR (`kir`, `kernels`) and emitted per target (`emit`): WGSL, run here on
 //! wgpu (`wgpu_rt`); CUDA C, compiled by NVRTC (`cuda_rt`); MSL, translated
-//! by naga from the validated WGSL module.
+//! by naga from the validated WGSL module (`metal_rt` is the host stub).
 
+// `unsafe` only in the modules that allow it by name (cuda_rt's library
+// loading), each block with a `// SAFETY:` comment.
+#![deny(unsafe_code)]
+#![deny(clippy::undocumented_unsafe_blocks)]
+
+pub mod cuda_rt;
 pub mod emit;
 pub mod kernels;
 pub mod kir;
+pub mod lower;
+pub mod metal_rt;
+pub mod wgpu_rt;
 
 pub use emit::{emit, EmitError, Target};
+
+#[derive(Debug, thiserror::Error)]
+pub enum GpuError {
+    #[error(transparent)]
+    Emit(#[from] EmitError),
+    #[error(transparent)]
+    Lower(#[from] lower::LowerError),
+    #[error("{backend}: no device: {reason}")]
+    NoDevice { backend: &'static str, reason: String },
+    #[error("{backend} is off: it has not passed its parity run on real hardware; set {flag}=1 to enable it")]
+    NotEnabled { backend: &'static str, flag: &'static str },
+    #[error("kernel `{kernel}` on {target}: {message}")]
+    Kernel { kernel: String, target: &'static str, message: String },
+    #[error("launch of kernel `{kernel}`: {message}")]
+    Launch { kernel: String, message: String },
+    #[error("{backend} device: {message}")]
+    Device { backend: &'static str, message: String },
+    #[error("{name}={value:?}: flags are read by value, 1 (on) or 0 (off)")]
+    BadFlag { name: &'static str, value: String },
+}
+
+/// A flag read by value: unset or `0` is off, `1` is on, anything else an error.
+pub fn flag(name: &'static str) -> Result<bool, GpuError> {
+    match std::env::var(name) {
+        Err(_) => Ok(false),
+        Ok(v) if v == "0" => Ok(false),
+        Ok(v) if v == "1" => Ok(true),
+        Ok(value) => Err(GpuError::BadFlag { name, value }),
+    }
+}

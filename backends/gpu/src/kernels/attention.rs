@@ -43,7 +43,8 @@ pub fn attention() -> Kernel {
         .shared("acc", Ty::F32, MAX_HEAD_DIM);
 
     // Which keys a query at position `pos` sees, as positions `lo..hi`;
-    // position x is cache row x (or x % t in a ring).
+    // position x is cache row x, or x % t in a ring (which holds exactly
+    // the window's last positions, causal by construction).
     let pos = || var("pos");
     let row_of = |x: Expr| select(param("ring").eq(u(1)), x.clone() % param("t"), x);
     let mut query = vec![
@@ -58,9 +59,9 @@ pub fn attention() -> Kernel {
             "hi",
             Ty::U32,
             select(
-                param("causal").eq(u(1)),
-                select(param("ring").eq(u(1)), pos() + u(1), (pos() + u(1)).min(param("t"))),
-                param("t"),
+                param("ring").eq(u(1)),
+                pos() + u(1),
+                select(param("causal").eq(u(1)), (pos() + u(1)).min(param("t")), param("t")),
             ),
         ),
         let_("lo", Ty::U32, select(param("window").gt(u(0)).and(pos().ge(param("window"))), pos() + u(1) - param("window"), u(0))),

@@ -23,9 +23,9 @@ fn angle(pair: Expr) -> Vec<Stmt> {
     vec![
         let_("a", Ty::F32, (var("pos").cast(Ty::F32) / param("pos_divisor")) * load("inv_freq", pair)),
         let_("turns", Ty::F32, (var("a") * f(1.0 / (2.0 * std::f32::consts::PI)) + f(0.5)).cast(Ty::I32).cast(Ty::F32)),
-        let_("r", Ty::F32, (var("a") - var("turns") * f(TWO_PI_HI)) - var("turns") * f(TWO_PI_LO)),
-        let_("sin_a", Ty::F32, call(Func::Sin, vec![var("r")]) * param("magnitude")),
-        let_("cos_a", Ty::F32, call(Func::Cos, vec![var("r")]) * param("magnitude")),
+        let_("a_reduced", Ty::F32, (var("a") - var("turns") * f(TWO_PI_HI)) - var("turns") * f(TWO_PI_LO)),
+        let_("sin_a", Ty::F32, call(Func::Sin, vec![var("a_reduced")]) * param("magnitude")),
+        let_("cos_a", Ty::F32, call(Func::Cos, vec![var("a_reduced")]) * param("magnitude")),
     ]
 }
 

@@ -1,0 +1,226 @@
+//! From a graph op on concrete shapes to a kernel call: which kernel, its
+//! arguments in binding order, its parameter values and its grid. This is
+//! the one place the kernels' host contracts (their doc comments) are
+//! honoured; every target's runtime launches what it returns.
+//!
+//! An op with no kernel is an error naming the op and the target, never a
+//! silent fallback to the CPU.
+
+use crate::kernels::{self, attention::MAX_HEAD_DIM, WEIGHT_DTYPES};
+use crate::kir::Kernel;
+use crate::wgpu_rt::{groups_for, Value};
+use graphc_ir::{DType, NormKind, Op, RopeScaling};
+
+/// Where a kernel argument comes from.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Arg {
+    /// The op's input `i`.
+    Input(usize),
+    /// The op's input `i`, written in place; it is also the op's result.
+    InPlace(usize),
+    /// A constant the host computes once per op (RoPE's `inv_freq`).
+    Constant(Vec<f32>),
+    /// The result, a fresh f32 buffer.
+    Output,
+}
+
+/// One launch of one kernel for one op.
+#[derive(Clone, Debug)]
+pub struct KernelCall {
+    pub kernel: Kernel,
+    pub args: Vec<Arg>,
+    pub params: Vec<Value>,
+    pub groups: u32,
+    /// The result's shape (f32).
+    pub out_shape: Vec<usize>,
+}
+
+/// What the lowering needs of one input: its storage type and shape.
+#[derive(Clone, Debug)]
+pub struct ArgInfo {
+    pub dtype: DType,
+    pub shape: Vec<usize>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum LowerError {
+    #[error("op `{op}` has no {target} kernel ({why})")]
+    NoKernel { op: String, target: &'static str, why: String },
+}
+
+fn n32(v: usize) -> Value {
+    Value::U32(v as u32)
+}
+
+/// The kernel call for `op` on inputs `args`, for `target` (a name for errors).
+pub fn lower(op: &Op, args: &[ArgInfo], target: &'static str) -> Result<KernelCall, LowerError> {
+    let no = |why: String| LowerError::NoKernel { op: op.mnemonic(), target, why };
+    let shape0 = args.first().map(|a| a.shape.clone()).unwrap_or_default();
+    let numel = |s: &[usize]| s.iter().product::<usize>();
+    let last = |s: &[usize]| *s.last().unwrap_or(&1);
+    let io = |n_inputs: usize| (0..n_inputs).map(Arg::Input).chain([Arg::Output]).collect::<Vec<_>>();
+    let call = |kernel: Kernel, args: Vec<Arg>, params: Vec<Value>, groups: u32, out_shape: Vec<usize>| KernelCall {
+        kernel,
+        args,
+        params,
+        groups,
+        out_shape,
+    };
+    for (i, a) in args.iter().enumerate() {
+        let weight_operand = matches!((op, i), (Op::MatMul, 1) | (Op::Gather, 0));
+        if !weight_operand && !matches!(a.dtype, DType::F32 | DType::I32) {
+            return Err(no(format!("input {i} is {}; only weights may be stored quantized", a.dtype)));
+        }
+    }
+    Ok(match op {
+        Op::Unary(u) => {
+            let n = numel(&shape0);
+            call(kernels::elementwise::unary(*u), io(1), vec![n32(n)], groups_for(n), shape0)
+        }
+        Op::Glu { act } => {
+            let n = numel(&shape0);
+            call(kernels::elementwise::glu(*act), io(2), vec![n32(n)], groups_for(n), shape0)
+        }
+        Op::Binary(b) => {
+            let (sa, sb) = (&args[0].shape, &args[1].shape);
+            let rank = sa.len().max(sb.len());
+            if rank > 4 {
+                return Err(no(format!("rank {rank} (the kernel broadcasts up to rank 4)")));
+            }
+            let pad = |s: &[usize]| {
+                let mut p = vec![1; 4 - s.len()];
+                p.extend_from_slice(s);
+                p
+            };
+            let (pa, pb) = (pad(sa), pad(sb));
+            let mut out = vec![0; 4];
+            for k in 0..4 {
+                out[k] = match (pa[k], pb[k]) {
+                    (x, y) if x == y => x,
+                    (1, y) => y,
+                    (x, 1) => x,
+                    (x, y) => return Err(no(format!("shapes {sa:?} and {sb:?} do not broadcast (axis {k}: {x} vs {y})"))),
+                };
+            }
+            let strides = |p: &[usize]| {
+                let mut s = [0usize; 4];
+                let mut acc = 1;
+                for k in (0..4).rev() {
+                    s[k] = if p[k] == 1 { 0 } else { acc };
+                    acc *= p[k];
+                }
+                s
+            };
+            let (ta, tb) = (strides(&pa), strides(&pb));
+            let n = numel(&out);
+            let mut params = vec![n32(n), n32(out[1]), n32(out[2]), n32(out[3])];
+            params.extend(ta.iter().chain(&tb).map(|&s| n32(s)));
+            let out_shape = out[4 - rank..].to_vec();
+            call(kernels::elementwise::binary(*b), io(2), params, groups_for(n), out_shape)
+        }
+        Op::Norm { kind, eps } => {
+            let d = last(&shape0);
+            let rows = numel(&shape0) / d.max(1);
+            let inputs = if *kind == NormKind::Layer { 3 } else { 2 };
+            if args.len() != inputs {
+                return Err(no(format!("{} inputs (the {kind:?} kernel takes {inputs})", args.len())));
+            }
+            call(kernels::norm::norm(*kind), io(inputs), vec![n32(rows), n32(d), Value::F32(*eps)], rows as u32, shape0)
+        }
+        Op::Rope { style, rotary_dim, theta, scaling } => {
+            let [_b, h, s, d] = shape0[..] else { return Err(no(format!("input of shape {shape0:?}, not [b, h, s, d]"))) };
+            let n = numel(&shape0);
+            let mut params = vec![n32(n), n32(h), n32(s), n32(d)];
+            params.extend(rope_params(*rotary_dim, scaling));
+            let a = vec![Arg::Input(0), Arg::Input(1), Arg::Constant(scaling.inv_freq(*rotary_dim, *theta)), Arg::Output];
+            call(kernels::rope::rope(*style), a, params, groups_for(n), shape0)
+        }
+        Op::NormRope { eps, style, rotary_dim, theta, scaling } => {
+            let [b, s, h, d] = shape0[..] else { return Err(no(format!("input of shape {shape0:?}, not [b, s, h, d]"))) };
+            let rows = b * s * h;
+            let mut params = vec![n32(rows), n32(h), n32(s), n32(d), Value::F32(*eps)];
+            params.extend(rope_params(*rotary_dim, scaling));
+            let a = vec![Arg::Input(0), Arg::Input(1), Arg::Input(2), Arg::Constant(scaling.inv_freq(*rotary_dim, *theta)), Arg::Output];
+            call(kernels::rope::norm_rope(*style), a, params, rows as u32, vec![b, h, s, d])
+        }
+        Op::Softmax { axis, softcap } => {
+            if *axis + 1 != shape0.len() {
+                return Err(no(format!("softmax along axis {axis} of rank {} (the kernel reduces the last axis)", shape0.len())));
+            }
+            let d = last(&shape0);
+            let rows = numel(&shape0) / d.max(1);
+            call(kernels::softmax::softmax(), io(1), vec![n32(rows), n32(d), Value::F32(softcap.unwrap_or(0.0))], rows as u32, shape0)
+        }
+        Op::MatMul => {
+            let w = &args[1];
+            if !WEIGHT_DTYPES.contains(&w.dtype) || w.shape.len() != 2 {
+                return Err(no(format!("weight {} {:?}", w.dtype, w.shape)));
+            }
+            let (n, k) = (w.shape[0], w.shape[1]);
+            if last(&shape0) != k || k % w.dtype.block_elems() != 0 {
+                return Err(no(format!("x {shape0:?} against weight [{n}, {k}] of {}", w.dtype)));
+            }
+            let m = numel(&shape0) / k.max(1);
+            let row_bytes = k / w.dtype.block_elems() * w.dtype.block_bytes();
+            let mut out_shape = shape0.clone();
+            *out_shape.last_mut().unwrap() = n;
+            let params = vec![n32(m), n32(n), n32(k), n32(row_bytes)];
+            call(kernels::matmul::matmul(w.dtype), io(2), params, (m * n) as u32, out_shape)
+        }
+        Op::Gather => {
+            let t = &args[0];
+            if !WEIGHT_DTYPES.contains(&t.dtype) || t.shape.len() != 2 {
+                return Err(no(format!("table {} {:?}", t.dtype, t.shape)));
+            }
+            let (rows, d) = (t.shape[0], t.shape[1]);
+            let row_bytes = d / t.dtype.block_elems() * t.dtype.block_bytes();
+            let n = numel(&args[1].shape) * d;
+            let mut out_shape = args[1].shape.clone();
+            out_shape.push(d);
+            call(kernels::matmul::gather(t.dtype), io(2), vec![n32(n), n32(d), n32(rows), n32(row_bytes)], groups_for(n), out_shape)
+        }
+        Op::Attention { n_heads, n_kv_heads, scale, causal, window, softcap, ring } => {
+            let (qs, ks, vs) = (&args[0].shape, &args[1].shape, &args[2].shape);
+            let (b, s, d, t, dv) = (qs[0], qs[2], qs[3], ks[2], vs[3]);
+            if dv as u32 > MAX_HEAD_DIM {
+                return Err(no(format!("value head size {dv} (the kernel holds up to {MAX_HEAD_DIM})")));
+            }
+            let queries = b * n_heads * s;
+            let params = vec![
+                n32(queries),
+                n32(*n_heads),
+                n32(*n_kv_heads),
+                n32(s),
+                n32(t),
+                n32(d),
+                n32(dv),
+                Value::F32(*scale),
+                Value::F32(softcap.unwrap_or(0.0)),
+                n32(usize::from(*causal)),
+                n32(window.unwrap_or(0)),
+                n32(usize::from(*ring && window.is_some())),
+            ];
+            call(kernels::attention::attention(), io(4), params, queries as u32, vec![b, *n_heads, s, dv])
+        }
+        Op::KvAppend { axis, window, .. } => {
+            let (cache, new) = (&args[0].shape, &args[1].shape);
+            let batch = args[2].shape.first().copied().unwrap_or(1).max(1);
+            let outer: usize = cache[..*axis].iter().product();
+            let inner: usize = cache[axis + 1..].iter().product();
+            let (cap, s) = (cache[*axis], new[*axis]);
+            let n = numel(new);
+            let params = vec![n32(n), n32(s), n32(inner), n32(cap), n32(outer / batch), n32(usize::from(window.is_some()))];
+            let a = vec![Arg::InPlace(0), Arg::Input(1), Arg::Input(2)];
+            call(kernels::kv_append::kv_append(), a, params, groups_for(n), cache.clone())
+        }
+        _ => return Err(no("not written yet".into())),
+    })
+}
+
+fn rope_params(rotary_dim: usize, scaling: &RopeScaling) -> [Value; 3] {
+    let divisor = match scaling {
+        RopeScaling::Linear { factor } => *factor,
+        _ => 1.0,
+    };
+    [n32(rotary_dim / 2), Value::F32(divisor), Value::F32(scaling.magnitude())]
+}

@@ -1,0 +1,321 @@
+//! The WGSL runtime on wgpu: device selection, buffers, pipelines cached by
+//! kernel hash, and launches recorded into one command buffer per
+//! submission (a decode step is one `submit`).
+//!
+//! Errors are values: no adapter is `GpuError::NoDevice`, a kernel wgpu
+//! rejects is `GpuError::Kernel` naming it (an error scope is pushed around
+//! pipeline creation, so wgpu's default handler, which panics, never sees it).
+
+use crate::kernels::WORKGROUP;
+use crate::kir::{Kernel, Ty};
+use crate::GpuError;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+/// A scalar kernel parameter's value.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Value {
+    U32(u32),
+    I32(i32),
+    F32(f32),
+}
+
+impl Value {
+    fn ty(self) -> Ty {
+        match self {
+            Value::U32(_) => Ty::U32,
+            Value::I32(_) => Ty::I32,
+            Value::F32(_) => Ty::F32,
+        }
+    }
+    fn bits(self) -> u32 {
+        match self {
+            Value::U32(v) => v,
+            Value::I32(v) => v as u32,
+            Value::F32(v) => v.to_bits(),
+        }
+    }
+}
+
+/// A device buffer and its size in bytes (what the caller asked for; the
+/// allocation is padded to a whole word and to wgpu's minimum).
+#[derive(Clone, Debug)]
+pub struct GpuBuffer {
+    buffer: Arc<wgpu::Buffer>,
+    pub bytes: u64,
+}
+
+struct Pipeline {
+    pipeline: wgpu::ComputePipeline,
+    layout: wgpu::BindGroupLayout,
+}
+
+/// One kernel launch: the kernel, its buffers in binding order, its
+/// parameters in declaration order, and the number of workgroups.
+pub struct Launch<'a> {
+    pub kernel: &'a Kernel,
+    pub buffers: Vec<&'a GpuBuffer>,
+    pub params: Vec<Value>,
+    pub groups: u32,
+}
+
+/// Workgroups for one invocation per element of `n`.
+pub fn groups_for(n: usize) -> u32 {
+    n.div_ceil(WORKGROUP as usize).max(1) as u32
+}
+
+pub struct WgpuDevice {
+    device: wgpu::Device,
+    queue: wgpu::Queue,
+    /// The adapter as wgpu names it (`llvmpipe (LLVM ...)` on lavapipe).
+    pub adapter_name: String,
+    pipelines: Mutex<HashMap<u64, Arc<Pipeline>>>,
+}
+
+impl WgpuDevice {
+    /// The first adapter of the backends `WGPU_BACKEND` names (Vulkan when
+    /// it is unset: with every backend allowed, a missing Vulkan silently
+    /// falls back to a GL adapter with other limits).
+    pub fn new() -> Result<WgpuDevice, GpuError> {
+        let mut desc = wgpu::InstanceDescriptor::new_without_display_handle_from_env();
+        if std::env::var_os("WGPU_BACKEND").is_none() {
+            desc.backends = wgpu::Backends::VULKAN;
+        }
+        let instance = wgpu::Instance::new(desc);
+        let adapter = pollster::block_on(instance.request_adapter(&wgpu::RequestAdapterOptions::default()))
+            .map_err(|e| GpuError::NoDevice { backend: "wgpu", reason: e.to_string() })?;
+        let adapter_name = adapter.get_info().name;
+        let limits = adapter.limits();
+        let (device, queue) = pollster::block_on(adapter.request_device(&wgpu::DeviceDescriptor {
+            label: Some("graphc"),
+            required_limits: limits,
+            ..Default::default()
+        }))
+        .map_err(|e| GpuError::NoDevice { backend: "wgpu", reason: e.to_string() })?;
+        Ok(WgpuDevice { device, queue, adapter_name, pipelines: Mutex::new(HashMap::new()) })
+    }
+
+    fn buffer(&self, bytes: u64, usage: wgpu::BufferUsages) -> GpuBuffer {
+        let size = bytes.max(4).next_multiple_of(4);
+        let buffer = self.device.create_buffer(&wgpu::BufferDescriptor { label: None, size, usage, mapped_at_creation: false });
+        GpuBuffer { buffer: Arc::new(buffer), bytes }
+    }
+
+    /// A storage buffer holding `data` (padded with zeros to a whole word).
+    pub fn upload(&self, data: &[u8]) -> GpuBuffer {
+        let usage = wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_DST | wgpu::BufferUsages::COPY_SRC;
+        let buf = self.buffer(data.len() as u64, usage);
+        let mut padded = data.to_vec();
+        padded.resize(data.len().max(4).next_multiple_of(4), 0);
+        self.queue.write_buffer(&buf.buffer, 0, &padded);
+        buf
+    }
+
+    pub fn upload_f32(&self, data: &[f32]) -> GpuBuffer {
+        self.upload(bytemuck::cast_slice(data))
+    }
+
+    pub fn upload_i32(&self, data: &[i32]) -> GpuBuffer {
+        self.upload(bytemuck::cast_slice(data))
+    }
+
+    /// A zeroed storage buffer of `bytes`.
+    pub fn zeros(&self, bytes: u64) -> GpuBuffer {
+        self.buffer(bytes, wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_DST | wgpu::BufferUsages::COPY_SRC)
+    }
+
+    /// Overwrites the start of `buf` with `data`.
+    pub fn write(&self, buf: &GpuBuffer, data: &[u8]) {
+        self.queue.write_buffer(&buf.buffer, 0, data);
+    }
+
+    fn pipeline(&self, kernel: &Kernel) -> Result<Arc<Pipeline>, GpuError> {
+        let key = kernel.hash();
+        if let Some(p) = self.pipelines.lock().expect("pipeline cache").get(&key) {
+            return Ok(p.clone());
+        }
+        let source = crate::emit(kernel, crate::Target::Wgsl)?;
+        let scope = self.device.push_error_scope(wgpu::ErrorFilter::Validation);
+        let module = self.device.create_shader_module(wgpu::ShaderModuleDescriptor {
+            label: Some(&kernel.name),
+            source: wgpu::ShaderSource::Wgsl(source.into()),
+        });
+        let pipeline = self.device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+            label: Some(&kernel.name),
+            layout: None,
+            module: &module,
+            entry_point: Some(&kernel.name),
+            compilation_options: Default::default(),
+            cache: None,
+        });
+        if let Some(e) = pollster::block_on(scope.pop()) {
+            return Err(GpuError::Kernel { kernel: kernel.name.clone(), target: "wgpu", message: e.to_string() });
+        }
+        let layout = pipeline.get_bind_group_layout(0);
+        let p = Arc::new(Pipeline { pipeline, layout });
+        self.pipelines.lock().expect("pipeline cache").insert(key, p.clone());
+        Ok(p)
+    }
+
+    /// Records `launches` in order into one command buffer and submits it.
+    /// Each launch's arguments are checked against its kernel first.
+    pub fn run(&self, launches: &[Launch<'_>]) -> Result<(), GpuError> {
+        let mut prepared = vec![];
+        for l in launches {
+            let k = l.kernel;
+            let bad = |message: String| GpuError::Launch { kernel: k.name.clone(), message };
+            if l.buffers.len() != k.buffers.len() {
+                return Err(bad(format!("{} buffers given, the kernel takes {}", l.buffers.len(), k.buffers.len())));
+            }
+            if l.params.len() != k.params.len() {
+                return Err(bad(format!("{} parameters given, the kernel takes {}", l.params.len(), k.params.len())));
+            }
+            for ((name, ty), v) in k.params.iter().zip(&l.params) {
+                if v.ty() != *ty {
+                    return Err(bad(format!("parameter `{name}` is {ty:?}, given {v:?}")));
+                }
+            }
+            let pipeline = self.pipeline(k)?;
+            let mut entries: Vec<wgpu::BindGroupEntry> = l
+                .buffers
+                .iter()
+                .enumerate()
+                .map(|(i, b)| wgpu::BindGroupEntry { binding: i as u32, resource: b.buffer.as_entire_binding() })
+                .collect();
+            let params_buf;
+            if !k.params.is_empty() {
+                let words: Vec<u32> = l.params.iter().map(|v| v.bits()).collect();
+                let mut bytes: Vec<u8> = bytemuck::cast_slice(&words).to_vec();
+                bytes.resize(bytes.len().next_multiple_of(16), 0);
+                params_buf = self.buffer(bytes.len() as u64, wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST);
+                self.queue.write_buffer(&params_buf.buffer, 0, &bytes);
+                entries.push(wgpu::BindGroupEntry { binding: k.buffers.len() as u32, resource: params_buf.buffer.as_entire_binding() });
+            }
+            let bind_group = self.device.create_bind_group(&wgpu::BindGroupDescriptor { label: None, layout: &pipeline.layout, entries: &entries });
+            prepared.push((pipeline, bind_group, grid(l.groups)));
+        }
+        let mut encoder = self.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: None });
+        {
+            let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor { label: None, timestamp_writes: None });
+            for (pipeline, bind_group, (x, y)) in &prepared {
+                pass.set_pipeline(&pipeline.pipeline);
+                pass.set_bind_group(0, bind_group, &[]);
+                pass.dispatch_workgroups(*x, *y, 1);
+            }
+        }
+        self.queue.submit([encoder.finish()]);
+        Ok(())
+    }
+
+    /// Copies `buf` back to the host (waits for the work before it).
+    pub fn read(&self, buf: &GpuBuffer) -> Result<Vec<u8>, GpuError> {
+        let size = buf.bytes.max(4).next_multiple_of(4);
+        let staging = self.buffer(size, wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST);
+        let mut encoder = self.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: None });
+        encoder.copy_buffer_to_buffer(&buf.buffer, 0, &staging.buffer, 0, size);
+        self.queue.submit([encoder.finish()]);
+        let (tx, rx) = std::sync::mpsc::channel();
+        staging.buffer.map_async(wgpu::MapMode::Read, .., move |r| {
+            let _ = tx.send(r);
+        });
+        let device_err = |message: String| GpuError::Device { backend: "wgpu", message };
+        self.device.poll(wgpu::PollType::wait_indefinitely()).map_err(|e| device_err(e.to_string()))?;
+        rx.recv().map_err(|e| device_err(e.to_string()))?.map_err(|e| device_err(e.to_string()))?;
+        let view = staging.buffer.get_mapped_range(..).map_err(|e| device_err(e.to_string()))?;
+        Ok(view[..buf.bytes as usize].to_vec())
+    }
+
+    pub fn read_f32(&self, buf: &GpuBuffer) -> Result<Vec<f32>, GpuError> {
+        Ok(self.read(buf)?.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect())
+    }
+}
+
+/// `groups` workgroups as an (x, y) grid: at most 65535 along x (every
+/// target's limit), the kernels' `group_index` undoes the split.
+pub fn grid(groups: u32) -> (u32, u32) {
+    let x = groups.clamp(1, 65535);
+    (x, groups.div_ceil(x))
+}
+
+/// An op's input on the host: an activation or a checkpoint tensor.
+#[derive(Clone, Copy, Debug)]
+pub enum OpInput<'a> {
+    Tensor(&'a graphc_backends::Tensor),
+    Weight(graphc_backends::WeightRef<'a>),
+}
+
+impl OpInput<'_> {
+    fn info(&self) -> crate::lower::ArgInfo {
+        match self {
+            OpInput::Tensor(t) => crate::lower::ArgInfo { dtype: t.dtype(), shape: t.shape().to_vec() },
+            OpInput::Weight(w) => crate::lower::ArgInfo { dtype: w.dtype, shape: w.shape.to_vec() },
+        }
+    }
+    fn bytes(&self) -> Vec<u8> {
+        match self {
+            OpInput::Tensor(graphc_backends::Tensor::F32 { data, .. }) => bytemuck::cast_slice(data).to_vec(),
+            OpInput::Tensor(graphc_backends::Tensor::I32 { data, .. }) => bytemuck::cast_slice(data).to_vec(),
+            OpInput::Weight(w) => w.bytes.to_vec(),
+        }
+    }
+}
+
+impl WgpuDevice {
+    /// Runs one op on the device: uploads its inputs, launches its kernel,
+    /// reads the result back. (What the parity tests check every kernel
+    /// class through; a whole-graph executor keeps buffers resident.)
+    pub fn run_op(&self, op: &graphc_ir::Op, inputs: &[OpInput<'_>]) -> Result<graphc_backends::Tensor, GpuError> {
+        let infos: Vec<_> = inputs.iter().map(|i| i.info()).collect();
+        let call = crate::lower::lower(op, &infos, "wgpu")?;
+        if let graphc_ir::Op::KvAppend { axis, window, .. } = op {
+            check_append(&infos, *axis, *window, inputs)?;
+        }
+        let uploaded: Vec<GpuBuffer> = inputs.iter().map(|i| self.upload(&i.bytes())).collect();
+        let out_elems: usize = call.out_shape.iter().product();
+        let mut result = None;
+        let mut constants = vec![];
+        for a in &call.args {
+            match a {
+                crate::lower::Arg::Output => result = Some(self.zeros(out_elems as u64 * 4)),
+                crate::lower::Arg::InPlace(i) => result = Some(uploaded[*i].clone()),
+                crate::lower::Arg::Constant(v) => constants.push(self.upload_f32(v)),
+                crate::lower::Arg::Input(_) => {}
+            }
+        }
+        let result = result.expect("every kernel call has a result");
+        let mut constants = constants.iter();
+        let buffers: Vec<&GpuBuffer> = call
+            .args
+            .iter()
+            .map(|a| match a {
+                crate::lower::Arg::Input(i) | crate::lower::Arg::InPlace(i) => &uploaded[*i],
+                crate::lower::Arg::Constant(_) => constants.next().expect("uploaded above"),
+                crate::lower::Arg::Output => &result,
+            })
+            .collect();
+        self.run(&[Launch { kernel: &call.kernel, buffers, params: call.params.clone(), groups: call.groups }])?;
+        Ok(graphc_backends::Tensor::f32(call.out_shape.clone(), self.read_f32(&result)?))
+    }
+}
+
+/// `KvAppend`'s capacity checks, on the host before launch (the kernel
+/// cannot fail): the CPU executor's conditions and wording.
+fn check_append(infos: &[crate::lower::ArgInfo], axis: usize, window: Option<usize>, inputs: &[OpInput<'_>]) -> Result<(), GpuError> {
+    let (cap, rows) = (infos[0].shape[axis], infos[1].shape[axis]);
+    let lengths = match inputs[2] {
+        OpInput::Tensor(t) => t.as_i32().unwrap_or_default().to_vec(),
+        OpInput::Weight(_) => vec![],
+    };
+    let bad = |message: String| GpuError::Launch { kernel: "kv_append".into(), message };
+    if let Some(w) = window {
+        if rows > cap + 1 - w.min(cap) {
+            return Err(bad(format!("{rows} rows in one step into a ring of {cap} rows with window {w} (at most {})", cap + 1 - w.min(cap))));
+        }
+    }
+    for (b, &len) in lengths.iter().enumerate() {
+        if len < 0 || (window.is_none() && len as usize + rows > cap) {
+            return Err(bad(format!("batch row {b}: writing {rows} rows at offset {len} overflows the capacity {cap}")));
+        }
+    }
+    Ok(())
+}

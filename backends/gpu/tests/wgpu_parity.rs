@@ -1,0 +1,340 @@
+//! Every kernel class on wgpu (lavapipe in CI) against the CPU reference
+//! executor, through the same lowering the runtime uses. Inputs are chosen
+//! to separate the right answer from the likely wrong one: odd sizes and
+//! rows longer than a workgroup, GQA with n_heads ≠ n_kv_heads, a ragged
+//! batch whose rows sit at different positions, more keys than one chunk,
+//! every weight block type. Where a plausible bug would still pass a loose
+//! comparison, the test also checks the wrong answer is far away.
+//!
+//! Without a Vulkan adapter these tests print that they skipped, unless
+//! `GRAPHC_REQUIRE_WGPU=1` (set by `.ci/run`, which installs lavapipe).
+//!
+//! Tolerance: the GPU sums in a different order (tree reductions, online
+//! softmax) and its `exp`/`tanh`/`sin` differ from libm by a few ulps, so
+//! results agree to ~1e-6 relative; the bound asserted is 2e-5 of the
+//! result's largest magnitude (at least 1). A wrong index or mask moves
+//! results by O(0.1) or more.
+
+use graphc_backends::cpu::reference;
+use graphc_backends::{Tensor, WeightRef, WeightSource};
+use graphc_gpu::wgpu_rt::{OpInput, WgpuDevice};
+use graphc_ir::{text, BinaryOp, DType, NormKind, Op, RopeScaling, RopeStyle, UnaryOp};
+use half::f16;
+use std::collections::HashMap;
+use std::sync::OnceLock;
+
+fn device() -> Option<&'static WgpuDevice> {
+    static DEVICE: OnceLock<Option<WgpuDevice>> = OnceLock::new();
+    DEVICE
+        .get_or_init(|| match WgpuDevice::new() {
+            Ok(d) => {
+                eprintln!("wgpu adapter: {}", d.adapter_name);
+                Some(d)
+            }
+            Err(e) if std::env::var("GRAPHC_REQUIRE_WGPU").as_deref() == Ok("1") => {
+                panic!("GRAPHC_REQUIRE_WGPU=1 but {e}")
+            }
+            Err(e) => {
+                eprintln!("SKIPPED: no wgpu adapter on this machine ({e}); apt-get install mesa-vulkan-drivers for lavapipe");
+                None
+            }
+        })
+        .as_ref()
+}
+
+/// Deterministic values in `[lo, hi)`.
+fn values(seed: u64, n: usize, lo: f32, hi: f32) -> Vec<f32> {
+    let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    (0..n)
+        .map(|_| {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            lo + (hi - lo) * ((s >> 40) as f32 / (1u64 << 24) as f32)
+        })
+        .collect()
+}
+
+fn t(shape: &[usize], seed: u64) -> Tensor {
+    Tensor::f32(shape.to_vec(), values(seed, shape.iter().product(), -2.0, 2.0))
+}
+
+fn max_diff(a: &Tensor, b: &Tensor) -> f32 {
+    assert_eq!(a.shape(), b.shape());
+    a.as_f32().unwrap().iter().zip(b.as_f32().unwrap()).map(|(x, y)| (x - y).abs()).fold(0.0, f32::max)
+}
+
+fn assert_close(what: &str, gpu: &Tensor, want: &Tensor) {
+    let scale = want.as_f32().unwrap().iter().fold(1f32, |m, v| m.max(v.abs()));
+    let d = max_diff(gpu, want);
+    assert!(d <= 2e-5 * scale, "{what}: max |gpu - reference| = {d:e} (scale {scale})");
+}
+
+/// `gpu` is far from what a plausible bug would give: by more than 1e-2,
+/// or by `min` where the two answers are inherently close.
+fn assert_separates_by(what: &str, gpu: &Tensor, wrong: &Tensor, min: f32) {
+    let d = max_diff(gpu, wrong);
+    assert!(d > min, "{what}: the input does not tell the right answer from the wrong one (differ by {d:e})");
+}
+
+fn assert_separates(what: &str, gpu: &Tensor, wrong: &Tensor) {
+    assert_separates_by(what, gpu, wrong, 1e-2)
+}
+
+fn gpu(op: &Op, inputs: &[&Tensor]) -> Option<Tensor> {
+    let dev = device()?;
+    let args: Vec<OpInput> = inputs.iter().map(|t| OpInput::Tensor(t)).collect();
+    Some(dev.run_op(op, &args).unwrap_or_else(|e| panic!("{}: {e}", op.mnemonic())))
+}
+
+fn reference_op(op: &Op, inputs: &[&Tensor]) -> Tensor {
+    let owned: Vec<Tensor> = inputs.iter().map(|t| (*t).clone()).collect();
+    reference::eval_op(op, &owned).unwrap()
+}
+
+fn check(what: &str, op: &Op, inputs: &[&Tensor]) -> Option<Tensor> {
+    let got = gpu(op, inputs)?;
+    assert_close(what, &got, &reference_op(op, inputs));
+    Some(got)
+}
+
+#[test]
+fn elementwise_unary_and_glu() {
+    let x = Tensor::f32(vec![3, 347], values(1, 3 * 347, -30.0, 30.0));
+    let up = t(&[3, 347], 2);
+    for u in [UnaryOp::Silu, UnaryOp::GeluTanh, UnaryOp::GeluErf, UnaryOp::Softplus, UnaryOp::Sigmoid, UnaryOp::Tanh, UnaryOp::Neg] {
+        if check(&format!("unary {u:?}"), &Op::Unary(u), &[&x]).is_none() {
+            return;
+        }
+        check(&format!("glu {u:?}"), &Op::Glu { act: u }, &[&x, &up]);
+    }
+    // The two GELUs differ by up to ~5e-4 on [-4, 4], where the tolerance
+    // is 8e-5: the erf kernel must not be the tanh one.
+    let near = Tensor::f32(vec![1000], values(21, 1000, -4.0, 4.0));
+    let got = check("gelu_erf near 0", &Op::Unary(UnaryOp::GeluErf), &[&near]).unwrap();
+    assert_separates_by("gelu_erf vs gelu_tanh", &got, &reference_op(&Op::Unary(UnaryOp::GeluTanh), &[&near]), 2e-4);
+}
+
+#[test]
+fn elementwise_binary_broadcasts() {
+    let a = t(&[2, 3, 5, 7], 3);
+    for (b_shape, label) in [(vec![2, 3, 5, 7], "same shape"), (vec![3, 1, 7], "rank 3 with a stretched axis"), (vec![1], "scalar")] {
+        let b = t(&b_shape, 4);
+        for op in [BinaryOp::Add, BinaryOp::Mul, BinaryOp::Sub, BinaryOp::Div, BinaryOp::Max] {
+            check(&format!("{op:?} {label}"), &Op::Binary(op), &[&a, &b]);
+            check(&format!("{op:?} {label}, swapped"), &Op::Binary(op), &[&b, &a]);
+        }
+    }
+}
+
+#[test]
+fn norms_over_rows_longer_than_a_workgroup() {
+    let x = t(&[3, 301], 5);
+    let (w, bias) = (t(&[301], 6), t(&[301], 7));
+    check("rms_norm", &Op::Norm { kind: NormKind::Rms, eps: 1e-6 }, &[&x, &w]);
+    check("layer_norm", &Op::Norm { kind: NormKind::Layer, eps: 1e-5 }, &[&x, &w, &bias]);
+}
+
+/// Two rows at different positions (one past 256, where an unreduced
+/// angle loses precision on some targets).
+fn ragged_positions(s: usize) -> Tensor {
+    let mut p: Vec<i32> = (0..s as i32).collect();
+    p.extend((0..s as i32).map(|i| 1000 + 7 * i));
+    Tensor::i32(vec![2, s], p)
+}
+
+#[test]
+fn rope_and_norm_rope_with_per_row_positions() {
+    let pos = ragged_positions(5);
+    let x = t(&[2, 3, 5, 16], 8);
+    for style in [RopeStyle::Neox, RopeStyle::GptJ] {
+        for (rotary_dim, scaling) in [(16, RopeScaling::None), (12, RopeScaling::Linear { factor: 4.0 })] {
+            let op = Op::Rope { style, rotary_dim, theta: 10000.0, scaling: scaling.clone() };
+            let Some(got) = check(&format!("rope {style:?} rotary_dim={rotary_dim}"), &op, &[&x, &pos]) else { return };
+            let same_pos = Tensor::i32(vec![2, 5], [0, 1, 2, 3, 4].repeat(2));
+            assert_separates("rope: row 1's own positions", &got, &reference_op(&op, &[&x, &same_pos]));
+        }
+    }
+    let xs = t(&[2, 5, 3, 16], 9);
+    let w = Tensor::f32(vec![16], values(10, 16, 0.5, 1.5));
+    for style in [RopeStyle::Neox, RopeStyle::GptJ] {
+        let op = Op::NormRope { eps: 1e-6, style, rotary_dim: 16, theta: 1_000_000.0, scaling: RopeScaling::None };
+        check(&format!("norm_rope {style:?}"), &op, &[&xs, &w, &pos]);
+    }
+}
+
+#[test]
+fn softmax_with_and_without_softcap() {
+    let x = Tensor::f32(vec![4, 300], values(11, 1200, -20.0, 20.0));
+    check("softmax", &Op::Softmax { axis: 1, softcap: None }, &[&x]);
+    check("softmax softcap", &Op::Softmax { axis: 1, softcap: Some(5.0) }, &[&x]);
+}
+
+#[test]
+fn attention_gqa_ragged_windowed_ring() {
+    let (b, nh, nkv, s, t_len, d) = (2, 4, 2, 3, 300, 16);
+    let q = t(&[b, nh, s, d], 12);
+    let k = t(&[b, nkv, t_len, d], 13);
+    let v = t(&[b, nkv, t_len, d], 14);
+    // Row 0 is early in its sequence, row 1 deep into it (past one 256-key chunk).
+    let pos = Tensor::i32(vec![b, s], vec![5, 6, 7, 280, 281, 282]);
+    let attention = |causal: bool, window: Option<usize>, softcap: Option<f32>, ring: bool| Op::Attention {
+        n_heads: nh,
+        n_kv_heads: nkv,
+        scale: 0.25,
+        causal,
+        window,
+        softcap,
+        ring,
+    };
+    let base = attention(true, None, None, false);
+    let Some(got) = check("attention causal GQA", &base, &[&q, &k, &v, &pos]) else { return };
+    let row0_pos = Tensor::i32(vec![b, s], vec![5, 6, 7, 5, 6, 7]);
+    assert_separates("attention: each row at its own positions", &got, &reference_op(&base, &[&q, &k, &v, &row0_pos]));
+    // Swapping the two kv heads is what a `h % n_kv_heads` mapping would read.
+    let swap = |x: &Tensor| {
+        let data = x.as_f32().unwrap();
+        let per_head = t_len * d;
+        let mut out = data.to_vec();
+        for bi in 0..b {
+            let (h0, h1) = ((bi * nkv) * per_head, (bi * nkv + 1) * per_head);
+            out[h0..h0 + per_head].copy_from_slice(&data[h1..h1 + per_head]);
+            out[h1..h1 + per_head].copy_from_slice(&data[h0..h0 + per_head]);
+        }
+        Tensor::f32(x.shape().to_vec(), out)
+    };
+    assert_separates("attention: GQA head mapping", &got, &reference_op(&base, &[&q, &swap(&k), &swap(&v), &pos]));
+
+    let windowed = attention(true, Some(8), Some(3.0), false);
+    check("attention window + softcap", &windowed, &[&q, &k, &v, &pos]);
+    let ring = attention(true, Some(8), None, true);
+    let (k_ring, v_ring) = (t(&[b, nkv, 10, d], 15), t(&[b, nkv, 10, d], 16));
+    check("attention ring", &ring, &[&q, &k_ring, &v_ring, &pos]);
+    let bidirectional = attention(false, None, None, false);
+    check("attention non-causal", &bidirectional, &[&q, &k, &v, &pos]);
+}
+
+/// Checkpoint bytes for `rows × cols` of `dtype`: random quants with small,
+/// valid f16 scales (random bytes there would be NaNs and infinities).
+fn weight_bytes(dtype: DType, rows: usize, cols: usize, seed: u64) -> Vec<u8> {
+    let n = rows * cols;
+    match dtype {
+        DType::F32 => values(seed, n, -1.0, 1.0).iter().flat_map(|v| v.to_le_bytes()).collect(),
+        DType::F16 => values(seed, n, -1.0, 1.0).iter().flat_map(|v| f16::from_f32(*v).to_le_bytes()).collect(),
+        _ => {
+            let (be, bb) = (dtype.block_elems(), dtype.block_bytes());
+            let blocks = n / be;
+            let mut bytes: Vec<u8> = values(seed, blocks * bb, 0.0, 256.0).iter().map(|v| *v as u8).collect();
+            let scales = values(seed + 1, blocks * 2, 0.002, 0.05);
+            let fields: &[usize] = match dtype {
+                DType::Q4_1 | DType::Q4K | DType::Q5K => &[0, 2],
+                DType::Q6K => &[208],
+                _ => &[0],
+            };
+            for blk in 0..blocks {
+                for (f, &off) in fields.iter().enumerate() {
+                    let h = f16::from_f32(scales[blk * 2 + f]).to_le_bytes();
+                    bytes[blk * bb + off..blk * bb + off + 2].copy_from_slice(&h);
+                }
+            }
+            bytes
+        }
+    }
+}
+
+struct OneWeight {
+    dtype: DType,
+    shape: Vec<usize>,
+    bytes: Vec<u8>,
+}
+
+impl WeightSource for OneWeight {
+    fn weight(&self, name: &str) -> Option<WeightRef<'_>> {
+        (name == "w").then_some(WeightRef { dtype: self.dtype, shape: &self.shape, bytes: &self.bytes })
+    }
+}
+
+fn dtype_name(d: DType) -> String {
+    d.to_string().to_lowercase()
+}
+
+#[test]
+fn matmul_and_gather_for_every_weight_type() {
+    let Some(dev) = device() else { return };
+    let (m, n, k) = (3, 5, 512);
+    let x = t(&[m, k], 17);
+    let ids = Tensor::i32(vec![4], vec![3, 0, 4, 2]);
+    for dtype in graphc_gpu::kernels::WEIGHT_DTYPES {
+        let w = OneWeight { dtype, shape: vec![n, k], bytes: weight_bytes(dtype, n, k, 18 + dtype as u64) };
+        let wref = w.weight("w").unwrap();
+        let name = dtype_name(dtype);
+
+        let got = dev.run_op(&Op::MatMul, &[OpInput::Tensor(&x), OpInput::Weight(wref)]).unwrap();
+        let graph = text::parse(&format!(
+            "graph \"mm\" {{\n  %0 = input{{name=\"x\"}} : f32[{m}, {k}]\n  %1 = weight{{name=\"w\"}} : {name}[{n}, {k}]\n  %2 = matmul %0, %1 : f32[{m}, {n}]\n  %3 = output{{name=\"y\"}} %2 : f32[{m}, {n}]\n}}\n"
+        ))
+        .unwrap();
+        let inputs = HashMap::from([("x".to_string(), x.clone())]);
+        let want = reference::run(&graph, &inputs, HashMap::new(), &w).unwrap().outputs.remove("y").unwrap();
+        // Sums of 512 products: bound relative to the largest output.
+        let scale = want.as_f32().unwrap().iter().fold(1f32, |a, v| a.max(v.abs()));
+        let d = max_diff(&got, &want);
+        assert!(d <= 1e-5 * scale * 4.0, "matmul {name}: max |gpu - reference| = {d:e} (scale {scale})");
+
+        let got = dev.run_op(&Op::Gather, &[OpInput::Weight(wref), OpInput::Tensor(&ids)]).unwrap();
+        let graph = text::parse(&format!(
+            "graph \"g\" {{\n  %0 = weight{{name=\"w\"}} : {name}[{n}, {k}]\n  %1 = input{{name=\"ids\"}} : i32[4]\n  %2 = gather %0, %1 : f32[4, {k}]\n  %3 = output{{name=\"y\"}} %2 : f32[4, {k}]\n}}\n"
+        ))
+        .unwrap();
+        let inputs = HashMap::from([("ids".to_string(), ids.clone())]);
+        let want = reference::run(&graph, &inputs, HashMap::new(), &w).unwrap().outputs.remove("y").unwrap();
+        // Decoding is exact arithmetic on the same f16 and integer fields.
+        assert_eq!(max_diff(&got, &want), 0.0, "gather {name}: decoded rows differ from the CPU's");
+    }
+}
+
+#[test]
+fn kv_append_writes_each_row_at_its_own_offset() {
+    let Some(dev) = device() else { return };
+    let (b, h, cap, s, d) = (2, 2, 8, 3, 4);
+    let cache = t(&[b, h, cap, d], 19);
+    let new = t(&[b, h, s, d], 20);
+    let lengths = Tensor::i32(vec![b], vec![1, 5]);
+    let got = dev
+        .run_op(&Op::KvAppend { axis: 2, cap: graphc_ir::Dim::konst(cap as i64), window: None }, &[OpInput::Tensor(&cache), OpInput::Tensor(&new), OpInput::Tensor(&lengths)])
+        .unwrap();
+    let graph = text::parse(&format!(
+        "graph \"kv\" {{\n  %0 = state{{name=\"cache\"}} : f32[{b}, {h}, {cap}, {d}]\n  %1 = input{{name=\"new\"}} : f32[{b}, {h}, {s}, {d}]\n  %2 = input{{name=\"lengths\"}} : i32[{b}]\n  %3 = kv_append{{axis=2, cap={cap}}} %0, %1, %2 : f32[{b}, {h}, {cap}, {d}]\n  %4 = state_out{{name=\"cache\"}} %3 : f32[{b}, {h}, {cap}, {d}]\n}}\n"
+    ))
+    .unwrap();
+    let inputs = HashMap::from([("new".to_string(), new.clone()), ("lengths".to_string(), lengths.clone())]);
+    let states = HashMap::from([("cache".to_string(), cache.clone())]);
+    let want = reference::run(&graph, &inputs, states, &graphc_tests_free::NoWeights).unwrap().states.remove("cache").unwrap();
+    assert_eq!(max_diff(&got, &want), 0.0, "kv_append is a copy: bit-exact");
+    assert_separates("kv_append: rows written", &got, &cache);
+
+    // Past the capacity: the CPU's error, before anything is launched.
+    let too_far = Tensor::i32(vec![b], vec![1, 6]);
+    let err = dev
+        .run_op(&Op::KvAppend { axis: 2, cap: graphc_ir::Dim::konst(cap as i64), window: None }, &[OpInput::Tensor(&cache), OpInput::Tensor(&new), OpInput::Tensor(&too_far)])
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("offset 6") && err.contains("capacity 8"), "{err}");
+}
+
+mod graphc_tests_free {
+    use graphc_backends::{WeightRef, WeightSource};
+    pub struct NoWeights;
+    impl WeightSource for NoWeights {
+        fn weight(&self, _: &str) -> Option<WeightRef<'_>> {
+            None
+        }
+    }
+}
+
+#[test]
+fn an_op_without_a_kernel_is_an_error_naming_op_and_target() {
+    let infos = [graphc_gpu::lower::ArgInfo { dtype: DType::F32, shape: vec![2, 3] }];
+    let err = graphc_gpu::lower::lower(&Op::TopKMask { axis: 1, k: 1 }, &infos, "wgpu").unwrap_err().to_string();
+    assert!(err.contains("top_k_mask") && err.contains("wgpu"), "{err}");
+}
