@@ -20,8 +20,25 @@ pub struct CompileOptions {
     pub disabled_passes: Vec<String>,
 }
 
-/// The devices this build can run. Only verified backends are listed.
-pub const DEVICES: &[&str] = &["cpu"];
+/// The devices `--device` names. `cpu` and `wgpu` run here (`wgpu` is
+/// parity-checked on lavapipe, a CPU Vulkan driver); `cuda` and `metal`
+/// have never passed a parity run on their hardware, so they are off unless
+/// `GRAPHC_CUDA=1` / `GRAPHC_METAL=1`, and even then refused until their
+/// runtimes exist (`device_unavailable` says why).
+pub const DEVICES: &[&str] = &["cpu", "wgpu", "cuda", "metal"];
+
+/// Why `device` cannot run plans on this machine and build, if it cannot.
+pub fn device_unavailable(device: &str) -> Option<String> {
+    match device {
+        "cpu" | "wgpu" => None,
+        "cuda" => Some(match graphc_gpu::cuda_rt::device_check() {
+            Err(e) => e.to_string(),
+            Ok(()) => "cuda: kernels compile to PTX (NVRTC), but the launch runtime is not built yet; use --device wgpu or cpu".into(),
+        }),
+        "metal" => Some(graphc_gpu::metal_rt::device_check().err().map(|e| e.to_string()).unwrap_or_default()),
+        other => Some(format!("unknown device `{other}`; expected one of {}", DEVICES.join(", "))),
+    }
+}
 
 /// Progress callback: (bytes done, bytes total) while the checkpoint is read.
 pub type Progress<'a> = Option<&'a mut dyn FnMut(u64, u64)>;
@@ -48,14 +65,13 @@ fn checksum(ck: &Checkpoint, progress: Progress) -> String {
 
 fn resolve(opts: &CompileOptions, context_length: usize) -> Result<ResolvedOptions, Error> {
     let (device, device_source) = match &opts.device {
-        Some(d) if DEVICES.contains(&d.as_str()) => (d.clone(), Source::Option),
-        Some(d) => {
-            return Err(Error::Option(format!(
-                "device `{d}` is not available in this build; available: {}",
-                DEVICES.join(", ")
-            )))
-        }
-        // CPU is the only verified backend so far, so the machine always resolves to it.
+        Some(d) => match device_unavailable(d) {
+            None => (d.clone(), Source::Option),
+            Some(why) => return Err(Error::Option(format!("device `{d}` is not available: {why}"))),
+        },
+        // No GPU backend has passed its parity run on real GPU hardware yet
+        // (wgpu only on lavapipe, which is itself a CPU), so the machine
+        // resolves to the CPU.
         None => ("cpu".to_string(), Source::Machine),
     };
     let (max_seq, max_seq_source) = match opts.max_seq {

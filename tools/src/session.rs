@@ -71,6 +71,9 @@ enum Executor {
     /// session's caller (its buffers in the caller's heap, not a worker's
     /// separate allocator arena: ~2 MB less peak memory on SmolLM2).
     Fast(Fast),
+    /// The plan's kernels on wgpu: weights and caches resident on the
+    /// device (the host keeps no copy of the states), one submission a step.
+    Wgpu(std::cell::RefCell<graphc_gpu::exec::GpuGraph>),
 }
 
 /// What `SessionOptions` resolved to, with where each value came from.
@@ -137,20 +140,31 @@ impl<'m> Session<'m> {
             Some(k) => (k, "option"),
             None => (Kernels::Fast(Isa::best()), "machine"),
         };
-        let executor = match kernels {
-            Kernels::Reference => Executor::Reference(
+        let plan = model.plan();
+        let executor = match (plan.options.device.as_str(), kernels) {
+            ("wgpu", _) => {
+                if model.graph().find_input(LENGTHS_INPUT).is_none() {
+                    return Err(Error::Option("the wgpu device needs the kv_append pass (caches appended in place on the device)".into()));
+                }
+                let device = std::sync::Arc::new(graphc_gpu::wgpu_rt::WgpuDevice::new()?);
+                Executor::Wgpu(std::cell::RefCell::new(graphc_gpu::exec::GpuGraph::new(device, model.graph(), model)?))
+            }
+            (_, Kernels::Reference) => Executor::Reference(
                 rayon::ThreadPoolBuilder::new()
                     .num_threads(threads)
                     .build()
                     .map_err(|e| Error::Option(format!("cannot start {threads} threads: {e}")))?,
             ),
-            Kernels::Fast(isa) => Executor::Fast(Fast::new(isa, threads).map_err(Error::Option)?),
+            (_, Kernels::Fast(isa)) => Executor::Fast(Fast::new(isa, threads).map_err(Error::Option)?),
         };
-        let plan = model.plan();
+        let (kernels, kernels_source) = match &executor {
+            Executor::Wgpu(g) => (format!("wgpu ({})", g.borrow().adapter_name()), "device"),
+            _ => (kernels.name(), kernels_source),
+        };
         let resolved = ResolvedSession {
             threads,
             threads_source,
-            kernels: kernels.name(),
+            kernels,
             kernels_source,
             device: plan.options.device.clone(),
             max_seq: plan.options.max_seq,
@@ -168,6 +182,8 @@ impl<'m> Session<'m> {
             match &executor {
                 Executor::Reference(pool) => pool.install(|| schedule.fold(model.graph(), &Reference, model))?,
                 Executor::Fast(fast) => schedule.fold(model.graph(), fast, model)?,
+                // The device runs weight-only ops as kernels each step.
+                Executor::Wgpu(_) => 0,
             };
         }
         // A ring of `cap` rows for a window of `w` takes `cap - w + 1` rows a step.
@@ -200,6 +216,7 @@ impl<'m> Session<'m> {
         match &self.executor {
             Executor::Fast(f) => f.kernel_counts(),
             Executor::Reference(_) => Default::default(),
+            Executor::Wgpu(g) => [("wgpu_launches_last_step", g.borrow().last_launches as u64)].into(),
         }
     }
 
@@ -322,7 +339,13 @@ impl<'m> Session<'m> {
         // lists, where the activations that reuse them keep them resident.
         let batched = matches!(self.states, StateLayout::Batched(_));
         self.states = StateLayout::PerRow(Vec::new());
-        self.states = if batched {
+        self.states = if let Executor::Wgpu(g) = &self.executor {
+            let mut g = g.borrow_mut();
+            for (name, t) in self.empty_states(rows) {
+                g.set_state(&name, &t);
+            }
+            StateLayout::Batched(HashMap::new())
+        } else if batched {
             StateLayout::Batched(self.empty_states(rows))
         } else {
             StateLayout::PerRow((0..rows).map(|_| self.empty_states(1)).collect())
@@ -390,6 +413,10 @@ impl<'m> Session<'m> {
         let out = match &self.executor {
             Executor::Reference(pool) => pool.install(|| exec::run_scheduled(sched, &Reference, model.graph(), &inputs, states, model)),
             Executor::Fast(fast) => exec::run_scheduled(sched, fast, model.graph(), &inputs, states, model),
+            Executor::Wgpu(g) => {
+                let outputs = g.borrow_mut().step(&inputs)?;
+                Ok(exec::StepOutput { outputs, states })
+            }
         }?;
         let logits = out.outputs.get("logits").ok_or_else(|| Error::Input("the plan has no `logits` output".into()))?;
         let data = logits.as_f32().unwrap_or_default();

@@ -308,18 +308,27 @@ pub fn if_else(cond: Expr, then: Vec<Stmt>, otherwise: Vec<Stmt>) -> Stmt {
 /// result from `array[0]`. `combine` is `Add` or `Max`. The workgroup size
 /// must be a power of two.
 pub fn workgroup_reduce(array: &str, workgroup_size: u32, value: Expr, combine: BinOp) -> Vec<Stmt> {
+    segmented_reduce(array, workgroup_size, workgroup_size, value, combine)
+}
+
+/// The reduction of `workgroup_reduce` within each run of `segment`
+/// consecutive invocations (a power of two): segment `s`'s result is in
+/// `array[s · segment]`. Every invocation must reach it (it has barriers).
+pub fn segmented_reduce(array: &str, workgroup_size: u32, segment: u32, value: Expr, combine: BinOp) -> Vec<Stmt> {
     assert!(workgroup_size.is_power_of_two(), "workgroup size {workgroup_size} is not a power of two");
+    assert!(segment.is_power_of_two() && segment <= workgroup_size, "segment {segment} of a workgroup of {workgroup_size}");
     let step = format!("{array}_stride");
+    let lane = if segment == workgroup_size { local_id() } else { local_id() % u(segment) };
     vec![
         Stmt::Barrier,
         store_shared(array, local_id(), value),
         Stmt::Barrier,
         Stmt::Halving {
             var: step.clone(),
-            start: u(workgroup_size / 2),
+            start: u(segment / 2),
             body: vec![
                 if_(
-                    local_id().lt(var(&step)),
+                    lane.lt(var(&step)),
                     vec![store_shared(
                         array,
                         local_id(),

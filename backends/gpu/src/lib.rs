@@ -10,6 +10,7 @@
 
 pub mod cuda_rt;
 pub mod emit;
+pub mod exec;
 pub mod kernels;
 pub mod kir;
 pub mod lower;

@@ -165,7 +165,9 @@ pub fn lower(op: &Op, args: &[ArgInfo], target: &'static str) -> Result<KernelCa
             let mut out_shape = shape0.clone();
             *out_shape.last_mut().unwrap() = n;
             let params = vec![n32(m), n32(n), n32(k), n32(row_bytes)];
-            call(kernels::matmul::matmul(w.dtype), io(2), params, (m * n) as u32, out_shape)
+            let rows = if m == 1 { 1 } else { kernels::matmul::PREFILL_ROWS as usize };
+            let groups = m.div_ceil(rows) * n.div_ceil(kernels::matmul::COLUMNS_PER_GROUP as usize);
+            call(kernels::matmul::matmul(w.dtype, rows as u32), io(2), params, groups as u32, out_shape)
         }
         Op::Gather => {
             let t = &args[0];
@@ -213,8 +215,50 @@ pub fn lower(op: &Op, args: &[ArgInfo], target: &'static str) -> Result<KernelCa
             let a = vec![Arg::InPlace(0), Arg::Input(1), Arg::Input(2)];
             call(kernels::kv_append::kv_append(), a, params, groups_for(n), cache.clone())
         }
+        Op::Permute { perm } => {
+            let st = strides(&shape0);
+            let out: Vec<usize> = perm.iter().map(|&p| shape0[p]).collect();
+            let by_out: Vec<usize> = perm.iter().map(|&p| st[p]).collect();
+            strided(&out, 0, &by_out).map_err(no)?
+        }
+        Op::Narrow { axis, start, len } => {
+            let env = std::collections::HashMap::new();
+            let (start, len) = match (start.eval(&env), len.eval(&env)) {
+                (Ok(s), Ok(l)) => (s as usize, l as usize),
+                _ => return Err(no(format!("symbolic bounds {start}, {len} (resolved before lowering)"))),
+            };
+            let st = strides(&shape0);
+            let mut out = shape0.clone();
+            out[*axis] = len;
+            strided(&out, start * st[*axis], &st).map_err(no)?
+        }
+        Op::Contiguous => strided(&shape0, 0, &strides(&shape0)).map_err(no)?,
         _ => return Err(no("not written yet".into())),
     })
+}
+
+/// Dense row-major element strides of `shape`.
+fn strides(shape: &[usize]) -> Vec<usize> {
+    let mut s = vec![1; shape.len()];
+    for i in (0..shape.len().saturating_sub(1)).rev() {
+        s[i] = s[i + 1] * shape[i + 1];
+    }
+    s
+}
+
+/// The strided-copy call producing `out` from input element `offset +
+/// Σ i_k · by_out[k]`.
+fn strided(out: &[usize], offset: usize, by_out: &[usize]) -> Result<KernelCall, String> {
+    if out.len() > 4 {
+        return Err(format!("rank {} (the copy kernel handles up to rank 4)", out.len()));
+    }
+    let pad = 4 - out.len();
+    let dims: Vec<usize> = std::iter::repeat_n(1, pad).chain(out.iter().copied()).collect();
+    let st: Vec<usize> = std::iter::repeat_n(0, pad).chain(by_out.iter().copied()).collect();
+    let n: usize = out.iter().product();
+    let mut params = vec![n32(n), n32(dims[1]), n32(dims[2]), n32(dims[3]), n32(offset)];
+    params.extend(st.iter().map(|&s| n32(s)));
+    Ok(KernelCall { kernel: kernels::layout::strided_copy(), args: vec![Arg::Input(0), Arg::Output], params, groups: groups_for(n), out_shape: out.to_vec() })
 }
 
 fn rope_params(rotary_dim: usize, scaling: &RopeScaling) -> [Value; 3] {

@@ -268,7 +268,11 @@ impl WgpuDevice {
         let infos: Vec<_> = inputs.iter().map(|i| i.info()).collect();
         let call = crate::lower::lower(op, &infos, "wgpu")?;
         if let graphc_ir::Op::KvAppend { axis, window, .. } = op {
-            check_append(&infos, *axis, *window, inputs)?;
+            let lengths = match inputs[2] {
+                OpInput::Tensor(t) => t.as_i32().unwrap_or_default(),
+                OpInput::Weight(_) => &[],
+            };
+            check_append(infos[0].shape[*axis], infos[1].shape[*axis], *window, lengths)?;
         }
         let uploaded: Vec<GpuBuffer> = inputs.iter().map(|i| self.upload(&i.bytes())).collect();
         let out_elems: usize = call.out_shape.iter().product();
@@ -299,13 +303,9 @@ impl WgpuDevice {
 }
 
 /// `KvAppend`'s capacity checks, on the host before launch (the kernel
-/// cannot fail): the CPU executor's conditions and wording.
-fn check_append(infos: &[crate::lower::ArgInfo], axis: usize, window: Option<usize>, inputs: &[OpInput<'_>]) -> Result<(), GpuError> {
-    let (cap, rows) = (infos[0].shape[axis], infos[1].shape[axis]);
-    let lengths = match inputs[2] {
-        OpInput::Tensor(t) => t.as_i32().unwrap_or_default().to_vec(),
-        OpInput::Weight(_) => vec![],
-    };
+/// cannot fail): `rows` new rows at each `lengths[b]` into `cap`, with the
+/// CPU executor's conditions.
+pub fn check_append(cap: usize, rows: usize, window: Option<usize>, lengths: &[i32]) -> Result<(), GpuError> {
     let bad = |message: String| GpuError::Launch { kernel: "kv_append".into(), message };
     if let Some(w) = window {
         if rows > cap + 1 - w.min(cap) {

@@ -261,25 +261,29 @@ fn dtype_name(d: DType) -> String {
 #[test]
 fn matmul_and_gather_for_every_weight_type() {
     let Some(dev) = device() else { return };
-    let (m, n, k) = (3, 5, 512);
-    let x = t(&[m, k], 17);
-    let ids = Tensor::i32(vec![4], vec![3, 0, 4, 2]);
+    // 37 output columns: one full workgroup of columns and a ragged one.
+    let (n, k) = (37, 512);
+    let ids = Tensor::i32(vec![4], vec![3, 0, 36, 2]);
     for dtype in graphc_gpu::kernels::WEIGHT_DTYPES {
         let w = OneWeight { dtype, shape: vec![n, k], bytes: weight_bytes(dtype, n, k, 18 + dtype as u64) };
         let wref = w.weight("w").unwrap();
         let name = dtype_name(dtype);
-
-        let got = dev.run_op(&Op::MatMul, &[OpInput::Tensor(&x), OpInput::Weight(wref)]).unwrap();
-        let graph = text::parse(&format!(
-            "graph \"mm\" {{\n  %0 = input{{name=\"x\"}} : f32[{m}, {k}]\n  %1 = weight{{name=\"w\"}} : {name}[{n}, {k}]\n  %2 = matmul %0, %1 : f32[{m}, {n}]\n  %3 = output{{name=\"y\"}} %2 : f32[{m}, {n}]\n}}\n"
-        ))
-        .unwrap();
-        let inputs = HashMap::from([("x".to_string(), x.clone())]);
-        let want = reference::run(&graph, &inputs, HashMap::new(), &w).unwrap().outputs.remove("y").unwrap();
-        // Sums of 512 products: bound relative to the largest output.
-        let scale = want.as_f32().unwrap().iter().fold(1f32, |a, v| a.max(v.abs()));
-        let d = max_diff(&got, &want);
-        assert!(d <= 1e-5 * scale * 4.0, "matmul {name}: max |gpu - reference| = {d:e} (scale {scale})");
+        // m = 1: the decode kernel; 3 and 11: the prefill kernel with a
+        // partial tile, and with a full tile and a partial one.
+        for m in [1, 3, 11] {
+            let x = t(&[m, k], 17 + m as u64);
+            let got = dev.run_op(&Op::MatMul, &[OpInput::Tensor(&x), OpInput::Weight(wref)]).unwrap();
+            let graph = text::parse(&format!(
+                "graph \"mm\" {{\n  %0 = input{{name=\"x\"}} : f32[{m}, {k}]\n  %1 = weight{{name=\"w\"}} : {name}[{n}, {k}]\n  %2 = matmul %0, %1 : f32[{m}, {n}]\n  %3 = output{{name=\"y\"}} %2 : f32[{m}, {n}]\n}}\n"
+            ))
+            .unwrap();
+            let inputs = HashMap::from([("x".to_string(), x.clone())]);
+            let want = reference::run(&graph, &inputs, HashMap::new(), &w).unwrap().outputs.remove("y").unwrap();
+            // Sums of 512 products in another order: bound relative to the largest output.
+            let scale = want.as_f32().unwrap().iter().fold(1f32, |a, v| a.max(v.abs()));
+            let d = max_diff(&got, &want);
+            assert!(d <= 4e-5 * scale, "matmul {name} m={m}: max |gpu - reference| = {d:e} (scale {scale})");
+        }
 
         let got = dev.run_op(&Op::Gather, &[OpInput::Weight(wref), OpInput::Tensor(&ids)]).unwrap();
         let graph = text::parse(&format!(

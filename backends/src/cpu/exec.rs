@@ -373,23 +373,29 @@ fn check_finite(graph: &Graph, id: graphc_ir::NodeId, t: &Tensor) -> Result<(), 
 /// Check a bound tensor against its declared type and bind the symbols its
 /// single-symbol dims name (`batch`, `seq`, `past`, `cap`).
 fn bind_shape(name: &str, ty: &graphc_ir::TensorType, t: &Tensor, env: &mut Env) -> Result<(), String> {
-    if t.dtype() != ty.dtype || t.shape().len() != ty.shape.len() {
+    if t.dtype() != ty.dtype {
         return Err(format!("`{name}` is declared {ty} but was given {} {:?}", t.dtype(), t.shape()));
     }
-    for (d, &actual) in ty.shape.iter().zip(t.shape()) {
+    bind_dims(ty, t.shape(), env).map_err(|m| format!("`{name}` {m}"))
+}
+
+/// Bind the symbols a declared type's single-symbol dims name to a
+/// concrete shape (every backend's executor does this per step).
+pub fn bind_dims(ty: &graphc_ir::TensorType, shape: &[usize], env: &mut Env) -> Result<(), String> {
+    if shape.len() != ty.shape.len() {
+        return Err(format!("is declared {ty} but was given shape {shape:?}"));
+    }
+    for (d, &actual) in ty.shape.iter().zip(shape) {
         let actual = actual as i64;
         match d.as_const() {
-            Some(c) if c != actual => return Err(format!("`{name}` is declared {ty} but was given shape {:?}", t.shape())),
+            Some(c) if c != actual => return Err(format!("is declared {ty} but was given shape {shape:?}")),
             Some(_) => {}
             None => {
                 let syms: Vec<&str> = d.symbols().collect();
                 if syms.len() == 1 && *d == graphc_ir::Dim::sym(syms[0]) {
                     if let Some(prev) = env.insert(syms[0].to_string(), actual) {
                         if prev != actual {
-                            return Err(format!(
-                                "`{name}` binds `{}` = {actual}, but an earlier input bound it to {prev}",
-                                syms[0]
-                            ));
+                            return Err(format!("binds `{}` = {actual}, but an earlier input bound it to {prev}", syms[0]));
                         }
                     }
                 }

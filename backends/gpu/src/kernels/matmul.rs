@@ -1,6 +1,6 @@
 //! Dequantize-into-matmul and the embedding gather, for every weight type:
-//! the weight is read as checkpoint bytes and decoded element by element
-//! (`dequant::element`) inside the kernel; no dequantized copy exists.
+//! the weight is read as checkpoint bytes and decoded inside the kernel
+//! (`dequant`), a group's scales once per group; no dequantized copy exists.
 
 use super::{dequant, thread_index, WORKGROUP};
 use crate::kir::*;
@@ -10,29 +10,59 @@ fn type_name(dtype: DType) -> String {
     dtype.to_string().to_lowercase()
 }
 
-/// `y[r, j] = Σ_c x[r, c] · w[j, c]` (`x · wᵀ`, w in checkpoint layout).
+/// Rows of `x` a prefill matmul workgroup takes at once: each decoded
+/// weight is used `PREFILL_ROWS` times (a decode step uses the 1-row kernel).
+pub const PREFILL_ROWS: u32 = 8;
+
+/// Invocations that share one output column (they split its blocks).
+/// Rows are short (576 features = 18 q4_1 blocks in SmolLM2), so a whole
+/// workgroup per column would leave most of it idle.
+pub const THREADS_PER_COLUMN: u32 = 8;
+
+/// Output columns per workgroup.
+pub const COLUMNS_PER_GROUP: u32 = WORKGROUP / THREADS_PER_COLUMN;
+
+/// `y[r, j] = Σ_c x[r, c] · w[j, c]` (`x · wᵀ`, w in checkpoint layout),
+/// for `rows` rows of `x` per workgroup (1 or `PREFILL_ROWS`).
 /// Buffers `x f32 [m, k]`, `w u32` (the weight's bytes), `y f32 [m, n]`;
-/// params `m, n, k, row_bytes` (bytes per weight row). Grid: `m · n`
-/// groups, one output per group; each invocation sums whole blocks, the
-/// workgroup adds the partial sums.
-pub fn matmul(dtype: DType) -> Kernel {
-    let (be, bb) = (dtype.block_elems() as u32, dtype.block_bytes() as u32);
-    let mut block = vec![
+/// params `m, n, k, row_bytes` (bytes per weight row). Grid:
+/// `ceil(n / COLUMNS_PER_GROUP) · ceil(m / rows)` groups. Each column's
+/// `THREADS_PER_COLUMN` invocations sum interleaved whole blocks; a
+/// segmented reduction adds their partial sums.
+pub fn matmul(dtype: DType, rows: u32) -> Kernel {
+    let (be, bb, ge) = (dtype.block_elems() as u32, dtype.block_bytes() as u32, dequant::group_elems(dtype));
+    let acc = |r: u32| format!("acc{r}");
+    let mut element = vec![
+        let_("v", Ty::F32, dequant::group_element(dtype, "w", var("base"), var("grp"), var("l"))),
+        let_("col", Ty::U32, var("blk") * u(be) + var("grp") * u(ge) + var("l")),
+    ];
+    for r in 0..rows {
+        let add = assign(&acc(r), var(&acc(r)) + load("x", (var("r0") + u(r)) * param("k") + var("col")) * var("v"));
+        // Rows past `m` in the last tile are not read.
+        element.push(if r == 0 { add } else { if_((var("r0") + u(r)).lt(param("m")), vec![add]) });
+    }
+    let mut group = dequant::group_setup(dtype, "w", var("base"), var("grp"));
+    group.push(for_("l", u(0), u(ge), u(1), element));
+    let block = vec![
         let_("base", Ty::U32, var("j") * param("row_bytes") + var("blk") * u(bb)),
-        let_("x_base", Ty::U32, var("r") * param("k") + var("blk") * u(be)),
+        for_("grp", u(0), u(be / ge), u(1), group),
     ];
-    let mut per_element = dequant::element(dtype, "w", var("base"), var("e"));
-    per_element.push(assign("acc", var("acc") + load("x", var("x_base") + var("e")) * var("out")));
-    block.push(for_("e", u(0), u(be), u(1), per_element));
+    let column_groups = (param("n") + u(COLUMNS_PER_GROUP - 1)) / u(COLUMNS_PER_GROUP);
     let mut out = vec![
-        let_("j", Ty::U32, var("g") % param("n")),
-        let_("r", Ty::U32, var("g") / param("n")),
-        let_("acc", Ty::F32, f(0.0)),
-        for_("blk", local_id(), param("k") / u(be), u(WORKGROUP), block),
+        let_("lane", Ty::U32, local_id() % u(THREADS_PER_COLUMN)),
+        let_("j", Ty::U32, (var("g") % column_groups.clone()) * u(COLUMNS_PER_GROUP) + local_id() / u(THREADS_PER_COLUMN)),
+        let_("r0", Ty::U32, (var("g") / column_groups.clone()) * u(rows)),
     ];
-    out.extend(workgroup_reduce("red", WORKGROUP, var("acc"), BinOp::Add));
-    out.push(if_(local_id().eq(u(0)), vec![store("y", var("g"), load_shared("red", u(0)))]));
-    Kernel::new(&format!("matmul_{}", type_name(dtype)), WORKGROUP)
+    out.extend((0..rows).map(|r| let_(&acc(r), Ty::F32, f(0.0))));
+    out.push(if_(var("j").lt(param("n")), vec![for_("blk", var("lane"), param("k") / u(be), u(THREADS_PER_COLUMN), block)]));
+    for r in 0..rows {
+        out.extend(segmented_reduce("red", WORKGROUP, THREADS_PER_COLUMN, var(&acc(r)), BinOp::Add));
+        let row_ok = var("lane").eq(u(0)).and(var("j").lt(param("n"))).and((var("r0") + u(r)).lt(param("m")));
+        out.push(if_(row_ok, vec![store("y", (var("r0") + u(r)) * param("n") + var("j"), load_shared("red", local_id()))]));
+    }
+    let suffix = if rows == 1 { String::new() } else { format!("_x{rows}") };
+    let tiles = (param("m") + u(rows - 1)) / u(rows);
+    Kernel::new(&format!("matmul_{}{suffix}", type_name(dtype)), WORKGROUP)
         .input("x", Ty::F32)
         .input("w", Ty::U32)
         .output("y", Ty::F32)
@@ -41,7 +71,7 @@ pub fn matmul(dtype: DType) -> Kernel {
         .param("k", Ty::U32)
         .param("row_bytes", Ty::U32)
         .shared("red", Ty::F32, WORKGROUP)
-        .body(vec![let_("g", Ty::U32, group_index()), if_(var("g").lt(param("m") * param("n")), out)])
+        .body(vec![let_("g", Ty::U32, group_index()), if_(var("g").lt(column_groups * tiles), out)])
 }
 
 /// `y[t, :] = table[ids[t], :]` decoded to f32. Buffers `table u32` (the
@@ -50,20 +80,17 @@ pub fn matmul(dtype: DType) -> Kernel {
 /// on the host before launch; one outside the table leaves its row 0.
 /// Grid: `ceil(n / 256)`.
 pub fn gather(dtype: DType) -> Kernel {
-    let (be, bb) = (dtype.block_elems() as u32, dtype.block_bytes() as u32);
-    let mut body = vec![
-        let_("id", Ty::I32, load("ids", var("i") / param("d"))),
+    let (be, bb, ge) = (dtype.block_elems() as u32, dtype.block_bytes() as u32, dequant::group_elems(dtype));
+    let mut row = vec![
         let_("col", Ty::U32, var("i") % param("d")),
         let_("base", Ty::U32, var("id").cast(Ty::U32) * param("row_bytes") + (var("col") / u(be)) * u(bb)),
-        let_("e", Ty::U32, var("col") % u(be)),
+        let_("grp", Ty::U32, (var("col") % u(be)) / u(ge)),
+        let_("l", Ty::U32, var("col") % u(ge)),
     ];
-    body.extend(dequant::element(dtype, "table", var("base"), var("e")));
-    body.push(store("y", var("i"), var("out")));
+    row.extend(dequant::group_setup(dtype, "table", var("base"), var("grp")));
+    row.push(store("y", var("i"), dequant::group_element(dtype, "table", var("base"), var("grp"), var("l"))));
     let valid = var("id").ge(i(0)).and(var("id").cast(Ty::U32).lt(param("rows")));
-    let body = vec![
-        let_("id", Ty::I32, load("ids", var("i") / param("d"))),
-        if_else(valid, body[1..].to_vec(), vec![store("y", var("i"), f(0.0))]),
-    ];
+    let body = vec![let_("id", Ty::I32, load("ids", var("i") / param("d"))), if_else(valid, row, vec![store("y", var("i"), f(0.0))])];
     Kernel::new(&format!("gather_{}", type_name(dtype)), WORKGROUP)
         .input("table", Ty::U32)
         .input("ids", Ty::I32)

@@ -8,6 +8,7 @@ pub mod attention;
 pub mod dequant;
 pub mod elementwise;
 pub mod kv_append;
+pub mod layout;
 pub mod matmul;
 pub mod norm;
 pub mod rope;
@@ -47,10 +48,12 @@ pub fn catalog() -> Vec<(&'static str, Kernel)> {
     all.push(("rope", rope::norm_rope(RopeStyle::Neox)));
     all.push(("softmax", softmax::softmax()));
     for dtype in WEIGHT_DTYPES {
-        all.push(("matmul", matmul::matmul(dtype)));
+        all.push(("matmul", matmul::matmul(dtype, 1)));
+        all.push(("matmul", matmul::matmul(dtype, matmul::PREFILL_ROWS)));
         all.push(("gather", matmul::gather(dtype)));
     }
     all.push(("attention", attention::attention()));
     all.push(("kv_append", kv_append::kv_append()));
+    all.push(("layout", layout::strided_copy()));
     all
 }

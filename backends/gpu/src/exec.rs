@@ -1,0 +1,221 @@
+//! A whole graph on wgpu: weights uploaded once (checkpoint bytes, never a
+//! dequantized copy), states (the KV caches) resident on the device across
+//! steps and appended in place, and each step's kernels recorded into one
+//! submission. Only the step's inputs go up and its outputs come back.
+//!
+//! Every op lowers through `lower::lower`; an op without a kernel stops the
+//! step with an error naming the node, the op and the target — the graph is
+//! never split with a silent CPU fallback. `reshape` is no kernel (dense
+//! buffers are reinterpreted); a `state_out` of the state's own buffer (what
+//! `kv_append` produces) is no copy.
+
+use crate::lower::{lower, Arg, ArgInfo};
+use crate::wgpu_rt::{GpuBuffer, Launch, WgpuDevice};
+use crate::GpuError;
+use graphc_backends::{Tensor, WeightSource};
+use graphc_ir::{DType, Dim, Graph, NodeId, Op};
+use std::collections::HashMap;
+use std::sync::Arc;
+
+/// A value on the device: its buffer, storage type and concrete shape.
+#[derive(Clone, Debug)]
+struct DeviceValue {
+    buffer: GpuBuffer,
+    dtype: DType,
+    shape: Vec<usize>,
+}
+
+pub struct GpuGraph {
+    device: Arc<WgpuDevice>,
+    graph: Graph,
+    order: Vec<NodeId>,
+    weights: HashMap<String, GpuBuffer>,
+    states: HashMap<String, DeviceValue>,
+    /// Kernel launches of the last step (evidence the device ran it).
+    pub last_launches: usize,
+}
+
+fn node_err(graph: &Graph, id: NodeId, message: String) -> GpuError {
+    let layer = graph.node(id).layer.map(|l| format!(" in layer {l}")).unwrap_or_default();
+    GpuError::Launch { kernel: format!("node #{}{layer} ({})", id.index(), graph.node(id).op.mnemonic()), message }
+}
+
+impl GpuGraph {
+    /// Uploads every weight the graph names, once.
+    pub fn new(device: Arc<WgpuDevice>, graph: &Graph, weights: &dyn WeightSource) -> Result<GpuGraph, GpuError> {
+        let order = graph.topo_order().map_err(|n| node_err(graph, n, "the graph has a cycle".into()))?;
+        let mut uploaded = HashMap::new();
+        for &id in &order {
+            if let Op::Weight { name, ty } = &graph.node(id).op {
+                if uploaded.contains_key(name) {
+                    continue;
+                }
+                let w = weights.weight(name).ok_or_else(|| node_err(graph, id, format!("weight `{name}` is not bound")))?;
+                let want: Vec<i64> = ty.shape.iter().filter_map(|d| d.as_const()).collect();
+                let got: Vec<i64> = w.shape.iter().map(|&d| d as i64).collect();
+                if w.dtype != ty.dtype || want != got {
+                    return Err(node_err(graph, id, format!("weight `{name}` is declared {ty} but is bound to {} {:?}", w.dtype, w.shape)));
+                }
+                uploaded.insert(name.clone(), device.upload(w.bytes));
+            }
+        }
+        Ok(GpuGraph { device, graph: graph.clone(), order, weights: uploaded, states: HashMap::new(), last_launches: 0 })
+    }
+
+    pub fn adapter_name(&self) -> &str {
+        &self.device.adapter_name
+    }
+
+    /// Sets a state (a KV cache at capacity) from the host.
+    pub fn set_state(&mut self, name: &str, t: &Tensor) {
+        let bytes: &[u8] = match t {
+            Tensor::F32 { data, .. } => bytemuck::cast_slice(data),
+            Tensor::I32 { data, .. } => bytemuck::cast_slice(data),
+        };
+        let value = DeviceValue { buffer: self.device.upload(bytes), dtype: t.dtype(), shape: t.shape().to_vec() };
+        self.states.insert(name.to_string(), value);
+    }
+
+    /// Reads a state back to the host.
+    pub fn state(&self, name: &str) -> Result<Option<Tensor>, GpuError> {
+        let Some(v) = self.states.get(name) else { return Ok(None) };
+        Ok(Some(Tensor::f32(v.shape.clone(), self.device.read_f32(&v.buffer)?)))
+    }
+
+    /// One step: `inputs` by name; returns the graph's outputs. States are
+    /// read and written on the device.
+    pub fn step(&mut self, inputs: &HashMap<String, Tensor>) -> Result<HashMap<String, Tensor>, GpuError> {
+        let graph = &self.graph;
+        let mut env: HashMap<String, i64> = HashMap::new();
+        for &id in &self.order {
+            let (name, ty, shape) = match &graph.node(id).op {
+                Op::Input { name, ty } => (name, ty, inputs.get(name).map(|t| t.shape().to_vec())),
+                Op::State { name, ty } => (name, ty, self.states.get(name).map(|v| v.shape.clone())),
+                _ => continue,
+            };
+            let shape = shape.ok_or_else(|| node_err(graph, id, format!("no value given for `{name}`")))?;
+            graphc_backends::cpu::exec::bind_dims(ty, &shape, &mut env).map_err(|m| node_err(graph, id, format!("`{name}` {m}")))?;
+        }
+        let concrete = |id: NodeId| -> Result<Vec<usize>, GpuError> {
+            let ty = graph.node(id).ty.as_ref().ok_or_else(|| node_err(graph, id, "the node has no type (verify the graph first)".into()))?;
+            ty.shape.iter().map(|d| d.eval(&env).map(|v| v as usize)).collect::<Result<_, _>>().map_err(|m| node_err(graph, id, m))
+        };
+
+        let mut values: HashMap<NodeId, DeviceValue> = HashMap::new();
+        let mut calls = vec![];
+        let mut outputs = vec![];
+        for &id in &self.order {
+            let node = graph.node(id);
+            let args: Vec<NodeId> = graph.inputs(id);
+            let value = match &node.op {
+                Op::Input { name, ty } => {
+                    let t = &inputs[name];
+                    if t.dtype() != ty.dtype {
+                        return Err(node_err(graph, id, format!("`{name}` is declared {ty} but was given {}", t.dtype())));
+                    }
+                    let bytes: &[u8] = match t {
+                        Tensor::F32 { data, .. } => bytemuck::cast_slice(data),
+                        Tensor::I32 { data, .. } => bytemuck::cast_slice(data),
+                    };
+                    DeviceValue { buffer: self.device.upload(bytes), dtype: t.dtype(), shape: t.shape().to_vec() }
+                }
+                Op::Weight { name, ty } => {
+                    DeviceValue { buffer: self.weights[name].clone(), dtype: ty.dtype, shape: concrete(id)? }
+                }
+                Op::State { name, .. } => self.states[name].clone(),
+                Op::Const { value, .. } => {
+                    let shape = concrete(id)?;
+                    let data = vec![*value; shape.iter().product()];
+                    DeviceValue { buffer: self.device.upload_f32(&data), dtype: DType::F32, shape }
+                }
+                Op::Reshape { .. } => DeviceValue { shape: concrete(id)?, ..values[&args[0]].clone() },
+                Op::StateOut { name } => {
+                    self.states.insert(name.clone(), values[&args[0]].clone());
+                    continue;
+                }
+                Op::Output { name } => {
+                    outputs.push((name.clone(), values[&args[0]].clone()));
+                    continue;
+                }
+                op => {
+                    let op = resolve_dims(op, &env).map_err(|m| node_err(graph, id, m))?;
+                    let infos: Vec<ArgInfo> =
+                        args.iter().map(|a| ArgInfo { dtype: values[a].dtype, shape: values[a].shape.clone() }).collect();
+                    let call = lower(&op, &infos, "wgpu").map_err(|e| node_err(graph, id, e.to_string()))?;
+                    self.host_checks(&op, &args, &infos, inputs).map_err(|m| node_err(graph, id, m))?;
+                    let out_elems: usize = call.out_shape.iter().product();
+                    let mut result = None;
+                    let mut buffers = vec![];
+                    for a in &call.args {
+                        buffers.push(match a {
+                            Arg::Input(i) => values[&args[*i]].buffer.clone(),
+                            Arg::InPlace(i) => {
+                                let b = values[&args[*i]].buffer.clone();
+                                result = Some(b.clone());
+                                b
+                            }
+                            Arg::Constant(v) => self.device.upload_f32(v),
+                            Arg::Output => {
+                                let b = self.device.zeros(out_elems as u64 * 4);
+                                result = Some(b.clone());
+                                b
+                            }
+                        });
+                    }
+                    let value = DeviceValue { buffer: result.expect("a call has a result"), dtype: DType::F32, shape: call.out_shape.clone() };
+                    calls.push((call, buffers));
+                    value
+                }
+            };
+            values.insert(id, value);
+        }
+        let launches: Vec<Launch> = calls
+            .iter()
+            .map(|(call, buffers)| Launch { kernel: &call.kernel, buffers: buffers.iter().collect(), params: call.params.clone(), groups: call.groups })
+            .collect();
+        self.device.run(&launches)?;
+        self.last_launches = launches.len();
+        let mut out = HashMap::new();
+        for (name, v) in outputs {
+            out.insert(name, Tensor::f32(v.shape.clone(), self.device.read_f32(&v.buffer)?));
+        }
+        Ok(out)
+    }
+
+    /// What the kernels cannot check themselves, from host-known inputs:
+    /// `kv_append` offsets against the capacity, and gathered ids against
+    /// the table (out-of-range reads would be silent zeros on a GPU).
+    fn host_checks(&self, op: &Op, args: &[NodeId], infos: &[ArgInfo], inputs: &HashMap<String, Tensor>) -> Result<(), String> {
+        let host_i32 = |id: NodeId| match &self.graph.node(id).op {
+            Op::Input { name, .. } => inputs.get(name).and_then(|t| t.as_i32()),
+            _ => None,
+        };
+        match op {
+            Op::KvAppend { axis, window, .. } => {
+                let lengths = host_i32(args[2]).ok_or("kv_append's lengths are not a step input")?;
+                let (cap, rows) = (infos[0].shape[*axis], infos[1].shape[*axis]);
+                crate::wgpu_rt::check_append(cap, rows, *window, lengths).map_err(|e| e.to_string())
+            }
+            Op::Gather => {
+                let rows = infos[0].shape[0];
+                if let Some(ids) = host_i32(args[1]) {
+                    if let Some((i, id)) = ids.iter().enumerate().find(|(_, &id)| id < 0 || id as usize >= rows) {
+                        return Err(format!("id {id} at index {i} is outside the table's {rows} rows"));
+                    }
+                }
+                Ok(())
+            }
+            _ => Ok(()),
+        }
+    }
+}
+
+/// `op` with its symbolic attributes (`narrow`'s bounds) evaluated.
+fn resolve_dims(op: &Op, env: &HashMap<String, i64>) -> Result<Op, String> {
+    Ok(match op {
+        Op::Narrow { axis, start, len } => {
+            Op::Narrow { axis: *axis, start: Dim::konst(start.eval(env)?), len: Dim::konst(len.eval(env)?) }
+        }
+        other => other.clone(),
+    })
+}
