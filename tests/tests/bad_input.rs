@@ -157,7 +157,16 @@ fn unknown_pass_and_device_are_named() {
     assert!(e.contains("unknown pass `no_such_pass`") && e.contains("dead_code"), "{e}");
     let opts = CompileOptions { device: Some("tpu".into()), ..Default::default() };
     let e = Model::compile(&ck, &opts, None).err().unwrap().to_string();
-    assert!(e.contains("device `tpu` is not available in this build; available: cpu"), "{e}");
+    assert!(e.contains("device `tpu` is not available: unknown device `tpu`; expected one of cpu, wgpu, cuda, metal"), "{e}");
+    // Never run on real hardware: off unless enabled by value, and saying so.
+    if std::env::var_os("GRAPHC_CUDA").is_none() {
+        let opts = CompileOptions { device: Some("cuda".into()), ..Default::default() };
+        let e = Model::compile(&ck, &opts, None).err().unwrap().to_string();
+        assert!(e.contains("device `cuda` is not available") && e.contains("GRAPHC_CUDA=1"), "{e}");
+    }
+    let opts = CompileOptions { device: Some("metal".into()), ..Default::default() };
+    let e = Model::compile(&ck, &opts, None).err().unwrap().to_string();
+    assert!(e.contains("device `metal` is not available") && e.contains("metal"), "{e}");
 }
 
 /// The tiny llama with one weight of layer 1's query projection set to +inf.
