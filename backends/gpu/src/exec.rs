@@ -10,7 +10,7 @@
 //! `kv_append` produces) is no copy.
 
 use crate::lower::{lower, Arg, ArgInfo};
-use crate::wgpu_rt::{GpuBuffer, Launch, WgpuDevice};
+use crate::wgpu_rt::{bind_args, GpuBuffer, Launch, WgpuDevice};
 use crate::GpuError;
 use graphc_backends::{Tensor, WeightSource};
 use graphc_ir::{DType, Dim, Graph, NodeId, Op};
@@ -141,29 +141,20 @@ impl GpuGraph {
                     let op = resolve_dims(op, &env).map_err(|m| node_err(graph, id, m))?;
                     let infos: Vec<ArgInfo> =
                         args.iter().map(|a| ArgInfo { dtype: values[a].dtype, shape: values[a].shape.clone() }).collect();
-                    let call = lower(&op, &infos, "wgpu").map_err(|e| node_err(graph, id, e.to_string()))?;
+                    let op_calls = lower(&op, &infos, "wgpu", self.device.binding_limits()).map_err(|e| node_err(graph, id, e.to_string()))?;
                     self.host_checks(&op, &args, &infos, inputs).map_err(|m| node_err(graph, id, m))?;
-                    let out_elems: usize = call.out_shape.iter().product();
-                    let mut result = None;
-                    let mut buffers = vec![];
-                    for a in &call.args {
-                        buffers.push(match a {
-                            Arg::Input(i) => values[&args[*i]].buffer.clone(),
-                            Arg::InPlace(i) => {
-                                let b = values[&args[*i]].buffer.clone();
-                                result = Some(b.clone());
-                                b
-                            }
-                            Arg::Constant(v) => self.device.upload_f32(v),
-                            Arg::Output => {
-                                let b = self.device.zeros(out_elems as u64 * 4);
-                                result = Some(b.clone());
-                                b
-                            }
-                        });
+                    let out_shape = op_calls[0].out_shape.clone();
+                    let in_place = op_calls[0].args.iter().find_map(|a| if let Arg::InPlace(i) = a { Some(*i) } else { None });
+                    let operands: Vec<GpuBuffer> = args.iter().map(|a| values[a].buffer.clone()).collect();
+                    let result = match in_place {
+                        Some(i) => operands[i].clone(),
+                        None => self.device.zeros(out_shape.iter().product::<usize>() as u64 * 4),
+                    };
+                    for call in op_calls {
+                        let buffers = bind_args(&self.device, &call.args, &operands, &result);
+                        calls.push((call, buffers));
                     }
-                    let value = DeviceValue { buffer: result.expect("a call has a result"), dtype: DType::F32, shape: call.out_shape.clone() };
-                    calls.push((call, buffers));
+                    let value = DeviceValue { buffer: result, dtype: DType::F32, shape: out_shape };
                     value
                 }
             };

@@ -8,7 +8,7 @@
 
 use crate::kernels::{self, attention::MAX_HEAD_DIM, WEIGHT_DTYPES};
 use crate::kir::Kernel;
-use crate::wgpu_rt::{groups_for, Value};
+use crate::wgpu_rt::{groups_for, BindingLimits, Value};
 use graphc_ir::{DType, NormKind, Op, RopeScaling};
 
 /// Where a kernel argument comes from.
@@ -16,15 +16,19 @@ use graphc_ir::{DType, NormKind, Op, RopeScaling};
 pub enum Arg {
     /// The op's input `i`.
     Input(usize),
+    /// Bytes `offset .. offset + bytes` of input `input` (a weight too large
+    /// for one binding, split by rows).
+    InputRange { input: usize, offset: u64, bytes: u64 },
     /// The op's input `i`, written in place; it is also the op's result.
     InPlace(usize),
     /// A constant the host computes once per op (RoPE's `inv_freq`).
     Constant(Vec<f32>),
-    /// The result, a fresh f32 buffer.
+    /// The op's result, a fresh f32 buffer (all of an op's calls write
+    /// their parts of the same one).
     Output,
 }
 
-/// One launch of one kernel for one op.
+/// One launch of one kernel for (part of) one op.
 #[derive(Clone, Debug)]
 pub struct KernelCall {
     pub kernel: Kernel,
@@ -52,8 +56,89 @@ fn n32(v: usize) -> Value {
     Value::U32(v as u32)
 }
 
-/// The kernel call for `op` on inputs `args`, for `target` (a name for errors).
-pub fn lower(op: &Op, args: &[ArgInfo], target: &'static str) -> Result<KernelCall, LowerError> {
+/// The kernel calls for `op` on inputs `args`, for `target` (a name for
+/// errors): one, or for a weight larger than one binding allows, one per
+/// run of its rows.
+pub fn lower(op: &Op, args: &[ArgInfo], target: &'static str, limits: BindingLimits) -> Result<Vec<KernelCall>, LowerError> {
+    let no = |why: String| LowerError::NoKernel { op: op.mnemonic(), target, why };
+    match op {
+        Op::MatMul | Op::Gather => {
+            let w = &args[if matches!(op, Op::MatMul) { 1 } else { 0 }];
+            let (rows, cols) = match w.shape[..] {
+                [r, c] => (r, c),
+                _ => return Err(no(format!("weight of shape {:?}", w.shape))),
+            };
+            let row_bytes = (cols / w.dtype.block_elems() * w.dtype.block_bytes()) as u64;
+            // Row runs whose byte offsets keep the binding alignment.
+            let align_rows = (limits.offset_alignment / gcd(limits.offset_alignment, row_bytes.max(1))).max(1);
+            let chunk = (limits.max_bytes / row_bytes.max(1)) / align_rows * align_rows;
+            if chunk == 0 {
+                return Err(no(format!("one weight row of {row_bytes} bytes exceeds the {}-byte binding limit", limits.max_bytes)));
+            }
+            let mut calls = vec![];
+            let mut lo = 0u64;
+            while lo < rows as u64 {
+                let n = chunk.min(rows as u64 - lo);
+                calls.push(weight_rows(op, args, target, lo as usize, n as usize, row_bytes)?);
+                lo += n;
+            }
+            Ok(calls)
+        }
+        _ => Ok(vec![lower_one(op, args, target)?]),
+    }
+}
+
+fn gcd(a: u64, b: u64) -> u64 {
+    if b == 0 {
+        a
+    } else {
+        gcd(b, a % b)
+    }
+}
+
+/// Matmul or gather over weight rows `lo .. lo + n` only (bound as a byte
+/// range), writing their part of the whole result.
+fn weight_rows(op: &Op, args: &[ArgInfo], target: &'static str, lo: usize, n: usize, row_bytes: u64) -> Result<KernelCall, LowerError> {
+    let no = |why: String| LowerError::NoKernel { op: op.mnemonic(), target, why };
+    let range = |input: usize| Arg::InputRange { input, offset: lo as u64 * row_bytes, bytes: n as u64 * row_bytes };
+    let numel = |s: &[usize]| s.iter().product::<usize>();
+    match op {
+        Op::MatMul => {
+            let (x, w) = (&args[0].shape, &args[1]);
+            if !WEIGHT_DTYPES.contains(&w.dtype) {
+                return Err(no(format!("weight type {}", w.dtype)));
+            }
+            let (n_total, k) = (w.shape[0], w.shape[1]);
+            if x.last() != Some(&k) || k % w.dtype.block_elems() != 0 {
+                return Err(no(format!("x {x:?} against weight [{n_total}, {k}] of {}", w.dtype)));
+            }
+            let m = numel(x) / k.max(1);
+            let mut out_shape = x.clone();
+            *out_shape.last_mut().unwrap() = n_total;
+            let rows = if m == 1 { 1 } else { kernels::matmul::PREFILL_ROWS as usize };
+            let params = vec![n32(m), n32(n), n32(k), n32(row_bytes as usize), n32(n_total), n32(lo)];
+            let groups = m.div_ceil(rows) * n.div_ceil(kernels::matmul::COLUMNS_PER_GROUP as usize);
+            let kernel = kernels::matmul::matmul(w.dtype, rows as u32);
+            Ok(KernelCall { kernel, args: vec![Arg::Input(0), range(1), Arg::Output], params, groups: groups as u32, out_shape })
+        }
+        Op::Gather => {
+            let t = &args[0];
+            if !WEIGHT_DTYPES.contains(&t.dtype) {
+                return Err(no(format!("table type {}", t.dtype)));
+            }
+            let d = t.shape[1];
+            let total = numel(&args[1].shape) * d;
+            let mut out_shape = args[1].shape.clone();
+            out_shape.push(d);
+            let params = vec![n32(total), n32(d), n32(n), n32(row_bytes as usize), n32(lo)];
+            let kernel = kernels::matmul::gather(t.dtype);
+            Ok(KernelCall { kernel, args: vec![range(0), Arg::Input(1), Arg::Output], params, groups: groups_for(total), out_shape })
+        }
+        _ => unreachable!("only matmul and gather read weight rows"),
+    }
+}
+
+fn lower_one(op: &Op, args: &[ArgInfo], target: &'static str) -> Result<KernelCall, LowerError> {
     let no = |why: String| LowerError::NoKernel { op: op.mnemonic(), target, why };
     let shape0 = args.first().map(|a| a.shape.clone()).unwrap_or_default();
     let numel = |s: &[usize]| s.iter().product::<usize>();
@@ -150,36 +235,6 @@ pub fn lower(op: &Op, args: &[ArgInfo], target: &'static str) -> Result<KernelCa
             let d = last(&shape0);
             let rows = numel(&shape0) / d.max(1);
             call(kernels::softmax::softmax(), io(1), vec![n32(rows), n32(d), Value::F32(softcap.unwrap_or(0.0))], rows as u32, shape0)
-        }
-        Op::MatMul => {
-            let w = &args[1];
-            if !WEIGHT_DTYPES.contains(&w.dtype) || w.shape.len() != 2 {
-                return Err(no(format!("weight {} {:?}", w.dtype, w.shape)));
-            }
-            let (n, k) = (w.shape[0], w.shape[1]);
-            if last(&shape0) != k || k % w.dtype.block_elems() != 0 {
-                return Err(no(format!("x {shape0:?} against weight [{n}, {k}] of {}", w.dtype)));
-            }
-            let m = numel(&shape0) / k.max(1);
-            let row_bytes = k / w.dtype.block_elems() * w.dtype.block_bytes();
-            let mut out_shape = shape0.clone();
-            *out_shape.last_mut().unwrap() = n;
-            let params = vec![n32(m), n32(n), n32(k), n32(row_bytes)];
-            let rows = if m == 1 { 1 } else { kernels::matmul::PREFILL_ROWS as usize };
-            let groups = m.div_ceil(rows) * n.div_ceil(kernels::matmul::COLUMNS_PER_GROUP as usize);
-            call(kernels::matmul::matmul(w.dtype, rows as u32), io(2), params, groups as u32, out_shape)
-        }
-        Op::Gather => {
-            let t = &args[0];
-            if !WEIGHT_DTYPES.contains(&t.dtype) || t.shape.len() != 2 {
-                return Err(no(format!("table {} {:?}", t.dtype, t.shape)));
-            }
-            let (rows, d) = (t.shape[0], t.shape[1]);
-            let row_bytes = d / t.dtype.block_elems() * t.dtype.block_bytes();
-            let n = numel(&args[1].shape) * d;
-            let mut out_shape = args[1].shape.clone();
-            out_shape.push(d);
-            call(kernels::matmul::gather(t.dtype), io(2), vec![n32(n), n32(d), n32(rows), n32(row_bytes)], groups_for(n), out_shape)
         }
         Op::Attention { n_heads, n_kv_heads, scale, causal, window, softcap, ring } => {
             let (qs, ks, vs) = (&args[0].shape, &args[1].shape, &args[2].shape);

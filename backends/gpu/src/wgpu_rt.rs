@@ -37,12 +37,36 @@ impl Value {
     }
 }
 
-/// A device buffer and its size in bytes (what the caller asked for; the
-/// allocation is padded to a whole word and to wgpu's minimum).
+/// A device buffer, or a byte range of one: its size in bytes is what the
+/// caller asked for (the allocation is padded to a whole word).
 #[derive(Clone, Debug)]
 pub struct GpuBuffer {
     buffer: Arc<wgpu::Buffer>,
     pub bytes: u64,
+    offset: u64,
+}
+
+impl GpuBuffer {
+    /// Bytes `offset .. offset + bytes` of this buffer, bound on their own
+    /// (`offset` a multiple of the device's storage offset alignment).
+    pub fn view(&self, offset: u64, bytes: u64) -> GpuBuffer {
+        assert!(offset + bytes <= self.bytes, "view {offset}+{bytes} of a {}-byte buffer", self.bytes);
+        GpuBuffer { buffer: self.buffer.clone(), bytes, offset: self.offset + offset }
+    }
+
+    fn binding(&self) -> wgpu::BindingResource<'_> {
+        let size = self.bytes.max(4).next_multiple_of(4).min(self.buffer.size() - self.offset);
+        wgpu::BindingResource::Buffer(wgpu::BufferBinding { buffer: &self.buffer, offset: self.offset, size: std::num::NonZeroU64::new(size) })
+    }
+}
+
+/// What the lowering must respect of a device.
+#[derive(Clone, Copy, Debug)]
+pub struct BindingLimits {
+    /// Largest storage buffer one binding may cover.
+    pub max_bytes: u64,
+    /// Storage binding offsets are multiples of this.
+    pub offset_alignment: u64,
 }
 
 struct Pipeline {
@@ -70,6 +94,8 @@ pub struct WgpuDevice {
     /// The adapter as wgpu names it (`llvmpipe (LLVM ...)` on lavapipe).
     pub adapter_name: String,
     pipelines: Mutex<HashMap<u64, Arc<Pipeline>>>,
+    /// A smaller binding limit than the device's (tests of the split path).
+    max_binding_override: Option<u64>,
 }
 
 impl WgpuDevice {
@@ -92,13 +118,25 @@ impl WgpuDevice {
             ..Default::default()
         }))
         .map_err(|e| GpuError::NoDevice { backend: "wgpu", reason: e.to_string() })?;
-        Ok(WgpuDevice { device, queue, adapter_name, pipelines: Mutex::new(HashMap::new()) })
+        Ok(WgpuDevice { device, queue, adapter_name, pipelines: Mutex::new(HashMap::new()), max_binding_override: None })
     }
 
     fn buffer(&self, bytes: u64, usage: wgpu::BufferUsages) -> GpuBuffer {
         let size = bytes.max(4).next_multiple_of(4);
         let buffer = self.device.create_buffer(&wgpu::BufferDescriptor { label: None, size, usage, mapped_at_creation: false });
-        GpuBuffer { buffer: Arc::new(buffer), bytes }
+        GpuBuffer { buffer: Arc::new(buffer), bytes, offset: 0 }
+    }
+
+    pub fn binding_limits(&self) -> BindingLimits {
+        let l = self.device.limits();
+        let max_bytes = self.max_binding_override.unwrap_or(l.max_storage_buffer_binding_size).min(l.max_storage_buffer_binding_size);
+        BindingLimits { max_bytes, offset_alignment: l.min_storage_buffer_offset_alignment as u64 }
+    }
+
+    /// Lower the largest binding the lowering may use (to exercise the
+    /// split of large weights on small inputs).
+    pub fn limit_binding_bytes(&mut self, max_bytes: u64) {
+        self.max_binding_override = Some(max_bytes);
     }
 
     /// A storage buffer holding `data` (padded with zeros to a whole word).
@@ -180,7 +218,7 @@ impl WgpuDevice {
                 .buffers
                 .iter()
                 .enumerate()
-                .map(|(i, b)| wgpu::BindGroupEntry { binding: i as u32, resource: b.buffer.as_entire_binding() })
+                .map(|(i, b)| wgpu::BindGroupEntry { binding: i as u32, resource: b.binding() })
                 .collect();
             let params_buf;
             if !k.params.is_empty() {
@@ -191,9 +229,15 @@ impl WgpuDevice {
                 self.queue.write_buffer(&params_buf.buffer, 0, &bytes);
                 entries.push(wgpu::BindGroupEntry { binding: k.buffers.len() as u32, resource: params_buf.buffer.as_entire_binding() });
             }
+            let scope = self.device.push_error_scope(wgpu::ErrorFilter::Validation);
             let bind_group = self.device.create_bind_group(&wgpu::BindGroupDescriptor { label: None, layout: &pipeline.layout, entries: &entries });
+            if let Some(e) = pollster::block_on(scope.pop()) {
+                return Err(bad(format!("wgpu refused its buffers: {e}")));
+            }
             prepared.push((pipeline, bind_group, grid(l.groups)));
         }
+        let validation = self.device.push_error_scope(wgpu::ErrorFilter::Validation);
+        let memory = self.device.push_error_scope(wgpu::ErrorFilter::OutOfMemory);
         let mut encoder = self.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: None });
         {
             let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor { label: None, timestamp_writes: None });
@@ -204,6 +248,13 @@ impl WgpuDevice {
             }
         }
         self.queue.submit([encoder.finish()]);
+        let device_err = |message: String| GpuError::Device { backend: "wgpu", message };
+        if let Some(e) = pollster::block_on(memory.pop()) {
+            return Err(device_err(format!("out of memory: {e}")));
+        }
+        if let Some(e) = pollster::block_on(validation.pop()) {
+            return Err(device_err(e.to_string()));
+        }
         Ok(())
     }
 
@@ -212,7 +263,7 @@ impl WgpuDevice {
         let size = buf.bytes.max(4).next_multiple_of(4);
         let staging = self.buffer(size, wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST);
         let mut encoder = self.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: None });
-        encoder.copy_buffer_to_buffer(&buf.buffer, 0, &staging.buffer, 0, size);
+        encoder.copy_buffer_to_buffer(&buf.buffer, buf.offset, &staging.buffer, 0, size);
         self.queue.submit([encoder.finish()]);
         let (tx, rx) = std::sync::mpsc::channel();
         staging.buffer.map_async(wgpu::MapMode::Read, .., move |r| {
@@ -266,7 +317,7 @@ impl WgpuDevice {
     /// class through; a whole-graph executor keeps buffers resident.)
     pub fn run_op(&self, op: &graphc_ir::Op, inputs: &[OpInput<'_>]) -> Result<graphc_backends::Tensor, GpuError> {
         let infos: Vec<_> = inputs.iter().map(|i| i.info()).collect();
-        let call = crate::lower::lower(op, &infos, "wgpu")?;
+        let calls = crate::lower::lower(op, &infos, "wgpu", self.binding_limits())?;
         if let graphc_ir::Op::KvAppend { axis, window, .. } = op {
             let lengths = match inputs[2] {
                 OpInput::Tensor(t) => t.as_i32().unwrap_or_default(),
@@ -275,31 +326,34 @@ impl WgpuDevice {
             check_append(infos[0].shape[*axis], infos[1].shape[*axis], *window, lengths)?;
         }
         let uploaded: Vec<GpuBuffer> = inputs.iter().map(|i| self.upload(&i.bytes())).collect();
-        let out_elems: usize = call.out_shape.iter().product();
-        let mut result = None;
-        let mut constants = vec![];
-        for a in &call.args {
-            match a {
-                crate::lower::Arg::Output => result = Some(self.zeros(out_elems as u64 * 4)),
-                crate::lower::Arg::InPlace(i) => result = Some(uploaded[*i].clone()),
-                crate::lower::Arg::Constant(v) => constants.push(self.upload_f32(v)),
-                crate::lower::Arg::Input(_) => {}
-            }
-        }
-        let result = result.expect("every kernel call has a result");
-        let mut constants = constants.iter();
-        let buffers: Vec<&GpuBuffer> = call
-            .args
+        let out_shape = calls[0].out_shape.clone();
+        let result = match calls[0].args.iter().find_map(|a| if let crate::lower::Arg::InPlace(i) = a { Some(*i) } else { None }) {
+            Some(i) => uploaded[i].clone(),
+            None => self.zeros(out_shape.iter().product::<usize>() as u64 * 4),
+        };
+        let bound: Vec<Vec<GpuBuffer>> = calls.iter().map(|c| bind_args(self, &c.args, &uploaded, &result)).collect();
+        let launches: Vec<Launch> = calls
             .iter()
-            .map(|a| match a {
-                crate::lower::Arg::Input(i) | crate::lower::Arg::InPlace(i) => &uploaded[*i],
-                crate::lower::Arg::Constant(_) => constants.next().expect("uploaded above"),
-                crate::lower::Arg::Output => &result,
-            })
+            .zip(&bound)
+            .map(|(c, b)| Launch { kernel: &c.kernel, buffers: b.iter().collect(), params: c.params.clone(), groups: c.groups })
             .collect();
-        self.run(&[Launch { kernel: &call.kernel, buffers, params: call.params.clone(), groups: call.groups }])?;
-        Ok(graphc_backends::Tensor::f32(call.out_shape.clone(), self.read_f32(&result)?))
+        self.run(&launches)?;
+        Ok(graphc_backends::Tensor::f32(out_shape, self.read_f32(&result)?))
     }
+}
+
+/// The buffers a call binds, in order: its inputs (or byte ranges of them),
+/// host constants uploaded now, and the op's `result`.
+pub fn bind_args(dev: &WgpuDevice, args: &[crate::lower::Arg], inputs: &[GpuBuffer], result: &GpuBuffer) -> Vec<GpuBuffer> {
+    use crate::lower::Arg;
+    args.iter()
+        .map(|a| match a {
+            Arg::Input(i) => inputs[*i].clone(),
+            Arg::InputRange { input, offset, bytes } => inputs[*input].view(*offset, *bytes),
+            Arg::InPlace(_) | Arg::Output => result.clone(),
+            Arg::Constant(v) => dev.upload_f32(v),
+        })
+        .collect()
 }
 
 /// `KvAppend`'s capacity checks, on the host before launch (the kernel

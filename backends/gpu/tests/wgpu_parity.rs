@@ -297,6 +297,34 @@ fn matmul_and_gather_for_every_weight_type() {
     }
 }
 
+/// A weight larger than one binding (Gemma 3's 262144-row embedding is
+/// 178 MB; lavapipe binds at most 128 MiB) runs as launches over row
+/// ranges. Forced here with a 4 KiB limit on a 37-row weight.
+#[test]
+fn weights_larger_than_one_binding_are_split_by_rows() {
+    if device().is_none() {
+        return;
+    }
+    let mut dev = WgpuDevice::new().unwrap();
+    dev.limit_binding_bytes(4096);
+    let (n, k) = (37, 512);
+    let ids = Tensor::i32(vec![5], vec![36, 0, 17, 35, 1]);
+    for dtype in [DType::Q4_1, DType::Q6K, DType::F32] {
+        let w = OneWeight { dtype, shape: vec![n, k], bytes: weight_bytes(dtype, n, k, 40 + dtype as u64) };
+        let wref = w.weight("w").unwrap();
+        let infos = [graphc_gpu::lower::ArgInfo { dtype: DType::F32, shape: vec![3, k] }, graphc_gpu::lower::ArgInfo { dtype, shape: vec![n, k] }];
+        let calls = graphc_gpu::lower::lower(&Op::MatMul, &infos, "wgpu", dev.binding_limits()).unwrap();
+        assert!(calls.len() > 1, "{dtype}: {} bytes per row in 4 KiB bindings should split", w.bytes.len() / n);
+        let x = t(&[3, k], 41);
+        let whole = device().unwrap().run_op(&Op::MatMul, &[OpInput::Tensor(&x), OpInput::Weight(wref)]).unwrap();
+        let split = dev.run_op(&Op::MatMul, &[OpInput::Tensor(&x), OpInput::Weight(wref)]).unwrap();
+        assert_eq!(max_diff(&whole, &split), 0.0, "{dtype}: split matmul differs from the whole one");
+        let whole = device().unwrap().run_op(&Op::Gather, &[OpInput::Weight(wref), OpInput::Tensor(&ids)]).unwrap();
+        let split = dev.run_op(&Op::Gather, &[OpInput::Weight(wref), OpInput::Tensor(&ids)]).unwrap();
+        assert_eq!(max_diff(&whole, &split), 0.0, "{dtype}: split gather differs from the whole one");
+    }
+}
+
 #[test]
 fn kv_append_writes_each_row_at_its_own_offset() {
     let Some(dev) = device() else { return };
@@ -339,6 +367,7 @@ mod graphc_tests_free {
 #[test]
 fn an_op_without_a_kernel_is_an_error_naming_op_and_target() {
     let infos = [graphc_gpu::lower::ArgInfo { dtype: DType::F32, shape: vec![2, 3] }];
-    let err = graphc_gpu::lower::lower(&Op::TopKMask { axis: 1, k: 1 }, &infos, "wgpu").unwrap_err().to_string();
+    let limits = graphc_gpu::wgpu_rt::BindingLimits { max_bytes: 1 << 27, offset_alignment: 256 };
+    let err = graphc_gpu::lower::lower(&Op::TopKMask { axis: 1, k: 1 }, &infos, "wgpu", limits).unwrap_err().to_string();
     assert!(err.contains("top_k_mask") && err.contains("wgpu"), "{err}");
 }

@@ -24,8 +24,10 @@ pub const COLUMNS_PER_GROUP: u32 = WORKGROUP / THREADS_PER_COLUMN;
 
 /// `y[r, j] = Σ_c x[r, c] · w[j, c]` (`x · wᵀ`, w in checkpoint layout),
 /// for `rows` rows of `x` per workgroup (1 or `PREFILL_ROWS`).
-/// Buffers `x f32 [m, k]`, `w u32` (the weight's bytes), `y f32 [m, n]`;
-/// params `m, n, k, row_bytes` (bytes per weight row). Grid:
+/// Buffers `x f32 [m, k]`, `w u32` (the bytes of `n` weight rows), `y`;
+/// params `m, n, k, row_bytes` (bytes per weight row), `y_cols` (y's row
+/// length) and `j0` (the column of y weight row 0 writes: a weight too
+/// large for one binding runs as several launches over row ranges). Grid:
 /// `ceil(n / COLUMNS_PER_GROUP) · ceil(m / rows)` groups. Each column's
 /// `THREADS_PER_COLUMN` invocations sum interleaved whole blocks; a
 /// segmented reduction adds their partial sums.
@@ -58,7 +60,8 @@ pub fn matmul(dtype: DType, rows: u32) -> Kernel {
     for r in 0..rows {
         out.extend(segmented_reduce("red", WORKGROUP, THREADS_PER_COLUMN, var(&acc(r)), BinOp::Add));
         let row_ok = var("lane").eq(u(0)).and(var("j").lt(param("n"))).and((var("r0") + u(r)).lt(param("m")));
-        out.push(if_(row_ok, vec![store("y", (var("r0") + u(r)) * param("n") + var("j"), load_shared("red", local_id()))]));
+        let at = (var("r0") + u(r)) * param("y_cols") + param("j0") + var("j");
+        out.push(if_(row_ok, vec![store("y", at, load_shared("red", local_id()))]));
     }
     let suffix = if rows == 1 { String::new() } else { format!("_x{rows}") };
     let tiles = (param("m") + u(rows - 1)) / u(rows);
@@ -70,27 +73,31 @@ pub fn matmul(dtype: DType, rows: u32) -> Kernel {
         .param("n", Ty::U32)
         .param("k", Ty::U32)
         .param("row_bytes", Ty::U32)
+        .param("y_cols", Ty::U32)
+        .param("j0", Ty::U32)
         .shared("red", Ty::F32, WORKGROUP)
         .body(vec![let_("g", Ty::U32, group_index()), if_(var("g").lt(column_groups * tiles), out)])
 }
 
-/// `y[t, :] = table[ids[t], :]` decoded to f32. Buffers `table u32` (the
-/// weight's bytes), `ids i32 [n_ids]`, `y f32 [n_ids, d]`; params `n`
-/// (= n_ids · d), `d`, `rows` (table rows), `row_bytes`. Ids are checked
-/// on the host before launch; one outside the table leaves its row 0.
-/// Grid: `ceil(n / 256)`.
+/// `y[t, :] = table[ids[t], :]` decoded to f32, for the ids in table rows
+/// `row_lo .. row_lo + rows` (a table too large for one binding runs as
+/// several launches over row ranges; each writes only its ids' rows).
+/// Buffers `table u32` (the bytes of those rows), `ids i32 [n_ids]`,
+/// `y f32 [n_ids, d]`; params `n` (= n_ids · d), `d`, `rows`, `row_bytes`,
+/// `row_lo`. Ids are checked on the host before launch. Grid: `ceil(n / 256)`.
 pub fn gather(dtype: DType) -> Kernel {
     let (be, bb, ge) = (dtype.block_elems() as u32, dtype.block_bytes() as u32, dequant::group_elems(dtype));
     let mut row = vec![
         let_("col", Ty::U32, var("i") % param("d")),
-        let_("base", Ty::U32, var("id").cast(Ty::U32) * param("row_bytes") + (var("col") / u(be)) * u(bb)),
+        let_("base", Ty::U32, (var("id").cast(Ty::U32) - param("row_lo")) * param("row_bytes") + (var("col") / u(be)) * u(bb)),
         let_("grp", Ty::U32, (var("col") % u(be)) / u(ge)),
         let_("l", Ty::U32, var("col") % u(ge)),
     ];
     row.extend(dequant::group_setup(dtype, "table", var("base"), var("grp")));
     row.push(store("y", var("i"), dequant::group_element(dtype, "table", var("base"), var("grp"), var("l"))));
-    let valid = var("id").ge(i(0)).and(var("id").cast(Ty::U32).lt(param("rows")));
-    let body = vec![let_("id", Ty::I32, load("ids", var("i") / param("d"))), if_else(valid, row, vec![store("y", var("i"), f(0.0))])];
+    let local = var("id").cast(Ty::U32) - param("row_lo");
+    let mine = var("id").ge(i(0)).and(var("id").cast(Ty::U32).ge(param("row_lo"))).and(local.lt(param("rows")));
+    let body = vec![let_("id", Ty::I32, load("ids", var("i") / param("d"))), if_(mine, row)];
     Kernel::new(&format!("gather_{}", type_name(dtype)), WORKGROUP)
         .input("table", Ty::U32)
         .input("ids", Ty::I32)
@@ -99,5 +106,6 @@ pub fn gather(dtype: DType) -> Kernel {
         .param("d", Ty::U32)
         .param("rows", Ty::U32)
         .param("row_bytes", Ty::U32)
+        .param("row_lo", Ty::U32)
         .body(vec![let_("i", Ty::U32, thread_index()), if_(var("i").lt(param("n")), body)])
 }

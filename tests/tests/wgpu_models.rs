@@ -1,9 +1,12 @@
-//! SmolLM2-135M-Instruct (Q4_1) end to end on the wgpu device (lavapipe in
-//! CI): the three shorter reference prompts as one ragged batch (rows of 5,
-//! 6 and 40 tokens, each at its own positions and cache offset), their
-//! last-prompt-position logits against the reference files, and each row's
-//! `n_stable` leading greedy tokens. (The 846-token prompt is left to the
-//! CPU tests: lavapipe runs a SmolLM2 token in ~0.5 s on two cores.)
+//! The real checkpoints end to end on the wgpu device (lavapipe in CI).
+//! SmolLM2-135M-Instruct (Q4_1): the three shorter reference prompts as one
+//! ragged batch (rows of 5, 6 and 40 tokens, each at its own positions and
+//! cache offset), their last-prompt-position logits against the reference
+//! files, and each row's `n_stable` leading greedy tokens. Gemma 3 270M
+//! (Q4_K_M: q4_k/q6_k/q8_0 weights, a 178 MB embedding split over bindings,
+//! sliding-window ring caches, norm_rope, GeGLU): prompt p1's logits and
+//! greedy tokens. (The ~840-token prompts are left to the CPU tests:
+//! lavapipe runs a SmolLM2 token in ~0.5 s on two cores.)
 //!
 //! Without a Vulkan adapter this prints that it skipped, unless
 //! `GRAPHC_REQUIRE_WGPU=1` (set by `.ci/run`, which installs lavapipe).
@@ -21,13 +24,48 @@ use graphc_tests::{compare, reference_json, reference_logits, smollm2};
 /// exact path from a lossy one by three orders of magnitude.
 const MAX_ABS_LOGIT_DIFF: f32 = 5e-4;
 
+fn have_wgpu() -> bool {
+    match graphc_gpu::wgpu_rt::WgpuDevice::new() {
+        Ok(_) => true,
+        Err(e) if std::env::var("GRAPHC_REQUIRE_WGPU").as_deref() == Ok("1") => panic!("GRAPHC_REQUIRE_WGPU=1 but {e}"),
+        Err(e) => {
+            eprintln!("SKIPPED: no wgpu adapter on this machine ({e})");
+            false
+        }
+    }
+}
+
+#[test]
+fn gemma3_on_wgpu_matches_the_reference() {
+    if !have_wgpu() {
+        return;
+    }
+    let reference = reference_json("gemma3-270m-q4_k_m");
+    let p = &reference["prompts"][0];
+    let ids: Vec<u32> = p["prompt_ids"].as_array().unwrap().iter().map(|v| v.as_u64().unwrap() as u32).collect();
+    let n_stable = p["n_stable"].as_u64().unwrap() as usize;
+    let want: Vec<u32> = p["generated_ids"].as_array().unwrap().iter().map(|v| v.as_u64().unwrap() as u32).collect();
+    let opts = CompileOptions { device: Some("wgpu".into()), max_seq: Some(64), ..Default::default() };
+    let model = Model::compile(&graphc_tests::model("gemma-3-270m-q4_k_m.gguf"), &opts, None).unwrap();
+    let mut session = model.session(&SessionOptions::default()).unwrap();
+    let mut logits = session.prefill(&ids).unwrap();
+    let (max, cos) = compare(&logits, &reference_logits(p["logits_file"].as_str().unwrap()));
+    println!("gemma3 p1: max |Δlogit| = {max:.3e}, cosine = {cos:.9}");
+    assert!(max <= MAX_ABS_LOGIT_DIFF, "gemma3 p1: max |Δlogit| {max} > {MAX_ABS_LOGIT_DIFF}");
+    let mut tokens = vec![];
+    while tokens.len() < n_stable {
+        let t = argmax(&logits);
+        tokens.push(t);
+        if tokens.len() < n_stable {
+            logits = session.decode(t).unwrap();
+        }
+    }
+    assert_eq!(tokens[..], want[..n_stable], "gemma3 p1: the first {n_stable} greedy tokens on wgpu");
+}
+
 #[test]
 fn smollm2_on_wgpu_matches_the_reference_as_a_ragged_batch() {
-    if let Err(e) = graphc_gpu::wgpu_rt::WgpuDevice::new() {
-        if std::env::var("GRAPHC_REQUIRE_WGPU").as_deref() == Ok("1") {
-            panic!("GRAPHC_REQUIRE_WGPU=1 but {e}");
-        }
-        eprintln!("SKIPPED: no wgpu adapter on this machine ({e})");
+    if !have_wgpu() {
         return;
     }
     let reference = reference_json("smollm2-135m-q4_1");
