@@ -154,8 +154,7 @@ impl GpuGraph {
                         let buffers = bind_args(&self.device, &call.args, &operands, &result);
                         calls.push((call, buffers));
                     }
-                    let value = DeviceValue { buffer: result, dtype: DType::F32, shape: out_shape };
-                    value
+                    DeviceValue { buffer: result, dtype: DType::F32, shape: out_shape }
                 }
             };
             values.insert(id, value);
