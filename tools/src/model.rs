@@ -23,18 +23,15 @@ pub struct CompileOptions {
 /// The devices `--device` names. `cpu` and `wgpu` run here (`wgpu` is
 /// parity-checked on lavapipe, a CPU Vulkan driver); `cuda` and `metal`
 /// have never passed a parity run on their hardware, so they are off unless
-/// `GRAPHC_CUDA=1` / `GRAPHC_METAL=1`, and even then refused until their
-/// runtimes exist (`device_unavailable` says why).
+/// `GRAPHC_CUDA=1` / `GRAPHC_METAL=1` (`cuda` then needs a device;
+/// `metal` has no host runtime yet). `device_unavailable` says why not.
 pub const DEVICES: &[&str] = &["cpu", "wgpu", "cuda", "metal"];
 
 /// Why `device` cannot run plans on this machine and build, if it cannot.
 pub fn device_unavailable(device: &str) -> Option<String> {
     match device {
         "cpu" | "wgpu" => None,
-        "cuda" => Some(match graphc_gpu::cuda_rt::device_check() {
-            Err(e) => e.to_string(),
-            Ok(()) => "cuda: kernels compile to PTX (NVRTC), but the launch runtime is not built yet; use --device wgpu or cpu".into(),
-        }),
+        "cuda" => graphc_gpu::cuda_rt::device_check().err().map(|e| e.to_string()),
         "metal" => Some(graphc_gpu::metal_rt::device_check().err().map(|e| e.to_string()).unwrap_or_default()),
         other => Some(format!("unknown device `{other}`; expected one of {}", DEVICES.join(", "))),
     }

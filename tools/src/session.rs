@@ -71,9 +71,10 @@ enum Executor {
     /// session's caller (its buffers in the caller's heap, not a worker's
     /// separate allocator arena: ~2 MB less peak memory on SmolLM2).
     Fast(Fast),
-    /// The plan's kernels on wgpu: weights and caches resident on the
-    /// device (the host keeps no copy of the states), one submission a step.
-    Wgpu(std::cell::RefCell<graphc_gpu::exec::GpuGraph>),
+    /// The plan's kernels on a GPU (wgpu, or cuda when enabled): weights
+    /// and caches resident on the device (the host keeps no copy of the
+    /// states), one submission a step.
+    Device(std::cell::RefCell<Box<dyn graphc_gpu::exec::DeviceGraph>>),
 }
 
 /// What `SessionOptions` resolved to, with where each value came from.
@@ -105,6 +106,8 @@ pub struct Session<'m> {
     lens: Vec<usize>,
     /// See `step_rows()`.
     step_rows: usize,
+    /// Why the device could not take the caches `reset` gave it, if so.
+    device_error: Option<String>,
 }
 
 /// Where the loop-carried state lives. With `kv_append` in the plan, one
@@ -142,12 +145,11 @@ impl<'m> Session<'m> {
         };
         let plan = model.plan();
         let executor = match (plan.options.device.as_str(), kernels) {
-            ("wgpu", _) => {
+            (device @ ("wgpu" | "cuda"), _) => {
                 if model.graph().find_input(LENGTHS_INPUT).is_none() {
-                    return Err(Error::Option("the wgpu device needs the kv_append pass (caches appended in place on the device)".into()));
+                    return Err(Error::Option(format!("the {device} device needs the kv_append pass (caches appended in place on the device)")));
                 }
-                let device = std::sync::Arc::new(graphc_gpu::wgpu_rt::WgpuDevice::new()?);
-                Executor::Wgpu(std::cell::RefCell::new(graphc_gpu::exec::GpuGraph::new(device, model.graph(), model)?))
+                Executor::Device(std::cell::RefCell::new(graphc_gpu::exec::open(device, model.graph(), model)?))
             }
             (_, Kernels::Reference) => Executor::Reference(
                 rayon::ThreadPoolBuilder::new()
@@ -158,7 +160,7 @@ impl<'m> Session<'m> {
             (_, Kernels::Fast(isa)) => Executor::Fast(Fast::new(isa, threads).map_err(Error::Option)?),
         };
         let (kernels, kernels_source) = match &executor {
-            Executor::Wgpu(g) => (format!("wgpu ({})", g.borrow().adapter_name()), "device"),
+            Executor::Device(g) => (g.borrow().label(), "device"),
             _ => (kernels.name(), kernels_source),
         };
         let resolved = ResolvedSession {
@@ -183,7 +185,7 @@ impl<'m> Session<'m> {
                 Executor::Reference(pool) => pool.install(|| schedule.fold(model.graph(), &Reference, model))?,
                 Executor::Fast(fast) => schedule.fold(model.graph(), fast, model)?,
                 // The device runs weight-only ops as kernels each step.
-                Executor::Wgpu(_) => 0,
+                Executor::Device(_) => 0,
             };
         }
         // A ring of `cap` rows for a window of `w` takes `cap - w + 1` rows a step.
@@ -196,7 +198,7 @@ impl<'m> Session<'m> {
                 _ => None,
             })
             .fold(PREFILL_CHUNK, usize::min);
-        let mut s = Session { model, executor, schedule, resolved, states, lens: vec![0; rows], step_rows };
+        let mut s = Session { model, executor, schedule, resolved, states, lens: vec![0; rows], step_rows, device_error: None };
         s.reset();
         Ok(s)
     }
@@ -216,7 +218,7 @@ impl<'m> Session<'m> {
         match &self.executor {
             Executor::Fast(f) => f.kernel_counts(),
             Executor::Reference(_) => Default::default(),
-            Executor::Wgpu(g) => [("wgpu_launches_last_step", g.borrow().last_launches as u64)].into(),
+            Executor::Device(g) => [("device_launches_last_step", g.borrow().last_launches() as u64)].into(),
         }
     }
 
@@ -339,10 +341,14 @@ impl<'m> Session<'m> {
         // lists, where the activations that reuse them keep them resident.
         let batched = matches!(self.states, StateLayout::Batched(_));
         self.states = StateLayout::PerRow(Vec::new());
-        self.states = if let Executor::Wgpu(g) = &self.executor {
+        self.states = if let Executor::Device(g) = &self.executor {
             let mut g = g.borrow_mut();
+            self.device_error = None;
             for (name, t) in self.empty_states(rows) {
-                g.set_state(&name, &t);
+                // Reported by the next step (`reset` returns nothing).
+                if let Err(e) = g.set_state(&name, &t) {
+                    self.device_error = Some(format!("cannot allocate state `{name}` on the device: {e}"));
+                }
             }
             StateLayout::Batched(HashMap::new())
         } else if batched {
@@ -413,7 +419,10 @@ impl<'m> Session<'m> {
         let out = match &self.executor {
             Executor::Reference(pool) => pool.install(|| exec::run_scheduled(sched, &Reference, model.graph(), &inputs, states, model)),
             Executor::Fast(fast) => exec::run_scheduled(sched, fast, model.graph(), &inputs, states, model),
-            Executor::Wgpu(g) => {
+            Executor::Device(g) => {
+                if let Some(e) = &self.device_error {
+                    return Err(Error::Input(e.clone()));
+                }
                 let outputs = g.borrow_mut().step(&inputs)?;
                 Ok(exec::StepOutput { outputs, states })
             }

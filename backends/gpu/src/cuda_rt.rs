@@ -8,13 +8,21 @@
 //! `GRAPHC_NVRTC_LIB`, else the venv `tools/setup.sh` makes); the dynamic
 //! loader then resolves the bare name to the already-loaded library.
 //!
-//! CUDA has never run a parity check on real hardware from this crate, so
-//! the CUDA *device* path is off unless `GRAPHC_CUDA=1` (DESIGN.md:
-//! unmeasured fast paths start off); compiling kernels needs no device.
+//! `CudaDevice` runs the same kernel calls as wgpu through cudarc's driver
+//! API: buffers as device allocations (views as pointer offsets), one
+//! stream, kernels loaded from PTX compiled for the device's compute
+//! capability. It has never run on a GPU from this repo (none has been
+//! available to its tests), so the CUDA device path is off unless
+//! `GRAPHC_CUDA=1` (DESIGN.md: unmeasured fast paths start off), and
+//! `tools/gpu-check` is the one command that verifies it on a GPU machine.
+//! Compiling kernels needs no device.
 #![allow(unsafe_code)]
 
+use crate::device::{grid, BindingLimits, Device, Launch};
 use crate::kir::Kernel;
 use crate::GpuError;
+use cudarc::driver::{CudaContext, CudaFunction, CudaSlice, CudaStream, DevicePtr, LaunchConfig, PushKernelArg};
+use std::sync::Arc;
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::{Mutex, OnceLock};
@@ -115,4 +123,112 @@ pub fn device_check() -> Result<(), GpuError> {
         return Err(GpuError::NoDevice { backend: "cuda", reason: "no CUDA driver (libcuda.so.1) on this machine".into() });
     }
     cudarc::driver::CudaContext::new(0).map(|_| ()).map_err(|e| GpuError::NoDevice { backend: "cuda", reason: e.to_string() })
+}
+
+fn driver_err(e: cudarc::driver::DriverError) -> GpuError {
+    GpuError::Device { backend: "cuda", message: e.to_string() }
+}
+
+/// A device allocation, or a byte range of one.
+#[derive(Clone, Debug)]
+pub struct CudaBuffer {
+    slice: Arc<CudaSlice<u8>>,
+    offset: u64,
+    pub bytes: u64,
+}
+
+/// CUDA device 0, with kernels loaded from PTX on first use.
+pub struct CudaDevice {
+    ctx: Arc<CudaContext>,
+    stream: Arc<CudaStream>,
+    /// `sm_XY` of the device (NVRTC's target).
+    arch: &'static str,
+    name: String,
+    functions: Mutex<HashMap<u64, CudaFunction>>,
+}
+
+impl CudaDevice {
+    /// Device 0, if `GRAPHC_CUDA=1`, the driver loads and a device exists.
+    pub fn new() -> Result<CudaDevice, GpuError> {
+        device_check()?;
+        let ctx = CudaContext::new(0).map_err(driver_err)?;
+        let (major, minor) = ctx.compute_capability().map_err(driver_err)?;
+        let arch: &'static str = Box::leak(format!("sm_{major}{minor}").into_boxed_str());
+        let name = ctx.name().unwrap_or_else(|_| "CUDA device 0".into());
+        let stream = ctx.default_stream();
+        Ok(CudaDevice { ctx, stream, arch, name, functions: Mutex::new(HashMap::new()) })
+    }
+
+    fn function(&self, kernel: &Kernel) -> Result<CudaFunction, GpuError> {
+        let key = kernel.hash();
+        if let Some(f) = self.functions.lock().expect("function cache").get(&key) {
+            return Ok(f.clone());
+        }
+        let ptx = compile_ptx(kernel, self.arch)?;
+        let module = self.ctx.load_module(cudarc::nvrtc::Ptx::from_src(ptx)).map_err(driver_err)?;
+        let f = module.load_function(&kernel.name).map_err(driver_err)?;
+        self.functions.lock().expect("function cache").insert(key, f.clone());
+        Ok(f)
+    }
+
+    fn pointer(&self, b: &CudaBuffer) -> u64 {
+        let (ptr, _sync) = b.slice.device_ptr(&self.stream);
+        ptr + b.offset
+    }
+}
+
+impl Device for CudaDevice {
+    type Buffer = CudaBuffer;
+    fn target(&self) -> &'static str {
+        "cuda"
+    }
+    fn label(&self) -> String {
+        format!("{}, {}", self.name, self.arch)
+    }
+    fn upload(&self, bytes: &[u8]) -> Result<CudaBuffer, GpuError> {
+        let mut padded = bytes.to_vec();
+        padded.resize(bytes.len().max(4).next_multiple_of(4), 0);
+        let slice = self.stream.clone_htod(&padded).map_err(driver_err)?;
+        Ok(CudaBuffer { slice: Arc::new(slice), offset: 0, bytes: bytes.len() as u64 })
+    }
+    fn zeros(&self, bytes: u64) -> Result<CudaBuffer, GpuError> {
+        let slice = self.stream.alloc_zeros::<u8>(bytes.max(4).next_multiple_of(4) as usize).map_err(driver_err)?;
+        Ok(CudaBuffer { slice: Arc::new(slice), offset: 0, bytes })
+    }
+    fn view(&self, buf: &CudaBuffer, offset: u64, bytes: u64) -> CudaBuffer {
+        assert!(offset + bytes <= buf.bytes, "view {offset}+{bytes} of a {}-byte buffer", buf.bytes);
+        CudaBuffer { slice: buf.slice.clone(), offset: buf.offset + offset, bytes }
+    }
+    fn binding_limits(&self) -> BindingLimits {
+        // Kernels index buffers with u32 element offsets: 4 GiB of words.
+        BindingLimits { max_bytes: u32::MAX as u64, offset_alignment: 256 }
+    }
+    fn run(&self, launches: &[Launch<'_, CudaBuffer>]) -> Result<(), GpuError> {
+        for l in launches {
+            l.check()?;
+            let f = self.function(l.kernel)?;
+            let pointers: Vec<u64> = l.buffers.iter().map(|b| self.pointer(b)).collect();
+            let params: Vec<u32> = l.params.iter().map(|v| v.bits()).collect();
+            let mut builder = self.stream.launch_builder(&f);
+            for p in &pointers {
+                builder.arg(p);
+            }
+            for p in &params {
+                builder.arg(p);
+            }
+            let (x, y) = grid(l.groups);
+            let cfg = LaunchConfig { grid_dim: (x, y, 1), block_dim: (l.kernel.workgroup_size, 1, 1), shared_mem_bytes: 0 };
+            // SAFETY: the arguments are the kernel's signature in order
+            // (checked above against its IR): one device pointer per buffer,
+            // then 4-byte scalars; the buffers outlive the stream's work
+            // (`read` synchronizes before anything is dropped by the caller).
+            unsafe { builder.launch(cfg) }.map_err(|e| GpuError::Launch { kernel: l.kernel.name.clone(), message: e.to_string() })?;
+        }
+        Ok(())
+    }
+    fn read(&self, buf: &CudaBuffer) -> Result<Vec<u8>, GpuError> {
+        let start = buf.offset as usize;
+        let view = buf.slice.slice(start..start + buf.bytes as usize);
+        self.stream.clone_dtoh(&view).map_err(driver_err)
+    }
 }

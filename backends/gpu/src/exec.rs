@@ -10,7 +10,7 @@
 //! `kv_append` produces) is no copy.
 
 use crate::lower::{lower, Arg, ArgInfo};
-use crate::wgpu_rt::{bind_args, GpuBuffer, Launch, WgpuDevice};
+use crate::device::{bind_args, tensor_bytes, Device, Launch};
 use crate::GpuError;
 use graphc_backends::{Tensor, WeightSource};
 use graphc_ir::{DType, Dim, Graph, NodeId, Op};
@@ -18,19 +18,24 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 /// A value on the device: its buffer, storage type and concrete shape.
-#[derive(Clone, Debug)]
-struct DeviceValue {
-    buffer: GpuBuffer,
+struct DeviceValue<B> {
+    buffer: B,
     dtype: DType,
     shape: Vec<usize>,
 }
 
-pub struct GpuGraph {
-    device: Arc<WgpuDevice>,
+impl<B: Clone> Clone for DeviceValue<B> {
+    fn clone(&self) -> Self {
+        DeviceValue { buffer: self.buffer.clone(), dtype: self.dtype, shape: self.shape.clone() }
+    }
+}
+
+pub struct GpuGraph<D: Device> {
+    device: Arc<D>,
     graph: Graph,
     order: Vec<NodeId>,
-    weights: HashMap<String, GpuBuffer>,
-    states: HashMap<String, DeviceValue>,
+    weights: HashMap<String, D::Buffer>,
+    states: HashMap<String, DeviceValue<D::Buffer>>,
     /// Kernel launches of the last step (evidence the device ran it).
     pub last_launches: usize,
 }
@@ -40,9 +45,9 @@ fn node_err(graph: &Graph, id: NodeId, message: String) -> GpuError {
     GpuError::Launch { kernel: format!("node #{}{layer} ({})", id.index(), graph.node(id).op.mnemonic()), message }
 }
 
-impl GpuGraph {
+impl<D: Device> GpuGraph<D> {
     /// Uploads every weight the graph names, once.
-    pub fn new(device: Arc<WgpuDevice>, graph: &Graph, weights: &dyn WeightSource) -> Result<GpuGraph, GpuError> {
+    pub fn new(device: Arc<D>, graph: &Graph, weights: &dyn WeightSource) -> Result<GpuGraph<D>, GpuError> {
         let order = graph.topo_order().map_err(|n| node_err(graph, n, "the graph has a cycle".into()))?;
         let mut uploaded = HashMap::new();
         for &id in &order {
@@ -56,24 +61,17 @@ impl GpuGraph {
                 if w.dtype != ty.dtype || want != got {
                     return Err(node_err(graph, id, format!("weight `{name}` is declared {ty} but is bound to {} {:?}", w.dtype, w.shape)));
                 }
-                uploaded.insert(name.clone(), device.upload(w.bytes));
+                uploaded.insert(name.clone(), device.upload(w.bytes)?);
             }
         }
         Ok(GpuGraph { device, graph: graph.clone(), order, weights: uploaded, states: HashMap::new(), last_launches: 0 })
     }
 
-    pub fn adapter_name(&self) -> &str {
-        &self.device.adapter_name
-    }
-
     /// Sets a state (a KV cache at capacity) from the host.
-    pub fn set_state(&mut self, name: &str, t: &Tensor) {
-        let bytes: &[u8] = match t {
-            Tensor::F32 { data, .. } => bytemuck::cast_slice(data),
-            Tensor::I32 { data, .. } => bytemuck::cast_slice(data),
-        };
-        let value = DeviceValue { buffer: self.device.upload(bytes), dtype: t.dtype(), shape: t.shape().to_vec() };
+    pub fn set_state(&mut self, name: &str, t: &Tensor) -> Result<(), GpuError> {
+        let value = DeviceValue { buffer: self.device.upload(tensor_bytes(t))?, dtype: t.dtype(), shape: t.shape().to_vec() };
         self.states.insert(name.to_string(), value);
+        Ok(())
     }
 
     /// Reads a state back to the host.
@@ -101,7 +99,7 @@ impl GpuGraph {
             ty.shape.iter().map(|d| d.eval(&env).map(|v| v as usize)).collect::<Result<_, _>>().map_err(|m| node_err(graph, id, m))
         };
 
-        let mut values: HashMap<NodeId, DeviceValue> = HashMap::new();
+        let mut values: HashMap<NodeId, DeviceValue<D::Buffer>> = HashMap::new();
         let mut calls = vec![];
         let mut outputs = vec![];
         for &id in &self.order {
@@ -113,11 +111,7 @@ impl GpuGraph {
                     if t.dtype() != ty.dtype {
                         return Err(node_err(graph, id, format!("`{name}` is declared {ty} but was given {}", t.dtype())));
                     }
-                    let bytes: &[u8] = match t {
-                        Tensor::F32 { data, .. } => bytemuck::cast_slice(data),
-                        Tensor::I32 { data, .. } => bytemuck::cast_slice(data),
-                    };
-                    DeviceValue { buffer: self.device.upload(bytes), dtype: t.dtype(), shape: t.shape().to_vec() }
+                    DeviceValue { buffer: self.device.upload(tensor_bytes(t))?, dtype: t.dtype(), shape: t.shape().to_vec() }
                 }
                 Op::Weight { name, ty } => {
                     DeviceValue { buffer: self.weights[name].clone(), dtype: ty.dtype, shape: concrete(id)? }
@@ -126,7 +120,7 @@ impl GpuGraph {
                 Op::Const { value, .. } => {
                     let shape = concrete(id)?;
                     let data = vec![*value; shape.iter().product()];
-                    DeviceValue { buffer: self.device.upload_f32(&data), dtype: DType::F32, shape }
+                    DeviceValue { buffer: self.device.upload(bytemuck::cast_slice(&data))?, dtype: DType::F32, shape }
                 }
                 Op::Reshape { .. } => DeviceValue { shape: concrete(id)?, ..values[&args[0]].clone() },
                 Op::StateOut { name } => {
@@ -141,17 +135,17 @@ impl GpuGraph {
                     let op = resolve_dims(op, &env).map_err(|m| node_err(graph, id, m))?;
                     let infos: Vec<ArgInfo> =
                         args.iter().map(|a| ArgInfo { dtype: values[a].dtype, shape: values[a].shape.clone() }).collect();
-                    let op_calls = lower(&op, &infos, "wgpu", self.device.binding_limits()).map_err(|e| node_err(graph, id, e.to_string()))?;
+                    let op_calls = lower(&op, &infos, self.device.target(), self.device.binding_limits()).map_err(|e| node_err(graph, id, e.to_string()))?;
                     self.host_checks(&op, &args, &infos, inputs).map_err(|m| node_err(graph, id, m))?;
                     let out_shape = op_calls[0].out_shape.clone();
                     let in_place = op_calls[0].args.iter().find_map(|a| if let Arg::InPlace(i) = a { Some(*i) } else { None });
-                    let operands: Vec<GpuBuffer> = args.iter().map(|a| values[a].buffer.clone()).collect();
+                    let operands: Vec<D::Buffer> = args.iter().map(|a| values[a].buffer.clone()).collect();
                     let result = match in_place {
                         Some(i) => operands[i].clone(),
-                        None => self.device.zeros(out_shape.iter().product::<usize>() as u64 * 4),
+                        None => self.device.zeros(out_shape.iter().product::<usize>() as u64 * 4)?,
                     };
                     for call in op_calls {
-                        let buffers = bind_args(&self.device, &call.args, &operands, &result);
+                        let buffers = bind_args(self.device.as_ref(), &call.args, &operands, &result)?;
                         calls.push((call, buffers));
                     }
                     DeviceValue { buffer: result, dtype: DType::F32, shape: out_shape }
@@ -159,7 +153,7 @@ impl GpuGraph {
             };
             values.insert(id, value);
         }
-        let launches: Vec<Launch> = calls
+        let launches: Vec<Launch<'_, D::Buffer>> = calls
             .iter()
             .map(|(call, buffers)| Launch { kernel: &call.kernel, buffers: buffers.iter().collect(), params: call.params.clone(), groups: call.groups })
             .collect();
@@ -184,7 +178,7 @@ impl GpuGraph {
             Op::KvAppend { axis, window, .. } => {
                 let lengths = host_i32(args[2]).ok_or("kv_append's lengths are not a step input")?;
                 let (cap, rows) = (infos[0].shape[*axis], infos[1].shape[*axis]);
-                crate::wgpu_rt::check_append(cap, rows, *window, lengths).map_err(|e| e.to_string())
+                crate::lower::check_append(cap, rows, *window, lengths).map_err(|e| e.to_string())
             }
             Op::Gather => {
                 let rows = infos[0].shape[0];
@@ -208,4 +202,36 @@ fn resolve_dims(op: &Op, env: &HashMap<String, i64>) -> Result<Op, String> {
         }
         other => other.clone(),
     })
+}
+
+/// A graph on some device, behind one interface (what a session holds).
+pub trait DeviceGraph {
+    fn step(&mut self, inputs: &HashMap<String, Tensor>) -> Result<HashMap<String, Tensor>, GpuError>;
+    fn set_state(&mut self, name: &str, t: &Tensor) -> Result<(), GpuError>;
+    fn label(&self) -> String;
+    fn last_launches(&self) -> usize;
+}
+
+impl<D: Device> DeviceGraph for GpuGraph<D> {
+    fn step(&mut self, inputs: &HashMap<String, Tensor>) -> Result<HashMap<String, Tensor>, GpuError> {
+        GpuGraph::step(self, inputs)
+    }
+    fn set_state(&mut self, name: &str, t: &Tensor) -> Result<(), GpuError> {
+        GpuGraph::set_state(self, name, t)
+    }
+    fn label(&self) -> String {
+        format!("{} ({})", self.device.target(), self.device.label())
+    }
+    fn last_launches(&self) -> usize {
+        self.last_launches
+    }
+}
+
+/// Opens `device` (`wgpu` or `cuda`) and uploads `graph`'s weights to it.
+pub fn open(device: &str, graph: &Graph, weights: &dyn WeightSource) -> Result<Box<dyn DeviceGraph>, GpuError> {
+    match device {
+        "wgpu" => Ok(Box::new(GpuGraph::new(Arc::new(crate::wgpu_rt::WgpuDevice::new()?), graph, weights)?)),
+        "cuda" => Ok(Box::new(GpuGraph::new(Arc::new(crate::cuda_rt::CudaDevice::new()?), graph, weights)?)),
+        other => Err(GpuError::NoDevice { backend: "gpu", reason: format!("`{other}` is not a GPU device graphc runs graphs on") }),
+    }
 }

@@ -9,6 +9,7 @@
 #![deny(clippy::undocumented_unsafe_blocks)]
 
 pub mod cuda_rt;
+pub mod device;
 pub mod emit;
 pub mod exec;
 pub mod kernels;

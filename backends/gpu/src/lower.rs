@@ -8,7 +8,8 @@
 
 use crate::kernels::{self, attention::MAX_HEAD_DIM, WEIGHT_DTYPES};
 use crate::kir::Kernel;
-use crate::wgpu_rt::{groups_for, BindingLimits, Value};
+use crate::device::{groups_for, BindingLimits, Value};
+use crate::GpuError;
 use graphc_ir::{DType, NormKind, Op, RopeScaling};
 
 /// Where a kernel argument comes from.
@@ -322,4 +323,22 @@ fn rope_params(rotary_dim: usize, scaling: &RopeScaling) -> [Value; 3] {
         _ => 1.0,
     };
     [n32(rotary_dim / 2), Value::F32(divisor), Value::F32(scaling.magnitude())]
+}
+
+/// `KvAppend`'s capacity checks, on the host before launch (a kernel cannot
+/// fail): `rows` new rows at each `lengths[b]` into `cap`, with the CPU
+/// executor's conditions.
+pub fn check_append(cap: usize, rows: usize, window: Option<usize>, lengths: &[i32]) -> Result<(), GpuError> {
+    let bad = |message: String| GpuError::Launch { kernel: "kv_append".into(), message };
+    if let Some(w) = window {
+        if rows > cap + 1 - w.min(cap) {
+            return Err(bad(format!("{rows} rows in one step into a ring of {cap} rows with window {w} (at most {})", cap + 1 - w.min(cap))));
+        }
+    }
+    for (b, &len) in lengths.iter().enumerate() {
+        if len < 0 || (window.is_none() && len as usize + rows > cap) {
+            return Err(bad(format!("batch row {b}: writing {rows} rows at offset {len} overflows the capacity {cap}")));
+        }
+    }
+    Ok(())
 }

@@ -6,36 +6,11 @@
 //! rejects is `GpuError::Kernel` naming it (an error scope is pushed around
 //! pipeline creation, so wgpu's default handler, which panics, never sees it).
 
-use crate::kernels::WORKGROUP;
-use crate::kir::{Kernel, Ty};
+use crate::device::{grid, BindingLimits, Device, Launch};
+use crate::kir::Kernel;
 use crate::GpuError;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
-
-/// A scalar kernel parameter's value.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub enum Value {
-    U32(u32),
-    I32(i32),
-    F32(f32),
-}
-
-impl Value {
-    fn ty(self) -> Ty {
-        match self {
-            Value::U32(_) => Ty::U32,
-            Value::I32(_) => Ty::I32,
-            Value::F32(_) => Ty::F32,
-        }
-    }
-    fn bits(self) -> u32 {
-        match self {
-            Value::U32(v) => v,
-            Value::I32(v) => v as u32,
-            Value::F32(v) => v.to_bits(),
-        }
-    }
-}
 
 /// A device buffer, or a byte range of one: its size in bytes is what the
 /// caller asked for (the allocation is padded to a whole word).
@@ -60,32 +35,9 @@ impl GpuBuffer {
     }
 }
 
-/// What the lowering must respect of a device.
-#[derive(Clone, Copy, Debug)]
-pub struct BindingLimits {
-    /// Largest storage buffer one binding may cover.
-    pub max_bytes: u64,
-    /// Storage binding offsets are multiples of this.
-    pub offset_alignment: u64,
-}
-
 struct Pipeline {
     pipeline: wgpu::ComputePipeline,
     layout: wgpu::BindGroupLayout,
-}
-
-/// One kernel launch: the kernel, its buffers in binding order, its
-/// parameters in declaration order, and the number of workgroups.
-pub struct Launch<'a> {
-    pub kernel: &'a Kernel,
-    pub buffers: Vec<&'a GpuBuffer>,
-    pub params: Vec<Value>,
-    pub groups: u32,
-}
-
-/// Workgroups for one invocation per element of `n`.
-pub fn groups_for(n: usize) -> u32 {
-    n.div_ceil(WORKGROUP as usize).max(1) as u32
 }
 
 pub struct WgpuDevice {
@@ -149,22 +101,9 @@ impl WgpuDevice {
         buf
     }
 
-    pub fn upload_f32(&self, data: &[f32]) -> GpuBuffer {
-        self.upload(bytemuck::cast_slice(data))
-    }
-
-    pub fn upload_i32(&self, data: &[i32]) -> GpuBuffer {
-        self.upload(bytemuck::cast_slice(data))
-    }
-
     /// A zeroed storage buffer of `bytes`.
     pub fn zeros(&self, bytes: u64) -> GpuBuffer {
         self.buffer(bytes, wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_DST | wgpu::BufferUsages::COPY_SRC)
-    }
-
-    /// Overwrites the start of `buf` with `data`.
-    pub fn write(&self, buf: &GpuBuffer, data: &[u8]) {
-        self.queue.write_buffer(&buf.buffer, 0, data);
     }
 
     fn pipeline(&self, kernel: &Kernel) -> Result<Arc<Pipeline>, GpuError> {
@@ -197,22 +136,12 @@ impl WgpuDevice {
 
     /// Records `launches` in order into one command buffer and submits it.
     /// Each launch's arguments are checked against its kernel first.
-    pub fn run(&self, launches: &[Launch<'_>]) -> Result<(), GpuError> {
+    pub fn run(&self, launches: &[Launch<'_, GpuBuffer>]) -> Result<(), GpuError> {
         let mut prepared = vec![];
         for l in launches {
+            l.check()?;
             let k = l.kernel;
             let bad = |message: String| GpuError::Launch { kernel: k.name.clone(), message };
-            if l.buffers.len() != k.buffers.len() {
-                return Err(bad(format!("{} buffers given, the kernel takes {}", l.buffers.len(), k.buffers.len())));
-            }
-            if l.params.len() != k.params.len() {
-                return Err(bad(format!("{} parameters given, the kernel takes {}", l.params.len(), k.params.len())));
-            }
-            for ((name, ty), v) in k.params.iter().zip(&l.params) {
-                if v.ty() != *ty {
-                    return Err(bad(format!("parameter `{name}` is {ty:?}, given {v:?}")));
-                }
-            }
             let pipeline = self.pipeline(k)?;
             let mut entries: Vec<wgpu::BindGroupEntry> = l
                 .buffers
@@ -275,101 +204,32 @@ impl WgpuDevice {
         let view = staging.buffer.get_mapped_range(..).map_err(|e| device_err(e.to_string()))?;
         Ok(view[..buf.bytes as usize].to_vec())
     }
-
-    pub fn read_f32(&self, buf: &GpuBuffer) -> Result<Vec<f32>, GpuError> {
-        Ok(self.read(buf)?.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect())
-    }
 }
 
-/// `groups` workgroups as an (x, y) grid: at most 65535 along x (every
-/// target's limit), the kernels' `group_index` undoes the split.
-pub fn grid(groups: u32) -> (u32, u32) {
-    let x = groups.clamp(1, 65535);
-    (x, groups.div_ceil(x))
-}
-
-/// An op's input on the host: an activation or a checkpoint tensor.
-#[derive(Clone, Copy, Debug)]
-pub enum OpInput<'a> {
-    Tensor(&'a graphc_backends::Tensor),
-    Weight(graphc_backends::WeightRef<'a>),
-}
-
-impl OpInput<'_> {
-    fn info(&self) -> crate::lower::ArgInfo {
-        match self {
-            OpInput::Tensor(t) => crate::lower::ArgInfo { dtype: t.dtype(), shape: t.shape().to_vec() },
-            OpInput::Weight(w) => crate::lower::ArgInfo { dtype: w.dtype, shape: w.shape.to_vec() },
-        }
+impl Device for WgpuDevice {
+    type Buffer = GpuBuffer;
+    fn target(&self) -> &'static str {
+        "wgpu"
     }
-    fn bytes(&self) -> Vec<u8> {
-        match self {
-            OpInput::Tensor(graphc_backends::Tensor::F32 { data, .. }) => bytemuck::cast_slice(data).to_vec(),
-            OpInput::Tensor(graphc_backends::Tensor::I32 { data, .. }) => bytemuck::cast_slice(data).to_vec(),
-            OpInput::Weight(w) => w.bytes.to_vec(),
-        }
+    fn label(&self) -> String {
+        self.adapter_name.clone()
     }
-}
-
-impl WgpuDevice {
-    /// Runs one op on the device: uploads its inputs, launches its kernel,
-    /// reads the result back. (What the parity tests check every kernel
-    /// class through; a whole-graph executor keeps buffers resident.)
-    pub fn run_op(&self, op: &graphc_ir::Op, inputs: &[OpInput<'_>]) -> Result<graphc_backends::Tensor, GpuError> {
-        let infos: Vec<_> = inputs.iter().map(|i| i.info()).collect();
-        let calls = crate::lower::lower(op, &infos, "wgpu", self.binding_limits())?;
-        if let graphc_ir::Op::KvAppend { axis, window, .. } = op {
-            let lengths = match inputs[2] {
-                OpInput::Tensor(t) => t.as_i32().unwrap_or_default(),
-                OpInput::Weight(_) => &[],
-            };
-            check_append(infos[0].shape[*axis], infos[1].shape[*axis], *window, lengths)?;
-        }
-        let uploaded: Vec<GpuBuffer> = inputs.iter().map(|i| self.upload(&i.bytes())).collect();
-        let out_shape = calls[0].out_shape.clone();
-        let result = match calls[0].args.iter().find_map(|a| if let crate::lower::Arg::InPlace(i) = a { Some(*i) } else { None }) {
-            Some(i) => uploaded[i].clone(),
-            None => self.zeros(out_shape.iter().product::<usize>() as u64 * 4),
-        };
-        let bound: Vec<Vec<GpuBuffer>> = calls.iter().map(|c| bind_args(self, &c.args, &uploaded, &result)).collect();
-        let launches: Vec<Launch> = calls
-            .iter()
-            .zip(&bound)
-            .map(|(c, b)| Launch { kernel: &c.kernel, buffers: b.iter().collect(), params: c.params.clone(), groups: c.groups })
-            .collect();
-        self.run(&launches)?;
-        Ok(graphc_backends::Tensor::f32(out_shape, self.read_f32(&result)?))
+    fn upload(&self, bytes: &[u8]) -> Result<GpuBuffer, GpuError> {
+        Ok(WgpuDevice::upload(self, bytes))
     }
-}
-
-/// The buffers a call binds, in order: its inputs (or byte ranges of them),
-/// host constants uploaded now, and the op's `result`.
-pub fn bind_args(dev: &WgpuDevice, args: &[crate::lower::Arg], inputs: &[GpuBuffer], result: &GpuBuffer) -> Vec<GpuBuffer> {
-    use crate::lower::Arg;
-    args.iter()
-        .map(|a| match a {
-            Arg::Input(i) => inputs[*i].clone(),
-            Arg::InputRange { input, offset, bytes } => inputs[*input].view(*offset, *bytes),
-            Arg::InPlace(_) | Arg::Output => result.clone(),
-            Arg::Constant(v) => dev.upload_f32(v),
-        })
-        .collect()
-}
-
-/// `KvAppend`'s capacity checks, on the host before launch (the kernel
-/// cannot fail): `rows` new rows at each `lengths[b]` into `cap`, with the
-/// CPU executor's conditions.
-pub fn check_append(cap: usize, rows: usize, window: Option<usize>, lengths: &[i32]) -> Result<(), GpuError> {
-    let bad = |message: String| GpuError::Launch { kernel: "kv_append".into(), message };
-    if let Some(w) = window {
-        if rows > cap + 1 - w.min(cap) {
-            return Err(bad(format!("{rows} rows in one step into a ring of {cap} rows with window {w} (at most {})", cap + 1 - w.min(cap))));
-        }
+    fn zeros(&self, bytes: u64) -> Result<GpuBuffer, GpuError> {
+        Ok(WgpuDevice::zeros(self, bytes))
     }
-    for (b, &len) in lengths.iter().enumerate() {
-        if len < 0 || (window.is_none() && len as usize + rows > cap) {
-            return Err(bad(format!("batch row {b}: writing {rows} rows at offset {len} overflows the capacity {cap}")));
-        }
+    fn view(&self, buf: &GpuBuffer, offset: u64, bytes: u64) -> GpuBuffer {
+        buf.view(offset, bytes)
     }
-    Ok(())
+    fn binding_limits(&self) -> BindingLimits {
+        WgpuDevice::binding_limits(self)
+    }
+    fn run(&self, launches: &[Launch<'_, GpuBuffer>]) -> Result<(), GpuError> {
+        WgpuDevice::run(self, launches)
+    }
+    fn read(&self, buf: &GpuBuffer) -> Result<Vec<u8>, GpuError> {
+        WgpuDevice::read(self, buf)
+    }
 }

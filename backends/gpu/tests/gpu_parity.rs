@@ -8,6 +8,8 @@
 //!
 //! Without a Vulkan adapter these tests print that they skipped, unless
 //! `GRAPHC_REQUIRE_WGPU=1` (set by `.ci/run`, which installs lavapipe).
+//! With `GRAPHC_TEST_DEVICE=cuda` (and `GRAPHC_CUDA=1`) the same checks run
+//! on the CUDA device instead (`tools/gpu-check`).
 //!
 //! Tolerance: the GPU sums in a different order (tree reductions, online
 //! softmax) and its `exp`/`tanh`/`sin` differ from libm by a few ulps, so
@@ -17,16 +19,45 @@
 
 use graphc_backends::cpu::reference;
 use graphc_backends::{Tensor, WeightRef, WeightSource};
-use graphc_gpu::wgpu_rt::{OpInput, WgpuDevice};
+use graphc_gpu::device::{Device, OpInput};
+use graphc_gpu::cuda_rt::CudaDevice;
+use graphc_gpu::wgpu_rt::WgpuDevice;
 use graphc_ir::{text, BinaryOp, DType, NormKind, Op, RopeScaling, RopeStyle, UnaryOp};
 use half::f16;
 use std::collections::HashMap;
 use std::sync::OnceLock;
 
-fn device() -> Option<&'static WgpuDevice> {
-    static DEVICE: OnceLock<Option<WgpuDevice>> = OnceLock::new();
+/// The device under test: wgpu, or CUDA with `GRAPHC_TEST_DEVICE=cuda`.
+enum TestDevice {
+    Wgpu(WgpuDevice),
+    Cuda(CudaDevice),
+}
+
+impl TestDevice {
+    fn run_op(&self, op: &Op, inputs: &[OpInput]) -> Result<Tensor, graphc_gpu::GpuError> {
+        match self {
+            TestDevice::Wgpu(d) => d.run_op(op, inputs),
+            TestDevice::Cuda(d) => d.run_op(op, inputs),
+        }
+    }
+}
+
+fn device() -> Option<&'static TestDevice> {
+    static DEVICE: OnceLock<Option<TestDevice>> = OnceLock::new();
     DEVICE
-        .get_or_init(|| match WgpuDevice::new() {
+        .get_or_init(|| {
+            if std::env::var("GRAPHC_TEST_DEVICE").as_deref() == Ok("cuda") {
+                let d = CudaDevice::new().unwrap_or_else(|e| panic!("GRAPHC_TEST_DEVICE=cuda: {e}"));
+                eprintln!("CUDA device: {}", d.label());
+                return Some(TestDevice::Cuda(d));
+            }
+            wgpu_device().map(TestDevice::Wgpu)
+        })
+        .as_ref()
+}
+
+fn wgpu_device() -> Option<WgpuDevice> {
+    match WgpuDevice::new() {
             Ok(d) => {
                 eprintln!("wgpu adapter: {}", d.adapter_name);
                 Some(d)
@@ -38,8 +69,7 @@ fn device() -> Option<&'static WgpuDevice> {
                 eprintln!("SKIPPED: no wgpu adapter on this machine ({e}); apt-get install mesa-vulkan-drivers for lavapipe");
                 None
             }
-        })
-        .as_ref()
+    }
 }
 
 /// Deterministic values in `[lo, hi)`.
@@ -302,10 +332,7 @@ fn matmul_and_gather_for_every_weight_type() {
 /// ranges. Forced here with a 4 KiB limit on a 37-row weight.
 #[test]
 fn weights_larger_than_one_binding_are_split_by_rows() {
-    if device().is_none() {
-        return;
-    }
-    let mut dev = WgpuDevice::new().unwrap();
+    let (Some(whole_dev), Some(mut dev)) = (wgpu_device(), wgpu_device()) else { return };
     dev.limit_binding_bytes(4096);
     let (n, k) = (37, 512);
     let ids = Tensor::i32(vec![5], vec![36, 0, 17, 35, 1]);
@@ -316,10 +343,10 @@ fn weights_larger_than_one_binding_are_split_by_rows() {
         let calls = graphc_gpu::lower::lower(&Op::MatMul, &infos, "wgpu", dev.binding_limits()).unwrap();
         assert!(calls.len() > 1, "{dtype}: {} bytes per row in 4 KiB bindings should split", w.bytes.len() / n);
         let x = t(&[3, k], 41);
-        let whole = device().unwrap().run_op(&Op::MatMul, &[OpInput::Tensor(&x), OpInput::Weight(wref)]).unwrap();
+        let whole = whole_dev.run_op(&Op::MatMul, &[OpInput::Tensor(&x), OpInput::Weight(wref)]).unwrap();
         let split = dev.run_op(&Op::MatMul, &[OpInput::Tensor(&x), OpInput::Weight(wref)]).unwrap();
         assert_eq!(max_diff(&whole, &split), 0.0, "{dtype}: split matmul differs from the whole one");
-        let whole = device().unwrap().run_op(&Op::Gather, &[OpInput::Weight(wref), OpInput::Tensor(&ids)]).unwrap();
+        let whole = whole_dev.run_op(&Op::Gather, &[OpInput::Weight(wref), OpInput::Tensor(&ids)]).unwrap();
         let split = dev.run_op(&Op::Gather, &[OpInput::Weight(wref), OpInput::Tensor(&ids)]).unwrap();
         assert_eq!(max_diff(&whole, &split), 0.0, "{dtype}: split gather differs from the whole one");
     }
@@ -367,7 +394,7 @@ mod graphc_tests_free {
 #[test]
 fn an_op_without_a_kernel_is_an_error_naming_op_and_target() {
     let infos = [graphc_gpu::lower::ArgInfo { dtype: DType::F32, shape: vec![2, 3] }];
-    let limits = graphc_gpu::wgpu_rt::BindingLimits { max_bytes: 1 << 27, offset_alignment: 256 };
+    let limits = graphc_gpu::device::BindingLimits { max_bytes: 1 << 27, offset_alignment: 256 };
     let err = graphc_gpu::lower::lower(&Op::TopKMask { axis: 1, k: 1 }, &infos, "wgpu", limits).unwrap_err().to_string();
     assert!(err.contains("top_k_mask") && err.contains("wgpu"), "{err}");
 }

@@ -1,4 +1,6 @@
-//! The real checkpoints end to end on the wgpu device (lavapipe in CI).
+//! The real checkpoints end to end on a GPU device: wgpu (lavapipe in CI),
+//! or CUDA with `GRAPHC_TEST_DEVICE=cuda` and `GRAPHC_CUDA=1`
+//! (`tools/gpu-check`).
 //! SmolLM2-135M-Instruct (Q4_1): the three shorter reference prompts as one
 //! ragged batch (rows of 5, 6 and 40 tokens, each at its own positions and
 //! cache offset), their last-prompt-position logits against the reference
@@ -24,7 +26,15 @@ use graphc_tests::{compare, reference_json, reference_logits, smollm2};
 /// exact path from a lossy one by three orders of magnitude.
 const MAX_ABS_LOGIT_DIFF: f32 = 5e-4;
 
-fn have_wgpu() -> bool {
+/// `wgpu`, or what `GRAPHC_TEST_DEVICE` names.
+fn test_device() -> String {
+    std::env::var("GRAPHC_TEST_DEVICE").unwrap_or_else(|_| "wgpu".into())
+}
+
+fn have_device() -> bool {
+    if test_device() != "wgpu" {
+        return true; // a named device must work: compiling for it says why not
+    }
     match graphc_gpu::wgpu_rt::WgpuDevice::new() {
         Ok(_) => true,
         Err(e) if std::env::var("GRAPHC_REQUIRE_WGPU").as_deref() == Ok("1") => panic!("GRAPHC_REQUIRE_WGPU=1 but {e}"),
@@ -36,8 +46,8 @@ fn have_wgpu() -> bool {
 }
 
 #[test]
-fn gemma3_on_wgpu_matches_the_reference() {
-    if !have_wgpu() {
+fn gemma3_on_the_gpu_matches_the_reference() {
+    if !have_device() {
         return;
     }
     let reference = reference_json("gemma3-270m-q4_k_m");
@@ -45,7 +55,7 @@ fn gemma3_on_wgpu_matches_the_reference() {
     let ids: Vec<u32> = p["prompt_ids"].as_array().unwrap().iter().map(|v| v.as_u64().unwrap() as u32).collect();
     let n_stable = p["n_stable"].as_u64().unwrap() as usize;
     let want: Vec<u32> = p["generated_ids"].as_array().unwrap().iter().map(|v| v.as_u64().unwrap() as u32).collect();
-    let opts = CompileOptions { device: Some("wgpu".into()), max_seq: Some(64), ..Default::default() };
+    let opts = CompileOptions { device: Some(test_device()), max_seq: Some(64), ..Default::default() };
     let model = Model::compile(&graphc_tests::model("gemma-3-270m-q4_k_m.gguf"), &opts, None).unwrap();
     let mut session = model.session(&SessionOptions::default()).unwrap();
     let mut logits = session.prefill(&ids).unwrap();
@@ -60,12 +70,12 @@ fn gemma3_on_wgpu_matches_the_reference() {
             logits = session.decode(t).unwrap();
         }
     }
-    assert_eq!(tokens[..], want[..n_stable], "gemma3 p1: the first {n_stable} greedy tokens on wgpu");
+    assert_eq!(tokens[..], want[..n_stable], "gemma3 p1: the first {n_stable} greedy tokens on {}", test_device());
 }
 
 #[test]
-fn smollm2_on_wgpu_matches_the_reference_as_a_ragged_batch() {
-    if !have_wgpu() {
+fn smollm2_on_the_gpu_matches_the_reference_as_a_ragged_batch() {
+    if !have_device() {
         return;
     }
     let reference = reference_json("smollm2-135m-q4_1");
@@ -76,16 +86,16 @@ fn smollm2_on_wgpu_matches_the_reference_as_a_ragged_batch() {
         .collect();
     let n_stable: Vec<usize> = prompts.iter().map(|p| p["n_stable"].as_u64().unwrap() as usize).collect();
 
-    let opts = CompileOptions { device: Some("wgpu".into()), max_seq: Some(128), ..Default::default() };
+    let opts = CompileOptions { device: Some(test_device()), max_seq: Some(128), ..Default::default() };
     let model = Model::compile(&smollm2(), &opts, None).unwrap();
-    assert_eq!(model.plan().options.device, "wgpu");
+    assert_eq!(model.plan().options.device, test_device());
     let mut session = model.batch_session(ids.len(), &SessionOptions::default()).unwrap();
     println!("kernels: {}", session.resolved().kernels);
-    assert!(session.resolved().kernels.starts_with("wgpu"), "{}", session.resolved().kernels);
+    assert!(session.resolved().kernels.starts_with(&test_device()), "{}", session.resolved().kernels);
 
     let rows: Vec<&[u32]> = ids.iter().map(|v| v.as_slice()).collect();
     let mut logits = session.prefill_rows(&rows).unwrap();
-    let launches = session.kernel_counts()["wgpu_launches_last_step"];
+    let launches = session.kernel_counts()["device_launches_last_step"];
     assert!(launches > 100, "the device ran only {launches} kernels for a 30-layer forward");
     for (p, l) in prompts.iter().zip(&logits) {
         let want = reference_logits(p["logits_file"].as_str().unwrap());
@@ -109,6 +119,6 @@ fn smollm2_on_wgpu_matches_the_reference_as_a_ragged_batch() {
     for (row, p) in prompts.iter().enumerate() {
         let want: Vec<u32> = p["generated_ids"].as_array().unwrap().iter().map(|v| v.as_u64().unwrap() as u32).collect();
         assert_eq!(tokens[row][..n_stable[row]], want[..n_stable[row]], "{}: the first {} greedy tokens", p["name"], n_stable[row]);
-        println!("{}: {} stable greedy tokens equal on wgpu", p["name"], n_stable[row]);
+        println!("{}: {} stable greedy tokens equal on {}", p["name"], n_stable[row], test_device());
     }
 }

@@ -1,0 +1,183 @@
+//! What a GPU runtime provides, so the graph executor (`exec`) and the
+//! one-op runner the parity checks use are written once for every target:
+//! buffers (and byte ranges of them), batched launches, read-back.
+
+use crate::kir::Kernel;
+use crate::lower::{lower, Arg, ArgInfo};
+use crate::GpuError;
+use graphc_backends::{Tensor, WeightRef};
+
+/// A scalar kernel parameter's value.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Value {
+    U32(u32),
+    I32(i32),
+    F32(f32),
+}
+
+impl Value {
+    pub fn ty(self) -> crate::kir::Ty {
+        match self {
+            Value::U32(_) => crate::kir::Ty::U32,
+            Value::I32(_) => crate::kir::Ty::I32,
+            Value::F32(_) => crate::kir::Ty::F32,
+        }
+    }
+    /// The 4 bytes the kernel reads, as a word.
+    pub fn bits(self) -> u32 {
+        match self {
+            Value::U32(v) => v,
+            Value::I32(v) => v as u32,
+            Value::F32(v) => v.to_bits(),
+        }
+    }
+}
+
+/// One kernel launch: the kernel, its buffers in binding order, its
+/// parameters in declaration order, and the number of workgroups.
+pub struct Launch<'a, B> {
+    pub kernel: &'a Kernel,
+    pub buffers: Vec<&'a B>,
+    pub params: Vec<Value>,
+    pub groups: u32,
+}
+
+impl<B> Launch<'_, B> {
+    /// The launch's arguments against its kernel's signature.
+    pub fn check(&self) -> Result<(), GpuError> {
+        let k = self.kernel;
+        let bad = |message: String| GpuError::Launch { kernel: k.name.clone(), message };
+        if self.buffers.len() != k.buffers.len() {
+            return Err(bad(format!("{} buffers given, the kernel takes {}", self.buffers.len(), k.buffers.len())));
+        }
+        if self.params.len() != k.params.len() {
+            return Err(bad(format!("{} parameters given, the kernel takes {}", self.params.len(), k.params.len())));
+        }
+        for ((name, ty), v) in k.params.iter().zip(&self.params) {
+            if v.ty() != *ty {
+                return Err(bad(format!("parameter `{name}` is {ty:?}, given {v:?}")));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// What the lowering must respect of a device.
+#[derive(Clone, Copy, Debug)]
+pub struct BindingLimits {
+    /// Largest storage buffer one binding may cover.
+    pub max_bytes: u64,
+    /// Storage binding offsets are multiples of this.
+    pub offset_alignment: u64,
+}
+
+/// Workgroups for one invocation per element of `n`.
+pub fn groups_for(n: usize) -> u32 {
+    n.div_ceil(crate::kernels::WORKGROUP as usize).max(1) as u32
+}
+
+/// `(x, y)` grid for `groups` workgroups: at most 65535 along x (every
+/// target's limit); the kernels' `group_index` undoes the split.
+pub fn grid(groups: u32) -> (u32, u32) {
+    let x = groups.clamp(1, 65535);
+    (x, groups.div_ceil(x))
+}
+
+/// An op's input on the host: an activation or a checkpoint tensor.
+#[derive(Clone, Copy, Debug)]
+pub enum OpInput<'a> {
+    Tensor(&'a Tensor),
+    Weight(WeightRef<'a>),
+}
+
+impl OpInput<'_> {
+    fn info(&self) -> ArgInfo {
+        match self {
+            OpInput::Tensor(t) => ArgInfo { dtype: t.dtype(), shape: t.shape().to_vec() },
+            OpInput::Weight(w) => ArgInfo { dtype: w.dtype, shape: w.shape.to_vec() },
+        }
+    }
+}
+
+/// The bytes of a host tensor.
+pub fn tensor_bytes(t: &Tensor) -> &[u8] {
+    match t {
+        Tensor::F32 { data, .. } => bytemuck::cast_slice(data),
+        Tensor::I32 { data, .. } => bytemuck::cast_slice(data),
+    }
+}
+
+pub trait Device {
+    type Buffer: Clone;
+    /// The backend's name in errors and plans (`wgpu`, `cuda`).
+    fn target(&self) -> &'static str;
+    /// The adapter or device as its driver names it.
+    fn label(&self) -> String;
+    fn upload(&self, bytes: &[u8]) -> Result<Self::Buffer, GpuError>;
+    fn zeros(&self, bytes: u64) -> Result<Self::Buffer, GpuError>;
+    /// Bytes `offset .. offset + bytes` of `buf`, bound on their own.
+    fn view(&self, buf: &Self::Buffer, offset: u64, bytes: u64) -> Self::Buffer;
+    fn binding_limits(&self) -> BindingLimits;
+    /// Runs `launches` in order (one submission where the target has them).
+    fn run(&self, launches: &[Launch<'_, Self::Buffer>]) -> Result<(), GpuError>;
+    /// Copies a buffer back (after the work before it).
+    fn read(&self, buf: &Self::Buffer) -> Result<Vec<u8>, GpuError>;
+
+    fn read_f32(&self, buf: &Self::Buffer) -> Result<Vec<f32>, GpuError> {
+        Ok(self.read(buf)?.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect())
+    }
+
+    /// Runs one op: uploads its inputs, launches its kernel(s), reads the
+    /// result back. (What the parity checks run every kernel class
+    /// through; the graph executor keeps buffers resident instead.)
+    fn run_op(&self, op: &graphc_ir::Op, inputs: &[OpInput<'_>]) -> Result<Tensor, GpuError>
+    where
+        Self: Sized,
+    {
+        let infos: Vec<ArgInfo> = inputs.iter().map(|i| i.info()).collect();
+        let calls = lower(op, &infos, self.target(), self.binding_limits())?;
+        if let graphc_ir::Op::KvAppend { axis, window, .. } = op {
+            let lengths = match inputs[2] {
+                OpInput::Tensor(t) => t.as_i32().unwrap_or_default(),
+                OpInput::Weight(_) => &[],
+            };
+            crate::lower::check_append(infos[0].shape[*axis], infos[1].shape[*axis], *window, lengths)?;
+        }
+        let uploaded: Vec<Self::Buffer> = inputs
+            .iter()
+            .map(|i| match i {
+                OpInput::Tensor(t) => self.upload(tensor_bytes(t)),
+                OpInput::Weight(w) => self.upload(w.bytes),
+            })
+            .collect::<Result<_, _>>()?;
+        let out_shape = calls[0].out_shape.clone();
+        let result = match calls[0].args.iter().find_map(|a| if let Arg::InPlace(i) = a { Some(*i) } else { None }) {
+            Some(i) => uploaded[i].clone(),
+            None => self.zeros(out_shape.iter().product::<usize>() as u64 * 4)?,
+        };
+        let bound: Vec<Vec<Self::Buffer>> =
+            calls.iter().map(|c| bind_args(self, &c.args, &uploaded, &result)).collect::<Result<_, _>>()?;
+        let launches: Vec<Launch<'_, Self::Buffer>> = calls
+            .iter()
+            .zip(&bound)
+            .map(|(c, b)| Launch { kernel: &c.kernel, buffers: b.iter().collect(), params: c.params.clone(), groups: c.groups })
+            .collect();
+        self.run(&launches)?;
+        Ok(Tensor::f32(out_shape, self.read_f32(&result)?))
+    }
+}
+
+/// The buffers a call binds, in order: its inputs (or byte ranges of them),
+/// host constants uploaded now, and the op's `result`.
+pub fn bind_args<D: Device>(dev: &D, args: &[Arg], inputs: &[D::Buffer], result: &D::Buffer) -> Result<Vec<D::Buffer>, GpuError> {
+    args.iter()
+        .map(|a| {
+            Ok(match a {
+                Arg::Input(i) => inputs[*i].clone(),
+                Arg::InputRange { input, offset, bytes } => dev.view(&inputs[*input], *offset, *bytes),
+                Arg::InPlace(_) | Arg::Output => result.clone(),
+                Arg::Constant(v) => dev.upload(bytemuck::cast_slice(v))?,
+            })
+        })
+        .collect()
+}
