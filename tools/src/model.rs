@@ -107,6 +107,16 @@ impl Model {
         let lowered_graph = graph.clone();
         let options = resolve(opts, lowered.meta.context_length)?;
         let report = PassManager::default().run(&mut graph, &opts.disabled_passes)?;
+        // A GPU plan must have a kernel for every op: refused here, naming
+        // the node, rather than discovered (or silently run on the CPU) later.
+        let gpu_target = match options.device.as_str() {
+            "wgpu" => Some("wgpu"),
+            "cuda" => Some("cuda"),
+            _ => None,
+        };
+        if let Some(target) = gpu_target {
+            graphc_gpu::lower::check_graph(&graph, target).map_err(|e| Error::Gpu(e.into()))?;
+        }
         // Keep only the weights the optimized graph still uses.
         let used: std::collections::HashSet<String> = graph
             .g

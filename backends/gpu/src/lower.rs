@@ -57,6 +57,33 @@ fn n32(v: usize) -> Value {
     Value::U32(v as u32)
 }
 
+/// Whether a graph's every op has a kernel on `target`, checked when a
+/// plan is compiled for a GPU (shapes are symbolic then; what depends on
+/// them — ranks, a softmax's axis — is checked again at run time). Errors
+/// name the node (its text line) and the target.
+pub fn check_graph(graph: &graphc_ir::Graph, target: &'static str) -> Result<(), LowerError> {
+    let order = graph.topo_order().unwrap_or_default();
+    let names: std::collections::HashMap<_, _> = order.iter().enumerate().map(|(i, &n)| (n, i)).collect();
+    for &id in &order {
+        let op = &graph.node(id).op;
+        let dtypes: Vec<DType> = graph.inputs(id).iter().map(|&i| graph.ty(i).dtype).collect();
+        let why = match op {
+            Op::Input { .. } | Op::Weight { .. } | Op::State { .. } | Op::StateOut { .. } | Op::Output { .. } | Op::Const { .. } | Op::Reshape { .. } => None,
+            Op::Unary(_) | Op::Binary(_) | Op::Glu { .. } | Op::Norm { .. } | Op::Rope { .. } | Op::NormRope { .. } | Op::Softmax { .. } => None,
+            Op::Attention { .. } | Op::KvAppend { .. } | Op::Permute { .. } | Op::Narrow { .. } | Op::Contiguous => None,
+            Op::MatMul if WEIGHT_DTYPES.contains(&dtypes[1]) => None,
+            Op::Gather if WEIGHT_DTYPES.contains(&dtypes[0]) => None,
+            Op::MatMul | Op::Gather => Some(format!("weights of type {} have no decoding kernel", dtypes[if matches!(op, Op::MatMul) { 1 } else { 0 }])),
+            _ => Some("not written yet".to_string()),
+        };
+        if let Some(why) = why {
+            let line = graphc_ir::text::node_line(graph, id, &names);
+            return Err(LowerError::NoKernel { op: op.mnemonic(), target, why: format!("{why}; at `{}`", line.trim()) });
+        }
+    }
+    Ok(())
+}
+
 /// The kernel calls for `op` on inputs `args`, for `target` (a name for
 /// errors): one, or for a weight larger than one binding allows, one per
 /// run of its rows.
