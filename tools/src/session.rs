@@ -218,7 +218,10 @@ impl<'m> Session<'m> {
         match &self.executor {
             Executor::Fast(f) => f.kernel_counts(),
             Executor::Reference(_) => Default::default(),
-            Executor::Device(g) => [("device_launches_last_step", g.borrow().last_launches() as u64)].into(),
+            Executor::Device(g) => {
+                let g = g.borrow();
+                [("device_launches_last_step", g.last_launches() as u64), ("device_result_allocations", g.result_allocations() as u64)].into()
+            }
         }
     }
 

@@ -8,6 +8,13 @@
 //! never split with a silent CPU fallback. `reshape` is no kernel (dense
 //! buffers are reinterpreted); a `state_out` of the state's own buffer (what
 //! `kv_append` produces) is no copy.
+//!
+//! Buffer plan: every kernel result is taken from a pool of device buffers
+//! and given back after its last use (through any `reshape` of it) in the
+//! step's order, so later kernels of the same step reuse it — the device
+//! runs the step's launches in order — and the next step finds it again:
+//! a decode step in the steady state allocates nothing. Results that become
+//! state never return to the pool; step outputs return after read-back.
 
 use crate::lower::{lower, Arg, ArgInfo};
 use crate::device::{bind_args, tensor_bytes, Device, Launch};
@@ -36,8 +43,69 @@ pub struct GpuGraph<D: Device> {
     order: Vec<NodeId>,
     weights: HashMap<String, D::Buffer>,
     states: HashMap<String, DeviceValue<D::Buffer>>,
+    plan: BufferPlan,
+    /// Free buffers by allocated size.
+    pool: HashMap<u64, Vec<D::Buffer>>,
     /// Kernel launches of the last step (evidence the device ran it).
     pub last_launches: usize,
+    /// Device buffers allocated for kernel results so far (a decode step in
+    /// the steady state adds none).
+    pub result_allocations: usize,
+}
+
+/// Which kernel results share a buffer and when each buffer is free again,
+/// from the graph alone.
+struct BufferPlan {
+    /// Pooled roots whose last use is the node at this position.
+    release_at: HashMap<usize, Vec<NodeId>>,
+    /// Pooled roots read back as outputs: released after the step.
+    at_end: Vec<NodeId>,
+}
+
+impl BufferPlan {
+    fn new(graph: &Graph, order: &[NodeId]) -> BufferPlan {
+        // The node whose buffer a value lives in: itself, or through
+        // `reshape` and in-place `kv_append` the value it aliases.
+        let mut root = HashMap::new();
+        let mut pooled = std::collections::HashSet::new();
+        for &id in order {
+            let inputs = graph.inputs(id);
+            let r = match &graph.node(id).op {
+                Op::Reshape { .. } | Op::KvAppend { .. } => root[&inputs[0]],
+                Op::Input { .. } | Op::Weight { .. } | Op::State { .. } | Op::Const { .. } | Op::StateOut { .. } | Op::Output { .. } => id,
+                _ => {
+                    pooled.insert(id);
+                    id
+                }
+            };
+            root.insert(id, r);
+        }
+        let mut last_use: HashMap<NodeId, usize> = HashMap::new();
+        let mut at_end = vec![];
+        for (pos, &id) in order.iter().enumerate() {
+            last_use.entry(root[&id]).or_insert(pos);
+            for input in graph.inputs(id) {
+                let r = root[&input];
+                match &graph.node(id).op {
+                    Op::StateOut { .. } => {
+                        pooled.remove(&r);
+                    }
+                    Op::Output { .. } => at_end.push(r),
+                    _ => {
+                        last_use.insert(r, pos);
+                    }
+                }
+            }
+        }
+        at_end.retain(|r| pooled.contains(r));
+        let mut release_at: HashMap<usize, Vec<NodeId>> = HashMap::new();
+        for (r, pos) in last_use {
+            if pooled.contains(&r) && !at_end.contains(&r) {
+                release_at.entry(pos).or_default().push(r);
+            }
+        }
+        BufferPlan { release_at, at_end }
+    }
 }
 
 fn node_err(graph: &Graph, id: NodeId, message: String) -> GpuError {
@@ -64,7 +132,18 @@ impl<D: Device> GpuGraph<D> {
                 uploaded.insert(name.clone(), device.upload(w.bytes)?);
             }
         }
-        Ok(GpuGraph { device, graph: graph.clone(), order, weights: uploaded, states: HashMap::new(), last_launches: 0 })
+        let plan = BufferPlan::new(graph, &order);
+        Ok(GpuGraph {
+            device,
+            graph: graph.clone(),
+            order,
+            weights: uploaded,
+            states: HashMap::new(),
+            plan,
+            pool: HashMap::new(),
+            last_launches: 0,
+            result_allocations: 0,
+        })
     }
 
     /// Sets a state (a KV cache at capacity) from the host.
@@ -102,7 +181,8 @@ impl<D: Device> GpuGraph<D> {
         let mut values: HashMap<NodeId, DeviceValue<D::Buffer>> = HashMap::new();
         let mut calls = vec![];
         let mut outputs = vec![];
-        for &id in &self.order {
+        let mut allocated: HashMap<NodeId, (u64, D::Buffer)> = HashMap::new();
+        for (pos, &id) in self.order.iter().enumerate() {
             let node = graph.node(id);
             let args: Vec<NodeId> = graph.inputs(id);
             let value = match &node.op {
@@ -142,7 +222,20 @@ impl<D: Device> GpuGraph<D> {
                     let operands: Vec<D::Buffer> = args.iter().map(|a| values[a].buffer.clone()).collect();
                     let result = match in_place {
                         Some(i) => operands[i].clone(),
-                        None => self.device.zeros(out_shape.iter().product::<usize>() as u64 * 4)?,
+                        None => {
+                            // Every kernel writes all of its result, so a
+                            // reused buffer needs no clearing.
+                            let bytes = (out_shape.iter().product::<usize>() as u64 * 4).max(4);
+                            let buffer = match self.pool.get_mut(&bytes).and_then(|free| free.pop()) {
+                                Some(b) => b,
+                                None => {
+                                    self.result_allocations += 1;
+                                    self.device.zeros(bytes)?
+                                }
+                            };
+                            allocated.insert(id, (bytes, buffer.clone()));
+                            buffer
+                        }
                     };
                     for call in op_calls {
                         let buffers = bind_args(self.device.as_ref(), &call.args, &operands, &result)?;
@@ -152,6 +245,11 @@ impl<D: Device> GpuGraph<D> {
                 }
             };
             values.insert(id, value);
+            for r in self.plan.release_at.get(&pos).into_iter().flatten() {
+                if let Some((bytes, b)) = allocated.remove(r) {
+                    self.pool.entry(bytes).or_default().push(b);
+                }
+            }
         }
         let launches: Vec<Launch<'_, D::Buffer>> = calls
             .iter()
@@ -162,6 +260,11 @@ impl<D: Device> GpuGraph<D> {
         let mut out = HashMap::new();
         for (name, v) in outputs {
             out.insert(name, Tensor::f32(v.shape.clone(), self.device.read_f32(&v.buffer)?));
+        }
+        for r in &self.plan.at_end {
+            if let Some((bytes, b)) = allocated.remove(r) {
+                self.pool.entry(bytes).or_default().push(b);
+            }
         }
         Ok(out)
     }
@@ -210,6 +313,8 @@ pub trait DeviceGraph {
     fn set_state(&mut self, name: &str, t: &Tensor) -> Result<(), GpuError>;
     fn label(&self) -> String;
     fn last_launches(&self) -> usize;
+    /// Result buffers allocated so far (the buffer plan's evidence).
+    fn result_allocations(&self) -> usize;
 }
 
 impl<D: Device> DeviceGraph for GpuGraph<D> {
@@ -224,6 +329,9 @@ impl<D: Device> DeviceGraph for GpuGraph<D> {
     }
     fn last_launches(&self) -> usize {
         self.last_launches
+    }
+    fn result_allocations(&self) -> usize {
+        self.result_allocations
     }
 }
 
