@@ -18,6 +18,7 @@
 
 use crate::lower::{lower, Arg, ArgInfo};
 use crate::device::{bind_args, tensor_bytes, Device, Launch};
+use crate::kernels::elementwise::Chain;
 use crate::GpuError;
 use graphc_backends::{Tensor, WeightSource};
 use graphc_ir::{DType, Dim, Graph, NodeId, Op};
@@ -44,6 +45,10 @@ pub struct GpuGraph<D: Device> {
     weights: HashMap<String, D::Buffer>,
     states: HashMap<String, DeviceValue<D::Buffer>>,
     plan: BufferPlan,
+    /// Elementwise chains run as one kernel: root node → (chain, leaves).
+    chains: Chains,
+    /// Nodes folded into a chain's root (no launch of their own).
+    inner: std::collections::HashSet<NodeId>,
     /// Free buffers by allocated size.
     pool: HashMap<u64, Vec<D::Buffer>>,
     /// Kernel launches of the last step (evidence the device ran it).
@@ -52,6 +57,9 @@ pub struct GpuGraph<D: Device> {
     /// the steady state adds none).
     pub result_allocations: usize,
 }
+
+/// Chain roots → (the chain, its leaf values in input order).
+type Chains = HashMap<NodeId, (Chain, Vec<NodeId>)>;
 
 /// Which kernel results share a buffer and when each buffer is free again,
 /// from the graph alone.
@@ -63,7 +71,16 @@ struct BufferPlan {
 }
 
 impl BufferPlan {
-    fn new(graph: &Graph, order: &[NodeId]) -> BufferPlan {
+    /// `inner` nodes run inside their chain root's kernel, so what they
+    /// read is used at the root's position.
+    fn new(graph: &Graph, order: &[NodeId], inner: &std::collections::HashSet<NodeId>) -> BufferPlan {
+        let position: HashMap<NodeId, usize> = order.iter().enumerate().map(|(i, &n)| (n, i)).collect();
+        let runs_at = |mut id: NodeId| {
+            while inner.contains(&id) {
+                id = graph.users(id)[0];
+            }
+            position[&id]
+        };
         // The node whose buffer a value lives in: itself, or through
         // `reshape` and in-place `kv_append` the value it aliases.
         let mut root = HashMap::new();
@@ -92,7 +109,9 @@ impl BufferPlan {
                     }
                     Op::Output { .. } => at_end.push(r),
                     _ => {
-                        last_use.insert(r, pos);
+                        let at = runs_at(id).max(pos);
+                        let e = last_use.entry(r).or_insert(at);
+                        *e = (*e).max(at);
                     }
                 }
             }
@@ -132,7 +151,8 @@ impl<D: Device> GpuGraph<D> {
                 uploaded.insert(name.clone(), device.upload(w.bytes)?);
             }
         }
-        let plan = BufferPlan::new(graph, &order);
+        let (chains, inner) = elementwise_chains(graph, &order);
+        let plan = BufferPlan::new(graph, &order, &inner);
         Ok(GpuGraph {
             device,
             graph: graph.clone(),
@@ -140,6 +160,8 @@ impl<D: Device> GpuGraph<D> {
             weights: uploaded,
             states: HashMap::new(),
             plan,
+            chains,
+            inner,
             pool: HashMap::new(),
             last_launches: 0,
             result_allocations: 0,
@@ -151,6 +173,11 @@ impl<D: Device> GpuGraph<D> {
         let value = DeviceValue { buffer: self.device.upload(tensor_bytes(t))?, dtype: t.dtype(), shape: t.shape().to_vec() };
         self.states.insert(name.to_string(), value);
         Ok(())
+    }
+
+    /// Elementwise ops folded into another's kernel (the chain fusion's count).
+    pub fn fused_elementwise(&self) -> usize {
+        self.inner.len()
     }
 
     /// Reads a state back to the host.
@@ -211,12 +238,21 @@ impl<D: Device> GpuGraph<D> {
                     outputs.push((name.clone(), values[&args[0]].clone()));
                     continue;
                 }
+                _ if self.inner.contains(&id) => continue,
                 op => {
-                    let op = resolve_dims(op, &env).map_err(|m| node_err(graph, id, m))?;
-                    let infos: Vec<ArgInfo> =
-                        args.iter().map(|a| ArgInfo { dtype: values[a].dtype, shape: values[a].shape.clone() }).collect();
-                    let op_calls = lower(&op, &infos, self.device.target(), self.device.binding_limits()).map_err(|e| node_err(graph, id, e.to_string()))?;
-                    self.host_checks(&op, &args, &infos, inputs).map_err(|m| node_err(graph, id, m))?;
+                    let (op_calls, args) = if let Some((tree, leaves)) = self.chains.get(&id) {
+                        let infos: Vec<ArgInfo> =
+                            leaves.iter().map(|a| ArgInfo { dtype: values[a].dtype, shape: values[a].shape.clone() }).collect();
+                        let call = crate::lower::lower_chain(tree, &infos, self.device.target()).map_err(|e| node_err(graph, id, e.to_string()))?;
+                        (vec![call], leaves.clone())
+                    } else {
+                        let op = resolve_dims(op, &env).map_err(|m| node_err(graph, id, m))?;
+                        let infos: Vec<ArgInfo> =
+                            args.iter().map(|a| ArgInfo { dtype: values[a].dtype, shape: values[a].shape.clone() }).collect();
+                        let calls = lower(&op, &infos, self.device.target(), self.device.binding_limits()).map_err(|e| node_err(graph, id, e.to_string()))?;
+                        self.host_checks(&op, &args, &infos, inputs).map_err(|m| node_err(graph, id, m))?;
+                        (calls, args)
+                    };
                     let out_shape = op_calls[0].out_shape.clone();
                     let in_place = op_calls[0].args.iter().find_map(|a| if let Arg::InPlace(i) = a { Some(*i) } else { None });
                     let operands: Vec<D::Buffer> = args.iter().map(|a| values[a].buffer.clone()).collect();
@@ -295,6 +331,54 @@ impl<D: Device> GpuGraph<D> {
             _ => Ok(()),
         }
     }
+}
+
+/// Elementwise chains: a unary or binary op whose value has exactly one
+/// user, itself unary or binary and of the same shape, is folded into that
+/// user's kernel (recursively), so `c * tanh(x / c)` is one launch. The
+/// chain keeps each op's own arithmetic; only the rounding to memory
+/// between them goes away.
+fn elementwise_chains(graph: &Graph, order: &[NodeId]) -> (Chains, std::collections::HashSet<NodeId>) {
+    let elementwise = |id: NodeId| matches!(graph.node(id).op, Op::Unary(_) | Op::Binary(_)) && graph.ty(id).dtype == DType::F32;
+    let mut inner = std::collections::HashSet::new();
+    for &id in order {
+        let users = graph.users(id);
+        if elementwise(id) && users.len() == 1 && elementwise(users[0]) && graph.ty(id).shape == graph.ty(users[0]).shape {
+            inner.insert(id);
+        }
+    }
+    fn build(graph: &Graph, id: NodeId, inner: &std::collections::HashSet<NodeId>, leaves: &mut Vec<NodeId>) -> Chain {
+        let mut operand = |input: NodeId| {
+            if inner.contains(&input) {
+                build(graph, input, inner, leaves)
+            } else {
+                let i = leaves.iter().position(|&l| l == input).unwrap_or_else(|| {
+                    leaves.push(input);
+                    leaves.len() - 1
+                });
+                Chain::Input(i)
+            }
+        };
+        let inputs = graph.inputs(id);
+        match graph.node(id).op {
+            Op::Unary(u) => Chain::Unary(u, Box::new(operand(inputs[0]))),
+            Op::Binary(b) => {
+                let x = operand(inputs[0]);
+                Chain::Binary(b, Box::new(x), Box::new(operand(inputs[1])))
+            }
+            _ => unreachable!("chains hold unary and binary ops"),
+        }
+    }
+    let mut chains = HashMap::new();
+    for &id in order {
+        let roots_a_chain = elementwise(id) && !inner.contains(&id) && graph.inputs(id).iter().any(|i| inner.contains(i));
+        if roots_a_chain {
+            let mut leaves = vec![];
+            let tree = build(graph, id, &inner, &mut leaves);
+            chains.insert(id, (tree, leaves));
+        }
+    }
+    (chains, inner)
 }
 
 /// `op` with its symbolic attributes (`narrow`'s bounds) evaluated.

@@ -195,41 +195,12 @@ fn lower_one(op: &Op, args: &[ArgInfo], target: &'static str) -> Result<KernelCa
             call(kernels::elementwise::glu(*act), io(2), vec![n32(n)], groups_for(n), shape0)
         }
         Op::Binary(b) => {
-            let (sa, sb) = (&args[0].shape, &args[1].shape);
-            let rank = sa.len().max(sb.len());
-            if rank > 4 {
-                return Err(no(format!("rank {rank} (the kernel broadcasts up to rank 4)")));
-            }
-            let pad = |s: &[usize]| {
-                let mut p = vec![1; 4 - s.len()];
-                p.extend_from_slice(s);
-                p
-            };
-            let (pa, pb) = (pad(sa), pad(sb));
-            let mut out = vec![0; 4];
-            for k in 0..4 {
-                out[k] = match (pa[k], pb[k]) {
-                    (x, y) if x == y => x,
-                    (1, y) => y,
-                    (x, 1) => x,
-                    (x, y) => return Err(no(format!("shapes {sa:?} and {sb:?} do not broadcast (axis {k}: {x} vs {y})"))),
-                };
-            }
-            let strides = |p: &[usize]| {
-                let mut s = [0usize; 4];
-                let mut acc = 1;
-                for k in (0..4).rev() {
-                    s[k] = if p[k] == 1 { 0 } else { acc };
-                    acc *= p[k];
-                }
-                s
-            };
-            let (ta, tb) = (strides(&pa), strides(&pb));
+            let (out, strides) = broadcast(&[&args[0].shape, &args[1].shape]).map_err(no)?;
             let n = numel(&out);
-            let mut params = vec![n32(n), n32(out[1]), n32(out[2]), n32(out[3])];
-            params.extend(ta.iter().chain(&tb).map(|&s| n32(s)));
-            let out_shape = out[4 - rank..].to_vec();
-            call(kernels::elementwise::binary(*b), io(2), params, groups_for(n), out_shape)
+            let padded = pad4(&out, 1);
+            let mut params = vec![n32(n), n32(padded[1]), n32(padded[2]), n32(padded[3])];
+            params.extend(strides.iter().flatten().map(|&s| n32(s)));
+            call(kernels::elementwise::binary(*b), io(2), params, groups_for(n), out)
         }
         Op::Norm { kind, eps } => {
             let d = last(&shape0);
@@ -318,6 +289,63 @@ fn lower_one(op: &Op, args: &[ArgInfo], target: &'static str) -> Result<KernelCa
         Op::Contiguous => strided(&shape0, 0, &strides(&shape0)).map_err(no)?,
         _ => return Err(no("not written yet".into())),
     })
+}
+
+/// `shape` padded on the left to rank 4 with `fill`.
+fn pad4(shape: &[usize], fill: usize) -> Vec<usize> {
+    std::iter::repeat_n(fill, 4 - shape.len()).chain(shape.iter().copied()).collect()
+}
+
+/// The numpy broadcast of `shapes` (rank ≤ 4), and each operand's element
+/// strides along the result's four (left-padded) axes, 0 where it is
+/// stretched.
+pub fn broadcast(shapes: &[&Vec<usize>]) -> Result<(Vec<usize>, Vec<[usize; 4]>), String> {
+    let rank = shapes.iter().map(|s| s.len()).max().unwrap_or(0);
+    if rank > 4 {
+        return Err(format!("rank {rank} (the elementwise kernels broadcast up to rank 4)"));
+    }
+    let padded: Vec<Vec<usize>> = shapes.iter().map(|s| pad4(s, 1)).collect();
+    let mut out = [1usize; 4];
+    for k in 0..4 {
+        for p in &padded {
+            out[k] = match (out[k], p[k]) {
+                (x, y) if x == y => x,
+                (1, y) => y,
+                (x, 1) => x,
+                (x, y) => return Err(format!("shapes {shapes:?} do not broadcast (axis {k}: {x} vs {y})")),
+            };
+        }
+    }
+    let strides = padded
+        .iter()
+        .map(|p| {
+            let mut st = [0usize; 4];
+            let mut acc = 1;
+            for k in (0..4).rev() {
+                st[k] = if p[k] == 1 { 0 } else { acc };
+                acc *= p[k];
+            }
+            st
+        })
+        .collect();
+    Ok((out[4 - rank..].to_vec(), strides))
+}
+
+/// One kernel for a fused chain of elementwise ops whose leaves have
+/// `leaves` shapes (the result is their broadcast).
+pub fn lower_chain(tree: &kernels::elementwise::Chain, leaves: &[ArgInfo], target: &'static str) -> Result<KernelCall, LowerError> {
+    let no = |why: String| LowerError::NoKernel { op: "elementwise chain".into(), target, why };
+    if let Some(l) = leaves.iter().find(|l| l.dtype != DType::F32) {
+        return Err(no(format!("an input of type {}", l.dtype)));
+    }
+    let shapes: Vec<&Vec<usize>> = leaves.iter().map(|l| &l.shape).collect();
+    let (out, strides) = broadcast(&shapes).map_err(no)?;
+    let n: usize = out.iter().product();
+    let padded = pad4(&out, 1);
+    let mut params = vec![n32(n), n32(padded[1]), n32(padded[2]), n32(padded[3])];
+    params.extend(strides.iter().flatten().map(|&s| n32(s)));
+    let args = (0..leaves.len()).map(Arg::Input).chain([Arg::Output]).collect();
+    Ok(KernelCall { kernel: kernels::elementwise::chain(tree, leaves.len()), args, params, groups: groups_for(n), out_shape: out })
 }
 
 /// Dense row-major element strides of `shape`.

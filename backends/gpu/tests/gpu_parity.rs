@@ -398,3 +398,23 @@ fn an_op_without_a_kernel_is_an_error_naming_op_and_target() {
     let err = graphc_gpu::lower::lower(&Op::TopKMask { axis: 1, k: 1 }, &infos, "wgpu", limits).unwrap_err().to_string();
     assert!(err.contains("top_k_mask") && err.contains("wgpu"), "{err}");
 }
+
+/// A chain of elementwise ops (Gemma 2's logit soft-cap plus a bias) runs
+/// as one kernel in the graph executor, with the reference's values.
+#[test]
+fn elementwise_chains_run_as_one_kernel() {
+    let Some(dev) = wgpu_device() else { return };
+    let graph = text::parse(
+        "graph \"chain\" {\n  %0 = input{name=\"x\"} : f32[3, 37]\n  %1 = input{name=\"b\"} : f32[37]\n  %2 = const{value=5.0} : f32[1]\n  %3 = div %0, %2 : f32[3, 37]\n  %4 = tanh %3 : f32[3, 37]\n  %5 = mul %4, %2 : f32[3, 37]\n  %6 = add %5, %1 : f32[3, 37]\n  %7 = output{name=\"y\"} %6 : f32[3, 37]\n}\n",
+    )
+    .unwrap();
+    let inputs = HashMap::from([("x".to_string(), Tensor::f32(vec![3, 37], values(50, 111, -30.0, 30.0))), ("b".to_string(), t(&[37], 51))]);
+    let mut g = graphc_gpu::exec::GpuGraph::new(std::sync::Arc::new(dev), &graph, &graphc_tests_free::NoWeights).unwrap();
+    let got = g.step(&inputs).unwrap().remove("y").unwrap();
+    let want = reference::run(&graph, &inputs, HashMap::new(), &graphc_tests_free::NoWeights).unwrap().outputs.remove("y").unwrap();
+    assert_close("soft-cap chain", &got, &want);
+    assert_eq!(g.fused_elementwise(), 3, "div, tanh and mul fold into the add's kernel");
+    assert_eq!(g.last_launches, 1, "the chain is one launch");
+    // Without the cap the values differ: the test tells a dropped op.
+    assert_separates("soft-cap chain vs the plain sum", &got, &reference_op(&Op::Binary(BinaryOp::Add), &[&inputs["x"], &inputs["b"]]));
+}

@@ -1,5 +1,6 @@
-//! Elementwise kernels: unary functions, broadcasting binaries, and the
-//! gated-MLP product `act(gate) * up` (SwiGLU / GeGLU). The unary functions
+//! Elementwise kernels: unary functions, broadcasting binaries, the
+//! gated-MLP product `act(gate) * up` (SwiGLU / GeGLU), and fused chains of
+//! unary and binary ops (one kernel for `c * tanh(x / c)` and the like). The unary functions
 //! are spelled out here once (`unary_expr`), in the reference executor's
 //! formulas, for every target.
 
@@ -112,4 +113,85 @@ pub fn glu(act: UnaryOp) -> Kernel {
                 vec![let_("g", Ty::F32, load("gate", var("i"))), store("y", var("i"), unary_expr(act, var("g")) * load("up", var("i")))],
             ),
         ])
+}
+
+/// An elementwise expression over the inputs of a fused chain.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Chain {
+    /// The chain's input `i`, read with numpy broadcasting.
+    Input(usize),
+    Unary(UnaryOp, Box<Chain>),
+    Binary(BinaryOp, Box<Chain>, Box<Chain>),
+}
+
+impl Chain {
+    fn text(&self) -> String {
+        match self {
+            Chain::Input(i) => format!("in{i}"),
+            Chain::Unary(u, a) => format!("{}({})", graphc_ir::text::unary_name(*u), a.text()),
+            Chain::Binary(b, x, y) => format!("{}({}, {})", graphc_ir::text::binary_name(*b), x.text(), y.text()),
+        }
+    }
+
+    /// Statements computing the chain into locals `t0, t1, ...` in post
+    /// order (each op's arithmetic as its own kernel has it); returns the
+    /// local holding the result.
+    fn emit(&self, body: &mut Vec<Stmt>) -> Expr {
+        let value = match self {
+            Chain::Input(i) => load(&format!("in{i}"), var(&format!("at{i}"))),
+            Chain::Unary(u, a) => unary_expr(*u, a.emit(body)),
+            Chain::Binary(b, x, y) => {
+                let (x, y) = (x.emit(body), y.emit(body));
+                match b {
+                    BinaryOp::Add => x + y,
+                    BinaryOp::Sub => x - y,
+                    BinaryOp::Mul => x * y,
+                    BinaryOp::Div => x / y,
+                    BinaryOp::Max => x.max(y),
+                    BinaryOp::Min => x.min(y),
+                }
+            }
+        };
+        let name = format!("t{}", body.len());
+        body.push(let_(&name, Ty::F32, value));
+        var(&name)
+    }
+}
+
+/// A chain of elementwise ops in one kernel: `y = chain(in0, .., in{k-1})`
+/// over the output `[n / (d1 d2 d3), d1, d2, d3]`, input `i` read through
+/// element strides `s{i}_0..3` (0 along a broadcast axis). Buffers
+/// `in0..in{k-1}, y`; params `n, d1, d2, d3`, then each input's four
+/// strides. Grid: `ceil(n / 256)`. Named by a hash of the chain, so equal
+/// chains share one pipeline.
+pub fn chain(tree: &Chain, inputs: usize) -> Kernel {
+    let text = tree.text();
+    let name = format!("chain_{:08x}", xxhash_rust::xxh3::xxh3_64(text.as_bytes()) as u32);
+    let mut k = Kernel::new(&name, WORKGROUP);
+    for i in 0..inputs {
+        k = k.input(&format!("in{i}"), Ty::F32);
+    }
+    k = k.output("y", Ty::F32).param("n", Ty::U32).param("d1", Ty::U32).param("d2", Ty::U32).param("d3", Ty::U32);
+    for i in 0..inputs {
+        for axis in 0..4 {
+            k = k.param(&format!("s{i}_{axis}"), Ty::U32);
+        }
+    }
+    let mut body = vec![
+        let_("i3", Ty::U32, var("i") % param("d3")),
+        let_("rest", Ty::U32, var("i") / param("d3")),
+        let_("i2", Ty::U32, var("rest") % param("d2")),
+        assign("rest", var("rest") / param("d2")),
+        let_("i1", Ty::U32, var("rest") % param("d1")),
+        let_("i0", Ty::U32, var("rest") / param("d1")),
+    ];
+    for i in 0..inputs {
+        let s = |axis: u32| param(&format!("s{i}_{axis}"));
+        body.push(let_(&format!("at{i}"), Ty::U32, var("i0") * s(0) + var("i1") * s(1) + var("i2") * s(2) + var("i3") * s(3)));
+    }
+    let mut temps = vec![];
+    let result = tree.emit(&mut temps);
+    body.extend(temps);
+    body.push(store("y", var("i"), result));
+    k.body(vec![let_("i", Ty::U32, thread_index()), if_(var("i").lt(param("n")), body)])
 }

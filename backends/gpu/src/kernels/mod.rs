@@ -39,6 +39,16 @@ pub fn catalog() -> Vec<(&'static str, Kernel)> {
     for op in [BinaryOp::Add, BinaryOp::Mul] {
         all.push(("elementwise", elementwise::binary(op)));
     }
+    // Gemma 2's final logit soft-cap, `c * tanh(x / c)`, as one chain.
+    let softcap = elementwise::Chain::Binary(
+        BinaryOp::Mul,
+        Box::new(elementwise::Chain::Unary(
+            UnaryOp::Tanh,
+            Box::new(elementwise::Chain::Binary(BinaryOp::Div, Box::new(elementwise::Chain::Input(0)), Box::new(elementwise::Chain::Input(1)))),
+        )),
+        Box::new(elementwise::Chain::Input(1)),
+    );
+    all.push(("elementwise", elementwise::chain(&softcap, 2)));
     all.push(("glu", elementwise::glu(UnaryOp::Silu)));
     all.push(("glu", elementwise::glu(UnaryOp::GeluTanh)));
     all.push(("norm", norm::norm(NormKind::Rms)));
