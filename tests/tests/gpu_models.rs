@@ -131,3 +131,53 @@ fn smollm2_on_the_gpu_matches_the_reference_as_a_ragged_batch() {
         println!("{}: {} stable greedy tokens equal on {}", p["name"], n_stable[row], test_device());
     }
 }
+
+/// The tiny HF family fixtures (`tests/fixtures/families/`, transformers
+/// f32 logits) on the GPU: logits at every position of every prompt, fed
+/// one token at a time through the in-place caches, and a ragged batch's
+/// last-token logits, within the CPU tests' 1e-4. The families with ops
+/// that have no GPU kernel yet are refused at compile time, naming the op.
+#[test]
+fn family_fixtures_on_the_gpu_match_transformers() {
+    if !have_device() {
+        return;
+    }
+    const TOL: f32 = 1e-4;
+    let max_diff = |a: &[f32], b: &[f32]| a.iter().zip(b).map(|(x, y)| (x - y).abs()).fold(0f32, f32::max);
+    let floats = |v: &serde_json::Value| -> Vec<f32> { v.as_array().unwrap().iter().map(|x| x.as_f64().unwrap() as f32).collect() };
+    let ids = |v: &serde_json::Value| -> Vec<u32> { v.as_array().unwrap().iter().map(|x| x.as_u64().unwrap() as u32).collect() };
+    let opts = CompileOptions { device: Some(test_device()), ..Default::default() };
+    for family in ["qwen3", "gemma", "gemma2", "phi2", "phi3", "phi3_longrope"] {
+        let dir = graphc_tests::repo_root().join("tests/fixtures/families").join(family);
+        let r: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(dir.join("reference.json")).unwrap()).unwrap();
+        let model = Model::compile(&dir, &opts, None).unwrap_or_else(|e| panic!("{family}: {e}"));
+        let prompts: Vec<Vec<u32>> = r["prompts"].as_array().unwrap().iter().map(ids).collect();
+        let mut worst = 0f32;
+        for (p, prompt) in prompts.iter().enumerate() {
+            let want: Vec<Vec<f32>> = r["logits"][p].as_array().unwrap().iter().map(floats).collect();
+            let mut s = model.session(&SessionOptions::default()).unwrap();
+            let mut got = vec![s.prefill(&prompt[..1]).unwrap()];
+            for &t in &prompt[1..] {
+                got.push(s.decode(t).unwrap());
+            }
+            for (pos, (g, w)) in got.iter().zip(&want).enumerate() {
+                let d = max_diff(g, w);
+                assert!(d <= TOL, "{family}: prompt {p} position {pos}: max |Δlogit| {d}");
+                worst = worst.max(d);
+            }
+        }
+        let ragged: Vec<Vec<f32>> = r["ragged_last_logits"].as_array().unwrap().iter().map(floats).collect();
+        let mut batch = model.batch_session(prompts.len(), &SessionOptions::default()).unwrap();
+        let rows: Vec<&[u32]> = prompts.iter().map(|p| &p[..]).collect();
+        for (i, (g, w)) in batch.prefill_rows(&rows).unwrap().iter().zip(&ragged).enumerate() {
+            let d = max_diff(g, w);
+            assert!(d <= TOL, "{family}: ragged row {i}: max |Δlogit| {d}");
+        }
+        println!("{family} on {}: max |Δlogit| over every position of every prompt {worst:e}", test_device());
+    }
+    for (family, op) in [("qwen3_moe", "top_k_mask"), ("phimoe", "sparse_mixer"), ("qwen3_next", "to_host")] {
+        let dir = graphc_tests::repo_root().join("tests/fixtures/families").join(family);
+        let e = Model::compile(&dir, &opts, None).err().unwrap_or_else(|| panic!("{family} compiled for the GPU: update this test")).to_string();
+        assert!(e.contains(&format!("op `{op}` has no")), "{family}: {e}");
+    }
+}
