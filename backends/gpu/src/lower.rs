@@ -71,6 +71,7 @@ pub fn check_graph(graph: &graphc_ir::Graph, target: &'static str) -> Result<(),
             Op::Input { .. } | Op::Weight { .. } | Op::State { .. } | Op::StateOut { .. } | Op::Output { .. } | Op::Const { .. } | Op::Reshape { .. } => None,
             Op::Unary(_) | Op::Binary(_) | Op::Glu { .. } | Op::Norm { .. } | Op::Rope { .. } | Op::NormRope { .. } | Op::Softmax { .. } => None,
             Op::Attention { .. } | Op::KvAppend { .. } | Op::Permute { .. } | Op::Narrow { .. } | Op::Contiguous => None,
+            Op::Reduce { .. } | Op::TopKMask { .. } | Op::SparseMixer { .. } => None,
             Op::MatMul if WEIGHT_DTYPES.contains(&dtypes[1]) => None,
             Op::Gather if WEIGHT_DTYPES.contains(&dtypes[0]) => None,
             Op::MatMul | Op::Gather => Some(format!("weights of type {} have no decoding kernel", dtypes[if matches!(op, Op::MatMul) { 1 } else { 0 }])),
@@ -287,8 +288,32 @@ fn lower_one(op: &Op, args: &[ArgInfo], target: &'static str) -> Result<KernelCa
             strided(&out, start * st[*axis], &st).map_err(no)?
         }
         Op::Contiguous => strided(&shape0, 0, &strides(&shape0)).map_err(no)?,
+        Op::Reduce { op: r, axis } => {
+            let (outer, len, inner) = around(&shape0, *axis);
+            let mut out_shape = shape0.clone();
+            out_shape[*axis] = 1;
+            let lines = outer * inner;
+            call(kernels::reduce::reduce(*r), io(1), vec![n32(lines), n32(len), n32(inner)], groups_for(lines), out_shape)
+        }
+        Op::TopKMask { axis, k } => {
+            let (_, len, inner) = around(&shape0, *axis);
+            let n = numel(&shape0);
+            call(kernels::reduce::top_k_mask(), io(1), vec![n32(n), n32(len), n32(inner), n32(*k)], groups_for(n), shape0)
+        }
+        Op::SparseMixer { jitter_eps } => {
+            let len = last(&shape0);
+            let rows = numel(&shape0) / len.max(1);
+            // The reference compares against `2.0 * jitter_eps` in f32.
+            let params = vec![n32(rows), n32(len), Value::F32(2.0 * jitter_eps)];
+            call(kernels::reduce::sparse_mixer(), io(1), params, groups_for(rows), shape0)
+        }
         _ => return Err(no("not written yet".into())),
     })
+}
+
+/// `(outer, len, inner)` of `shape` around `axis`.
+fn around(shape: &[usize], axis: usize) -> (usize, usize, usize) {
+    (shape[..axis].iter().product(), shape[axis], shape[axis + 1..].iter().product())
 }
 
 /// `shape` padded on the left to rank 4 with `fill`.

@@ -418,3 +418,27 @@ fn elementwise_chains_run_as_one_kernel() {
     // Without the cap the values differ: the test tells a dropped op.
     assert_separates("soft-cap chain vs the plain sum", &got, &reference_op(&Op::Binary(BinaryOp::Add), &[&inputs["x"], &inputs["b"]]));
 }
+
+#[test]
+fn reductions_and_moe_routers() {
+    let x = t(&[3, 5, 7], 60);
+    for op in [graphc_ir::ReduceOp::Sum, graphc_ir::ReduceOp::Max, graphc_ir::ReduceOp::Mean] {
+        for axis in 0..3 {
+            if check(&format!("reduce {op:?} axis {axis}"), &Op::Reduce { op, axis }, &[&x]).is_none() {
+                return;
+            }
+        }
+    }
+    // Ties (the repeated 0.5 and 2.0) go to the lower index.
+    let scores = Tensor::f32(vec![2, 6], vec![0.5, 2.0, 0.5, -1.0, 2.0, 0.1, 3.0, -2.0, 0.25, 0.25, 1.0, 0.0]);
+    for k in [1, 2, 3] {
+        let got = check(&format!("top_k_mask k={k}"), &Op::TopKMask { axis: 1, k }, &[&scores]).unwrap();
+        assert_eq!(max_diff(&got, &reference_op(&Op::TopKMask { axis: 1, k }, &[&scores])), 0.0, "a mask is exact");
+    }
+    check("top_k_mask along axis 0", &Op::TopKMask { axis: 0, k: 1 }, &[&scores]);
+    // Rows where the second expert sits inside, then outside, the jitter band.
+    let router = Tensor::f32(vec![3, 4], vec![1.0, 0.99, -0.5, 0.2, 0.3, 2.0, 1.7, 1.99, -1.0, -0.2, -0.3, -0.21]);
+    let got = check("sparse_mixer", &Op::SparseMixer { jitter_eps: 0.01 }, &[&router]).unwrap();
+    let wider = reference_op(&Op::SparseMixer { jitter_eps: 0.2 }, &[&router]);
+    assert_separates_by("sparse_mixer: the jitter band matters", &got, &wider, 1e-3);
+}

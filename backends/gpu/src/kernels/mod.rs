@@ -11,11 +11,12 @@ pub mod kv_append;
 pub mod layout;
 pub mod matmul;
 pub mod norm;
+pub mod reduce;
 pub mod rope;
 pub mod softmax;
 
 use crate::kir::{group_index, local_id, u, Expr, Kernel};
-use graphc_ir::{BinaryOp, DType, NormKind, RopeStyle, UnaryOp};
+use graphc_ir::{BinaryOp, DType, NormKind, ReduceOp, RopeStyle, UnaryOp};
 
 /// Invocations per workgroup for every kernel here: a power of two (the
 /// tree reductions need one) that every target and lavapipe allow.
@@ -57,6 +58,11 @@ pub fn catalog() -> Vec<(&'static str, Kernel)> {
     all.push(("rope", rope::rope(RopeStyle::GptJ)));
     all.push(("rope", rope::norm_rope(RopeStyle::Neox)));
     all.push(("softmax", softmax::softmax()));
+    for op in [ReduceOp::Sum, ReduceOp::Max, ReduceOp::Mean] {
+        all.push(("reduce", reduce::reduce(op)));
+    }
+    all.push(("router", reduce::top_k_mask()));
+    all.push(("router", reduce::sparse_mixer()));
     for dtype in WEIGHT_DTYPES {
         all.push(("matmul", matmul::matmul(dtype, 1)));
         all.push(("matmul", matmul::matmul(dtype, matmul::PREFILL_ROWS)));
