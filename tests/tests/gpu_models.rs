@@ -136,8 +136,8 @@ fn smollm2_on_the_gpu_matches_the_reference_as_a_ragged_batch() {
 /// f32 logits) on the GPU: logits at every position of every prompt, fed
 /// one token at a time through the in-place caches, and a ragged batch's
 /// last-token logits, within the CPU tests' 1e-4 — the MoE ones with their
-/// routers (`top_k_mask`, `sparse_mixer`) on the device. The family with
-/// ops that have no GPU kernel yet is refused at compile time, naming one.
+/// routers (`top_k_mask`, `sparse_mixer`) and Qwen3-Next with its
+/// convolution and delta-rule recurrences on the device.
 #[test]
 fn family_fixtures_on_the_gpu_match_transformers() {
     if !have_device() {
@@ -148,7 +148,7 @@ fn family_fixtures_on_the_gpu_match_transformers() {
     let floats = |v: &serde_json::Value| -> Vec<f32> { v.as_array().unwrap().iter().map(|x| x.as_f64().unwrap() as f32).collect() };
     let ids = |v: &serde_json::Value| -> Vec<u32> { v.as_array().unwrap().iter().map(|x| x.as_u64().unwrap() as u32).collect() };
     let opts = CompileOptions { device: Some(test_device()), ..Default::default() };
-    for family in ["qwen3", "gemma", "gemma2", "phi2", "phi3", "phi3_longrope", "qwen3_moe", "phimoe"] {
+    for family in ["qwen3", "gemma", "gemma2", "phi2", "phi3", "phi3_longrope", "qwen3_moe", "phimoe", "qwen3_next"] {
         let dir = graphc_tests::repo_root().join("tests/fixtures/families").join(family);
         let r: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(dir.join("reference.json")).unwrap()).unwrap();
         let model = Model::compile(&dir, &opts, None).unwrap_or_else(|e| panic!("{family}: {e}"));
@@ -176,7 +176,4 @@ fn family_fixtures_on_the_gpu_match_transformers() {
         }
         println!("{family} on {}: max |Δlogit| over every position of every prompt {worst:e}", test_device());
     }
-    let dir = graphc_tests::repo_root().join("tests/fixtures/families/qwen3_next");
-    let e = Model::compile(&dir, &opts, None).err().expect("qwen3_next compiled for the GPU: update this test").to_string();
-    assert!(e.contains("op `to_host` has no"), "qwen3_next: {e}");
 }

@@ -88,7 +88,7 @@ impl BufferPlan {
         for &id in order {
             let inputs = graph.inputs(id);
             let r = match &graph.node(id).op {
-                Op::Reshape { .. } | Op::KvAppend { .. } => root[&inputs[0]],
+                Op::Reshape { .. } | Op::KvAppend { .. } | Op::ToHost { .. } => root[&inputs[0]],
                 Op::Input { .. } | Op::Weight { .. } | Op::State { .. } | Op::Const { .. } | Op::StateOut { .. } | Op::Output { .. } => id,
                 _ => {
                     pooled.insert(id);
@@ -230,6 +230,24 @@ impl<D: Device> GpuGraph<D> {
                     DeviceValue { buffer: self.device.upload(bytemuck::cast_slice(&data))?, dtype: DType::F32, shape }
                 }
                 Op::Reshape { .. } => DeviceValue { shape: concrete(id)?, ..values[&args[0]].clone() },
+                Op::ToHost { nonempty, bound } => {
+                    // The value stays on the device; its checks run here, on
+                    // the host copy a step input has (reading back a device
+                    // value mid-step would split the submission).
+                    let t = match &graph.node(args[0]).op {
+                        Op::Input { name, .. } => &inputs[name],
+                        _ => return Err(node_err(graph, id, "to_host of a value computed on the device is not supported yet".into())),
+                    };
+                    if *nonempty && t.numel() == 0 {
+                        return Err(node_err(graph, id, format!("to_host of an empty tensor {:?}", t.shape())));
+                    }
+                    if let (Some(b), Some(vals)) = (bound, t.as_i32()) {
+                        if let Some((i, v)) = vals.iter().enumerate().find(|(_, &v)| v < 0 || v as u64 >= *b) {
+                            return Err(node_err(graph, id, format!("to_host: value {v} at index {i} is outside 0..{b}")));
+                        }
+                    }
+                    values[&args[0]].clone()
+                }
                 Op::StateOut { name } => {
                     self.states.insert(name.clone(), values[&args[0]].clone());
                     continue;
@@ -309,15 +327,31 @@ impl<D: Device> GpuGraph<D> {
     /// `kv_append` offsets against the capacity, and gathered ids against
     /// the table (out-of-range reads would be silent zeros on a GPU).
     fn host_checks(&self, op: &Op, args: &[NodeId], infos: &[ArgInfo], inputs: &HashMap<String, Tensor>) -> Result<(), String> {
-        let host_i32 = |id: NodeId| match &self.graph.node(id).op {
-            Op::Input { name, .. } => inputs.get(name).and_then(|t| t.as_i32()),
-            _ => None,
+        // A step input's host copy, seen through `to_host` and `reshape`.
+        let host_i32 = |mut id: NodeId| loop {
+            match &self.graph.node(id).op {
+                Op::Input { name, .. } => return inputs.get(name).and_then(|t| t.as_i32()),
+                Op::ToHost { .. } | Op::Reshape { .. } => id = self.graph.inputs(id)[0],
+                _ => return None,
+            }
         };
         match op {
             Op::KvAppend { axis, window, .. } => {
                 let lengths = host_i32(args[2]).ok_or("kv_append's lengths are not a step input")?;
                 let (cap, rows) = (infos[0].shape[*axis], infos[1].shape[*axis]);
                 crate::lower::check_append(cap, rows, *window, lengths).map_err(|e| e.to_string())
+            }
+            Op::CausalConv1d { .. } | Op::GatedDeltaRule => {
+                // Each row's token count this step, which must lie in 0..=s.
+                let (lengths_at, s) = match op {
+                    Op::CausalConv1d { .. } => (3, infos[0].shape[1]),
+                    _ => (6, infos[0].shape[2]),
+                };
+                let lengths = host_i32(args[lengths_at]).ok_or("the row lengths are not a step input")?;
+                match lengths.iter().enumerate().find(|(_, &n)| n < 0 || n as usize > s) {
+                    Some((bi, n)) => Err(format!("batch row {bi} has length {n}, outside 0..={s} (the step's tokens)")),
+                    None => Ok(()),
+                }
             }
             Op::Gather => {
                 let rows = infos[0].shape[0];

@@ -72,6 +72,9 @@ pub fn check_graph(graph: &graphc_ir::Graph, target: &'static str) -> Result<(),
             Op::Unary(_) | Op::Binary(_) | Op::Glu { .. } | Op::Norm { .. } | Op::Rope { .. } | Op::NormRope { .. } | Op::Softmax { .. } => None,
             Op::Attention { .. } | Op::KvAppend { .. } | Op::Permute { .. } | Op::Narrow { .. } | Op::Contiguous => None,
             Op::Reduce { .. } | Op::TopKMask { .. } | Op::SparseMixer { .. } => None,
+            Op::CausalConv1d { .. } | Op::GatedDeltaRule | Op::Concat { .. } => None,
+            // The executor checks it on the host where the value is a step input.
+            Op::ToHost { .. } => None,
             Op::MatMul if WEIGHT_DTYPES.contains(&dtypes[1]) => None,
             Op::Gather if WEIGHT_DTYPES.contains(&dtypes[0]) => None,
             Op::MatMul | Op::Gather => Some(format!("weights of type {} have no decoding kernel", dtypes[if matches!(op, Op::MatMul) { 1 } else { 0 }])),
@@ -113,8 +116,34 @@ pub fn lower(op: &Op, args: &[ArgInfo], target: &'static str, limits: BindingLim
             }
             Ok(calls)
         }
+        Op::Concat { axis } => {
+            // One strided write per input into its slab of the result.
+            let mut out = shape0_of(args);
+            out[*axis] = args.iter().map(|a| a.shape[*axis]).sum();
+            let out_strides = strides(&out);
+            let mut start = 0;
+            let mut calls = vec![];
+            for (i, a) in args.iter().enumerate() {
+                if a.shape.len() > 4 || a.dtype != DType::F32 {
+                    return Err(no(format!("input {i}: {} {:?}", a.dtype, a.shape)));
+                }
+                let dims = pad4(&a.shape, 1);
+                let st: Vec<usize> = std::iter::repeat_n(0, 4 - a.shape.len()).chain(out_strides.iter().copied()).collect();
+                let n: usize = a.shape.iter().product();
+                let mut params = vec![n32(n), n32(dims[1]), n32(dims[2]), n32(dims[3]), n32(start * out_strides[*axis])];
+                params.extend(st.iter().map(|&s| n32(s)));
+                let kernel = kernels::layout::strided_store();
+                calls.push(KernelCall { kernel, args: vec![Arg::Input(i), Arg::Output], params, groups: groups_for(n), out_shape: out.clone() });
+                start += a.shape[*axis];
+            }
+            Ok(calls)
+        }
         _ => Ok(vec![lower_one(op, args, target)?]),
     }
+}
+
+fn shape0_of(args: &[ArgInfo]) -> Vec<usize> {
+    args.first().map(|a| a.shape.clone()).unwrap_or_default()
 }
 
 fn gcd(a: u64, b: u64) -> u64 {
@@ -288,6 +317,19 @@ fn lower_one(op: &Op, args: &[ArgInfo], target: &'static str) -> Result<KernelCa
             strided(&out, start * st[*axis], &st).map_err(no)?
         }
         Op::Contiguous => strided(&shape0, 0, &strides(&shape0)).map_err(no)?,
+        Op::CausalConv1d { kernel: taps } => {
+            let [b, s, c] = shape0[..] else { return Err(no(format!("input of shape {shape0:?}, not [b, s, c]"))) };
+            let params = vec![n32(b * c), n32(s), n32(c), n32(*taps)];
+            call(kernels::recurrent::causal_conv1d(), io(4), params, groups_for(b * c), vec![b, s + taps - 1, c])
+        }
+        Op::GatedDeltaRule => {
+            let (&[b, hk, s, dk], &[_, hv, _, dv]) = (&shape0[..], &args[2].shape[..]) else {
+                return Err(no(format!("q {shape0:?} / v {:?}, not [b, h, s, d]", args[2].shape)));
+            };
+            let lanes = b * hv * dv;
+            let params = vec![n32(lanes), n32(hk), n32(hv), n32(s), n32(dk), n32(dv)];
+            call(kernels::recurrent::gated_delta_rule(), io(7), params, groups_for(lanes), vec![b, hv, s + dk, dv])
+        }
         Op::Reduce { op: r, axis } => {
             let (outer, len, inner) = around(&shape0, *axis);
             let mut out_shape = shape0.clone();

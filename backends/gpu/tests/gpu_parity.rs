@@ -395,8 +395,8 @@ mod graphc_tests_free {
 fn an_op_without_a_kernel_is_an_error_naming_op_and_target() {
     let infos = [graphc_gpu::lower::ArgInfo { dtype: DType::F32, shape: vec![2, 3] }];
     let limits = graphc_gpu::device::BindingLimits { max_bytes: 1 << 27, offset_alignment: 256 };
-    let err = graphc_gpu::lower::lower(&Op::TopKMask { axis: 1, k: 1 }, &infos, "wgpu", limits).unwrap_err().to_string();
-    assert!(err.contains("top_k_mask") && err.contains("wgpu"), "{err}");
+    let err = graphc_gpu::lower::lower(&Op::Clamp { min: Some(0.0), max: None }, &infos, "wgpu", limits).unwrap_err().to_string();
+    assert!(err.contains("clamp") && err.contains("wgpu"), "{err}");
 }
 
 /// A chain of elementwise ops (Gemma 2's logit soft-cap plus a bias) runs
@@ -441,4 +441,40 @@ fn reductions_and_moe_routers() {
     let got = check("sparse_mixer", &Op::SparseMixer { jitter_eps: 0.01 }, &[&router]).unwrap();
     let wider = reference_op(&Op::SparseMixer { jitter_eps: 0.2 }, &[&router]);
     assert_separates_by("sparse_mixer: the jitter band matters", &got, &wider, 1e-3);
+}
+
+#[test]
+fn concat_and_the_recurrent_layers_with_ragged_rows() {
+    let (a, b) = (t(&[2, 3, 5], 70), t(&[2, 4, 5], 71));
+    if check("concat axis 1", &Op::Concat { axis: 1 }, &[&a, &b]).is_none() {
+        return;
+    }
+    check("concat axis 2", &Op::Concat { axis: 2 }, &[&a, &t(&[2, 3, 2], 72)]);
+    // Row 0 advances 5 tokens, row 1 only 2 (its padding must not enter
+    // the carried state).
+    let lengths = Tensor::i32(vec![2], vec![5, 2]);
+    let (x, w, state) = (t(&[2, 5, 6], 73), t(&[6, 4], 74), t(&[2, 3, 6], 75));
+    let op = Op::CausalConv1d { kernel: 4 };
+    let got = check("causal_conv1d", &op, &[&x, &w, &state, &lengths]).unwrap();
+    let all_full = Tensor::i32(vec![2], vec![5, 5]);
+    assert_separates("causal_conv1d: each row's own length", &got, &reference_op(&op, &[&x, &w, &state, &all_full]));
+    // 2 key heads serving 4 value heads.
+    let (q, k) = (t(&[2, 2, 5, 4], 76), t(&[2, 2, 5, 4], 77));
+    let v = t(&[2, 4, 5, 3], 78);
+    let g = Tensor::f32(vec![2, 4, 5], values(79, 40, -1.0, 0.0));
+    let beta = Tensor::f32(vec![2, 4, 5], values(80, 40, 0.0, 1.0));
+    let s0 = t(&[2, 4, 4, 3], 81);
+    let got = check("gated_delta_rule", &Op::GatedDeltaRule, &[&q, &k, &v, &g, &beta, &s0, &lengths]).unwrap();
+    let wrong = reference_op(&Op::GatedDeltaRule, &[&q, &k, &v, &g, &beta, &s0, &all_full]);
+    assert_separates("gated_delta_rule: each row's own length", &got, &wrong);
+}
+
+#[test]
+fn a_graph_with_an_op_without_a_kernel_is_refused_naming_op_target_and_node() {
+    let graph = text::parse(
+        "graph \"g\" {\n  %0 = input{name=\"x\"} : f32[4]\n  %1 = clamp{min=0.0} %0 : f32[4]\n  %2 = output{name=\"y\"} %1 : f32[4]\n}\n",
+    )
+    .unwrap();
+    let e = graphc_gpu::lower::check_graph(&graph, "cuda").unwrap_err().to_string();
+    assert!(e.contains("op `clamp` has no cuda kernel") && e.contains("at `%1 = clamp"), "{e}");
 }

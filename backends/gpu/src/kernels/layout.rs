@@ -1,6 +1,7 @@
 //! Layout copies: `permute`, `narrow` and `contiguous` are all one strided
 //! read — `y[i] = x[offset + Σ_k i_k · stride_k]` over the output's index
-//! `(i_0, .., i_3)` — so they are one kernel. (`reshape` is no kernel at
+//! `(i_0, .., i_3)` — so they are one kernel; `concat` is one strided write
+//! per input. (`reshape` is no kernel at
 //! all: dense buffers are reinterpreted in place.)
 
 use super::{thread_index, WORKGROUP};
@@ -32,6 +33,37 @@ pub fn strided_copy() -> Kernel {
                         "x",
                         param("offset") + var("i0") * param("s0") + var("i1") * param("s1") + var("i2") * param("s2") + var("i3") * param("s3"),
                     ),
+                ),
+            ],
+        ),
+    ])
+}
+
+/// The inverse of `strided_copy`: a dense `x` written into `y` at
+/// `offset + Σ_k i_k · stride_k` (one input of a `concat`). Buffers `x, y`;
+/// params `n` (elements of `x`), `d1, d2, d3` (x's dims after the first,
+/// rank padded to 4), `offset`, `s0..s3` (y's element strides per x axis).
+/// Grid: `ceil(n / 256)`.
+pub fn strided_store() -> Kernel {
+    let mut k = Kernel::new("strided_store", WORKGROUP).input("x", Ty::F32).output("y", Ty::F32);
+    for p in ["n", "d1", "d2", "d3", "offset", "s0", "s1", "s2", "s3"] {
+        k = k.param(p, Ty::U32);
+    }
+    k.body(vec![
+        let_("i", Ty::U32, thread_index()),
+        if_(
+            var("i").lt(param("n")),
+            vec![
+                let_("i3", Ty::U32, var("i") % param("d3")),
+                let_("rest", Ty::U32, var("i") / param("d3")),
+                let_("i2", Ty::U32, var("rest") % param("d2")),
+                assign("rest", var("rest") / param("d2")),
+                let_("i1", Ty::U32, var("rest") % param("d1")),
+                let_("i0", Ty::U32, var("rest") / param("d1")),
+                store(
+                    "y",
+                    param("offset") + var("i0") * param("s0") + var("i1") * param("s1") + var("i2") * param("s2") + var("i3") * param("s3"),
+                    load("x", var("i")),
                 ),
             ],
         ),

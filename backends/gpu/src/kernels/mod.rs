@@ -11,6 +11,7 @@ pub mod kv_append;
 pub mod layout;
 pub mod matmul;
 pub mod norm;
+pub mod recurrent;
 pub mod reduce;
 pub mod rope;
 pub mod softmax;
@@ -71,5 +72,8 @@ pub fn catalog() -> Vec<(&'static str, Kernel)> {
     all.push(("attention", attention::attention()));
     all.push(("kv_append", kv_append::kv_append()));
     all.push(("layout", layout::strided_copy()));
+    all.push(("layout", layout::strided_store()));
+    all.push(("recurrent", recurrent::causal_conv1d()));
+    all.push(("recurrent", recurrent::gated_delta_rule()));
     all
 }
