@@ -4,7 +4,7 @@
 //! are spelled out here once (`unary_expr`), in the reference executor's
 //! formulas, for every target.
 
-use super::{thread_index, WORKGROUP};
+use super::{thread_index, unravel4, WORKGROUP};
 use crate::kir::*;
 use graphc_ir::{BinaryOp, UnaryOp};
 
@@ -86,15 +86,7 @@ pub fn binary(op: BinaryOp) -> Kernel {
         let_("i", Ty::U32, thread_index()),
         if_(
             var("i").lt(param("n")),
-            vec![
-                let_("i3", Ty::U32, var("i") % param("d3")),
-                let_("rest", Ty::U32, var("i") / param("d3")),
-                let_("i2", Ty::U32, var("rest") % param("d2")),
-                assign("rest", var("rest") / param("d2")),
-                let_("i1", Ty::U32, var("rest") % param("d1")),
-                let_("i0", Ty::U32, var("rest") / param("d1")),
-                store("y", var("i"), value),
-            ],
+            unravel4().into_iter().chain([store("y", var("i"), value)]).collect(),
         ),
     ])
 }
@@ -177,14 +169,7 @@ pub fn chain(tree: &Chain, inputs: usize) -> Kernel {
             k = k.param(&format!("s{i}_{axis}"), Ty::U32);
         }
     }
-    let mut body = vec![
-        let_("i3", Ty::U32, var("i") % param("d3")),
-        let_("rest", Ty::U32, var("i") / param("d3")),
-        let_("i2", Ty::U32, var("rest") % param("d2")),
-        assign("rest", var("rest") / param("d2")),
-        let_("i1", Ty::U32, var("rest") % param("d1")),
-        let_("i0", Ty::U32, var("rest") / param("d1")),
-    ];
+    let mut body = unravel4();
     for i in 0..inputs {
         let s = |axis: u32| param(&format!("s{i}_{axis}"));
         body.push(let_(&format!("at{i}"), Ty::U32, var("i0") * s(0) + var("i1") * s(1) + var("i2") * s(2) + var("i3") * s(3)));

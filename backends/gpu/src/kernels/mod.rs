@@ -28,6 +28,21 @@ pub fn thread_index() -> Expr {
     group_index() * u(WORKGROUP) + local_id()
 }
 
+/// Statements splitting the linear index `i` into `i0..i3` over a rank-4
+/// shape `[_, d1, d2, d3]` (params): the broadcasting and layout kernels'
+/// index math.
+pub fn unravel4() -> Vec<crate::kir::Stmt> {
+    use crate::kir::*;
+    vec![
+        let_("i3", Ty::U32, var("i") % param("d3")),
+        let_("rest", Ty::U32, var("i") / param("d3")),
+        let_("i2", Ty::U32, var("rest") % param("d2")),
+        assign("rest", var("rest") / param("d2")),
+        let_("i1", Ty::U32, var("rest") % param("d1")),
+        let_("i0", Ty::U32, var("rest") / param("d1")),
+    ]
+}
+
 /// The weight storage types the matmul and gather kernels read.
 pub const WEIGHT_DTYPES: [DType; 9] =
     [DType::F32, DType::F16, DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q8_0, DType::Q4K, DType::Q5K, DType::Q6K];
