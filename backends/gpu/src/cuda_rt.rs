@@ -159,8 +159,7 @@ impl CudaDevice {
         Ok(CudaDevice { ctx, stream, arch, name, functions: Mutex::new(HashMap::new()) })
     }
 
-    fn function(&self, kernel: &Kernel) -> Result<CudaFunction, GpuError> {
-        let key = kernel.hash();
+    fn function(&self, kernel: &Kernel, key: u64) -> Result<CudaFunction, GpuError> {
         if let Some(f) = self.functions.lock().expect("function cache").get(&key) {
             return Ok(f.clone());
         }
@@ -206,7 +205,7 @@ impl Device for CudaDevice {
     fn run(&self, launches: &[Launch<'_, CudaBuffer>]) -> Result<(), GpuError> {
         for l in launches {
             l.check()?;
-            let f = self.function(l.kernel)?;
+            let f = self.function(l.kernel, l.key)?;
             let pointers: Vec<u64> = l.buffers.iter().map(|b| self.pointer(b)).collect();
             let params: Vec<u32> = l.params.iter().map(|v| v.bits()).collect();
             let mut builder = self.stream.launch_builder(&f);

@@ -33,10 +33,12 @@ impl Value {
     }
 }
 
-/// One kernel launch: the kernel, its buffers in binding order, its
+/// One kernel launch: the kernel (and its `Kernel::hash`, computed once
+/// by whoever keeps the call), its buffers in binding order, its
 /// parameters in declaration order, and the number of workgroups.
 pub struct Launch<'a, B> {
     pub kernel: &'a Kernel,
+    pub key: u64,
     pub buffers: Vec<&'a B>,
     pub params: Vec<Value>,
     pub groups: u32,
@@ -160,7 +162,7 @@ pub trait Device {
         let launches: Vec<Launch<'_, Self::Buffer>> = calls
             .iter()
             .zip(&bound)
-            .map(|(c, b)| Launch { kernel: &c.kernel, buffers: b.iter().collect(), params: c.params.clone(), groups: c.groups })
+            .map(|(c, b)| Launch { kernel: &c.kernel, key: c.kernel.hash(), buffers: b.iter().collect(), params: c.params.clone(), groups: c.groups })
             .collect();
         self.run(&launches)?;
         Ok(Tensor::f32(out_shape, self.read_f32(&result)?))

@@ -16,7 +16,7 @@
 //! a decode step in the steady state allocates nothing. Results that become
 //! state never return to the pool; step outputs return after read-back.
 
-use crate::lower::{lower, Arg, ArgInfo};
+use crate::lower::{lower, Arg, ArgInfo, KernelCall};
 use crate::device::{bind_args, tensor_bytes, Device, Launch};
 use crate::kernels::elementwise::Chain;
 use crate::GpuError;
@@ -56,7 +56,14 @@ pub struct GpuGraph<D: Device> {
     /// Device buffers allocated for kernel results so far (a decode step in
     /// the steady state adds none).
     pub result_allocations: usize,
+    /// Each node's kernel calls (with their kernels' hashes) for the op (its
+    /// symbolic bounds resolved) and input shapes it last ran on: a decode
+    /// step lowers nothing anew.
+    call_cache: HashMap<NodeId, (Op, Vec<ArgInfo>, KeyedCalls)>,
 }
+
+/// An op's kernel calls, each with its kernel's hash.
+type KeyedCalls = Arc<Vec<(KernelCall, u64)>>;
 
 /// Chain roots → (the chain, its leaf values in input order).
 type Chains = HashMap<NodeId, (Chain, Vec<NodeId>)>;
@@ -165,6 +172,7 @@ impl<D: Device> GpuGraph<D> {
             pool: HashMap::new(),
             last_launches: 0,
             result_allocations: 0,
+            call_cache: HashMap::new(),
         })
     }
 
@@ -258,21 +266,35 @@ impl<D: Device> GpuGraph<D> {
                 }
                 _ if self.inner.contains(&id) => continue,
                 op => {
-                    let (op_calls, args) = if let Some((tree, leaves)) = self.chains.get(&id) {
-                        let infos: Vec<ArgInfo> =
-                            leaves.iter().map(|a| ArgInfo { dtype: values[a].dtype, shape: values[a].shape.clone() }).collect();
-                        let call = crate::lower::lower_chain(tree, &infos, self.device.target()).map_err(|e| node_err(graph, id, e.to_string()))?;
-                        (vec![call], leaves.clone())
-                    } else {
-                        let op = resolve_dims(op, &env).map_err(|m| node_err(graph, id, m))?;
-                        let infos: Vec<ArgInfo> =
-                            args.iter().map(|a| ArgInfo { dtype: values[a].dtype, shape: values[a].shape.clone() }).collect();
-                        let calls = lower(&op, &infos, self.device.target(), self.device.binding_limits()).map_err(|e| node_err(graph, id, e.to_string()))?;
-                        self.host_checks(&op, &args, &infos, inputs).map_err(|m| node_err(graph, id, m))?;
-                        (calls, args)
+                    let operand_ids = match self.chains.get(&id) {
+                        Some((_, leaves)) => leaves.clone(),
+                        None => args.clone(),
                     };
-                    let out_shape = op_calls[0].out_shape.clone();
-                    let in_place = op_calls[0].args.iter().find_map(|a| if let Arg::InPlace(i) = a { Some(*i) } else { None });
+                    let infos: Vec<ArgInfo> =
+                        operand_ids.iter().map(|a| ArgInfo { dtype: values[a].dtype, shape: values[a].shape.clone() }).collect();
+                    let op = resolve_dims(op, &env).map_err(|m| node_err(graph, id, m))?;
+                    if !self.chains.contains_key(&id) {
+                        self.host_checks(&op, &args, &infos, inputs).map_err(|m| node_err(graph, id, m))?;
+                    }
+                    let op_calls = match self.call_cache.get(&id) {
+                        Some((cached_op, cached, calls)) if *cached == infos && *cached_op == op => calls.clone(),
+                        _ => {
+                            let calls = match self.chains.get(&id) {
+                                Some((tree, _)) => vec![crate::lower::lower_chain(tree, &infos, self.device.target())],
+                                None => lower(&op, &infos, self.device.target(), self.device.binding_limits()).map(|c| c.into_iter().map(Ok).collect()).unwrap_or_else(|e| vec![Err(e)]),
+                            };
+                            let calls: Vec<KernelCall> = calls.into_iter().collect::<Result<_, _>>().map_err(|e| node_err(graph, id, e.to_string()))?;
+                            let keyed: KeyedCalls = Arc::new(calls.into_iter().map(|c| {
+                                let key = c.kernel.hash();
+                                (c, key)
+                            }).collect());
+                            self.call_cache.insert(id, (op.clone(), infos.clone(), keyed.clone()));
+                            keyed
+                        }
+                    };
+                    let args = operand_ids;
+                    let out_shape = op_calls[0].0.out_shape.clone();
+                    let in_place = op_calls[0].0.args.iter().find_map(|a| if let Arg::InPlace(i) = a { Some(*i) } else { None });
                     let operands: Vec<D::Buffer> = args.iter().map(|a| values[a].buffer.clone()).collect();
                     let result = match in_place {
                         Some(i) => operands[i].clone(),
@@ -291,9 +313,9 @@ impl<D: Device> GpuGraph<D> {
                             buffer
                         }
                     };
-                    for call in op_calls {
-                        let buffers = bind_args(self.device.as_ref(), &call.args, &operands, &result)?;
-                        calls.push((call, buffers));
+                    for i in 0..op_calls.len() {
+                        let buffers = bind_args(self.device.as_ref(), &op_calls[i].0.args, &operands, &result)?;
+                        calls.push((op_calls.clone(), i, buffers));
                     }
                     DeviceValue { buffer: result, dtype: DType::F32, shape: out_shape }
                 }
@@ -307,7 +329,10 @@ impl<D: Device> GpuGraph<D> {
         }
         let launches: Vec<Launch<'_, D::Buffer>> = calls
             .iter()
-            .map(|(call, buffers)| Launch { kernel: &call.kernel, buffers: buffers.iter().collect(), params: call.params.clone(), groups: call.groups })
+            .map(|(op_calls, i, buffers)| {
+                let (call, key) = &op_calls[*i];
+                Launch { kernel: &call.kernel, key: *key, buffers: buffers.iter().collect(), params: call.params.clone(), groups: call.groups }
+            })
             .collect();
         self.device.run(&launches)?;
         self.last_launches = launches.len();

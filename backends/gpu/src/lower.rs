@@ -41,7 +41,7 @@ pub struct KernelCall {
 }
 
 /// What the lowering needs of one input: its storage type and shape.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct ArgInfo {
     pub dtype: DType,
     pub shape: Vec<usize>,

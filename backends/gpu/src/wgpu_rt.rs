@@ -19,6 +19,13 @@ pub struct GpuBuffer {
     buffer: Arc<wgpu::Buffer>,
     pub bytes: u64,
     offset: u64,
+    /// Unique per allocation (views share it): the bind-group cache's key.
+    id: u64,
+}
+
+fn next_buffer_id() -> u64 {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
 }
 
 impl GpuBuffer {
@@ -26,7 +33,7 @@ impl GpuBuffer {
     /// (`offset` a multiple of the device's storage offset alignment).
     pub fn view(&self, offset: u64, bytes: u64) -> GpuBuffer {
         assert!(offset + bytes <= self.bytes, "view {offset}+{bytes} of a {}-byte buffer", self.bytes);
-        GpuBuffer { buffer: self.buffer.clone(), bytes, offset: self.offset + offset }
+        GpuBuffer { buffer: self.buffer.clone(), bytes, offset: self.offset + offset, id: self.id }
     }
 
     fn binding(&self) -> wgpu::BindingResource<'_> {
@@ -48,7 +55,20 @@ pub struct WgpuDevice {
     pipelines: Mutex<HashMap<u64, Arc<Pipeline>>>,
     /// A smaller binding limit than the device's (tests of the split path).
     max_binding_override: Option<u64>,
+    /// Every launch's parameters of one `run`, each at its own aligned
+    /// offset of one uniform buffer (kept and grown; the lock spans
+    /// writing it and submitting, so concurrent runs cannot interleave).
+    params_arena: Mutex<Option<GpuBuffer>>,
+    bind_groups: Mutex<HashMap<BindGroupKey, wgpu::BindGroup>>,
 }
+
+/// A bind group is the pipeline, each binding's (buffer, offset, size), and
+/// where the parameters sit in the arena.
+type BindGroupKey = (u64, Vec<(u64, u64, u64)>, u64, u64);
+
+/// Bind groups kept before the cache is dropped and refilled (a step's
+/// inputs are new buffers each time, so their groups never hit).
+const MAX_BIND_GROUPS: usize = 8192;
 
 impl WgpuDevice {
     /// The first adapter of the backends `WGPU_BACKEND` names (Vulkan when
@@ -70,13 +90,21 @@ impl WgpuDevice {
             ..Default::default()
         }))
         .map_err(|e| GpuError::NoDevice { backend: "wgpu", reason: e.to_string() })?;
-        Ok(WgpuDevice { device, queue, adapter_name, pipelines: Mutex::new(HashMap::new()), max_binding_override: None })
+        Ok(WgpuDevice {
+            device,
+            queue,
+            adapter_name,
+            pipelines: Mutex::new(HashMap::new()),
+            max_binding_override: None,
+            params_arena: Mutex::new(None),
+            bind_groups: Mutex::new(HashMap::new()),
+        })
     }
 
     fn buffer(&self, bytes: u64, usage: wgpu::BufferUsages) -> GpuBuffer {
         let size = bytes.max(4).next_multiple_of(4);
         let buffer = self.device.create_buffer(&wgpu::BufferDescriptor { label: None, size, usage, mapped_at_creation: false });
-        GpuBuffer { buffer: Arc::new(buffer), bytes, offset: 0 }
+        GpuBuffer { buffer: Arc::new(buffer), bytes, offset: 0, id: next_buffer_id() }
     }
 
     pub fn binding_limits(&self) -> BindingLimits {
@@ -106,8 +134,7 @@ impl WgpuDevice {
         self.buffer(bytes, wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_DST | wgpu::BufferUsages::COPY_SRC)
     }
 
-    fn pipeline(&self, kernel: &Kernel) -> Result<Arc<Pipeline>, GpuError> {
-        let key = kernel.hash();
+    fn pipeline(&self, kernel: &Kernel, key: u64) -> Result<Arc<Pipeline>, GpuError> {
         if let Some(p) = self.pipelines.lock().expect("pipeline cache").get(&key) {
             return Ok(p.clone());
         }
@@ -135,44 +162,68 @@ impl WgpuDevice {
     }
 
     /// Records `launches` in order into one command buffer and submits it.
-    /// Each launch's arguments are checked against its kernel first.
+    /// Each launch's arguments are checked against its kernel first. The
+    /// parameters of all launches go up in one write; bind groups are
+    /// reused while their buffers are (the buffer plan keeps them).
     pub fn run(&self, launches: &[Launch<'_, GpuBuffer>]) -> Result<(), GpuError> {
-        let mut prepared = vec![];
+        let align = self.device.limits().min_uniform_buffer_offset_alignment as usize;
+        let mut params = vec![];
+        let mut offsets = vec![];
         for l in launches {
             l.check()?;
-            let k = l.kernel;
-            let bad = |message: String| GpuError::Launch { kernel: k.name.clone(), message };
-            let pipeline = self.pipeline(k)?;
-            let mut entries: Vec<wgpu::BindGroupEntry> = l
-                .buffers
-                .iter()
-                .enumerate()
-                .map(|(i, b)| wgpu::BindGroupEntry { binding: i as u32, resource: b.binding() })
-                .collect();
-            let params_buf;
-            if !k.params.is_empty() {
+            offsets.push(params.len() as u64);
+            if !l.params.is_empty() {
                 let words: Vec<u32> = l.params.iter().map(|v| v.bits()).collect();
-                let mut bytes: Vec<u8> = bytemuck::cast_slice(&words).to_vec();
-                bytes.resize(bytes.len().next_multiple_of(16), 0);
-                params_buf = self.buffer(bytes.len() as u64, wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST);
-                self.queue.write_buffer(&params_buf.buffer, 0, &bytes);
-                entries.push(wgpu::BindGroupEntry { binding: k.buffers.len() as u32, resource: params_buf.buffer.as_entire_binding() });
+                params.extend_from_slice(bytemuck::cast_slice(&words));
+                params.resize(params.len().next_multiple_of(align), 0);
             }
-            let scope = self.device.push_error_scope(wgpu::ErrorFilter::Validation);
-            let bind_group = self.device.create_bind_group(&wgpu::BindGroupDescriptor { label: None, layout: &pipeline.layout, entries: &entries });
-            if let Some(e) = pollster::block_on(scope.pop()) {
-                return Err(bad(format!("wgpu refused its buffers: {e}")));
+        }
+        let mut arena = self.params_arena.lock().expect("params arena");
+        if arena.as_ref().is_none_or(|a| a.bytes < params.len() as u64) {
+            let size = (params.len() as u64).max(4096).next_power_of_two();
+            *arena = Some(self.buffer(size, wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST));
+        }
+        let arena = arena.as_ref().expect("made above");
+        if !params.is_empty() {
+            self.queue.write_buffer(&arena.buffer, 0, &params);
+        }
+        let mut cache = self.bind_groups.lock().expect("bind group cache");
+        if cache.len() > MAX_BIND_GROUPS {
+            cache.clear();
+        }
+        let mut prepared = vec![];
+        let scope = self.device.push_error_scope(wgpu::ErrorFilter::Validation);
+        for (l, &at) in launches.iter().zip(&offsets) {
+            let pipeline = self.pipeline(l.kernel, l.key)?;
+            let key: BindGroupKey = (l.key, l.buffers.iter().map(|b| (b.id, b.offset, b.bytes)).collect(), at, arena.id);
+            if !cache.contains_key(&key) {
+                let mut entries: Vec<wgpu::BindGroupEntry> =
+                    l.buffers.iter().enumerate().map(|(i, b)| wgpu::BindGroupEntry { binding: i as u32, resource: b.binding() }).collect();
+                if !l.params.is_empty() {
+                    let size = std::num::NonZeroU64::new((l.params.len() as u64 * 4).next_multiple_of(16));
+                    let resource = wgpu::BindingResource::Buffer(wgpu::BufferBinding { buffer: &arena.buffer, offset: at, size });
+                    entries.push(wgpu::BindGroupEntry { binding: l.kernel.buffers.len() as u32, resource });
+                }
+                let group = self.device.create_bind_group(&wgpu::BindGroupDescriptor { label: None, layout: &pipeline.layout, entries: &entries });
+                cache.insert(key.clone(), group);
             }
-            prepared.push((pipeline, bind_group, grid(l.groups)));
+            prepared.push((pipeline, key, grid(l.groups)));
+        }
+        if let Some(e) = pollster::block_on(scope.pop()) {
+            // Name the launch: the first whose buffers wgpu refuses.
+            cache.clear();
+            let culprit = launches.iter().find(|l| l.buffers.iter().any(|b| b.offset + b.bytes.next_multiple_of(4) > b.buffer.size()));
+            let kernel = culprit.map_or_else(|| "one of this step's kernels".to_string(), |l| l.kernel.name.clone());
+            return Err(GpuError::Launch { kernel, message: format!("wgpu refused its buffers: {e}") });
         }
         let validation = self.device.push_error_scope(wgpu::ErrorFilter::Validation);
         let memory = self.device.push_error_scope(wgpu::ErrorFilter::OutOfMemory);
         let mut encoder = self.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: None });
         {
             let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor { label: None, timestamp_writes: None });
-            for (pipeline, bind_group, (x, y)) in &prepared {
+            for (pipeline, key, (x, y)) in &prepared {
                 pass.set_pipeline(&pipeline.pipeline);
-                pass.set_bind_group(0, bind_group, &[]);
+                pass.set_bind_group(0, &cache[key], &[]);
                 pass.dispatch_workgroups(*x, *y, 1);
             }
         }
