@@ -228,6 +228,10 @@ impl Device for CudaDevice {
     fn read(&self, buf: &CudaBuffer) -> Result<Vec<u8>, GpuError> {
         let start = buf.offset as usize;
         let view = buf.slice.slice(start..start + buf.bytes as usize);
-        self.stream.clone_dtoh(&view).map_err(driver_err)
+        let bytes = self.stream.clone_dtoh(&view).map_err(driver_err)?;
+        // A copy into pageable memory completes before returning; the
+        // explicit wait keeps that true whatever memory the Vec is.
+        self.stream.synchronize().map_err(driver_err)?;
+        Ok(bytes)
     }
 }
