@@ -12,7 +12,7 @@ pub enum Error {
     Pass(#[from] graphc_passes::manager::PassError),
     #[error("{0}")]
     Exec(#[from] graphc_backends::cpu::reference::ExecError),
-    #[error("{0}")]
+    #[error(transparent)]
     Gpu(#[from] graphc_gpu::GpuError),
     #[error("plan {plan}: {message}")]
     PlanMismatch { plan: String, message: String },

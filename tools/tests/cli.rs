@@ -180,3 +180,24 @@ fn gemma3_chat_falls_back_to_its_turn_format_and_says_so() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("has no chat template: --chat uses gemma3's turn format"), "{err}");
 }
+
+/// A machine without a Vulkan driver asked for `--device wgpu` gets an
+/// error saying so, exit code 1, never a panic; a plan compiled for wgpu
+/// records the device.
+#[test]
+fn wgpu_without_an_adapter_is_a_clear_error() {
+    let dir = temp_dir("cli-wgpu");
+    let ck = smollm2();
+    let plan = dir.join("smollm2-wgpu.plan");
+    let v = json_of(&graphc(&["compile", ck.to_str().unwrap(), "-o", plan.to_str().unwrap(), "--device", "wgpu", "--max-seq", "64", "--json"]));
+    assert_eq!(v["device"], "wgpu");
+    let out = Command::new(env!("CARGO_BIN_EXE_graphc"))
+        .args(["run", plan.to_str().unwrap(), "--prompt", "Hi", "-n", "1"])
+        .env("VK_ICD_FILENAMES", "/nonexistent/icd.json")
+        .env("WGPU_BACKEND", "vulkan")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("wgpu: no device") && !err.contains("panicked"), "{err}");
+}
