@@ -246,14 +246,7 @@ impl<D: Device> GpuGraph<D> {
                         Op::Input { name, .. } => &inputs[name],
                         _ => return Err(node_err(graph, id, "to_host of a value computed on the device is not supported yet".into())),
                     };
-                    if *nonempty && t.numel() == 0 {
-                        return Err(node_err(graph, id, format!("to_host of an empty tensor {:?}", t.shape())));
-                    }
-                    if let (Some(b), Some(vals)) = (bound, t.as_i32()) {
-                        if let Some((i, v)) = vals.iter().enumerate().find(|(_, &v)| v < 0 || v as u64 >= *b) {
-                            return Err(node_err(graph, id, format!("to_host: value {v} at index {i} is outside 0..{b}")));
-                        }
-                    }
+                    graphc_backends::cpu::reference::to_host_checks(t, *nonempty, *bound).map_err(|m| node_err(graph, id, m))?;
                     values[&args[0]].clone()
                 }
                 Op::StateOut { name } => {
@@ -373,10 +366,7 @@ impl<D: Device> GpuGraph<D> {
                     _ => (6, infos[0].shape[2]),
                 };
                 let lengths = host_i32(args[lengths_at]).ok_or("the row lengths are not a step input")?;
-                match lengths.iter().enumerate().find(|(_, &n)| n < 0 || n as usize > s) {
-                    Some((bi, n)) => Err(format!("batch row {bi} has length {n}, outside 0..={s} (the step's tokens)")),
-                    None => Ok(()),
-                }
+                (0..lengths.len()).try_for_each(|bi| graphc_backends::cpu::reference::row_length(lengths, bi, s).map(|_| ()))
             }
             Op::Gather => {
                 let rows = infos[0].shape[0];

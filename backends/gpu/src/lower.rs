@@ -10,6 +10,7 @@ use crate::kernels::{self, attention::MAX_HEAD_DIM, WEIGHT_DTYPES};
 use crate::kir::Kernel;
 use crate::device::{groups_for, BindingLimits, Value};
 use crate::GpuError;
+use graphc_backends::cpu::reference::strides;
 use graphc_ir::{DType, NormKind, Op, RopeScaling};
 
 /// Where a kernel argument comes from.
@@ -413,15 +414,6 @@ pub fn lower_chain(tree: &kernels::elementwise::Chain, leaves: &[ArgInfo], targe
     params.extend(strides.iter().flatten().map(|&s| n32(s)));
     let args = (0..leaves.len()).map(Arg::Input).chain([Arg::Output]).collect();
     Ok(KernelCall { kernel: kernels::elementwise::chain(tree, leaves.len()), args, params, groups: groups_for(n), out_shape: out })
-}
-
-/// Dense row-major element strides of `shape`.
-fn strides(shape: &[usize]) -> Vec<usize> {
-    let mut s = vec![1; shape.len()];
-    for i in (0..shape.len().saturating_sub(1)).rev() {
-        s[i] = s[i + 1] * shape[i + 1];
-    }
-    s
 }
 
 /// The strided-copy call producing `out` from input element `offset +

@@ -48,7 +48,8 @@ pub fn run(
     exec::run(&Reference, graph, inputs, states, weights)
 }
 
-pub(crate) fn strides(shape: &[usize]) -> Vec<usize> {
+/// Dense row-major element strides of `shape`.
+pub fn strides(shape: &[usize]) -> Vec<usize> {
     let mut s = vec![1; shape.len()];
     for i in (0..shape.len().saturating_sub(1)).rev() {
         s[i] = s[i + 1] * shape[i + 1];
@@ -129,8 +130,22 @@ pub fn sparse_mixer(scores: &[f32], jitter_eps: f32) -> Vec<f32> {
     out
 }
 
+/// `ToHost`'s checks on the value read: `nonempty`, and every i32 value
+/// within `0..bound` (every backend runs these on the host).
+pub fn to_host_checks(t: &Tensor, nonempty: bool, bound: Option<u64>) -> Result<(), String> {
+    if nonempty && t.numel() == 0 {
+        return Err(format!("to_host of an empty tensor {:?}", t.shape()));
+    }
+    if let (Some(b), Some(vals)) = (bound, t.as_i32()) {
+        if let Some((i, v)) = vals.iter().enumerate().find(|(_, &v)| v < 0 || v as u64 >= b) {
+            return Err(format!("to_host: value {v} at index {i} is outside 0..{b}"));
+        }
+    }
+    Ok(())
+}
+
 /// Row `bi`'s token count this step, which must lie in `0..=s`.
-fn row_length(lengths: &[i32], bi: usize, s: usize) -> Result<usize, String> {
+pub fn row_length(lengths: &[i32], bi: usize, s: usize) -> Result<usize, String> {
     let n = *lengths.get(bi).ok_or(format!("no length given for batch row {bi}"))?;
     usize::try_from(n).ok().filter(|&n| n <= s).ok_or(format!("batch row {bi} has length {n}, outside 0..={s} (the step's tokens)"))
 }
@@ -145,14 +160,7 @@ pub(crate) fn eval(op: &Op, args: &[&Val], env: &Env) -> Result<Tensor, String> 
     match op {
         Op::ToHost { nonempty, bound } => {
             let t = dense(a0())?;
-            if *nonempty && t.numel() == 0 {
-                return Err(format!("to_host of an empty tensor {:?}", t.shape()));
-            }
-            if let (Some(b), Some(vals)) = (bound, t.as_i32()) {
-                if let Some((i, v)) = vals.iter().enumerate().find(|(_, &v)| v < 0 || v as u64 >= *b) {
-                    return Err(format!("to_host: value {v} at index {i} is outside 0..{b}"));
-                }
-            }
+            to_host_checks(&t, *nonempty, *bound)?;
             Ok(t)
         }
         Op::Contiguous => dense(a0()),
