@@ -273,10 +273,10 @@ impl<D: Device> GpuGraph<D> {
                         Some((cached_op, cached, calls)) if *cached == infos && *cached_op == op => calls.clone(),
                         _ => {
                             let calls = match self.chains.get(&id) {
-                                Some((tree, _)) => vec![crate::lower::lower_chain(tree, &infos, self.device.target())],
-                                None => lower(&op, &infos, self.device.target(), self.device.binding_limits()).map(|c| c.into_iter().map(Ok).collect()).unwrap_or_else(|e| vec![Err(e)]),
+                                Some((tree, _)) => crate::lower::lower_chain(tree, &infos, self.device.target()).map(|c| vec![c]),
+                                None => lower(&op, &infos, self.device.target(), self.device.binding_limits()),
                             };
-                            let calls: Vec<KernelCall> = calls.into_iter().collect::<Result<_, _>>().map_err(|e| node_err(graph, id, e.to_string()))?;
+                            let calls = calls.map_err(|e| node_err(graph, id, e.to_string()))?;
                             let keyed: KeyedCalls = Arc::new(calls.into_iter().map(|c| {
                                 let key = c.kernel.hash();
                                 (c, key)
