@@ -115,6 +115,38 @@ fn dot_row_matches_dequantize_then_dot_for_every_type_and_isa() {
 }
 
 #[test]
+fn four_row_dots_match_dequantize_then_dot_and_do_not_depend_on_their_group() {
+    let mut rng = Rng(0x2545f4914f6cdd1d);
+    let k = 768; // 24 blocks of 32, 3 of 256
+    for dtype in TYPES {
+        let rows = random_weights(dtype, 5, k, &mut rng);
+        let rb = rows.len() / 5;
+        let row = |r: usize| &rows[r * rb..(r + 1) * rb];
+        let x: Vec<f32> = (0..k).map(|_| rng.f32()).collect();
+        let sums = simd::group_sums(&x);
+        for isa in isas() {
+            let Some(got) = simd::dot_rows4(isa, dtype, [row(0), row(1), row(2), row(3)], &x, &sums) else {
+                assert!(!simd::has_rows4(isa, dtype), "{dtype} on {}: has_rows4 but no kernel", isa.name());
+                continue;
+            };
+            assert!(simd::has_rows4(isa, dtype));
+            for (r, g) in got.iter().enumerate() {
+                let w = dequantized(dtype, row(r), k);
+                let want: f64 = w.iter().zip(&x).map(|(a, b)| *a as f64 * *b as f64).sum();
+                let scale: f64 = w.iter().zip(&x).map(|(a, b)| (*a as f64 * *b as f64).abs()).sum();
+                assert!(close(*g, want, scale), "{dtype} on {} row {r}: {g} vs {want}", isa.name());
+            }
+            // The same row in another slot, beside other rows (or itself):
+            // the same bits, so a padded group or another thread split
+            // changes nothing.
+            let moved = simd::dot_rows4(isa, dtype, [row(4), row(2), row(2), row(0)], &x, &sums).unwrap();
+            assert_eq!(moved[1].to_bits(), got[2].to_bits(), "{dtype} on {}", isa.name());
+            assert_eq!(moved[3].to_bits(), got[0].to_bits(), "{dtype} on {}", isa.name());
+        }
+    }
+}
+
+#[test]
 fn the_row_dot_test_separates_a_kernel_that_drops_the_min() {
     // The negative control for the test above: the q4_1 row without its
     // `m * Σx` term is far outside the tolerance.

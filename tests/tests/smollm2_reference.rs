@@ -25,6 +25,11 @@ fn smollm2_fast_backend_matches_the_reference_tokens_and_logits() {
     for k in ["matmul_rows", "matmul_tiled", "attention", "rope"] {
         assert!(counts.get(k).copied().unwrap_or(0) > 0, "fast kernel `{k}` never ran: {counts:?}");
     }
+    // The q4_1 matrix-vector products (all but the q8_0 output matrix)
+    // take the four-row kernel where the CPU has AVX-512.
+    if graphc_backends::cpu::simd::Isa::Avx512.available() {
+        assert!(counts.get("matmul_rows4").copied().unwrap_or(0) > 0, "{counts:?}");
+    }
 }
 
 #[test]

@@ -31,6 +31,12 @@ impl Evaluator for Reference {
     }
 }
 
+/// Whether `op`'s definition below loops across rayon's threads (the rest
+/// run on the calling thread).
+pub fn runs_in_parallel(op: &Op) -> bool {
+    matches!(op, Op::MatMul | Op::Attention { .. })
+}
+
 /// One op on host tensors, by its definition (for checking kernels).
 pub fn eval_op(op: &Op, args: &[Tensor]) -> Result<Tensor, String> {
     let vals: Vec<Val> = args.iter().cloned().map(Val::T).collect();

@@ -4,7 +4,7 @@
 //!
 //! | op | kernel |
 //! |---|---|
-//! | `matmul` on a checkpoint weight | dequantize-into-matmul (`matmul`), every GGUF block type, f16, f32 |
+//! | `matmul` on a checkpoint weight | dequantize-into-matmul (`matmul`), every GGUF block type, f16, f32; four weight rows per pass over the activations where the ISA has it (`matmul_rows4`) |
 //! | `attention` | over the cache in place, visible rows only, GQA native (`attention`) |
 //! | `rope` | sin/cos once per (row, position), shared by every head; in place |
 //! | `norm_rope` | q/k norm, heads-major transpose and rope in one pass per row |
@@ -90,7 +90,15 @@ impl Evaluator for Fast {
             Ok(t) => Ok(t),
             Err(args) => {
                 self.count("reference");
-                self.fallback.install(|| reference::Reference.eval(op, args, env))
+                // Handing an op to the pool's threads costs a wake-up and a
+                // sleep (~10 µs each); only the definitions that loop in
+                // parallel are worth it. The rest (`kv_append`, `gather`,
+                // ~70 a decode step) run here.
+                if reference::runs_in_parallel(op) {
+                    self.fallback.install(|| reference::Reference.eval(op, args, env))
+                } else {
+                    reference::Reference.eval(op, args, env)
+                }
             }
         }
     }
@@ -115,6 +123,9 @@ impl Fast {
                 let mut s = shape.clone();
                 *s.last_mut().unwrap() = w.shape[0];
                 self.count(if m < matmul::GEMM_MIN_ROWS { "matmul_rows" } else { "matmul_tiled" });
+                if m < matmul::GEMM_MIN_ROWS && simd::has_rows4(isa, w.dtype) {
+                    self.count("matmul_rows4");
+                }
                 Ok(Ok(Tensor::f32(s, out)))
             }
             Op::Attention { n_heads, n_kv_heads, scale, causal, window, softcap, ring } => {

@@ -112,6 +112,29 @@ pub fn dot_row(isa: Isa, dtype: DType, row: &[u8], x: &[f32], xsums: &[f32]) -> 
     portable::dot_row(dtype, row, x, xsums)
 }
 
+/// `dot_row` for four weight rows against one activation row, where the ISA
+/// has a four-row kernel for `dtype` (AVX-512: q4_0, q4_1): the
+/// activations are loaded once per block for all four. A row's result does
+/// not depend on the other three (pad a short group by repeating a row),
+/// but it is a different summation order from `dot_row`'s: a caller uses
+/// one or the other for a given `(isa, dtype)`, never a mix.
+pub fn dot_rows4(isa: Isa, dtype: DType, rows: [&[u8]; 4], x: &[f32], xsums: &[f32]) -> Option<[f32; 4]> {
+    #[cfg(target_arch = "x86_64")]
+    if isa == Isa::Avx512 {
+        assert!(isa.available(), "{} kernels on a CPU without them", isa.name());
+        // SAFETY: the CPU has AVX-512F and, with it, AVX2/FMA/F16C (checked
+        // above); `avx512::dot_rows4` asserts every row's length.
+        return unsafe { avx512::dot_rows4(dtype, rows, x, xsums) };
+    }
+    let _ = (isa, dtype, rows, x, xsums);
+    None
+}
+
+/// Whether `dot_rows4` has a kernel for `dtype` at `isa`.
+pub fn has_rows4(isa: Isa, dtype: DType) -> bool {
+    isa == Isa::Avx512 && matches!(dtype, DType::Q4_0 | DType::Q4_1)
+}
+
 /// One f32 tile's results: up to 8 activation rows × 4 weight rows.
 pub type Tile = [[f32; 4]; 8];
 
