@@ -147,6 +147,33 @@ fn four_row_dots_match_dequantize_then_dot_and_do_not_depend_on_their_group() {
 }
 
 #[test]
+fn a_run_of_rows_gives_each_row_its_row_kernels_bits() {
+    // `dot_rows` (one call per task's rows) must be `dot_row` per row, or
+    // `dot_rows4` where the ISA has it: 7 rows, so a group of 4 and a padded 3.
+    let mut rng = Rng(0x853c49e6748fea9b);
+    let (n, k) = (7, 512);
+    for dtype in TYPES {
+        let rows = random_weights(dtype, n, k, &mut rng);
+        let rb = rows.len() / n;
+        let x: Vec<f32> = (0..k).map(|_| rng.f32()).collect();
+        let sums = simd::group_sums(&x);
+        for isa in isas() {
+            let mut got = vec![0f32; n];
+            simd::dot_rows(isa, dtype, &rows, &x, &sums, &mut got);
+            for (r, g) in got.iter().enumerate() {
+                let row = &rows[r * rb..(r + 1) * rb];
+                let want = if simd::has_rows4(isa, dtype) {
+                    simd::dot_rows4(isa, dtype, [row; 4], &x, &sums).unwrap()[0]
+                } else {
+                    simd::dot_row(isa, dtype, row, &x, &sums)
+                };
+                assert_eq!(g.to_bits(), want.to_bits(), "{dtype} on {} row {r}: {g} vs {want}", isa.name());
+            }
+        }
+    }
+}
+
+#[test]
 fn the_row_dot_test_separates_a_kernel_that_drops_the_min() {
     // The negative control for the test above: the q4_1 row without its
     // `m * Σx` term is far outside the tolerance.

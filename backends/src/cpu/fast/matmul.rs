@@ -4,9 +4,9 @@
 //!
 //! - Few activation rows (decode, and small batches): each weight row is
 //!   decoded in registers and dotted with every activation row while it is
-//!   hot (`simd::dot_row`), or four weight rows together sharing each
-//!   load of the activations (`simd::dot_rows4`, where the ISA has it for
-//!   the type). Weights are read once per step: the memory-bound case.
+//!   hot (`simd::dot_rows`: a task's rows in one call; q4_0/q4_1 four rows
+//!   at a time, sharing each load of the activations, where the ISA has
+//!   it). Weights are read once per step: the memory-bound case.
 //! - Many rows (prefill): a task dequantizes `TILE_ROWS` weight rows into an
 //!   f32 scratch once and runs the register-blocked `simd::tile` over all
 //!   activation rows: the dequantization is amortized over `m`.
@@ -41,27 +41,19 @@ fn matvec(pool: &SpinPool, isa: Isa, x: &[f32], m: usize, k: usize, w: WeightRef
     // Enough tasks to balance the pool, each big enough to amortize its dispatch.
     let rows_per_task = (n / (pool.threads() * 8)).clamp(8, 256);
     let mut out_t = vec![0f32; n * m]; // [n][m]
-    let rows4 = simd::has_rows4(isa, w.dtype);
+    let rb = w.row_bytes();
     for_each_chunk_mut(pool, &mut out_t, rows_per_task * m, |task, chunk| {
         let (r0, rows) = (task * rows_per_task, chunk.len() / m);
-        let mut j = 0;
-        while j < rows {
-            // Four rows at a time where the ISA has the kernel (a short
-            // last group repeats its last row; the copy's result is dropped).
-            let take = if rows4 { (rows - j).min(4) } else { 1 };
-            for i in 0..m {
-                let xi = &x[i * k..(i + 1) * k];
-                if rows4 {
-                    let group: [&[u8]; 4] = std::array::from_fn(|t| w.row(r0 + j + t.min(take - 1)));
-                    let v = simd::dot_rows4(isa, w.dtype, group, xi, &xsums[i]).expect("has_rows4 said so");
-                    for t in 0..take {
-                        chunk[(j + t) * m + i] = v[t];
-                    }
-                } else {
-                    chunk[j * m + i] = simd::dot_row(isa, w.dtype, w.row(r0 + j), xi, &xsums[i]);
-                }
+        let bytes = &w.bytes[r0 * rb..(r0 + rows) * rb];
+        if m == 1 {
+            return simd::dot_rows(isa, w.dtype, bytes, x, &xsums[0], chunk);
+        }
+        let mut col = vec![0f32; rows];
+        for i in 0..m {
+            simd::dot_rows(isa, w.dtype, bytes, &x[i * k..(i + 1) * k], &xsums[i], &mut col);
+            for (j, v) in col.iter().enumerate() {
+                chunk[j * m + i] = *v;
             }
-            j += take;
         }
     });
     if m == 1 {

@@ -112,6 +112,26 @@ pub fn dot_row(isa: Isa, dtype: DType, row: &[u8], x: &[f32], xsums: &[f32]) -> 
     portable::dot_row(dtype, row, x, xsums)
 }
 
+/// `out[r] = dot_row(row r)` for the `out.len()` consecutive rows stored in
+/// `rows`, in one call (the per-row dispatch costs as much as a short row's
+/// arithmetic). Each row's result is what the ISA's row kernel for `dtype`
+/// gives: `dot_rows4`'s where `has_rows4`, else `dot_row`'s.
+pub fn dot_rows(isa: Isa, dtype: DType, rows: &[u8], x: &[f32], xsums: &[f32], out: &mut [f32]) {
+    #[cfg(target_arch = "x86_64")]
+    if isa == Isa::Avx512 {
+        assert!(isa.available(), "{} kernels on a CPU without them", isa.name());
+        // SAFETY: the CPU has AVX-512F and, with it, AVX2/FMA/F16C (checked
+        // above); `avx512::dot_rows` asserts the lengths.
+        if unsafe { avx512::dot_rows(dtype, rows, x, xsums, out) } {
+            return;
+        }
+    }
+    let rb = rows.len() / out.len().max(1);
+    for (o, row) in out.iter_mut().zip(rows.chunks_exact(rb.max(1))) {
+        *o = dot_row(isa, dtype, row, x, xsums);
+    }
+}
+
 /// `dot_row` for four weight rows against one activation row, where the ISA
 /// has a four-row kernel for `dtype` (AVX-512: q4_0, q4_1): the
 /// activations are loaded once per block for all four. A row's result does
