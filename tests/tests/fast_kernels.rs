@@ -321,6 +321,64 @@ fn ring_attention_equals_full_cache_attention() {
     assert!(wrong.is_err() || bits(&wrong.unwrap()) != bits(&want));
 }
 
+/// Prefill on the outer-product path (AVX-512): 16 queries per row with a
+/// window, read from a full cache and from a ring of `window + 15` rows
+/// that has wrapped, against the reference on the full cache; GQA 4:1, and
+/// rows at different positions (the second row's window starts at 0).
+#[test]
+fn prefill_attention_panels_match_the_reference_on_full_and_ring_caches() {
+    let mut rng = Rng(19);
+    let (b, nh, nkv, s, d, t, window) = (2, 8, 2, 16, 48, 80, 10);
+    let ring = window + s - 1;
+    let pos: Vec<i32> = (0..s as i32).map(|i| 50 + i).chain((0..s as i32).map(|i| 2 + i)).collect();
+    let q: Vec<f32> = (0..b * nh * s * d).map(|_| rng.f32()).collect();
+    let k: Vec<f32> = (0..b * nkv * t * d).map(|_| rng.f32() * 3.0).collect();
+    let v: Vec<f32> = (0..b * nkv * t * 64).map(|_| rng.f32()).collect();
+    let to_ring = |full: &[f32], w: usize| {
+        let mut r = vec![f32::NAN; b * nkv * ring * w];
+        for bi in 0..b {
+            let end = pos[bi * s + s - 1] as usize;
+            for h in 0..nkv {
+                for x in end.saturating_sub(ring - 1)..=end {
+                    let (src, dst) = (((bi * nkv + h) * t + x) * w, ((bi * nkv + h) * ring + x % ring) * w);
+                    r[dst..dst + w].copy_from_slice(&full[src..src + w]);
+                }
+            }
+        }
+        r
+    };
+    let (kr, vr) = (to_ring(&k, d), to_ring(&v, 64));
+    let op = Op::Attention { n_heads: nh, n_kv_heads: nkv, scale: 0.2, causal: true, window: Some(window), softcap: Some(6.0), ring: false };
+    let want = reference::eval_op(
+        &op,
+        &[
+            Tensor::f32(vec![b, nh, s, d], q.clone()),
+            Tensor::f32(vec![b, nkv, t, d], k.clone()),
+            Tensor::f32(vec![b, nkv, t, 64], v.clone()),
+            Tensor::i32(vec![b, s], pos.clone()),
+        ],
+    )
+    .unwrap();
+    let want = want.as_f32().unwrap();
+    let mut engaged = 0;
+    for isa in isas() {
+        for (keys, ring_flag, kk, vv) in [(t, false, &k, &v), (ring, true, &kr, &vr)] {
+            let sh = attention::AttentionShape { batch: b, n_heads: nh, n_kv_heads: nkv, seq: s, keys, head_dim: d, v_dim: 64 };
+            let pr = attention::AttentionParams { scale: 0.2, causal: true, window: Some(window), softcap: Some(6.0), ring: ring_flag };
+            let inputs = attention::AttentionInputs { q: &q, k: kk, v: vv, pos: &pos };
+            let pool = SpinPool::new(2);
+            engaged += attention::prefill_panels(&pool, isa, &sh, &pr, &inputs).is_some() as usize;
+            let got = attention::attention(&pool, isa, &sh, &pr, &inputs);
+            for (i, (g, r)) in got.iter().zip(want).enumerate() {
+                assert!((g - r).abs() <= 1e-5, "{} ring {ring_flag}: [{i}] {g} vs {r}", isa.name());
+            }
+        }
+    }
+    if Isa::Avx512.available() {
+        assert_eq!(engaged, 2, "the panel path must serve both caches on AVX-512");
+    }
+}
+
 #[test]
 fn fast_executor_equals_reference_on_a_tiny_llama_and_counts_its_kernels() {
     let dir = graphc_tests::temp_dir("fast_tiny");

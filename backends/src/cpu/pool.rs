@@ -196,6 +196,66 @@ pub fn for_each_chunk_mut<T: Send>(pool: &SpinPool, out: &mut [T], chunk: usize,
     });
 }
 
+/// `f(i, piece_i)` across `pool`, where piece `i` of `out` starts at
+/// `starts[i]` and ends where the next starts (the last at `out.len()`);
+/// `starts` must begin at 0 and increase.
+pub fn for_each_range_mut<T: Send>(pool: &SpinPool, out: &mut [T], starts: &[usize], f: impl Fn(usize, &mut [T]) + Sync) {
+    assert!(starts.first().is_none_or(|&s| s == 0) && starts.windows(2).all(|w| w[0] <= w[1]));
+    assert!(starts.last().is_none_or(|&s| s <= out.len()));
+    let len = out.len();
+    let base = SendPtr(out.as_mut_ptr());
+    pool.run(starts.len(), &|i| {
+        let (start, end) = (starts[i], starts.get(i + 1).copied().unwrap_or(len));
+        // SAFETY: the pieces `starts[i]..starts[i+1]` are disjoint (the
+        // starts increase, asserted) and inside `out`, which `run` outlives.
+        let piece = unsafe { std::slice::from_raw_parts_mut(base.get().add(start), end - start) };
+        f(i, piece);
+    });
+}
+
+/// A task's columns of a row-major `[rows][row_len]` matrix: task `t` of
+/// `for_each_column_block` owns columns `t*width .. (t+1)*width` of every row.
+pub struct ColumnBlock<'a, T> {
+    base: &'a SendPtr<T>,
+    rows: usize,
+    row_len: usize,
+    first: usize,
+    width: usize,
+}
+
+impl<T: Copy> ColumnBlock<'_, T> {
+    /// This block's columns.
+    pub fn columns(&self) -> std::ops::Range<usize> {
+        self.first..self.first + self.width
+    }
+
+    /// Write `values` (at most the block's width) at the start of this
+    /// block's part of row `row`.
+    pub fn write_row(&mut self, row: usize, values: &[T]) {
+        assert!(row < self.rows && values.len() <= self.width, "row {row} / {} values outside the block", values.len());
+        // SAFETY: row `row`, columns `first .. first + values.len()` are
+        // inside the matrix (asserted; `first + width <= row_len`) and owned
+        // by this block alone (the blocks' column ranges are disjoint);
+        // `for_each_column_block` outlives every block.
+        unsafe { std::ptr::copy_nonoverlapping(values.as_ptr(), self.base.get().add(row * self.row_len + self.first), values.len()) };
+    }
+}
+
+/// `f(t, block_t)` across `pool` for the column blocks of `out`, a
+/// row-major matrix of rows `row_len` long, `width` columns per block (the
+/// last may be narrower).
+pub fn for_each_column_block<T: Send + Copy>(pool: &SpinPool, out: &mut [T], row_len: usize, width: usize, f: impl Fn(usize, &mut ColumnBlock<'_, T>) + Sync) {
+    let width = width.max(1);
+    assert!(row_len > 0 && out.len().is_multiple_of(row_len));
+    let rows = out.len() / row_len;
+    let base = SendPtr(out.as_mut_ptr());
+    pool.run(row_len.div_ceil(width), &|t| {
+        let first = t * width;
+        let mut block = ColumnBlock { base: &base, rows, row_len, first, width: width.min(row_len - first) };
+        f(t, &mut block);
+    });
+}
+
 struct SendPtr<T>(*mut T);
 // SAFETY: used only to hand disjoint sub-slices to tasks (see above).
 unsafe impl<T: Send> Sync for SendPtr<T> {}

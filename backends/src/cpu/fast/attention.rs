@@ -44,6 +44,148 @@ pub struct AttentionInputs<'a> {
 }
 
 pub fn attention(pool: &SpinPool, isa: Isa, sh: &AttentionShape, pr: &AttentionParams, inp: &AttentionInputs<'_>) -> Vec<f32> {
+    let grouped = match prefill_panels(pool, isa, sh, pr, inp) {
+        Some(g) => g,
+        None => per_position(pool, isa, sh, pr, inp),
+    };
+    let (nh, nkv, s, dv) = (sh.n_heads, sh.n_kv_heads, sh.seq, sh.v_dim);
+    let group = nh / nkv;
+    if group == 1 {
+        return grouped; // [b, nkv = nh, s, 1, dv] is already [b, nh, s, dv]
+    }
+    let mut out = vec![0f32; grouped.len()];
+    for (task, rows) in grouped.chunks_exact(group * dv).enumerate() {
+        let (bi, kvh, si) = (task / (nkv * s), (task / s) % nkv, task % s);
+        for (g, row) in rows.chunks_exact(dv).enumerate() {
+            let dst = ((bi * nh + kvh * group + g) * s + si) * dv;
+            out[dst..dst + dv].copy_from_slice(row);
+        }
+    }
+    out
+}
+
+/// Query positions per task of the prefill path: enough that the task's
+/// (position, head) rows fill the outer-product kernel's `OUTER_ROWS`.
+fn positions_per_block(group: usize) -> usize {
+    (simd::OUTER_ROWS / group).max(1)
+}
+
+/// Prefill attention on the outer-product kernel (`simd::outer_tile`), in
+/// the grouped layout `[b, kvh, s, group, dv]`; `None` where it does not
+/// apply (no kernel at this ISA, a single query row, not causal, `dv` not a
+/// multiple of `simd::PANEL`, or a ring too short to hold every key the
+/// step's queries see). Per (batch row, kv head), the keys visible to any
+/// query of the step are laid out once in position order: K as k-major
+/// panels of `PANEL` keys, V as rows. A task takes a block of query
+/// positions with all their heads (up to `OUTER_ROWS` rows), scores them
+/// against the panels covering the block's keys, masks each row to its own
+/// visible keys (zero weight elsewhere), and multiplies by V, `PANEL`
+/// value columns at a time. Per row the same softmax over the same keys as
+/// the reference; the dot products are FMA chains in key order.
+pub fn prefill_panels(pool: &SpinPool, isa: Isa, sh: &AttentionShape, pr: &AttentionParams, inp: &AttentionInputs<'_>) -> Option<Vec<f32>> {
+    const P: usize = simd::PANEL;
+    let AttentionInputs { q, k, v, pos } = *inp;
+    let (b, nh, nkv, s, d, t, dv) = (sh.batch, sh.n_heads, sh.n_kv_heads, sh.seq, sh.head_dim, sh.keys, sh.v_dim);
+    if !simd::has_outer(isa) || s < 2 || !pr.causal || !dv.is_multiple_of(P) || d == 0 || t == 0 {
+        return None;
+    }
+    let group = nh / nkv;
+    // Visible key positions of query (bi, si): [lo, hi).
+    let visible = |bi: usize, si: usize| -> (usize, usize) {
+        let p = pos[bi * s + si] as i64;
+        let hi = if pr.ring { (p + 1).max(0) } else { (p + 1).clamp(0, t as i64) };
+        let lo = pr.window.map_or(0, |w| (p - w as i64 + 1).clamp(0, hi));
+        (lo as usize, hi as usize)
+    };
+    // Per batch row: the union of its queries' visible keys.
+    let spans: Vec<(usize, usize)> = (0..b)
+        .map(|bi| (0..s).map(|si| visible(bi, si)).fold((usize::MAX, 0), |(l, h), (lo, hi)| (l.min(lo), h.max(hi))))
+        .map(|(l, h)| if l >= h { (0, 0) } else { (l, h) })
+        .collect();
+    if pr.ring && spans.iter().any(|&(l, h)| h - l > t) {
+        return None; // some key the queries see has been overwritten: the per-position path reads what is there
+    }
+    // Keys in position order, per (batch row, kv head): K panels [panel][d][P], V rows [key][dv], zero-padded.
+    let cache_row = |x: usize| if pr.ring { x % t } else { x };
+    let layouts: Vec<(Vec<f32>, Vec<f32>)> = (0..b * nkv)
+        .map(|bk| {
+            let (lo, hi) = spans[bk / nkv];
+            let n = (hi - lo).div_ceil(P) * P;
+            let (mut kp, mut vp) = (vec![0f32; n * d], vec![0f32; n * dv]);
+            for x in lo..hi {
+                let (j, row) = (x - lo, bk * t + cache_row(x));
+                let (panel, col) = (j / P, j % P);
+                for (kk, val) in k[row * d..(row + 1) * d].iter().enumerate() {
+                    kp[(panel * d + kk) * P + col] = *val;
+                }
+                vp[j * dv..(j + 1) * dv].copy_from_slice(&v[row * dv..(row + 1) * dv]);
+            }
+            (kp, vp)
+        })
+        .collect();
+    let pb = positions_per_block(group);
+    let blocks = s.div_ceil(pb);
+    let mut grouped = vec![0f32; b * nh * s * dv];
+    // One task per (batch row, kv head, block of positions): its rows are
+    // contiguous in the grouped layout. The last block of each (bi, kvh)
+    // may be short, so tasks are cut by hand rather than by equal chunks.
+    let tasks: Vec<(usize, usize, usize)> =
+        (0..b * nkv).flat_map(|bk| (0..blocks).map(move |blk| (bk, blk * pb, ((blk + 1) * pb).min(s)))).collect();
+    let starts: Vec<usize> = tasks.iter().map(|&(bk, s0, _)| (bk * s + s0) * group * dv).collect();
+    crate::cpu::pool::for_each_range_mut(pool, &mut grouped, &starts, |task, out| {
+        let (bk, s0, s1) = tasks[task];
+        let (bi, kvh) = (bk / nkv, bk % nkv);
+        let (lo, _) = spans[bi];
+        let (kp, vp) = &layouts[bk];
+        // Rows (si, g) in grouped order, in chunks the kernel takes at once.
+        let rows: Vec<(usize, usize)> = (s0..s1).flat_map(|si| (0..group).map(move |g| (si, g))).collect();
+        for (c, chunk) in rows.chunks(simd::OUTER_ROWS).enumerate() {
+            let vis: Vec<(usize, usize)> = chunk.iter().map(|&(si, _)| visible(bi, si)).collect();
+            let c_lo = vis.iter().filter(|(l, h)| l < h).map(|v| v.0).min();
+            let c_hi = vis.iter().map(|v| v.1).max().unwrap_or(0);
+            let out_rows = &mut out[c * simd::OUTER_ROWS * dv..][..chunk.len() * dv];
+            let Some(c_lo) = c_lo else {
+                out_rows.fill(0.0);
+                continue;
+            };
+            let (p0, p1) = ((c_lo - lo) / P, (c_hi - lo).div_ceil(P));
+            let (base, ncols) = (lo + p0 * P, (p1 - p0) * P);
+            let mut qbuf = vec![0f32; chunk.len() * d];
+            for (r, &(si, g)) in chunk.iter().enumerate() {
+                let src = ((bi * nh + kvh * group + g) * s + si) * d;
+                qbuf[r * d..(r + 1) * d].copy_from_slice(&q[src..src + d]);
+            }
+            let mut scores = vec![0f32; chunk.len() * ncols];
+            for pi in p0..p1 {
+                simd::outer_tile(isa, &qbuf, d, chunk.len(), &kp[pi * d * P..], P, d, &mut scores[(pi - p0) * P..], ncols);
+            }
+            for (r, row) in scores.chunks_exact_mut(ncols).enumerate() {
+                let (l, h) = vis[r];
+                if l >= h {
+                    row.fill(0.0);
+                    continue;
+                }
+                let (a, z) = (l - base, h - base);
+                row[a..z].iter_mut().for_each(|x| *x *= pr.scale);
+                softmax_in_place(&mut row[a..z], pr.softcap);
+                row[..a].fill(0.0);
+                row[z..].fill(0.0);
+            }
+            let mut tile = [0f32; simd::OUTER_ROWS * P];
+            for col in (0..dv).step_by(P) {
+                simd::outer_tile(isa, &scores, ncols, chunk.len(), &vp[(base - lo) * dv + col..], dv, ncols, &mut tile, P);
+                for (r, o) in out_rows.chunks_exact_mut(dv).enumerate() {
+                    o[col..col + P].copy_from_slice(&tile[r * P..(r + 1) * P]);
+                }
+            }
+        }
+    });
+    Some(grouped)
+}
+
+/// Attention one query position per task (decode, and ISAs without the
+/// outer-product kernel), in the grouped layout `[b, kvh, s, group, dv]`.
+fn per_position(pool: &SpinPool, isa: Isa, sh: &AttentionShape, pr: &AttentionParams, inp: &AttentionInputs<'_>) -> Vec<f32> {
     let AttentionInputs { q, k, v, pos } = *inp;
     let (nh, nkv, s, d, t, dv) = (sh.n_heads, sh.n_kv_heads, sh.seq, sh.head_dim, sh.keys, sh.v_dim);
     let group = nh / nkv;
@@ -137,16 +279,5 @@ pub fn attention(pool: &SpinPool, isa: Isa, sh: &AttentionShape, pr: &AttentionP
             at += len;
         }
     });
-    if group == 1 {
-        return grouped; // [b, nkv = nh, s, 1, dv] is already [b, nh, s, dv]
-    }
-    let mut out = vec![0f32; grouped.len()];
-    for (task, rows) in grouped.chunks_exact(group * dv).enumerate() {
-        let (bi, kvh, si) = (task / (nkv * s), (task / s) % nkv, task % s);
-        for (g, row) in rows.chunks_exact(dv).enumerate() {
-            let dst = ((bi * nh + kvh * group + g) * s + si) * dv;
-            out[dst..dst + dv].copy_from_slice(row);
-        }
-    }
-    out
+    grouped
 }

@@ -15,7 +15,7 @@
 //! output element is one dot product whose order does not depend on the
 //! thread count, so results are the same for any `--threads`.
 
-use crate::cpu::pool::{for_each_chunk_mut, SpinPool};
+use crate::cpu::pool::{for_each_chunk_mut, for_each_column_block, SpinPool};
 use crate::cpu::simd::{self, Isa};
 use crate::tensor::WeightRef;
 
@@ -69,6 +69,9 @@ fn matvec(pool: &SpinPool, isa: Isa, x: &[f32], m: usize, k: usize, w: WeightRef
 }
 
 fn gemm(pool: &SpinPool, isa: Isa, x: &[f32], m: usize, k: usize, w: WeightRef<'_>) -> Vec<f32> {
+    if simd::has_outer(isa) {
+        return gemm_panels(pool, isa, x, m, k, w);
+    }
     let n = w.shape[0];
     let rb = w.row_bytes();
     let (mr, nr) = simd::tile_shape(isa);
@@ -114,5 +117,52 @@ fn gemm(pool: &SpinPool, isa: Isa, x: &[f32], m: usize, k: usize, w: WeightRef<'
             out[i * n + r0..i * n + r0 + rows].copy_from_slice(&o[i * rows..(i + 1) * rows]);
         }
     }
+    out
+}
+
+/// The tiled path on ISAs with the outer-product kernel: a task decodes
+/// `simd::PANEL` weight rows, transposes them into a k-major panel, then runs `simd::outer_tile` over
+/// every `OUTER_ROWS` activation rows, writing its columns of the output in
+/// place. The row and panel buffers are per thread and reused: allocating
+/// and zeroing them per task wrote about as many bytes as the products read.
+fn gemm_panels(pool: &SpinPool, isa: Isa, x: &[f32], m: usize, k: usize, w: WeightRef<'_>) -> Vec<f32> {
+    const P: usize = simd::PANEL;
+    thread_local! {
+        static SCRATCH: std::cell::RefCell<(Vec<f32>, Vec<f32>)> = const { std::cell::RefCell::new((Vec::new(), Vec::new())) };
+    }
+    let n = w.shape[0];
+    let rb = w.row_bytes();
+    let mut out = vec![0f32; m * n];
+    for_each_column_block(pool, &mut out, n, P, |_, block| {
+        let (r0, r1) = (block.columns().start, block.columns().end);
+        SCRATCH.with_borrow_mut(|(rows, panel)| {
+            rows.resize(P * k, 0.0);
+            panel.resize(k * P, 0.0);
+            let live = r1 - r0;
+            graphc_ir::quant::dequantize(w.dtype, &w.bytes[r0 * rb..r1 * rb], &mut rows[..live * k]);
+            rows[live * k..].fill(0.0);
+            // Transpose to k-major in blocks of 16 k: a block's writes stay
+            // within 2 KiB (L1) instead of striding over the whole panel.
+            for kb in (0..k).step_by(16) {
+                let ke = (kb + 16).min(k);
+                let block = &mut panel[kb * P..ke * P];
+                for (j, row) in rows.chunks_exact(k).enumerate() {
+                    for (dst, v) in block[j..].iter_mut().step_by(P).zip(&row[kb..ke]) {
+                        *dst = *v;
+                    }
+                }
+            }
+            let mut tile = [0f32; simd::OUTER_ROWS * P];
+            let mut i = 0;
+            while i < m {
+                let rows = (m - i).min(simd::OUTER_ROWS);
+                simd::outer_tile(isa, &x[i * k..], k, rows, panel, P, k, &mut tile, P);
+                for (a, o) in tile.chunks_exact(P).take(rows).enumerate() {
+                    block.write_row(i + a, &o[..r1 - r0]);
+                }
+                i += rows;
+            }
+        });
+    });
     out
 }

@@ -560,3 +560,33 @@ unsafe fn q4_rows4<const BB: usize, const Q4_0: bool>(p: [*const u8; 4], x: *con
     _mm256_storeu_ps(off.as_mut_ptr(), offsets);
     std::array::from_fn(|r| _mm512_reduce_add_ps(acc[r]) + if Q4_0 { -8.0 * off[2 * r] } else { off[2 * r + 1] })
 }
+
+/// `out[i*ldo + j] = Σ_kk x[i*ldx + kk] · w[kk*ldw + j]` for `i < R`,
+/// `j < 32`: the outer-product micro-kernel of the prefill GEMM and of
+/// prefill attention. `w` is k-major (a panel of 32 weight rows stored
+/// transposed, `ldw` = 32; or value rows, `ldw` = their length), so each
+/// step loads two vectors of `w` and broadcasts one activation per row:
+/// `R` × 2 accumulators (24 for `R` = 12) and no horizontal sums at the
+/// end, which the dot-product tile (`tile_6x4`) pays per output. Each
+/// output is one FMA chain in `kk` order.
+///
+/// # Safety
+/// AVX-512F; `x` holds rows `i*ldx .. i*ldx + k` for `i < R`, `w` rows
+/// `kk*ldw .. kk*ldw + 32` for `kk < k`, `out` rows `i*ldo .. i*ldo + 32`.
+#[target_feature(enable = "avx512f")]
+pub unsafe fn outer_rx32<const R: usize>(x: *const f32, ldx: usize, w: *const f32, ldw: usize, k: usize, out: *mut f32, ldo: usize) {
+    let mut acc = [[_mm512_setzero_ps(); 2]; R];
+    for kk in 0..k {
+        let w0 = _mm512_loadu_ps(w.add(kk * ldw));
+        let w1 = _mm512_loadu_ps(w.add(kk * ldw + 16));
+        for i in 0..R {
+            let xv = _mm512_set1_ps(*x.add(i * ldx + kk));
+            acc[i][0] = _mm512_fmadd_ps(xv, w0, acc[i][0]);
+            acc[i][1] = _mm512_fmadd_ps(xv, w1, acc[i][1]);
+        }
+    }
+    for i in 0..R {
+        _mm512_storeu_ps(out.add(i * ldo), acc[i][0]);
+        _mm512_storeu_ps(out.add(i * ldo + 16), acc[i][1]);
+    }
+}

@@ -191,6 +191,53 @@ pub fn tile(isa: Isa, x: &[f32], ldx: usize, w: &[f32], ldw: usize, k: usize, ou
     portable::tile_2x4(x, ldx, w, ldw, k, out)
 }
 
+/// Weight rows per panel of `outer_tile`: stored k-major,
+/// `panel[kk*PANEL + j]` = weight row `j`, element `kk`.
+pub const PANEL: usize = 32;
+/// Activation rows per `outer_tile` call.
+pub const OUTER_ROWS: usize = 12;
+
+/// Whether `isa` has the outer-product GEMM kernel (`outer_tile`).
+pub fn has_outer(isa: Isa) -> bool {
+    isa == Isa::Avx512
+}
+
+/// `out[i*ldo + j] = Σ_kk x[i*ldx + kk] · w[kk*ldw + j]` for
+/// `i < rows <= OUTER_ROWS`, `j < PANEL`, where `has_outer(isa)`: `w` is
+/// k-major (a weight panel, `ldw` = `PANEL`, or value rows); each output is
+/// one FMA chain in `kk` order.
+#[allow(clippy::too_many_arguments)] // two strided operands and a strided output
+pub fn outer_tile(isa: Isa, x: &[f32], ldx: usize, rows: usize, w: &[f32], ldw: usize, k: usize, out: &mut [f32], ldo: usize) {
+    assert!(has_outer(isa) && isa.available(), "no outer-product kernel at {}", isa.name());
+    assert!((1..=OUTER_ROWS).contains(&rows) && ldo >= PANEL && ldw >= PANEL && ldx >= k);
+    assert!(x.len() >= (rows - 1) * ldx + k && out.len() >= (rows - 1) * ldo + PANEL);
+    assert!(k == 0 || w.len() >= (k - 1) * ldw + PANEL);
+    #[cfg(target_arch = "x86_64")]
+    {
+        let (xp, wp, op) = (x.as_ptr(), w.as_ptr(), out.as_mut_ptr());
+        // SAFETY: AVX-512F (asserted); every row of `x`, `w` and `out` the
+        // kernel touches is in bounds (asserted above).
+        unsafe {
+            match rows {
+                12 => avx512::outer_rx32::<12>(xp, ldx, wp, ldw, k, op, ldo),
+                11 => avx512::outer_rx32::<11>(xp, ldx, wp, ldw, k, op, ldo),
+                10 => avx512::outer_rx32::<10>(xp, ldx, wp, ldw, k, op, ldo),
+                9 => avx512::outer_rx32::<9>(xp, ldx, wp, ldw, k, op, ldo),
+                8 => avx512::outer_rx32::<8>(xp, ldx, wp, ldw, k, op, ldo),
+                7 => avx512::outer_rx32::<7>(xp, ldx, wp, ldw, k, op, ldo),
+                6 => avx512::outer_rx32::<6>(xp, ldx, wp, ldw, k, op, ldo),
+                5 => avx512::outer_rx32::<5>(xp, ldx, wp, ldw, k, op, ldo),
+                4 => avx512::outer_rx32::<4>(xp, ldx, wp, ldw, k, op, ldo),
+                3 => avx512::outer_rx32::<3>(xp, ldx, wp, ldw, k, op, ldo),
+                2 => avx512::outer_rx32::<2>(xp, ldx, wp, ldw, k, op, ldo),
+                _ => avx512::outer_rx32::<1>(xp, ldx, wp, ldw, k, op, ldo),
+            }
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    unreachable!("has_outer is false off x86_64");
+}
+
 /// f32 dot product (any length), vectorized where the ISA allows.
 pub fn dot_f32(isa: Isa, a: &[f32], b: &[f32]) -> f32 {
     assert_eq!(a.len(), b.len());
