@@ -174,6 +174,26 @@ fn a_run_of_rows_gives_each_row_its_row_kernels_bits() {
 }
 
 #[test]
+fn panels_are_the_rows_laid_out_k_major_on_every_isa() {
+    // 21 rows (a missing 11 are zero) of 37: two 16 × 16 register blocks
+    // and a remainder of 5 columns.
+    let mut rng = Rng(5);
+    let k = 37;
+    let rows: Vec<Vec<f32>> = (0..21).map(|_| (0..k + 3).map(|_| rng.f32()).collect()).collect();
+    let refs: Vec<&[f32]> = rows.iter().map(|r| r.as_slice()).collect();
+    for isa in isas() {
+        let mut panel = vec![f32::NAN; k * simd::PANEL];
+        simd::pack_panel(isa, &refs, k, &mut panel);
+        for kk in 0..k {
+            for j in 0..simd::PANEL {
+                let want = if j < rows.len() { rows[j][kk] } else { 0.0 };
+                assert_eq!(panel[kk * simd::PANEL + j].to_bits(), want.to_bits(), "{} [{kk}][{j}]", isa.name());
+            }
+        }
+    }
+}
+
+#[test]
 fn the_row_dot_test_separates_a_kernel_that_drops_the_min() {
     // The negative control for the test above: the q4_1 row without its
     // `m * Σx` term is far outside the tolerance.

@@ -112,12 +112,13 @@ pub fn prefill_panels(pool: &SpinPool, isa: Isa, sh: &AttentionShape, pr: &Atten
             let (lo, hi) = spans[bk / nkv];
             let n = (hi - lo).div_ceil(P) * P;
             let (mut kp, mut vp) = (vec![0f32; n * d], vec![0f32; n * dv]);
+            let key = |x: usize| &k[(bk * t + cache_row(x)) * d..][..d];
+            for (panel, first) in (lo..hi).step_by(P).enumerate() {
+                let rows: Vec<&[f32]> = (first..(first + P).min(hi)).map(key).collect();
+                simd::pack_panel(isa, &rows, d, &mut kp[panel * d * P..(panel + 1) * d * P]);
+            }
             for x in lo..hi {
                 let (j, row) = (x - lo, bk * t + cache_row(x));
-                let (panel, col) = (j / P, j % P);
-                for (kk, val) in k[row * d..(row + 1) * d].iter().enumerate() {
-                    kp[(panel * d + kk) * P + col] = *val;
-                }
                 vp[j * dv..(j + 1) * dv].copy_from_slice(&v[row * dv..(row + 1) * dv]);
             }
             (kp, vp)

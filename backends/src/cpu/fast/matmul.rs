@@ -121,7 +121,7 @@ fn gemm(pool: &SpinPool, isa: Isa, x: &[f32], m: usize, k: usize, w: WeightRef<'
 }
 
 /// The tiled path on ISAs with the outer-product kernel: a task decodes
-/// `simd::PANEL` weight rows, transposes them into a k-major panel, then runs `simd::outer_tile` over
+/// `simd::PANEL` weight rows, lays them out k-major (`simd::pack_panel`), then runs `simd::outer_tile` over
 /// every `OUTER_ROWS` activation rows, writing its columns of the output in
 /// place. The row and panel buffers are per thread and reused: allocating
 /// and zeroing them per task wrote about as many bytes as the products read.
@@ -140,18 +140,8 @@ fn gemm_panels(pool: &SpinPool, isa: Isa, x: &[f32], m: usize, k: usize, w: Weig
             panel.resize(k * P, 0.0);
             let live = r1 - r0;
             graphc_ir::quant::dequantize(w.dtype, &w.bytes[r0 * rb..r1 * rb], &mut rows[..live * k]);
-            rows[live * k..].fill(0.0);
-            // Transpose to k-major in blocks of 16 k: a block's writes stay
-            // within 2 KiB (L1) instead of striding over the whole panel.
-            for kb in (0..k).step_by(16) {
-                let ke = (kb + 16).min(k);
-                let block = &mut panel[kb * P..ke * P];
-                for (j, row) in rows.chunks_exact(k).enumerate() {
-                    for (dst, v) in block[j..].iter_mut().step_by(P).zip(&row[kb..ke]) {
-                        *dst = *v;
-                    }
-                }
-            }
+            let row_refs: Vec<&[f32]> = rows[..live * k].chunks_exact(k).collect();
+            simd::pack_panel(isa, &row_refs, k, panel);
             let mut tile = [0f32; simd::OUTER_ROWS * P];
             let mut i = 0;
             while i < m {

@@ -590,3 +590,65 @@ pub unsafe fn outer_rx32<const R: usize>(x: *const f32, ldx: usize, w: *const f3
         _mm512_storeu_ps(out.add(i * ldo + 16), acc[i][1]);
     }
 }
+
+/// The 16 × 16 transpose of `r` (row `i` becomes column `i`): 32-bit
+/// interleaves, then 64-bit, then two rounds of 128-bit lane shuffles.
+#[inline(always)]
+unsafe fn transpose16(r: &mut [__m512; 16]) {
+    let mut t = [_mm512_setzero_ps(); 16];
+    for i in 0..8 {
+        t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+        t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+    }
+    // r[4g + c] = rows 4g..4g+4, column c of each 128-bit lane.
+    for g in 0..4 {
+        let (lo, hi) = (t[4 * g], t[4 * g + 1]);
+        let (lo2, hi2) = (t[4 * g + 2], t[4 * g + 3]);
+        r[4 * g] = _mm512_shuffle_ps::<0x44>(lo, lo2);
+        r[4 * g + 1] = _mm512_shuffle_ps::<0xEE>(lo, lo2);
+        r[4 * g + 2] = _mm512_shuffle_ps::<0x44>(hi, hi2);
+        r[4 * g + 3] = _mm512_shuffle_ps::<0xEE>(hi, hi2);
+    }
+    for c in 0..4 {
+        t[c] = _mm512_shuffle_f32x4::<0x88>(r[c], r[4 + c]);
+        t[4 + c] = _mm512_shuffle_f32x4::<0xDD>(r[c], r[4 + c]);
+        t[8 + c] = _mm512_shuffle_f32x4::<0x88>(r[8 + c], r[12 + c]);
+        t[12 + c] = _mm512_shuffle_f32x4::<0xDD>(r[8 + c], r[12 + c]);
+    }
+    for c in 0..8 {
+        r[c] = _mm512_shuffle_f32x4::<0x88>(t[c], t[8 + c]);
+        r[8 + c] = _mm512_shuffle_f32x4::<0xDD>(t[c], t[8 + c]);
+    }
+}
+
+/// `panel[kk*32 + j] = rows[j][kk]` for `kk < k` (rows past `rows.len()`
+/// are zero), 16 × 16 blocks at a time through registers.
+///
+/// # Safety
+/// AVX-512F; `rows.len() <= 32`, every row holds `k` floats and `panel`
+/// `32 * k` (asserted by `simd::pack_panel`).
+#[target_feature(enable = "avx512f")]
+pub unsafe fn pack_panel(rows: &[&[f32]], k: usize, panel: &mut [f32]) {
+    let k16 = k / 16 * 16;
+    let out = panel.as_mut_ptr();
+    for half in 0..2 {
+        let present = rows.len().saturating_sub(16 * half).min(16);
+        let mut kk = 0;
+        while kk < k16 {
+            let mut r = [_mm512_setzero_ps(); 16];
+            for i in 0..present {
+                r[i] = _mm512_loadu_ps(rows[16 * half + i].as_ptr().add(kk));
+            }
+            transpose16(&mut r);
+            for (c, v) in r.iter().enumerate() {
+                _mm512_storeu_ps(out.add((kk + c) * 32 + 16 * half), *v);
+            }
+            kk += 16;
+        }
+    }
+    for kk in k16..k {
+        for j in 0..32 {
+            *out.add(kk * 32 + j) = rows.get(j).map_or(0.0, |r| r[kk]);
+        }
+    }
+}

@@ -202,6 +202,24 @@ pub fn has_outer(isa: Isa) -> bool {
     isa == Isa::Avx512
 }
 
+/// Lay `rows` (at most `PANEL`, each at least `k` long; missing rows are
+/// zero) out k-major for `outer_tile`: `panel[kk*PANEL + j] = rows[j][kk]`.
+pub fn pack_panel(isa: Isa, rows: &[&[f32]], k: usize, panel: &mut [f32]) {
+    assert!(rows.len() <= PANEL && panel.len() >= k * PANEL && rows.iter().all(|r| r.len() >= k));
+    #[cfg(target_arch = "x86_64")]
+    if isa == Isa::Avx512 {
+        assert!(isa.available());
+        // SAFETY: AVX-512F (asserted); the lengths are asserted above.
+        return unsafe { avx512::pack_panel(rows, k, panel) };
+    }
+    let _ = isa;
+    for kk in 0..k {
+        for j in 0..PANEL {
+            panel[kk * PANEL + j] = rows.get(j).map_or(0.0, |r| r[kk]);
+        }
+    }
+}
+
 /// `out[i*ldo + j] = Σ_kk x[i*ldx + kk] · w[kk*ldw + j]` for
 /// `i < rows <= OUTER_ROWS`, `j < PANEL`, where `has_outer(isa)`: `w` is
 /// k-major (a weight panel, `ldw` = `PANEL`, or value rows); each output is
