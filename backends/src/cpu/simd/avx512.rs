@@ -343,8 +343,11 @@ unsafe fn scales_mins_k4(q: *const u8) -> ([u8; 8], [u8; 8]) {
 #[target_feature(enable = "avx512f,avx2,fma,f16c")]
 unsafe fn q4_k(r: *const u8, x: *const f32, xsums: *const f32, nb: usize) -> f32 {
     let mask = _mm512_set1_epi32(0x0F);
-    let (mut acc0, mut acc1) = (_mm512_setzero_ps(), _mm512_setzero_ps());
-    let mut offset = 0f32;
+    // Eight accumulators (two FMAs each per block) and the mins as one
+    // 8-lane FMA per block: with two chains of eight FMAs and a scalar chain
+    // of eight subtractions a block, the kernel waited on latency.
+    let mut acc = [_mm512_setzero_ps(); 8];
+    let mut offsets = _mm256_setzero_ps();
     for b in 0..nb {
         let p = r.add(b * 144);
         _mm_prefetch::<_MM_HINT_T0>(p.add(PREFETCH_AHEAD) as *const i8);
@@ -352,6 +355,8 @@ unsafe fn q4_k(r: *const u8, x: *const f32, xsums: *const f32, nb: usize) -> f32
         _mm_prefetch::<_MM_HINT_T0>(p.add(PREFETCH_AHEAD + 128) as *const i8);
         let (d, dmin) = f16_pair(p);
         let (sc, mn) = scales_mins_k4(p.add(4));
+        let mins = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64(mn.as_ptr() as *const __m128i)));
+        offsets = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_set1_ps(dmin), mins), _mm256_loadu_ps(xsums.add(b * 8)), offsets);
         let qs = p.add(16);
         let xb = x.add(b * 256);
         for c in 0..4 {
@@ -360,26 +365,35 @@ unsafe fn q4_k(r: *const u8, x: *const f32, xsums: *const f32, nb: usize) -> f32
                 let q = _mm512_cvtepu8_epi32(_mm_loadu_si128(qs.add(32 * c + 16 * half) as *const __m128i));
                 let lo = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_and_si512(q, mask)), _mm512_loadu_ps(xb.add(64 * c + 16 * half)));
                 let hi = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_srli_epi32(q, 4)), _mm512_loadu_ps(xb.add(64 * c + 32 + 16 * half)));
-                acc0 = _mm512_fmadd_ps(dl, lo, acc0);
-                acc1 = _mm512_fmadd_ps(dh, hi, acc1);
+                let a = (c % 2) * 4 + half * 2;
+                acc[a] = _mm512_fmadd_ps(dl, lo, acc[a]);
+                acc[a + 1] = _mm512_fmadd_ps(dh, hi, acc[a + 1]);
             }
         }
-        for j in 0..8 {
-            offset -= dmin * mn[j] as f32 * *xsums.add(b * 8 + j);
-        }
     }
-    _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1)) + offset
+    let sum = _mm512_add_ps(
+        _mm512_add_ps(_mm512_add_ps(acc[0], acc[1]), _mm512_add_ps(acc[2], acc[3])),
+        _mm512_add_ps(_mm512_add_ps(acc[4], acc[5]), _mm512_add_ps(acc[6], acc[7])),
+    );
+    let o = _mm_add_ps(_mm256_castps256_ps128(offsets), _mm256_extractf128_ps::<1>(offsets));
+    let o = _mm_add_ps(o, _mm_movehl_ps(o, o));
+    let o = _mm_add_ss(o, _mm_movehdup_ps(o));
+    _mm512_reduce_add_ps(sum) - _mm_cvtss_f32(o)
 }
 
 /// q6_k: 16 sub-blocks of 16, each `d * sc * (q - 32)`, `q` six bits split
-/// into a nibble of `ql` and two bits of `qh`; one sub-block per 16 lanes.
+/// into a nibble of `ql` and two bits of `qh`. The six-bit values are put
+/// together 32 bytes at a time in 256-bit registers (as the AVX2 kernel
+/// does: widening to dwords first cost four times the integer work and ran
+/// slower than AVX2), then each 16 widen to 16 lanes; eight accumulators,
+/// two FMAs each per block.
 ///
 /// # Safety
-/// AVX-512F + F16C; `r` holds `nb` blocks and `x` `256 * nb` floats.
+/// AVX-512F + AVX2 + F16C; `r` holds `nb` blocks and `x` `256 * nb` floats.
 #[target_feature(enable = "avx512f,avx2,fma,f16c")]
 unsafe fn q6_k(r: *const u8, x: *const f32, nb: usize) -> f32 {
-    let (m4, m2, m32) = (_mm512_set1_epi32(0x0F), _mm512_set1_epi32(3), _mm512_set1_epi32(32));
-    let (mut acc0, mut acc1) = (_mm512_setzero_ps(), _mm512_setzero_ps());
+    let (m4, m2, m32) = (_mm256_set1_epi8(0x0F), _mm256_set1_epi8(3), _mm256_set1_epi8(32));
+    let mut acc = [_mm512_setzero_ps(); 8];
     for b in 0..nb {
         let p = r.add(b * 210);
         _mm_prefetch::<_MM_HINT_T0>(p.add(PREFETCH_AHEAD) as *const i8);
@@ -392,42 +406,43 @@ unsafe fn q6_k(r: *const u8, x: *const f32, nb: usize) -> f32 {
         };
         let sc = p.add(192) as *const i8;
         for n in 0..2 {
-            let (ql, qh) = (p.add(64 * n), p.add(128 + 32 * n));
-            let xn = x.add(b * 256 + 128 * n);
-            for half in 0..2 {
-                let l0 = 16 * half;
-                let a = _mm512_cvtepu8_epi32(_mm_loadu_si128(ql.add(l0) as *const __m128i));
-                let c = _mm512_cvtepu8_epi32(_mm_loadu_si128(ql.add(32 + l0) as *const __m128i));
-                let h = _mm512_cvtepu8_epi32(_mm_loadu_si128(qh.add(l0) as *const __m128i));
-                let high = |shift: u32| -> __m512i {
-                    let v = match shift {
-                        0 => h,
-                        2 => _mm512_srli_epi32(h, 2),
-                        4 => _mm512_srli_epi32(h, 4),
-                        _ => _mm512_srli_epi32(h, 6),
-                    };
-                    _mm512_slli_epi32(_mm512_and_si512(v, m2), 4)
+            let ql = p.add(64 * n);
+            let qh = _mm256_loadu_si256(p.add(128 + 32 * n) as *const __m256i);
+            let a = _mm256_loadu_si256(ql as *const __m256i);
+            let c = _mm256_loadu_si256(ql.add(32) as *const __m256i);
+            let high = |shift: i32| -> __m256i {
+                let h = match shift {
+                    0 => qh,
+                    2 => _mm256_srli_epi16(qh, 2),
+                    4 => _mm256_srli_epi16(qh, 4),
+                    _ => _mm256_srli_epi16(qh, 6),
                 };
-                let q = [
-                    _mm512_or_si512(_mm512_and_si512(a, m4), high(0)),
-                    _mm512_or_si512(_mm512_and_si512(c, m4), high(2)),
-                    _mm512_or_si512(_mm512_srli_epi32(a, 4), high(4)),
-                    _mm512_or_si512(_mm512_srli_epi32(c, 4), high(6)),
-                ];
-                for (i, qi) in q.iter().enumerate() {
-                    let v = _mm512_cvtepi32_ps(_mm512_sub_epi32(*qi, m32));
-                    let s = _mm512_mul_ps(v, _mm512_loadu_ps(xn.add(32 * i + l0)));
-                    let scale = _mm512_set1_ps(d * *sc.add(8 * n + 2 * i + half) as f32);
-                    if i % 2 == 0 {
-                        acc0 = _mm512_fmadd_ps(scale, s, acc0);
-                    } else {
-                        acc1 = _mm512_fmadd_ps(scale, s, acc1);
-                    }
-                }
+                _mm256_slli_epi16(_mm256_and_si256(h, m2), 4)
+            };
+            let q = [
+                _mm256_or_si256(_mm256_and_si256(a, m4), high(0)),
+                _mm256_or_si256(_mm256_and_si256(c, m4), high(2)),
+                _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(a, 4), m4), high(4)),
+                _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(c, 4), m4), high(6)),
+            ];
+            let xn = x.add(b * 256 + 128 * n);
+            for (i, qi) in q.iter().enumerate() {
+                let qi = _mm256_sub_epi8(*qi, m32);
+                let lo = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm256_castsi256_si128(qi)));
+                let hi = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm256_extracti128_si256::<1>(qi)));
+                let s0 = _mm512_mul_ps(lo, _mm512_loadu_ps(xn.add(32 * i)));
+                let s1 = _mm512_mul_ps(hi, _mm512_loadu_ps(xn.add(32 * i + 16)));
+                let (c0, c1) = (*sc.add(8 * n + 2 * i) as f32, *sc.add(8 * n + 2 * i + 1) as f32);
+                acc[2 * i] = _mm512_fmadd_ps(_mm512_set1_ps(d * c0), s0, acc[2 * i]);
+                acc[2 * i + 1] = _mm512_fmadd_ps(_mm512_set1_ps(d * c1), s1, acc[2 * i + 1]);
             }
         }
     }
-    _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1))
+    let sum = _mm512_add_ps(
+        _mm512_add_ps(_mm512_add_ps(acc[0], acc[1]), _mm512_add_ps(acc[2], acc[3])),
+        _mm512_add_ps(_mm512_add_ps(acc[4], acc[5]), _mm512_add_ps(acc[6], acc[7])),
+    );
+    _mm512_reduce_add_ps(sum)
 }
 
 /// `o_r += Σ_j p_r[j] · v_j` for `R` rows at once (`p_r` = `p + r*stride`,
