@@ -399,6 +399,65 @@ fn prefill_attention_panels_match_the_reference_on_full_and_ring_caches() {
     }
 }
 
+/// Decode over long caches, split into chunks of `SPLIT_KEYS` keys and
+/// merged: rows at positions spanning several chunks, one chunk, and a
+/// chunk boundary, with and without a window, from a full cache and from a
+/// wrapped ring, against the reference on the full cache.
+#[test]
+fn split_decode_attention_matches_the_reference() {
+    let mut rng = Rng(23);
+    let (b, nh, nkv, d, t) = (3, 8, 2, 32, 700);
+    let pos = vec![650i32, attention::SPLIT_KEYS as i32, 5];
+    let q: Vec<f32> = (0..b * nh * d).map(|_| rng.f32()).collect();
+    let k: Vec<f32> = (0..b * nkv * t * d).map(|_| rng.f32() * 3.0).collect();
+    let v: Vec<f32> = (0..b * nkv * t * d).map(|_| rng.f32()).collect();
+    let mut engaged = 0;
+    for (window, softcap) in [(None, None), (Some(300), Some(5.0))] {
+        let op = Op::Attention { n_heads: nh, n_kv_heads: nkv, scale: 0.25, causal: true, window, softcap, ring: false };
+        let args = [
+            Tensor::f32(vec![b, nh, 1, d], q.clone()),
+            Tensor::f32(vec![b, nkv, t, d], k.clone()),
+            Tensor::f32(vec![b, nkv, t, d], v.clone()),
+            Tensor::i32(vec![b, 1], pos.clone()),
+        ];
+        let want = reference::eval_op(&op, &args).unwrap();
+        let want = want.as_f32().unwrap();
+        // The window's ring: the last `ring` positions of each row.
+        let ring = 320;
+        let to_ring = |full: &[f32]| {
+            let mut r = vec![f32::NAN; b * nkv * ring * d];
+            for (bi, &end) in pos.iter().enumerate() {
+                for h in 0..nkv {
+                    for x in (end as usize).saturating_sub(ring - 1)..=end as usize {
+                        let (src, dst) = (((bi * nkv + h) * t + x) * d, ((bi * nkv + h) * ring + x % ring) * d);
+                        r[dst..dst + d].copy_from_slice(&full[src..src + d]);
+                    }
+                }
+            }
+            r
+        };
+        let (kr, vr) = (to_ring(&k), to_ring(&v));
+        let mut caches = vec![(t, false, k.clone(), v.clone())];
+        if window.is_some() {
+            caches.push((ring, true, kr, vr));
+        }
+        for isa in isas() {
+            for (keys, ring_flag, kk, vv) in &caches {
+                let sh = attention::AttentionShape { batch: b, n_heads: nh, n_kv_heads: nkv, seq: 1, keys: *keys, head_dim: d, v_dim: d };
+                let pr = attention::AttentionParams { scale: 0.25, causal: true, window, softcap, ring: *ring_flag };
+                let inputs = attention::AttentionInputs { q: &q, k: kk, v: vv, pos: &pos };
+                let pool = SpinPool::new(2);
+                engaged += attention::decode_split(&pool, isa, &sh, &pr, &inputs).is_some() as usize;
+                let got = attention::attention(&pool, isa, &sh, &pr, &inputs);
+                for (i, (g, r)) in got.iter().zip(want).enumerate() {
+                    assert!((g - r).abs() <= 1e-5, "{} window {window:?} ring {ring_flag}: [{i}] {g} vs {r}", isa.name());
+                }
+            }
+        }
+    }
+    assert_eq!(engaged, 3 * isas().len(), "the split path serves every long-cache case");
+}
+
 #[test]
 fn fast_executor_equals_reference_on_a_tiny_llama_and_counts_its_kernels() {
     let dir = graphc_tests::temp_dir("fast_tiny");

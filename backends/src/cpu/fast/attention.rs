@@ -46,7 +46,10 @@ pub struct AttentionInputs<'a> {
 pub fn attention(pool: &SpinPool, isa: Isa, sh: &AttentionShape, pr: &AttentionParams, inp: &AttentionInputs<'_>) -> Vec<f32> {
     let grouped = match prefill_panels(pool, isa, sh, pr, inp) {
         Some(g) => g,
-        None => per_position(pool, isa, sh, pr, inp),
+        None => match decode_split(pool, isa, sh, pr, inp) {
+            Some(g) => g,
+            None => per_position(pool, isa, sh, pr, inp),
+        },
     };
     let (nh, nkv, s, dv) = (sh.n_heads, sh.n_kv_heads, sh.seq, sh.v_dim);
     let group = nh / nkv;
@@ -181,6 +184,119 @@ pub fn prefill_panels(pool: &SpinPool, isa: Isa, sh: &AttentionShape, pr: &Atten
             }
         }
     });
+    Some(grouped)
+}
+
+/// Keys per task of the split decode path (`decode_split`): fixed, so the
+/// split, and with it the arithmetic, does not depend on the thread count.
+pub const SPLIT_KEYS: usize = 128;
+
+/// Decode (one query position per row) over long caches, split along the
+/// keys: a task takes `SPLIT_KEYS` visible keys of one (batch row, kv head)
+/// for all the GQA group's query heads, reading each key and value row once
+/// for the group, and returns per head its running max, its sum of
+/// `exp(score - max)` and its unnormalized weighted sum of values; the
+/// chunks are then merged (each rescaled by `exp(max_c - max)`). `None`
+/// where it does not apply: more than one query position per row, not
+/// causal, every row's keys fitting one chunk (the per-position path is
+/// then as good), or a ring missing keys the queries see.
+pub fn decode_split(pool: &SpinPool, isa: Isa, sh: &AttentionShape, pr: &AttentionParams, inp: &AttentionInputs<'_>) -> Option<Vec<f32>> {
+    const C: usize = SPLIT_KEYS;
+    let AttentionInputs { q, k, v, pos } = *inp;
+    let (b, nh, nkv, d, t, dv) = (sh.batch, sh.n_heads, sh.n_kv_heads, sh.head_dim, sh.keys, sh.v_dim);
+    if sh.seq != 1 || !pr.causal || t == 0 {
+        return None;
+    }
+    let group = nh / nkv;
+    let spans: Vec<(usize, usize)> = (0..b)
+        .map(|bi| {
+            let p = pos[bi] as i64;
+            let hi = if pr.ring { (p + 1).max(0) } else { (p + 1).clamp(0, t as i64) };
+            let lo = pr.window.map_or(0, |w| (p - w as i64 + 1).clamp(0, hi));
+            (lo as usize, hi as usize)
+        })
+        .collect();
+    if spans.iter().all(|&(l, h)| h - l <= C) || (pr.ring && spans.iter().any(|&(l, h)| h - l > t)) {
+        return None;
+    }
+    // Tasks: (batch row, kv head, chunk); each writes `group` rows of
+    // [weighted values (dv), max, sum].
+    let tasks: Vec<(usize, usize, usize)> =
+        (0..b * nkv).flat_map(|bk| (0..(spans[bk / nkv].1 - spans[bk / nkv].0).div_ceil(C)).map(move |c| (bk / nkv, bk % nkv, c))).collect();
+    let width = dv + 2;
+    let mut partial = vec![0f32; tasks.len() * group * width];
+    for_each_chunk_mut(pool, &mut partial, group * width, |task, out| {
+        let (bi, kvh, c) = tasks[task];
+        let (lo, hi) = spans[bi];
+        let (x0, x1) = (lo + c * C, (lo + (c + 1) * C).min(hi));
+        let n = x1 - x0;
+        let base = (bi * nkv + kvh) * t;
+        // The chunk's keys as runs of cache rows, in position order.
+        let runs: [(usize, usize); 2] = if pr.ring {
+            let first = x0 % t;
+            let head = n.min(t - first);
+            [(first, head), (0, n - head)]
+        } else {
+            [(x0, n), (0, 0)]
+        };
+        let mut scores = vec![0f32; group * n];
+        for g in 0..group {
+            let qrow = &q[(bi * nh + kvh * group + g) * d..][..d];
+            let mut at = 0;
+            for &(first, len) in &runs {
+                simd::scores(isa, qrow, &k[(base + first) * d..(base + first + len) * d], pr.scale, &mut scores[g * n + at..g * n + at + len]);
+                at += len;
+            }
+        }
+        let mut stats = vec![(0f32, 0f32); group];
+        for (row, st) in scores.chunks_exact_mut(n).zip(&mut stats) {
+            if let Some(cap) = pr.softcap {
+                row.iter_mut().for_each(|x| *x = cap * (*x / cap).tanh());
+            }
+            let m = row.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+            let mut sum = 0f32;
+            for x in row.iter_mut() {
+                *x = (*x - m).exp();
+                sum += *x;
+            }
+            *st = (m, sum);
+        }
+        let mut o = vec![0f32; group * dv];
+        let mut at = 0;
+        for &(first, len) in &runs {
+            if len > 0 {
+                simd::weighted_sum_rows(isa, &scores[at..], n, len, &v[(base + first) * dv..(base + first + len) * dv], &mut o);
+            }
+            at += len;
+        }
+        for (g, row) in out.chunks_exact_mut(width).enumerate() {
+            row[..dv].copy_from_slice(&o[g * dv..(g + 1) * dv]);
+            (row[dv], row[dv + 1]) = stats[g];
+        }
+    });
+    // Merge each (batch row, kv head)'s chunks, in chunk order.
+    let mut grouped = vec![0f32; b * nh * dv];
+    let mut first_task = 0;
+    for bk in 0..b * nkv {
+        let (lo, hi) = spans[bk / nkv];
+        let chunks = (hi - lo).div_ceil(C);
+        for g in 0..group {
+            let row = |c: usize| &partial[((first_task + c) * group + g) * width..][..width];
+            let m = (0..chunks).map(|c| row(c)[dv]).fold(f32::NEG_INFINITY, f32::max);
+            let out = &mut grouped[(bk * group + g) * dv..][..dv];
+            let mut sum = 0f32;
+            for c in 0..chunks {
+                let r = row(c);
+                let w = (r[dv] - m).exp();
+                sum += r[dv + 1] * w;
+                out.iter_mut().zip(&r[..dv]).for_each(|(o, x)| *o += x * w);
+            }
+            if chunks > 0 {
+                out.iter_mut().for_each(|o| *o /= sum);
+            }
+        }
+        first_task += chunks;
+    }
     Some(grouped)
 }
 
