@@ -68,9 +68,10 @@ pub fn attention(pool: &SpinPool, isa: Isa, sh: &AttentionShape, pr: &AttentionP
 }
 
 /// Query positions per task of the prefill path: enough that the task's
-/// (position, head) rows fill the outer-product kernel's `OUTER_ROWS`.
+/// (position, head) rows fill the outer-product kernel's `OUTER_ROWS`
+/// twice (GQA groups of 3 or 4 heads divide 12 evenly).
 fn positions_per_block(group: usize) -> usize {
-    (simd::OUTER_ROWS / group).max(1)
+    (2 * simd::OUTER_ROWS / group).max(1)
 }
 
 /// Prefill attention on the outer-product kernel (`simd::outer_tile`), in

@@ -577,32 +577,37 @@ unsafe fn q4_rows4<const BB: usize, const Q4_0: bool>(p: [*const u8; 4], x: *con
 }
 
 /// `out[i*ldo + j] = Σ_kk x[i*ldx + kk] · w[kk*ldw + j]` for `i < R`,
-/// `j < 32`: the outer-product micro-kernel of the prefill GEMM and of
-/// prefill attention. `w` is k-major (a panel of 32 weight rows stored
-/// transposed, `ldw` = 32; or value rows, `ldw` = their length), so each
-/// step loads two vectors of `w` and broadcasts one activation per row:
-/// `R` × 2 accumulators (24 for `R` = 12) and no horizontal sums at the
+/// `j < PANEL` (64): the outer-product micro-kernel of the prefill GEMM and
+/// of prefill attention. `w` is k-major (a panel of weight rows stored
+/// transposed, `ldw` = `PANEL`; or value rows, `ldw` = their length), so
+/// each step loads four vectors of `w` and broadcasts one activation per
+/// row: `R` × 4 accumulators (24 for `R` = 6) and no horizontal sums at the
 /// end, which the dot-product tile (`tile_6x4`) pays per output. Each
 /// output is one FMA chain in `kk` order.
 ///
 /// # Safety
 /// AVX-512F; `x` holds rows `i*ldx .. i*ldx + k` for `i < R`, `w` rows
-/// `kk*ldw .. kk*ldw + 32` for `kk < k`, `out` rows `i*ldo .. i*ldo + 32`.
+/// `kk*ldw .. kk*ldw + PANEL` for `kk < k`, `out` rows `i*ldo .. i*ldo + PANEL`.
 #[target_feature(enable = "avx512f")]
-pub unsafe fn outer_rx32<const R: usize>(x: *const f32, ldx: usize, w: *const f32, ldw: usize, k: usize, out: *mut f32, ldo: usize) {
-    let mut acc = [[_mm512_setzero_ps(); 2]; R];
+pub unsafe fn outer_tile<const R: usize>(x: *const f32, ldx: usize, w: *const f32, ldw: usize, k: usize, out: *mut f32, ldo: usize) {
+    const C: usize = super::PANEL / 16;
+    let mut acc = [[_mm512_setzero_ps(); C]; R];
     for kk in 0..k {
-        let w0 = _mm512_loadu_ps(w.add(kk * ldw));
-        let w1 = _mm512_loadu_ps(w.add(kk * ldw + 16));
+        let mut wv = [_mm512_setzero_ps(); C];
+        for c in 0..C {
+            wv[c] = _mm512_loadu_ps(w.add(kk * ldw + 16 * c));
+        }
         for i in 0..R {
             let xv = _mm512_set1_ps(*x.add(i * ldx + kk));
-            acc[i][0] = _mm512_fmadd_ps(xv, w0, acc[i][0]);
-            acc[i][1] = _mm512_fmadd_ps(xv, w1, acc[i][1]);
+            for c in 0..C {
+                acc[i][c] = _mm512_fmadd_ps(xv, wv[c], acc[i][c]);
+            }
         }
     }
     for i in 0..R {
-        _mm512_storeu_ps(out.add(i * ldo), acc[i][0]);
-        _mm512_storeu_ps(out.add(i * ldo + 16), acc[i][1]);
+        for c in 0..C {
+            _mm512_storeu_ps(out.add(i * ldo + 16 * c), acc[i][c]);
+        }
     }
 }
 
@@ -636,17 +641,18 @@ unsafe fn transpose16(r: &mut [__m512; 16]) {
     }
 }
 
-/// `panel[kk*32 + j] = rows[j][kk]` for `kk < k` (rows past `rows.len()`
+/// `panel[kk*PANEL + j] = rows[j][kk]` for `kk < k` (rows past `rows.len()`
 /// are zero), 16 × 16 blocks at a time through registers.
 ///
 /// # Safety
-/// AVX-512F; `rows.len() <= 32`, every row holds `k` floats and `panel`
-/// `32 * k` (asserted by `simd::pack_panel`).
+/// AVX-512F; `rows.len() <= PANEL`, every row holds `k` floats and `panel`
+/// `PANEL * k` (asserted by `simd::pack_panel`).
 #[target_feature(enable = "avx512f")]
 pub unsafe fn pack_panel(rows: &[&[f32]], k: usize, panel: &mut [f32]) {
     let k16 = k / 16 * 16;
     let out = panel.as_mut_ptr();
-    for half in 0..2 {
+    const P: usize = super::PANEL;
+    for half in 0..P / 16 {
         let present = rows.len().saturating_sub(16 * half).min(16);
         let mut kk = 0;
         while kk < k16 {
@@ -656,14 +662,14 @@ pub unsafe fn pack_panel(rows: &[&[f32]], k: usize, panel: &mut [f32]) {
             }
             transpose16(&mut r);
             for (c, v) in r.iter().enumerate() {
-                _mm512_storeu_ps(out.add((kk + c) * 32 + 16 * half), *v);
+                _mm512_storeu_ps(out.add((kk + c) * P + 16 * half), *v);
             }
             kk += 16;
         }
     }
     for kk in k16..k {
-        for j in 0..32 {
-            *out.add(kk * 32 + j) = rows.get(j).map_or(0.0, |r| r[kk]);
+        for j in 0..P {
+            *out.add(kk * P + j) = rows.get(j).map_or(0.0, |r| r[kk]);
         }
     }
 }
