@@ -194,6 +194,28 @@ fn panels_are_the_rows_laid_out_k_major_on_every_isa() {
 }
 
 #[test]
+fn column_blocks_fill_the_matrix_and_a_block_that_skips_a_row_is_refused() {
+    use graphc_backends::cpu::pool::collect_column_blocks;
+    // 3 rows of 10 in blocks of 4 columns: 4, 4 and a narrower 2.
+    let fill = |skip: Option<usize>| {
+        let pool = SpinPool::new(2);
+        collect_column_blocks(&pool, 3, 10, 4, |t, block| {
+            let width = block.columns().len();
+            for r in 0..3 {
+                if skip != Some(t) || r < 2 {
+                    block.push_row(&vec![(10 * t + r) as f32; width]);
+                }
+            }
+        })
+    };
+    let m = fill(None);
+    let want: Vec<f32> = (0..3).flat_map(|r| (0..10).map(move |c| (10 * (c / 4) + r) as f32)).collect();
+    assert_eq!(m, want);
+    let short = std::panic::catch_unwind(|| fill(Some(1)));
+    assert!(short.is_err(), "a block that leaves a row unwritten must not yield a matrix");
+}
+
+#[test]
 fn the_row_dot_test_separates_a_kernel_that_drops_the_min() {
     // The negative control for the test above: the q4_1 row without its
     // `m * Σx` term is far outside the tolerance.

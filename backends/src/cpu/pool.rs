@@ -213,14 +213,17 @@ pub fn for_each_range_mut<T: Send>(pool: &SpinPool, out: &mut [T], starts: &[usi
     });
 }
 
-/// A task's columns of a row-major `[rows][row_len]` matrix: task `t` of
-/// `for_each_column_block` owns columns `t*width .. (t+1)*width` of every row.
+/// A task's columns of a row-major `[rows][row_len]` matrix being built by
+/// `collect_column_blocks`: task `t` owns columns `t*width .. (t+1)*width`
+/// of every row and writes its rows in order, each in full.
 pub struct ColumnBlock<'a, T> {
     base: &'a SendPtr<T>,
     rows: usize,
     row_len: usize,
     first: usize,
     width: usize,
+    /// Rows written so far (the next row to write).
+    written: usize,
 }
 
 impl<T: Copy> ColumnBlock<'_, T> {
@@ -229,31 +232,51 @@ impl<T: Copy> ColumnBlock<'_, T> {
         self.first..self.first + self.width
     }
 
-    /// Write `values` (at most the block's width) at the start of this
-    /// block's part of row `row`.
-    pub fn write_row(&mut self, row: usize, values: &[T]) {
-        assert!(row < self.rows && values.len() <= self.width, "row {row} / {} values outside the block", values.len());
-        // SAFETY: row `row`, columns `first .. first + values.len()` are
-        // inside the matrix (asserted; `first + width <= row_len`) and owned
-        // by this block alone (the blocks' column ranges are disjoint);
-        // `for_each_column_block` outlives every block.
-        unsafe { std::ptr::copy_nonoverlapping(values.as_ptr(), self.base.get().add(row * self.row_len + self.first), values.len()) };
+    /// Write the block's part of the next row: `values` holds exactly the
+    /// block's width.
+    pub fn push_row(&mut self, values: &[T]) {
+        assert!(self.written < self.rows && values.len() == self.width, "row {} / {} values: outside the block", self.written, values.len());
+        // SAFETY: row `written`, columns `first .. first + width` are inside
+        // the matrix's allocation (asserted; `first + width <= row_len`) and
+        // owned by this block alone (the blocks' column ranges are
+        // disjoint); `collect_column_blocks` outlives every block.
+        unsafe { std::ptr::copy_nonoverlapping(values.as_ptr(), self.base.get().add(self.written * self.row_len + self.first), values.len()) };
+        self.written += 1;
     }
 }
 
-/// `f(t, block_t)` across `pool` for the column blocks of `out`, a
-/// row-major matrix of rows `row_len` long, `width` columns per block (the
-/// last may be narrower).
-pub fn for_each_column_block<T: Send + Copy>(pool: &SpinPool, out: &mut [T], row_len: usize, width: usize, f: impl Fn(usize, &mut ColumnBlock<'_, T>) + Sync) {
+/// A row-major `[rows][row_len]` matrix whose column blocks (`width`
+/// columns each, the last may be narrower) are written by `f(t, block_t)`
+/// across `pool`. The matrix is not zeroed first (an output the size of a
+/// prefill's activations cost as much to clear as to compute its
+/// layer norm): every block must write all its rows, which is checked
+/// before the elements are read (a block that does not is a panic).
+pub fn collect_column_blocks<T: Send + Copy>(
+    pool: &SpinPool,
+    rows: usize,
+    row_len: usize,
+    width: usize,
+    f: impl Fn(usize, &mut ColumnBlock<'_, T>) + Sync,
+) -> Vec<T> {
     let width = width.max(1);
-    assert!(row_len > 0 && out.len().is_multiple_of(row_len));
-    let rows = out.len() / row_len;
+    let mut out: Vec<T> = Vec::with_capacity(rows * row_len);
     let base = SendPtr(out.as_mut_ptr());
-    pool.run(row_len.div_ceil(width), &|t| {
+    let complete = AtomicUsize::new(0);
+    let blocks = row_len.div_ceil(width);
+    pool.run(blocks, &|t| {
         let first = t * width;
-        let mut block = ColumnBlock { base: &base, rows, row_len, first, width: width.min(row_len - first) };
+        let mut block = ColumnBlock { base: &base, rows, row_len, first, width: width.min(row_len - first), written: 0 };
         f(t, &mut block);
+        assert_eq!(block.written, rows, "column block {t} wrote {} of its {rows} rows", block.written);
+        complete.fetch_add(1, Ordering::Relaxed);
     });
+    assert_eq!(complete.load(Ordering::Relaxed), blocks, "a column block did not finish");
+    // SAFETY: every block wrote each of the `rows` rows across its full
+    // width (asserted per block above, and every block ran to the end),
+    // and the blocks' columns tile `0..row_len`: all `rows * row_len`
+    // elements are initialized.
+    unsafe { out.set_len(rows * row_len) };
+    out
 }
 
 struct SendPtr<T>(*mut T);

@@ -15,7 +15,7 @@
 //! output element is one dot product whose order does not depend on the
 //! thread count, so results are the same for any `--threads`.
 
-use crate::cpu::pool::{for_each_chunk_mut, for_each_column_block, SpinPool};
+use crate::cpu::pool::{collect_column_blocks, for_each_chunk_mut, SpinPool};
 use crate::cpu::simd::{self, Isa};
 use crate::tensor::WeightRef;
 
@@ -121,10 +121,12 @@ fn gemm(pool: &SpinPool, isa: Isa, x: &[f32], m: usize, k: usize, w: WeightRef<'
 }
 
 /// The tiled path on ISAs with the outer-product kernel: a task decodes
-/// `simd::PANEL` weight rows, lays them out k-major (`simd::pack_panel`), then runs `simd::outer_tile` over
-/// every `OUTER_ROWS` activation rows, writing its columns of the output in
-/// place. The row and panel buffers are per thread and reused: allocating
-/// and zeroing them per task wrote about as many bytes as the products read.
+/// `simd::PANEL` weight rows, lays them out k-major (`simd::pack_panel`),
+/// then runs `simd::outer_tile` over every `OUTER_ROWS` activation rows,
+/// writing its columns of the output in place (`collect_column_blocks`:
+/// the output is never zeroed). The row and panel buffers are per thread
+/// and reused: allocating and zeroing them per task wrote about as many
+/// bytes as the products read.
 fn gemm_panels(pool: &SpinPool, isa: Isa, x: &[f32], m: usize, k: usize, w: WeightRef<'_>) -> Vec<f32> {
     const P: usize = simd::PANEL;
     thread_local! {
@@ -132,8 +134,7 @@ fn gemm_panels(pool: &SpinPool, isa: Isa, x: &[f32], m: usize, k: usize, w: Weig
     }
     let n = w.shape[0];
     let rb = w.row_bytes();
-    let mut out = vec![0f32; m * n];
-    for_each_column_block(pool, &mut out, n, P, |_, block| {
+    collect_column_blocks(pool, m, n, P, |_, block| {
         let (r0, r1) = (block.columns().start, block.columns().end);
         SCRATCH.with_borrow_mut(|(rows, panel)| {
             rows.resize(P * k, 0.0);
@@ -147,12 +148,11 @@ fn gemm_panels(pool: &SpinPool, isa: Isa, x: &[f32], m: usize, k: usize, w: Weig
             while i < m {
                 let rows = (m - i).min(simd::OUTER_ROWS);
                 simd::outer_tile(isa, &x[i * k..], k, rows, panel, P, k, &mut tile, P);
-                for (a, o) in tile.chunks_exact(P).take(rows).enumerate() {
-                    block.write_row(i + a, &o[..r1 - r0]);
+                for o in tile.chunks_exact(P).take(rows) {
+                    block.push_row(&o[..r1 - r0]);
                 }
                 i += rows;
             }
         });
-    });
-    out
+    })
 }
