@@ -216,6 +216,23 @@ fn column_blocks_fill_the_matrix_and_a_block_that_skips_a_row_is_refused() {
 }
 
 #[test]
+fn vectorized_dequantization_is_the_references_bits() {
+    let mut rng = Rng(31);
+    let k = 512;
+    for dtype in TYPES {
+        let bytes = random_weights(dtype, 3, k, &mut rng);
+        let want = dequantized(dtype, &bytes, 3 * k);
+        for isa in isas() {
+            let mut got = vec![f32::NAN; 3 * k];
+            simd::dequantize(isa, dtype, &bytes, &mut got);
+            for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+                assert_eq!(g.to_bits(), w.to_bits(), "{dtype} on {}: [{i}] {g} vs {w}", isa.name());
+            }
+        }
+    }
+}
+
+#[test]
 fn the_row_dot_test_separates_a_kernel_that_drops_the_min() {
     // The negative control for the test above: the q4_1 row without its
     // `m * Σx` term is far outside the tolerance.

@@ -140,7 +140,7 @@ fn gemm_panels(pool: &SpinPool, isa: Isa, x: &[f32], m: usize, k: usize, w: Weig
             rows.resize(P * k, 0.0);
             panel.resize(k * P, 0.0);
             let live = r1 - r0;
-            graphc_ir::quant::dequantize(w.dtype, &w.bytes[r0 * rb..r1 * rb], &mut rows[..live * k]);
+            simd::dequantize(isa, w.dtype, &w.bytes[r0 * rb..r1 * rb], &mut rows[..live * k]);
             let row_refs: Vec<&[f32]> = rows[..live * k].chunks_exact(k).collect();
             simd::pack_panel(isa, &row_refs, k, panel);
             let mut tile = [0f32; simd::OUTER_ROWS * P];

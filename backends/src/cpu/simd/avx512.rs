@@ -673,3 +673,112 @@ pub unsafe fn pack_panel(rows: &[&[f32]], k: usize, panel: &mut [f32]) {
         }
     }
 }
+
+/// `graphc_ir::quant::dequantize` for q4_0, q4_1, q5_0, q8_0, q4_k and
+/// q6_k, 16 elements at a time, with the reference's operations in its
+/// order (a multiply, then an add or subtract: no FMA), so the same bits.
+/// `false` for the other types.
+///
+/// # Safety
+/// AVX-512F + AVX2 + F16C; `bytes` holds the blocks of `out.len()`
+/// elements (asserted).
+#[target_feature(enable = "avx512f,avx2,fma,f16c")]
+pub unsafe fn dequantize(dtype: graphc_ir::DType, bytes: &[u8], out: &mut [f32]) -> bool {
+    use graphc_ir::DType;
+    if !matches!(dtype, DType::Q4_0 | DType::Q4_1 | DType::Q5_0 | DType::Q8_0 | DType::Q4K | DType::Q6K) {
+        return false;
+    }
+    assert_eq!(Some(bytes.len() as u64), dtype.storage_bytes(out.len() as u64));
+    let (bb, be) = (dtype.block_bytes(), dtype.block_elems());
+    let nibbles = _mm512_set1_epi32(0x0F);
+    for (b, y) in out.chunks_exact_mut(be).enumerate() {
+        let p = bytes.as_ptr().add(b * bb);
+        let y = y.as_mut_ptr();
+        match dtype {
+            DType::Q4_0 | DType::Q4_1 => {
+                let (d, m) = f16_pair(p);
+                let q4_0 = dtype == DType::Q4_0;
+                let q = _mm512_cvtepu8_epi32(_mm_loadu_si128(p.add(if q4_0 { 2 } else { 4 }) as *const __m128i));
+                let (lo, hi) = (_mm512_and_si512(q, nibbles), _mm512_srli_epi32(q, 4));
+                let dv = _mm512_set1_ps(d);
+                for (half, v) in [lo, hi].into_iter().enumerate() {
+                    let r = if q4_0 {
+                        _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(v, _mm512_set1_epi32(8))), dv)
+                    } else {
+                        _mm512_add_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(v), dv), _mm512_set1_ps(m))
+                    };
+                    _mm512_storeu_ps(y.add(16 * half), r);
+                }
+            }
+            DType::Q5_0 => {
+                let (d, _) = f16_pair(p);
+                let qh = (p.add(2) as *const u32).read_unaligned();
+                let q = _mm512_cvtepu8_epi32(_mm_loadu_si128(p.add(6) as *const __m128i));
+                let sixteen = _mm512_set1_epi32(16);
+                let lo = _mm512_and_si512(q, nibbles);
+                let lo = _mm512_mask_or_epi32(lo, qh as u16, lo, sixteen);
+                let hi = _mm512_srli_epi32(q, 4);
+                let hi = _mm512_mask_or_epi32(hi, (qh >> 16) as u16, hi, sixteen);
+                let dv = _mm512_set1_ps(d);
+                _mm512_storeu_ps(y, _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(lo, sixteen)), dv));
+                _mm512_storeu_ps(y.add(16), _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(hi, sixteen)), dv));
+            }
+            DType::Q8_0 => {
+                let (d, _) = f16_pair(p);
+                let dv = _mm512_set1_ps(d);
+                for half in 0..2 {
+                    let q = _mm512_cvtepi8_epi32(_mm_loadu_si128(p.add(2 + 16 * half) as *const __m128i));
+                    _mm512_storeu_ps(y.add(16 * half), _mm512_mul_ps(_mm512_cvtepi32_ps(q), dv));
+                }
+            }
+            DType::Q4K => {
+                let (d, dmin) = f16_pair(p);
+                let (sc, mn) = scales_mins_k4(p.add(4));
+                let qs = p.add(16);
+                for c in 0..4 {
+                    let (d1, m1) = (_mm512_set1_ps(d * sc[2 * c] as f32), _mm512_set1_ps(dmin * mn[2 * c] as f32));
+                    let (d2, m2) = (_mm512_set1_ps(d * sc[2 * c + 1] as f32), _mm512_set1_ps(dmin * mn[2 * c + 1] as f32));
+                    for half in 0..2 {
+                        let q = _mm512_cvtepu8_epi32(_mm_loadu_si128(qs.add(32 * c + 16 * half) as *const __m128i));
+                        let lo = _mm512_cvtepi32_ps(_mm512_and_si512(q, nibbles));
+                        let hi = _mm512_cvtepi32_ps(_mm512_srli_epi32(q, 4));
+                        _mm512_storeu_ps(y.add(64 * c + 16 * half), _mm512_sub_ps(_mm512_mul_ps(d1, lo), m1));
+                        _mm512_storeu_ps(y.add(64 * c + 32 + 16 * half), _mm512_sub_ps(_mm512_mul_ps(d2, hi), m2));
+                    }
+                }
+            }
+            _ => {
+                // q6_k: the six-bit values put together bytewise (as `q6_k`).
+                let (m4, m2, m32) = (_mm256_set1_epi8(0x0F), _mm256_set1_epi8(3), _mm256_set1_epi8(32));
+                let d = {
+                    let bits = u16::from_le_bytes([*p.add(208), *p.add(209)]);
+                    _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(bits as i32)))
+                };
+                let sc = p.add(192) as *const i8;
+                for n in 0..2 {
+                    let ql = p.add(64 * n);
+                    let qh = _mm256_loadu_si256(p.add(128 + 32 * n) as *const __m256i);
+                    let a = _mm256_loadu_si256(ql as *const __m256i);
+                    let c = _mm256_loadu_si256(ql.add(32) as *const __m256i);
+                    let high = |h: __m256i| _mm256_slli_epi16(_mm256_and_si256(h, m2), 4);
+                    let q = [
+                        _mm256_or_si256(_mm256_and_si256(a, m4), high(qh)),
+                        _mm256_or_si256(_mm256_and_si256(c, m4), high(_mm256_srli_epi16(qh, 2))),
+                        _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(a, 4), m4), high(_mm256_srli_epi16(qh, 4))),
+                        _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(c, 4), m4), high(_mm256_srli_epi16(qh, 6))),
+                    ];
+                    for (i, qi) in q.iter().enumerate() {
+                        let qi = _mm256_sub_epi8(*qi, m32);
+                        let halves = [_mm256_castsi256_si128(qi), _mm256_extracti128_si256::<1>(qi)];
+                        for (half, v) in halves.into_iter().enumerate() {
+                            let scale = _mm512_set1_ps(d * *sc.add(8 * n + 2 * i + half) as f32);
+                            let r = _mm512_mul_ps(scale, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(v)));
+                            _mm512_storeu_ps(y.add(128 * n + 32 * i + 16 * half), r);
+                        }
+                    }
+                }
+            }
+        }
+    }
+    true
+}

@@ -206,6 +206,22 @@ pub fn has_outer(isa: Isa) -> bool {
     isa == Isa::Avx512
 }
 
+/// `graphc_ir::quant::dequantize`, vectorized where the ISA has it (AVX-512:
+/// q4_0, q4_1, q5_0, q8_0, q4_k, q6_k), with the same bits.
+pub fn dequantize(isa: Isa, dtype: DType, bytes: &[u8], out: &mut [f32]) {
+    #[cfg(target_arch = "x86_64")]
+    if isa == Isa::Avx512 {
+        assert!(isa.available());
+        // SAFETY: AVX-512F and with it AVX2/F16C (asserted); the kernel
+        // asserts that `bytes` holds `out.len()` elements' blocks.
+        if unsafe { avx512::dequantize(dtype, bytes, out) } {
+            return;
+        }
+    }
+    let _ = isa;
+    graphc_ir::quant::dequantize(dtype, bytes, out)
+}
+
 /// Lay `rows` (at most `PANEL`, each at least `k` long; missing rows are
 /// zero) out k-major for `outer_tile`: `panel[kk*PANEL + j] = rows[j][kk]`.
 pub fn pack_panel(isa: Isa, rows: &[&[f32]], k: usize, panel: &mut [f32]) {
