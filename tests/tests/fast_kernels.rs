@@ -233,6 +233,28 @@ fn vectorized_dequantization_is_the_references_bits() {
 }
 
 #[test]
+fn softmax_exponentials_are_within_1e6_relative_on_every_isa() {
+    // Scores minus their max span 0 down to far below f32's range (they
+    // must give 0) and a masked -inf; 37 of them: two vectors and a tail.
+    let mut x: Vec<f32> = (0..37).map(|i| -(i as f32) * 0.7).collect();
+    x[20] = -120.0;
+    x[21] = f32::NEG_INFINITY;
+    x[22] = -1.0e4;
+    let m = 0.25f32;
+    for isa in isas() {
+        let mut got = x.clone();
+        let sum = simd::exp_shifted_sum(isa, &mut got, m);
+        let mut want_sum = 0f64;
+        for (i, (&g, &v)) in got.iter().zip(&x).enumerate() {
+            let want = ((v - m) as f64).exp();
+            want_sum += want;
+            assert!((g as f64 - want).abs() <= 1e-6 * want + 1e-37, "{} [{i}] exp({}) = {g}, want {want}", isa.name(), v - m);
+        }
+        assert!((sum as f64 - want_sum).abs() <= 1e-6 * want_sum, "{}: sum {sum} vs {want_sum}", isa.name());
+    }
+}
+
+#[test]
 fn the_row_dot_test_separates_a_kernel_that_drops_the_min() {
     // The negative control for the test above: the q4_1 row without its
     // `m * Σx` term is far outside the tolerance.

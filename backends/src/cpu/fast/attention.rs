@@ -10,7 +10,6 @@
 //! prefill GEMM's), each key row read once for the group.
 
 use crate::cpu::pool::{for_each_chunk_mut, SpinPool};
-use crate::cpu::reference::softmax_in_place;
 use crate::cpu::simd::{self, Isa};
 
 pub struct AttentionShape {
@@ -172,7 +171,7 @@ pub fn prefill_panels(pool: &SpinPool, isa: Isa, sh: &AttentionShape, pr: &Atten
                 }
                 let (a, z) = (l - base, h - base);
                 row[a..z].iter_mut().for_each(|x| *x *= pr.scale);
-                softmax_in_place(&mut row[a..z], pr.softcap);
+                simd::softmax(isa, &mut row[a..z], pr.softcap);
                 row[..a].fill(0.0);
                 row[z..].fill(0.0);
             }
@@ -255,12 +254,7 @@ pub fn decode_split(pool: &SpinPool, isa: Isa, sh: &AttentionShape, pr: &Attenti
                 row.iter_mut().for_each(|x| *x = cap * (*x / cap).tanh());
             }
             let m = row.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-            let mut sum = 0f32;
-            for x in row.iter_mut() {
-                *x = (*x - m).exp();
-                sum += *x;
-            }
-            *st = (m, sum);
+            *st = (m, simd::exp_shifted_sum(isa, row, m));
         }
         let mut o = vec![0f32; group * dv];
         let mut at = 0;
@@ -387,7 +381,7 @@ fn per_position(pool: &SpinPool, isa: Isa, sh: &AttentionShape, pr: &AttentionPa
             }
         }
         for row in scores.chunks_exact_mut(n) {
-            softmax_in_place(row, pr.softcap);
+            simd::softmax(isa, row, pr.softcap);
         }
         let mut at = 0;
         for &(first, len) in &segments {

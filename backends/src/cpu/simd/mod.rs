@@ -368,6 +368,37 @@ pub fn weighted_sum_rows(isa: Isa, p: &[f32], stride: usize, n: usize, v: &[f32]
     }
 }
 
+/// `x[i] = exp(x[i] - m)` in place; returns their sum. AVX-512: a
+/// polynomial `exp` (relative error ~1e-7), 16 lanes at a time; elsewhere
+/// the reference's libm `exp`, in order.
+pub fn exp_shifted_sum(isa: Isa, x: &mut [f32], m: f32) -> f32 {
+    #[cfg(target_arch = "x86_64")]
+    if isa == Isa::Avx512 {
+        assert!(isa.available());
+        // SAFETY: AVX-512F checked; the kernel stays within `x`.
+        return unsafe { avx512::exp_shifted_sum(x, m) };
+    }
+    let _ = isa;
+    let mut sum = 0f32;
+    for v in x.iter_mut() {
+        *v = (*v - m).exp();
+        sum += *v;
+    }
+    sum
+}
+
+/// Softmax in place, after the optional soft cap `c · tanh(x / c)`: the
+/// reference's `softmax_in_place` with its exponentials from
+/// `exp_shifted_sum`.
+pub fn softmax(isa: Isa, row: &mut [f32], softcap: Option<f32>) {
+    if let Some(c) = softcap {
+        row.iter_mut().for_each(|v| *v = c * (*v / c).tanh());
+    }
+    let m = row.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+    let sum = exp_shifted_sum(isa, row, m);
+    row.iter_mut().for_each(|v| *v /= sum);
+}
+
 /// GELU in its tanh form, in place: `0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))`.
 /// The AVX-512 path evaluates tanh through a polynomial `exp` (max relative
 /// error ~2e-7 on tanh's `1 + tanh`, which is what GELU uses); other levels
