@@ -4,7 +4,7 @@
 //!
 //! - Few activation rows (decode, and small batches): each weight row is
 //!   decoded in registers and dotted with every activation row while it is
-//!   hot (`simd::dot_rows`: a task's rows in one call; q4_0/q4_1 four rows
+//!   hot (`simd::dot_rows`: a task's rows in one call; q4_0/q4_1/q5_0 four rows
 //!   at a time, sharing each load of the activations, where the ISA has
 //!   it). Weights are read once per step: the memory-bound case.
 //! - Many rows (prefill): a task dequantizes `TILE_ROWS` weight rows into an

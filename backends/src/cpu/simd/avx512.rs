@@ -139,9 +139,53 @@ pub unsafe fn dot_row(dtype: graphc_ir::DType, row: &[u8], x: &[f32], xsums: &[f
     }
 }
 
+/// q5_0, four rows: as `q4_rows4` with each element's fifth bit (bit `i`
+/// of the block's `qh`) or-ed in under a lane mask, and the `- 16` folded
+/// into the offsets (`-16 · Σ_b d_b · Σx_b`; 16 is a power of two, so
+/// applying it last is exact).
+///
+/// # Safety
+/// As `dot_rows4`; each `p[r]` holds `nb` blocks of 22 bytes.
+#[target_feature(enable = "avx512f,avx2,fma,f16c")]
+unsafe fn q5_0_rows4(p: [*const u8; 4], x: *const f32, xsums: *const f32, nb: usize) -> [f32; 4] {
+    let (mask, sixteen) = (_mm512_set1_epi32(0x0F), _mm512_set1_epi32(16));
+    let ahead = rows4_prefetch_distance(nb * 22);
+    let mut acc = [_mm512_setzero_ps(); 4];
+    let mut offsets = _mm256_setzero_ps();
+    for b in 0..nb {
+        let pb = p.map(|q| q.add(b * 22));
+        if b % 3 == 0 {
+            for q in pb {
+                _mm_prefetch::<_MM_HINT_T0>(q.add(ahead) as *const i8);
+                _mm_prefetch::<_MM_HINT_T0>(q.add(ahead + 64) as *const i8);
+            }
+        }
+        // [d0 _ d1 _ d2 _ d3 _] (the odd lanes are `qh` bits, unused).
+        let dq = _mm256_cvtph_ps(_mm_set_epi32(u32_at(pb[3]), u32_at(pb[2]), u32_at(pb[1]), u32_at(pb[0])));
+        offsets = _mm256_fmadd_ps(dq, _mm256_set1_ps(*xsums.add(b)), offsets);
+        let dz = _mm512_castps256_ps512(dq);
+        let xb = x.add(b * 32);
+        let (x0, x1) = (_mm512_loadu_ps(xb), _mm512_loadu_ps(xb.add(16)));
+        for r in 0..4 {
+            let qh = (pb[r].add(2) as *const u32).read_unaligned();
+            let q = _mm512_cvtepu8_epi32(_mm_loadu_si128(pb[r].add(6) as *const __m128i));
+            let lo = _mm512_and_si512(q, mask);
+            let lo = _mm512_cvtepi32_ps(_mm512_mask_or_epi32(lo, qh as u16, lo, sixteen));
+            let hi = _mm512_srli_epi32(q, 4);
+            let hi = _mm512_cvtepi32_ps(_mm512_mask_or_epi32(hi, (qh >> 16) as u16, hi, sixteen));
+            let s = _mm512_fmadd_ps(hi, x1, _mm512_mul_ps(lo, x0));
+            let d = _mm512_permutexvar_ps(_mm512_set1_epi32(2 * r as i32), dz);
+            acc[r] = _mm512_fmadd_ps(d, s, acc[r]);
+        }
+    }
+    let mut off = [0f32; 8];
+    _mm256_storeu_ps(off.as_mut_ptr(), offsets);
+    std::array::from_fn(|r| _mm512_reduce_add_ps(acc[r]) + -16.0 * off[2 * r])
+}
+
 /// `out[r] = row r · x` for the consecutive rows in `rows` (`out.len()` of
 /// them), each by the same kernel `dot_row` uses for the type (so the same
-/// bits), except q4_0/q4_1, which go four rows at a time (`dot_rows4`; a
+/// bits), except q4_0/q4_1/q5_0, which go four rows at a time (`dot_rows4`; a
 /// short last group repeats its last row). One call per run of rows instead
 /// of one per row: on short rows (Gemma 3's 262144 × 640 output matrix) the
 /// per-row dispatch was a tenth of the step. `false` for the types the
@@ -159,20 +203,20 @@ pub unsafe fn dot_rows(dtype: graphc_ir::DType, rows: &[u8], x: &[f32], xsums: &
     let (xp, xs) = (x.as_ptr(), xsums.as_ptr());
     let row = |r: usize| rows.as_ptr().add(r * rb);
     match dtype {
-        DType::Q4_0 | DType::Q4_1 => {
+        DType::Q4_0 | DType::Q4_1 | DType::Q5_0 => {
             assert!(xsums.len() >= nb);
             let mut j = 0;
             while j < out.len() {
                 let take = (out.len() - j).min(4);
                 let group: [*const u8; 4] = std::array::from_fn(|t| row(j + t.min(take - 1)));
-                let v = if dtype == DType::Q4_0 { q4_rows4::<18, true>(group, xp, xs, nb) } else { q4_rows4::<20, false>(group, xp, xs, nb) };
+                let v = match dtype {
+                    DType::Q4_0 => q4_rows4::<18, true>(group, xp, xs, nb),
+                    DType::Q4_1 => q4_rows4::<20, false>(group, xp, xs, nb),
+                    _ => q5_0_rows4(group, xp, xs, nb),
+                };
                 out[j..j + take].copy_from_slice(&v[..take]);
                 j += take;
             }
-        }
-        DType::Q5_0 => {
-            assert!(xsums.len() >= nb);
-            out.iter_mut().enumerate().for_each(|(r, o)| *o = q5_0(row(r), xp, xs, nb));
         }
         DType::Q8_0 => out.iter_mut().enumerate().for_each(|(r, o)| *o = q8_0(row(r), xp, nb)),
         DType::Q4K => {
@@ -495,8 +539,8 @@ fn rows4_prefetch_distance(row_bytes: usize) -> usize {
     4 * row_bytes
 }
 
-/// Four weight rows against one activation row, for q4_0 and q4_1: each
-/// block's 32 activations are
+/// Four weight rows against one activation row, for q4_0, q4_1 and q5_0:
+/// each block's 32 activations are
 /// loaded once for the four rows, the four rows' `(d, m)` pairs convert in
 /// one `vcvtph2ps`, and the call, the reductions and the loop cost are paid
 /// once per four rows. `None` for the other types (`dot_row` serves them):
@@ -513,7 +557,7 @@ fn rows4_prefetch_distance(row_bytes: usize) -> usize {
 #[target_feature(enable = "avx512f,avx2,fma,f16c")]
 pub unsafe fn dot_rows4(dtype: graphc_ir::DType, rows: [&[u8]; 4], x: &[f32], xsums: &[f32]) -> Option<[f32; 4]> {
     use graphc_ir::DType;
-    if !matches!(dtype, DType::Q4_0 | DType::Q4_1) {
+    if !matches!(dtype, DType::Q4_0 | DType::Q4_1 | DType::Q5_0) {
         return None;
     }
     let n = x.len();
@@ -530,6 +574,10 @@ pub unsafe fn dot_rows4(dtype: graphc_ir::DType, rows: [&[u8]; 4], x: &[f32], xs
         DType::Q4_1 => {
             assert!(xsums.len() >= nb);
             Some(q4_rows4::<20, false>(p, x.as_ptr(), xsums.as_ptr(), nb))
+        }
+        DType::Q5_0 => {
+            assert!(xsums.len() >= nb);
+            Some(q5_0_rows4(p, x.as_ptr(), xsums.as_ptr(), nb))
         }
         _ => None,
     }

@@ -133,7 +133,7 @@ pub fn dot_rows(isa: Isa, dtype: DType, rows: &[u8], x: &[f32], xsums: &[f32], o
 }
 
 /// `dot_row` for four weight rows against one activation row, where the ISA
-/// has a four-row kernel for `dtype` (AVX-512: q4_0, q4_1): the
+/// has a four-row kernel for `dtype` (AVX-512: q4_0, q4_1, q5_0): the
 /// activations are loaded once per block for all four. A row's result does
 /// not depend on the other three (pad a short group by repeating a row),
 /// but it is a different summation order from `dot_row`'s: a caller uses
@@ -152,7 +152,7 @@ pub fn dot_rows4(isa: Isa, dtype: DType, rows: [&[u8]; 4], x: &[f32], xsums: &[f
 
 /// Whether `dot_rows4` has a kernel for `dtype` at `isa`.
 pub fn has_rows4(isa: Isa, dtype: DType) -> bool {
-    isa == Isa::Avx512 && matches!(dtype, DType::Q4_0 | DType::Q4_1)
+    isa == Isa::Avx512 && matches!(dtype, DType::Q4_0 | DType::Q4_1 | DType::Q5_0)
 }
 
 /// One f32 tile's results: up to 8 activation rows × 4 weight rows.
