@@ -255,6 +255,21 @@ fn softmax_exponentials_are_within_1e6_relative_on_every_isa() {
 }
 
 #[test]
+fn silu_is_within_1e6_relative_of_f64_on_every_isa() {
+    // 16-lane blocks and a tail; far negative (exp(-x) overflows: -0) and
+    // far positive inputs included.
+    let x: Vec<f32> = (0..45).map(|i| (i as f32 - 22.0) * 0.9).chain([-200.0, 120.0, 0.0]).collect();
+    for isa in isas() {
+        let mut got = x.clone();
+        simd::silu(isa, &mut got);
+        for (&g, &v) in got.iter().zip(&x) {
+            let want = v as f64 / (1.0 + (-(v as f64)).exp());
+            assert!((g as f64 - want).abs() <= 1e-6 * want.abs() + 1e-30, "{} silu({v}) = {g}, want {want}", isa.name());
+        }
+    }
+}
+
+#[test]
 fn the_row_dot_test_separates_a_kernel_that_drops_the_min() {
     // The negative control for the test above: the q4_1 row without its
     // `m * Σx` term is far outside the tolerance.

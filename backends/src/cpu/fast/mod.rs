@@ -217,6 +217,7 @@ impl Fast {
                 let isa = self.isa;
                 for_each_chunk_mut(&self.pool, &mut data, ELEMENTWISE_CHUNK, |_, c| match u {
                     graphc_ir::op::UnaryOp::GeluTanh => simd::gelu_tanh(isa, c),
+                    graphc_ir::op::UnaryOp::Silu => simd::silu(isa, c),
                     _ => c.iter_mut().for_each(|v| *v = f(*v)),
                 });
                 self.count("elementwise");
@@ -257,6 +258,7 @@ impl Fast {
                 for_each_chunk_mut(&self.pool, &mut data, ELEMENTWISE_CHUNK, |t, c| {
                     match act {
                         graphc_ir::op::UnaryOp::GeluTanh => simd::gelu_tanh(isa, c),
+                        graphc_ir::op::UnaryOp::Silu => simd::silu(isa, c),
                         _ => c.iter_mut().for_each(|v| *v = f(*v)),
                     }
                     let u = &up[t * ELEMENTWISE_CHUNK..][..c.len()];

@@ -40,10 +40,8 @@ pub unsafe fn tile_6x4(x: *const f32, ldx: usize, w: *const f32, ldw: usize, k: 
     }
 }
 
-/// GELU (tanh form) in place, 16 lanes: `tanh(u) = 1 - 2 / (exp(2u) + 1)`,
-/// `exp` as `2^n * p(f)` (degree-7 Taylor polynomial of `2^f` on
-/// `|f| <= 0.5`, relative error < 2e-8) scaled with `vscalefps`. Overflow
-/// gives `exp = inf` and `tanh = 1`, as it should.
+/// GELU (tanh form) in place, 16 lanes: `tanh(u) = 1 - 2 / (exp(2u) + 1)`
+/// with `exp16`. Overflow gives `exp = inf` and `tanh = 1`, as it should.
 ///
 /// # Safety
 /// AVX-512F.
@@ -52,32 +50,13 @@ pub unsafe fn gelu_tanh(x: &mut [f32]) {
     let c = (2.0f32 / std::f32::consts::PI).sqrt();
     let n16 = x.len() / 16 * 16;
     let p = x.as_mut_ptr();
-    const LN2: f32 = std::f32::consts::LN_2;
-    // ln2^k / k!, k = 7 .. 0
-    let coef = [
-        LN2.powi(7) / 5040.0,
-        LN2.powi(6) / 720.0,
-        LN2.powi(5) / 120.0,
-        LN2.powi(4) / 24.0,
-        LN2.powi(3) / 6.0,
-        LN2 * LN2 / 2.0,
-        LN2,
-        1.0,
-    ];
+    let coef = exp2_coefficients();
     let mut i = 0;
     while i < n16 {
         let v = _mm512_loadu_ps(p.add(i));
         let v3 = _mm512_mul_ps(_mm512_mul_ps(v, v), v);
         let u = _mm512_mul_ps(_mm512_set1_ps(c), _mm512_fmadd_ps(_mm512_set1_ps(0.044715), v3, v));
-        // exp(2u) = 2^(2u * log2 e); clamp so the integer part stays sane.
-        let t = _mm512_min_ps(_mm512_max_ps(_mm512_mul_ps(u, _mm512_set1_ps(2.0 * std::f32::consts::LOG2_E)), _mm512_set1_ps(-126.0)), _mm512_set1_ps(126.0));
-        let n = _mm512_roundscale_ps::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(t);
-        let f = _mm512_sub_ps(t, n);
-        let mut poly = _mm512_set1_ps(coef[0]);
-        for &cf in &coef[1..] {
-            poly = _mm512_fmadd_ps(poly, f, _mm512_set1_ps(cf));
-        }
-        let e = _mm512_scalef_ps(poly, n);
+        let e = exp16(_mm512_add_ps(u, u), &coef);
         let tanh = _mm512_sub_ps(_mm512_set1_ps(1.0), _mm512_div_ps(_mm512_set1_ps(2.0), _mm512_add_ps(e, _mm512_set1_ps(1.0))));
         let g = _mm512_mul_ps(_mm512_mul_ps(_mm512_set1_ps(0.5), v), _mm512_add_ps(_mm512_set1_ps(1.0), tanh));
         _mm512_storeu_ps(p.add(i), g);
@@ -831,41 +810,43 @@ pub unsafe fn dequantize(dtype: graphc_ir::DType, bytes: &[u8], out: &mut [f32])
     true
 }
 
+/// `exp(v)` for 16 lanes as `2^n * p(f)`: `t = v · log2 e` clamped to
+/// [-160, 128] (so -inf gives 0 and overflow inf), `n = round(t)`,
+/// `f = t - n`, `p` the degree-7 Taylor polynomial of `2^f` on `|f| <= 0.5`
+/// (relative error < 2e-8 before rounding), scaled by `vscalefps`.
+#[inline(always)]
+unsafe fn exp16(v: __m512, coef: &[f32; 8]) -> __m512 {
+    let t = _mm512_min_ps(_mm512_max_ps(_mm512_mul_ps(v, _mm512_set1_ps(std::f32::consts::LOG2_E)), _mm512_set1_ps(-160.0)), _mm512_set1_ps(128.0));
+    let n = _mm512_roundscale_ps::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(t);
+    let f = _mm512_sub_ps(t, n);
+    let mut poly = _mm512_set1_ps(coef[0]);
+    for &c in &coef[1..] {
+        poly = _mm512_fmadd_ps(poly, f, _mm512_set1_ps(c));
+    }
+    _mm512_scalef_ps(poly, n)
+}
+
+/// `exp16`'s polynomial: `ln2^k / k!`, k = 7 .. 0.
+fn exp2_coefficients() -> [f32; 8] {
+    const LN2: f32 = std::f32::consts::LN_2;
+    [LN2.powi(7) / 5040.0, LN2.powi(6) / 720.0, LN2.powi(5) / 120.0, LN2.powi(4) / 24.0, LN2.powi(3) / 6.0, LN2 * LN2 / 2.0, LN2, 1.0]
+}
+
 /// `x[i] = exp(x[i] - m)` in place, returning `Σ x[i]`: softmax's
-/// exponentials, 16 lanes at a time. `exp` as `2^n * p(f)` (the degree-7
-/// polynomial of `gelu_tanh`, relative error < 2e-8 before rounding);
-/// arguments below -160·ln 2 (and -inf, a masked score) give 0.
+/// exponentials, 16 lanes at a time (`exp16`; arguments below -160·ln 2,
+/// and -inf, a masked score, give 0).
 ///
 /// # Safety
 /// AVX-512F.
 #[target_feature(enable = "avx512f")]
 pub unsafe fn exp_shifted_sum(x: &mut [f32], m: f32) -> f32 {
-    const LN2: f32 = std::f32::consts::LN_2;
-    let coef = [
-        LN2.powi(7) / 5040.0,
-        LN2.powi(6) / 720.0,
-        LN2.powi(5) / 120.0,
-        LN2.powi(4) / 24.0,
-        LN2.powi(3) / 6.0,
-        LN2 * LN2 / 2.0,
-        LN2,
-        1.0,
-    ];
     let n16 = x.len() / 16 * 16;
     let p = x.as_mut_ptr();
-    let mv = _mm512_set1_ps(m);
+    let (mv, coef) = (_mm512_set1_ps(m), exp2_coefficients());
     let mut acc = _mm512_setzero_ps();
     let mut i = 0;
     while i < n16 {
-        let v = _mm512_sub_ps(_mm512_loadu_ps(p.add(i)), mv);
-        let t = _mm512_min_ps(_mm512_max_ps(_mm512_mul_ps(v, _mm512_set1_ps(std::f32::consts::LOG2_E)), _mm512_set1_ps(-160.0)), _mm512_set1_ps(128.0));
-        let n = _mm512_roundscale_ps::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(t);
-        let f = _mm512_sub_ps(t, n);
-        let mut poly = _mm512_set1_ps(coef[0]);
-        for &c in &coef[1..] {
-            poly = _mm512_fmadd_ps(poly, f, _mm512_set1_ps(c));
-        }
-        let e = _mm512_scalef_ps(poly, n);
+        let e = exp16(_mm512_sub_ps(_mm512_loadu_ps(p.add(i)), mv), &coef);
         _mm512_storeu_ps(p.add(i), e);
         acc = _mm512_add_ps(acc, e);
         i += 16;
@@ -876,4 +857,26 @@ pub unsafe fn exp_shifted_sum(x: &mut [f32], m: f32) -> f32 {
         sum += *v;
     }
     sum
+}
+
+/// SiLU in place, `x / (1 + exp(-x))` (the reference's form) with `exp16`;
+/// very negative `x` gives `exp = inf` and `-0`, as the reference does.
+///
+/// # Safety
+/// AVX-512F.
+#[target_feature(enable = "avx512f")]
+pub unsafe fn silu(x: &mut [f32]) {
+    let n16 = x.len() / 16 * 16;
+    let p = x.as_mut_ptr();
+    let (one, coef) = (_mm512_set1_ps(1.0), exp2_coefficients());
+    let mut i = 0;
+    while i < n16 {
+        let v = _mm512_loadu_ps(p.add(i));
+        let e = exp16(_mm512_sub_ps(_mm512_setzero_ps(), v), &coef);
+        _mm512_storeu_ps(p.add(i), _mm512_div_ps(v, _mm512_add_ps(one, e)));
+        i += 16;
+    }
+    for v in &mut x[n16..] {
+        *v = *v / (1.0 + (-*v).exp());
+    }
 }

@@ -399,6 +399,20 @@ pub fn softmax(isa: Isa, row: &mut [f32], softcap: Option<f32>) {
     row.iter_mut().for_each(|v| *v /= sum);
 }
 
+/// SiLU in place, `x / (1 + exp(-x))`. AVX-512: a polynomial `exp`
+/// (relative error ~1e-7); other levels the reference's libm `exp`.
+pub fn silu(isa: Isa, x: &mut [f32]) {
+    #[cfg(target_arch = "x86_64")]
+    if isa == Isa::Avx512 {
+        assert!(isa.available());
+        // SAFETY: AVX-512F checked; the kernel stays within `x`.
+        return unsafe { avx512::silu(x) };
+    }
+    let _ = isa;
+    let f = crate::cpu::reference::unary_fn(graphc_ir::op::UnaryOp::Silu);
+    x.iter_mut().for_each(|v| *v = f(*v));
+}
+
 /// GELU in its tanh form, in place: `0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))`.
 /// The AVX-512 path evaluates tanh through a polynomial `exp` (max relative
 /// error ~2e-7 on tanh's `1 + tanh`, which is what GELU uses); other levels
