@@ -312,41 +312,39 @@ unsafe fn q5_k(r: *const u8, x: *const f32, xsums: &[f32], nb: usize) -> f32 {
     hsum(acc) + offset
 }
 
+/// The six-bit values of half `n` (128 elements) of the q6_k block at `p`,
+/// minus 32, as four 32-byte vectors: element `32 i + l` of the half is
+/// byte `l` of vector `i` (its scale is `sc[8 n + 2 i + l / 16]`). Put
+/// together bytewise: each `ql` nibble or-ed with its two `qh` bits.
+/// Shared by this module's and `avx512`'s q6_k kernels.
+#[inline(always)]
+pub(super) unsafe fn q6_k_values(p: *const u8, n: usize) -> [__m256i; 4] {
+    let (m4, m2, m32) = (_mm256_set1_epi8(0x0F), _mm256_set1_epi8(3), _mm256_set1_epi8(32));
+    let ql = p.add(64 * n);
+    let qh = _mm256_loadu_si256(p.add(128 + 32 * n) as *const __m256i);
+    let a = _mm256_loadu_si256(ql as *const __m256i);
+    let c = _mm256_loadu_si256(ql.add(32) as *const __m256i);
+    let high = |h: __m256i| _mm256_slli_epi16(_mm256_and_si256(h, m2), 4);
+    [
+        _mm256_sub_epi8(_mm256_or_si256(_mm256_and_si256(a, m4), high(qh)), m32),
+        _mm256_sub_epi8(_mm256_or_si256(_mm256_and_si256(c, m4), high(_mm256_srli_epi16(qh, 2))), m32),
+        _mm256_sub_epi8(_mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(a, 4), m4), high(_mm256_srli_epi16(qh, 4))), m32),
+        _mm256_sub_epi8(_mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(c, 4), m4), high(_mm256_srli_epi16(qh, 6))), m32),
+    ]
+}
+
 /// q6_k: 16 sub-blocks of 16, each `d * sc * (q - 32)` with 6-bit `q` split
 /// into low nibbles (`ql`) and high pairs (`qh`).
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn q6_k(r: *const u8, x: *const f32, nb: usize) -> f32 {
-    let m4 = _mm256_set1_epi8(0x0F);
-    let m2 = _mm256_set1_epi8(3);
-    let m32 = _mm256_set1_epi8(32);
     let mut acc = _mm256_setzero_ps();
     for b in 0..nb {
         let p = r.add(b * 210);
         let d = f16_at(p.add(208));
         let sc = p.add(192) as *const i8;
         for n in 0..2 {
-            let ql = p.add(64 * n);
-            let qh = _mm256_loadu_si256(p.add(128 + 32 * n) as *const __m256i);
-            let a = _mm256_loadu_si256(ql as *const __m256i);
-            let c = _mm256_loadu_si256(ql.add(32) as *const __m256i);
-            let high = |shift: i32| -> __m256i {
-                let h = match shift {
-                    0 => qh,
-                    2 => _mm256_srli_epi16(qh, 2),
-                    4 => _mm256_srli_epi16(qh, 4),
-                    _ => _mm256_srli_epi16(qh, 6),
-                };
-                _mm256_slli_epi16(_mm256_and_si256(h, m2), 4)
-            };
-            let q = [
-                _mm256_or_si256(_mm256_and_si256(a, m4), high(0)),
-                _mm256_or_si256(_mm256_and_si256(c, m4), high(2)),
-                _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(a, 4), m4), high(4)),
-                _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(c, 4), m4), high(6)),
-            ];
             let xn = x.add(b * 256 + 128 * n);
-            for (i, qi) in q.iter().enumerate() {
-                let qi = _mm256_sub_epi8(*qi, m32);
+            for (i, qi) in q6_k_values(p, n).into_iter().enumerate() {
                 let s0 = fma16_i8(_mm256_castsi256_si128(qi), xn.add(32 * i), _mm256_setzero_ps());
                 let s1 = fma16_i8(_mm256_extracti128_si256(qi, 1), xn.add(32 * i + 16), _mm256_setzero_ps());
                 let (c0, c1) = (*sc.add(8 * n + 2 * i) as f32, *sc.add(8 * n + 2 * i + 1) as f32);

@@ -118,50 +118,6 @@ pub unsafe fn dot_row(dtype: graphc_ir::DType, row: &[u8], x: &[f32], xsums: &[f
     }
 }
 
-/// q5_0, four rows: as `q4_rows4` with each element's fifth bit (bit `i`
-/// of the block's `qh`) or-ed in under a lane mask, and the `- 16` folded
-/// into the offsets (`-16 · Σ_b d_b · Σx_b`; 16 is a power of two, so
-/// applying it last is exact).
-///
-/// # Safety
-/// As `dot_rows4`; each `p[r]` holds `nb` blocks of 22 bytes.
-#[target_feature(enable = "avx512f,avx2,fma,f16c")]
-unsafe fn q5_0_rows4(p: [*const u8; 4], x: *const f32, xsums: *const f32, nb: usize) -> [f32; 4] {
-    let (mask, sixteen) = (_mm512_set1_epi32(0x0F), _mm512_set1_epi32(16));
-    let ahead = rows4_prefetch_distance(nb * 22);
-    let mut acc = [_mm512_setzero_ps(); 4];
-    let mut offsets = _mm256_setzero_ps();
-    for b in 0..nb {
-        let pb = p.map(|q| q.add(b * 22));
-        if b % 3 == 0 {
-            for q in pb {
-                _mm_prefetch::<_MM_HINT_T0>(q.add(ahead) as *const i8);
-                _mm_prefetch::<_MM_HINT_T0>(q.add(ahead + 64) as *const i8);
-            }
-        }
-        // [d0 _ d1 _ d2 _ d3 _] (the odd lanes are `qh` bits, unused).
-        let dq = _mm256_cvtph_ps(_mm_set_epi32(u32_at(pb[3]), u32_at(pb[2]), u32_at(pb[1]), u32_at(pb[0])));
-        offsets = _mm256_fmadd_ps(dq, _mm256_set1_ps(*xsums.add(b)), offsets);
-        let dz = _mm512_castps256_ps512(dq);
-        let xb = x.add(b * 32);
-        let (x0, x1) = (_mm512_loadu_ps(xb), _mm512_loadu_ps(xb.add(16)));
-        for r in 0..4 {
-            let qh = (pb[r].add(2) as *const u32).read_unaligned();
-            let q = _mm512_cvtepu8_epi32(_mm_loadu_si128(pb[r].add(6) as *const __m128i));
-            let lo = _mm512_and_si512(q, mask);
-            let lo = _mm512_cvtepi32_ps(_mm512_mask_or_epi32(lo, qh as u16, lo, sixteen));
-            let hi = _mm512_srli_epi32(q, 4);
-            let hi = _mm512_cvtepi32_ps(_mm512_mask_or_epi32(hi, (qh >> 16) as u16, hi, sixteen));
-            let s = _mm512_fmadd_ps(hi, x1, _mm512_mul_ps(lo, x0));
-            let d = _mm512_permutexvar_ps(_mm512_set1_epi32(2 * r as i32), dz);
-            acc[r] = _mm512_fmadd_ps(d, s, acc[r]);
-        }
-    }
-    let mut off = [0f32; 8];
-    _mm256_storeu_ps(off.as_mut_ptr(), offsets);
-    std::array::from_fn(|r| _mm512_reduce_add_ps(acc[r]) + -16.0 * off[2 * r])
-}
-
 /// `out[r] = row r · x` for the consecutive rows in `rows` (`out.len()` of
 /// them), each by the same kernel `dot_row` uses for the type (so the same
 /// bits), except q4_0/q4_1/q5_0, which go four rows at a time (`dot_rows4`; a
@@ -189,9 +145,9 @@ pub unsafe fn dot_rows(dtype: graphc_ir::DType, rows: &[u8], x: &[f32], xsums: &
                 let take = (out.len() - j).min(4);
                 let group: [*const u8; 4] = std::array::from_fn(|t| row(j + t.min(take - 1)));
                 let v = match dtype {
-                    DType::Q4_0 => q4_rows4::<18, true>(group, xp, xs, nb),
-                    DType::Q4_1 => q4_rows4::<20, false>(group, xp, xs, nb),
-                    _ => q5_0_rows4(group, xp, xs, nb),
+                    DType::Q4_0 => rows4::<Q4_0_ROWS>(group, xp, xs, nb),
+                    DType::Q4_1 => rows4::<Q4_1_ROWS>(group, xp, xs, nb),
+                    _ => rows4::<Q5_0_ROWS>(group, xp, xs, nb),
                 };
                 out[j..j + take].copy_from_slice(&v[..take]);
                 j += take;
@@ -415,7 +371,6 @@ unsafe fn q4_k(r: *const u8, x: *const f32, xsums: *const f32, nb: usize) -> f32
 /// AVX-512F + AVX2 + F16C; `r` holds `nb` blocks and `x` `256 * nb` floats.
 #[target_feature(enable = "avx512f,avx2,fma,f16c")]
 unsafe fn q6_k(r: *const u8, x: *const f32, nb: usize) -> f32 {
-    let (m4, m2, m32) = (_mm256_set1_epi8(0x0F), _mm256_set1_epi8(3), _mm256_set1_epi8(32));
     let mut acc = [_mm512_setzero_ps(); 8];
     for b in 0..nb {
         let p = r.add(b * 210);
@@ -429,28 +384,8 @@ unsafe fn q6_k(r: *const u8, x: *const f32, nb: usize) -> f32 {
         };
         let sc = p.add(192) as *const i8;
         for n in 0..2 {
-            let ql = p.add(64 * n);
-            let qh = _mm256_loadu_si256(p.add(128 + 32 * n) as *const __m256i);
-            let a = _mm256_loadu_si256(ql as *const __m256i);
-            let c = _mm256_loadu_si256(ql.add(32) as *const __m256i);
-            let high = |shift: i32| -> __m256i {
-                let h = match shift {
-                    0 => qh,
-                    2 => _mm256_srli_epi16(qh, 2),
-                    4 => _mm256_srli_epi16(qh, 4),
-                    _ => _mm256_srli_epi16(qh, 6),
-                };
-                _mm256_slli_epi16(_mm256_and_si256(h, m2), 4)
-            };
-            let q = [
-                _mm256_or_si256(_mm256_and_si256(a, m4), high(0)),
-                _mm256_or_si256(_mm256_and_si256(c, m4), high(2)),
-                _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(a, 4), m4), high(4)),
-                _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(c, 4), m4), high(6)),
-            ];
             let xn = x.add(b * 256 + 128 * n);
-            for (i, qi) in q.iter().enumerate() {
-                let qi = _mm256_sub_epi8(*qi, m32);
+            for (i, qi) in super::avx2::q6_k_values(p, n).into_iter().enumerate() {
                 let lo = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm256_castsi256_si128(qi)));
                 let hi = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm256_extracti128_si256::<1>(qi)));
                 let s0 = _mm512_mul_ps(lo, _mm512_loadu_ps(xn.add(32 * i)));
@@ -548,59 +483,83 @@ pub unsafe fn dot_rows4(dtype: graphc_ir::DType, rows: [&[u8]; 4], x: &[f32], xs
     match dtype {
         DType::Q4_0 => {
             assert!(xsums.len() >= nb);
-            Some(q4_rows4::<18, true>(p, x.as_ptr(), xsums.as_ptr(), nb))
+            Some(rows4::<Q4_0_ROWS>(p, x.as_ptr(), xsums.as_ptr(), nb))
         }
         DType::Q4_1 => {
             assert!(xsums.len() >= nb);
-            Some(q4_rows4::<20, false>(p, x.as_ptr(), xsums.as_ptr(), nb))
+            Some(rows4::<Q4_1_ROWS>(p, x.as_ptr(), xsums.as_ptr(), nb))
         }
         DType::Q5_0 => {
             assert!(xsums.len() >= nb);
-            Some(q5_0_rows4(p, x.as_ptr(), xsums.as_ptr(), nb))
+            Some(rows4::<Q5_0_ROWS>(p, x.as_ptr(), xsums.as_ptr(), nb))
         }
         _ => None,
     }
 }
 
-/// Per row: `Σ_b d_b · (lo·x + hi·x)` in one vector accumulator, plus the
-/// block offsets `Σ_b m_b · Σx_b` (q4_1) or `-8 · Σ_b d_b · Σx_b` (q4_0;
-/// the factor is a power of two, so applying it last is exact) in the lanes
-/// of one 8-wide accumulator `[d0 m0 d1 m1 d2 m2 d3 m3]`.
+/// The 32-element block types with a four-row kernel (`rows4`'s `KIND`).
+const Q4_0_ROWS: u8 = 0;
+const Q4_1_ROWS: u8 = 1;
+const Q5_0_ROWS: u8 = 2;
+
+/// Four rows of q4_0, q4_1 or q5_0 (`KIND`). Per row:
+/// `Σ_b d_b · (lo·x + hi·x)` in one vector accumulator, `lo`/`hi` the
+/// block's low and high nibbles (q5_0: with each element's fifth bit, bit
+/// `i` of the block's `qh`, or-ed in under a lane mask). The block offsets
+/// go to the lanes of one 8-wide accumulator `[d0 m0 d1 m1 d2 m2 d3 m3]`:
+/// `Σ_b m_b · Σx_b` (q4_1), or `-8` (q4_0) / `-16` (q5_0) `· Σ_b d_b · Σx_b`
+/// (powers of two, so applying them last is exact).
 ///
 /// # Safety
-/// As `dot_rows4`; each `p[r]` holds `nb` blocks of `BB` bytes.
+/// As `dot_rows4`; each `p[r]` holds `nb` blocks of the type.
 #[target_feature(enable = "avx512f,avx2,fma,f16c")]
-unsafe fn q4_rows4<const BB: usize, const Q4_0: bool>(p: [*const u8; 4], x: *const f32, xsums: *const f32, nb: usize) -> [f32; 4] {
-    let mask = _mm512_set1_epi32(0x0F);
-    let ahead = rows4_prefetch_distance(nb * BB);
+unsafe fn rows4<const KIND: u8>(p: [*const u8; 4], x: *const f32, xsums: *const f32, nb: usize) -> [f32; 4] {
+    let bb = match KIND {
+        Q4_0_ROWS => 18,
+        Q4_1_ROWS => 20,
+        _ => 22,
+    };
+    let (mask, sixteen) = (_mm512_set1_epi32(0x0F), _mm512_set1_epi32(16));
+    let ahead = rows4_prefetch_distance(nb * bb);
     let mut acc = [_mm512_setzero_ps(); 4];
     let mut offsets = _mm256_setzero_ps();
     for b in 0..nb {
-        let pb = p.map(|q| q.add(b * BB));
-        if b % 4 == 0 {
+        let pb = p.map(|q| q.add(b * bb));
+        if b % 3 == 0 {
             for q in pb {
                 _mm_prefetch::<_MM_HINT_T0>(q.add(ahead) as *const i8);
                 _mm_prefetch::<_MM_HINT_T0>(q.add(ahead + 64) as *const i8);
             }
         }
-        // [d0 m0 d1 m1 d2 m2 d3 m3] (q4_0: the odd lanes are quant bytes, unused).
+        // The odd lanes are quant bytes (q4_0) or `qh` bits (q5_0), unused.
         let dm = _mm256_cvtph_ps(_mm_set_epi32(u32_at(pb[3]), u32_at(pb[2]), u32_at(pb[1]), u32_at(pb[0])));
         offsets = _mm256_fmadd_ps(dm, _mm256_set1_ps(*xsums.add(b)), offsets);
         let dz = _mm512_castps256_ps512(dm);
         let xb = x.add(b * 32);
         let (x0, x1) = (_mm512_loadu_ps(xb), _mm512_loadu_ps(xb.add(16)));
         for r in 0..4 {
-            let q = _mm512_cvtepu8_epi32(_mm_loadu_si128(pb[r].add(BB - 16) as *const __m128i));
-            let lo = _mm512_cvtepi32_ps(_mm512_and_si512(q, mask));
-            let hi = _mm512_cvtepi32_ps(_mm512_srli_epi32(q, 4));
-            let s = _mm512_fmadd_ps(hi, x1, _mm512_mul_ps(lo, x0));
+            let q = _mm512_cvtepu8_epi32(_mm_loadu_si128(pb[r].add(bb - 16) as *const __m128i));
+            let (mut lo, mut hi) = (_mm512_and_si512(q, mask), _mm512_srli_epi32(q, 4));
+            if KIND == Q5_0_ROWS {
+                let qh = (pb[r].add(2) as *const u32).read_unaligned();
+                lo = _mm512_mask_or_epi32(lo, qh as u16, lo, sixteen);
+                hi = _mm512_mask_or_epi32(hi, (qh >> 16) as u16, hi, sixteen);
+            }
+            let s = _mm512_fmadd_ps(_mm512_cvtepi32_ps(hi), x1, _mm512_mul_ps(_mm512_cvtepi32_ps(lo), x0));
             let d = _mm512_permutexvar_ps(_mm512_set1_epi32(2 * r as i32), dz);
             acc[r] = _mm512_fmadd_ps(d, s, acc[r]);
         }
     }
     let mut off = [0f32; 8];
     _mm256_storeu_ps(off.as_mut_ptr(), offsets);
-    std::array::from_fn(|r| _mm512_reduce_add_ps(acc[r]) + if Q4_0 { -8.0 * off[2 * r] } else { off[2 * r + 1] })
+    std::array::from_fn(|r| {
+        _mm512_reduce_add_ps(acc[r])
+            + match KIND {
+                Q4_0_ROWS => -8.0 * off[2 * r],
+                Q4_1_ROWS => off[2 * r + 1],
+                _ => -16.0 * off[2 * r],
+            }
+    })
 }
 
 /// `out[i*ldo + j] = Σ_kk x[i*ldx + kk] · w[kk*ldw + j]` for `i < R`,
@@ -776,26 +735,13 @@ pub unsafe fn dequantize(dtype: graphc_ir::DType, bytes: &[u8], out: &mut [f32])
             }
             _ => {
                 // q6_k: the six-bit values put together bytewise (as `q6_k`).
-                let (m4, m2, m32) = (_mm256_set1_epi8(0x0F), _mm256_set1_epi8(3), _mm256_set1_epi8(32));
                 let d = {
                     let bits = u16::from_le_bytes([*p.add(208), *p.add(209)]);
                     _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(bits as i32)))
                 };
                 let sc = p.add(192) as *const i8;
                 for n in 0..2 {
-                    let ql = p.add(64 * n);
-                    let qh = _mm256_loadu_si256(p.add(128 + 32 * n) as *const __m256i);
-                    let a = _mm256_loadu_si256(ql as *const __m256i);
-                    let c = _mm256_loadu_si256(ql.add(32) as *const __m256i);
-                    let high = |h: __m256i| _mm256_slli_epi16(_mm256_and_si256(h, m2), 4);
-                    let q = [
-                        _mm256_or_si256(_mm256_and_si256(a, m4), high(qh)),
-                        _mm256_or_si256(_mm256_and_si256(c, m4), high(_mm256_srli_epi16(qh, 2))),
-                        _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(a, 4), m4), high(_mm256_srli_epi16(qh, 4))),
-                        _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(c, 4), m4), high(_mm256_srli_epi16(qh, 6))),
-                    ];
-                    for (i, qi) in q.iter().enumerate() {
-                        let qi = _mm256_sub_epi8(*qi, m32);
+                    for (i, qi) in super::avx2::q6_k_values(p, n).into_iter().enumerate() {
                         let halves = [_mm256_castsi256_si128(qi), _mm256_extracti128_si256::<1>(qi)];
                         for (half, v) in halves.into_iter().enumerate() {
                             let scale = _mm512_set1_ps(d * *sc.add(8 * n + 2 * i + half) as f32);
