@@ -8,6 +8,11 @@
 //! same kernel as a uniform one. The query heads of one GQA group at one
 //! position share their keys: their scores are register tiles (the
 //! prefill GEMM's), each key row read once for the group.
+//!
+//! Two paths take over where they apply: prefill on the outer-product
+//! kernel (`prefill_panels`: keys laid out once per step, a block of
+//! positions × heads per task) and decode over long caches split along the
+//! keys (`decode_split`); `per_position` serves the rest.
 
 use crate::cpu::pool::{for_each_chunk_mut, SpinPool};
 use crate::cpu::simd::{self, Isa};
@@ -66,6 +71,17 @@ pub fn attention(pool: &SpinPool, isa: Isa, sh: &AttentionShape, pr: &AttentionP
     out
 }
 
+/// The key positions `[lo, hi)` a causal query at position `p` sees: up
+/// to itself (a full cache also stops at its `t` rows), the last `window`
+/// of them where there is one. Positions, not cache rows: a ring holds
+/// position `x` in row `x % t`.
+fn visible_positions(pr: &AttentionParams, t: usize, p: i32) -> (usize, usize) {
+    let p = p as i64;
+    let hi = if pr.ring { (p + 1).max(0) } else { (p + 1).clamp(0, t as i64) };
+    let lo = pr.window.map_or(0, |w| (p - w as i64 + 1).clamp(0, hi));
+    (lo as usize, hi as usize)
+}
+
 /// Query positions per task of the prefill path: enough that the task's
 /// (position, head) rows fill the outer-product kernel's `OUTER_ROWS`
 /// twice (GQA groups of 3 or 4 heads divide 12 evenly).
@@ -93,13 +109,7 @@ pub fn prefill_panels(pool: &SpinPool, isa: Isa, sh: &AttentionShape, pr: &Atten
         return None;
     }
     let group = nh / nkv;
-    // Visible key positions of query (bi, si): [lo, hi).
-    let visible = |bi: usize, si: usize| -> (usize, usize) {
-        let p = pos[bi * s + si] as i64;
-        let hi = if pr.ring { (p + 1).max(0) } else { (p + 1).clamp(0, t as i64) };
-        let lo = pr.window.map_or(0, |w| (p - w as i64 + 1).clamp(0, hi));
-        (lo as usize, hi as usize)
-    };
+    let visible = |bi: usize, si: usize| visible_positions(pr, t, pos[bi * s + si]);
     // Per batch row: the union of its queries' visible keys.
     let spans: Vec<(usize, usize)> = (0..b)
         .map(|bi| (0..s).map(|si| visible(bi, si)).fold((usize::MAX, 0), |(l, h), (lo, hi)| (l.min(lo), h.max(hi))))
@@ -208,14 +218,7 @@ pub fn decode_split(pool: &SpinPool, isa: Isa, sh: &AttentionShape, pr: &Attenti
         return None;
     }
     let group = nh / nkv;
-    let spans: Vec<(usize, usize)> = (0..b)
-        .map(|bi| {
-            let p = pos[bi] as i64;
-            let hi = if pr.ring { (p + 1).max(0) } else { (p + 1).clamp(0, t as i64) };
-            let lo = pr.window.map_or(0, |w| (p - w as i64 + 1).clamp(0, hi));
-            (lo as usize, hi as usize)
-        })
-        .collect();
+    let spans: Vec<(usize, usize)> = pos[..b].iter().map(|&p| visible_positions(pr, t, p)).collect();
     if spans.iter().all(|&(l, h)| h - l <= C) || (pr.ring && spans.iter().any(|&(l, h)| h - l > t)) {
         return None;
     }
@@ -248,14 +251,7 @@ pub fn decode_split(pool: &SpinPool, isa: Isa, sh: &AttentionShape, pr: &Attenti
                 at += len;
             }
         }
-        let mut stats = vec![(0f32, 0f32); group];
-        for (row, st) in scores.chunks_exact_mut(n).zip(&mut stats) {
-            if let Some(cap) = pr.softcap {
-                row.iter_mut().for_each(|x| *x = cap * (*x / cap).tanh());
-            }
-            let m = row.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-            *st = (m, simd::exp_shifted_sum(isa, row, m));
-        }
+        let stats: Vec<(f32, f32)> = scores.chunks_exact_mut(n).map(|row| simd::softmax_terms(isa, row, pr.softcap)).collect();
         let mut o = vec![0f32; group * dv];
         let mut at = 0;
         for &(first, len) in &runs {

@@ -7,9 +7,12 @@
 //!   hot (`simd::dot_rows`: a task's rows in one call; q4_0/q4_1/q5_0 four rows
 //!   at a time, sharing each load of the activations, where the ISA has
 //!   it). Weights are read once per step: the memory-bound case.
-//! - Many rows (prefill): a task dequantizes `TILE_ROWS` weight rows into an
-//!   f32 scratch once and runs the register-blocked `simd::tile` over all
-//!   activation rows: the dequantization is amortized over `m`.
+//! - Many rows (prefill): a task dequantizes a block of weight rows into an
+//!   f32 scratch once and runs a register-blocked kernel over all
+//!   activation rows: the dequantization is amortized over `m`. AVX-512:
+//!   `simd::PANEL` rows laid out k-major for the outer-product
+//!   `simd::outer_tile` (`gemm_panels`); elsewhere `TILE_ROWS` rows for the
+//!   dot-product `simd::tile`.
 //!
 //! Work is split over weight rows across the session's `SpinPool`. Every
 //! output element is one dot product whose order does not depend on the

@@ -213,13 +213,8 @@ impl Fast {
             Op::Unary(u) => {
                 let Arg::Own(Val::T(Tensor::F32 { .. })) = &args[0] else { return Ok(Err(args)) };
                 let Tensor::F32 { shape, mut data } = args.swap_remove(0).into_tensor()? else { unreachable!() };
-                let f = reference::unary_fn(*u);
                 let isa = self.isa;
-                for_each_chunk_mut(&self.pool, &mut data, ELEMENTWISE_CHUNK, |_, c| match u {
-                    graphc_ir::op::UnaryOp::GeluTanh => simd::gelu_tanh(isa, c),
-                    graphc_ir::op::UnaryOp::Silu => simd::silu(isa, c),
-                    _ => c.iter_mut().for_each(|v| *v = f(*v)),
-                });
+                for_each_chunk_mut(&self.pool, &mut data, ELEMENTWISE_CHUNK, |_, c| simd::unary(isa, *u, c));
                 self.count("elementwise");
                 Ok(Ok(Tensor::F32 { shape, data }))
             }
@@ -252,15 +247,11 @@ impl Fast {
                 };
                 let up = args.pop().unwrap();
                 let Tensor::F32 { shape, mut data } = args.pop().unwrap().into_tensor()? else { unreachable!() };
-                let (f, mul) = (reference::unary_fn(*act), reference::binary_fn(graphc_ir::BinaryOp::Mul));
+                let mul = reference::binary_fn(graphc_ir::BinaryOp::Mul);
                 let up = up.val().f32s()?;
                 let isa = self.isa;
                 for_each_chunk_mut(&self.pool, &mut data, ELEMENTWISE_CHUNK, |t, c| {
-                    match act {
-                        graphc_ir::op::UnaryOp::GeluTanh => simd::gelu_tanh(isa, c),
-                        graphc_ir::op::UnaryOp::Silu => simd::silu(isa, c),
-                        _ => c.iter_mut().for_each(|v| *v = f(*v)),
-                    }
+                    simd::unary(isa, *act, c);
                     let u = &up[t * ELEMENTWISE_CHUNK..][..c.len()];
                     c.iter_mut().zip(u).for_each(|(x, &y)| *x = mul(*x, y));
                 });

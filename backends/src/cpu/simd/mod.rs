@@ -387,44 +387,42 @@ pub fn exp_shifted_sum(isa: Isa, x: &mut [f32], m: f32) -> f32 {
     sum
 }
 
-/// Softmax in place, after the optional soft cap `c · tanh(x / c)`: the
-/// reference's `softmax_in_place` with its exponentials from
-/// `exp_shifted_sum`.
-pub fn softmax(isa: Isa, row: &mut [f32], softcap: Option<f32>) {
+/// Softmax's unnormalized terms in place: after the optional soft cap
+/// `c · tanh(x / c)`, `x = exp(x - max)`; returns `(max, Σ x)`. (Split
+/// attention merges chunks by these two.)
+pub fn softmax_terms(isa: Isa, row: &mut [f32], softcap: Option<f32>) -> (f32, f32) {
     if let Some(c) = softcap {
         row.iter_mut().for_each(|v| *v = c * (*v / c).tanh());
     }
     let m = row.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-    let sum = exp_shifted_sum(isa, row, m);
+    (m, exp_shifted_sum(isa, row, m))
+}
+
+/// Softmax in place, after the optional soft cap: the reference's
+/// `softmax_in_place` with its exponentials from `exp_shifted_sum`.
+pub fn softmax(isa: Isa, row: &mut [f32], softcap: Option<f32>) {
+    let (_, sum) = softmax_terms(isa, row, softcap);
     row.iter_mut().for_each(|v| *v /= sum);
 }
 
-/// SiLU in place, `x / (1 + exp(-x))`. AVX-512: a polynomial `exp`
-/// (relative error ~1e-7); other levels the reference's libm `exp`.
-pub fn silu(isa: Isa, x: &mut [f32]) {
+/// A unary op in place. AVX-512 evaluates GELU (tanh form) and SiLU with a
+/// polynomial `exp` (GELU's `1 + tanh` within ~2e-7, SiLU within ~1e-7
+/// relative); every other op, and every op at the other levels, is the
+/// reference's definition (libm `tanh`/`exp`).
+pub fn unary(isa: Isa, op: graphc_ir::op::UnaryOp, x: &mut [f32]) {
+    use graphc_ir::op::UnaryOp;
     #[cfg(target_arch = "x86_64")]
-    if isa == Isa::Avx512 {
+    if isa == Isa::Avx512 && matches!(op, UnaryOp::GeluTanh | UnaryOp::Silu) {
         assert!(isa.available());
-        // SAFETY: AVX-512F checked; the kernel stays within `x`.
-        return unsafe { avx512::silu(x) };
+        // SAFETY: AVX-512F checked; the kernels stay within `x`.
+        return unsafe {
+            match op {
+                UnaryOp::GeluTanh => avx512::gelu_tanh(x),
+                _ => avx512::silu(x),
+            }
+        };
     }
     let _ = isa;
-    let f = crate::cpu::reference::unary_fn(graphc_ir::op::UnaryOp::Silu);
-    x.iter_mut().for_each(|v| *v = f(*v));
-}
-
-/// GELU in its tanh form, in place: `0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))`.
-/// The AVX-512 path evaluates tanh through a polynomial `exp` (max relative
-/// error ~2e-7 on tanh's `1 + tanh`, which is what GELU uses); other levels
-/// use the reference's libm `tanh`.
-pub fn gelu_tanh(isa: Isa, x: &mut [f32]) {
-    #[cfg(target_arch = "x86_64")]
-    if isa == Isa::Avx512 {
-        assert!(isa.available());
-        // SAFETY: AVX-512F checked; the kernel stays within `x`.
-        return unsafe { avx512::gelu_tanh(x) };
-    }
-    let _ = isa;
-    let f = crate::cpu::reference::unary_fn(graphc_ir::op::UnaryOp::GeluTanh);
+    let f = crate::cpu::reference::unary_fn(op);
     x.iter_mut().for_each(|v| *v = f(*v));
 }
