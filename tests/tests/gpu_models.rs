@@ -1,6 +1,7 @@
 //! The real checkpoints end to end on a GPU device: wgpu (lavapipe in CI),
-//! or CUDA with `GRAPHC_TEST_DEVICE=cuda` and `GRAPHC_CUDA=1`
-//! (`tools/gpu-check`).
+//! CUDA with `GRAPHC_TEST_DEVICE=cuda` and `GRAPHC_CUDA=1`
+//! (`tools/gpu-check`), or Metal with `GRAPHC_TEST_DEVICE=metal` and
+//! `GRAPHC_METAL=1` (`tools/metal-check`, on a Mac).
 //! SmolLM2-135M-Instruct (Q4_1): the three shorter reference prompts as one
 //! ragged batch (rows of 5, 6 and 40 tokens, each at its own positions and
 //! cache offset), their last-prompt-position logits against the reference

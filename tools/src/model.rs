@@ -23,8 +23,8 @@ pub struct CompileOptions {
 /// The devices `--device` names. `cpu` and `wgpu` run here (`wgpu` is
 /// parity-checked on lavapipe, a CPU Vulkan driver); `cuda` and `metal`
 /// have never passed a parity run on their hardware, so they are off unless
-/// `GRAPHC_CUDA=1` / `GRAPHC_METAL=1` (`cuda` then needs a device;
-/// `metal` has no host runtime yet). `device_unavailable` says why not.
+/// `GRAPHC_CUDA=1` / `GRAPHC_METAL=1` (each then needs its device; `metal`
+/// needs macOS). `device_unavailable` says why not.
 pub const DEVICES: &[&str] = &["cpu", "wgpu", "cuda", "metal"];
 
 /// Why `device` cannot run plans on this machine and build, if it cannot.
@@ -32,7 +32,7 @@ pub fn device_unavailable(device: &str) -> Option<String> {
     match device {
         "cpu" | "wgpu" => None,
         "cuda" => graphc_gpu::cuda_rt::device_check().err().map(|e| e.to_string()),
-        "metal" => Some(graphc_gpu::metal_rt::device_check().err().map(|e| e.to_string()).unwrap_or_default()),
+        "metal" => graphc_gpu::metal_rt::device_check().err().map(|e| e.to_string()),
         other => Some(format!("unknown device `{other}`; expected one of {}", DEVICES.join(", "))),
     }
 }
@@ -112,6 +112,7 @@ impl Model {
         let gpu_target = match options.device.as_str() {
             "wgpu" => Some("wgpu"),
             "cuda" => Some("cuda"),
+            "metal" => Some("metal"),
             _ => None,
         };
         if let Some(target) = gpu_target {

@@ -468,11 +468,12 @@ impl<D: Device> DeviceGraph for GpuGraph<D> {
     }
 }
 
-/// Opens `device` (`wgpu` or `cuda`) and uploads `graph`'s weights to it.
+/// Opens `device` (`wgpu`, `cuda` or `metal`) and uploads `graph`'s weights to it.
 pub fn open(device: &str, graph: &Graph, weights: &dyn WeightSource) -> Result<Box<dyn DeviceGraph>, GpuError> {
     match device {
         "wgpu" => Ok(Box::new(GpuGraph::new(Arc::new(crate::wgpu_rt::WgpuDevice::new()?), graph, weights)?)),
         "cuda" => Ok(Box::new(GpuGraph::new(Arc::new(crate::cuda_rt::CudaDevice::new()?), graph, weights)?)),
+        "metal" => crate::metal_rt::open(graph, weights),
         other => Err(GpuError::NoDevice { backend: "gpu", reason: format!("`{other}` is not a GPU device graphc runs graphs on") }),
     }
 }

@@ -1,10 +1,11 @@
 //! graphc's GPU codegen. Every fused kernel is written once in the kernel
 //! IR (`kir`, `kernels`) and emitted per target (`emit`): WGSL, run here on
 //! wgpu (`wgpu_rt`); CUDA C, compiled by NVRTC (`cuda_rt`); MSL, translated
-//! by naga from the validated WGSL module (`metal_rt` is the host stub).
+//! by naga from the validated WGSL module, run by `metal_rt` on macOS.
 
 // `unsafe` only in the modules that allow it by name (cuda_rt's library
-// loading), each block with a `// SAFETY:` comment.
+// loading and launches, metal_rt's host), each block with a `// SAFETY:`
+// comment.
 #![deny(unsafe_code)]
 #![deny(clippy::undocumented_unsafe_blocks)]
 

@@ -71,13 +71,13 @@ type BindGroupKey = (u64, Vec<(u64, u64, u64)>, u64, u64);
 const MAX_BIND_GROUPS: usize = 8192;
 
 impl WgpuDevice {
-    /// The first adapter of the backends `WGPU_BACKEND` names (Vulkan when
-    /// it is unset: with every backend allowed, a missing Vulkan silently
-    /// falls back to a GL adapter with other limits).
+    /// The first adapter of the backends `WGPU_BACKEND` names (when it is
+    /// unset, Vulkan, or Metal on macOS: with every backend allowed, a
+    /// missing Vulkan silently falls back to a GL adapter with other limits).
     pub fn new() -> Result<WgpuDevice, GpuError> {
         let mut desc = wgpu::InstanceDescriptor::new_without_display_handle_from_env();
         if std::env::var_os("WGPU_BACKEND").is_none() {
-            desc.backends = wgpu::Backends::VULKAN;
+            desc.backends = if cfg!(target_os = "macos") { wgpu::Backends::METAL } else { wgpu::Backends::VULKAN };
         }
         let instance = wgpu::Instance::new(desc);
         let adapter = pollster::block_on(instance.request_adapter(&wgpu::RequestAdapterOptions::default()))

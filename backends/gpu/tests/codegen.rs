@@ -58,3 +58,34 @@ fn the_readme_states_the_kernel_count() {
     let claim = format!("**{n} kernels, each\nemitted for 3 targets: {} sources, 0 written by hand per target.**", n * 3);
     assert!(readme.contains(&claim), "README.md should say: {claim}");
 }
+
+/// What the Metal host binds besides a kernel's buffers, read off naga's
+/// module, against what the kernel IR declares and what the MSL text says:
+/// one threadgroup length per workgroup array (4-byte elements, rounded to
+/// 16 as Metal requires), one sizes-buffer member per runtime-sized buffer,
+/// in binding order. A host that set these from anything else would read
+/// out of bounds or zero on real Metal, which nothing here runs.
+#[test]
+fn metal_bindings_match_the_kernel_and_its_msl() {
+    use graphc_gpu::emit::msl;
+    for (_class, kernel) in catalog() {
+        let t = msl::translate(&kernel).unwrap_or_else(|e| panic!("{e}"));
+        // naga renames some names (`chain_89f06624` is `chain_89f06624_`):
+        // the host must look up the translated one.
+        assert!(t.source.contains(&format!("kernel void {}(", t.entry_point)), "{}: entry point `{}`", kernel.name, t.entry_point);
+        let shared: Vec<u32> = kernel.shared.iter().map(|s| (s.len * 4).next_multiple_of(16)).collect();
+        assert_eq!(t.threadgroup_bytes, shared, "{}: threadgroup lengths", kernel.name);
+        let args = t.source.lines().filter(|l| l.trim_start().starts_with(", threadgroup ")).count();
+        assert_eq!(args, shared.len(), "{}: threadgroup arguments in the MSL", kernel.name);
+        let buffers: Vec<u32> = (0..kernel.buffers.len() as u32).collect();
+        assert_eq!(t.sized_bindings, buffers, "{}: sized bindings", kernel.name);
+        let members = t.source.lines().filter(|l| l.trim_start().starts_with("uint size")).count();
+        assert_eq!(members, buffers.len(), "{}: _mslBufferSizes members", kernel.name);
+        assert!(t.source.contains(&format!("[[buffer({})]]", msl::SIZES_SLOT)) || buffers.is_empty(), "{}", kernel.name);
+    }
+    // One kernel spelled out: attention's `red`, `probs` (256 f32) and `acc` (512 f32).
+    let attention = catalog().into_iter().find(|(_, k)| k.name == "attention").expect("attention kernel").1;
+    let t = msl::translate(&attention).unwrap();
+    assert_eq!(t.threadgroup_bytes, [1024, 1024, 2048]);
+    assert_eq!(t.sized_bindings, [0, 1, 2, 3, 4]);
+}

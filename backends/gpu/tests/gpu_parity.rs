@@ -9,7 +9,9 @@
 //! Without a Vulkan adapter these tests print that they skipped, unless
 //! `GRAPHC_REQUIRE_WGPU=1` (set by `.ci/run`, which installs lavapipe).
 //! With `GRAPHC_TEST_DEVICE=cuda` (and `GRAPHC_CUDA=1`) the same checks run
-//! on the CUDA device instead (`tools/gpu-check`).
+//! on the CUDA device instead (`tools/gpu-check`); with
+//! `GRAPHC_TEST_DEVICE=metal` (and `GRAPHC_METAL=1`) on a Mac's Metal
+//! device (`tools/metal-check`).
 //!
 //! Tolerance: the GPU sums in a different order (tree reductions, online
 //! softmax) and its `exp`/`tanh`/`sin` differ from libm by a few ulps, so
@@ -27,10 +29,12 @@ use half::f16;
 use std::collections::HashMap;
 use std::sync::OnceLock;
 
-/// The device under test: wgpu, or CUDA with `GRAPHC_TEST_DEVICE=cuda`.
+/// The device under test: wgpu, or what `GRAPHC_TEST_DEVICE` names.
 enum TestDevice {
     Wgpu(WgpuDevice),
     Cuda(CudaDevice),
+    #[cfg(any(target_os = "macos", graphc_metal_typecheck))]
+    Metal(graphc_gpu::metal_rt::MetalDevice),
 }
 
 impl TestDevice {
@@ -38,6 +42,8 @@ impl TestDevice {
         match self {
             TestDevice::Wgpu(d) => d.run_op(op, inputs),
             TestDevice::Cuda(d) => d.run_op(op, inputs),
+            #[cfg(any(target_os = "macos", graphc_metal_typecheck))]
+            TestDevice::Metal(d) => d.run_op(op, inputs),
         }
     }
 }
@@ -50,6 +56,16 @@ fn device() -> Option<&'static TestDevice> {
                 let d = CudaDevice::new().unwrap_or_else(|e| panic!("GRAPHC_TEST_DEVICE=cuda: {e}"));
                 eprintln!("CUDA device: {}", d.label());
                 return Some(TestDevice::Cuda(d));
+            }
+            if std::env::var("GRAPHC_TEST_DEVICE").as_deref() == Ok("metal") {
+                #[cfg(any(target_os = "macos", graphc_metal_typecheck))]
+                {
+                    let d = graphc_gpu::metal_rt::MetalDevice::new().unwrap_or_else(|e| panic!("GRAPHC_TEST_DEVICE=metal: {e}"));
+                    eprintln!("Metal device: {}", d.label());
+                    return Some(TestDevice::Metal(d));
+                }
+                #[cfg(not(any(target_os = "macos", graphc_metal_typecheck)))]
+                panic!("GRAPHC_TEST_DEVICE=metal: Metal needs macOS");
             }
             wgpu_device().map(TestDevice::Wgpu)
         })

@@ -19,12 +19,39 @@ pub fn validate(kernel: &Kernel, wgsl: &str) -> Result<(naga::Module, naga::vali
     Ok((module, info))
 }
 
-/// Buffer `i` of the kernel is Metal buffer slot `i`, the parameters the slot
-/// after them; runtime-sized arrays take their lengths from slot 30.
+/// The Metal buffer slot of the sizes buffer: the byte size of every bound
+/// buffer holding a runtime-sized array, which naga's bounds checks read.
+pub const SIZES_SLOT: u8 = 30;
+
+/// A kernel as the Metal host runs it: the source, and what the host must
+/// bind besides the kernel's buffers (slot `i`) and parameters (the slot
+/// after them). Both lists follow the module's global variables in order,
+/// as naga's writer and wgpu-hal's Metal backend (what runs naga's MSL on
+/// Metal every day) do.
+#[derive(Clone, Debug)]
+pub struct MslKernel {
+    pub source: String,
+    /// The entry point after naga's renaming (`main` would be `main_`).
+    pub entry_point: String,
+    /// Threadgroup memory per workgroup array the kernel uses, in bytes
+    /// (multiples of 16, as Metal requires), in threadgroup-index order.
+    pub threadgroup_bytes: Vec<u32>,
+    /// The bindings (= buffer slots) whose byte sizes the sizes buffer
+    /// holds, in its member order.
+    pub sized_bindings: Vec<u32>,
+}
+
+/// The kernel's MSL (see [`translate`]).
 pub fn emit(kernel: &Kernel) -> Result<String, EmitError> {
+    Ok(translate(kernel)?.source)
+}
+
+/// Buffer `i` of the kernel is Metal buffer slot `i`, the parameters the slot
+/// after them; runtime-sized arrays take their lengths from [`SIZES_SLOT`].
+pub fn translate(kernel: &Kernel) -> Result<MslKernel, EmitError> {
     let wgsl = super::wgsl::emit(kernel);
     let (module, info) = validate(kernel, &wgsl)?;
-    let mut resources = msl::EntryPointResources { sizes_buffer: Some(30), ..Default::default() };
+    let mut resources = msl::EntryPointResources { sizes_buffer: Some(SIZES_SLOT), ..Default::default() };
     let n_bindings = kernel.buffers.len() + usize::from(!kernel.params.is_empty());
     for binding in 0..n_bindings {
         let mutable = kernel.buffers.get(binding).is_some_and(|b| b.writable);
@@ -47,10 +74,28 @@ pub fn emit(kernel: &Kernel) -> Result<String, EmitError> {
         .map_err(|e| EmitError::Naga { kernel: kernel.name.clone(), message: format!("MSL writer: {e}") })?;
     // A kernel the writer could not bind is dropped silently, with only this
     // entry saying so: check it (DEPENDENCIES.md, "naga").
-    for name in &translation.entry_point_names {
-        if let Err(e) = name {
-            return Err(EmitError::Naga { kernel: kernel.name.clone(), message: format!("MSL entry point: {e}") });
+    let entry_point = match translation.entry_point_names.as_slice() {
+        [Ok(name)] => name.clone(),
+        [Err(e)] => return Err(EmitError::Naga { kernel: kernel.name.clone(), message: format!("MSL entry point: {e}") }),
+        other => return Err(EmitError::Naga { kernel: kernel.name.clone(), message: format!("{} entry points, expected one", other.len()) }),
+    };
+    let used = info.get_entry_point(0);
+    let mut threadgroup_bytes = vec![];
+    let mut sized_bindings = vec![];
+    for (handle, var) in module.global_variables.iter() {
+        match var.space {
+            naga::AddressSpace::WorkGroup if !used[handle].is_empty() => {
+                threadgroup_bytes.push(module.types[var.ty].inner.size(module.to_ctx()).next_multiple_of(16));
+            }
+            naga::AddressSpace::Uniform | naga::AddressSpace::Storage { .. } => {
+                if let Some(binding) = &var.binding {
+                    if module.types[var.ty].inner.needs_host_buffer_byte_size(&module.types) {
+                        sized_bindings.push(binding.binding);
+                    }
+                }
+            }
+            _ => {}
         }
     }
-    Ok(source)
+    Ok(MslKernel { source, entry_point, threadgroup_bytes, sized_bindings })
 }
