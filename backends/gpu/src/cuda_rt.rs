@@ -1,5 +1,6 @@
 //! The CUDA side: kernels compiled at run time by NVRTC through `cudarc`
-//! (PTX cached by kernel hash and architecture), and clean detection of
+//! (PTX cached by kernel hash and architecture in the process, and on disk
+//! by a hash of the CUDA source: `ptx_cache_dir`), and clean detection of
 //! what this machine lacks. cudarc *panics* when it cannot load a library,
 //! so every entry here first checks that the library loads.
 //!
@@ -34,14 +35,18 @@ pub const ARCHS: [&str; 2] = ["sm_80", "sm_90"];
 /// the `nvidia` package folder of `$GRAPHC_CACHE/gpu-venv` (default
 /// `~/.cache/graphc`).
 pub fn wheel_root() -> Option<PathBuf> {
-    let cache = match std::env::var_os("GRAPHC_CACHE") {
-        Some(c) => PathBuf::from(c),
-        None => PathBuf::from(std::env::var_os("HOME")?).join(".cache/graphc"),
-    };
-    let lib = cache.join("gpu-venv/lib");
+    let lib = graphc_cache()?.join("gpu-venv/lib");
     let python = std::fs::read_dir(&lib).ok()?.filter_map(|e| e.ok()).find(|e| e.file_name().to_string_lossy().starts_with("python"))?;
     let root = python.path().join("site-packages/nvidia");
     root.is_dir().then_some(root)
+}
+
+/// `$GRAPHC_CACHE`, else `~/.cache/graphc`.
+fn graphc_cache() -> Option<PathBuf> {
+    match std::env::var_os("GRAPHC_CACHE") {
+        Some(c) => Some(PathBuf::from(c)),
+        None => Some(PathBuf::from(std::env::var_os("HOME")?).join(".cache/graphc")),
+    }
 }
 
 /// `ptxas` from `nvidia-cuda-nvcc-cu12`, if installed (`GRAPHC_PTXAS` overrides).
@@ -77,8 +82,10 @@ pub fn nvrtc_available() -> bool {
     unsafe { cudarc::nvrtc::sys::is_culib_present() }
 }
 
-/// CUDA C for `kernel` compiled by NVRTC to PTX for `arch` (`sm_80`, ...).
-/// Cached per process by kernel hash and architecture.
+/// CUDA C for `kernel` compiled to PTX for `arch` (`sm_80`, ...): from the
+/// process's cache, else the disk cache ([`ptx_cache_dir`]), else NVRTC
+/// (whose PTX the disk cache then keeps). Entries are keyed by a hash of
+/// the CUDA source itself, so an emitter change never reads stale PTX.
 pub fn compile_ptx(kernel: &Kernel, arch: &'static str) -> Result<String, GpuError> {
     static CACHE: OnceLock<Mutex<HashMap<(u64, &'static str), String>>> = OnceLock::new();
     let key = (kernel.hash(), arch);
@@ -86,15 +93,43 @@ pub fn compile_ptx(kernel: &Kernel, arch: &'static str) -> Result<String, GpuErr
     if let Some(ptx) = cache.lock().expect("ptx cache").get(&key) {
         return Ok(ptx.clone());
     }
+    let source = crate::emit(kernel, crate::Target::Cuda)?;
+    let file = ptx_cache_dir().map(|dir| dir.join(ptx_file_name(kernel, &source, arch)));
+    let cached = file.as_ref().and_then(|f| std::fs::read_to_string(f).ok()).filter(|ptx| ptx_is_for(ptx, kernel, arch));
+    let ptx = match cached {
+        Some(ptx) => ptx,
+        None => {
+            let ptx = nvrtc_compile(kernel, &source, arch)?;
+            if let Some(f) = &file {
+                // A cache that cannot be written only costs a recompile.
+                let _ = write_atomically(f, &ptx);
+            }
+            ptx
+        }
+    };
+    cache.lock().expect("ptx cache").insert(key, ptx.clone());
+    Ok(ptx)
+}
+
+/// CUDA C for `kernel` compiled by NVRTC to PTX for `arch`, bypassing
+/// every cache (what the codegen tests check NVRTC with).
+pub fn compile_ptx_uncached(kernel: &Kernel, arch: &'static str) -> Result<String, GpuError> {
+    let source = crate::emit(kernel, crate::Target::Cuda)?;
+    nvrtc_compile(kernel, &source, arch)
+}
+
+fn nvrtc_compile(kernel: &Kernel, source: &str, arch: &'static str) -> Result<String, GpuError> {
     if !nvrtc_available() {
         return Err(GpuError::NoDevice {
             backend: "cuda",
-            reason: "NVRTC (libnvrtc.so.12) is not loadable: run tools/setup.sh (PyPI nvidia-cuda-nvrtc-cu12) or set GRAPHC_NVRTC_LIB".into(),
+            reason: format!(
+                "kernel `{}` for {arch} is not in the PTX cache and NVRTC (libnvrtc.so.12) is not loadable: run tools/setup.sh (PyPI nvidia-cuda-nvrtc-cu12) or set GRAPHC_NVRTC_LIB",
+                kernel.name
+            ),
         });
     }
-    let source = crate::emit(kernel, crate::Target::Cuda)?;
     let options = cudarc::nvrtc::CompileOptions { arch: Some(arch), name: Some(format!("{}.cu", kernel.name)), ..Default::default() };
-    let ptx = cudarc::nvrtc::compile_ptx_with_opts(&source, options).map_err(|e| GpuError::Kernel {
+    let ptx = cudarc::nvrtc::compile_ptx_with_opts(source, options).map_err(|e| GpuError::Kernel {
         kernel: kernel.name.clone(),
         target: "cuda",
         message: match e {
@@ -102,9 +137,56 @@ pub fn compile_ptx(kernel: &Kernel, arch: &'static str) -> Result<String, GpuErr
             other => other.to_string(),
         },
     })?;
-    let ptx = ptx.to_src();
-    cache.lock().expect("ptx cache").insert(key, ptx.clone());
-    Ok(ptx)
+    Ok(ptx.to_src())
+}
+
+/// The on-disk PTX cache: `GRAPHC_PTX_CACHE`, else `$GRAPHC_CACHE/ptx`
+/// (`~/.cache/graphc/ptx`). PTX compiled once is reused by every later
+/// process, and carried to machines without NVRTC (`tools/device-bundle`).
+pub fn ptx_cache_dir() -> Option<PathBuf> {
+    if let Some(dir) = std::env::var_os("GRAPHC_PTX_CACHE") {
+        return Some(PathBuf::from(dir));
+    }
+    Some(graphc_cache()?.join("ptx"))
+}
+
+/// `KERNEL-SOURCEHASH-ARCH.ptx`: the hash is of the CUDA source, so two
+/// kernels (or two emitter versions) share an entry only when the source
+/// NVRTC would compile is the same.
+pub fn ptx_file_name(kernel: &Kernel, source: &str, arch: &str) -> String {
+    format!("{}-{:016x}-{arch}.ptx", kernel.name, xxhash_rust::xxh3::xxh3_64(source.as_bytes()))
+}
+
+/// A cache entry is used only if it is PTX for this kernel and arch (a
+/// truncated or foreign file is recompiled and overwritten).
+fn ptx_is_for(ptx: &str, kernel: &Kernel, arch: &str) -> bool {
+    ptx.contains(&format!(".target {arch}")) && ptx.contains(&format!(".entry {}(", kernel.name))
+}
+
+fn write_atomically(path: &std::path::Path, text: &str) -> std::io::Result<()> {
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    let tmp = path.with_extension(format!("tmp{}", std::process::id()));
+    std::fs::write(&tmp, text)?;
+    std::fs::rename(&tmp, path)
+}
+
+/// Compiles `kernel` into the PTX cache for every arch `GRAPHC_PTX_RECORD`
+/// names (`sm_90` or `sm_80,sm_90`; unset: nothing). The GPU executors
+/// call it for each kernel they lower, on any device, so a test run on
+/// wgpu here records the PTX a CUDA run of the same tests will need on a
+/// machine without NVRTC (`tools/device-bundle`).
+pub fn record(kernel: &Kernel) -> Result<(), GpuError> {
+    static ARCHS: OnceLock<Vec<&'static str>> = OnceLock::new();
+    let archs = ARCHS.get_or_init(|| {
+        let names = std::env::var("GRAPHC_PTX_RECORD").unwrap_or_default();
+        names.split(',').filter(|a| !a.is_empty()).map(|a| &*Box::leak(a.trim().to_string().into_boxed_str())).collect()
+    });
+    for arch in archs {
+        compile_ptx(kernel, arch)?;
+    }
+    Ok(())
 }
 
 /// Whether `GRAPHC_CUDA` enables the CUDA device path (`1` on, `0` or unset off).

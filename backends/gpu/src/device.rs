@@ -138,6 +138,9 @@ pub trait Device {
     {
         let infos: Vec<ArgInfo> = inputs.iter().map(|i| i.info()).collect();
         let calls = lower(op, &infos, self.target(), self.binding_limits())?;
+        for c in &calls {
+            crate::cuda_rt::record(&c.kernel)?;
+        }
         if let graphc_ir::Op::KvAppend { axis, window, .. } = op {
             let lengths = match inputs[2] {
                 OpInput::Tensor(t) => t.as_i32().unwrap_or_default(),

@@ -277,6 +277,9 @@ impl<D: Device> GpuGraph<D> {
                                 None => lower(&op, &infos, self.device.target(), self.device.binding_limits()),
                             };
                             let calls = calls.map_err(|e| node_err(graph, id, e.to_string()))?;
+                            for c in &calls {
+                                crate::cuda_rt::record(&c.kernel).map_err(|e| node_err(graph, id, e.to_string()))?;
+                            }
                             let keyed: KeyedCalls = Arc::new(calls.into_iter().map(|c| {
                                 let key = c.kernel.hash();
                                 (c, key)
