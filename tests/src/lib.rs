@@ -10,8 +10,13 @@ pub mod fuzz;
 use graphc_backends::{WeightRef, WeightSource};
 use std::path::{Path, PathBuf};
 
+/// The repository: where this crate was built, unless `GRAPHC_REPO_ROOT`
+/// says (a test binary carried to another machine, `tools/device-check`).
 pub fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
+    match std::env::var_os("GRAPHC_REPO_ROOT") {
+        Some(root) => PathBuf::from(root),
+        None => Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf(),
+    }
 }
 
 /// The models folder `tools/setup.sh` fills (`$GRAPHC_CACHE/models`,
