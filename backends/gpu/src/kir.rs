@@ -212,6 +212,13 @@ pub fn call(func: Func, args: Vec<Expr>) -> Expr {
 pub fn select(cond: Expr, then: Expr, otherwise: Expr) -> Expr {
     Expr::Select(Box::new(cond), Box::new(then), Box::new(otherwise))
 }
+/// `tanh(x)` that no target's fast math can turn into NaN: past |x| = 15
+/// it is ±1 (what f32 `tanh` rounds to from |x| ≈ 9 on, so nothing
+/// changes), where Metal's default fast `tanh` overflows `exp` to NaN. A
+/// NaN input still gives NaN. Every kernel's `tanh` goes through this.
+pub fn tanh(x: Expr) -> Expr {
+    select(call(Func::Abs, vec![x.clone()]).gt(f(15.0)), select(x.clone().gt(f(0.0)), f(1.0), f(-1.0)), call(Func::Tanh, vec![x]))
+}
 
 impl Expr {
     fn bin(self, op: BinOp, rhs: Expr) -> Expr {

@@ -161,6 +161,23 @@ fn elementwise_unary_and_glu() {
     assert_separates_by("gelu_erf vs gelu_tanh", &got, &reference_op(&Op::Unary(UnaryOp::GeluTanh), &[&near]), 2e-4);
 }
 
+/// Where `tanh` saturates: ±1 (and GELU-tanh `x` or -0) exactly, as in
+/// f32 on the CPU. A target's fast `tanh` (Metal's default) overflows to
+/// NaN here unless the kernel guards it (`kir::tanh`); lavapipe's does not,
+/// so this guards the other targets (`tools/gpu-check`, `tools/metal-check`).
+#[test]
+fn tanh_saturates_without_nan() {
+    let extremes: Vec<f32> = [9.5f32, 15.5, 40.0, 90.0, 1e4, 1e30].iter().flat_map(|&v| [v, -v]).collect();
+    let x = Tensor::f32(vec![extremes.len()], extremes);
+    for u in [UnaryOp::Tanh, UnaryOp::GeluTanh] {
+        let Some(got) = gpu(&Op::Unary(u), &[&x]) else { return };
+        let want = reference_op(&Op::Unary(u), &[&x]);
+        assert_eq!(got.as_f32().unwrap(), want.as_f32().unwrap(), "{u:?} at {:?}", x.as_f32().unwrap());
+    }
+    let row = Tensor::f32(vec![1, 4], vec![1e4, -1e4, 0.5, 90.0]);
+    check("softmax softcap at the extremes", &Op::Softmax { axis: 1, softcap: Some(5.0) }, &[&row]);
+}
+
 #[test]
 fn elementwise_binary_broadcasts() {
     let a = t(&[2, 3, 5, 7], 3);

@@ -80,7 +80,7 @@ pub fn attention() -> Kernel {
                 let_("dot", Ty::F32, f(0.0)),
                 for_("c", u(0), param("d"), u(1), vec![assign("dot", var("dot") + load("q", var("q_base") + var("c")) * load("k", var("k_base") + var("c")))]),
                 assign("score", var("dot") * param("scale")),
-                if_(param("softcap").gt(f(0.0)), vec![assign("score", param("softcap") * call(Func::Tanh, vec![var("score") / param("softcap")]))]),
+                if_(param("softcap").gt(f(0.0)), vec![assign("score", param("softcap") * tanh(var("score") / param("softcap")))]),
             ],
         ),
     ];

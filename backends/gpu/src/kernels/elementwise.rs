@@ -17,13 +17,13 @@ pub fn unary_expr(op: UnaryOp, x: Expr) -> Expr {
         UnaryOp::Sqrt => call(Func::Sqrt, vec![x]),
         UnaryOp::Rsqrt => f(1.0) / call(Func::Sqrt, vec![x]),
         UnaryOp::Recip => f(1.0) / x,
-        UnaryOp::Tanh => call(Func::Tanh, vec![x]),
+        UnaryOp::Tanh => tanh(x),
         UnaryOp::Sigmoid => sigmoid(x),
         UnaryOp::Silu => x.clone() / (f(1.0) + call(Func::Exp, vec![-x])),
         UnaryOp::GeluTanh => {
             let c = (2.0f32 / std::f32::consts::PI).sqrt();
             let inner = f(c) * (x.clone() + f(0.044715) * x.clone() * x.clone() * x.clone());
-            f(0.5) * x * (f(1.0) + call(Func::Tanh, vec![inner]))
+            f(0.5) * x * (f(1.0) + tanh(inner))
         }
         UnaryOp::GeluErf => f(0.5) * x.clone() * (f(1.0) + erf(x * f(std::f32::consts::FRAC_1_SQRT_2))),
         UnaryOp::Softplus => select(x.clone().gt(f(20.0)), x.clone(), call(Func::Log, vec![f(1.0) + call(Func::Exp, vec![x])])),

@@ -9,7 +9,7 @@ use crate::kir::*;
 /// Grid: `rows` groups.
 pub fn softmax() -> Kernel {
     let capped = |v: Expr| {
-        select(param("softcap").gt(f(0.0)), param("softcap") * call(Func::Tanh, vec![v.clone() / param("softcap")]), v)
+        select(param("softcap").gt(f(0.0)), param("softcap") * tanh(v.clone() / param("softcap")), v)
     };
     let strided = |body: Vec<Stmt>| for_("c", local_id(), param("d"), u(WORKGROUP), body);
     let mut row = vec![
