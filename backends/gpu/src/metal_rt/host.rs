@@ -4,8 +4,9 @@
 //! unlike it they can be type-checked on Linux: `tools/metal-typecheck`).
 //!
 //! - Kernels: naga's MSL of the validated WGSL module (`emit::msl`),
-//!   compiled by `newLibraryWithSource` (MSL 2.4), pipelines cached by
-//!   kernel hash. naga's entry point name is used (it renames some).
+//!   compiled by `newLibraryWithSource` (MSL 2.4, fast math off), pipelines
+//!   cached by kernel hash. naga's entry point name is used (it renames
+//!   some).
 //! - Buffers: shared storage (one memory for CPU and GPU on Apple silicon),
 //!   so upload is a copy into a new buffer and read-back a copy out of it.
 //! - Launches: one command buffer and one compute encoder per `run`; per
@@ -92,6 +93,12 @@ impl MetalDevice {
         let kernel_err = |message: String| GpuError::Kernel { kernel: kernel.name.clone(), target: "metal", message };
         let options = MTLCompileOptions::new();
         options.setLanguageVersion(MTLLanguageVersion::Version2_4);
+        // Metal compiles with fast math unless told otherwise: reassociated
+        // sums and approximate `exp`/`tanh`, where graphc's contract is the
+        // reference's f32 arithmetic. `mathMode` replaces this setter from
+        // macOS 15 on; the setter works on every version.
+        #[allow(deprecated)]
+        options.setFastMathEnabled(false);
         let library = self
             .device
             .newLibraryWithSource_options_error(&NSString::from_str(&msl.source), Some(&options))
