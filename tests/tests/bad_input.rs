@@ -171,6 +171,23 @@ fn unknown_pass_and_device_are_named() {
     }
 }
 
+/// A plan compiled for a GPU elsewhere (here: a CPU plan with its device
+/// rewritten) runs on that GPU's runtime or not at all — never on the CPU in
+/// its place. `metal` on Linux is refused with the reason.
+#[test]
+fn a_plan_for_a_device_this_machine_lacks_is_refused_not_run_on_the_cpu() {
+    let tiny = || graphc_frontends::Checkpoint::from_gguf(graphc_frontends::GgufFile::from_bytes("tiny.gguf", GgufWriter::tiny_llama().to_bytes()).unwrap()).unwrap();
+    let cpu = Model::compile_checkpoint(tiny(), "tiny.gguf", &CompileOptions::default(), None).unwrap();
+    let mut plan = cpu.plan().clone();
+    plan.options.device = "metal".into();
+    let model = Model::from_plan(plan, "p.json", tiny(), None).unwrap();
+    let e = model.session(&SessionOptions::default()).err().map(|e| e.to_string()).unwrap_or_default();
+    if !cfg!(target_os = "macos") {
+        assert!(e.contains("metal"), "a `metal` plan opened a session (or failed without naming it): {e:?}");
+    }
+    // (An unknown device is refused when the plan is read.)
+}
+
 /// The tiny llama with one weight of layer 1's query projection set to +inf.
 fn poisoned_llama() -> GgufWriter {
     let mut w = GgufWriter::tiny_llama();

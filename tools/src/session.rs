@@ -144,8 +144,11 @@ impl<'m> Session<'m> {
             None => (Kernels::Fast(Isa::best()), "machine"),
         };
         let plan = model.plan();
+        // Every device but `cpu` runs on its GPU runtime (`exec::open`
+        // refuses one it does not know): a plan is never run on the CPU
+        // in its place.
         let executor = match (plan.options.device.as_str(), kernels) {
-            (device @ ("wgpu" | "cuda"), _) => {
+            (device, _) if device != "cpu" => {
                 if model.graph().find_input(LENGTHS_INPUT).is_none() {
                     return Err(Error::Option(format!("the {device} device needs the kv_append pass (caches appended in place on the device)")));
                 }
