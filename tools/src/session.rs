@@ -187,7 +187,7 @@ impl<'m> Session<'m> {
             match &executor {
                 Executor::Reference(pool) => pool.install(|| schedule.fold(model.graph(), &Reference, model))?,
                 Executor::Fast(fast) => schedule.fold(model.graph(), fast, model)?,
-                // The device runs weight-only ops as kernels each step.
+                // The device folds them itself, in its first step.
                 Executor::Device(_) => 0,
             };
         }
@@ -223,7 +223,12 @@ impl<'m> Session<'m> {
             Executor::Reference(_) => Default::default(),
             Executor::Device(g) => {
                 let g = g.borrow();
-                [("device_launches_last_step", g.last_launches() as u64), ("device_result_allocations", g.result_allocations() as u64)].into()
+                [
+                    ("device_launches_last_step", g.last_launches() as u64),
+                    ("device_result_allocations", g.result_allocations() as u64),
+                    ("device_folded_nodes", g.folded_nodes() as u64),
+                ]
+                .into()
             }
         }
     }

@@ -51,6 +51,10 @@ pub struct GpuGraph<D: Device> {
     inner: std::collections::HashSet<NodeId>,
     /// Free buffers by allocated size.
     pool: HashMap<u64, Vec<D::Buffer>>,
+    /// Weight-only values: computed in the first step, then kept.
+    folding: crate::fold::Folding,
+    /// The kept ones, once the first step has run.
+    folded: Option<HashMap<NodeId, DeviceValue<D::Buffer>>>,
     /// Kernel launches of the last step (evidence the device ran it).
     pub last_launches: usize,
     /// Device buffers allocated for kernel results so far (a decode step in
@@ -80,7 +84,8 @@ struct BufferPlan {
 impl BufferPlan {
     /// `inner` nodes run inside their chain root's kernel, so what they
     /// read is used at the root's position.
-    fn new(graph: &Graph, order: &[NodeId], inner: &std::collections::HashSet<NodeId>) -> BufferPlan {
+    /// `kept` values (the folded frontier) never return to the pool.
+    fn new(graph: &Graph, order: &[NodeId], inner: &std::collections::HashSet<NodeId>, kept: &std::collections::HashSet<NodeId>) -> BufferPlan {
         let position: HashMap<NodeId, usize> = order.iter().enumerate().map(|(i, &n)| (n, i)).collect();
         let runs_at = |mut id: NodeId| {
             while inner.contains(&id) {
@@ -103,6 +108,9 @@ impl BufferPlan {
                 }
             };
             root.insert(id, r);
+        }
+        for k in kept {
+            pooled.remove(&root[k]);
         }
         let mut last_use: HashMap<NodeId, usize> = HashMap::new();
         let mut at_end = vec![];
@@ -159,7 +167,10 @@ impl<D: Device> GpuGraph<D> {
             }
         }
         let (chains, inner) = elementwise_chains(graph, &order);
-        let plan = BufferPlan::new(graph, &order, &inner);
+        let operands = |id: NodeId| chains.get(&id).map_or_else(|| graph.inputs(id), |(_, leaves)| leaves.clone());
+        let launched = |id: NodeId| !inner.contains(&id);
+        let folding = crate::fold::plan(graph, &order, &operands, &launched);
+        let plan = BufferPlan::new(graph, &order, &inner, &folding.frontier);
         Ok(GpuGraph {
             device,
             graph: graph.clone(),
@@ -170,6 +181,8 @@ impl<D: Device> GpuGraph<D> {
             chains,
             inner,
             pool: HashMap::new(),
+            folding,
+            folded: None,
             last_launches: 0,
             result_allocations: 0,
             call_cache: HashMap::new(),
@@ -186,6 +199,11 @@ impl<D: Device> GpuGraph<D> {
     /// Elementwise ops folded into another's kernel (the chain fusion's count).
     pub fn fused_elementwise(&self) -> usize {
         self.inner.len()
+    }
+
+    /// Weight-only nodes computed once, in the first step, and not again.
+    pub fn folded_nodes(&self) -> usize {
+        self.folding.weight_only.len()
     }
 
     /// Reads a state back to the host.
@@ -218,6 +236,14 @@ impl<D: Device> GpuGraph<D> {
         let mut outputs = vec![];
         let mut allocated: HashMap<NodeId, (u64, D::Buffer)> = HashMap::new();
         for (pos, &id) in self.order.iter().enumerate() {
+            if let (Some(folded), true) = (&self.folded, self.folding.weight_only.contains(&id)) {
+                // Only weight-only nodes read a weight-only value outside
+                // the frontier, and they do not run either.
+                if let Some(v) = folded.get(&id) {
+                    values.insert(id, v.clone());
+                }
+                continue;
+            }
             let node = graph.node(id);
             let args: Vec<NodeId> = graph.inputs(id);
             let value = match &node.op {
@@ -332,6 +358,9 @@ impl<D: Device> GpuGraph<D> {
             .collect();
         self.device.run(&launches)?;
         self.last_launches = launches.len();
+        if self.folded.is_none() {
+            self.folded = Some(self.folding.frontier.iter().map(|f| (*f, values[f].clone())).collect());
+        }
         let mut out = HashMap::new();
         for (name, v) in outputs {
             out.insert(name, Tensor::f32(v.shape.clone(), self.device.read_f32(&v.buffer)?));
@@ -451,6 +480,8 @@ pub trait DeviceGraph {
     fn last_launches(&self) -> usize;
     /// Result buffers allocated so far (the buffer plan's evidence).
     fn result_allocations(&self) -> usize;
+    /// Weight-only nodes run in the first step only.
+    fn folded_nodes(&self) -> usize;
 }
 
 impl<D: Device> DeviceGraph for GpuGraph<D> {
@@ -468,6 +499,9 @@ impl<D: Device> DeviceGraph for GpuGraph<D> {
     }
     fn result_allocations(&self) -> usize {
         self.result_allocations
+    }
+    fn folded_nodes(&self) -> usize {
+        GpuGraph::folded_nodes(self)
     }
 }
 

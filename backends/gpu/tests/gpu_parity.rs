@@ -452,6 +452,39 @@ fn elementwise_chains_run_as_one_kernel() {
     assert_separates("soft-cap chain vs the plain sum", &got, &reference_op(&Op::Binary(BinaryOp::Add), &[&inputs["x"], &inputs["b"]]));
 }
 
+/// Weight-only values (Gemma's `1 + w` norm weights) run in the first step
+/// only: later steps launch the norm alone, read the kept `1 + w`, and give
+/// bit for bit what a first step gives on the same input.
+#[test]
+fn weight_only_values_are_computed_once() {
+    let Some(dev) = wgpu_device() else { return };
+    let graph = text::parse(
+        "graph \"fold\" {\n  %0 = input{name=\"x\"} : f32[3, 37]\n  %1 = weight{name=\"w\"} : f32[37]\n  %2 = const{value=1.0} : f32[1]\n  %3 = add %1, %2 : f32[37]\n  %4 = norm{kind=rms, eps=1e-6} %0, %3 : f32[3, 37]\n  %5 = output{name=\"y\"} %4 : f32[3, 37]\n}\n",
+    )
+    .unwrap();
+    let w = OneWeight { dtype: DType::F32, shape: vec![37], bytes: weight_bytes(DType::F32, 1, 37, 70) };
+    let x = |seed| HashMap::from([("x".to_string(), t(&[3, 37], seed))]);
+    let dev = std::sync::Arc::new(dev);
+    let mut g = graphc_gpu::exec::GpuGraph::new(dev.clone(), &graph, &w).unwrap();
+    assert_eq!(g.folded_nodes(), 2, "the const and the add are weight-only");
+    g.step(&x(71)).unwrap();
+    assert_eq!(g.last_launches, 2, "first step: add, norm");
+    let second = g.step(&x(72)).unwrap().remove("y").unwrap();
+    assert_eq!(g.last_launches, 1, "later steps: the norm alone");
+    let want = reference::run(&graph, &x(72), HashMap::new(), &w).unwrap().outputs.remove("y").unwrap();
+    assert_close("norm with a kept 1 + w", &second, &want);
+    let mut fresh = graphc_gpu::exec::GpuGraph::new(dev, &graph, &w).unwrap();
+    let first = fresh.step(&x(72)).unwrap().remove("y").unwrap();
+    assert_eq!(second.as_f32().unwrap(), first.as_f32().unwrap(), "a kept value changed the result");
+    // Without the `+ 1` the result differs: the test tells a dropped add.
+    let plain = reference_op(&Op::Norm { kind: NormKind::Rms, eps: 1e-6 }, &[&x(72)["x"], &Tensor::f32(vec![37], bytemuck_f32(&w.bytes))]);
+    assert_separates("norm with 1 + w vs with w", &second, &plain);
+}
+
+fn bytemuck_f32(bytes: &[u8]) -> Vec<f32> {
+    bytes.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect()
+}
+
 #[test]
 fn reductions_and_moe_routers() {
     let x = t(&[3, 5, 7], 60);
