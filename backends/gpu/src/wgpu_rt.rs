@@ -80,7 +80,9 @@ impl WgpuDevice {
             desc.backends = if cfg!(target_os = "macos") { wgpu::Backends::METAL } else { wgpu::Backends::VULKAN };
         }
         let instance = wgpu::Instance::new(desc);
-        let adapter = pollster::block_on(instance.request_adapter(&wgpu::RequestAdapterOptions::default()))
+        // A discrete GPU over an integrated one where a machine has both.
+        let options = wgpu::RequestAdapterOptions { power_preference: wgpu::PowerPreference::HighPerformance, ..Default::default() };
+        let adapter = pollster::block_on(instance.request_adapter(&options))
             .map_err(|e| GpuError::NoDevice { backend: "wgpu", reason: e.to_string() })?;
         let adapter_name = adapter.get_info().name;
         let limits = adapter.limits();
