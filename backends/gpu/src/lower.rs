@@ -450,7 +450,10 @@ pub fn check_append(cap: usize, rows: usize, window: Option<usize>, lengths: &[i
         }
     }
     for (b, &len) in lengths.iter().enumerate() {
-        if len < 0 || (window.is_none() && len as usize + rows > cap) {
+        if len < 0 {
+            return Err(bad(format!("batch row {b}: offset {len} is negative")));
+        }
+        if window.is_none() && len as usize + rows > cap {
             return Err(bad(format!("batch row {b}: writing {rows} rows at offset {len} overflows the capacity {cap}")));
         }
     }

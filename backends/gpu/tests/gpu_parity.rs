@@ -424,6 +424,22 @@ mod graphc_tests_free {
     }
 }
 
+/// What the kernel cannot check itself, checked on the host before the
+/// launch: each row's offset against the capacity, a ring's rows a step.
+#[test]
+fn kv_append_offsets_are_checked_on_the_host() {
+    use graphc_gpu::lower::check_append;
+    assert!(check_append(8, 3, None, &[5, 0]).is_ok());
+    let e = check_append(8, 3, None, &[0, 6]).unwrap_err().to_string();
+    assert!(e.contains("batch row 1: writing 3 rows at offset 6 overflows the capacity 8"), "{e}");
+    let e = check_append(8, 1, None, &[-1]).unwrap_err().to_string();
+    assert!(e.contains("batch row 0: offset -1 is negative"), "{e}");
+    // A ring of 8 rows for a window of 4 takes at most 5 rows a step, at any offset.
+    assert!(check_append(8, 5, Some(4), &[100]).is_ok());
+    let e = check_append(8, 6, Some(4), &[0]).unwrap_err().to_string();
+    assert!(e.contains("6 rows in one step into a ring of 8 rows with window 4 (at most 5)"), "{e}");
+}
+
 #[test]
 fn an_op_without_a_kernel_is_an_error_naming_op_and_target() {
     let infos = [graphc_gpu::lower::ArgInfo { dtype: DType::F32, shape: vec![2, 3] }];
