@@ -5,6 +5,7 @@
 // No `unsafe` here: it is confined to named modules (SIMD, the pool, mmap).
 #![forbid(unsafe_code)]
 
+pub mod device_parity;
 pub mod fuzz;
 
 use graphc_backends::{WeightRef, WeightSource};

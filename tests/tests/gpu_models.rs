@@ -133,6 +133,20 @@ fn smollm2_on_the_gpu_matches_the_reference_as_a_ragged_batch() {
     }
 }
 
+/// `tools/device-check`'s comparison (`graphc_tests::device_parity`), here
+/// on SmolLM2 and lavapipe: the device against the CPU, teacher-forced,
+/// so the example device-check runs is exercised in CI.
+#[test]
+fn device_parity_holds_on_smollm2() {
+    if !have_device() {
+        return;
+    }
+    let r = graphc_tests::device_parity::run(&smollm2(), &test_device(), 12, 4).unwrap_or_else(|e| panic!("{e}"));
+    println!("device_parity on {}: {:.2e} (decode {:.1} tok/s)", r.sides.1, r.worst, r.decode_tok_s);
+    assert!(r.sides.1.starts_with(&test_device()) && r.sides.0.starts_with("fast"), "{:?}", r.sides);
+    assert!(r.worst > 0.0 && r.worst <= graphc_tests::device_parity::MAX_RELATIVE_DIFF);
+}
+
 /// The tiny HF family fixtures (`tests/fixtures/families/`, transformers
 /// f32 logits) on the GPU: logits at every position of every prompt, fed
 /// one token at a time through the in-place caches, and a ragged batch's
