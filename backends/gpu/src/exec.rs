@@ -482,6 +482,8 @@ pub trait DeviceGraph {
     fn result_allocations(&self) -> usize;
     /// Weight-only nodes run in the first step only.
     fn folded_nodes(&self) -> usize;
+    /// Elementwise ops run inside another's kernel (the chain fusion).
+    fn fused_elementwise(&self) -> usize;
 }
 
 impl<D: Device> DeviceGraph for GpuGraph<D> {
@@ -502,6 +504,9 @@ impl<D: Device> DeviceGraph for GpuGraph<D> {
     }
     fn folded_nodes(&self) -> usize {
         GpuGraph::folded_nodes(self)
+    }
+    fn fused_elementwise(&self) -> usize {
+        GpuGraph::fused_elementwise(self)
     }
 }
 

@@ -72,6 +72,18 @@ fn device() -> Option<&'static TestDevice> {
         .as_ref()
 }
 
+/// `graph` on the device under test, through the executor sessions use
+/// (`exec::open`); `None` where the wgpu tests skip.
+fn open_graph(graph: &graphc_ir::Graph, weights: &dyn WeightSource) -> Option<Box<dyn graphc_gpu::exec::DeviceGraph>> {
+    device()?;
+    let name = match std::env::var("GRAPHC_TEST_DEVICE").as_deref() {
+        Ok("cuda") => "cuda",
+        Ok("metal") => "metal",
+        _ => "wgpu",
+    };
+    Some(graphc_gpu::exec::open(name, graph, weights).unwrap_or_else(|e| panic!("{name}: {e}")))
+}
+
 fn wgpu_device() -> Option<WgpuDevice> {
     match WgpuDevice::new() {
             Ok(d) => {
@@ -452,18 +464,17 @@ fn an_op_without_a_kernel_is_an_error_naming_op_and_target() {
 /// as one kernel in the graph executor, with the reference's values.
 #[test]
 fn elementwise_chains_run_as_one_kernel() {
-    let Some(dev) = wgpu_device() else { return };
     let graph = text::parse(
         "graph \"chain\" {\n  %0 = input{name=\"x\"} : f32[3, 37]\n  %1 = input{name=\"b\"} : f32[37]\n  %2 = const{value=5.0} : f32[1]\n  %3 = div %0, %2 : f32[3, 37]\n  %4 = tanh %3 : f32[3, 37]\n  %5 = mul %4, %2 : f32[3, 37]\n  %6 = add %5, %1 : f32[3, 37]\n  %7 = output{name=\"y\"} %6 : f32[3, 37]\n}\n",
     )
     .unwrap();
     let inputs = HashMap::from([("x".to_string(), Tensor::f32(vec![3, 37], values(50, 111, -30.0, 30.0))), ("b".to_string(), t(&[37], 51))]);
-    let mut g = graphc_gpu::exec::GpuGraph::new(std::sync::Arc::new(dev), &graph, &graphc_tests_free::NoWeights).unwrap();
+    let Some(mut g) = open_graph(&graph, &graphc_tests_free::NoWeights) else { return };
     let got = g.step(&inputs).unwrap().remove("y").unwrap();
     let want = reference::run(&graph, &inputs, HashMap::new(), &graphc_tests_free::NoWeights).unwrap().outputs.remove("y").unwrap();
     assert_close("soft-cap chain", &got, &want);
     assert_eq!(g.fused_elementwise(), 3, "div, tanh and mul fold into the add's kernel");
-    assert_eq!(g.last_launches, 1, "the chain is one launch");
+    assert_eq!(g.last_launches(), 1, "the chain is one launch");
     // Without the cap the values differ: the test tells a dropped op.
     assert_separates("soft-cap chain vs the plain sum", &got, &reference_op(&Op::Binary(BinaryOp::Add), &[&inputs["x"], &inputs["b"]]));
 }
@@ -473,23 +484,21 @@ fn elementwise_chains_run_as_one_kernel() {
 /// bit for bit what a first step gives on the same input.
 #[test]
 fn weight_only_values_are_computed_once() {
-    let Some(dev) = wgpu_device() else { return };
     let graph = text::parse(
         "graph \"fold\" {\n  %0 = input{name=\"x\"} : f32[3, 37]\n  %1 = weight{name=\"w\"} : f32[37]\n  %2 = const{value=1.0} : f32[1]\n  %3 = add %1, %2 : f32[37]\n  %4 = norm{kind=rms, eps=1e-6} %0, %3 : f32[3, 37]\n  %5 = output{name=\"y\"} %4 : f32[3, 37]\n}\n",
     )
     .unwrap();
     let w = OneWeight { dtype: DType::F32, shape: vec![37], bytes: weight_bytes(DType::F32, 1, 37, 70) };
     let x = |seed| HashMap::from([("x".to_string(), t(&[3, 37], seed))]);
-    let dev = std::sync::Arc::new(dev);
-    let mut g = graphc_gpu::exec::GpuGraph::new(dev.clone(), &graph, &w).unwrap();
+    let Some(mut g) = open_graph(&graph, &w) else { return };
     assert_eq!(g.folded_nodes(), 2, "the const and the add are weight-only");
     g.step(&x(71)).unwrap();
-    assert_eq!(g.last_launches, 2, "first step: add, norm");
+    assert_eq!(g.last_launches(), 2, "first step: add, norm");
     let second = g.step(&x(72)).unwrap().remove("y").unwrap();
-    assert_eq!(g.last_launches, 1, "later steps: the norm alone");
+    assert_eq!(g.last_launches(), 1, "later steps: the norm alone");
     let want = reference::run(&graph, &x(72), HashMap::new(), &w).unwrap().outputs.remove("y").unwrap();
     assert_close("norm with a kept 1 + w", &second, &want);
-    let mut fresh = graphc_gpu::exec::GpuGraph::new(dev, &graph, &w).unwrap();
+    let mut fresh = open_graph(&graph, &w).unwrap();
     let first = fresh.step(&x(72)).unwrap().remove("y").unwrap();
     assert_eq!(second.as_f32().unwrap(), first.as_f32().unwrap(), "a kept value changed the result");
     // Without the `+ 1` the result differs: the test tells a dropped add.
