@@ -109,9 +109,11 @@ fn smollm2_on_the_gpu_matches_the_reference_as_a_ragged_batch() {
     let mut tokens: Vec<Vec<u32>> = vec![vec![]; ids.len()];
     let longest = *n_stable.iter().max().unwrap();
     let mut allocations_after_first_decode = None;
+    let mut bindings_after_first_decode = None;
     for step in 0..longest {
         if step == 2 {
             allocations_after_first_decode = Some(session.kernel_counts()["device_result_allocations"]);
+            bindings_after_first_decode = Some(session.kernel_counts()["device_bindings_built"]);
         }
         let next: Vec<u32> = logits.iter().map(|l| argmax(l)).collect();
         for (row, &t) in next.iter().enumerate() {
@@ -126,6 +128,13 @@ fn smollm2_on_the_gpu_matches_the_reference_as_a_ragged_batch() {
     let allocations = session.kernel_counts()["device_result_allocations"];
     assert_eq!(Some(allocations), allocations_after_first_decode, "decode steps kept allocating result buffers");
     println!("result buffers allocated in all: {allocations} (for {launches} launches a step)");
+    // Step inputs are rewritten in their buffers and RoPE's frequencies
+    // uploaded once, so the bind groups built for the first decode step
+    // serve every later one: the host builds none per step.
+    let bindings = session.kernel_counts()["device_bindings_built"];
+    if test_device() == "wgpu" {
+        assert_eq!(Some(bindings), bindings_after_first_decode, "decode steps kept building bind groups");
+    }
     for (row, p) in prompts.iter().enumerate() {
         let want: Vec<u32> = p["generated_ids"].as_array().unwrap().iter().map(|v| v.as_u64().unwrap() as u32).collect();
         assert_eq!(tokens[row][..n_stable[row]], want[..n_stable[row]], "{}: the first {} greedy tokens", p["name"], n_stable[row]);

@@ -116,6 +116,19 @@ pub trait Device {
     /// The adapter or device as its driver names it.
     fn label(&self) -> String;
     fn upload(&self, bytes: &[u8]) -> Result<Self::Buffer, GpuError>;
+    /// `bytes` on the device, written into `previous` (the last step's
+    /// buffer for the same input) where the target can order that after
+    /// the work that read it and the size matches, else a new upload. A
+    /// kept buffer keeps what was built on it (wgpu's bind groups).
+    fn upload_reusing(&self, previous: Option<&Self::Buffer>, bytes: &[u8]) -> Result<Self::Buffer, GpuError> {
+        let _ = previous;
+        self.upload(bytes)
+    }
+    /// Binding objects the target has built so far (wgpu's bind groups;
+    /// 0 where there are none): a decode step in the steady state builds none.
+    fn bindings_built(&self) -> usize {
+        0
+    }
     fn zeros(&self, bytes: u64) -> Result<Self::Buffer, GpuError>;
     /// Bytes `offset .. offset + bytes` of `buf`, bound on their own.
     fn view(&self, buf: &Self::Buffer, offset: u64, bytes: u64) -> Self::Buffer;
@@ -161,7 +174,7 @@ pub trait Device {
             None => self.zeros(out_shape.iter().product::<usize>() as u64 * 4)?,
         };
         let bound: Vec<Vec<Self::Buffer>> =
-            calls.iter().map(|c| bind_args(self, &c.args, &uploaded, &result)).collect::<Result<_, _>>()?;
+            calls.iter().map(|c| Ok(bind_args(self, &c.args, &uploaded, &result, &upload_constants(self, &c.args)?))).collect::<Result<_, GpuError>>()?;
         let launches: Vec<Launch<'_, Self::Buffer>> = calls
             .iter()
             .zip(&bound)
@@ -173,16 +186,22 @@ pub trait Device {
 }
 
 /// The buffers a call binds, in order: its inputs (or byte ranges of them),
-/// host constants uploaded now, and the op's `result`.
-pub fn bind_args<D: Device>(dev: &D, args: &[Arg], inputs: &[D::Buffer], result: &D::Buffer) -> Result<Vec<D::Buffer>, GpuError> {
+/// its host constants (already uploaded), and the op's `result`.
+pub fn bind_args<D: Device>(dev: &D, args: &[Arg], inputs: &[D::Buffer], result: &D::Buffer, constants: &[D::Buffer]) -> Vec<D::Buffer> {
+    let mut constants = constants.iter();
     args.iter()
-        .map(|a| {
-            Ok(match a {
-                Arg::Input(i) => inputs[*i].clone(),
-                Arg::InputRange { input, offset, bytes } => dev.view(&inputs[*input], *offset, *bytes),
-                Arg::InPlace(_) | Arg::Output => result.clone(),
-                Arg::Constant(v) => dev.upload(bytemuck::cast_slice(v))?,
-            })
+        .map(|a| match a {
+            Arg::Input(i) => inputs[*i].clone(),
+            Arg::InputRange { input, offset, bytes } => dev.view(&inputs[*input], *offset, *bytes),
+            Arg::InPlace(_) | Arg::Output => result.clone(),
+            Arg::Constant(_) => constants.next().expect("one uploaded buffer per constant (upload_constants)").clone(),
         })
         .collect()
+}
+
+/// A call's host constants (`Arg::Constant`: RoPE's frequencies), uploaded
+/// in argument order; the graph executor keeps them with the cached call,
+/// so each is uploaded once and its bindings stay the same across steps.
+pub fn upload_constants<D: Device>(dev: &D, args: &[Arg]) -> Result<Vec<D::Buffer>, GpuError> {
+    args.iter().filter_map(|a| if let Arg::Constant(v) = a { Some(dev.upload(bytemuck::cast_slice(v))) } else { None }).collect()
 }

@@ -9,15 +9,18 @@
 //! buffers are reinterpreted); a `state_out` of the state's own buffer (what
 //! `kv_append` produces) is no copy.
 //!
-//! Buffer plan: every kernel result is taken from a pool of device buffers
-//! and given back after its last use (through any `reshape` of it) in the
-//! step's order, so later kernels of the same step reuse it — the device
-//! runs the step's launches in order — and the next step finds it again:
-//! a decode step in the steady state allocates nothing. Results that become
-//! state never return to the pool; step outputs return after read-back.
+//! Buffer plan: every kernel result has a slot, fixed from the graph alone:
+//! slots are handed out in the step's order and a slot is free again after
+//! its value's last use (through any `reshape` of it), so later kernels of
+//! the same step reuse it — the device runs the step's launches in order.
+//! A slot keeps one buffer per size it has held, so a node writes the same
+//! buffer every step of the same shapes: a decode step in the steady state
+//! allocates nothing and binds exactly what the step before bound (wgpu
+//! builds no bind group). Results that become state or stay folded have no
+//! slot; step outputs keep theirs to the end of the step.
 
 use crate::lower::{lower, Arg, ArgInfo, KernelCall};
-use crate::device::{bind_args, tensor_bytes, Device, Launch};
+use crate::device::{bind_args, tensor_bytes, upload_constants, Device, Launch};
 use crate::kernels::elementwise::Chain;
 use crate::GpuError;
 use graphc_backends::{Tensor, WeightSource};
@@ -49,8 +52,10 @@ pub struct GpuGraph<D: Device> {
     chains: Chains,
     /// Nodes folded into a chain's root (no launch of their own).
     inner: std::collections::HashSet<NodeId>,
-    /// Free buffers by allocated size.
-    pool: HashMap<u64, Vec<D::Buffer>>,
+    /// Each slot's buffers, by size in bytes.
+    slot_buffers: HashMap<(usize, u64), D::Buffer>,
+    /// Each step input's buffer, rewritten by the next step where it fits.
+    input_buffers: HashMap<String, D::Buffer>,
     /// Weight-only values: computed in the first step, then kept.
     folding: crate::fold::Folding,
     /// The kept ones, once the first step has run.
@@ -63,22 +68,23 @@ pub struct GpuGraph<D: Device> {
     /// Each node's kernel calls (with their kernels' hashes) for the op (its
     /// symbolic bounds resolved) and input shapes it last ran on: a decode
     /// step lowers nothing anew.
-    call_cache: HashMap<NodeId, (Op, Vec<ArgInfo>, KeyedCalls)>,
+    call_cache: CallCache<D::Buffer>,
 }
 
-/// An op's kernel calls, each with its kernel's hash.
-type KeyedCalls = Arc<Vec<(KernelCall, u64)>>;
+/// An op's kernel calls, each with its kernel's hash and its host
+/// constants, uploaded once.
+type KeyedCalls<B> = Arc<Vec<(KernelCall, u64, Vec<B>)>>;
+
+/// Per node: the op and input shapes its calls were lowered for.
+type CallCache<B> = HashMap<NodeId, (Op, Vec<ArgInfo>, KeyedCalls<B>)>;
 
 /// Chain roots → (the chain, its leaf values in input order).
 type Chains = HashMap<NodeId, (Chain, Vec<NodeId>)>;
 
-/// Which kernel results share a buffer and when each buffer is free again,
-/// from the graph alone.
+/// Which kernel results share a buffer, from the graph alone.
 struct BufferPlan {
-    /// Pooled roots whose last use is the node at this position.
-    release_at: HashMap<usize, Vec<NodeId>>,
-    /// Pooled roots read back as outputs: released after the step.
-    at_end: Vec<NodeId>,
+    /// The slot of each kernel result that has one.
+    slot: HashMap<NodeId, usize>,
 }
 
 impl BufferPlan {
@@ -131,14 +137,31 @@ impl BufferPlan {
                 }
             }
         }
-        at_end.retain(|r| pooled.contains(r));
         let mut release_at: HashMap<usize, Vec<NodeId>> = HashMap::new();
         for (r, pos) in last_use {
             if pooled.contains(&r) && !at_end.contains(&r) {
                 release_at.entry(pos).or_default().push(r);
             }
         }
-        BufferPlan { release_at, at_end }
+        // Hand out slots in order (a released slot first, the last released
+        // first); a slot frees after its value's last use, never within the
+        // node that takes it. Chain-inner nodes run inside their root's
+        // kernel and take none. Output values are never released.
+        let mut slot = HashMap::new();
+        let (mut free, mut slots) = (vec![], 0);
+        for (pos, &id) in order.iter().enumerate() {
+            if pooled.contains(&id) && !inner.contains(&id) {
+                let s = free.pop().unwrap_or_else(|| {
+                    slots += 1;
+                    slots - 1
+                });
+                slot.insert(id, s);
+            }
+            let mut released: Vec<usize> = release_at.get(&pos).into_iter().flatten().filter_map(|r| slot.get(r).copied()).collect();
+            released.sort_unstable();
+            free.extend(released);
+        }
+        BufferPlan { slot }
     }
 }
 
@@ -180,7 +203,8 @@ impl<D: Device> GpuGraph<D> {
             plan,
             chains,
             inner,
-            pool: HashMap::new(),
+            slot_buffers: HashMap::new(),
+            input_buffers: HashMap::new(),
             folding,
             folded: None,
             last_launches: 0,
@@ -234,8 +258,7 @@ impl<D: Device> GpuGraph<D> {
         let mut values: HashMap<NodeId, DeviceValue<D::Buffer>> = HashMap::new();
         let mut calls = vec![];
         let mut outputs = vec![];
-        let mut allocated: HashMap<NodeId, (u64, D::Buffer)> = HashMap::new();
-        for (pos, &id) in self.order.iter().enumerate() {
+        for &id in &self.order {
             if let (Some(folded), true) = (&self.folded, self.folding.weight_only.contains(&id)) {
                 // Only weight-only nodes read a weight-only value outside
                 // the frontier, and they do not run either.
@@ -252,7 +275,10 @@ impl<D: Device> GpuGraph<D> {
                     if t.dtype() != ty.dtype {
                         return Err(node_err(graph, id, format!("`{name}` is declared {ty} but was given {}", t.dtype())));
                     }
-                    DeviceValue { buffer: self.device.upload(tensor_bytes(t))?, dtype: t.dtype(), shape: t.shape().to_vec() }
+                    // The last step's buffer for this input, rewritten where it fits.
+                    let buffer = self.device.upload_reusing(self.input_buffers.get(name), tensor_bytes(t))?;
+                    self.input_buffers.insert(name.clone(), buffer.clone());
+                    DeviceValue { buffer, dtype: t.dtype(), shape: t.shape().to_vec() }
                 }
                 Op::Weight { name, ty } => {
                     DeviceValue { buffer: self.weights[name].clone(), dtype: ty.dtype, shape: concrete(id)? }
@@ -276,6 +302,15 @@ impl<D: Device> GpuGraph<D> {
                     values[&args[0]].clone()
                 }
                 Op::StateOut { name } => {
+                    // A state that is a step input's buffer keeps it: the
+                    // next step must not rewrite that input in place.
+                    let mut source = args[0];
+                    while matches!(graph.node(source).op, Op::Reshape { .. } | Op::ToHost { .. }) {
+                        source = graph.inputs(source)[0];
+                    }
+                    if let Op::Input { name: input, .. } = &graph.node(source).op {
+                        self.input_buffers.remove(input);
+                    }
                     self.states.insert(name.clone(), values[&args[0]].clone());
                     continue;
                 }
@@ -306,10 +341,16 @@ impl<D: Device> GpuGraph<D> {
                             for c in &calls {
                                 crate::cuda_rt::record(&c.kernel).map_err(|e| node_err(graph, id, e.to_string()))?;
                             }
-                            let keyed: KeyedCalls = Arc::new(calls.into_iter().map(|c| {
-                                let key = c.kernel.hash();
-                                (c, key)
-                            }).collect());
+                            let keyed: KeyedCalls<D::Buffer> = Arc::new(
+                                calls
+                                    .into_iter()
+                                    .map(|c| {
+                                        let key = c.kernel.hash();
+                                        let constants = upload_constants(self.device.as_ref(), &c.args)?;
+                                        Ok((c, key, constants))
+                                    })
+                                    .collect::<Result<_, GpuError>>()?,
+                            );
                             self.call_cache.insert(id, (op.clone(), infos.clone(), keyed.clone()));
                             keyed
                         }
@@ -324,35 +365,38 @@ impl<D: Device> GpuGraph<D> {
                             // Every kernel writes all of its result, so a
                             // reused buffer needs no clearing.
                             let bytes = (out_shape.iter().product::<usize>() as u64 * 4).max(4);
-                            let buffer = match self.pool.get_mut(&bytes).and_then(|free| free.pop()) {
-                                Some(b) => b,
+                            match self.plan.slot.get(&id) {
+                                Some(&slot) => match self.slot_buffers.get(&(slot, bytes)) {
+                                    Some(b) => b.clone(),
+                                    None => {
+                                        self.result_allocations += 1;
+                                        let b = self.device.zeros(bytes)?;
+                                        self.slot_buffers.insert((slot, bytes), b.clone());
+                                        b
+                                    }
+                                },
+                                // A state or a kept value: a buffer of its own.
                                 None => {
                                     self.result_allocations += 1;
                                     self.device.zeros(bytes)?
                                 }
-                            };
-                            allocated.insert(id, (bytes, buffer.clone()));
-                            buffer
+                            }
                         }
                     };
                     for i in 0..op_calls.len() {
-                        let buffers = bind_args(self.device.as_ref(), &op_calls[i].0.args, &operands, &result)?;
+                        let (call, _, constants) = &op_calls[i];
+                        let buffers = bind_args(self.device.as_ref(), &call.args, &operands, &result, constants);
                         calls.push((op_calls.clone(), i, buffers));
                     }
                     DeviceValue { buffer: result, dtype: DType::F32, shape: out_shape }
                 }
             };
             values.insert(id, value);
-            for r in self.plan.release_at.get(&pos).into_iter().flatten() {
-                if let Some((bytes, b)) = allocated.remove(r) {
-                    self.pool.entry(bytes).or_default().push(b);
-                }
-            }
         }
         let launches: Vec<Launch<'_, D::Buffer>> = calls
             .iter()
             .map(|(op_calls, i, buffers)| {
-                let (call, key) = &op_calls[*i];
+                let (call, key, _) = &op_calls[*i];
                 Launch { kernel: &call.kernel, key: *key, buffers: buffers.iter().collect(), params: call.params.clone(), groups: call.groups }
             })
             .collect();
@@ -364,11 +408,6 @@ impl<D: Device> GpuGraph<D> {
         let mut out = HashMap::new();
         for (name, v) in outputs {
             out.insert(name, Tensor::f32(v.shape.clone(), self.device.read_f32(&v.buffer)?));
-        }
-        for r in &self.plan.at_end {
-            if let Some((bytes, b)) = allocated.remove(r) {
-                self.pool.entry(bytes).or_default().push(b);
-            }
         }
         Ok(out)
     }
@@ -484,6 +523,8 @@ pub trait DeviceGraph {
     fn folded_nodes(&self) -> usize;
     /// Elementwise ops run inside another's kernel (the chain fusion).
     fn fused_elementwise(&self) -> usize;
+    /// The target's binding objects built so far (`Device::bindings_built`).
+    fn bindings_built(&self) -> usize;
 }
 
 impl<D: Device> DeviceGraph for GpuGraph<D> {
@@ -507,6 +548,9 @@ impl<D: Device> DeviceGraph for GpuGraph<D> {
     }
     fn fused_elementwise(&self) -> usize {
         GpuGraph::fused_elementwise(self)
+    }
+    fn bindings_built(&self) -> usize {
+        self.device.bindings_built()
     }
 }
 

@@ -60,6 +60,8 @@ pub struct WgpuDevice {
     /// writing it and submitting, so concurrent runs cannot interleave).
     params_arena: Mutex<Option<GpuBuffer>>,
     bind_groups: Mutex<HashMap<BindGroupKey, wgpu::BindGroup>>,
+    /// Bind groups created so far (each costs wgpu a validation).
+    bind_groups_built: std::sync::atomic::AtomicUsize,
 }
 
 /// A bind group is the pipeline, each binding's (buffer, offset, size), and
@@ -100,6 +102,7 @@ impl WgpuDevice {
             max_binding_override: None,
             params_arena: Mutex::new(None),
             bind_groups: Mutex::new(HashMap::new()),
+            bind_groups_built: Default::default(),
         })
     }
 
@@ -207,6 +210,7 @@ impl WgpuDevice {
                     entries.push(wgpu::BindGroupEntry { binding: l.kernel.buffers.len() as u32, resource });
                 }
                 let group = self.device.create_bind_group(&wgpu::BindGroupDescriptor { label: None, layout: &pipeline.layout, entries: &entries });
+                self.bind_groups_built.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 cache.insert(key.clone(), group);
             }
             prepared.push((pipeline, key, grid(l.groups)));
@@ -272,6 +276,21 @@ impl Device for WgpuDevice {
     }
     fn zeros(&self, bytes: u64) -> Result<GpuBuffer, GpuError> {
         Ok(WgpuDevice::zeros(self, bytes))
+    }
+    /// A queue write is ordered after everything submitted before it.
+    fn upload_reusing(&self, previous: Option<&GpuBuffer>, bytes: &[u8]) -> Result<GpuBuffer, GpuError> {
+        match previous {
+            Some(b) if b.bytes == bytes.len() as u64 && b.offset == 0 && !bytes.is_empty() => {
+                let mut padded = bytes.to_vec();
+                padded.resize(bytes.len().next_multiple_of(4), 0);
+                self.queue.write_buffer(&b.buffer, 0, &padded);
+                Ok(b.clone())
+            }
+            _ => Ok(WgpuDevice::upload(self, bytes)),
+        }
+    }
+    fn bindings_built(&self) -> usize {
+        self.bind_groups_built.load(std::sync::atomic::Ordering::Relaxed)
     }
     fn view(&self, buf: &GpuBuffer, offset: u64, bytes: u64) -> GpuBuffer {
         buf.view(offset, bytes)

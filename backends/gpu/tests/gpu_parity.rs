@@ -506,6 +506,23 @@ fn weight_only_values_are_computed_once() {
     assert_separates("norm with 1 + w vs with w", &second, &plain);
 }
 
+/// Step inputs are rewritten in place in the next step (so their bind
+/// groups stay), except one a state kept: here the state is last step's
+/// `x`, which the next step's `x` must not overwrite.
+#[test]
+fn a_state_kept_from_an_input_survives_the_next_step() {
+    let graph = text::parse(
+        "graph \"keep\" {\n  %0 = input{name=\"x\"} : f32[4]\n  %1 = state{name=\"s\"} : f32[4]\n  %2 = add %0, %1 : f32[4]\n  %3 = output{name=\"y\"} %2 : f32[4]\n  %4 = state_out{name=\"s\"} %0\n}\n",
+    )
+    .unwrap();
+    let Some(mut g) = open_graph(&graph, &graphc_tests_free::NoWeights) else { return };
+    g.set_state("s", &Tensor::f32(vec![4], vec![0.0; 4])).unwrap();
+    let x = |v: f32| HashMap::from([("x".to_string(), Tensor::f32(vec![4], vec![v; 4]))]);
+    assert_eq!(g.step(&x(1.0)).unwrap()["y"].as_f32().unwrap(), [1.0; 4]);
+    assert_eq!(g.step(&x(10.0)).unwrap()["y"].as_f32().unwrap(), [11.0; 4], "the kept state was overwritten by the next input");
+    assert_eq!(g.step(&x(100.0)).unwrap()["y"].as_f32().unwrap(), [110.0; 4]);
+}
+
 fn bytemuck_f32(bytes: &[u8]) -> Vec<f32> {
     bytes.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect()
 }
