@@ -98,6 +98,7 @@ fn smollm2_on_the_gpu_matches_the_reference_as_a_ragged_batch() {
     let mut logits = session.prefill_rows(&rows).unwrap();
     let launches = session.kernel_counts()["device_launches_last_step"];
     assert!(launches > 100, "the device ran only {launches} kernels for a 30-layer forward");
+    assert_eq!(session.kernel_counts()["device_aliased_permutes"], 0, "a prefill's head permutes move data");
     for (p, l) in prompts.iter().zip(&logits) {
         let want = reference_logits(p["logits_file"].as_str().unwrap());
         let (max, cos) = compare(l, &want);
@@ -127,6 +128,13 @@ fn smollm2_on_the_gpu_matches_the_reference_as_a_ragged_batch() {
     // result buffers and allocate none.
     let allocations = session.kernel_counts()["device_result_allocations"];
     assert_eq!(Some(allocations), allocations_after_first_decode, "decode steps kept allocating result buffers");
+    // A decode step's four head permutes a layer (`[b, 1, h, d] <-> [b, h, 1, d]`)
+    // move no data: they run as no kernel.
+    let decode_launches = session.kernel_counts()["device_launches_last_step"];
+    let aliased = session.kernel_counts()["device_aliased_permutes"];
+    println!("decode: {decode_launches} launches a step (prefill {launches}), {aliased} permutes run as no copy");
+    assert_eq!(aliased, 4 * 30 * (longest as u64 - 1), "four permutes a layer in every decode step");
+    assert_eq!(decode_launches + 4 * 30, launches, "a decode step launches the prefill's kernels less its permutes");
     println!("result buffers allocated in all: {allocations} (for {launches} launches a step)");
     // Step inputs are rewritten in their buffers and RoPE's frequencies
     // uploaded once, so the bind groups built for the first decode step

@@ -228,6 +228,7 @@ impl<'m> Session<'m> {
                     ("device_result_allocations", g.result_allocations() as u64),
                     ("device_folded_nodes", g.folded_nodes() as u64),
                     ("device_bindings_built", g.bindings_built() as u64),
+                    ("device_aliased_permutes", g.aliased_permutes() as u64),
                 ]
                 .into()
             }

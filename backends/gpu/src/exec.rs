@@ -62,6 +62,8 @@ pub struct GpuGraph<D: Device> {
     folded: Option<HashMap<NodeId, DeviceValue<D::Buffer>>>,
     /// Kernel launches of the last step (evidence the device ran it).
     pub last_launches: usize,
+    /// Permutes run as no copy so far (`keeps_order`).
+    pub aliased_permutes: usize,
     /// Device buffers allocated for kernel results so far (a decode step in
     /// the steady state adds none).
     pub result_allocations: usize,
@@ -115,24 +117,37 @@ impl BufferPlan {
             };
             root.insert(id, r);
         }
+        // The buffers a value may live in: its root's, and where that root
+        // is a `permute`, its input's too (a permute that keeps the memory
+        // order runs as no copy: `keeps_order`).
+        let aliases = |v: NodeId| -> Vec<NodeId> {
+            let mut out = vec![root[&v]];
+            while let Some(&last) = out.last().filter(|&&r| matches!(graph.node(r).op, Op::Permute { .. })) {
+                out.push(root[&graph.inputs(last)[0]]);
+            }
+            out
+        };
         for k in kept {
-            pooled.remove(&root[k]);
+            for r in aliases(*k) {
+                pooled.remove(&r);
+            }
         }
         let mut last_use: HashMap<NodeId, usize> = HashMap::new();
         let mut at_end = vec![];
         for (pos, &id) in order.iter().enumerate() {
             last_use.entry(root[&id]).or_insert(pos);
             for input in graph.inputs(id) {
-                let r = root[&input];
-                match &graph.node(id).op {
-                    Op::StateOut { .. } => {
-                        pooled.remove(&r);
-                    }
-                    Op::Output { .. } => at_end.push(r),
-                    _ => {
-                        let at = runs_at(id).max(pos);
-                        let e = last_use.entry(r).or_insert(at);
-                        *e = (*e).max(at);
+                for r in aliases(input) {
+                    match &graph.node(id).op {
+                        Op::StateOut { .. } => {
+                            pooled.remove(&r);
+                        }
+                        Op::Output { .. } => at_end.push(r),
+                        _ => {
+                            let at = runs_at(id).max(pos);
+                            let e = last_use.entry(r).or_insert(at);
+                            *e = (*e).max(at);
+                        }
                     }
                 }
             }
@@ -208,6 +223,7 @@ impl<D: Device> GpuGraph<D> {
             folding,
             folded: None,
             last_launches: 0,
+            aliased_permutes: 0,
             result_allocations: 0,
             call_cache: HashMap::new(),
         })
@@ -290,6 +306,11 @@ impl<D: Device> GpuGraph<D> {
                     DeviceValue { buffer: self.device.upload(bytemuck::cast_slice(&data))?, dtype: DType::F32, shape }
                 }
                 Op::Reshape { .. } => DeviceValue { shape: concrete(id)?, ..values[&args[0]].clone() },
+                // Decode's `[b, 1, h, d] -> [b, h, 1, d]`: the same bytes.
+                Op::Permute { perm } if keeps_order(perm, &values[&args[0]].shape) => {
+                    self.aliased_permutes += 1;
+                    DeviceValue { shape: concrete(id)?, ..values[&args[0]].clone() }
+                }
                 Op::ToHost { nonempty, bound } => {
                     // The value stays on the device; its checks run here, on
                     // the host copy a step input has (reading back a device
@@ -305,7 +326,7 @@ impl<D: Device> GpuGraph<D> {
                     // A state that is a step input's buffer keeps it: the
                     // next step must not rewrite that input in place.
                     let mut source = args[0];
-                    while matches!(graph.node(source).op, Op::Reshape { .. } | Op::ToHost { .. }) {
+                    while matches!(graph.node(source).op, Op::Reshape { .. } | Op::ToHost { .. } | Op::Permute { .. }) {
                         source = graph.inputs(source)[0];
                     }
                     if let Op::Input { name: input, .. } = &graph.node(source).op {
@@ -501,6 +522,16 @@ fn elementwise_chains(graph: &Graph, order: &[NodeId]) -> (Chains, std::collecti
     (chains, inner)
 }
 
+/// Whether permuting `shape` by `perm` leaves every element where it is in
+/// memory: it moves only axes of size 1 (each decode step's
+/// `[b, 1, h, d] -> [b, h, 1, d]` around attention). Such a permute is the
+/// input's buffer under another shape, no kernel; the buffer plan keeps the
+/// input alive for the permute's readers (`aliases`).
+pub fn keeps_order(perm: &[usize], shape: &[usize]) -> bool {
+    let moved: Vec<usize> = perm.iter().copied().filter(|&axis| shape.get(axis).is_some_and(|&n| n > 1)).collect();
+    moved.windows(2).all(|w| w[0] < w[1])
+}
+
 /// `op` with its symbolic attributes (`narrow`'s bounds) evaluated.
 fn resolve_dims(op: &Op, env: &HashMap<String, i64>) -> Result<Op, String> {
     Ok(match op {
@@ -525,6 +556,8 @@ pub trait DeviceGraph {
     fn fused_elementwise(&self) -> usize;
     /// The target's binding objects built so far (`Device::bindings_built`).
     fn bindings_built(&self) -> usize;
+    /// Permutes run as no copy so far (`keeps_order`).
+    fn aliased_permutes(&self) -> usize;
 }
 
 impl<D: Device> DeviceGraph for GpuGraph<D> {
@@ -551,6 +584,9 @@ impl<D: Device> DeviceGraph for GpuGraph<D> {
     }
     fn bindings_built(&self) -> usize {
         self.device.bindings_built()
+    }
+    fn aliased_permutes(&self) -> usize {
+        self.aliased_permutes
     }
 }
 

@@ -523,6 +523,29 @@ fn a_state_kept_from_an_input_survives_the_next_step() {
     assert_eq!(g.step(&x(100.0)).unwrap()["y"].as_f32().unwrap(), [110.0; 4]);
 }
 
+/// A permute that moves only axes of size 1 (decode's head transposes) is
+/// the same bytes: no kernel; one that moves data is a copy. Both give the
+/// reference's values, and a step's later kernels do not overwrite the
+/// buffer the no-copy permute still reads.
+#[test]
+fn a_permute_of_unit_axes_runs_as_no_copy() {
+    for (seq, copies) in [(1usize, 0usize), (5, 1)] {
+        let graph = text::parse(&format!(
+            "graph \"p\" {{\n  %0 = input{{name=\"x\"}} : f32[2, {seq}, 3, 4]\n  %1 = exp %0 : f32[2, {seq}, 3, 4]\n  %2 = permute{{perm=[0, 2, 1, 3]}} %1 : f32[2, 3, {seq}, 4]\n  %3 = neg %0 : f32[2, {seq}, 3, 4]\n  %4 = permute{{perm=[0, 2, 1, 3]}} %3 : f32[2, 3, {seq}, 4]\n  %5 = add %2, %4 : f32[2, 3, {seq}, 4]\n  %6 = output{{name=\"y\"}} %5 : f32[2, 3, {seq}, 4]\n}}\n"
+        ))
+        .unwrap();
+        let inputs = HashMap::from([("x".to_string(), t(&[2, seq, 3, 4], 80 + seq as u64))]);
+        let Some(mut g) = open_graph(&graph, &graphc_tests_free::NoWeights) else { return };
+        for _ in 0..2 {
+            let got = g.step(&inputs).unwrap().remove("y").unwrap();
+            let want = reference::run(&graph, &inputs, HashMap::new(), &graphc_tests_free::NoWeights).unwrap().outputs.remove("y").unwrap();
+            assert_close(&format!("permutes at seq {seq}"), &got, &want);
+        }
+        assert_eq!(g.last_launches(), 3 + 2 * copies, "seq {seq}: exp, neg, add and {} permute copies", 2 * copies);
+        assert_eq!(g.aliased_permutes(), 2 * 2 * (1 - copies), "seq {seq}: permutes run as no copy over two steps");
+    }
+}
+
 fn bytemuck_f32(bytes: &[u8]) -> Vec<f32> {
     bytes.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect()
 }
