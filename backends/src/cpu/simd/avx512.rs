@@ -404,37 +404,18 @@ unsafe fn q6_k(r: *const u8, x: *const f32, nb: usize) -> f32 {
 }
 
 /// `o_r += Σ_j p_r[j] · v_j` for `R` rows at once (`p_r` = `p + r*stride`,
-/// `n` weights; `o_r` = `o + r*dv`), columns in blocks of 64: each value
-/// row is loaded once for all `R` rows. Per element the same FMA sequence
-/// as `avx2::weighted_sum`, so the results are the same bits.
+/// `n` weights; `o_r` = `o + r*dv`), columns a `PANEL` (64) at a time by
+/// `outer_product`: each value row is loaded once for all `R` rows. Per
+/// element the same FMA sequence as `avx2::weighted_sum`, so the results
+/// are the same bits.
 ///
 /// # Safety
-/// AVX-512F; `dv % 64 == 0`; `v` holds `n` rows of `dv`, `p` holds
+/// AVX-512F; `dv % PANEL == 0`; `v` holds `n` rows of `dv`, `p` holds
 /// `(R-1)*stride + n` floats and `o` `R*dv`.
 #[target_feature(enable = "avx512f")]
 pub unsafe fn weighted_sum_rows<const R: usize>(p: *const f32, stride: usize, n: usize, v: *const f32, dv: usize, o: *mut f32) {
-    for col in (0..dv).step_by(64) {
-        let mut acc = [[_mm512_setzero_ps(); 4]; R];
-        for r in 0..R {
-            for c in 0..4 {
-                acc[r][c] = _mm512_loadu_ps(o.add(r * dv + col + 16 * c));
-            }
-        }
-        for j in 0..n {
-            let row = v.add(j * dv + col);
-            let vv = [_mm512_loadu_ps(row), _mm512_loadu_ps(row.add(16)), _mm512_loadu_ps(row.add(32)), _mm512_loadu_ps(row.add(48))];
-            for r in 0..R {
-                let pr = _mm512_set1_ps(*p.add(r * stride + j));
-                for c in 0..4 {
-                    acc[r][c] = _mm512_fmadd_ps(pr, vv[c], acc[r][c]);
-                }
-            }
-        }
-        for r in 0..R {
-            for c in 0..4 {
-                _mm512_storeu_ps(o.add(r * dv + col + 16 * c), acc[r][c]);
-            }
-        }
+    for col in (0..dv).step_by(super::PANEL) {
+        outer_product::<R, true>(p, stride, v.add(col), dv, n, o.add(col), dv);
     }
 }
 
@@ -576,8 +557,30 @@ unsafe fn rows4<const KIND: u8>(p: [*const u8; 4], x: *const f32, xsums: *const 
 /// `kk*ldw .. kk*ldw + PANEL` for `kk < k`, `out` rows `i*ldo .. i*ldo + PANEL`.
 #[target_feature(enable = "avx512f")]
 pub unsafe fn outer_tile<const R: usize>(x: *const f32, ldx: usize, w: *const f32, ldw: usize, k: usize, out: *mut f32, ldo: usize) {
+    outer_product::<R, false>(x, ldx, w, ldw, k, out, ldo)
+}
+
+/// `out_i[0..PANEL] (+)= Σ_kk x_i[kk] · w_kk[0..PANEL]` for `i < R` (`x_i` =
+/// `x + i*ldx`, `w_kk` = `w + kk*ldw`, `out_i` = `out + i*ldo`): the one
+/// outer-product loop under `outer_tile` (`ACCUMULATE = false`: out is
+/// overwritten) and `weighted_sum_rows` (`true`: out is the chain's start).
+/// Each output is one FMA chain in `kk` order; each `w` row is loaded once
+/// for all `R` rows.
+///
+/// # Safety
+/// AVX-512F; `x` holds rows `i*ldx .. i*ldx + k` for `i < R`, `w` rows
+/// `kk*ldw .. kk*ldw + PANEL` for `kk < k`, `out` rows `i*ldo .. i*ldo + PANEL`.
+#[target_feature(enable = "avx512f")]
+unsafe fn outer_product<const R: usize, const ACCUMULATE: bool>(x: *const f32, ldx: usize, w: *const f32, ldw: usize, k: usize, out: *mut f32, ldo: usize) {
     const C: usize = super::PANEL / 16;
     let mut acc = [[_mm512_setzero_ps(); C]; R];
+    if ACCUMULATE {
+        for i in 0..R {
+            for c in 0..C {
+                acc[i][c] = _mm512_loadu_ps(out.add(i * ldo + 16 * c));
+            }
+        }
+    }
     for kk in 0..k {
         let mut wv = [_mm512_setzero_ps(); C];
         for c in 0..C {

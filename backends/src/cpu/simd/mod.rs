@@ -330,7 +330,7 @@ pub fn weighted_sum(isa: Isa, p: &[f32], v: &[f32], o: &mut [f32]) {
 
 /// `weighted_sum` for several rows sharing their value rows: row `r`'s
 /// weights are `p[r*stride ..][..n]`, its output `o[r*dv .. (r+1)*dv]`. On
-/// AVX-512 (with `dv` a multiple of 64) up to 4 rows go together, each
+/// AVX-512 (with `dv` a multiple of `PANEL`, 64) up to 4 rows go together, each
 /// value row loaded once for them; the arithmetic per element is the same
 /// as `weighted_sum`'s at that level.
 pub fn weighted_sum_rows(isa: Isa, p: &[f32], stride: usize, n: usize, v: &[f32], o: &mut [f32]) {
@@ -342,13 +342,13 @@ pub fn weighted_sum_rows(isa: Isa, p: &[f32], stride: usize, n: usize, v: &[f32]
     }
     assert!(p.len() >= (rows - 1) * stride + n, "weights too short");
     #[cfg(target_arch = "x86_64")]
-    if isa == Isa::Avx512 && dv.is_multiple_of(64) {
+    if isa == Isa::Avx512 && dv.is_multiple_of(PANEL) {
         assert!(isa.available());
         let mut r = 0;
         while r < rows {
             let take = (rows - r).min(4);
             let (pp, oo) = (p[r * stride..].as_ptr(), o[r * dv..].as_mut_ptr());
-            // SAFETY: AVX-512F checked; dv % 64 == 0; rows r..r+take of `p`
+            // SAFETY: AVX-512F checked; dv % PANEL == 0; rows r..r+take of `p`
             // (stride `stride`, `n` each) and of `o` (`dv` each) are in
             // bounds (asserted above), and `v` holds `n` rows of `dv`.
             unsafe {
