@@ -87,6 +87,8 @@ type Chains = HashMap<NodeId, (Chain, Vec<NodeId>)>;
 struct BufferPlan {
     /// The slot of each kernel result that has one.
     slot: HashMap<NodeId, usize>,
+    /// Step inputs whose buffer a state may keep: never rewritten in place.
+    kept_inputs: std::collections::HashSet<String>,
 }
 
 impl BufferPlan {
@@ -134,6 +136,7 @@ impl BufferPlan {
         }
         let mut last_use: HashMap<NodeId, usize> = HashMap::new();
         let mut at_end = vec![];
+        let mut kept_inputs = std::collections::HashSet::new();
         for (pos, &id) in order.iter().enumerate() {
             last_use.entry(root[&id]).or_insert(pos);
             for input in graph.inputs(id) {
@@ -141,6 +144,9 @@ impl BufferPlan {
                     match &graph.node(id).op {
                         Op::StateOut { .. } => {
                             pooled.remove(&r);
+                            if let Op::Input { name, .. } = &graph.node(r).op {
+                                kept_inputs.insert(name.clone());
+                            }
                         }
                         Op::Output { .. } => at_end.push(r),
                         _ => {
@@ -176,7 +182,7 @@ impl BufferPlan {
             released.sort_unstable();
             free.extend(released);
         }
-        BufferPlan { slot }
+        BufferPlan { slot, kept_inputs }
     }
 }
 
@@ -291,8 +297,10 @@ impl<D: Device> GpuGraph<D> {
                     if t.dtype() != ty.dtype {
                         return Err(node_err(graph, id, format!("`{name}` is declared {ty} but was given {}", t.dtype())));
                     }
-                    // The last step's buffer for this input, rewritten where it fits.
-                    let buffer = self.device.upload_reusing(self.input_buffers.get(name), tensor_bytes(t))?;
+                    // The last step's buffer for this input, rewritten where
+                    // it fits, unless a state may have kept it.
+                    let previous = if self.plan.kept_inputs.contains(name) { None } else { self.input_buffers.get(name) };
+                    let buffer = self.device.upload_reusing(previous, tensor_bytes(t))?;
                     self.input_buffers.insert(name.clone(), buffer.clone());
                     DeviceValue { buffer, dtype: t.dtype(), shape: t.shape().to_vec() }
                 }
@@ -323,15 +331,6 @@ impl<D: Device> GpuGraph<D> {
                     values[&args[0]].clone()
                 }
                 Op::StateOut { name } => {
-                    // A state that is a step input's buffer keeps it: the
-                    // next step must not rewrite that input in place.
-                    let mut source = args[0];
-                    while matches!(graph.node(source).op, Op::Reshape { .. } | Op::ToHost { .. } | Op::Permute { .. }) {
-                        source = graph.inputs(source)[0];
-                    }
-                    if let Op::Input { name: input, .. } = &graph.node(source).op {
-                        self.input_buffers.remove(input);
-                    }
                     self.states.insert(name.clone(), values[&args[0]].clone());
                     continue;
                 }
