@@ -8,6 +8,7 @@
 #![deny(clippy::undocumented_unsafe_blocks)]
 
 pub mod cpu;
+pub mod fold;
 pub mod tensor;
 
 pub use tensor::{Tensor, WeightRef, WeightSource};

@@ -57,7 +57,7 @@ pub struct GpuGraph<D: Device> {
     /// Each step input's buffer, rewritten by the next step where it fits.
     input_buffers: HashMap<String, D::Buffer>,
     /// Weight-only values: computed in the first step, then kept.
-    folding: crate::fold::Folding,
+    folding: graphc_backends::fold::Folding,
     /// The kept ones, once the first step has run.
     folded: Option<HashMap<NodeId, DeviceValue<D::Buffer>>>,
     /// Kernel launches of the last step (evidence the device ran it).
@@ -213,7 +213,7 @@ impl<D: Device> GpuGraph<D> {
         let (chains, inner) = elementwise_chains(graph, &order);
         let operands = |id: NodeId| chains.get(&id).map_or_else(|| graph.inputs(id), |(_, leaves)| leaves.clone());
         let launched = |id: NodeId| !inner.contains(&id);
-        let folding = crate::fold::plan(graph, &order, &operands, &launched);
+        let folding = graphc_backends::fold::plan(graph, &order, &operands, &launched);
         let plan = BufferPlan::new(graph, &order, &inner, &folding.frontier);
         Ok(GpuGraph {
             device,

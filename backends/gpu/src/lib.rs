@@ -13,7 +13,6 @@ pub mod cuda_rt;
 pub mod device;
 pub mod emit;
 pub mod exec;
-pub mod fold;
 pub mod kernels;
 pub mod kir;
 pub mod lower;

@@ -171,42 +171,12 @@ impl Schedule {
     /// left to the steps. Returns how many nodes were folded.
     pub fn fold(&mut self, graph: &Graph, evaluator: &dyn Evaluator, weights: &dyn WeightSource) -> Result<usize, ExecError> {
         let n = self.steps.len();
-        let fixed = |ty: &Option<graphc_ir::TensorType>| ty.as_ref().is_some_and(|t| t.shape.iter().all(|d| d.as_const().is_some()));
-        let mut constant = vec![false; n];
-        for i in 0..n {
-            let node = graph.node(self.steps[i].id);
-            constant[i] = match &node.op {
-                Op::Weight { .. } => true,
-                Op::Const { .. } => fixed(&node.ty),
-                Op::Input { .. } | Op::State { .. } | Op::ToHost { .. } | Op::KvAppend { .. } | Op::Output { .. } | Op::StateOut { .. } => false,
-                _ => !self.steps[i].inputs.is_empty() && self.steps[i].inputs.iter().all(|&p| constant[p]) && fixed(&node.ty),
-            };
-        }
+        let order: Vec<NodeId> = self.steps.iter().map(|s| s.id).collect();
+        let folding = crate::fold::plan(graph, &order, &|id| graph.inputs(id), &|_| true);
         let is_weight = |i: usize| matches!(graph.node(self.steps[i].id).op, Op::Weight { .. });
-        // The frontier: folded values a step reads. Too large ones go back
-        // to the steps, which may put their operands on the frontier.
-        let frontier = |constant: &[bool]| -> Vec<usize> {
-            let mut f: Vec<usize> = (0..n)
-                .filter(|&i| !constant[i])
-                .flat_map(|i| self.steps[i].inputs.iter().copied())
-                .chain(self.sinks.iter().map(|s| s.2))
-                .filter(|&p| constant[p] && !is_weight(p))
-                .collect();
-            f.sort_unstable();
-            f.dedup();
-            f
-        };
-        loop {
-            let big: Vec<usize> = frontier(&constant)
-                .into_iter()
-                .filter(|&p| graph.node(self.steps[p].id).ty.as_ref().map_or(0, |t| t.shape.iter().filter_map(|d| d.as_const()).product::<i64>() as usize) > FOLD_MAX_ELEMS)
-                .collect();
-            if big.is_empty() {
-                break;
-            }
-            big.into_iter().for_each(|p| constant[p] = false);
-        }
-        let keep = frontier(&constant);
+        // What runs here: the weight-only nodes, and the weights they read.
+        let constant: Vec<bool> = (0..n).map(|i| is_weight(i) || folding.weight_only.contains(&self.steps[i].id)).collect();
+        let keep: Vec<usize> = (0..n).filter(|&i| folding.frontier.contains(&self.steps[i].id)).collect();
         let env = Env::new();
         let mut vals: Vec<Option<Val>> = Vec::with_capacity(n);
         vals.resize_with(n, || None);

@@ -1,33 +1,32 @@
-//! Weight-only values on the device, computed once (DESIGN.md: "weight-only
-//! subgraphs are folded once, at load"), as the CPU executor does: the
-//! `1 + w` norm weights of Gemma's HF checkpoints (GGUF stores them with the
-//! 1 added) and Qwen3-Next's `-exp(A_log)`. Without this every step
-//! relaunched them: one kernel per norm weight.
+//! Weight-only values, computed once (DESIGN.md: "weight-only subgraphs
+//! are folded once, at load"), by every executor from the same analysis:
+//! the `1 + w` norm weights of Gemma's HF checkpoints (GGUF stores them
+//! with the 1 added) and Qwen3-Next's `-exp(A_log)`. The CPU schedule
+//! (`cpu::exec::Schedule::fold`) computes them when a session starts; the
+//! GPU executor in its first step, by the same kernels, so results are bit
+//! for bit what they were, and launches none of them again.
 //!
 //! A node is weight-only when it reads only weights, fixed-shape constants
-//! and other weight-only nodes, and its own shape is fixed. The executor
-//! computes them in the first step like any node, keeps the ones a step
-//! reads (the frontier) in buffers of their own, and from then on launches
-//! none of them. The same kernels compute them, so results are bit for bit
-//! what they were. A frontier value larger than the CPU's
+//! and other weight-only nodes, and its own shape is fixed. The frontier is
+//! what a step reads of them; a frontier value larger than
 //! `FOLD_MAX_ELEMS` stays per step (its operands join the frontier), so a
 //! scaled copy of an embedding table is never kept.
 
-use graphc_backends::cpu::exec::FOLD_MAX_ELEMS;
+use crate::cpu::exec::FOLD_MAX_ELEMS;
 use graphc_ir::{Graph, NodeId, Op};
 use std::collections::{HashMap, HashSet};
 
 pub struct Folding {
-    /// Weight-only nodes (weights themselves excluded): never run after
-    /// the first step.
+    /// Weight-only nodes (weights themselves excluded): computed once.
     pub weight_only: HashSet<NodeId>,
-    /// Those a later step reads: kept on the device.
+    /// Those a step reads: their values are kept.
     pub frontier: HashSet<NodeId>,
 }
 
-/// `operands` gives what a launched node reads (a chain root: its leaves);
-/// `launched` whether a node runs as a kernel of its own (not inside a
-/// chain).
+/// `order` is the graph's topological order; `operands` gives what a
+/// launched node reads (on the GPU a chain root's leaves; else its
+/// inputs); `launched` whether a node runs on its own (not inside a GPU
+/// elementwise chain).
 pub fn plan(graph: &Graph, order: &[NodeId], operands: &dyn Fn(NodeId) -> Vec<NodeId>, launched: &dyn Fn(NodeId) -> bool) -> Folding {
     let fixed = |id: NodeId| graph.node(id).ty.as_ref().is_some_and(|t| t.shape.iter().all(|d| d.as_const().is_some()));
     let elems = |id: NodeId| graph.node(id).ty.as_ref().map_or(0, |t| t.shape.iter().filter_map(|d| d.as_const()).product::<i64>() as usize);
