@@ -63,6 +63,8 @@ fn gemma3_on_the_gpu_matches_the_reference() {
     let (max, cos) = compare(&logits, &reference_logits(p["logits_file"].as_str().unwrap()));
     println!("gemma3 p1: max |Δlogit| = {max:.3e}, cosine = {cos:.9}");
     assert!(max <= MAX_ABS_LOGIT_DIFF, "gemma3 p1: max |Δlogit| {max} > {MAX_ABS_LOGIT_DIFF}");
+    // GeGLU over q5_0 gate and up projections, one kernel a layer.
+    assert_eq!(session.kernel_counts()["device_fused_gated_matmuls"], 18, "one gated MLP a layer is fused");
     let mut tokens = vec![];
     while tokens.len() < n_stable {
         let t = argmax(&logits);
@@ -99,6 +101,9 @@ fn smollm2_on_the_gpu_matches_the_reference_as_a_ragged_batch() {
     let launches = session.kernel_counts()["device_launches_last_step"];
     assert!(launches > 100, "the device ran only {launches} kernels for a 30-layer forward");
     assert_eq!(session.kernel_counts()["device_aliased_permutes"], 0, "a prefill's head permutes move data");
+    // Each layer's gate and up projections and their SwiGLU run as one
+    // kernel (`matmul_glu`): two launches fewer a layer.
+    assert_eq!(session.kernel_counts()["device_fused_gated_matmuls"], 30, "one gated MLP a layer is fused");
     for (p, l) in prompts.iter().zip(&logits) {
         let want = reference_logits(p["logits_file"].as_str().unwrap());
         let (max, cos) = compare(l, &want);

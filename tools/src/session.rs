@@ -229,6 +229,7 @@ impl<'m> Session<'m> {
                     ("device_folded_nodes", g.folded_nodes() as u64),
                     ("device_bindings_built", g.bindings_built() as u64),
                     ("device_aliased_permutes", g.aliased_permutes() as u64),
+                    ("device_fused_gated_matmuls", g.fused_gated_matmuls() as u64),
                 ]
                 .into()
             }

@@ -24,7 +24,7 @@ use crate::device::{bind_args, tensor_bytes, upload_constants, Device, Launch};
 use crate::kernels::elementwise::Chain;
 use crate::GpuError;
 use graphc_backends::{Tensor, WeightSource};
-use graphc_ir::{DType, Dim, Graph, NodeId, Op};
+use graphc_ir::{DType, Dim, Graph, NodeId, Op, UnaryOp};
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -48,9 +48,9 @@ pub struct GpuGraph<D: Device> {
     weights: HashMap<String, D::Buffer>,
     states: HashMap<String, DeviceValue<D::Buffer>>,
     plan: BufferPlan,
-    /// Elementwise chains run as one kernel: root node → (chain, leaves).
-    chains: Chains,
-    /// Nodes folded into a chain's root (no launch of their own).
+    /// Fused groups run as one kernel: root node → (group, leaves).
+    groups: Groups,
+    /// Nodes folded into a group's root (no launch of their own).
     inner: std::collections::HashSet<NodeId>,
     /// Each slot's buffers, by size in bytes.
     slot_buffers: HashMap<(usize, u64), D::Buffer>,
@@ -80,8 +80,18 @@ type KeyedCalls<B> = Arc<Vec<(KernelCall, u64, Vec<B>)>>;
 /// Per node: the op and input shapes its calls were lowered for.
 type CallCache<B> = HashMap<NodeId, (Op, Vec<ArgInfo>, KeyedCalls<B>)>;
 
-/// Chain roots → (the chain, its leaf values in input order).
-type Chains = HashMap<NodeId, (Chain, Vec<NodeId>)>;
+/// What a fused group's one kernel computes.
+#[derive(Clone, Debug)]
+enum Group {
+    /// An elementwise chain (`elementwise_chains`).
+    Chain(Chain),
+    /// `glu{act}` of two matmuls of one input (`gated_matmuls`): leaves
+    /// `x, w_gate, w_up`.
+    GatedMatMul(UnaryOp),
+}
+
+/// Group roots → (the group, its leaf values in input order).
+type Groups = HashMap<NodeId, (Group, Vec<NodeId>)>;
 
 /// Which kernel results share a buffer, from the graph alone.
 struct BufferPlan {
@@ -210,8 +220,14 @@ impl<D: Device> GpuGraph<D> {
                 uploaded.insert(name.clone(), device.upload(w.bytes)?);
             }
         }
-        let (chains, inner) = elementwise_chains(graph, &order);
-        let operands = |id: NodeId| chains.get(&id).map_or_else(|| graph.inputs(id), |(_, leaves)| leaves.clone());
+        let (mut groups, mut inner) = elementwise_chains(graph, &order);
+        let gated = gated_matmuls(graph, &order);
+        for (&root, (_, leaves)) in &gated {
+            inner.extend(graph.inputs(root));
+            debug_assert!(leaves.len() == 3);
+        }
+        groups.extend(gated);
+        let operands = |id: NodeId| groups.get(&id).map_or_else(|| graph.inputs(id), |(_, leaves)| leaves.clone());
         let launched = |id: NodeId| !inner.contains(&id);
         let folding = graphc_backends::fold::plan(graph, &order, &operands, &launched);
         let plan = BufferPlan::new(graph, &order, &inner, &folding.frontier);
@@ -222,7 +238,7 @@ impl<D: Device> GpuGraph<D> {
             weights: uploaded,
             states: HashMap::new(),
             plan,
-            chains,
+            groups,
             inner,
             slot_buffers: HashMap::new(),
             input_buffers: HashMap::new(),
@@ -244,7 +260,13 @@ impl<D: Device> GpuGraph<D> {
 
     /// Elementwise ops folded into another's kernel (the chain fusion's count).
     pub fn fused_elementwise(&self) -> usize {
-        self.inner.len()
+        self.inner.iter().filter(|&&id| matches!(self.graph.node(id).op, Op::Unary(_) | Op::Binary(_))).count()
+    }
+
+    /// Gated MLPs whose two projections and product run as one kernel
+    /// (`gated_matmuls`' count).
+    pub fn fused_gated_matmuls(&self) -> usize {
+        self.groups.values().filter(|(g, _)| matches!(g, Group::GatedMatMul(_))).count()
     }
 
     /// Weight-only nodes computed once, in the first step, and not again.
@@ -340,21 +362,24 @@ impl<D: Device> GpuGraph<D> {
                 }
                 _ if self.inner.contains(&id) => continue,
                 op => {
-                    let operand_ids = match self.chains.get(&id) {
+                    let operand_ids = match self.groups.get(&id) {
                         Some((_, leaves)) => leaves.clone(),
                         None => args.clone(),
                     };
                     let infos: Vec<ArgInfo> =
                         operand_ids.iter().map(|a| ArgInfo { dtype: values[a].dtype, shape: values[a].shape.clone() }).collect();
                     let op = resolve_dims(op, &env).map_err(|m| node_err(graph, id, m))?;
-                    if !self.chains.contains_key(&id) {
+                    if !self.groups.contains_key(&id) {
                         self.host_checks(&op, &args, &infos, inputs).map_err(|m| node_err(graph, id, m))?;
                     }
                     let op_calls = match self.call_cache.get(&id) {
                         Some((cached_op, cached, calls)) if *cached == infos && *cached_op == op => calls.clone(),
                         _ => {
-                            let calls = match self.chains.get(&id) {
-                                Some((tree, _)) => crate::lower::lower_chain(tree, &infos, self.device.target()).map(|c| vec![c]),
+                            let calls = match self.groups.get(&id) {
+                                Some((Group::Chain(tree), _)) => crate::lower::lower_chain(tree, &infos, self.device.target()).map(|c| vec![c]),
+                                Some((Group::GatedMatMul(act), _)) => {
+                                    crate::lower::lower_matmul_glu(*act, &infos, self.device.target(), self.device.binding_limits())
+                                }
                                 None => lower(&op, &infos, self.device.target(), self.device.binding_limits()),
                             };
                             let calls = calls.map_err(|e| node_err(graph, id, e.to_string()))?;
@@ -478,7 +503,7 @@ impl<D: Device> GpuGraph<D> {
 /// user's kernel (recursively), so `c * tanh(x / c)` is one launch. The
 /// chain keeps each op's own arithmetic; only the rounding to memory
 /// between them goes away.
-fn elementwise_chains(graph: &Graph, order: &[NodeId]) -> (Chains, std::collections::HashSet<NodeId>) {
+fn elementwise_chains(graph: &Graph, order: &[NodeId]) -> (Groups, std::collections::HashSet<NodeId>) {
     let elementwise = |id: NodeId| matches!(graph.node(id).op, Op::Unary(_) | Op::Binary(_)) && graph.ty(id).dtype == DType::F32;
     let mut inner = std::collections::HashSet::new();
     for &id in order {
@@ -515,10 +540,37 @@ fn elementwise_chains(graph: &Graph, order: &[NodeId]) -> (Chains, std::collecti
         if roots_a_chain {
             let mut leaves = vec![];
             let tree = build(graph, id, &inner, &mut leaves);
-            chains.insert(id, (tree, leaves));
+            chains.insert(id, (Group::Chain(tree), leaves));
         }
     }
     (chains, inner)
+}
+
+/// Gated MLPs: `glu{act}(matmul(x, w_gate), matmul(x, w_up))` where both
+/// matmuls read the same `x`, their weights are of one type and shape, and
+/// the glu is each one's only user, runs as one `matmul_glu` kernel: a
+/// decode step launches two kernels fewer per layer and writes neither
+/// projection. Each dot product and the product are formed as the three
+/// kernels form them.
+fn gated_matmuls(graph: &Graph, order: &[NodeId]) -> Groups {
+    let mut groups = HashMap::new();
+    for &id in order {
+        let Op::Glu { act } = graph.node(id).op else { continue };
+        let (gate, up) = match graph.inputs(id)[..] {
+            [gate, up] if gate != up => (gate, up),
+            _ => continue,
+        };
+        let projection = |m: NodeId| -> Option<(NodeId, NodeId)> {
+            let inputs = graph.inputs(m);
+            let is_weight = matches!(graph.node(*inputs.get(1)?).op, Op::Weight { .. });
+            (graph.node(m).op == Op::MatMul && is_weight && graph.users(m).len() == 1).then(|| (inputs[0], inputs[1]))
+        };
+        let (Some((x, w_gate)), Some((x_up, w_up))) = (projection(gate), projection(up)) else { continue };
+        if x == x_up && graph.ty(w_gate) == graph.ty(w_up) {
+            groups.insert(id, (Group::GatedMatMul(act), vec![x, w_gate, w_up]));
+        }
+    }
+    groups
 }
 
 /// Whether permuting `shape` by `perm` leaves every element where it is in
@@ -553,6 +605,8 @@ pub trait DeviceGraph {
     fn folded_nodes(&self) -> usize;
     /// Elementwise ops run inside another's kernel (the chain fusion).
     fn fused_elementwise(&self) -> usize;
+    /// Gated MLPs run as one `matmul_glu` kernel.
+    fn fused_gated_matmuls(&self) -> usize;
     /// The target's binding objects built so far (`Device::bindings_built`).
     fn bindings_built(&self) -> usize;
     /// Permutes run as no copy so far (`keeps_order`).
@@ -580,6 +634,9 @@ impl<D: Device> DeviceGraph for GpuGraph<D> {
     }
     fn fused_elementwise(&self) -> usize {
         GpuGraph::fused_elementwise(self)
+    }
+    fn fused_gated_matmuls(&self) -> usize {
+        GpuGraph::fused_gated_matmuls(self)
     }
     fn bindings_built(&self) -> usize {
         self.device.bindings_built()

@@ -11,7 +11,7 @@ use crate::kir::Kernel;
 use crate::device::{groups_for, BindingLimits, Value};
 use crate::GpuError;
 use graphc_backends::cpu::reference::strides;
-use graphc_ir::{DType, NormKind, Op, RopeScaling};
+use graphc_ir::{DType, NormKind, Op, RopeScaling, UnaryOp};
 
 /// Where a kernel argument comes from.
 #[derive(Clone, Debug, PartialEq)]
@@ -97,25 +97,7 @@ pub fn lower(op: &Op, args: &[ArgInfo], target: &'static str, limits: BindingLim
     match op {
         Op::MatMul | Op::Gather => {
             let w = &args[if matches!(op, Op::MatMul) { 1 } else { 0 }];
-            let (rows, cols) = match w.shape[..] {
-                [r, c] => (r, c),
-                _ => return Err(no(format!("weight of shape {:?}", w.shape))),
-            };
-            let row_bytes = (cols / w.dtype.block_elems() * w.dtype.block_bytes()) as u64;
-            // Row runs whose byte offsets keep the binding alignment.
-            let align_rows = (limits.offset_alignment / gcd(limits.offset_alignment, row_bytes.max(1))).max(1);
-            let chunk = (limits.max_bytes / row_bytes.max(1)) / align_rows * align_rows;
-            if chunk == 0 {
-                return Err(no(format!("one weight row of {row_bytes} bytes exceeds the {}-byte binding limit", limits.max_bytes)));
-            }
-            let mut calls = vec![];
-            let mut lo = 0u64;
-            while lo < rows as u64 {
-                let n = chunk.min(rows as u64 - lo);
-                calls.push(weight_rows(op, args, target, lo as usize, n as usize, row_bytes)?);
-                lo += n;
-            }
-            Ok(calls)
+            weight_runs(op, args, target, limits, w)
         }
         Op::Concat { axis } => {
             // One strided write per input into its slab of the result.
@@ -155,14 +137,56 @@ fn gcd(a: u64, b: u64) -> u64 {
     }
 }
 
-/// Matmul or gather over weight rows `lo .. lo + n` only (bound as a byte
+/// `glu{act}(matmul(x, w_gate), matmul(x, w_up))` as one kernel
+/// (`matmul_glu`): `args` are `x, w_gate, w_up`, the two weights of one
+/// type and shape (the executor fuses only such pairs), split into the same
+/// row runs where one binding cannot hold them.
+pub fn lower_matmul_glu(act: UnaryOp, args: &[ArgInfo], target: &'static str, limits: BindingLimits) -> Result<Vec<KernelCall>, LowerError> {
+    let op = Op::Glu { act };
+    if args.len() != 3 || args[1] != args[2] {
+        let why = format!("a gated pair needs x and two weights of one type and shape, got {args:?}");
+        return Err(LowerError::NoKernel { op: op.mnemonic(), target, why });
+    }
+    weight_runs(&op, args, target, limits, &args[1])
+}
+
+/// A weight-reading op (`matmul`, `gather`, a gated pair of matmuls) as one
+/// call per run of the weight `w`'s rows that fits one binding.
+fn weight_runs(op: &Op, args: &[ArgInfo], target: &'static str, limits: BindingLimits, w: &ArgInfo) -> Result<Vec<KernelCall>, LowerError> {
+    let no = |why: String| LowerError::NoKernel { op: op.mnemonic(), target, why };
+    let (rows, cols) = match w.shape[..] {
+        [r, c] => (r, c),
+        _ => return Err(no(format!("weight of shape {:?}", w.shape))),
+    };
+    let row_bytes = (cols / w.dtype.block_elems() * w.dtype.block_bytes()) as u64;
+    // Row runs whose byte offsets keep the binding alignment.
+    let align_rows = (limits.offset_alignment / gcd(limits.offset_alignment, row_bytes.max(1))).max(1);
+    let chunk = (limits.max_bytes / row_bytes.max(1)) / align_rows * align_rows;
+    if chunk == 0 {
+        return Err(no(format!("one weight row of {row_bytes} bytes exceeds the {}-byte binding limit", limits.max_bytes)));
+    }
+    let mut calls = vec![];
+    let mut lo = 0u64;
+    while lo < rows as u64 {
+        let n = chunk.min(rows as u64 - lo);
+        calls.push(weight_rows(op, args, target, lo as usize, n as usize, row_bytes)?);
+        lo += n;
+    }
+    Ok(calls)
+}
+
+/// Matmul, gather or a gated pair of matmuls over weight rows `lo .. lo + n` only (bound as a byte
 /// range), writing their part of the whole result.
 fn weight_rows(op: &Op, args: &[ArgInfo], target: &'static str, lo: usize, n: usize, row_bytes: u64) -> Result<KernelCall, LowerError> {
     let no = |why: String| LowerError::NoKernel { op: op.mnemonic(), target, why };
     let range = |input: usize| Arg::InputRange { input, offset: lo as u64 * row_bytes, bytes: n as u64 * row_bytes };
     let numel = |s: &[usize]| s.iter().product::<usize>();
+    let gated = match op {
+        Op::Glu { act } => Some(*act),
+        _ => None,
+    };
     match op {
-        Op::MatMul => {
+        Op::MatMul | Op::Glu { .. } => {
             let (x, w) = (&args[0].shape, &args[1]);
             if !WEIGHT_DTYPES.contains(&w.dtype) {
                 return Err(no(format!("weight type {}", w.dtype)));
@@ -177,8 +201,11 @@ fn weight_rows(op: &Op, args: &[ArgInfo], target: &'static str, lo: usize, n: us
             let rows = if m == 1 { 1 } else { kernels::matmul::PREFILL_ROWS as usize };
             let params = vec![n32(m), n32(n), n32(k), n32(row_bytes as usize), n32(n_total), n32(lo)];
             let groups = m.div_ceil(rows) * n.div_ceil(kernels::matmul::COLUMNS_PER_GROUP as usize);
-            let kernel = kernels::matmul::matmul(w.dtype, rows as u32);
-            Ok(KernelCall { kernel, args: vec![Arg::Input(0), range(1), Arg::Output], params, groups: groups as u32, out_shape })
+            let (kernel, args) = match gated {
+                None => (kernels::matmul::matmul(w.dtype, rows as u32), vec![Arg::Input(0), range(1), Arg::Output]),
+                Some(act) => (kernels::matmul::matmul_glu(w.dtype, rows as u32, act), vec![Arg::Input(0), range(1), range(2), Arg::Output]),
+            };
+            Ok(KernelCall { kernel, args, params, groups: groups as u32, out_shape })
         }
         Op::Gather => {
             let t = &args[0];
@@ -193,7 +220,7 @@ fn weight_rows(op: &Op, args: &[ArgInfo], target: &'static str, lo: usize, n: us
             let kernel = kernels::matmul::gather(t.dtype);
             Ok(KernelCall { kernel, args: vec![range(0), Arg::Input(1), Arg::Output], params, groups: groups_for(total), out_shape })
         }
-        _ => unreachable!("only matmul and gather read weight rows"),
+        _ => unreachable!("only matmul, gather and a gated pair of matmuls read weight rows"),
     }
 }
 

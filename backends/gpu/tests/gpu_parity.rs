@@ -479,6 +479,92 @@ fn elementwise_chains_run_as_one_kernel() {
     assert_separates("soft-cap chain vs the plain sum", &got, &reference_op(&Op::Binary(BinaryOp::Add), &[&inputs["x"], &inputs["b"]]));
 }
 
+/// Named weights, each its own bytes.
+struct Weights(HashMap<String, OneWeight>);
+
+impl WeightSource for Weights {
+    fn weight(&self, name: &str) -> Option<WeightRef<'_>> {
+        self.0.get(name).map(|w| WeightRef { dtype: w.dtype, shape: &w.shape, bytes: &w.bytes })
+    }
+}
+
+/// A gated MLP, `glu{act}(x · w_gateᵀ, x · w_upᵀ)`; with `keep_gate` the
+/// gate projection is an output too, so it cannot be fused away.
+fn gated_mlp(dtype: DType, m: usize, n: usize, k: usize, act: &str, keep_gate: bool) -> graphc_ir::Graph {
+    let name = dtype_name(dtype);
+    let keep = if keep_gate { format!("  %7 = output{{name=\"gate\"}} %3 : f32[{m}, {n}]\n") } else { String::new() };
+    text::parse(&format!(
+        "graph \"mlp\" {{\n  %0 = input{{name=\"x\"}} : f32[{m}, {k}]\n  %1 = weight{{name=\"w_gate\"}} : {name}[{n}, {k}]\n  %2 = weight{{name=\"w_up\"}} : {name}[{n}, {k}]\n  %3 = matmul %0, %1 : f32[{m}, {n}]\n  %4 = matmul %0, %2 : f32[{m}, {n}]\n  %5 = glu{{act={act}}} %3, %4 : f32[{m}, {n}]\n  %6 = output{{name=\"y\"}} %5 : f32[{m}, {n}]\n{keep}}}\n"
+    ))
+    .unwrap()
+}
+
+/// The gated MLP's two projections and product run as one kernel
+/// (`matmul_glu`) for every weight type, decode and prefill shapes, with
+/// the reference's values and bit for bit the three kernels' result (the
+/// gate projection kept as an output stops the fusion: the control). Gate
+/// and up swapped, or the other activation, is far away.
+#[test]
+fn gated_matmuls_run_as_one_kernel() {
+    // 37 output columns: a full workgroup of columns and a ragged one.
+    let (n, k) = (37, 512);
+    for dtype in graphc_gpu::kernels::WEIGHT_DTYPES {
+        let w = |seed| OneWeight { dtype, shape: vec![n, k], bytes: weight_bytes(dtype, n, k, seed) };
+        let weights = Weights(HashMap::from([("w_gate".to_string(), w(80 + dtype as u64)), ("w_up".to_string(), w(90 + dtype as u64))]));
+        for (m, act) in [(1, "silu"), (11, "silu"), (1, "gelu_tanh")] {
+            let graph = gated_mlp(dtype, m, n, k, act, false);
+            let inputs = HashMap::from([("x".to_string(), t(&[m, k], 81 + m as u64))]);
+            let Some(mut fused) = open_graph(&graph, &weights) else { return };
+            let got = fused.step(&inputs).unwrap().remove("y").unwrap();
+            let what = format!("{} m={m} {act}", dtype_name(dtype));
+            assert_eq!(fused.fused_gated_matmuls(), 1, "{what}: the pair is fused");
+            assert_eq!(fused.last_launches(), 1, "{what}: one launch");
+            let want = reference::run(&graph, &inputs, HashMap::new(), &weights).unwrap().outputs.remove("y").unwrap();
+            let scale = want.as_f32().unwrap().iter().fold(1f32, |a, v| a.max(v.abs()));
+            let d = max_diff(&got, &want);
+            assert!(d <= 4e-5 * scale, "{what}: max |gpu - reference| = {d:e} (scale {scale})");
+
+            let mut unfused = open_graph(&gated_mlp(dtype, m, n, k, act, true), &weights).unwrap();
+            let three = unfused.step(&inputs).unwrap().remove("y").unwrap();
+            assert_eq!(unfused.fused_gated_matmuls(), 0, "{what}: a kept gate projection is not fused away");
+            assert_eq!(unfused.last_launches(), 3, "{what}: the control runs three kernels");
+            let bits = |t: &Tensor| t.as_f32().unwrap().iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+            assert!(bits(&got) == bits(&three), "{what}: fused and unfused results differ in their bits");
+
+            let swapped = Weights(HashMap::from([("w_gate".to_string(), w(90 + dtype as u64)), ("w_up".to_string(), w(80 + dtype as u64))]));
+            let wrong = reference::run(&graph, &inputs, HashMap::new(), &swapped).unwrap().outputs.remove("y").unwrap();
+            assert_separates(&format!("{what}: gate and up swapped"), &got, &wrong);
+            let other = if act == "silu" { "gelu_tanh" } else { "silu" };
+            let wrong = reference::run(&gated_mlp(dtype, m, n, k, other, false), &inputs, HashMap::new(), &weights).unwrap().outputs.remove("y").unwrap();
+            assert_separates(&format!("{what}: {other} instead"), &got, &wrong);
+        }
+    }
+}
+
+/// A gated pair too large for one binding runs as launches over the same
+/// row runs of both weights (forced with a 4 KiB limit), bit for bit the
+/// whole pair's result.
+#[test]
+fn gated_matmuls_split_by_rows_like_one_matmul() {
+    let (Some(whole_dev), Some(mut dev)) = (wgpu_device(), wgpu_device()) else { return };
+    dev.limit_binding_bytes(4096);
+    let (whole_dev, dev) = (std::sync::Arc::new(whole_dev), std::sync::Arc::new(dev));
+    let (n, k, m) = (37, 512, 3);
+    for dtype in [DType::Q4_1, DType::Q6K] {
+        let w = |seed| OneWeight { dtype, shape: vec![n, k], bytes: weight_bytes(dtype, n, k, seed) };
+        let weights = Weights(HashMap::from([("w_gate".to_string(), w(60)), ("w_up".to_string(), w(61))]));
+        let graph = gated_mlp(dtype, m, n, k, "silu", false);
+        let inputs = HashMap::from([("x".to_string(), t(&[m, k], 62))]);
+        let mut whole = graphc_gpu::exec::GpuGraph::new(whole_dev.clone(), &graph, &weights).unwrap();
+        let mut split = graphc_gpu::exec::GpuGraph::new(dev.clone(), &graph, &weights).unwrap();
+        let want = whole.step(&inputs).unwrap().remove("y").unwrap();
+        let got = split.step(&inputs).unwrap().remove("y").unwrap();
+        assert_eq!(whole.last_launches, 1, "{dtype}: one launch in one binding");
+        assert!(split.last_launches > 1, "{dtype}: {} bytes per row in 4 KiB bindings should split", weights.0["w_up"].bytes.len() / n);
+        assert_eq!(max_diff(&got, &want), 0.0, "{dtype}: split gated pair differs from the whole one");
+    }
+}
+
 /// Weight-only values (Gemma's `1 + w` norm weights) run in the first step
 /// only: later steps launch the norm alone, read the kept `1 + w`, and give
 /// bit for bit what a first step gives on the same input.

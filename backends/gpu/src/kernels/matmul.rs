@@ -2,9 +2,9 @@
 //! the weight is read as checkpoint bytes and decoded inside the kernel
 //! (`dequant`), a group's scales once per group; no dequantized copy exists.
 
-use super::{dequant, thread_index, WORKGROUP};
+use super::{dequant, elementwise, thread_index, WORKGROUP};
 use crate::kir::*;
-use graphc_ir::DType;
+use graphc_ir::{DType, UnaryOp};
 
 fn type_name(dtype: DType) -> String {
     dtype.to_string().to_lowercase()
@@ -32,42 +32,87 @@ pub const COLUMNS_PER_GROUP: u32 = WORKGROUP / THREADS_PER_COLUMN;
 /// `THREADS_PER_COLUMN` invocations sum interleaved whole blocks; a
 /// segmented reduction adds their partial sums.
 pub fn matmul(dtype: DType, rows: u32) -> Kernel {
+    dense(dtype, rows, None)
+}
+
+/// The gated MLP's two projections and their product in one launch:
+/// `y[r, j] = act(x[r]·w_gate[j]) · (x[r]·w_up[j])`, each dot product
+/// summed exactly as `matmul` sums it and the product as the `glu` kernel
+/// forms it, so the result is what `glu(matmul, matmul)` gives with two
+/// fewer launches and neither projection written to memory. Buffers
+/// `x, w_gate, w_up` (same type, same rows), `y`; params and grid as
+/// `matmul`'s.
+pub fn matmul_glu(dtype: DType, rows: u32, act: UnaryOp) -> Kernel {
+    dense(dtype, rows, Some(act))
+}
+
+/// `matmul`, or with `gated`, `matmul_glu`: the weights read and the
+/// sums kept per row (`acc{r}` for `w`, `gate{r}`/`up{r}` for a gated pair).
+fn dense(dtype: DType, rows: u32, gated: Option<UnaryOp>) -> Kernel {
     let (be, bb, ge) = (dtype.block_elems() as u32, dtype.block_bytes() as u32, dequant::group_elems(dtype));
-    let acc = |r: u32| format!("acc{r}");
-    let mut element = vec![
-        let_("v", Ty::F32, dequant::group_element(dtype, "w", var("base"), var("grp"), var("l"))),
-        let_("col", Ty::U32, var("blk") * u(be) + var("grp") * u(ge) + var("l")),
-    ];
-    for r in 0..rows {
-        let add = assign(&acc(r), var(&acc(r)) + load("x", (var("r0") + u(r)) * param("k") + var("col")) * var("v"));
-        // Rows past `m` in the last tile are not read.
-        element.push(if r == 0 { add } else { if_((var("r0") + u(r)).lt(param("m")), vec![add]) });
-    }
-    let mut group = dequant::group_setup(dtype, "w", var("base"), var("grp"));
-    group.push(for_("l", u(0), u(ge), u(1), element));
-    let block = vec![
-        let_("base", Ty::U32, var("j") * param("row_bytes") + var("blk") * u(bb)),
-        for_("grp", u(0), u(be / ge), u(1), group),
-    ];
+    let weights: Vec<(&str, &str)> = match gated {
+        None => vec![("w", "acc")],
+        Some(_) => vec![("w_gate", "gate"), ("w_up", "up")],
+    };
+    let acc = |prefix: &str, r: u32| format!("{prefix}{r}");
+    // One weight's blocks `blk` of row `j`, accumulated into its sums.
+    let block = |w: &str, prefix: &str| -> Vec<Stmt> {
+        // The row's byte offset, one name per weight in a gated pair.
+        let base = if gated.is_none() { "base".to_string() } else { format!("base_{prefix}") };
+        let mut element = vec![
+            let_("v", Ty::F32, dequant::group_element(dtype, w, var(&base), var("grp"), var("l"))),
+            let_("col", Ty::U32, var("blk") * u(be) + var("grp") * u(ge) + var("l")),
+        ];
+        for r in 0..rows {
+            let a = acc(prefix, r);
+            let add = assign(&a, var(&a) + load("x", (var("r0") + u(r)) * param("k") + var("col")) * var("v"));
+            // Rows past `m` in the last tile are not read.
+            element.push(if r == 0 { add } else { if_((var("r0") + u(r)).lt(param("m")), vec![add]) });
+        }
+        let mut group = dequant::group_setup(dtype, w, var(&base), var("grp"));
+        group.push(for_("l", u(0), u(ge), u(1), element));
+        vec![let_(&base, Ty::U32, var("j") * param("row_bytes") + var("blk") * u(bb)), for_("grp", u(0), u(be / ge), u(1), group)]
+    };
     let column_groups = (param("n") + u(COLUMNS_PER_GROUP - 1)) / u(COLUMNS_PER_GROUP);
     let mut out = vec![
         let_("lane", Ty::U32, local_id() % u(THREADS_PER_COLUMN)),
         let_("j", Ty::U32, (var("g") % column_groups.clone()) * u(COLUMNS_PER_GROUP) + local_id() / u(THREADS_PER_COLUMN)),
         let_("r0", Ty::U32, (var("g") / column_groups.clone()) * u(rows)),
     ];
-    out.extend((0..rows).map(|r| let_(&acc(r), Ty::F32, f(0.0))));
-    out.push(if_(var("j").lt(param("n")), vec![for_("blk", var("lane"), param("k") / u(be), u(THREADS_PER_COLUMN), block)]));
+    for (_, prefix) in &weights {
+        out.extend((0..rows).map(|r| let_(&acc(prefix, r), Ty::F32, f(0.0))));
+    }
+    // The dequantizer's locals live in each weight's own group loop.
+    let blocks: Vec<Stmt> = weights.iter().flat_map(|(w, prefix)| block(w, prefix)).collect();
+    out.push(if_(var("j").lt(param("n")), vec![for_("blk", var("lane"), param("k") / u(be), u(THREADS_PER_COLUMN), blocks)]));
     for r in 0..rows {
-        out.extend(segmented_reduce("red", WORKGROUP, THREADS_PER_COLUMN, var(&acc(r)), BinOp::Add));
+        let value = match gated {
+            None => {
+                out.extend(segmented_reduce("red", WORKGROUP, THREADS_PER_COLUMN, var(&acc("acc", r)), BinOp::Add));
+                load_shared("red", local_id())
+            }
+            Some(act) => {
+                out.extend(segmented_reduce("red", WORKGROUP, THREADS_PER_COLUMN, var(&acc("gate", r)), BinOp::Add));
+                out.push(let_(&format!("g{r}"), Ty::F32, load_shared("red", local_id())));
+                out.extend(segmented_reduce("red", WORKGROUP, THREADS_PER_COLUMN, var(&acc("up", r)), BinOp::Add));
+                elementwise::unary_expr(act, var(&format!("g{r}"))) * load_shared("red", local_id())
+            }
+        };
         let row_ok = var("lane").eq(u(0)).and(var("j").lt(param("n"))).and((var("r0") + u(r)).lt(param("m")));
         let at = (var("r0") + u(r)) * param("y_cols") + param("j0") + var("j");
-        out.push(if_(row_ok, vec![store("y", at, load_shared("red", local_id()))]));
+        out.push(if_(row_ok, vec![store("y", at, value)]));
     }
     let suffix = if rows == 1 { String::new() } else { format!("_x{rows}") };
+    let name = match gated {
+        None => format!("matmul_{}{suffix}", type_name(dtype)),
+        Some(act) => format!("matmul_glu_{}_{}{suffix}", graphc_ir::text::unary_name(act), type_name(dtype)),
+    };
     let tiles = (param("m") + u(rows - 1)) / u(rows);
-    Kernel::new(&format!("matmul_{}{suffix}", type_name(dtype)), WORKGROUP)
-        .input("x", Ty::F32)
-        .input("w", Ty::U32)
+    let mut kernel = Kernel::new(&name, WORKGROUP).input("x", Ty::F32);
+    for (w, _) in &weights {
+        kernel = kernel.input(w, Ty::U32);
+    }
+    kernel
         .output("y", Ty::F32)
         .param("m", Ty::U32)
         .param("n", Ty::U32)

@@ -83,7 +83,11 @@ pub fn catalog() -> Vec<(&'static str, Kernel)> {
         all.push(("matmul", matmul::matmul(dtype, 1)));
         all.push(("matmul", matmul::matmul(dtype, matmul::PREFILL_ROWS)));
         all.push(("gather", matmul::gather(dtype)));
+        all.push(("matmul_glu", matmul::matmul_glu(dtype, 1, UnaryOp::Silu)));
+        all.push(("matmul_glu", matmul::matmul_glu(dtype, matmul::PREFILL_ROWS, UnaryOp::Silu)));
     }
+    // GeGLU's (Gemma's) activation in the fused epilogue.
+    all.push(("matmul_glu", matmul::matmul_glu(DType::Q4K, 1, UnaryOp::GeluTanh)));
     all.push(("attention", attention::attention()));
     all.push(("kv_append", kv_append::kv_append()));
     all.push(("layout", layout::strided_copy()));
