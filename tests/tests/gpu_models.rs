@@ -65,6 +65,9 @@ fn gemma3_on_the_gpu_matches_the_reference() {
     assert!(max <= MAX_ABS_LOGIT_DIFF, "gemma3 p1: max |Δlogit| {max} > {MAX_ABS_LOGIT_DIFF}");
     // GeGLU over q5_0 gate and up projections, one kernel a layer.
     assert_eq!(session.kernel_counts()["device_fused_gated_matmuls"], 18, "one gated MLP a layer is fused");
+    // Sandwich norms: each residual add but the last is followed by a
+    // pre-norm (the last positions are gathered before the output norm).
+    assert_eq!(session.kernel_counts()["device_fused_residual_norms"], 2 * 18 - 1, "residual norms fused");
     let mut tokens = vec![];
     while tokens.len() < n_stable {
         let t = argmax(&logits);
@@ -104,6 +107,10 @@ fn smollm2_on_the_gpu_matches_the_reference_as_a_ragged_batch() {
     // Each layer's gate and up projections and their SwiGLU run as one
     // kernel (`matmul_glu`): two launches fewer a layer.
     assert_eq!(session.kernel_counts()["device_fused_gated_matmuls"], 30, "one gated MLP a layer is fused");
+    // Every residual add but the last is written by the norm that follows
+    // it (the FFN norm, or the next layer's attention norm); the output
+    // norm reads the last positions gathered from the last add.
+    assert_eq!(session.kernel_counts()["device_fused_residual_norms"], 2 * 30 - 1, "residual norms fused");
     for (p, l) in prompts.iter().zip(&logits) {
         let want = reference_logits(p["logits_file"].as_str().unwrap());
         let (max, cos) = compare(l, &want);

@@ -174,7 +174,7 @@ pub trait Device {
             None => self.zeros(out_shape.iter().product::<usize>() as u64 * 4)?,
         };
         let bound: Vec<Vec<Self::Buffer>> =
-            calls.iter().map(|c| Ok(bind_args(self, &c.args, &uploaded, &result, &upload_constants(self, &c.args)?))).collect::<Result<_, GpuError>>()?;
+            calls.iter().map(|c| Ok(bind_args(self, &c.args, &uploaded, &result, &[], &upload_constants(self, &c.args)?))).collect::<Result<_, GpuError>>()?;
         let launches: Vec<Launch<'_, Self::Buffer>> = calls
             .iter()
             .zip(&bound)
@@ -186,15 +186,25 @@ pub trait Device {
 }
 
 /// The buffers a call binds, in order: its inputs (or byte ranges of them),
-/// its host constants (already uploaded), and the op's `result`.
-pub fn bind_args<D: Device>(dev: &D, args: &[Arg], inputs: &[D::Buffer], result: &D::Buffer, constants: &[D::Buffer]) -> Vec<D::Buffer> {
+/// its host constants (already uploaded), the op's `result`, and a fused
+/// group's further results (`extra`, in order).
+pub fn bind_args<D: Device>(
+    dev: &D,
+    args: &[Arg],
+    inputs: &[D::Buffer],
+    result: &D::Buffer,
+    extra: &[D::Buffer],
+    constants: &[D::Buffer],
+) -> Vec<D::Buffer> {
     let mut constants = constants.iter();
+    let mut extra = extra.iter();
     args.iter()
         .map(|a| match a {
             Arg::Input(i) => inputs[*i].clone(),
             Arg::InputRange { input, offset, bytes } => dev.view(&inputs[*input], *offset, *bytes),
             Arg::InPlace(_) | Arg::Output => result.clone(),
             Arg::Constant(_) => constants.next().expect("one uploaded buffer per constant (upload_constants)").clone(),
+            Arg::ExtraOutput(_) => extra.next().expect("one buffer per further result").clone(),
         })
         .collect()
 }

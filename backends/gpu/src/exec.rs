@@ -24,7 +24,7 @@ use crate::device::{bind_args, tensor_bytes, upload_constants, Device, Launch};
 use crate::kernels::elementwise::Chain;
 use crate::GpuError;
 use graphc_backends::{Tensor, WeightSource};
-use graphc_ir::{DType, Dim, Graph, NodeId, Op, UnaryOp};
+use graphc_ir::{BinaryOp, DType, Dim, Graph, NodeId, NormKind, Op, UnaryOp};
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -52,6 +52,8 @@ pub struct GpuGraph<D: Device> {
     groups: Groups,
     /// Nodes folded into a group's root (no launch of their own).
     inner: std::collections::HashSet<NodeId>,
+    /// Nodes a group's kernel writes besides its root's value → that root.
+    written_at: HashMap<NodeId, NodeId>,
     /// Each slot's buffers, by size in bytes.
     slot_buffers: HashMap<(usize, u64), D::Buffer>,
     /// Each step input's buffer, rewritten by the next step where it fits.
@@ -88,10 +90,26 @@ enum Group {
     /// `glu{act}` of two matmuls of one input (`gated_matmuls`): leaves
     /// `x, w_gate, w_up`.
     GatedMatMul(UnaryOp),
+    /// `norm(add(a, b))` that also writes the sum (`residual_norms`):
+    /// leaves `a, b, w[, bias]`, the add co-produced.
+    AddNorm(NormKind, f32),
 }
 
-/// Group roots → (the group, its leaf values in input order).
-type Groups = HashMap<NodeId, (Group, Vec<NodeId>)>;
+/// A fused group, run as one kernel where its root (the node whose value
+/// is the kernel's main result) stands in the order.
+#[derive(Clone, Debug)]
+struct Fused {
+    group: Group,
+    /// What the kernel reads, in its input order.
+    leaves: Vec<NodeId>,
+    /// Nodes before the root whose values the same kernel writes too
+    /// (`Arg::ExtraOutput`, in order); each has a buffer of its own, and
+    /// every reader of one comes after the root.
+    also: Vec<NodeId>,
+}
+
+/// Group roots → their groups.
+type Groups = HashMap<NodeId, Fused>;
 
 /// Which kernel results share a buffer, from the graph alone.
 struct BufferPlan {
@@ -102,16 +120,28 @@ struct BufferPlan {
 }
 
 impl BufferPlan {
-    /// `inner` nodes run inside their chain root's kernel, so what they
-    /// read is used at the root's position.
+    /// `inner` nodes run inside their chain root's kernel, and
+    /// `written_at` nodes are written by their group root's kernel, so
+    /// what either reads is used at the root's position. A `written_at`
+    /// node takes its slot at its own, earlier position: held a little
+    /// longer than needed, never shared with a value live in between.
     /// `kept` values (the folded frontier) never return to the pool.
-    fn new(graph: &Graph, order: &[NodeId], inner: &std::collections::HashSet<NodeId>, kept: &std::collections::HashSet<NodeId>) -> BufferPlan {
+    fn new(
+        graph: &Graph,
+        order: &[NodeId],
+        inner: &std::collections::HashSet<NodeId>,
+        written_at: &HashMap<NodeId, NodeId>,
+        kept: &std::collections::HashSet<NodeId>,
+    ) -> BufferPlan {
         let position: HashMap<NodeId, usize> = order.iter().enumerate().map(|(i, &n)| (n, i)).collect();
-        let runs_at = |mut id: NodeId| {
-            while inner.contains(&id) {
+        let runs_at = |mut id: NodeId| loop {
+            if inner.contains(&id) {
                 id = graph.users(id)[0];
+            } else if let Some(&root) = written_at.get(&id) {
+                id = root;
+            } else {
+                return position[&id];
             }
-            position[&id]
         };
         // The node whose buffer a value lives in: itself, or through
         // `reshape` and in-place `kv_append` the value it aliases.
@@ -222,15 +252,17 @@ impl<D: Device> GpuGraph<D> {
         }
         let (mut groups, mut inner) = elementwise_chains(graph, &order);
         let gated = gated_matmuls(graph, &order);
-        for (&root, (_, leaves)) in &gated {
+        for &root in gated.keys() {
             inner.extend(graph.inputs(root));
-            debug_assert!(leaves.len() == 3);
         }
         groups.extend(gated);
-        let operands = |id: NodeId| groups.get(&id).map_or_else(|| graph.inputs(id), |(_, leaves)| leaves.clone());
-        let launched = |id: NodeId| !inner.contains(&id);
+        groups.extend(residual_norms(graph, &order, &groups, &inner));
+        // Where each co-produced node's value is written: its group's root.
+        let written_at: HashMap<NodeId, NodeId> = groups.iter().flat_map(|(&root, g)| g.also.iter().map(move |&n| (n, root))).collect();
+        let operands = |id: NodeId| groups.get(&id).map_or_else(|| graph.inputs(id), |g| g.leaves.clone());
+        let launched = |id: NodeId| !inner.contains(&id) && !written_at.contains_key(&id);
         let folding = graphc_backends::fold::plan(graph, &order, &operands, &launched);
-        let plan = BufferPlan::new(graph, &order, &inner, &folding.frontier);
+        let plan = BufferPlan::new(graph, &order, &inner, &written_at, &folding.frontier);
         Ok(GpuGraph {
             device,
             graph: graph.clone(),
@@ -240,6 +272,7 @@ impl<D: Device> GpuGraph<D> {
             plan,
             groups,
             inner,
+            written_at,
             slot_buffers: HashMap::new(),
             input_buffers: HashMap::new(),
             folding,
@@ -266,7 +299,13 @@ impl<D: Device> GpuGraph<D> {
     /// Gated MLPs whose two projections and product run as one kernel
     /// (`gated_matmuls`' count).
     pub fn fused_gated_matmuls(&self) -> usize {
-        self.groups.values().filter(|(g, _)| matches!(g, Group::GatedMatMul(_))).count()
+        self.groups.values().filter(|g| matches!(g.group, Group::GatedMatMul(_))).count()
+    }
+
+    /// Residual adds written by the following norm's kernel
+    /// (`residual_norms`' count).
+    pub fn fused_residual_norms(&self) -> usize {
+        self.groups.values().filter(|g| matches!(g.group, Group::AddNorm(..))).count()
     }
 
     /// Weight-only nodes computed once, in the first step, and not again.
@@ -360,10 +399,11 @@ impl<D: Device> GpuGraph<D> {
                     outputs.push((name.clone(), values[&args[0]].clone()));
                     continue;
                 }
-                _ if self.inner.contains(&id) => continue,
+                // Written by its group's kernel, at the group's root.
+                _ if self.inner.contains(&id) || self.written_at.contains_key(&id) => continue,
                 op => {
                     let operand_ids = match self.groups.get(&id) {
-                        Some((_, leaves)) => leaves.clone(),
+                        Some(g) => g.leaves.clone(),
                         None => args.clone(),
                     };
                     let infos: Vec<ArgInfo> =
@@ -375,10 +415,13 @@ impl<D: Device> GpuGraph<D> {
                     let op_calls = match self.call_cache.get(&id) {
                         Some((cached_op, cached, calls)) if *cached == infos && *cached_op == op => calls.clone(),
                         _ => {
-                            let calls = match self.groups.get(&id) {
-                                Some((Group::Chain(tree), _)) => crate::lower::lower_chain(tree, &infos, self.device.target()).map(|c| vec![c]),
-                                Some((Group::GatedMatMul(act), _)) => {
+                            let calls = match self.groups.get(&id).map(|g| &g.group) {
+                                Some(Group::Chain(tree)) => crate::lower::lower_chain(tree, &infos, self.device.target()).map(|c| vec![c]),
+                                Some(Group::GatedMatMul(act)) => {
                                     crate::lower::lower_matmul_glu(*act, &infos, self.device.target(), self.device.binding_limits())
+                                }
+                                Some(Group::AddNorm(kind, eps)) => {
+                                    crate::lower::lower_add_norm(*kind, *eps, &infos, self.device.target()).map(|c| vec![c])
                                 }
                                 None => lower(&op, &infos, self.device.target(), self.device.binding_limits()),
                             };
@@ -404,33 +447,39 @@ impl<D: Device> GpuGraph<D> {
                     let out_shape = op_calls[0].0.out_shape.clone();
                     let in_place = op_calls[0].0.args.iter().find_map(|a| if let Arg::InPlace(i) = a { Some(*i) } else { None });
                     let operands: Vec<D::Buffer> = args.iter().map(|a| values[a].buffer.clone()).collect();
+                    let mut result_buffer = |node: NodeId, shape: &[usize]| -> Result<D::Buffer, GpuError> {
+                        // Every kernel writes all of its result, so a
+                        // reused buffer needs no clearing.
+                        let bytes = (shape.iter().product::<usize>() as u64 * 4).max(4);
+                        let slot = self.plan.slot.get(&node).copied();
+                        if let Some(b) = slot.and_then(|slot| self.slot_buffers.get(&(slot, bytes))) {
+                            return Ok(b.clone());
+                        }
+                        self.result_allocations += 1;
+                        let b = self.device.zeros(bytes)?;
+                        // Without a slot (a state or a kept value), a buffer of its own.
+                        if let Some(slot) = slot {
+                            self.slot_buffers.insert((slot, bytes), b.clone());
+                        }
+                        Ok(b)
+                    };
                     let result = match in_place {
                         Some(i) => operands[i].clone(),
-                        None => {
-                            // Every kernel writes all of its result, so a
-                            // reused buffer needs no clearing.
-                            let bytes = (out_shape.iter().product::<usize>() as u64 * 4).max(4);
-                            match self.plan.slot.get(&id) {
-                                Some(&slot) => match self.slot_buffers.get(&(slot, bytes)) {
-                                    Some(b) => b.clone(),
-                                    None => {
-                                        self.result_allocations += 1;
-                                        let b = self.device.zeros(bytes)?;
-                                        self.slot_buffers.insert((slot, bytes), b.clone());
-                                        b
-                                    }
-                                },
-                                // A state or a kept value: a buffer of its own.
-                                None => {
-                                    self.result_allocations += 1;
-                                    self.device.zeros(bytes)?
-                                }
-                            }
-                        }
+                        None => result_buffer(id, &out_shape)?,
                     };
+                    // A group's further results: its co-produced nodes' values.
+                    let also = self.groups.get(&id).map(|g| g.also.clone()).unwrap_or_default();
+                    let extra_shapes: Vec<Vec<usize>> =
+                        op_calls[0].0.args.iter().filter_map(|a| if let Arg::ExtraOutput(shape) = a { Some(shape.clone()) } else { None }).collect();
+                    let mut extra = vec![];
+                    for (&node, shape) in also.iter().zip(&extra_shapes) {
+                        let buffer = result_buffer(node, shape)?;
+                        extra.push(buffer.clone());
+                        values.insert(node, DeviceValue { buffer, dtype: DType::F32, shape: shape.clone() });
+                    }
                     for i in 0..op_calls.len() {
                         let (call, _, constants) = &op_calls[i];
-                        let buffers = bind_args(self.device.as_ref(), &call.args, &operands, &result, constants);
+                        let buffers = bind_args(self.device.as_ref(), &call.args, &operands, &result, &extra, constants);
                         calls.push((op_calls.clone(), i, buffers));
                     }
                     DeviceValue { buffer: result, dtype: DType::F32, shape: out_shape }
@@ -540,7 +589,7 @@ fn elementwise_chains(graph: &Graph, order: &[NodeId]) -> (Groups, std::collecti
         if roots_a_chain {
             let mut leaves = vec![];
             let tree = build(graph, id, &inner, &mut leaves);
-            chains.insert(id, (Group::Chain(tree), leaves));
+            chains.insert(id, Fused { group: Group::Chain(tree), leaves, also: vec![] });
         }
     }
     (chains, inner)
@@ -567,10 +616,41 @@ fn gated_matmuls(graph: &Graph, order: &[NodeId]) -> Groups {
         };
         let (Some((x, w_gate)), Some((x_up, w_up))) = (projection(gate), projection(up)) else { continue };
         if x == x_up && graph.ty(w_gate) == graph.ty(w_up) {
-            groups.insert(id, (Group::GatedMatMul(act), vec![x, w_gate, w_up]));
+            groups.insert(id, Fused { group: Group::GatedMatMul(act), leaves: vec![x, w_gate, w_up], also: vec![] });
         }
     }
     groups
+}
+
+/// Residual norms: `norm(add(a, b))`, where `a` and `b` have the add's
+/// shape, runs as one `add_norm` kernel that writes the sum too (the
+/// residual stream's next value, read again by the next residual add): a
+/// launch fewer per norm after a residual add, two a layer. Legal when the
+/// add is in no other group, reads no weight, and each of its other
+/// readers comes after the norm in `order` (the kernel runs where the norm
+/// stands). The sum and the norm are formed as the two kernels form them.
+fn residual_norms(graph: &Graph, order: &[NodeId], groups: &Groups, inner: &std::collections::HashSet<NodeId>) -> Groups {
+    let position: HashMap<NodeId, usize> = order.iter().enumerate().map(|(i, &n)| (n, i)).collect();
+    let mut fused: Groups = HashMap::new();
+    let mut taken = std::collections::HashSet::new();
+    for &id in order {
+        let Op::Norm { kind, eps } = graph.node(id).op else { continue };
+        let inputs = graph.inputs(id);
+        let add = inputs[0];
+        if graph.node(add).op != Op::Binary(BinaryOp::Add) || groups.contains_key(&id) || groups.contains_key(&add) || inner.contains(&add) {
+            continue;
+        }
+        let operands = graph.inputs(add);
+        let same_shape = operands.iter().all(|&o| graph.ty(o).shape == graph.ty(add).shape && graph.ty(o).dtype == DType::F32);
+        let reads_weight = operands.iter().any(|&o| matches!(graph.node(o).op, Op::Weight { .. } | Op::Const { .. }));
+        let readers_after = graph.users(add).iter().all(|u| *u == id || position[u] > position[&id]);
+        if same_shape && !reads_weight && readers_after && taken.insert(add) {
+            let mut leaves = operands;
+            leaves.extend(&inputs[1..]);
+            fused.insert(id, Fused { group: Group::AddNorm(kind, eps), leaves, also: vec![add] });
+        }
+    }
+    fused
 }
 
 /// Whether permuting `shape` by `perm` leaves every element where it is in
@@ -607,6 +687,8 @@ pub trait DeviceGraph {
     fn fused_elementwise(&self) -> usize;
     /// Gated MLPs run as one `matmul_glu` kernel.
     fn fused_gated_matmuls(&self) -> usize;
+    /// Residual adds written by their norm's `add_norm` kernel.
+    fn fused_residual_norms(&self) -> usize;
     /// The target's binding objects built so far (`Device::bindings_built`).
     fn bindings_built(&self) -> usize;
     /// Permutes run as no copy so far (`keeps_order`).
@@ -637,6 +719,9 @@ impl<D: Device> DeviceGraph for GpuGraph<D> {
     }
     fn fused_gated_matmuls(&self) -> usize {
         GpuGraph::fused_gated_matmuls(self)
+    }
+    fn fused_residual_norms(&self) -> usize {
+        GpuGraph::fused_residual_norms(self)
     }
     fn bindings_built(&self) -> usize {
         self.device.bindings_built()

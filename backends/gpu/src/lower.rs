@@ -28,6 +28,10 @@ pub enum Arg {
     /// The op's result, a fresh f32 buffer (all of an op's calls write
     /// their parts of the same one).
     Output,
+    /// A further result of a fused group, of this shape (f32): the `i`-th
+    /// `ExtraOutput` of a call is the value of the group's `i`-th
+    /// co-produced node (`add_norm`'s residual sum).
+    ExtraOutput(Vec<usize>),
 }
 
 /// One launch of one kernel for (part of) one op.
@@ -148,6 +152,23 @@ pub fn lower_matmul_glu(act: UnaryOp, args: &[ArgInfo], target: &'static str, li
         return Err(LowerError::NoKernel { op: op.mnemonic(), target, why });
     }
     weight_runs(&op, args, target, limits, &args[1])
+}
+
+/// `norm(add(a, b))` as one kernel (`add_norm`) that also writes the sum:
+/// `args` are `a, b, w[, bias]` (`a` and `b` of one shape, no broadcast).
+pub fn lower_add_norm(kind: NormKind, eps: f32, args: &[ArgInfo], target: &'static str) -> Result<KernelCall, LowerError> {
+    let inputs = if kind == NormKind::Layer { 4 } else { 3 };
+    if args.len() != inputs || args[0] != args[1] || args[0].dtype != DType::F32 {
+        let why = format!("a residual norm needs a, b of one shape and the norm's weights, got {args:?}");
+        return Err(LowerError::NoKernel { op: "norm".into(), target, why });
+    }
+    let shape = args[0].shape.clone();
+    let d = *shape.last().unwrap_or(&1);
+    let rows = shape.iter().product::<usize>() / d.max(1);
+    let mut call_args: Vec<Arg> = (0..inputs).map(Arg::Input).collect();
+    call_args.extend([Arg::ExtraOutput(shape.clone()), Arg::Output]);
+    let params = vec![n32(rows), n32(d), Value::F32(eps)];
+    Ok(KernelCall { kernel: kernels::norm::add_norm(kind), args: call_args, params, groups: rows as u32, out_shape: shape })
 }
 
 /// A weight-reading op (`matmul`, `gather`, a gated pair of matmuls) as one

@@ -565,6 +565,56 @@ fn gated_matmuls_split_by_rows_like_one_matmul() {
     }
 }
 
+/// A residual add and the norm after it run as one kernel (`add_norm`)
+/// that writes the sum too, for RMSNorm and LayerNorm, on rows longer than
+/// a workgroup; the sum and the norm are bit for bit what the `add` and
+/// `norm` kernels give, and the sum is read again after the norm (the next
+/// residual add), as in every layer.
+#[test]
+fn residual_norms_run_as_one_kernel() {
+    let (rows, d) = (3, 300);
+    for (kind, norm_attrs, bias) in [(NormKind::Rms, "kind=rms, eps=1e-6", ""), (NormKind::Layer, "kind=layer, eps=1e-5", ", %9")] {
+        let graph = text::parse(&format!(
+            "graph \"residual\" {{\n  %0 = input{{name=\"x\"}} : f32[{rows}, {d}]\n  %1 = input{{name=\"delta\"}} : f32[{rows}, {d}]\n  %2 = weight{{name=\"w\"}} : f32[{d}]\n  %9 = weight{{name=\"bias\"}} : f32[{d}]\n  %3 = add %0, %1 : f32[{rows}, {d}]\n  %4 = norm{{{norm_attrs}}} %3, %2{bias} : f32[{rows}, {d}]\n  %5 = mul %4, %1 : f32[{rows}, {d}]\n  %6 = add %3, %5 : f32[{rows}, {d}]\n  %7 = output{{name=\"h\"}} %3 : f32[{rows}, {d}]\n  %8 = output{{name=\"n\"}} %4 : f32[{rows}, {d}]\n  %10 = output{{name=\"y\"}} %6 : f32[{rows}, {d}]\n}}\n"
+        ))
+        .unwrap();
+        let weight = |seed| OneWeight { dtype: DType::F32, shape: vec![d], bytes: weight_bytes(DType::F32, 1, d, seed) };
+        let weights = Weights(HashMap::from([("w".to_string(), weight(100)), ("bias".to_string(), weight(101))]));
+        let inputs = HashMap::from([("x".to_string(), t(&[rows, d], 102)), ("delta".to_string(), t(&[rows, d], 103))]);
+        let Some(mut g) = open_graph(&graph, &weights) else { return };
+        let mut got = g.step(&inputs).unwrap();
+        assert_eq!(g.fused_residual_norms(), 1, "{kind:?}: the first add is written by the norm's kernel");
+        assert_eq!(g.last_launches(), 2, "{kind:?}: add_norm, then the mul + add chain");
+        let want = reference::run(&graph, &inputs, HashMap::new(), &weights).unwrap().outputs;
+        for name in ["h", "n", "y"] {
+            assert_close(&format!("{kind:?} {name}"), &got[name], &want[name]);
+        }
+
+        // The unfused kernels, one op at a time on the same device.
+        let dev = device().unwrap();
+        let (x, delta) = (&inputs["x"], &inputs["delta"]);
+        let sum = dev.run_op(&Op::Binary(BinaryOp::Add), &[OpInput::Tensor(x), OpInput::Tensor(delta)]).unwrap();
+        let w = weights.weight("w").unwrap();
+        let b = weights.weight("bias").unwrap();
+        let norm_op = Op::Norm { kind, eps: if kind == NormKind::Rms { 1e-6 } else { 1e-5 } };
+        let mut norm_inputs = vec![OpInput::Tensor(&sum), OpInput::Weight(w)];
+        if kind == NormKind::Layer {
+            norm_inputs.push(OpInput::Weight(b));
+        }
+        let normed = dev.run_op(&norm_op, &norm_inputs).unwrap();
+        let bits = |t: &Tensor| t.as_f32().unwrap().iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+        let (h, n) = (got.remove("h").unwrap(), got.remove("n").unwrap());
+        assert!(bits(&h) == bits(&sum), "{kind:?}: the fused sum differs from the add kernel's in its bits");
+        assert!(bits(&n) == bits(&normed), "{kind:?}: the fused norm differs from the norm kernel's in its bits");
+        // Normalizing x alone (the add dropped) is far away.
+        let mut x_inputs = vec![OpInput::Tensor(x), OpInput::Weight(w)];
+        if kind == NormKind::Layer {
+            x_inputs.push(OpInput::Weight(b));
+        }
+        assert_separates(&format!("{kind:?}: norm of x alone"), &n, &dev.run_op(&norm_op, &x_inputs).unwrap());
+    }
+}
+
 /// Weight-only values (Gemma's `1 + w` norm weights) run in the first step
 /// only: later steps launch the norm alone, read the kept `1 + w`, and give
 /// bit for bit what a first step gives on the same input.

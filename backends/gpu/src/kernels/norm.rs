@@ -10,15 +10,46 @@ use graphc_ir::NormKind;
 /// of `d`. Buffers `x, w, [bias,] y`; params `rows, d, eps`.
 /// Grid: `rows` groups.
 pub fn norm(kind: NormKind) -> Kernel {
+    norm_kernel(kind, false)
+}
+
+/// The residual add and the norm of its sum in one launch: `h = a + b`
+/// written out (the residual stream's next value) and `y = norm(h)` as
+/// `norm` forms it from those same values, so both are bit for bit what
+/// the `add` and `norm` kernels give. Buffers `a, b, w, [bias,] h, y`
+/// (`a`, `b`, `h` of one shape); params and grid as `norm`'s. Each
+/// invocation reads back only the `h` elements it wrote itself.
+pub fn add_norm(kind: NormKind) -> Kernel {
+    norm_kernel(kind, true)
+}
+
+fn norm_kernel(kind: NormKind, residual: bool) -> Kernel {
     let layer = kind == NormKind::Layer;
-    let mut k = Kernel::new(if layer { "layer_norm" } else { "rms_norm" }, WORKGROUP).input("x", Ty::F32).input("w", Ty::F32);
+    let name = match (residual, layer) {
+        (false, false) => "rms_norm",
+        (false, true) => "layer_norm",
+        (true, false) => "add_rms_norm",
+        (true, true) => "add_layer_norm",
+    };
+    let mut k = Kernel::new(name, WORKGROUP);
+    k = if residual { k.input("a", Ty::F32).input("b", Ty::F32) } else { k.input("x", Ty::F32) };
+    k = k.input("w", Ty::F32);
     if layer {
         k = k.input("bias", Ty::F32);
     }
+    if residual {
+        k = k.output("h", Ty::F32);
+    }
     k = k.output("y", Ty::F32).param("rows", Ty::U32).param("d", Ty::U32).param("eps", Ty::F32).shared("red", Ty::F32, WORKGROUP);
-    let x_at = |c: Expr| load("x", var("base") + c);
+    let x_name = if residual { "h" } else { "x" };
+    let x_at = |c: Expr| load(x_name, var("base") + c);
     let strided = |var_name: &str, body: Vec<Stmt>| for_(var_name, local_id(), param("d"), u(WORKGROUP), body);
-    let mut row = vec![let_("base", Ty::U32, var("row") * param("d")), let_("mean", Ty::F32, f(0.0))];
+    let mut row = vec![let_("base", Ty::U32, var("row") * param("d"))];
+    if residual {
+        let at = var("base") + var("c");
+        row.push(strided("c", vec![store("h", at.clone(), load("a", at.clone()) + load("b", at))]));
+    }
+    row.push(let_("mean", Ty::F32, f(0.0)));
     if layer {
         row.push(let_("sum", Ty::F32, f(0.0)));
         row.push(strided("c", vec![assign("sum", var("sum") + x_at(var("c")))]));
