@@ -68,6 +68,9 @@ fn gemma3_on_the_gpu_matches_the_reference() {
     // Sandwich norms: each residual add but the last is followed by a
     // pre-norm (the last positions are gathered before the output norm).
     assert_eq!(session.kernel_counts()["device_fused_residual_norms"], 2 * 18 - 1, "residual norms fused");
+    // q, k and v stack where all three are q5_0 (9 layers), q and k where
+    // v is q8_0 (the other 9).
+    assert_eq!(session.kernel_counts()["device_stacked_matmuls"], 9 * 2 + 9, "q/k/v stacked");
     let mut tokens = vec![];
     while tokens.len() < n_stable {
         let t = argmax(&logits);
@@ -111,6 +114,8 @@ fn smollm2_on_the_gpu_matches_the_reference_as_a_ragged_batch() {
     // it (the FFN norm, or the next layer's attention norm); the output
     // norm reads the last positions gathered from the last add.
     assert_eq!(session.kernel_counts()["device_fused_residual_norms"], 2 * 30 - 1, "residual norms fused");
+    // Each layer's k and v are written by its q projection's kernel.
+    assert_eq!(session.kernel_counts()["device_stacked_matmuls"], 2 * 30, "q/k/v stacked");
     for (p, l) in prompts.iter().zip(&logits) {
         let want = reference_logits(p["logits_file"].as_str().unwrap());
         let (max, cos) = compare(l, &want);

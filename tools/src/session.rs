@@ -231,6 +231,7 @@ impl<'m> Session<'m> {
                     ("device_aliased_permutes", g.aliased_permutes() as u64),
                     ("device_fused_gated_matmuls", g.fused_gated_matmuls() as u64),
                     ("device_fused_residual_norms", g.fused_residual_norms() as u64),
+                    ("device_stacked_matmuls", g.stacked_matmuls() as u64),
                 ]
                 .into()
             }

@@ -93,6 +93,9 @@ enum Group {
     /// `norm(add(a, b))` that also writes the sum (`residual_norms`):
     /// leaves `a, b, w[, bias]`, the add co-produced.
     AddNorm(NormKind, f32),
+    /// Two or three matmuls of one `x` (`stacked_matmuls`): leaves
+    /// `x, w0, w1[, w2]`, the root the last, the others co-produced.
+    Stacked,
 }
 
 /// A fused group, run as one kernel where its root (the node whose value
@@ -122,9 +125,9 @@ struct BufferPlan {
 impl BufferPlan {
     /// `inner` nodes run inside their chain root's kernel, and
     /// `written_at` nodes are written by their group root's kernel, so
-    /// what either reads is used at the root's position. A `written_at`
-    /// node takes its slot at its own, earlier position: held a little
-    /// longer than needed, never shared with a value live in between.
+    /// what either reads is used at the root's position, and a
+    /// `written_at` node takes its slot there too (before or after its own
+    /// position in `order`).
     /// `kept` values (the folded frontier) never return to the pool.
     fn new(
         graph: &Graph,
@@ -178,7 +181,7 @@ impl BufferPlan {
         let mut at_end = vec![];
         let mut kept_inputs = std::collections::HashSet::new();
         for (pos, &id) in order.iter().enumerate() {
-            last_use.entry(root[&id]).or_insert(pos);
+            last_use.entry(root[&id]).or_insert(runs_at(id).max(pos));
             for input in graph.inputs(id) {
                 for r in aliases(input) {
                     match &graph.node(id).op {
@@ -210,13 +213,22 @@ impl BufferPlan {
         // kernel and take none. Output values are never released.
         let mut slot = HashMap::new();
         let (mut free, mut slots) = (vec![], 0);
+        // The nodes a group root's kernel writes: the root, then the rest.
+        let mut written_by: HashMap<NodeId, Vec<NodeId>> = HashMap::new();
+        for (&node, &group_root) in written_at {
+            written_by.entry(group_root).or_default().push(node);
+        }
+        for nodes in written_by.values_mut() {
+            nodes.sort_by_key(|n| position[n]);
+        }
         for (pos, &id) in order.iter().enumerate() {
-            if pooled.contains(&id) && !inner.contains(&id) {
+            let written = std::iter::once(id).chain(written_by.get(&id).into_iter().flatten().copied());
+            for node in written.filter(|n| pooled.contains(n) && !inner.contains(n) && (*n != id || !written_at.contains_key(n))) {
                 let s = free.pop().unwrap_or_else(|| {
                     slots += 1;
                     slots - 1
                 });
-                slot.insert(id, s);
+                slot.insert(node, s);
             }
             let mut released: Vec<usize> = release_at.get(&pos).into_iter().flatten().filter_map(|r| slot.get(r).copied()).collect();
             released.sort_unstable();
@@ -257,6 +269,7 @@ impl<D: Device> GpuGraph<D> {
         }
         groups.extend(gated);
         groups.extend(residual_norms(graph, &order, &groups, &inner));
+        groups.extend(stacked_matmuls(graph, &order, &inner, device.binding_limits()));
         // Where each co-produced node's value is written: its group's root.
         let written_at: HashMap<NodeId, NodeId> = groups.iter().flat_map(|(&root, g)| g.also.iter().map(move |&n| (n, root))).collect();
         let operands = |id: NodeId| groups.get(&id).map_or_else(|| graph.inputs(id), |g| g.leaves.clone());
@@ -302,6 +315,12 @@ impl<D: Device> GpuGraph<D> {
         self.groups.values().filter(|g| matches!(g.group, Group::GatedMatMul(_))).count()
     }
 
+    /// Matmuls written by another matmul's kernel (`stacked_matmuls`'
+    /// count: a layer's q and k, launched with its v).
+    pub fn stacked_matmuls(&self) -> usize {
+        self.groups.values().filter(|g| matches!(g.group, Group::Stacked)).map(|g| g.also.len()).sum()
+    }
+
     /// Residual adds written by the following norm's kernel
     /// (`residual_norms`' count).
     pub fn fused_residual_norms(&self) -> usize {
@@ -339,6 +358,13 @@ impl<D: Device> GpuGraph<D> {
         };
 
         let mut values: HashMap<NodeId, DeviceValue<D::Buffer>> = HashMap::new();
+        // Weights first: a stacked group's kernel, run where its first
+        // matmul stands, may read a weight that stands later in the order.
+        for &id in &self.order {
+            if let Op::Weight { name, ty } = &graph.node(id).op {
+                values.insert(id, DeviceValue { buffer: self.weights[name].clone(), dtype: ty.dtype, shape: concrete(id)? });
+            }
+        }
         let mut calls = vec![];
         let mut outputs = vec![];
         for &id in &self.order {
@@ -365,9 +391,7 @@ impl<D: Device> GpuGraph<D> {
                     self.input_buffers.insert(name.clone(), buffer.clone());
                     DeviceValue { buffer, dtype: t.dtype(), shape: t.shape().to_vec() }
                 }
-                Op::Weight { name, ty } => {
-                    DeviceValue { buffer: self.weights[name].clone(), dtype: ty.dtype, shape: concrete(id)? }
-                }
+                Op::Weight { .. } => continue,
                 Op::State { name, .. } => self.states[name].clone(),
                 Op::Const { value, .. } => {
                     let shape = concrete(id)?;
@@ -423,6 +447,7 @@ impl<D: Device> GpuGraph<D> {
                                 Some(Group::AddNorm(kind, eps)) => {
                                     crate::lower::lower_add_norm(*kind, *eps, &infos, self.device.target()).map(|c| vec![c])
                                 }
+                                Some(Group::Stacked) => crate::lower::lower_stacked_matmuls(&infos, self.device.target()).map(|c| vec![c]),
                                 None => lower(&op, &infos, self.device.target(), self.device.binding_limits()),
                             };
                             let calls = calls.map_err(|e| node_err(graph, id, e.to_string()))?;
@@ -622,6 +647,50 @@ fn gated_matmuls(graph: &Graph, order: &[NodeId]) -> Groups {
     groups
 }
 
+/// Stacked projections: two or three matmuls of the same `x` (a layer's
+/// q, k and v) whose weights share a type (so one kernel decodes them all)
+/// and each fit one binding run as one `matmul_stacked` kernel, where the
+/// first of them stands in `order`: two launches fewer per q/k/v. Legal
+/// whenever no matmul is in another group: all of them read only `x` and
+/// weights, which are there at the first one's position. Each output
+/// column is summed as `matmul` sums it.
+fn stacked_matmuls(graph: &Graph, order: &[NodeId], inner: &std::collections::HashSet<NodeId>, limits: crate::device::BindingLimits) -> Groups {
+    let position: HashMap<NodeId, usize> = order.iter().enumerate().map(|(i, &n)| (n, i)).collect();
+    let mut fused: Groups = HashMap::new();
+    for &x in order {
+        // x's projections by weight type, in order.
+        let mut by_dtype: Vec<(DType, Vec<NodeId>)> = vec![];
+        let mut users = graph.users(x);
+        users.sort_by_key(|u| position[u]);
+        users.dedup();
+        for m in users {
+            let inputs = graph.inputs(m);
+            if graph.node(m).op != Op::MatMul || inputs[0] != x || inner.contains(&m) {
+                continue;
+            }
+            let w = graph.ty(inputs[1]);
+            let weight_bytes = w.shape.iter().map(|d| d.as_const().unwrap_or(i64::MAX / 4)).product::<i64>() as u64 / w.dtype.block_elems() as u64
+                * w.dtype.block_bytes() as u64;
+            if !matches!(graph.node(inputs[1]).op, Op::Weight { .. }) || weight_bytes > limits.max_bytes {
+                continue;
+            }
+            match by_dtype.iter_mut().find(|(d, _)| *d == w.dtype) {
+                Some((_, ms)) => ms.push(m),
+                None => by_dtype.push((w.dtype, vec![m])),
+            }
+        }
+        for (_, ms) in by_dtype {
+            for stack in ms.chunks(3).filter(|c| c.len() >= 2) {
+                // The first runs the kernel; its weight goes last (the main result).
+                let (&root, later) = stack.split_first().unwrap();
+                let leaves = std::iter::once(x).chain(later.iter().chain([&root]).map(|&m| graph.inputs(m)[1])).collect();
+                fused.insert(root, Fused { group: Group::Stacked, leaves, also: later.to_vec() });
+            }
+        }
+    }
+    fused
+}
+
 /// Residual norms: `norm(add(a, b))`, where `a` and `b` have the add's
 /// shape, runs as one `add_norm` kernel that writes the sum too (the
 /// residual stream's next value, read again by the next residual add): a
@@ -689,6 +758,8 @@ pub trait DeviceGraph {
     fn fused_gated_matmuls(&self) -> usize;
     /// Residual adds written by their norm's `add_norm` kernel.
     fn fused_residual_norms(&self) -> usize;
+    /// Matmuls written by another matmul's `matmul_stacked` kernel.
+    fn stacked_matmuls(&self) -> usize;
     /// The target's binding objects built so far (`Device::bindings_built`).
     fn bindings_built(&self) -> usize;
     /// Permutes run as no copy so far (`keeps_order`).
@@ -722,6 +793,9 @@ impl<D: Device> DeviceGraph for GpuGraph<D> {
     }
     fn fused_residual_norms(&self) -> usize {
         GpuGraph::fused_residual_norms(self)
+    }
+    fn stacked_matmuls(&self) -> usize {
+        GpuGraph::stacked_matmuls(self)
     }
     fn bindings_built(&self) -> usize {
         self.device.bindings_built()

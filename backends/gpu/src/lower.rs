@@ -171,6 +171,39 @@ pub fn lower_add_norm(kind: NormKind, eps: f32, args: &[ArgInfo], target: &'stat
     Ok(KernelCall { kernel: kernels::norm::add_norm(kind), args: call_args, params, groups: rows as u32, out_shape: shape })
 }
 
+/// Two or three matmuls of one `x` (`args`: `x, w0, w1[, w2]`, weights of
+/// one type and row length, each within one binding) as one
+/// `matmul_stacked` kernel: weight `i`'s result is the call's `i`-th
+/// output, the last one the main result (`Arg::Output`), the others
+/// `Arg::ExtraOutput` in order.
+pub fn lower_stacked_matmuls(args: &[ArgInfo], target: &'static str) -> Result<KernelCall, LowerError> {
+    let no = |why: String| LowerError::NoKernel { op: "matmul".into(), target, why };
+    let (x, weights) = (&args[0].shape, &args[1..]);
+    let k = *x.last().unwrap_or(&0);
+    let dtype = weights[0].dtype;
+    let fits = |w: &ArgInfo| w.dtype == dtype && w.shape.len() == 2 && w.shape[1] == k && k % dtype.block_elems() == 0;
+    if !(2..=3).contains(&weights.len()) || !WEIGHT_DTYPES.contains(&dtype) || !weights.iter().all(fits) {
+        return Err(no(format!("a stack of 2 or 3 weights of one type and row length {k}, got {weights:?}")));
+    }
+    let m = x.iter().product::<usize>() / k.max(1);
+    let n: usize = weights.iter().map(|w| w.shape[0]).sum();
+    let rows = if m == 1 { 1 } else { kernels::matmul::PREFILL_ROWS as usize };
+    let row_bytes = k / dtype.block_elems() * dtype.block_bytes();
+    let mut params = vec![n32(m), n32(n), n32(k), n32(row_bytes)];
+    params.extend(weights[..weights.len() - 1].iter().map(|w| n32(w.shape[0])));
+    let out_shape = |w: &ArgInfo| {
+        let mut shape = x.clone();
+        *shape.last_mut().unwrap() = w.shape[0];
+        shape
+    };
+    let mut call_args: Vec<Arg> = (0..args.len()).map(Arg::Input).collect();
+    call_args.extend(weights[..weights.len() - 1].iter().map(|w| Arg::ExtraOutput(out_shape(w))));
+    call_args.push(Arg::Output);
+    let groups = m.div_ceil(rows) * n.div_ceil(kernels::matmul::COLUMNS_PER_GROUP as usize);
+    let kernel = kernels::matmul::matmul_stacked(dtype, rows as u32, weights.len() as u32);
+    Ok(KernelCall { kernel, args: call_args, params, groups: groups as u32, out_shape: out_shape(&weights[weights.len() - 1]) })
+}
+
 /// A weight-reading op (`matmul`, `gather`, a gated pair of matmuls) as one
 /// call per run of the weight `w`'s rows that fits one binding.
 fn weight_runs(op: &Op, args: &[ArgInfo], target: &'static str, limits: BindingLimits, w: &ArgInfo) -> Result<Vec<KernelCall>, LowerError> {

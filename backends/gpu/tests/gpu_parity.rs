@@ -501,7 +501,7 @@ fn gated_mlp(dtype: DType, m: usize, n: usize, k: usize, act: &str, keep_gate: b
 
 /// The gated MLP's two projections and product run as one kernel
 /// (`matmul_glu`) for every weight type, decode and prefill shapes, with
-/// the reference's values and bit for bit the three kernels' result (the
+/// the reference's values and bit for bit the unfused kernels' result (the
 /// gate projection kept as an output stops the fusion: the control). Gate
 /// and up swapped, or the other activation, is far away.
 #[test]
@@ -527,7 +527,10 @@ fn gated_matmuls_run_as_one_kernel() {
             let mut unfused = open_graph(&gated_mlp(dtype, m, n, k, act, true), &weights).unwrap();
             let three = unfused.step(&inputs).unwrap().remove("y").unwrap();
             assert_eq!(unfused.fused_gated_matmuls(), 0, "{what}: a kept gate projection is not fused away");
-            assert_eq!(unfused.last_launches(), 3, "{what}: the control runs three kernels");
+            // The two projections still share a launch (`matmul_stacked`,
+            // bit for bit the plain matmul: tested below), then the glu.
+            assert_eq!(unfused.stacked_matmuls(), 1, "{what}: the control's projections stack");
+            assert_eq!(unfused.last_launches(), 2, "{what}: the control runs two kernels");
             let bits = |t: &Tensor| t.as_f32().unwrap().iter().map(|v| v.to_bits()).collect::<Vec<_>>();
             assert!(bits(&got) == bits(&three), "{what}: fused and unfused results differ in their bits");
 
@@ -562,6 +565,55 @@ fn gated_matmuls_split_by_rows_like_one_matmul() {
         assert_eq!(whole.last_launches, 1, "{dtype}: one launch in one binding");
         assert!(split.last_launches > 1, "{dtype}: {} bytes per row in 4 KiB bindings should split", weights.0["w_up"].bytes.len() / n);
         assert_eq!(max_diff(&got, &want), 0.0, "{dtype}: split gated pair differs from the whole one");
+    }
+}
+
+/// A layer's q, k and v projections (one `x`, weights of one type) run
+/// as one kernel (`matmul_stacked`) writing each to its own output, for
+/// every weight type, decode and prefill shapes; row counts 37, 19, 19 put
+/// weight boundaries inside a workgroup's columns. Each output is bit for
+/// bit the plain matmul kernel's. With v of another type, q and k stack
+/// and v runs alone.
+#[test]
+fn projections_of_one_input_run_as_one_kernel() {
+    let k = 512;
+    let (nq, nkv) = (37, 19);
+    let Some(dev) = device() else { return };
+    for dtype in graphc_gpu::kernels::WEIGHT_DTYPES {
+        let v_dtype = if dtype == DType::Q8_0 { DType::Q5_0 } else { dtype };
+        let name = |d: DType| dtype_name(d);
+        let w = |d: DType, n: usize, seed: u64| OneWeight { dtype: d, shape: vec![n, k], bytes: weight_bytes(d, n, k, seed) };
+        let weights = Weights(HashMap::from([
+            ("wq".to_string(), w(dtype, nq, 110)),
+            ("wk".to_string(), w(dtype, nkv, 111)),
+            ("wv".to_string(), w(v_dtype, nkv, 112)),
+        ]));
+        for m in [1, 11] {
+            let graph = text::parse(&format!(
+                "graph \"qkv\" {{\n  %0 = input{{name=\"x\"}} : f32[{m}, {k}]\n  %1 = weight{{name=\"wq\"}} : {q}[{nq}, {k}]\n  %2 = weight{{name=\"wk\"}} : {q}[{nkv}, {k}]\n  %3 = weight{{name=\"wv\"}} : {v}[{nkv}, {k}]\n  %4 = matmul %0, %1 : f32[{m}, {nq}]\n  %5 = matmul %0, %2 : f32[{m}, {nkv}]\n  %6 = matmul %0, %3 : f32[{m}, {nkv}]\n  %7 = output{{name=\"q\"}} %4 : f32[{m}, {nq}]\n  %8 = output{{name=\"k\"}} %5 : f32[{m}, {nkv}]\n  %9 = output{{name=\"v\"}} %6 : f32[{m}, {nkv}]\n}}\n",
+                q = name(dtype),
+                v = name(v_dtype)
+            ))
+            .unwrap();
+            let inputs = HashMap::from([("x".to_string(), t(&[m, k], 113 + m as u64))]);
+            let Some(mut g) = open_graph(&graph, &weights) else { return };
+            let got = g.step(&inputs).unwrap();
+            let what = format!("{} m={m}", name(dtype));
+            let (stacked, launches) = if v_dtype == dtype { (2, 1) } else { (1, 2) };
+            assert_eq!(g.stacked_matmuls(), stacked, "{what}: matmuls written by another's kernel");
+            assert_eq!(g.last_launches(), launches, "{what}: launches");
+            let want = reference::run(&graph, &inputs, HashMap::new(), &weights).unwrap().outputs;
+            let bits = |t: &Tensor| t.as_f32().unwrap().iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+            for out in ["q", "k", "v"] {
+                let scale = want[out].as_f32().unwrap().iter().fold(1f32, |a, v| a.max(v.abs()));
+                let d = max_diff(&got[out], &want[out]);
+                assert!(d <= 4e-5 * scale, "{what} {out}: max |gpu - reference| = {d:e} (scale {scale})");
+                let plain = dev.run_op(&Op::MatMul, &[OpInput::Tensor(&inputs["x"]), OpInput::Weight(weights.weight(&format!("w{out}")).unwrap())]).unwrap();
+                assert!(bits(&got[out]) == bits(&plain), "{what} {out}: differs from the plain matmul kernel in its bits");
+            }
+            // k and v have one shape: each must come from its own weight.
+            assert_separates(&format!("{what}: k vs v"), &got["k"], &got["v"]);
+        }
     }
 }
 

@@ -32,7 +32,7 @@ pub const COLUMNS_PER_GROUP: u32 = WORKGROUP / THREADS_PER_COLUMN;
 /// `THREADS_PER_COLUMN` invocations sum interleaved whole blocks; a
 /// segmented reduction adds their partial sums.
 pub fn matmul(dtype: DType, rows: u32) -> Kernel {
-    dense(dtype, rows, None)
+    dense(dtype, rows, Mode::Plain)
 }
 
 /// The gated MLP's two projections and their product in one launch:
@@ -43,35 +43,59 @@ pub fn matmul(dtype: DType, rows: u32) -> Kernel {
 /// `x, w_gate, w_up` (same type, same rows), `y`; params and grid as
 /// `matmul`'s.
 pub fn matmul_glu(dtype: DType, rows: u32, act: UnaryOp) -> Kernel {
-    dense(dtype, rows, Some(act))
+    dense(dtype, rows, Mode::Gated(act))
 }
 
-/// `matmul`, or with `gated`, `matmul_glu`: the weights read and the
-/// sums kept per row (`acc{r}` for `w`, `gate{r}`/`up{r}` for a gated pair).
-fn dense(dtype: DType, rows: u32, gated: Option<UnaryOp>) -> Kernel {
+/// Several projections of one `x` in one launch (a layer's q, k and v):
+/// weights `w0 .. w{count-1}` of one type and row length, stacked along
+/// the output columns; column `j` of the stack is row `j - n_before` of
+/// the weight it falls in, summed exactly as `matmul` sums it and stored
+/// to that weight's own output. Buffers `x`, `w0 ..`, `y0 ..`; params
+/// `m, n` (all weights' rows), `k, row_bytes`, and `n0 ..` (each weight's
+/// rows but the last's). Grid as `matmul`'s over `n` columns.
+pub fn matmul_stacked(dtype: DType, rows: u32, count: u32) -> Kernel {
+    dense(dtype, rows, Mode::Stacked(count))
+}
+
+/// What one `dense` kernel computes per output column.
+#[derive(Clone, Copy)]
+enum Mode {
+    /// `x · wᵀ`.
+    Plain,
+    /// `act(x · w_gateᵀ) · (x · w_upᵀ)`.
+    Gated(UnaryOp),
+    /// Column ranges of `count` weights, each to its own output.
+    Stacked(u32),
+}
+
+/// One weight's blocks `blk` of weight row `row` (a local), accumulated
+/// into `{prefix}{r}` for each of the tile's rows; `base` names the row's
+/// byte offset.
+fn accumulate(dtype: DType, rows: u32, w: &str, base: &str, row: &str, prefix: &str) -> Vec<Stmt> {
     let (be, bb, ge) = (dtype.block_elems() as u32, dtype.block_bytes() as u32, dequant::group_elems(dtype));
-    let weights: Vec<(&str, &str)> = match gated {
-        None => vec![("w", "acc")],
-        Some(_) => vec![("w_gate", "gate"), ("w_up", "up")],
-    };
-    let acc = |prefix: &str, r: u32| format!("{prefix}{r}");
-    // One weight's blocks `blk` of row `j`, accumulated into its sums.
-    let block = |w: &str, prefix: &str| -> Vec<Stmt> {
-        // The row's byte offset, one name per weight in a gated pair.
-        let base = if gated.is_none() { "base".to_string() } else { format!("base_{prefix}") };
-        let mut element = vec![
-            let_("v", Ty::F32, dequant::group_element(dtype, w, var(&base), var("grp"), var("l"))),
-            let_("col", Ty::U32, var("blk") * u(be) + var("grp") * u(ge) + var("l")),
-        ];
-        for r in 0..rows {
-            let a = acc(prefix, r);
-            let add = assign(&a, var(&a) + load("x", (var("r0") + u(r)) * param("k") + var("col")) * var("v"));
-            // Rows past `m` in the last tile are not read.
-            element.push(if r == 0 { add } else { if_((var("r0") + u(r)).lt(param("m")), vec![add]) });
-        }
-        let mut group = dequant::group_setup(dtype, w, var(&base), var("grp"));
-        group.push(for_("l", u(0), u(ge), u(1), element));
-        vec![let_(&base, Ty::U32, var("j") * param("row_bytes") + var("blk") * u(bb)), for_("grp", u(0), u(be / ge), u(1), group)]
+    let mut element = vec![
+        let_("v", Ty::F32, dequant::group_element(dtype, w, var(base), var("grp"), var("l"))),
+        let_("col", Ty::U32, var("blk") * u(be) + var("grp") * u(ge) + var("l")),
+    ];
+    for r in 0..rows {
+        let a = format!("{prefix}{r}");
+        let add = assign(&a, var(&a) + load("x", (var("r0") + u(r)) * param("k") + var("col")) * var("v"));
+        // Rows past `m` in the last tile are not read.
+        element.push(if r == 0 { add } else { if_((var("r0") + u(r)).lt(param("m")), vec![add]) });
+    }
+    let mut group = dequant::group_setup(dtype, w, var(base), var("grp"));
+    group.push(for_("l", u(0), u(ge), u(1), element));
+    vec![let_(base, Ty::U32, var(row) * param("row_bytes") + var("blk") * u(bb)), for_("grp", u(0), u(be / ge), u(1), group)]
+}
+
+/// `matmul`, `matmul_glu` or `matmul_stacked` (`mode`): the sums kept
+/// per row are `acc{r}` (one weight, or the stack's weight of the
+/// column), or `gate{r}` and `up{r}`.
+fn dense(dtype: DType, rows: u32, mode: Mode) -> Kernel {
+    let be = dtype.block_elems() as u32;
+    let prefixes: &[&str] = match mode {
+        Mode::Gated(_) => &["gate", "up"],
+        _ => &["acc"],
     };
     let column_groups = (param("n") + u(COLUMNS_PER_GROUP - 1)) / u(COLUMNS_PER_GROUP);
     let mut out = vec![
@@ -79,49 +103,78 @@ fn dense(dtype: DType, rows: u32, gated: Option<UnaryOp>) -> Kernel {
         let_("j", Ty::U32, (var("g") % column_groups.clone()) * u(COLUMNS_PER_GROUP) + local_id() / u(THREADS_PER_COLUMN)),
         let_("r0", Ty::U32, (var("g") / column_groups.clone()) * u(rows)),
     ];
-    for (_, prefix) in &weights {
-        out.extend((0..rows).map(|r| let_(&acc(prefix, r), Ty::F32, f(0.0))));
+    for prefix in prefixes {
+        out.extend((0..rows).map(|r| let_(&format!("{prefix}{r}"), Ty::F32, f(0.0))));
     }
-    // The dequantizer's locals live in each weight's own group loop.
-    let blocks: Vec<Stmt> = weights.iter().flat_map(|(w, prefix)| block(w, prefix)).collect();
+    // For a stack: which weight column `j` falls in (`which`), and its row there (`jl`).
+    let count = if let Mode::Stacked(count) = mode { count } else { 0 };
+    // The stack's first column of weight `i` (i ≥ 1).
+    let first_row = |i: u32| (1..i).fold(param("n0"), |sum, b| sum + param(&format!("n{b}")));
+    if count > 0 {
+        out.push(let_("which", Ty::U32, u(0)));
+        out.push(let_("jl", Ty::U32, var("j")));
+        for i in 1..count {
+            let past = var("j").ge(first_row(i));
+            out.push(if_(past, vec![assign("which", u(i)), assign("jl", var("j") - first_row(i))]));
+        }
+    }
+    let blocks: Vec<Stmt> = match mode {
+        Mode::Plain => accumulate(dtype, rows, "w", "base", "j", "acc"),
+        // The dequantizer's locals live in each weight's own group loop.
+        Mode::Gated(_) => [accumulate(dtype, rows, "w_gate", "base_gate", "j", "gate"), accumulate(dtype, rows, "w_up", "base_up", "j", "up")].concat(),
+        Mode::Stacked(count) => {
+            (0..count).map(|i| if_(var("which").eq(u(i)), accumulate(dtype, rows, &format!("w{i}"), "base", "jl", "acc"))).collect()
+        }
+    };
     out.push(if_(var("j").lt(param("n")), vec![for_("blk", var("lane"), param("k") / u(be), u(THREADS_PER_COLUMN), blocks)]));
     for r in 0..rows {
-        let value = match gated {
-            None => {
-                out.extend(segmented_reduce("red", WORKGROUP, THREADS_PER_COLUMN, var(&acc("acc", r)), BinOp::Add));
+        let value = match mode {
+            Mode::Plain | Mode::Stacked(_) => {
+                out.extend(segmented_reduce("red", WORKGROUP, THREADS_PER_COLUMN, var(&format!("acc{r}")), BinOp::Add));
                 load_shared("red", local_id())
             }
-            Some(act) => {
-                out.extend(segmented_reduce("red", WORKGROUP, THREADS_PER_COLUMN, var(&acc("gate", r)), BinOp::Add));
+            Mode::Gated(act) => {
+                out.extend(segmented_reduce("red", WORKGROUP, THREADS_PER_COLUMN, var(&format!("gate{r}")), BinOp::Add));
                 out.push(let_(&format!("g{r}"), Ty::F32, load_shared("red", local_id())));
-                out.extend(segmented_reduce("red", WORKGROUP, THREADS_PER_COLUMN, var(&acc("up", r)), BinOp::Add));
+                out.extend(segmented_reduce("red", WORKGROUP, THREADS_PER_COLUMN, var(&format!("up{r}")), BinOp::Add));
                 elementwise::unary_expr(act, var(&format!("g{r}"))) * load_shared("red", local_id())
             }
         };
         let row_ok = var("lane").eq(u(0)).and(var("j").lt(param("n"))).and((var("r0") + u(r)).lt(param("m")));
-        let at = (var("r0") + u(r)) * param("y_cols") + param("j0") + var("j");
-        out.push(if_(row_ok, vec![store("y", at, value)]));
+        let stores = match mode {
+            Mode::Stacked(count) => (0..count)
+                .map(|i| {
+                    // The last weight's rows: what the others leave of `n`.
+                    let n_i = if i + 1 < count { param(&format!("n{i}")) } else { param("n") - first_row(i) };
+                    if_(var("which").eq(u(i)), vec![store(&format!("y{i}"), (var("r0") + u(r)) * n_i + var("jl"), value.clone())])
+                })
+                .collect(),
+            _ => vec![store("y", (var("r0") + u(r)) * param("y_cols") + param("j0") + var("j"), value)],
+        };
+        out.push(if_(row_ok, stores));
     }
     let suffix = if rows == 1 { String::new() } else { format!("_x{rows}") };
-    let name = match gated {
-        None => format!("matmul_{}{suffix}", type_name(dtype)),
-        Some(act) => format!("matmul_glu_{}_{}{suffix}", graphc_ir::text::unary_name(act), type_name(dtype)),
+    let name = match mode {
+        Mode::Plain => format!("matmul_{}{suffix}", type_name(dtype)),
+        Mode::Gated(act) => format!("matmul_glu_{}_{}{suffix}", graphc_ir::text::unary_name(act), type_name(dtype)),
+        Mode::Stacked(count) => format!("matmul{count}_{}{suffix}", type_name(dtype)),
     };
     let tiles = (param("m") + u(rows - 1)) / u(rows);
     let mut kernel = Kernel::new(&name, WORKGROUP).input("x", Ty::F32);
-    for (w, _) in &weights {
-        kernel = kernel.input(w, Ty::U32);
-    }
-    kernel
-        .output("y", Ty::F32)
-        .param("m", Ty::U32)
-        .param("n", Ty::U32)
-        .param("k", Ty::U32)
-        .param("row_bytes", Ty::U32)
-        .param("y_cols", Ty::U32)
-        .param("j0", Ty::U32)
-        .shared("red", Ty::F32, WORKGROUP)
-        .body(vec![let_("g", Ty::U32, group_index()), if_(var("g").lt(column_groups * tiles), out)])
+    kernel = match mode {
+        Mode::Plain => kernel.input("w", Ty::U32).output("y", Ty::F32),
+        Mode::Gated(_) => kernel.input("w_gate", Ty::U32).input("w_up", Ty::U32).output("y", Ty::F32),
+        Mode::Stacked(count) => {
+            let with_weights = (0..count).fold(kernel, |k, i| k.input(&format!("w{i}"), Ty::U32));
+            (0..count).fold(with_weights, |k, i| k.output(&format!("y{i}"), Ty::F32))
+        }
+    };
+    kernel = kernel.param("m", Ty::U32).param("n", Ty::U32).param("k", Ty::U32).param("row_bytes", Ty::U32);
+    kernel = match mode {
+        Mode::Stacked(count) => (0..count - 1).fold(kernel, |k, i| k.param(&format!("n{i}"), Ty::U32)),
+        _ => kernel.param("y_cols", Ty::U32).param("j0", Ty::U32),
+    };
+    kernel.shared("red", Ty::F32, WORKGROUP).body(vec![let_("g", Ty::U32, group_index()), if_(var("g").lt(column_groups * tiles), out)])
 }
 
 /// `y[t, :] = table[ids[t], :]` decoded to f32, for the ids in table rows

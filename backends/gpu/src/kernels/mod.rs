@@ -88,6 +88,12 @@ pub fn catalog() -> Vec<(&'static str, Kernel)> {
         all.push(("matmul_glu", matmul::matmul_glu(dtype, 1, UnaryOp::Silu)));
         all.push(("matmul_glu", matmul::matmul_glu(dtype, matmul::PREFILL_ROWS, UnaryOp::Silu)));
     }
+    for dtype in WEIGHT_DTYPES {
+        all.push(("matmul_stacked", matmul::matmul_stacked(dtype, 1, 3)));
+        all.push(("matmul_stacked", matmul::matmul_stacked(dtype, matmul::PREFILL_ROWS, 3)));
+    }
+    // Gemma 3's q and k where its v is of another type.
+    all.push(("matmul_stacked", matmul::matmul_stacked(DType::Q5_0, 1, 2)));
     // GeGLU's (Gemma's) activation in the fused epilogue.
     all.push(("matmul_glu", matmul::matmul_glu(DType::Q4K, 1, UnaryOp::GeluTanh)));
     all.push(("attention", attention::attention()));
