@@ -159,6 +159,9 @@ fn smollm2_on_the_gpu_matches_the_reference_as_a_ragged_batch() {
     let bindings = session.kernel_counts()["device_bindings_built"];
     if test_device() == "wgpu" {
         assert_eq!(Some(bindings), bindings_after_first_decode, "decode steps kept building bind groups");
+        // The first decode step is recorded; every later one replays it.
+        let replayed = session.kernel_counts()["device_replayed_steps"];
+        assert_eq!(replayed, longest as u64 - 2, "decode steps replayed");
     }
     for (row, p) in prompts.iter().enumerate() {
         let want: Vec<u32> = p["generated_ids"].as_array().unwrap().iter().map(|v| v.as_u64().unwrap() as u32).collect();

@@ -124,6 +124,13 @@ pub trait Device {
         let _ = previous;
         self.upload(bytes)
     }
+    /// Whether `a` and `b` are the same bytes on the device (one allocation,
+    /// one range): what lets the graph executor replay a step's launches.
+    /// `false` where the target cannot tell, so nothing is replayed there.
+    fn same_buffer(&self, a: &Self::Buffer, b: &Self::Buffer) -> bool {
+        let _ = (a, b);
+        false
+    }
     /// Binding objects the target has built so far (wgpu's bind groups;
     /// 0 where there are none): a decode step in the steady state builds none.
     fn bindings_built(&self) -> usize {

@@ -73,6 +73,41 @@ pub struct GpuGraph<D: Device> {
     /// symbolic bounds resolved) and input shapes it last ran on: a decode
     /// step lowers nothing anew.
     call_cache: CallCache<D::Buffer>,
+    /// The last recorded step (`Replay`), where the graph allows one: its
+    /// states are all appended in place and no state keeps a step input.
+    replay: Option<Replay<D::Buffer>>,
+    replayable: bool,
+    /// Steps run by replaying a recorded one so far.
+    pub replayed_steps: usize,
+}
+
+/// A decode step's work, kept to be run again: a later step whose symbolic
+/// dims and input shapes are the same, whose inputs were rewritten in their
+/// buffers, and whose states are appended in place launches the same
+/// kernels on the same buffers with the same parameters (positions and
+/// lengths live in buffers), so only the host checks on its inputs run
+/// again before the launches. Recorded from the second step on (the first
+/// folds weight-only values, which later steps do not run).
+struct Replay<B> {
+    key: StepKey,
+    /// Each input's buffer when the step was recorded.
+    input_buffers: HashMap<String, B>,
+    calls: Vec<(KeyedCalls<B>, usize, Vec<B>)>,
+    outputs: Vec<(String, DeviceValue<B>)>,
+    checks: Vec<HostCheck>,
+    aliased_permutes: usize,
+}
+
+/// What fixes a step's launches: the symbolic dims' values, and every
+/// input's name, type and shape.
+type StepKey = (Vec<(String, i64)>, Vec<(String, DType, Vec<usize>)>);
+
+/// A check the kernels cannot make, rerun on each replayed step's inputs.
+enum HostCheck {
+    /// `host_checks` of a node's resolved op on its operands.
+    Op { node: NodeId, op: Op, args: Vec<NodeId>, infos: Vec<ArgInfo> },
+    /// `to_host`'s checks on a step input.
+    ToHost { node: NodeId, input: String, nonempty: bool, bound: Option<u64> },
 }
 
 /// An op's kernel calls, each with its kernel's hash and its host
@@ -276,6 +311,22 @@ impl<D: Device> GpuGraph<D> {
         let launched = |id: NodeId| !inner.contains(&id) && !written_at.contains_key(&id);
         let folding = graphc_backends::fold::plan(graph, &order, &operands, &launched);
         let plan = BufferPlan::new(graph, &order, &inner, &written_at, &folding.frontier);
+        // Every state's next value is its own buffer, appended in place.
+        let in_place = |state_out: NodeId, name: &str| {
+            let mut v = graph.inputs(state_out)[0];
+            loop {
+                match &graph.node(v).op {
+                    Op::KvAppend { .. } | Op::Reshape { .. } => v = graph.inputs(v)[0],
+                    Op::State { name: n, .. } => return n == name,
+                    _ => return false,
+                }
+            }
+        };
+        let replayable = plan.kept_inputs.is_empty()
+            && order.iter().all(|&id| match &graph.node(id).op {
+                Op::StateOut { name } => in_place(id, name),
+                _ => true,
+            });
         Ok(GpuGraph {
             device,
             graph: graph.clone(),
@@ -294,6 +345,9 @@ impl<D: Device> GpuGraph<D> {
             aliased_permutes: 0,
             result_allocations: 0,
             call_cache: HashMap::new(),
+            replay: None,
+            replayable,
+            replayed_steps: 0,
         })
     }
 
@@ -301,6 +355,8 @@ impl<D: Device> GpuGraph<D> {
     pub fn set_state(&mut self, name: &str, t: &Tensor) -> Result<(), GpuError> {
         let value = DeviceValue { buffer: self.device.upload(tensor_bytes(t))?, dtype: t.dtype(), shape: t.shape().to_vec() };
         self.states.insert(name.to_string(), value);
+        // The recorded launches name the old buffer.
+        self.replay = None;
         Ok(())
     }
 
@@ -356,6 +412,50 @@ impl<D: Device> GpuGraph<D> {
             let ty = graph.node(id).ty.as_ref().ok_or_else(|| node_err(graph, id, "the node has no type (verify the graph first)".into()))?;
             ty.shape.iter().map(|d| d.eval(&env).map(|v| v as usize)).collect::<Result<_, _>>().map_err(|m| node_err(graph, id, m))
         };
+        // Step inputs to the device: the last step's buffer for each,
+        // rewritten where it fits, unless a state may have kept it.
+        let mut input_values: HashMap<NodeId, DeviceValue<D::Buffer>> = HashMap::new();
+        let mut key_inputs = vec![];
+        for &id in &self.order {
+            let Op::Input { name, ty } = &graph.node(id).op else { continue };
+            let t = &inputs[name];
+            if t.dtype() != ty.dtype {
+                return Err(node_err(graph, id, format!("`{name}` is declared {ty} but was given {}", t.dtype())));
+            }
+            let previous = if self.plan.kept_inputs.contains(name) { None } else { self.input_buffers.get(name) };
+            let buffer = self.device.upload_reusing(previous, tensor_bytes(t))?;
+            self.input_buffers.insert(name.clone(), buffer.clone());
+            input_values.insert(id, DeviceValue { buffer, dtype: t.dtype(), shape: t.shape().to_vec() });
+            key_inputs.push((name.clone(), t.dtype(), t.shape().to_vec()));
+        }
+        let mut key_dims: Vec<(String, i64)> = env.iter().map(|(k, v)| (k.clone(), *v)).collect();
+        key_dims.sort();
+        let key = (key_dims, key_inputs);
+        if let Some(replay) = self.replay.as_ref().filter(|r| r.key == key) {
+            let same_inputs = replay.input_buffers.iter().all(|(name, b)| self.device.same_buffer(b, &self.input_buffers[name]));
+            if same_inputs {
+                for check in &replay.checks {
+                    match check {
+                        HostCheck::Op { node, op, args, infos } => self.host_checks(op, args, infos, inputs).map_err(|m| node_err(graph, *node, m))?,
+                        HostCheck::ToHost { node, input, nonempty, bound } => {
+                            graphc_backends::cpu::reference::to_host_checks(&inputs[input], *nonempty, *bound).map_err(|m| node_err(graph, *node, m))?
+                        }
+                    }
+                }
+                self.device.run(&launches_of(&replay.calls))?;
+                self.last_launches = replay.calls.len();
+                self.aliased_permutes += replay.aliased_permutes;
+                self.replayed_steps += 1;
+                let mut out = HashMap::new();
+                for (name, v) in &replay.outputs {
+                    out.insert(name.clone(), Tensor::f32(v.shape.clone(), self.device.read_f32(&v.buffer)?));
+                }
+                return Ok(out);
+            }
+        }
+        let recording = self.replayable && self.folded.is_some();
+        let mut checks = vec![];
+        let aliased_before = self.aliased_permutes;
 
         let mut values: HashMap<NodeId, DeviceValue<D::Buffer>> = HashMap::new();
         // Weights first: a stacked group's kernel, run where its first
@@ -379,18 +479,7 @@ impl<D: Device> GpuGraph<D> {
             let node = graph.node(id);
             let args: Vec<NodeId> = graph.inputs(id);
             let value = match &node.op {
-                Op::Input { name, ty } => {
-                    let t = &inputs[name];
-                    if t.dtype() != ty.dtype {
-                        return Err(node_err(graph, id, format!("`{name}` is declared {ty} but was given {}", t.dtype())));
-                    }
-                    // The last step's buffer for this input, rewritten where
-                    // it fits, unless a state may have kept it.
-                    let previous = if self.plan.kept_inputs.contains(name) { None } else { self.input_buffers.get(name) };
-                    let buffer = self.device.upload_reusing(previous, tensor_bytes(t))?;
-                    self.input_buffers.insert(name.clone(), buffer.clone());
-                    DeviceValue { buffer, dtype: t.dtype(), shape: t.shape().to_vec() }
-                }
+                Op::Input { .. } => input_values[&id].clone(),
                 Op::Weight { .. } => continue,
                 Op::State { name, .. } => self.states[name].clone(),
                 Op::Const { value, .. } => {
@@ -408,11 +497,12 @@ impl<D: Device> GpuGraph<D> {
                     // The value stays on the device; its checks run here, on
                     // the host copy a step input has (reading back a device
                     // value mid-step would split the submission).
-                    let t = match &graph.node(args[0]).op {
-                        Op::Input { name, .. } => &inputs[name],
+                    let input = match &graph.node(args[0]).op {
+                        Op::Input { name, .. } => name,
                         _ => return Err(node_err(graph, id, "to_host of a value computed on the device is not supported yet".into())),
                     };
-                    graphc_backends::cpu::reference::to_host_checks(t, *nonempty, *bound).map_err(|m| node_err(graph, id, m))?;
+                    graphc_backends::cpu::reference::to_host_checks(&inputs[input], *nonempty, *bound).map_err(|m| node_err(graph, id, m))?;
+                    checks.push(HostCheck::ToHost { node: id, input: input.clone(), nonempty: *nonempty, bound: *bound });
                     values[&args[0]].clone()
                 }
                 Op::StateOut { name } => {
@@ -435,6 +525,9 @@ impl<D: Device> GpuGraph<D> {
                     let op = resolve_dims(op, &env).map_err(|m| node_err(graph, id, m))?;
                     if !self.groups.contains_key(&id) {
                         self.host_checks(&op, &args, &infos, inputs).map_err(|m| node_err(graph, id, m))?;
+                        if matches!(op, Op::KvAppend { .. } | Op::CausalConv1d { .. } | Op::GatedDeltaRule | Op::Gather) {
+                            checks.push(HostCheck::Op { node: id, op: op.clone(), args: args.clone(), infos: infos.clone() });
+                        }
                     }
                     let op_calls = match self.call_cache.get(&id) {
                         Some((cached_op, cached, calls)) if *cached == infos && *cached_op == op => calls.clone(),
@@ -512,22 +605,23 @@ impl<D: Device> GpuGraph<D> {
             };
             values.insert(id, value);
         }
-        let launches: Vec<Launch<'_, D::Buffer>> = calls
-            .iter()
-            .map(|(op_calls, i, buffers)| {
-                let (call, key, _) = &op_calls[*i];
-                Launch { kernel: &call.kernel, key: *key, buffers: buffers.iter().collect(), params: call.params.clone(), groups: call.groups }
-            })
-            .collect();
-        self.device.run(&launches)?;
-        self.last_launches = launches.len();
+        self.device.run(&launches_of(&calls))?;
+        self.last_launches = calls.len();
         if self.folded.is_none() {
             self.folded = Some(self.folding.frontier.iter().map(|f| (*f, values[f].clone())).collect());
         }
         let mut out = HashMap::new();
-        for (name, v) in outputs {
-            out.insert(name, Tensor::f32(v.shape.clone(), self.device.read_f32(&v.buffer)?));
+        for (name, v) in &outputs {
+            out.insert(name.clone(), Tensor::f32(v.shape.clone(), self.device.read_f32(&v.buffer)?));
         }
+        self.replay = recording.then(|| Replay {
+            key,
+            input_buffers: self.input_buffers.clone(),
+            calls,
+            outputs,
+            checks,
+            aliased_permutes: self.aliased_permutes - aliased_before,
+        });
         Ok(out)
     }
 
@@ -570,6 +664,17 @@ impl<D: Device> GpuGraph<D> {
             _ => Ok(()),
         }
     }
+}
+
+/// The launches of a step's kernel calls, in order.
+fn launches_of<B>(calls: &[(KeyedCalls<B>, usize, Vec<B>)]) -> Vec<Launch<'_, B>> {
+    calls
+        .iter()
+        .map(|(op_calls, i, buffers)| {
+            let (call, key, _) = &op_calls[*i];
+            Launch { kernel: &call.kernel, key: *key, buffers: buffers.iter().collect(), params: call.params.clone(), groups: call.groups }
+        })
+        .collect()
 }
 
 /// Elementwise chains: a unary or binary op whose value has exactly one
@@ -760,6 +865,8 @@ pub trait DeviceGraph {
     fn fused_residual_norms(&self) -> usize;
     /// Matmuls written by another matmul's `matmul_stacked` kernel.
     fn stacked_matmuls(&self) -> usize;
+    /// Steps run by replaying a recorded step's launches (`Replay`).
+    fn replayed_steps(&self) -> usize;
     /// The target's binding objects built so far (`Device::bindings_built`).
     fn bindings_built(&self) -> usize;
     /// Permutes run as no copy so far (`keeps_order`).
@@ -796,6 +903,9 @@ impl<D: Device> DeviceGraph for GpuGraph<D> {
     }
     fn stacked_matmuls(&self) -> usize {
         GpuGraph::stacked_matmuls(self)
+    }
+    fn replayed_steps(&self) -> usize {
+        self.replayed_steps
     }
     fn bindings_built(&self) -> usize {
         self.device.bindings_built()

@@ -292,6 +292,9 @@ impl Device for WgpuDevice {
     fn bindings_built(&self) -> usize {
         self.bind_groups_built.load(std::sync::atomic::Ordering::Relaxed)
     }
+    fn same_buffer(&self, a: &GpuBuffer, b: &GpuBuffer) -> bool {
+        (a.id, a.offset, a.bytes) == (b.id, b.offset, b.bytes)
+    }
     fn view(&self, buf: &GpuBuffer, offset: u64, bytes: u64) -> GpuBuffer {
         buf.view(offset, bytes)
     }

@@ -568,6 +568,50 @@ fn gated_matmuls_split_by_rows_like_one_matmul() {
     }
 }
 
+/// Decode steps of the same shapes replay the recorded step's launches
+/// (from the third step: the first folds, the second records) with each
+/// step's own inputs, appending at each step's own offset as the reference
+/// does; the host checks still run on a replayed step, so an offset past
+/// the capacity is refused there too. Where the target cannot tell its
+/// buffers apart (`Device::same_buffer`), nothing is replayed.
+#[test]
+fn decode_steps_replay_the_recorded_launches() {
+    let (b, h, cap, d) = (1, 2, 8, 4);
+    let graph = text::parse(&format!(
+        "graph \"decode\" {{\n  %0 = state{{name=\"cache\"}} : f32[{b}, {h}, {cap}, {d}]\n  %1 = input{{name=\"new\"}} : f32[{b}, {h}, 1, {d}]\n  %2 = input{{name=\"lengths\"}} : i32[{b}]\n  %3 = kv_append{{axis=2, cap={cap}}} %0, %1, %2 : f32[{b}, {h}, {cap}, {d}]\n  %4 = state_out{{name=\"cache\"}} %3 : f32[{b}, {h}, {cap}, {d}]\n  %5 = exp %1 : f32[{b}, {h}, 1, {d}]\n  %6 = output{{name=\"c\"}} %3 : f32[{b}, {h}, {cap}, {d}]\n  %7 = output{{name=\"e\"}} %5 : f32[{b}, {h}, 1, {d}]\n}}\n"
+    ))
+    .unwrap();
+    let Some(mut g) = open_graph(&graph, &graphc_tests_free::NoWeights) else { return };
+    let cache = Tensor::f32(vec![b, h, cap, d], vec![0.0; b * h * cap * d]);
+    g.set_state("cache", &cache).unwrap();
+    let mut want_cache = cache;
+    let replays = std::env::var("GRAPHC_TEST_DEVICE").map_or(true, |d| d == "wgpu");
+    for step in 0..5 {
+        let inputs = HashMap::from([("new".to_string(), t(&[b, h, 1, d], 130 + step as u64)), ("lengths".to_string(), Tensor::i32(vec![b], vec![step]))]);
+        let got = g.step(&inputs).unwrap();
+        let states = HashMap::from([("cache".to_string(), want_cache)]);
+        let mut want = reference::run(&graph, &inputs, states, &graphc_tests_free::NoWeights).unwrap();
+        want_cache = want.states.remove("cache").unwrap();
+        assert_eq!(max_diff(&got["c"], &want_cache), 0.0, "step {step}: the cache differs from the reference's");
+        assert_close(&format!("step {step}: exp"), &got["e"], &want.outputs["e"]);
+        let replayed = if replays { (step as usize).saturating_sub(1) } else { 0 };
+        assert_eq!(g.replayed_steps(), replayed, "step {step}: steps replayed so far");
+    }
+    // Each step wrote its own row: the last step's alone would leave rows 0..4 zero.
+    assert_separates("five appends vs the last", &want_cache, &reference_op_cache_row(&want_cache, 4));
+    let past_cap = HashMap::from([("new".to_string(), t(&[b, h, 1, d], 140)), ("lengths".to_string(), Tensor::i32(vec![b], vec![cap as i32]))]);
+    let err = g.step(&past_cap).unwrap_err().to_string();
+    assert!(err.contains("capacity"), "a replayed step must still check offsets: {err}");
+}
+
+/// `cache` with every row but `row` zeroed.
+fn reference_op_cache_row(cache: &Tensor, row: usize) -> Tensor {
+    let shape = cache.shape().to_vec();
+    let (cap, d) = (shape[2], shape[3]);
+    let data = cache.as_f32().unwrap().iter().enumerate().map(|(i, &v)| if (i / d) % cap == row { v } else { 0.0 }).collect();
+    Tensor::f32(shape, data)
+}
+
 /// A layer's q, k and v projections (one `x`, weights of one type) run
 /// as one kernel (`matmul_stacked`) writing each to its own output, for
 /// every weight type, decode and prefill shapes; row counts 37, 19, 19 put
