@@ -71,6 +71,8 @@ fn gemma3_on_the_gpu_matches_the_reference() {
     // q, k and v stack where all three are q5_0 (9 layers), q and k where
     // v is q8_0 (the other 9).
     assert_eq!(session.kernel_counts()["device_stacked_matmuls"], 9 * 2 + 9, "q/k/v stacked");
+    // q/k norm + rope as one launch a layer, and the K/V appends.
+    assert_eq!(session.kernel_counts()["device_paired_ops"], 2 * 18, "norm_rope and kv_append pairs");
     let mut tokens = vec![];
     while tokens.len() < n_stable {
         let t = argmax(&logits);
@@ -116,6 +118,8 @@ fn smollm2_on_the_gpu_matches_the_reference_as_a_ragged_batch() {
     assert_eq!(session.kernel_counts()["device_fused_residual_norms"], 2 * 30 - 1, "residual norms fused");
     // Each layer's k and v are written by its q projection's kernel.
     assert_eq!(session.kernel_counts()["device_stacked_matmuls"], 2 * 30, "q/k/v stacked");
+    // Each layer's q and k ropes run as one launch, and its K and V appends.
+    assert_eq!(session.kernel_counts()["device_paired_ops"], 2 * 30, "rope and kv_append pairs");
     for (p, l) in prompts.iter().zip(&logits) {
         let want = reference_logits(p["logits_file"].as_str().unwrap());
         let (max, cos) = compare(l, &want);

@@ -233,6 +233,7 @@ impl<'m> Session<'m> {
                     ("device_fused_residual_norms", g.fused_residual_norms() as u64),
                     ("device_stacked_matmuls", g.stacked_matmuls() as u64),
                     ("device_replayed_steps", g.replayed_steps() as u64),
+                    ("device_paired_ops", g.paired_ops() as u64),
                 ]
                 .into()
             }

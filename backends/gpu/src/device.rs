@@ -212,6 +212,7 @@ pub fn bind_args<D: Device>(
             Arg::InPlace(_) | Arg::Output => result.clone(),
             Arg::Constant(_) => constants.next().expect("one uploaded buffer per constant (upload_constants)").clone(),
             Arg::ExtraOutput(_) => extra.next().expect("one buffer per further result").clone(),
+            Arg::ExtraInPlace(i) => inputs[*i].clone(),
         })
         .collect()
 }

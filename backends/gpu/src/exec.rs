@@ -131,6 +131,10 @@ enum Group {
     /// Two or three matmuls of one `x` (`stacked_matmuls`): leaves
     /// `x, w0, w1[, w2]`, the root the last, the others co-produced.
     Stacked,
+    /// Two independent ops of one kind, as one stacked launch
+    /// (`paired_ops`, `stack`): leaves the root's operands (`root_inputs`
+    /// of them), then the co-produced node's.
+    Pair { root_inputs: usize },
 }
 
 /// A fused group, run as one kernel where its root (the node whose value
@@ -305,6 +309,7 @@ impl<D: Device> GpuGraph<D> {
         groups.extend(gated);
         groups.extend(residual_norms(graph, &order, &groups, &inner));
         groups.extend(stacked_matmuls(graph, &order, &inner, device.binding_limits()));
+        groups.extend(paired_ops(graph, &order, &groups, &inner));
         // Where each co-produced node's value is written: its group's root.
         let written_at: HashMap<NodeId, NodeId> = groups.iter().flat_map(|(&root, g)| g.also.iter().map(move |&n| (n, root))).collect();
         let operands = |id: NodeId| groups.get(&id).map_or_else(|| graph.inputs(id), |g| g.leaves.clone());
@@ -375,6 +380,12 @@ impl<D: Device> GpuGraph<D> {
     /// count: a layer's q and k, launched with its v).
     pub fn stacked_matmuls(&self) -> usize {
         self.groups.values().filter(|g| matches!(g.group, Group::Stacked)).map(|g| g.also.len()).sum()
+    }
+
+    /// Ops launched stacked with another of their kind (`paired_ops`'
+    /// count: a layer's q/k ropes, its K/V appends).
+    pub fn paired_ops(&self) -> usize {
+        self.groups.values().filter(|g| matches!(g.group, Group::Pair { .. })).count()
     }
 
     /// Residual adds written by the following norm's kernel
@@ -454,6 +465,7 @@ impl<D: Device> GpuGraph<D> {
             }
         }
         let recording = self.replayable && self.folded.is_some();
+        let mut sinks = vec![];
         let mut checks = vec![];
         let aliased_before = self.aliased_permutes;
 
@@ -505,12 +517,10 @@ impl<D: Device> GpuGraph<D> {
                     checks.push(HostCheck::ToHost { node: id, input: input.clone(), nonempty: *nonempty, bound: *bound });
                     values[&args[0]].clone()
                 }
-                Op::StateOut { name } => {
-                    self.states.insert(name.clone(), values[&args[0]].clone());
-                    continue;
-                }
-                Op::Output { name } => {
-                    outputs.push((name.clone(), values[&args[0]].clone()));
+                // Taken once every kernel of the step is placed: a paired
+                // node's value is written where its pair's root stands.
+                Op::StateOut { .. } | Op::Output { .. } => {
+                    sinks.push(id);
                     continue;
                 }
                 // Written by its group's kernel, at the group's root.
@@ -523,10 +533,22 @@ impl<D: Device> GpuGraph<D> {
                     let infos: Vec<ArgInfo> =
                         operand_ids.iter().map(|a| ArgInfo { dtype: values[a].dtype, shape: values[a].shape.clone() }).collect();
                     let op = resolve_dims(op, &env).map_err(|m| node_err(graph, id, m))?;
-                    if !self.groups.contains_key(&id) {
-                        self.host_checks(&op, &args, &infos, inputs).map_err(|m| node_err(graph, id, m))?;
-                        if matches!(op, Op::KvAppend { .. } | Op::CausalConv1d { .. } | Op::GatedDeltaRule | Op::Gather) {
-                            checks.push(HostCheck::Op { node: id, op: op.clone(), args: args.clone(), infos: infos.clone() });
+                    // The host checks of each op the launch runs on its own operands.
+                    let mut checked = vec![];
+                    match self.groups.get(&id) {
+                        None => checked.push((id, op.clone(), args.clone(), infos.clone())),
+                        Some(Fused { group: Group::Pair { root_inputs }, also, .. }) => {
+                            let other = also[0];
+                            let other_op = resolve_dims(&graph.node(other).op, &env).map_err(|m| node_err(graph, other, m))?;
+                            checked.push((id, op.clone(), args.clone(), infos[..*root_inputs].to_vec()));
+                            checked.push((other, other_op, graph.inputs(other), infos[*root_inputs..].to_vec()));
+                        }
+                        Some(_) => {}
+                    }
+                    for (node, node_op, node_args, node_infos) in checked {
+                        self.host_checks(&node_op, &node_args, &node_infos, inputs).map_err(|m| node_err(graph, node, m))?;
+                        if matches!(node_op, Op::KvAppend { .. } | Op::CausalConv1d { .. } | Op::GatedDeltaRule | Op::Gather) {
+                            checks.push(HostCheck::Op { node, op: node_op, args: node_args, infos: node_infos });
                         }
                     }
                     let op_calls = match self.call_cache.get(&id) {
@@ -541,6 +563,20 @@ impl<D: Device> GpuGraph<D> {
                                     crate::lower::lower_add_norm(*kind, *eps, &infos, self.device.target()).map(|c| vec![c])
                                 }
                                 Some(Group::Stacked) => crate::lower::lower_stacked_matmuls(&infos, self.device.target()).map(|c| vec![c]),
+                                Some(Group::Pair { root_inputs }) => {
+                                    let other = self.groups[&id].also[0];
+                                    let other_op = resolve_dims(&graph.node(other).op, &env).map_err(|m| node_err(graph, other, m))?;
+                                    let limits = self.device.binding_limits();
+                                    let one = |op: &Op, infos: &[ArgInfo]| -> Result<KernelCall, crate::lower::LowerError> {
+                                        let mut calls = lower(op, infos, self.device.target(), limits)?;
+                                        // Rope and kv_append lower to one call each.
+                                        let call = calls.pop().expect("one call");
+                                        assert!(calls.is_empty(), "a paired op lowers to one call");
+                                        Ok(call)
+                                    };
+                                    let (root_infos, other_infos) = infos.split_at(*root_inputs);
+                                    one(&op, root_infos).and_then(|a| Ok(crate::stack::stack_calls(&a, &one(&other_op, other_infos)?, *root_inputs))).map(|c| vec![c])
+                                }
                                 None => lower(&op, &infos, self.device.target(), self.device.binding_limits()),
                             };
                             let calls = calls.map_err(|e| node_err(graph, id, e.to_string()))?;
@@ -587,13 +623,20 @@ impl<D: Device> GpuGraph<D> {
                     };
                     // A group's further results: its co-produced nodes' values.
                     let also = self.groups.get(&id).map(|g| g.also.clone()).unwrap_or_default();
-                    let extra_shapes: Vec<Vec<usize>> =
-                        op_calls[0].0.args.iter().filter_map(|a| if let Arg::ExtraOutput(shape) = a { Some(shape.clone()) } else { None }).collect();
+                    let further = op_calls[0].0.args.iter().filter(|a| matches!(a, Arg::ExtraOutput(_) | Arg::ExtraInPlace(_)));
                     let mut extra = vec![];
-                    for (&node, shape) in also.iter().zip(&extra_shapes) {
-                        let buffer = result_buffer(node, shape)?;
-                        extra.push(buffer.clone());
-                        values.insert(node, DeviceValue { buffer, dtype: DType::F32, shape: shape.clone() });
+                    for (&node, arg) in also.iter().zip(further) {
+                        let value = match arg {
+                            Arg::ExtraOutput(shape) => {
+                                let buffer = result_buffer(node, shape)?;
+                                extra.push(buffer.clone());
+                                DeviceValue { buffer, dtype: DType::F32, shape: shape.clone() }
+                            }
+                            // In place: the operand's buffer, under the node's shape.
+                            Arg::ExtraInPlace(i) => DeviceValue { buffer: operands[*i].clone(), dtype: DType::F32, shape: concrete(node)? },
+                            _ => unreachable!("filtered above"),
+                        };
+                        values.insert(node, value);
                     }
                     for i in 0..op_calls.len() {
                         let (call, _, constants) = &op_calls[i];
@@ -604,6 +647,16 @@ impl<D: Device> GpuGraph<D> {
                 }
             };
             values.insert(id, value);
+        }
+        for id in sinks {
+            let value = values[&graph.inputs(id)[0]].clone();
+            match &graph.node(id).op {
+                Op::StateOut { name } => {
+                    self.states.insert(name.clone(), value);
+                }
+                Op::Output { name } => outputs.push((name.clone(), value)),
+                _ => unreachable!("sinks are state_out and output nodes"),
+            }
         }
         self.device.run(&launches_of(&calls))?;
         self.last_launches = calls.len();
@@ -796,6 +849,51 @@ fn stacked_matmuls(graph: &Graph, order: &[NodeId], inner: &std::collections::Ha
     fused
 }
 
+/// Paired ops: two ropes (a layer's q and k) or two `kv_append`s (its K
+/// and V caches) with equal attributes run as one stacked launch
+/// (`stack`), where the later of the two stands in `order`: a launch fewer
+/// per pair. Legal when neither is in another group and every reader of
+/// the earlier one (bar `state_out` and `output`, which take values once
+/// the step's kernels are placed) runs after the later one, so neither
+/// reads the other and the earlier one's value exists before it is read.
+fn paired_ops(graph: &Graph, order: &[NodeId], groups: &Groups, inner: &std::collections::HashSet<NodeId>) -> Groups {
+    let position: HashMap<NodeId, usize> = order.iter().enumerate().map(|(i, &n)| (n, i)).collect();
+    let written_at: HashMap<NodeId, NodeId> = groups.iter().flat_map(|(&root, g)| g.also.iter().map(move |&n| (n, root))).collect();
+    // Where a node's kernel actually runs.
+    let runs_at = |mut id: NodeId| loop {
+        if inner.contains(&id) {
+            id = graph.users(id)[0];
+        } else if let Some(&root) = written_at.get(&id) {
+            id = root;
+        } else {
+            return position[&id];
+        }
+    };
+    let stackable = |id: NodeId| matches!(graph.node(id).op, Op::Rope { .. } | Op::NormRope { .. } | Op::KvAppend { .. });
+    let free = |id: NodeId| !groups.contains_key(&id) && !inner.contains(&id) && !written_at.contains_key(&id);
+    let mut paired = std::collections::HashSet::new();
+    let mut fused: Groups = HashMap::new();
+    for (at, &first) in order.iter().enumerate() {
+        if !stackable(first) || !free(first) || paired.contains(&first) {
+            continue;
+        }
+        let op = &graph.node(first).op;
+        let Some(&second) = order[at + 1..].iter().find(|&&n| graph.node(n).op == *op && free(n) && !paired.contains(&n)) else { continue };
+        let readers_after = graph
+            .users(first)
+            .iter()
+            .filter(|&&r| !matches!(graph.node(r).op, Op::StateOut { .. } | Op::Output { .. }))
+            .all(|&r| runs_at(r) > position[&second]);
+        if readers_after {
+            paired.extend([first, second]);
+            let root_inputs = graph.inputs(second).len();
+            let leaves = graph.inputs(second).into_iter().chain(graph.inputs(first)).collect();
+            fused.insert(second, Fused { group: Group::Pair { root_inputs }, leaves, also: vec![first] });
+        }
+    }
+    fused
+}
+
 /// Residual norms: `norm(add(a, b))`, where `a` and `b` have the add's
 /// shape, runs as one `add_norm` kernel that writes the sum too (the
 /// residual stream's next value, read again by the next residual add): a
@@ -867,6 +965,8 @@ pub trait DeviceGraph {
     fn stacked_matmuls(&self) -> usize;
     /// Steps run by replaying a recorded step's launches (`Replay`).
     fn replayed_steps(&self) -> usize;
+    /// Pairs of ops launched as one stacked kernel (`paired_ops`).
+    fn paired_ops(&self) -> usize;
     /// The target's binding objects built so far (`Device::bindings_built`).
     fn bindings_built(&self) -> usize;
     /// Permutes run as no copy so far (`keeps_order`).
@@ -906,6 +1006,9 @@ impl<D: Device> DeviceGraph for GpuGraph<D> {
     }
     fn replayed_steps(&self) -> usize {
         self.replayed_steps
+    }
+    fn paired_ops(&self) -> usize {
+        GpuGraph::paired_ops(self)
     }
     fn bindings_built(&self) -> usize {
         self.device.bindings_built()

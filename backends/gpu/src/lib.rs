@@ -17,6 +17,7 @@ pub mod kernels;
 pub mod kir;
 pub mod lower;
 pub mod metal_rt;
+pub mod stack;
 pub mod wgpu_rt;
 
 pub use emit::{emit, EmitError, Target};

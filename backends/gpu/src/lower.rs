@@ -32,6 +32,10 @@ pub enum Arg {
     /// `ExtraOutput` of a call is the value of the group's `i`-th
     /// co-produced node (`add_norm`'s residual sum).
     ExtraOutput(Vec<usize>),
+    /// A further result of a fused group written in place into input `i`
+    /// (the second of two stacked `kv_append`s): in order with the
+    /// `ExtraOutput`s, the value of the group's next co-produced node.
+    ExtraInPlace(usize),
 }
 
 /// One launch of one kernel for (part of) one op.

@@ -568,6 +568,57 @@ fn gated_matmuls_split_by_rows_like_one_matmul() {
     }
 }
 
+/// A layer's q and k rotations, and its K and V appends, each run as one
+/// stacked launch (`graphc_gpu::stack`): per-row positions and offsets, q
+/// with more heads than k; every output bit for bit what the ops' own
+/// kernels give one at a time, and the reference's values.
+#[test]
+fn paired_ropes_and_appends_run_as_one_launch_each() {
+    let (b, nh, nkv, s, cap, d) = (2, 3, 2, 5, 8, 16);
+    let graph = text::parse(&format!(
+        "graph \"pairs\" {{\n  %0 = input{{name=\"q\"}} : f32[{b}, {nh}, {s}, {d}]\n  %1 = input{{name=\"k\"}} : f32[{b}, {nkv}, {s}, {d}]\n  %2 = input{{name=\"v\"}} : f32[{b}, {nkv}, {s}, {d}]\n  %3 = input{{name=\"positions\"}} : i32[{b}, {s}]\n  %4 = input{{name=\"lengths\"}} : i32[{b}]\n  %5 = rope{{style=gptj, rotary_dim=12, theta=10000.0}} %0, %3 : f32[{b}, {nh}, {s}, {d}]\n  %6 = rope{{style=gptj, rotary_dim=12, theta=10000.0}} %1, %3 : f32[{b}, {nkv}, {s}, {d}]\n  %7 = state{{name=\"k_cache\"}} : f32[{b}, {nkv}, {cap}, {d}]\n  %8 = kv_append{{axis=2, cap={cap}}} %7, %6, %4 : f32[{b}, {nkv}, {cap}, {d}]\n  %9 = state_out{{name=\"k_cache\"}} %8 : f32[{b}, {nkv}, {cap}, {d}]\n  %10 = state{{name=\"v_cache\"}} : f32[{b}, {nkv}, {cap}, {d}]\n  %11 = kv_append{{axis=2, cap={cap}}} %10, %2, %4 : f32[{b}, {nkv}, {cap}, {d}]\n  %12 = state_out{{name=\"v_cache\"}} %11 : f32[{b}, {nkv}, {cap}, {d}]\n  %13 = output{{name=\"q_rot\"}} %5 : f32[{b}, {nh}, {s}, {d}]\n  %14 = output{{name=\"k_out\"}} %8 : f32[{b}, {nkv}, {cap}, {d}]\n  %15 = output{{name=\"v_out\"}} %11 : f32[{b}, {nkv}, {cap}, {d}]\n}}\n"
+    ))
+    .unwrap();
+    let positions = Tensor::i32(vec![b, s], vec![0, 1, 2, 3, 4, 2, 3, 4, 5, 6]);
+    let lengths = Tensor::i32(vec![b], vec![0, 2]);
+    let inputs = HashMap::from([
+        ("q".to_string(), t(&[b, nh, s, d], 150)),
+        ("k".to_string(), t(&[b, nkv, s, d], 151)),
+        ("v".to_string(), t(&[b, nkv, s, d], 152)),
+        ("positions".to_string(), positions.clone()),
+        ("lengths".to_string(), lengths.clone()),
+    ]);
+    let caches = [("k_cache", t(&[b, nkv, cap, d], 153)), ("v_cache", t(&[b, nkv, cap, d], 154))];
+    let Some(mut g) = open_graph(&graph, &graphc_tests_free::NoWeights) else { return };
+    for (name, cache) in &caches {
+        g.set_state(name, cache).unwrap();
+    }
+    let got = g.step(&inputs).unwrap();
+    assert_eq!(g.paired_ops(), 2, "the ropes pair, and the appends");
+    assert_eq!(g.last_launches(), 2, "one launch per pair");
+    let states: HashMap<String, Tensor> = caches.iter().map(|(n, c)| (n.to_string(), c.clone())).collect();
+    let want = reference::run(&graph, &inputs, states, &graphc_tests_free::NoWeights).unwrap().outputs;
+    for name in ["q_rot", "k_out", "v_out"] {
+        assert_close(name, &got[name], &want[name]);
+    }
+    // The ops one at a time on the same device.
+    let dev = device().unwrap();
+    let rope = Op::Rope { style: RopeStyle::GptJ, rotary_dim: 12, theta: 10000.0, scaling: RopeScaling::None };
+    let append = Op::KvAppend { axis: 2, cap: graphc_ir::Dim::konst(cap as i64), window: None };
+    let q_rot = dev.run_op(&rope, &[OpInput::Tensor(&inputs["q"]), OpInput::Tensor(&positions)]).unwrap();
+    let k_rot = dev.run_op(&rope, &[OpInput::Tensor(&inputs["k"]), OpInput::Tensor(&positions)]).unwrap();
+    let k_out = dev.run_op(&append, &[OpInput::Tensor(&caches[0].1), OpInput::Tensor(&k_rot), OpInput::Tensor(&lengths)]).unwrap();
+    let v_out = dev.run_op(&append, &[OpInput::Tensor(&caches[1].1), OpInput::Tensor(&inputs["v"]), OpInput::Tensor(&lengths)]).unwrap();
+    let bits = |t: &Tensor| t.as_f32().unwrap().iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+    for (name, alone) in [("q_rot", &q_rot), ("k_out", &k_out), ("v_out", &v_out)] {
+        assert!(bits(&got[name]) == bits(alone), "{name}: the stacked launch differs from the op's own kernel in its bits");
+    }
+    // K and V caches each got their own rows.
+    assert_separates("k cache vs v cache", &got["k_out"], &got["v_out"]);
+    let unrotated = dev.run_op(&append, &[OpInput::Tensor(&caches[0].1), OpInput::Tensor(&inputs["k"]), OpInput::Tensor(&lengths)]).unwrap();
+    assert_separates("k appended rotated", &got["k_out"], &unrotated);
+}
+
 /// Decode steps of the same shapes replay the recorded step's launches
 /// (from the third step: the first folds, the second records) with each
 /// step's own inputs, appending at each step's own offset as the reference

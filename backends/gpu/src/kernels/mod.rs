@@ -98,6 +98,11 @@ pub fn catalog() -> Vec<(&'static str, Kernel)> {
     all.push(("matmul_glu", matmul::matmul_glu(DType::Q4K, 1, UnaryOp::GeluTanh)));
     all.push(("attention", attention::attention()));
     all.push(("kv_append", kv_append::kv_append()));
+    // Stacked pairs (`crate::stack`): a layer's K and V appends, its q and
+    // k rotations (with and without the q/k norm).
+    all.push(("stacked", crate::stack::stack_kernels(&kv_append::kv_append(), &kv_append::kv_append())));
+    all.push(("stacked", crate::stack::stack_kernels(&rope::rope(RopeStyle::GptJ), &rope::rope(RopeStyle::GptJ))));
+    all.push(("stacked", crate::stack::stack_kernels(&rope::norm_rope(RopeStyle::Neox), &rope::norm_rope(RopeStyle::Neox))));
     all.push(("layout", layout::strided_copy()));
     all.push(("layout", layout::strided_store()));
     all.push(("recurrent", recurrent::causal_conv1d()));
