@@ -18,13 +18,18 @@
 //! allocates nothing and binds exactly what the step before bound (wgpu
 //! builds no bind group). Results that become state or stay folded have no
 //! slot; step outputs keep theirs to the end of the step.
+//!
+//! Fusion: the groups `fuse` forms run as one kernel each, where the
+//! group's root stands; `state_out` and `output` take their values once
+//! every kernel of the step is placed. Replay: a step with the recorded
+//! step's dims and input shapes runs its launches again (`Replay`).
 
 use crate::lower::{lower, Arg, ArgInfo, KernelCall};
 use crate::device::{bind_args, tensor_bytes, upload_constants, Device, Launch};
-use crate::kernels::elementwise::Chain;
+use crate::fuse::{Fused, Group, Groups};
 use crate::GpuError;
 use graphc_backends::{Tensor, WeightSource};
-use graphc_ir::{BinaryOp, DType, Dim, Graph, NodeId, NormKind, Op, UnaryOp};
+use graphc_ir::{DType, Dim, Graph, NodeId, Op};
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -48,7 +53,7 @@ pub struct GpuGraph<D: Device> {
     weights: HashMap<String, D::Buffer>,
     states: HashMap<String, DeviceValue<D::Buffer>>,
     plan: BufferPlan,
-    /// Fused groups run as one kernel: root node → (group, leaves).
+    /// Fused groups (`fuse`), by root.
     groups: Groups,
     /// Nodes folded into a group's root (no launch of their own).
     inner: std::collections::HashSet<NodeId>,
@@ -116,42 +121,6 @@ type KeyedCalls<B> = Arc<Vec<(KernelCall, u64, Vec<B>)>>;
 
 /// Per node: the op and input shapes its calls were lowered for.
 type CallCache<B> = HashMap<NodeId, (Op, Vec<ArgInfo>, KeyedCalls<B>)>;
-
-/// What a fused group's one kernel computes.
-#[derive(Clone, Debug)]
-enum Group {
-    /// An elementwise chain (`elementwise_chains`).
-    Chain(Chain),
-    /// `glu{act}` of two matmuls of one input (`gated_matmuls`): leaves
-    /// `x, w_gate, w_up`.
-    GatedMatMul(UnaryOp),
-    /// `norm(add(a, b))` that also writes the sum (`residual_norms`):
-    /// leaves `a, b, w[, bias]`, the add co-produced.
-    AddNorm(NormKind, f32),
-    /// Two or three matmuls of one `x` (`stacked_matmuls`): leaves
-    /// `x, w0, w1[, w2]`, the root the last, the others co-produced.
-    Stacked,
-    /// Two independent ops of one kind, as one stacked launch
-    /// (`paired_ops`, `stack`): leaves the root's operands (`root_inputs`
-    /// of them), then the co-produced node's.
-    Pair { root_inputs: usize },
-}
-
-/// A fused group, run as one kernel where its root (the node whose value
-/// is the kernel's main result) stands in the order.
-#[derive(Clone, Debug)]
-struct Fused {
-    group: Group,
-    /// What the kernel reads, in its input order.
-    leaves: Vec<NodeId>,
-    /// Nodes before the root whose values the same kernel writes too
-    /// (`Arg::ExtraOutput`, in order); each has a buffer of its own, and
-    /// every reader of one comes after the root.
-    also: Vec<NodeId>,
-}
-
-/// Group roots → their groups.
-type Groups = HashMap<NodeId, Fused>;
 
 /// Which kernel results share a buffer, from the graph alone.
 struct BufferPlan {
@@ -301,15 +270,7 @@ impl<D: Device> GpuGraph<D> {
                 uploaded.insert(name.clone(), device.upload(w.bytes)?);
             }
         }
-        let (mut groups, mut inner) = elementwise_chains(graph, &order);
-        let gated = gated_matmuls(graph, &order);
-        for &root in gated.keys() {
-            inner.extend(graph.inputs(root));
-        }
-        groups.extend(gated);
-        groups.extend(residual_norms(graph, &order, &groups, &inner));
-        groups.extend(stacked_matmuls(graph, &order, &inner, device.binding_limits()));
-        groups.extend(paired_ops(graph, &order, &groups, &inner));
+        let (groups, inner) = crate::fuse::groups(graph, &order, device.binding_limits());
         // Where each co-produced node's value is written: its group's root.
         let written_at: HashMap<NodeId, NodeId> = groups.iter().flat_map(|(&root, g)| g.also.iter().map(move |&n| (n, root))).collect();
         let operands = |id: NodeId| groups.get(&id).map_or_else(|| graph.inputs(id), |g| g.leaves.clone());
@@ -728,201 +689,6 @@ fn launches_of<B>(calls: &[(KeyedCalls<B>, usize, Vec<B>)]) -> Vec<Launch<'_, B>
             Launch { kernel: &call.kernel, key: *key, buffers: buffers.iter().collect(), params: call.params.clone(), groups: call.groups }
         })
         .collect()
-}
-
-/// Elementwise chains: a unary or binary op whose value has exactly one
-/// user, itself unary or binary and of the same shape, is folded into that
-/// user's kernel (recursively), so `c * tanh(x / c)` is one launch. The
-/// chain keeps each op's own arithmetic; only the rounding to memory
-/// between them goes away.
-fn elementwise_chains(graph: &Graph, order: &[NodeId]) -> (Groups, std::collections::HashSet<NodeId>) {
-    let elementwise = |id: NodeId| matches!(graph.node(id).op, Op::Unary(_) | Op::Binary(_)) && graph.ty(id).dtype == DType::F32;
-    let mut inner = std::collections::HashSet::new();
-    for &id in order {
-        let users = graph.users(id);
-        if elementwise(id) && users.len() == 1 && elementwise(users[0]) && graph.ty(id).shape == graph.ty(users[0]).shape {
-            inner.insert(id);
-        }
-    }
-    fn build(graph: &Graph, id: NodeId, inner: &std::collections::HashSet<NodeId>, leaves: &mut Vec<NodeId>) -> Chain {
-        let mut operand = |input: NodeId| {
-            if inner.contains(&input) {
-                build(graph, input, inner, leaves)
-            } else {
-                let i = leaves.iter().position(|&l| l == input).unwrap_or_else(|| {
-                    leaves.push(input);
-                    leaves.len() - 1
-                });
-                Chain::Input(i)
-            }
-        };
-        let inputs = graph.inputs(id);
-        match graph.node(id).op {
-            Op::Unary(u) => Chain::Unary(u, Box::new(operand(inputs[0]))),
-            Op::Binary(b) => {
-                let x = operand(inputs[0]);
-                Chain::Binary(b, Box::new(x), Box::new(operand(inputs[1])))
-            }
-            _ => unreachable!("chains hold unary and binary ops"),
-        }
-    }
-    let mut chains = HashMap::new();
-    for &id in order {
-        let roots_a_chain = elementwise(id) && !inner.contains(&id) && graph.inputs(id).iter().any(|i| inner.contains(i));
-        if roots_a_chain {
-            let mut leaves = vec![];
-            let tree = build(graph, id, &inner, &mut leaves);
-            chains.insert(id, Fused { group: Group::Chain(tree), leaves, also: vec![] });
-        }
-    }
-    (chains, inner)
-}
-
-/// Gated MLPs: `glu{act}(matmul(x, w_gate), matmul(x, w_up))` where both
-/// matmuls read the same `x`, their weights are of one type and shape, and
-/// the glu is each one's only user, runs as one `matmul_glu` kernel: a
-/// decode step launches two kernels fewer per layer and writes neither
-/// projection. Each dot product and the product are formed as the three
-/// kernels form them.
-fn gated_matmuls(graph: &Graph, order: &[NodeId]) -> Groups {
-    let mut groups = HashMap::new();
-    for &id in order {
-        let Op::Glu { act } = graph.node(id).op else { continue };
-        let (gate, up) = match graph.inputs(id)[..] {
-            [gate, up] if gate != up => (gate, up),
-            _ => continue,
-        };
-        let projection = |m: NodeId| -> Option<(NodeId, NodeId)> {
-            let inputs = graph.inputs(m);
-            let is_weight = matches!(graph.node(*inputs.get(1)?).op, Op::Weight { .. });
-            (graph.node(m).op == Op::MatMul && is_weight && graph.users(m).len() == 1).then(|| (inputs[0], inputs[1]))
-        };
-        let (Some((x, w_gate)), Some((x_up, w_up))) = (projection(gate), projection(up)) else { continue };
-        if x == x_up && graph.ty(w_gate) == graph.ty(w_up) {
-            groups.insert(id, Fused { group: Group::GatedMatMul(act), leaves: vec![x, w_gate, w_up], also: vec![] });
-        }
-    }
-    groups
-}
-
-/// Stacked projections: two or three matmuls of the same `x` (a layer's
-/// q, k and v) whose weights share a type (so one kernel decodes them all)
-/// and each fit one binding run as one `matmul_stacked` kernel, where the
-/// first of them stands in `order`: two launches fewer per q/k/v. Legal
-/// whenever no matmul is in another group: all of them read only `x` and
-/// weights, which are there at the first one's position. Each output
-/// column is summed as `matmul` sums it.
-fn stacked_matmuls(graph: &Graph, order: &[NodeId], inner: &std::collections::HashSet<NodeId>, limits: crate::device::BindingLimits) -> Groups {
-    let position: HashMap<NodeId, usize> = order.iter().enumerate().map(|(i, &n)| (n, i)).collect();
-    let mut fused: Groups = HashMap::new();
-    for &x in order {
-        // x's projections by weight type, in order.
-        let mut by_dtype: Vec<(DType, Vec<NodeId>)> = vec![];
-        let mut users = graph.users(x);
-        users.sort_by_key(|u| position[u]);
-        users.dedup();
-        for m in users {
-            let inputs = graph.inputs(m);
-            if graph.node(m).op != Op::MatMul || inputs[0] != x || inner.contains(&m) {
-                continue;
-            }
-            let w = graph.ty(inputs[1]);
-            let weight_bytes = w.shape.iter().map(|d| d.as_const().unwrap_or(i64::MAX / 4)).product::<i64>() as u64 / w.dtype.block_elems() as u64
-                * w.dtype.block_bytes() as u64;
-            if !matches!(graph.node(inputs[1]).op, Op::Weight { .. }) || weight_bytes > limits.max_bytes {
-                continue;
-            }
-            match by_dtype.iter_mut().find(|(d, _)| *d == w.dtype) {
-                Some((_, ms)) => ms.push(m),
-                None => by_dtype.push((w.dtype, vec![m])),
-            }
-        }
-        for (_, ms) in by_dtype {
-            for stack in ms.chunks(3).filter(|c| c.len() >= 2) {
-                // The first runs the kernel; its weight goes last (the main result).
-                let (&root, later) = stack.split_first().unwrap();
-                let leaves = std::iter::once(x).chain(later.iter().chain([&root]).map(|&m| graph.inputs(m)[1])).collect();
-                fused.insert(root, Fused { group: Group::Stacked, leaves, also: later.to_vec() });
-            }
-        }
-    }
-    fused
-}
-
-/// Paired ops: two ropes (a layer's q and k) or two `kv_append`s (its K
-/// and V caches) with equal attributes run as one stacked launch
-/// (`stack`), where the later of the two stands in `order`: a launch fewer
-/// per pair. Legal when neither is in another group and every reader of
-/// the earlier one (bar `state_out` and `output`, which take values once
-/// the step's kernels are placed) runs after the later one, so neither
-/// reads the other and the earlier one's value exists before it is read.
-fn paired_ops(graph: &Graph, order: &[NodeId], groups: &Groups, inner: &std::collections::HashSet<NodeId>) -> Groups {
-    let position: HashMap<NodeId, usize> = order.iter().enumerate().map(|(i, &n)| (n, i)).collect();
-    let written_at: HashMap<NodeId, NodeId> = groups.iter().flat_map(|(&root, g)| g.also.iter().map(move |&n| (n, root))).collect();
-    // Where a node's kernel actually runs.
-    let runs_at = |mut id: NodeId| loop {
-        if inner.contains(&id) {
-            id = graph.users(id)[0];
-        } else if let Some(&root) = written_at.get(&id) {
-            id = root;
-        } else {
-            return position[&id];
-        }
-    };
-    let stackable = |id: NodeId| matches!(graph.node(id).op, Op::Rope { .. } | Op::NormRope { .. } | Op::KvAppend { .. });
-    let free = |id: NodeId| !groups.contains_key(&id) && !inner.contains(&id) && !written_at.contains_key(&id);
-    let mut paired = std::collections::HashSet::new();
-    let mut fused: Groups = HashMap::new();
-    for (at, &first) in order.iter().enumerate() {
-        if !stackable(first) || !free(first) || paired.contains(&first) {
-            continue;
-        }
-        let op = &graph.node(first).op;
-        let Some(&second) = order[at + 1..].iter().find(|&&n| graph.node(n).op == *op && free(n) && !paired.contains(&n)) else { continue };
-        let readers_after = graph
-            .users(first)
-            .iter()
-            .filter(|&&r| !matches!(graph.node(r).op, Op::StateOut { .. } | Op::Output { .. }))
-            .all(|&r| runs_at(r) > position[&second]);
-        if readers_after {
-            paired.extend([first, second]);
-            let root_inputs = graph.inputs(second).len();
-            let leaves = graph.inputs(second).into_iter().chain(graph.inputs(first)).collect();
-            fused.insert(second, Fused { group: Group::Pair { root_inputs }, leaves, also: vec![first] });
-        }
-    }
-    fused
-}
-
-/// Residual norms: `norm(add(a, b))`, where `a` and `b` have the add's
-/// shape, runs as one `add_norm` kernel that writes the sum too (the
-/// residual stream's next value, read again by the next residual add): a
-/// launch fewer per norm after a residual add, two a layer. Legal when the
-/// add is in no other group, reads no weight, and each of its other
-/// readers comes after the norm in `order` (the kernel runs where the norm
-/// stands). The sum and the norm are formed as the two kernels form them.
-fn residual_norms(graph: &Graph, order: &[NodeId], groups: &Groups, inner: &std::collections::HashSet<NodeId>) -> Groups {
-    let position: HashMap<NodeId, usize> = order.iter().enumerate().map(|(i, &n)| (n, i)).collect();
-    let mut fused: Groups = HashMap::new();
-    let mut taken = std::collections::HashSet::new();
-    for &id in order {
-        let Op::Norm { kind, eps } = graph.node(id).op else { continue };
-        let inputs = graph.inputs(id);
-        let add = inputs[0];
-        if graph.node(add).op != Op::Binary(BinaryOp::Add) || groups.contains_key(&id) || groups.contains_key(&add) || inner.contains(&add) {
-            continue;
-        }
-        let operands = graph.inputs(add);
-        let same_shape = operands.iter().all(|&o| graph.ty(o).shape == graph.ty(add).shape && graph.ty(o).dtype == DType::F32);
-        let reads_weight = operands.iter().any(|&o| matches!(graph.node(o).op, Op::Weight { .. } | Op::Const { .. }));
-        let readers_after = graph.users(add).iter().all(|u| *u == id || position[u] > position[&id]);
-        if same_shape && !reads_weight && readers_after && taken.insert(add) {
-            let mut leaves = operands;
-            leaves.extend(&inputs[1..]);
-            fused.insert(id, Fused { group: Group::AddNorm(kind, eps), leaves, also: vec![add] });
-        }
-    }
-    fused
 }
 
 /// Whether permuting `shape` by `perm` leaves every element where it is in

@@ -13,6 +13,7 @@ pub mod cuda_rt;
 pub mod device;
 pub mod emit;
 pub mod exec;
+pub mod fuse;
 pub mod kernels;
 pub mod kir;
 pub mod lower;
