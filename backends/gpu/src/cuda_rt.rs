@@ -282,7 +282,9 @@ impl Device for CudaDevice {
     }
     fn binding_limits(&self) -> BindingLimits {
         // Kernels index buffers with u32 element offsets: 4 GiB of words.
-        BindingLimits { max_bytes: u32::MAX as u64, offset_alignment: 256 }
+        // Buffers are kernel parameters (pointers): 4 KiB of them allows
+        // hundreds; 64 bounds what a stacked kernel passes.
+        BindingLimits { max_bytes: u32::MAX as u64, offset_alignment: 256, max_buffers: 64 }
     }
     fn run(&self, launches: &[Launch<'_, CudaBuffer>]) -> Result<(), GpuError> {
         for l in launches {

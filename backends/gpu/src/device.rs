@@ -71,6 +71,9 @@ pub struct BindingLimits {
     pub max_bytes: u64,
     /// Storage binding offsets are multiples of this.
     pub offset_alignment: u64,
+    /// Storage buffers one kernel may bind (a stacked pair over it runs
+    /// as its two calls).
+    pub max_buffers: u32,
 }
 
 /// Workgroups for one invocation per element of `n`.

@@ -536,7 +536,16 @@ impl<D: Device> GpuGraph<D> {
                                         Ok(call)
                                     };
                                     let (root_infos, other_infos) = infos.split_at(*root_inputs);
-                                    one(&op, root_infos).and_then(|a| Ok(crate::stack::stack_calls(&a, &one(&other_op, other_infos)?, *root_inputs))).map(|c| vec![c])
+                                    let pair = one(&op, root_infos).and_then(|a| Ok((a, one(&other_op, other_infos)?)));
+                                    pair.map(|(a, b)| {
+                                        let stacked = crate::stack::stack_calls(&a, &b, *root_inputs);
+                                        // More buffers than one kernel may bind: the two calls.
+                                        if stacked.kernel.buffers.len() as u32 > limits.max_buffers {
+                                            vec![a, crate::stack::after(&b, *root_inputs)]
+                                        } else {
+                                            vec![stacked]
+                                        }
+                                    })
                                 }
                                 None => lower(&op, &infos, self.device.target(), self.device.binding_limits()),
                             };
@@ -584,7 +593,8 @@ impl<D: Device> GpuGraph<D> {
                     };
                     // A group's further results: its co-produced nodes' values.
                     let also = self.groups.get(&id).map(|g| g.also.clone()).unwrap_or_default();
-                    let further = op_calls[0].0.args.iter().filter(|a| matches!(a, Arg::ExtraOutput(_) | Arg::ExtraInPlace(_)));
+                    // (In whichever of the group's calls names them.)
+                    let further = op_calls.iter().flat_map(|c| c.0.args.iter()).filter(|a| matches!(a, Arg::ExtraOutput(_) | Arg::ExtraInPlace(_)));
                     let mut extra = vec![];
                     for (&node, arg) in also.iter().zip(further) {
                         let value = match arg {

@@ -123,11 +123,23 @@ impl Renames {
     }
 }
 
-/// Two single-launch calls as one: `a`'s arguments, then `b`'s with its
-/// inputs renumbered after `a`'s and its result made a further one (a
-/// fresh result becomes `ExtraOutput`, an in-place one `ExtraInPlace`).
-/// `a_inputs` is how many operands `a`'s op takes.
+/// Two single-launch calls as one: `a`'s arguments, then `b`'s as
+/// `after` gives them. `a_inputs` is how many operands `a`'s op takes.
 pub fn stack_calls(a: &KernelCall, b: &KernelCall, a_inputs: usize) -> KernelCall {
+    let b = after(b, a_inputs);
+    let mut args = a.args.clone();
+    args.extend(b.args);
+    let mut params = a.params.clone();
+    params.extend(b.params);
+    params.push(Value::U32(a.groups));
+    KernelCall { kernel: stack_kernels(&a.kernel, &b.kernel), args, params, groups: a.groups + b.groups, out_shape: a.out_shape.clone() }
+}
+
+/// Call `b` as the second of a pair whose operands follow `a_inputs` of
+/// the first's: its inputs renumbered, its result made a further one (a
+/// fresh result becomes `ExtraOutput`, an in-place one `ExtraInPlace`).
+/// The pair's two calls, where one kernel may not bind all their buffers.
+pub fn after(b: &KernelCall, a_inputs: usize) -> KernelCall {
     let shift = |arg: &Arg| match arg {
         Arg::Input(i) => Arg::Input(i + a_inputs),
         Arg::InputRange { input, offset, bytes } => Arg::InputRange { input: input + a_inputs, offset: *offset, bytes: *bytes },
@@ -136,10 +148,5 @@ pub fn stack_calls(a: &KernelCall, b: &KernelCall, a_inputs: usize) -> KernelCal
         Arg::ExtraInPlace(i) => Arg::ExtraInPlace(i + a_inputs),
         other => other.clone(),
     };
-    let mut args = a.args.clone();
-    args.extend(b.args.iter().map(shift));
-    let mut params = a.params.clone();
-    params.extend(b.params.iter().cloned());
-    params.push(Value::U32(a.groups));
-    KernelCall { kernel: stack_kernels(&a.kernel, &b.kernel), args, params, groups: a.groups + b.groups, out_shape: a.out_shape.clone() }
+    KernelCall { args: b.args.iter().map(shift).collect(), ..b.clone() }
 }

@@ -55,6 +55,7 @@ pub struct WgpuDevice {
     pipelines: Mutex<HashMap<u64, Arc<Pipeline>>>,
     /// A smaller binding limit than the device's (tests of the split path).
     max_binding_override: Option<u64>,
+    max_buffers_override: Option<u32>,
     /// Every launch's parameters of one `run`, each at its own aligned
     /// offset of one uniform buffer (kept and grown; the lock spans
     /// writing it and submitting, so concurrent runs cannot interleave).
@@ -100,6 +101,7 @@ impl WgpuDevice {
             adapter_name,
             pipelines: Mutex::new(HashMap::new()),
             max_binding_override: None,
+            max_buffers_override: None,
             params_arena: Mutex::new(None),
             bind_groups: Mutex::new(HashMap::new()),
             bind_groups_built: Default::default(),
@@ -115,7 +117,14 @@ impl WgpuDevice {
     pub fn binding_limits(&self) -> BindingLimits {
         let l = self.device.limits();
         let max_bytes = self.max_binding_override.unwrap_or(l.max_storage_buffer_binding_size).min(l.max_storage_buffer_binding_size);
-        BindingLimits { max_bytes, offset_alignment: l.min_storage_buffer_offset_alignment as u64 }
+        let max_buffers = self.max_buffers_override.unwrap_or(l.max_storage_buffers_per_shader_stage).min(l.max_storage_buffers_per_shader_stage);
+        BindingLimits { max_bytes, offset_alignment: l.min_storage_buffer_offset_alignment as u64, max_buffers }
+    }
+
+    /// Lower the storage buffers one kernel may bind (to exercise the
+    /// unstacked fallback of a stacked pair).
+    pub fn limit_buffers(&mut self, max_buffers: u32) {
+        self.max_buffers_override = Some(max_buffers);
     }
 
     /// Lower the largest binding the lowering may use (to exercise the

@@ -455,7 +455,7 @@ fn kv_append_offsets_are_checked_on_the_host() {
 #[test]
 fn an_op_without_a_kernel_is_an_error_naming_op_and_target() {
     let infos = [graphc_gpu::lower::ArgInfo { dtype: DType::F32, shape: vec![2, 3] }];
-    let limits = graphc_gpu::device::BindingLimits { max_bytes: 1 << 27, offset_alignment: 256 };
+    let limits = graphc_gpu::device::BindingLimits { max_bytes: 1 << 27, offset_alignment: 256, max_buffers: 8 };
     let err = graphc_gpu::lower::lower(&Op::Clamp { min: Some(0.0), max: None }, &infos, "wgpu", limits).unwrap_err().to_string();
     assert!(err.contains("clamp") && err.contains("wgpu"), "{err}");
 }
@@ -615,6 +615,21 @@ fn paired_ropes_and_appends_run_as_one_launch_each() {
     }
     // K and V caches each got their own rows.
     assert_separates("k cache vs v cache", &got["k_out"], &got["v_out"]);
+
+    // Where one kernel may bind only 7 buffers, the rope pair (8) runs as
+    // its two calls and the append pair (6) stays stacked: same bits.
+    if let Some(mut small) = wgpu_device().filter(|_| std::env::var("GRAPHC_TEST_DEVICE").map_or(true, |d| d == "wgpu")) {
+        small.limit_buffers(7);
+        let mut g = graphc_gpu::exec::GpuGraph::new(std::sync::Arc::new(small), &graph, &graphc_tests_free::NoWeights).unwrap();
+        for (name, cache) in &caches {
+            g.set_state(name, cache).unwrap();
+        }
+        let split = g.step(&inputs).unwrap();
+        assert_eq!(g.last_launches, 3, "the rope pair as two calls, the appends as one");
+        for name in ["q_rot", "k_out", "v_out"] {
+            assert!(bits(&split[name]) == bits(&got[name]), "{name}: the unstacked pair differs from the stacked one");
+        }
+    }
     let unrotated = dev.run_op(&append, &[OpInput::Tensor(&caches[0].1), OpInput::Tensor(&inputs["k"]), OpInput::Tensor(&lengths)]).unwrap();
     assert_separates("k appended rotated", &got["k_out"], &unrotated);
 }

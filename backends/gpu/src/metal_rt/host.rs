@@ -185,7 +185,9 @@ impl Device for MetalDevice {
         // buffer holds u32 byte counts; 256 is the strictest offset
         // alignment Metal asks of a buffer binding (constant, on macOS).
         let max_bytes = (self.device.maxBufferLength() as u64).min(u32::MAX as u64);
-        BindingLimits { max_bytes, offset_alignment: 256 }
+        // 31 buffer slots a stage; naga's MSL takes slot 30 for its sizes
+        // buffer, and the parameters one more.
+        BindingLimits { max_bytes, offset_alignment: 256, max_buffers: 29 }
     }
     fn run(&self, launches: &[Launch<'_, MetalBuffer>]) -> Result<(), GpuError> {
         let pipelines: Vec<Arc<Pipeline>> =
