@@ -145,15 +145,7 @@ impl BufferPlan {
         kept: &std::collections::HashSet<NodeId>,
     ) -> BufferPlan {
         let position: HashMap<NodeId, usize> = order.iter().enumerate().map(|(i, &n)| (n, i)).collect();
-        let runs_at = |mut id: NodeId| loop {
-            if inner.contains(&id) {
-                id = graph.users(id)[0];
-            } else if let Some(&root) = written_at.get(&id) {
-                id = root;
-            } else {
-                return position[&id];
-            }
-        };
+        let runs_at = |id: NodeId| position[&crate::fuse::launched_by(graph, inner, written_at, id)];
         // The node whose buffer a value lives in: itself, or through
         // `reshape` and in-place `kv_append` the value it aliases.
         let mut root = HashMap::new();

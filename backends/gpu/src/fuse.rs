@@ -31,6 +31,21 @@ pub fn groups(graph: &Graph, order: &[NodeId], limits: BindingLimits) -> (Groups
     (groups, inner)
 }
 
+/// The node whose launch computes `id`: the root of its chain for an
+/// `inner` node (its only user, recursively), its group's root for a node
+/// a group writes besides its root (`written_at`), else itself.
+pub fn launched_by(graph: &Graph, inner: &HashSet<NodeId>, written_at: &HashMap<NodeId, NodeId>, mut id: NodeId) -> NodeId {
+    loop {
+        if inner.contains(&id) {
+            id = graph.users(id)[0];
+        } else if let Some(&root) = written_at.get(&id) {
+            id = root;
+        } else {
+            return id;
+        }
+    }
+}
+
 /// What a fused group's one kernel computes.
 #[derive(Clone, Debug)]
 pub enum Group {
@@ -197,16 +212,7 @@ fn stacked_matmuls(graph: &Graph, order: &[NodeId], inner: &HashSet<NodeId>, lim
 fn paired_ops(graph: &Graph, order: &[NodeId], groups: &Groups, inner: &HashSet<NodeId>) -> Groups {
     let position: HashMap<NodeId, usize> = order.iter().enumerate().map(|(i, &n)| (n, i)).collect();
     let written_at: HashMap<NodeId, NodeId> = groups.iter().flat_map(|(&root, g)| g.also.iter().map(move |&n| (n, root))).collect();
-    // Where a node's kernel actually runs.
-    let runs_at = |mut id: NodeId| loop {
-        if inner.contains(&id) {
-            id = graph.users(id)[0];
-        } else if let Some(&root) = written_at.get(&id) {
-            id = root;
-        } else {
-            return position[&id];
-        }
-    };
+    let runs_at = |id: NodeId| position[&launched_by(graph, inner, &written_at, id)];
     let stackable = |id: NodeId| matches!(graph.node(id).op, Op::Rope { .. } | Op::NormRope { .. } | Op::KvAppend { .. });
     let free = |id: NodeId| !groups.contains_key(&id) && !inner.contains(&id) && !written_at.contains_key(&id);
     let mut paired = HashSet::new();
