@@ -24,6 +24,8 @@ fn main() {
             println!("{model}: cpu ({}) against {device} ({})", r.sides.0, r.sides.1);
             println!("parity: max |Δlogit| / max |logit| over the prefill and {steps} decode steps = {:.2e} (bound {MAX_RELATIVE_DIFF:e})", r.worst);
             println!("speed on {device}: prefill {prompt_len} tokens {:.1} tok/s, decode {:.1} tok/s (context {prompt_len}..{})", r.prefill_tok_s, r.decode_tok_s, prompt_len + steps);
+            let counts: Vec<String> = r.device_counts.iter().map(|(k, v)| format!("{k} {v}")).collect();
+            println!("device counters after decoding: {}", counts.join(", "));
         }
         Err(e) => {
             eprintln!("device_parity: {model} on {device}: {e}");

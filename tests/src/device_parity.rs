@@ -22,6 +22,9 @@ pub struct Report {
     pub prefill_tok_s: f64,
     /// Over the decode steps after the first two (which load kernels).
     pub decode_tok_s: f64,
+    /// The device session's counters after the last decode step (launches
+    /// a step, fused groups, replayed steps).
+    pub device_counts: std::collections::BTreeMap<&'static str, u64>,
 }
 
 /// Prefills `prompt_len` spread-out ids, then decodes `steps` tokens, on
@@ -66,13 +69,14 @@ pub fn run(model: &std::path::Path, device: &str, prompt_len: usize, steps: usiz
         }
         check(&format!("decode step {step}"), &cpu_logits, &gpu_logits)?;
     }
+    let device_counts = gpu_session.kernel_counts();
     // Prefill timed in a second session: its kernels are compiled already.
     let mut again = session(&gpu)?;
     let t = Instant::now();
     again.prefill(&prompt).map_err(|e| e.to_string())?;
     let prefill_tok_s = prompt_len as f64 / t.elapsed().as_secs_f64();
     let decode_tok_s = if timed > 0 { timed as f64 / decode_s } else { f64::NAN };
-    Ok(Report { sides, worst, prefill_tok_s, decode_tok_s })
+    Ok(Report { sides, worst, prefill_tok_s, decode_tok_s, device_counts })
 }
 
 fn session(model: &Model) -> Result<Session<'_>, String> {

@@ -186,6 +186,12 @@ fn device_parity_holds_on_smollm2() {
     println!("device_parity on {}: {:.2e} (decode {:.1} tok/s)", r.sides.1, r.worst, r.decode_tok_s);
     assert!(r.sides.1.starts_with(&test_device()) && r.sides.0.starts_with("fast"), "{:?}", r.sides);
     assert!(r.worst > 0.0 && r.worst <= graphc_tests::device_parity::MAX_RELATIVE_DIFF);
+    // The report carries the device's counters: the first decode step is
+    // recorded, the other three replay it (wgpu).
+    assert!(r.device_counts["device_launches_last_step"] > 0, "the report names the device's launches");
+    if test_device() == "wgpu" {
+        assert_eq!(r.device_counts["device_replayed_steps"], 3, "decode steps replayed");
+    }
 }
 
 /// The tiny HF family fixtures (`tests/fixtures/families/`, transformers
