@@ -145,6 +145,13 @@ pub trait Device {
     fn binding_limits(&self) -> BindingLimits;
     /// Runs `launches` in order (one submission where the target has them).
     fn run(&self, launches: &[Launch<'_, Self::Buffer>]) -> Result<(), GpuError>;
+    /// `run`, where the caller passes the same `launches` again with the
+    /// same `prepared` (a replayed step): a target may keep what it built
+    /// for them there and skip building it again (wgpu). The rest run.
+    fn run_prepared(&self, launches: &[Launch<'_, Self::Buffer>], prepared: &mut Option<Box<dyn std::any::Any + Send + Sync>>) -> Result<(), GpuError> {
+        let _ = prepared;
+        self.run(launches)
+    }
     /// Copies a buffer back (after the work before it).
     fn read(&self, buf: &Self::Buffer) -> Result<Vec<u8>, GpuError>;
 

@@ -65,6 +65,15 @@ pub struct WgpuDevice {
     bind_groups_built: std::sync::atomic::AtomicUsize,
 }
 
+/// Launches made ready to encode: their parameters packed as the arena
+/// holds them, and each one's pipeline, bind group and grid.
+struct Prepared {
+    params: Vec<u8>,
+    /// The arena the bind groups point into (a grown arena is a new one).
+    arena_id: u64,
+    dispatches: Vec<(Arc<Pipeline>, wgpu::BindGroup, (u32, u32))>,
+}
+
 /// A bind group is the pipeline, each binding's (buffer, offset, size), and
 /// where the parameters sit in the arena.
 type BindGroupKey = (u64, Vec<(u64, u64, u64)>, u64, u64);
@@ -180,6 +189,35 @@ impl WgpuDevice {
     /// parameters of all launches go up in one write; bind groups are
     /// reused while their buffers are (the buffer plan keeps them).
     pub fn run(&self, launches: &[Launch<'_, GpuBuffer>]) -> Result<(), GpuError> {
+        let mut arena = self.params_arena.lock().expect("params arena");
+        let prepared = self.prepare(launches, &mut arena)?;
+        self.encode(&prepared, &arena)
+    }
+
+    /// `run`, keeping what it built in `prepared` and reusing it when the
+    /// next call passes the same launches (the graph executor's replayed
+    /// steps): no parameter packing, pipeline lookup or bind-group keying
+    /// again, only the parameters rewritten and the dispatches encoded.
+    pub fn run_prepared(&self, launches: &[Launch<'_, GpuBuffer>], prepared: &mut Option<Box<dyn std::any::Any + Send + Sync>>) -> Result<(), GpuError> {
+        let mut arena = self.params_arena.lock().expect("params arena");
+        let arena_id = arena.as_ref().map(|a| a.id);
+        let reusable = prepared
+            .as_ref()
+            .and_then(|p| p.downcast_ref::<Prepared>())
+            .filter(|p| p.dispatches.len() == launches.len() && Some(p.arena_id) == arena_id);
+        if let Some(p) = reusable {
+            return self.encode(p, &arena);
+        }
+        let built = self.prepare(launches, &mut arena)?;
+        self.encode(&built, &arena)?;
+        *prepared = Some(Box::new(built));
+        Ok(())
+    }
+
+    /// Packs the launches' parameters into the arena's layout (growing the
+    /// arena if they do not fit) and finds or builds each one's pipeline and
+    /// bind group.
+    fn prepare(&self, launches: &[Launch<'_, GpuBuffer>], arena: &mut Option<GpuBuffer>) -> Result<Prepared, GpuError> {
         let align = self.device.limits().min_uniform_buffer_offset_alignment as usize;
         let mut params = vec![];
         let mut offsets = vec![];
@@ -192,37 +230,37 @@ impl WgpuDevice {
                 params.resize(params.len().next_multiple_of(align), 0);
             }
         }
-        let mut arena = self.params_arena.lock().expect("params arena");
         if arena.as_ref().is_none_or(|a| a.bytes < params.len() as u64) {
             let size = (params.len() as u64).max(4096).next_power_of_two();
             *arena = Some(self.buffer(size, wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST));
         }
         let arena = arena.as_ref().expect("made above");
-        if !params.is_empty() {
-            self.queue.write_buffer(&arena.buffer, 0, &params);
-        }
         let mut cache = self.bind_groups.lock().expect("bind group cache");
         if cache.len() > MAX_BIND_GROUPS {
             cache.clear();
         }
-        let mut prepared = vec![];
+        let mut dispatches = vec![];
         let scope = self.device.push_error_scope(wgpu::ErrorFilter::Validation);
         for (l, &at) in launches.iter().zip(&offsets) {
             let pipeline = self.pipeline(l.kernel, l.key)?;
             let key: BindGroupKey = (l.key, l.buffers.iter().map(|b| (b.id, b.offset, b.bytes)).collect(), at, arena.id);
-            if !cache.contains_key(&key) {
-                let mut entries: Vec<wgpu::BindGroupEntry> =
-                    l.buffers.iter().enumerate().map(|(i, b)| wgpu::BindGroupEntry { binding: i as u32, resource: b.binding() }).collect();
-                if !l.params.is_empty() {
-                    let size = std::num::NonZeroU64::new((l.params.len() as u64 * 4).next_multiple_of(16));
-                    let resource = wgpu::BindingResource::Buffer(wgpu::BufferBinding { buffer: &arena.buffer, offset: at, size });
-                    entries.push(wgpu::BindGroupEntry { binding: l.kernel.buffers.len() as u32, resource });
+            let group = match cache.get(&key) {
+                Some(group) => group.clone(),
+                None => {
+                    let mut entries: Vec<wgpu::BindGroupEntry> =
+                        l.buffers.iter().enumerate().map(|(i, b)| wgpu::BindGroupEntry { binding: i as u32, resource: b.binding() }).collect();
+                    if !l.params.is_empty() {
+                        let size = std::num::NonZeroU64::new((l.params.len() as u64 * 4).next_multiple_of(16));
+                        let resource = wgpu::BindingResource::Buffer(wgpu::BufferBinding { buffer: &arena.buffer, offset: at, size });
+                        entries.push(wgpu::BindGroupEntry { binding: l.kernel.buffers.len() as u32, resource });
+                    }
+                    let group = self.device.create_bind_group(&wgpu::BindGroupDescriptor { label: None, layout: &pipeline.layout, entries: &entries });
+                    self.bind_groups_built.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    cache.insert(key, group.clone());
+                    group
                 }
-                let group = self.device.create_bind_group(&wgpu::BindGroupDescriptor { label: None, layout: &pipeline.layout, entries: &entries });
-                self.bind_groups_built.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                cache.insert(key.clone(), group);
-            }
-            prepared.push((pipeline, key, grid(l.groups)));
+            };
+            dispatches.push((pipeline, group, grid(l.groups)));
         }
         if let Some(e) = pollster::block_on(scope.pop()) {
             // Name the launch: the first whose buffers wgpu refuses.
@@ -231,14 +269,24 @@ impl WgpuDevice {
             let kernel = culprit.map_or_else(|| "one of this step's kernels".to_string(), |l| l.kernel.name.clone());
             return Err(GpuError::Launch { kernel, message: format!("wgpu refused its buffers: {e}") });
         }
+        Ok(Prepared { params, arena_id: arena.id, dispatches })
+    }
+
+    /// Writes the prepared parameters and records the dispatches into one
+    /// submission.
+    fn encode(&self, prepared: &Prepared, arena: &Option<GpuBuffer>) -> Result<(), GpuError> {
+        let arena = arena.as_ref().expect("prepared against this arena");
+        if !prepared.params.is_empty() {
+            self.queue.write_buffer(&arena.buffer, 0, &prepared.params);
+        }
         let validation = self.device.push_error_scope(wgpu::ErrorFilter::Validation);
         let memory = self.device.push_error_scope(wgpu::ErrorFilter::OutOfMemory);
         let mut encoder = self.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: None });
         {
             let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor { label: None, timestamp_writes: None });
-            for (pipeline, key, (x, y)) in &prepared {
+            for (pipeline, group, (x, y)) in &prepared.dispatches {
                 pass.set_pipeline(&pipeline.pipeline);
-                pass.set_bind_group(0, &cache[key], &[]);
+                pass.set_bind_group(0, group, &[]);
                 pass.dispatch_workgroups(*x, *y, 1);
             }
         }
@@ -312,6 +360,9 @@ impl Device for WgpuDevice {
     }
     fn run(&self, launches: &[Launch<'_, GpuBuffer>]) -> Result<(), GpuError> {
         WgpuDevice::run(self, launches)
+    }
+    fn run_prepared(&self, launches: &[Launch<'_, GpuBuffer>], prepared: &mut Option<Box<dyn std::any::Any + Send + Sync>>) -> Result<(), GpuError> {
+        WgpuDevice::run_prepared(self, launches, prepared)
     }
     fn read(&self, buf: &GpuBuffer) -> Result<Vec<u8>, GpuError> {
         WgpuDevice::read(self, buf)
