@@ -152,6 +152,13 @@ pub trait Device {
         let _ = prepared;
         self.run(launches)
     }
+    /// Runs again what `run_prepared` kept in `prepared`, without the
+    /// launches; `false` where that is not possible (nothing kept, or the
+    /// target's state it points into changed), and the caller runs them.
+    fn rerun(&self, prepared: &(dyn std::any::Any + Send + Sync)) -> Result<bool, GpuError> {
+        let _ = prepared;
+        Ok(false)
+    }
     /// Copies a buffer back (after the work before it).
     fn read(&self, buf: &Self::Buffer) -> Result<Vec<u8>, GpuError>;
 

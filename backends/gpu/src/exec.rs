@@ -408,7 +408,15 @@ impl<D: Device> GpuGraph<D> {
                         }
                     }
                 }
-                self.device.run_prepared(&launches_of(&replay.calls), &mut replay.prepared)?;
+                // What the target kept from the last run of these launches,
+                // else the launches themselves (and it keeps what it builds).
+                let reran = match &replay.prepared {
+                    Some(prepared) => self.device.rerun(prepared.as_ref())?,
+                    None => false,
+                };
+                if !reran {
+                    self.device.run_prepared(&launches_of(&replay.calls), &mut replay.prepared)?;
+                }
                 self.last_launches = replay.calls.len();
                 self.aliased_permutes += replay.aliased_permutes;
                 self.replayed_steps += 1;

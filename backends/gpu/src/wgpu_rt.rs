@@ -364,6 +364,13 @@ impl Device for WgpuDevice {
     fn run_prepared(&self, launches: &[Launch<'_, GpuBuffer>], prepared: &mut Option<Box<dyn std::any::Any + Send + Sync>>) -> Result<(), GpuError> {
         WgpuDevice::run_prepared(self, launches, prepared)
     }
+    fn rerun(&self, prepared: &(dyn std::any::Any + Send + Sync)) -> Result<bool, GpuError> {
+        let arena = self.params_arena.lock().expect("params arena");
+        match prepared.downcast_ref::<Prepared>() {
+            Some(p) if arena.as_ref().map(|a| a.id) == Some(p.arena_id) => self.encode(p, &arena).map(|()| true),
+            _ => Ok(false),
+        }
+    }
     fn read(&self, buf: &GpuBuffer) -> Result<Vec<u8>, GpuError> {
         WgpuDevice::read(self, buf)
     }
