@@ -216,7 +216,9 @@ impl<'m> Session<'m> {
     }
 
     /// How many times each fast kernel ran in this session (empty on the
-    /// reference executor): evidence that a fast path engaged.
+    /// reference executor): evidence that a fast path engaged. On a GPU:
+    /// the device executor's counters (launches, fused groups, replayed
+    /// steps) and the last step's host time up to its submission.
     pub fn kernel_counts(&self) -> std::collections::BTreeMap<&'static str, u64> {
         match &self.executor {
             Executor::Fast(f) => f.kernel_counts(),
@@ -234,6 +236,8 @@ impl<'m> Session<'m> {
                     ("device_stacked_matmuls", g.stacked_matmuls() as u64),
                     ("device_replayed_steps", g.replayed_steps() as u64),
                     ("device_paired_ops", g.paired_ops() as u64),
+                    // A measurement, not a count: never asserted.
+                    ("device_host_us_last_step", g.last_host_us()),
                 ]
                 .into()
             }

@@ -84,6 +84,9 @@ pub struct GpuGraph<D: Device> {
     replayable: bool,
     /// Steps run by replaying a recorded one so far.
     pub replayed_steps: usize,
+    /// Host time of the last step up to its submission (preparing,
+    /// encoding, submitting; not the wait for its results), in µs.
+    pub last_host_us: u64,
 }
 
 /// A decode step's work, kept to be run again: a later step whose symbolic
@@ -308,6 +311,7 @@ impl<D: Device> GpuGraph<D> {
             replay: None,
             replayable,
             replayed_steps: 0,
+            last_host_us: 0,
         })
     }
 
@@ -363,6 +367,7 @@ impl<D: Device> GpuGraph<D> {
     /// One step: `inputs` by name; returns the graph's outputs. States are
     /// read and written on the device.
     pub fn step(&mut self, inputs: &HashMap<String, Tensor>) -> Result<HashMap<String, Tensor>, GpuError> {
+        let started = std::time::Instant::now();
         let graph = &self.graph;
         let mut env: HashMap<String, i64> = HashMap::new();
         for &id in &self.order {
@@ -417,6 +422,7 @@ impl<D: Device> GpuGraph<D> {
                 if !reran {
                     self.device.run_prepared(&launches_of(&replay.calls), &mut replay.prepared)?;
                 }
+                self.last_host_us = started.elapsed().as_micros() as u64;
                 self.last_launches = replay.calls.len();
                 self.aliased_permutes += replay.aliased_permutes;
                 self.replayed_steps += 1;
@@ -634,6 +640,7 @@ impl<D: Device> GpuGraph<D> {
             }
         }
         self.device.run(&launches_of(&calls))?;
+        self.last_host_us = started.elapsed().as_micros() as u64;
         self.last_launches = calls.len();
         if self.folded.is_none() {
             self.folded = Some(self.folding.frontier.iter().map(|f| (*f, values[f].clone())).collect());
@@ -748,6 +755,8 @@ pub trait DeviceGraph {
     fn replayed_steps(&self) -> usize;
     /// Pairs of ops launched as one stacked kernel (`paired_ops`).
     fn paired_ops(&self) -> usize;
+    /// Host time of the last step up to its submission, in µs.
+    fn last_host_us(&self) -> u64;
     /// The target's binding objects built so far (`Device::bindings_built`).
     fn bindings_built(&self) -> usize;
     /// Permutes run as no copy so far (`keeps_order`).
@@ -790,6 +799,9 @@ impl<D: Device> DeviceGraph for GpuGraph<D> {
     }
     fn paired_ops(&self) -> usize {
         GpuGraph::paired_ops(self)
+    }
+    fn last_host_us(&self) -> u64 {
+        self.last_host_us
     }
     fn bindings_built(&self) -> usize {
         self.device.bindings_built()
