@@ -145,9 +145,8 @@ pub trait Device {
     fn binding_limits(&self) -> BindingLimits;
     /// Runs `launches` in order (one submission where the target has them).
     fn run(&self, launches: &[Launch<'_, Self::Buffer>]) -> Result<(), GpuError>;
-    /// `run`, where the caller passes the same `launches` again with the
-    /// same `prepared` (a replayed step): a target may keep what it built
-    /// for them there and skip building it again (wgpu). The rest run.
+    /// `run`, keeping in `prepared` what the target built for `launches`
+    /// (wgpu), for `rerun` to run them again as they are; the rest only run.
     fn run_prepared(&self, launches: &[Launch<'_, Self::Buffer>], prepared: &mut Option<Box<dyn std::any::Any + Send + Sync>>) -> Result<(), GpuError> {
         let _ = prepared;
         self.run(launches)

@@ -194,20 +194,12 @@ impl WgpuDevice {
         self.encode(&prepared, &arena)
     }
 
-    /// `run`, keeping what it built in `prepared` and reusing it when the
-    /// next call passes the same launches (the graph executor's replayed
-    /// steps): no parameter packing, pipeline lookup or bind-group keying
-    /// again, only the parameters rewritten and the dispatches encoded.
+    /// `run`, keeping what it built in `prepared` for `rerun` (the graph
+    /// executor's replayed steps): then no parameter packing, pipeline
+    /// lookup or bind-group keying again, only the parameters rewritten and
+    /// the dispatches encoded.
     pub fn run_prepared(&self, launches: &[Launch<'_, GpuBuffer>], prepared: &mut Option<Box<dyn std::any::Any + Send + Sync>>) -> Result<(), GpuError> {
         let mut arena = self.params_arena.lock().expect("params arena");
-        let arena_id = arena.as_ref().map(|a| a.id);
-        let reusable = prepared
-            .as_ref()
-            .and_then(|p| p.downcast_ref::<Prepared>())
-            .filter(|p| p.dispatches.len() == launches.len() && Some(p.arena_id) == arena_id);
-        if let Some(p) = reusable {
-            return self.encode(p, &arena);
-        }
         let built = self.prepare(launches, &mut arena)?;
         self.encode(&built, &arena)?;
         *prepared = Some(Box::new(built));
