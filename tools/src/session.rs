@@ -223,24 +223,7 @@ impl<'m> Session<'m> {
         match &self.executor {
             Executor::Fast(f) => f.kernel_counts(),
             Executor::Reference(_) => Default::default(),
-            Executor::Device(g) => {
-                let g = g.borrow();
-                [
-                    ("device_launches_last_step", g.last_launches() as u64),
-                    ("device_result_allocations", g.result_allocations() as u64),
-                    ("device_folded_nodes", g.folded_nodes() as u64),
-                    ("device_bindings_built", g.bindings_built() as u64),
-                    ("device_aliased_permutes", g.aliased_permutes() as u64),
-                    ("device_fused_gated_matmuls", g.fused_gated_matmuls() as u64),
-                    ("device_fused_residual_norms", g.fused_residual_norms() as u64),
-                    ("device_stacked_matmuls", g.stacked_matmuls() as u64),
-                    ("device_replayed_steps", g.replayed_steps() as u64),
-                    ("device_paired_ops", g.paired_ops() as u64),
-                    // A measurement, not a count: never asserted.
-                    ("device_host_us_last_step", g.last_host_us()),
-                ]
-                .into()
-            }
+            Executor::Device(g) => g.borrow().counters(),
         }
     }
 

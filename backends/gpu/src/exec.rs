@@ -353,6 +353,30 @@ impl<D: Device> GpuGraph<D> {
         self.groups.values().filter(|g| matches!(g.group, Group::AddNorm(..))).count()
     }
 
+    /// Every counter, by the name sessions report it under: launches of the
+    /// last step, result buffers allocated (the buffer plan's evidence),
+    /// weight-only nodes folded, the target's binding objects built, permutes
+    /// run as no copy, each fusion group's count, steps replayed, and the
+    /// last step's host time up to its submission (a measurement, in µs,
+    /// never asserted).
+    pub fn counters(&self) -> std::collections::BTreeMap<&'static str, u64> {
+        [
+            ("device_launches_last_step", self.last_launches as u64),
+            ("device_result_allocations", self.result_allocations as u64),
+            ("device_folded_nodes", self.folded_nodes() as u64),
+            ("device_bindings_built", self.device.bindings_built() as u64),
+            ("device_aliased_permutes", self.aliased_permutes as u64),
+            ("device_fused_elementwise", self.fused_elementwise() as u64),
+            ("device_fused_gated_matmuls", self.fused_gated_matmuls() as u64),
+            ("device_fused_residual_norms", self.fused_residual_norms() as u64),
+            ("device_stacked_matmuls", self.stacked_matmuls() as u64),
+            ("device_paired_ops", self.paired_ops() as u64),
+            ("device_replayed_steps", self.replayed_steps as u64),
+            ("device_host_us_last_step", self.last_host_us),
+        ]
+        .into()
+    }
+
     /// Weight-only nodes computed once, in the first step, and not again.
     pub fn folded_nodes(&self) -> usize {
         self.folding.weight_only.len()
@@ -738,29 +762,8 @@ pub trait DeviceGraph {
     fn step(&mut self, inputs: &HashMap<String, Tensor>) -> Result<HashMap<String, Tensor>, GpuError>;
     fn set_state(&mut self, name: &str, t: &Tensor) -> Result<(), GpuError>;
     fn label(&self) -> String;
-    fn last_launches(&self) -> usize;
-    /// Result buffers allocated so far (the buffer plan's evidence).
-    fn result_allocations(&self) -> usize;
-    /// Weight-only nodes run in the first step only.
-    fn folded_nodes(&self) -> usize;
-    /// Elementwise ops run inside another's kernel (the chain fusion).
-    fn fused_elementwise(&self) -> usize;
-    /// Gated MLPs run as one `matmul_glu` kernel.
-    fn fused_gated_matmuls(&self) -> usize;
-    /// Residual adds written by their norm's `add_norm` kernel.
-    fn fused_residual_norms(&self) -> usize;
-    /// Matmuls written by another matmul's `matmul_stacked` kernel.
-    fn stacked_matmuls(&self) -> usize;
-    /// Steps run by replaying a recorded step's launches (`Replay`).
-    fn replayed_steps(&self) -> usize;
-    /// Pairs of ops launched as one stacked kernel (`paired_ops`).
-    fn paired_ops(&self) -> usize;
-    /// Host time of the last step up to its submission, in µs.
-    fn last_host_us(&self) -> u64;
-    /// The target's binding objects built so far (`Device::bindings_built`).
-    fn bindings_built(&self) -> usize;
-    /// Permutes run as no copy so far (`keeps_order`).
-    fn aliased_permutes(&self) -> usize;
+    /// The executor's counters by name (`GpuGraph::counters`).
+    fn counters(&self) -> std::collections::BTreeMap<&'static str, u64>;
 }
 
 impl<D: Device> DeviceGraph for GpuGraph<D> {
@@ -773,41 +776,8 @@ impl<D: Device> DeviceGraph for GpuGraph<D> {
     fn label(&self) -> String {
         format!("{} ({})", self.device.target(), self.device.label())
     }
-    fn last_launches(&self) -> usize {
-        self.last_launches
-    }
-    fn result_allocations(&self) -> usize {
-        self.result_allocations
-    }
-    fn folded_nodes(&self) -> usize {
-        GpuGraph::folded_nodes(self)
-    }
-    fn fused_elementwise(&self) -> usize {
-        GpuGraph::fused_elementwise(self)
-    }
-    fn fused_gated_matmuls(&self) -> usize {
-        GpuGraph::fused_gated_matmuls(self)
-    }
-    fn fused_residual_norms(&self) -> usize {
-        GpuGraph::fused_residual_norms(self)
-    }
-    fn stacked_matmuls(&self) -> usize {
-        GpuGraph::stacked_matmuls(self)
-    }
-    fn replayed_steps(&self) -> usize {
-        self.replayed_steps
-    }
-    fn paired_ops(&self) -> usize {
-        GpuGraph::paired_ops(self)
-    }
-    fn last_host_us(&self) -> u64 {
-        self.last_host_us
-    }
-    fn bindings_built(&self) -> usize {
-        self.device.bindings_built()
-    }
-    fn aliased_permutes(&self) -> usize {
-        self.aliased_permutes
+    fn counters(&self) -> std::collections::BTreeMap<&'static str, u64> {
+        GpuGraph::counters(self)
     }
 }
 

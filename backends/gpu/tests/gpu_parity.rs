@@ -473,8 +473,8 @@ fn elementwise_chains_run_as_one_kernel() {
     let got = g.step(&inputs).unwrap().remove("y").unwrap();
     let want = reference::run(&graph, &inputs, HashMap::new(), &graphc_tests_free::NoWeights).unwrap().outputs.remove("y").unwrap();
     assert_close("soft-cap chain", &got, &want);
-    assert_eq!(g.fused_elementwise(), 3, "div, tanh and mul fold into the add's kernel");
-    assert_eq!(g.last_launches(), 1, "the chain is one launch");
+    assert_eq!(g.counters()["device_fused_elementwise"], 3, "div, tanh and mul fold into the add's kernel");
+    assert_eq!(g.counters()["device_launches_last_step"], 1, "the chain is one launch");
     // Without the cap the values differ: the test tells a dropped op.
     assert_separates("soft-cap chain vs the plain sum", &got, &reference_op(&Op::Binary(BinaryOp::Add), &[&inputs["x"], &inputs["b"]]));
 }
@@ -517,8 +517,8 @@ fn gated_matmuls_run_as_one_kernel() {
             let Some(mut fused) = open_graph(&graph, &weights) else { return };
             let got = fused.step(&inputs).unwrap().remove("y").unwrap();
             let what = format!("{} m={m} {act}", dtype_name(dtype));
-            assert_eq!(fused.fused_gated_matmuls(), 1, "{what}: the pair is fused");
-            assert_eq!(fused.last_launches(), 1, "{what}: one launch");
+            assert_eq!(fused.counters()["device_fused_gated_matmuls"], 1, "{what}: the pair is fused");
+            assert_eq!(fused.counters()["device_launches_last_step"], 1, "{what}: one launch");
             let want = reference::run(&graph, &inputs, HashMap::new(), &weights).unwrap().outputs.remove("y").unwrap();
             let scale = want.as_f32().unwrap().iter().fold(1f32, |a, v| a.max(v.abs()));
             let d = max_diff(&got, &want);
@@ -526,11 +526,11 @@ fn gated_matmuls_run_as_one_kernel() {
 
             let mut unfused = open_graph(&gated_mlp(dtype, m, n, k, act, true), &weights).unwrap();
             let three = unfused.step(&inputs).unwrap().remove("y").unwrap();
-            assert_eq!(unfused.fused_gated_matmuls(), 0, "{what}: a kept gate projection is not fused away");
+            assert_eq!(unfused.counters()["device_fused_gated_matmuls"], 0, "{what}: a kept gate projection is not fused away");
             // The two projections still share a launch (`matmul_stacked`,
             // bit for bit the plain matmul: tested below), then the glu.
-            assert_eq!(unfused.stacked_matmuls(), 1, "{what}: the control's projections stack");
-            assert_eq!(unfused.last_launches(), 2, "{what}: the control runs two kernels");
+            assert_eq!(unfused.counters()["device_stacked_matmuls"], 1, "{what}: the control's projections stack");
+            assert_eq!(unfused.counters()["device_launches_last_step"], 2, "{what}: the control runs two kernels");
             let bits = |t: &Tensor| t.as_f32().unwrap().iter().map(|v| v.to_bits()).collect::<Vec<_>>();
             assert!(bits(&got) == bits(&three), "{what}: fused and unfused results differ in their bits");
 
@@ -594,8 +594,8 @@ fn paired_ropes_and_appends_run_as_one_launch_each() {
         g.set_state(name, cache).unwrap();
     }
     let got = g.step(&inputs).unwrap();
-    assert_eq!(g.paired_ops(), 2, "the ropes pair, and the appends");
-    assert_eq!(g.last_launches(), 2, "one launch per pair");
+    assert_eq!(g.counters()["device_paired_ops"], 2, "the ropes pair, and the appends");
+    assert_eq!(g.counters()["device_launches_last_step"], 2, "one launch per pair");
     let states: HashMap<String, Tensor> = caches.iter().map(|(n, c)| (n.to_string(), c.clone())).collect();
     let want = reference::run(&graph, &inputs, states, &graphc_tests_free::NoWeights).unwrap().outputs;
     for name in ["q_rot", "k_out", "v_out"] {
@@ -660,8 +660,8 @@ fn decode_steps_replay_the_recorded_launches() {
         want_cache = want.states.remove("cache").unwrap();
         assert_eq!(max_diff(&got["c"], &want_cache), 0.0, "step {step}: the cache differs from the reference's");
         assert_close(&format!("step {step}: exp"), &got["e"], &want.outputs["e"]);
-        let replayed = if replays { (step as usize).saturating_sub(1) } else { 0 };
-        assert_eq!(g.replayed_steps(), replayed, "step {step}: steps replayed so far");
+        let replayed = if replays { (step as u64).saturating_sub(1) } else { 0 };
+        assert_eq!(g.counters()["device_replayed_steps"], replayed, "step {step}: steps replayed so far");
     }
     // Each step wrote its own row: the last step's alone would leave rows 0..4 zero.
     assert_separates("five appends vs the last", &want_cache, &reference_op_cache_row(&want_cache, 4));
@@ -710,8 +710,8 @@ fn projections_of_one_input_run_as_one_kernel() {
             let got = g.step(&inputs).unwrap();
             let what = format!("{} m={m}", name(dtype));
             let (stacked, launches) = if v_dtype == dtype { (2, 1) } else { (1, 2) };
-            assert_eq!(g.stacked_matmuls(), stacked, "{what}: matmuls written by another's kernel");
-            assert_eq!(g.last_launches(), launches, "{what}: launches");
+            assert_eq!(g.counters()["device_stacked_matmuls"], stacked, "{what}: matmuls written by another's kernel");
+            assert_eq!(g.counters()["device_launches_last_step"], launches, "{what}: launches");
             let want = reference::run(&graph, &inputs, HashMap::new(), &weights).unwrap().outputs;
             let bits = |t: &Tensor| t.as_f32().unwrap().iter().map(|v| v.to_bits()).collect::<Vec<_>>();
             for out in ["q", "k", "v"] {
@@ -745,8 +745,8 @@ fn residual_norms_run_as_one_kernel() {
         let inputs = HashMap::from([("x".to_string(), t(&[rows, d], 102)), ("delta".to_string(), t(&[rows, d], 103))]);
         let Some(mut g) = open_graph(&graph, &weights) else { return };
         let mut got = g.step(&inputs).unwrap();
-        assert_eq!(g.fused_residual_norms(), 1, "{kind:?}: the first add is written by the norm's kernel");
-        assert_eq!(g.last_launches(), 2, "{kind:?}: add_norm, then the mul + add chain");
+        assert_eq!(g.counters()["device_fused_residual_norms"], 1, "{kind:?}: the first add is written by the norm's kernel");
+        assert_eq!(g.counters()["device_launches_last_step"], 2, "{kind:?}: add_norm, then the mul + add chain");
         let want = reference::run(&graph, &inputs, HashMap::new(), &weights).unwrap().outputs;
         for name in ["h", "n", "y"] {
             assert_close(&format!("{kind:?} {name}"), &got[name], &want[name]);
@@ -789,11 +789,11 @@ fn weight_only_values_are_computed_once() {
     let w = OneWeight { dtype: DType::F32, shape: vec![37], bytes: weight_bytes(DType::F32, 1, 37, 70) };
     let x = |seed| HashMap::from([("x".to_string(), t(&[3, 37], seed))]);
     let Some(mut g) = open_graph(&graph, &w) else { return };
-    assert_eq!(g.folded_nodes(), 2, "the const and the add are weight-only");
+    assert_eq!(g.counters()["device_folded_nodes"], 2, "the const and the add are weight-only");
     g.step(&x(71)).unwrap();
-    assert_eq!(g.last_launches(), 2, "first step: add, norm");
+    assert_eq!(g.counters()["device_launches_last_step"], 2, "first step: add, norm");
     let second = g.step(&x(72)).unwrap().remove("y").unwrap();
-    assert_eq!(g.last_launches(), 1, "later steps: the norm alone");
+    assert_eq!(g.counters()["device_launches_last_step"], 1, "later steps: the norm alone");
     let want = reference::run(&graph, &x(72), HashMap::new(), &w).unwrap().outputs.remove("y").unwrap();
     assert_close("norm with a kept 1 + w", &second, &want);
     let mut fresh = open_graph(&graph, &w).unwrap();
@@ -827,7 +827,7 @@ fn a_state_kept_from_an_input_survives_the_next_step() {
 /// buffer the no-copy permute still reads.
 #[test]
 fn a_permute_of_unit_axes_runs_as_no_copy() {
-    for (seq, copies) in [(1usize, 0usize), (5, 1)] {
+    for (seq, copies) in [(1usize, 0u64), (5, 1)] {
         let graph = text::parse(&format!(
             "graph \"p\" {{\n  %0 = input{{name=\"x\"}} : f32[2, {seq}, 3, 4]\n  %1 = exp %0 : f32[2, {seq}, 3, 4]\n  %2 = permute{{perm=[0, 2, 1, 3]}} %1 : f32[2, 3, {seq}, 4]\n  %3 = neg %0 : f32[2, {seq}, 3, 4]\n  %4 = permute{{perm=[0, 2, 1, 3]}} %3 : f32[2, 3, {seq}, 4]\n  %5 = add %2, %4 : f32[2, 3, {seq}, 4]\n  %6 = output{{name=\"y\"}} %5 : f32[2, 3, {seq}, 4]\n}}\n"
         ))
@@ -839,8 +839,8 @@ fn a_permute_of_unit_axes_runs_as_no_copy() {
             let want = reference::run(&graph, &inputs, HashMap::new(), &graphc_tests_free::NoWeights).unwrap().outputs.remove("y").unwrap();
             assert_close(&format!("permutes at seq {seq}"), &got, &want);
         }
-        assert_eq!(g.last_launches(), 3 + 2 * copies, "seq {seq}: exp, neg, add and {} permute copies", 2 * copies);
-        assert_eq!(g.aliased_permutes(), 2 * 2 * (1 - copies), "seq {seq}: permutes run as no copy over two steps");
+        assert_eq!(g.counters()["device_launches_last_step"], 3 + 2 * copies, "seq {seq}: exp, neg, add and {} permute copies", 2 * copies);
+        assert_eq!(g.counters()["device_aliased_permutes"], 2 * 2 * (1 - copies), "seq {seq}: permutes run as no copy over two steps");
     }
 }
 
