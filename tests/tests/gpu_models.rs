@@ -73,6 +73,9 @@ fn gemma3_on_the_gpu_matches_the_reference() {
     assert_eq!(session.kernel_counts()["device_stacked_matmuls"], 9 * 2 + 9, "q/k/v stacked");
     // q/k norm + rope as one launch a layer, and the K/V appends.
     assert_eq!(session.kernel_counts()["device_paired_ops"], 2 * 18, "norm_rope and kv_append pairs");
+    // Its q/k norms need a whole head's sum before rotating (`norm_rope`),
+    // so no layer head runs as `matmul_qkv_rope`.
+    assert_eq!(session.kernel_counts()["device_fused_attention_inputs"], 0, "Gemma 3 rotates in norm_rope");
     let mut tokens = vec![];
     while tokens.len() < n_stable {
         let t = argmax(&logits);
@@ -116,10 +119,12 @@ fn smollm2_on_the_gpu_matches_the_reference_as_a_ragged_batch() {
     // it (the FFN norm, or the next layer's attention norm); the output
     // norm reads the last positions gathered from the last add.
     assert_eq!(session.kernel_counts()["device_fused_residual_norms"], 2 * 30 - 1, "residual norms fused");
-    // Each layer's k and v are written by its q projection's kernel.
-    assert_eq!(session.kernel_counts()["device_stacked_matmuls"], 2 * 30, "q/k/v stacked");
-    // Each layer's q and k ropes run as one launch, and its K and V appends.
-    assert_eq!(session.kernel_counts()["device_paired_ops"], 2 * 30, "rope and kv_append pairs");
+    // Each layer's q/k/v projections, q and k rotations and K and V
+    // appends run as one kernel (`matmul_qkv_rope`), so none is left to
+    // stack or pair.
+    assert_eq!(session.kernel_counts()["device_fused_attention_inputs"], 30, "one layer head a layer is fused");
+    assert_eq!(session.kernel_counts()["device_stacked_matmuls"], 0, "q/k/v are in the layer head's kernel");
+    assert_eq!(session.kernel_counts()["device_paired_ops"], 0, "ropes and appends are in the layer head's kernel");
     for (p, l) in prompts.iter().zip(&logits) {
         let want = reference_logits(p["logits_file"].as_str().unwrap());
         let (max, cos) = compare(l, &want);
@@ -149,13 +154,14 @@ fn smollm2_on_the_gpu_matches_the_reference_as_a_ragged_batch() {
     // result buffers and allocate none.
     let allocations = session.kernel_counts()["device_result_allocations"];
     assert_eq!(Some(allocations), allocations_after_first_decode, "decode steps kept allocating result buffers");
-    // A decode step's four head permutes a layer (`[b, 1, h, d] <-> [b, h, 1, d]`)
-    // move no data: they run as no kernel.
+    // A decode step's head permute after attention (`[b, h, 1, d] -> [b, 1, h, d]`)
+    // moves no data: it runs as no kernel (the three before it are in
+    // the layer head's kernel, which writes q heads-major itself).
     let decode_launches = session.kernel_counts()["device_launches_last_step"];
     let aliased = session.kernel_counts()["device_aliased_permutes"];
     println!("decode: {decode_launches} launches a step (prefill {launches}), {aliased} permutes run as no copy");
-    assert_eq!(aliased, 4 * 30 * (longest as u64 - 1), "four permutes a layer in every decode step");
-    assert_eq!(decode_launches + 4 * 30, launches, "a decode step launches the prefill's kernels less its permutes");
+    assert_eq!(aliased, 30 * (longest as u64 - 1), "one permute a layer in every decode step");
+    assert_eq!(decode_launches + 30, launches, "a decode step launches the prefill's kernels less its permute");
     println!("result buffers allocated in all: {allocations} (for {launches} launches a step)");
     // Step inputs are rewritten in their buffers and RoPE's frequencies
     // uploaded once, so the bind groups built for the first decode step

@@ -341,6 +341,12 @@ impl<D: Device> GpuGraph<D> {
         self.groups.values().filter(|g| matches!(g.group, Group::Stacked)).map(|g| g.also.len()).sum()
     }
 
+    /// Layers whose q/k/v projections, rotations and appends run as one
+    /// kernel (`attention_inputs`' count).
+    pub fn fused_attention_inputs(&self) -> usize {
+        self.groups.values().filter(|g| matches!(g.group, Group::QkvRope)).count()
+    }
+
     /// Ops launched stacked with another of their kind (`paired_ops`'
     /// count: a layer's q/k ropes, its K/V appends).
     pub fn paired_ops(&self) -> usize {
@@ -368,6 +374,7 @@ impl<D: Device> GpuGraph<D> {
             ("device_aliased_permutes", self.aliased_permutes as u64),
             ("device_fused_elementwise", self.fused_elementwise() as u64),
             ("device_fused_gated_matmuls", self.fused_gated_matmuls() as u64),
+            ("device_fused_attention_inputs", self.fused_attention_inputs() as u64),
             ("device_fused_residual_norms", self.fused_residual_norms() as u64),
             ("device_stacked_matmuls", self.stacked_matmuls() as u64),
             ("device_paired_ops", self.paired_ops() as u64),
@@ -465,12 +472,18 @@ impl<D: Device> GpuGraph<D> {
         let aliased_before = self.aliased_permutes;
 
         let mut values: HashMap<NodeId, DeviceValue<D::Buffer>> = HashMap::new();
-        // Weights first: a stacked group's kernel, run where its first
-        // matmul stands, may read a weight that stands later in the order.
+        // Weights, step inputs and states first: a group's kernel, run
+        // where its root stands, may read one that stands later in the
+        // order (a stacked group's later weights, `QkvRope`'s caches and
+        // lengths).
         for &id in &self.order {
-            if let Op::Weight { name, ty } = &graph.node(id).op {
-                values.insert(id, DeviceValue { buffer: self.weights[name].clone(), dtype: ty.dtype, shape: concrete(id)? });
-            }
+            let value = match &graph.node(id).op {
+                Op::Weight { name, ty } => DeviceValue { buffer: self.weights[name].clone(), dtype: ty.dtype, shape: concrete(id)? },
+                Op::Input { .. } => input_values[&id].clone(),
+                Op::State { name, .. } => self.states[name].clone(),
+                _ => continue,
+            };
+            values.insert(id, value);
         }
         let mut calls = vec![];
         let mut outputs = vec![];
@@ -483,12 +496,14 @@ impl<D: Device> GpuGraph<D> {
                 }
                 continue;
             }
+            // Written by its group's kernel, at the group's root.
+            if self.inner.contains(&id) || self.written_at.contains_key(&id) {
+                continue;
+            }
             let node = graph.node(id);
             let args: Vec<NodeId> = graph.inputs(id);
             let value = match &node.op {
-                Op::Input { .. } => input_values[&id].clone(),
-                Op::Weight { .. } => continue,
-                Op::State { name, .. } => self.states[name].clone(),
+                Op::Input { .. } | Op::Weight { .. } | Op::State { .. } => continue,
                 Op::Const { value, .. } => {
                     let shape = concrete(id)?;
                     let data = vec![*value; shape.iter().product()];
@@ -518,8 +533,6 @@ impl<D: Device> GpuGraph<D> {
                     sinks.push(id);
                     continue;
                 }
-                // Written by its group's kernel, at the group's root.
-                _ if self.inner.contains(&id) || self.written_at.contains_key(&id) => continue,
                 op => {
                     let operand_ids = match self.groups.get(&id) {
                         Some(g) => g.leaves.clone(),
@@ -537,6 +550,18 @@ impl<D: Device> GpuGraph<D> {
                             let other_op = resolve_dims(&graph.node(other).op, &env).map_err(|m| node_err(graph, other, m))?;
                             checked.push((id, op.clone(), args.clone(), infos[..*root_inputs].to_vec()));
                             checked.push((other, other_op, graph.inputs(other), infos[*root_inputs..].to_vec()));
+                        }
+                        Some(Fused { group: Group::QkvRope, also, .. }) => {
+                            // Each append on its cache, new rows (inside the kernel) and lengths.
+                            for &append in also {
+                                let append_op = resolve_dims(&graph.node(append).op, &env).map_err(|m| node_err(graph, append, m))?;
+                                let append_args = graph.inputs(append);
+                                let append_infos = append_args
+                                    .iter()
+                                    .map(|&a| Ok(ArgInfo { dtype: graph.ty(a).dtype, shape: concrete(a)? }))
+                                    .collect::<Result<Vec<_>, GpuError>>()?;
+                                checked.push((append, append_op, append_args, append_infos));
+                            }
                         }
                         Some(_) => {}
                     }
@@ -558,6 +583,11 @@ impl<D: Device> GpuGraph<D> {
                                     crate::lower::lower_add_norm(*kind, *eps, &infos, self.device.target()).map(|c| vec![c])
                                 }
                                 Some(Group::Stacked) => crate::lower::lower_stacked_matmuls(&infos, self.device.target()).map(|c| vec![c]),
+                                Some(Group::QkvRope) => {
+                                    let append = self.groups[&id].also[0];
+                                    let append_op = resolve_dims(&graph.node(append).op, &env).map_err(|m| node_err(graph, append, m))?;
+                                    crate::lower::lower_qkv_rope(&op, &append_op, &infos, self.device.target()).map(|c| vec![c])
+                                }
                                 Some(Group::Pair { root_inputs }) => {
                                     let other = self.groups[&id].also[0];
                                     let other_op = resolve_dims(&graph.node(other).op, &env).map_err(|m| node_err(graph, other, m))?;

@@ -11,7 +11,7 @@ use crate::kir::Kernel;
 use crate::device::{groups_for, BindingLimits, Value};
 use crate::GpuError;
 use graphc_backends::cpu::reference::strides;
-use graphc_ir::{DType, NormKind, Op, RopeScaling, UnaryOp};
+use graphc_ir::{DType, NormKind, Op, RopeScaling, RopeStyle, UnaryOp};
 
 /// Where a kernel argument comes from.
 #[derive(Clone, Debug, PartialEq)]
@@ -206,6 +206,61 @@ pub fn lower_stacked_matmuls(args: &[ArgInfo], target: &'static str) -> Result<K
     let groups = m.div_ceil(rows) * n.div_ceil(kernels::matmul::COLUMNS_PER_GROUP as usize);
     let kernel = kernels::matmul::matmul_stacked(dtype, rows as u32, weights.len() as u32);
     Ok(KernelCall { kernel, args: call_args, params, groups: groups as u32, out_shape: out_shape(&weights[weights.len() - 1]) })
+}
+
+/// A llama layer's q/k/v projections with the rotation of q and k and the
+/// appends of k and v as one `matmul_qkv_rope` call. `args`: `x, w_q, w_k,
+/// w_v` (one type and row length), `positions [b, s]`, `k_cache [b, hk,
+/// cap, d]`, `v_cache [b, hv, cap, dv]`, `lengths [b]`; `rope` is the
+/// rotation of q and k (adjacent pairs), `append` the appends (axis 2).
+/// The main result is rotated q, `[b, hq, s, d]`; the caches are further
+/// results in place (k then v).
+pub fn lower_qkv_rope(rope: &Op, append: &Op, args: &[ArgInfo], target: &'static str) -> Result<KernelCall, LowerError> {
+    let no = |why: String| LowerError::NoKernel { op: "matmul_qkv_rope".into(), target, why };
+    let (Op::Rope { style: RopeStyle::GptJ, rotary_dim, theta, scaling }, Op::KvAppend { axis: 2, window, .. }) = (rope, append) else {
+        return Err(no(format!("a GPT-J rotation and appends along axis 2, got {} and {}", rope.mnemonic(), append.mnemonic())));
+    };
+    let [x, wq, wk, wv, positions, k_cache, v_cache, lengths] = args else { return Err(no(format!("8 operands, got {}", args.len()))) };
+    let stack = lower_stacked_matmuls(&[x.clone(), wq.clone(), wk.clone(), wv.clone()], target)?;
+    let (Some(&k), &[b, hk, cap, d], &[vb, hv, vcap, dv]) = (x.shape.last(), &k_cache.shape[..], &v_cache.shape[..]) else {
+        return Err(no(format!("caches of rank 4, got {:?} and {:?}", k_cache.shape, v_cache.shape)));
+    };
+    let m = x.shape.iter().product::<usize>() / k.max(1);
+    let (nq, nk, nv) = (wq.shape[0], wk.shape[0], wv.shape[0]);
+    let s = m / b.max(1);
+    let hq = nq / d.max(1);
+    let fits = b == vb
+        && cap == vcap
+        && b * s == m
+        && positions.shape == [b, s]
+        && lengths.shape == [b]
+        && hq * d == nq
+        && hk * d == nk
+        && hv * dv == nv
+        && d % 2 == 0
+        && dv % 2 == 0
+        && *rotary_dim <= d;
+    if !fits {
+        return Err(no(format!("x {:?}, weights of {nq}, {nk}, {nv} rows, positions {:?}, caches {:?} {:?}, lengths {:?}, rotary_dim {rotary_dim}: heads do not tile the projections", x.shape, positions.shape, k_cache.shape, v_cache.shape, lengths.shape)));
+    }
+    let rows = if m == 1 { 1 } else { kernels::matmul::PREFILL_ROWS };
+    let mut params = stack.params[..6].to_vec();
+    params.extend([s, d, dv, hq, hk, hv, cap, usize::from(window.is_some())].map(n32));
+    params.extend(rope_params(*rotary_dim, scaling));
+    let call_args = vec![
+        Arg::Input(0),
+        Arg::Input(1),
+        Arg::Input(2),
+        Arg::Input(3),
+        Arg::Input(4),
+        Arg::Constant(scaling.inv_freq(*rotary_dim, *theta)),
+        Arg::Output,
+        Arg::ExtraInPlace(5),
+        Arg::ExtraInPlace(6),
+        Arg::Input(7),
+    ];
+    let kernel = kernels::matmul::matmul_qkv_rope(wq.dtype, rows);
+    Ok(KernelCall { kernel, args: call_args, params, groups: stack.groups, out_shape: vec![b, hq, s, d] })
 }
 
 /// A weight-reading op (`matmul`, `gather`, a gated pair of matmuls) as one

@@ -727,6 +727,138 @@ fn projections_of_one_input_run_as_one_kernel() {
     }
 }
 
+/// `[b, s, h·d]` as `[b, h, s, d]` (the reshape and permute a layer puts
+/// between a projection and its rotation: data movement only).
+fn heads_major(x: &Tensor, h: usize, d: usize) -> Tensor {
+    let (b, s) = (x.shape()[0], x.shape()[1]);
+    let v = x.as_f32().unwrap();
+    let mut out = vec![0.0; b * h * s * d];
+    for (bi, si, hi, c) in (0..b).flat_map(|bi| (0..s).flat_map(move |si| (0..h).flat_map(move |hi| (0..d).map(move |c| (bi, si, hi, c))))) {
+        out[((bi * h + hi) * s + si) * d + c] = v[((bi * s + si) * h + hi) * d + c];
+    }
+    Tensor::f32(vec![b, h, s, d], out)
+}
+
+/// A llama layer's attention inputs run as one kernel (`matmul_qkv_rope`):
+/// q, k and v projected from one `x`, q and k rotated by adjacent pairs
+/// with a rotary_dim short of the head (features past it pass through),
+/// k and v appended at each batch row's own offset, for every weight type,
+/// decode (two rows at different positions) and prefill shapes. Heads of
+/// 10 and 6 features (30, 20 and 12 weight rows) put weight boundaries
+/// inside a workgroup's columns, and GQA has 3 q heads to 2 k heads. Every
+/// result is bit for bit what the ops' own kernels give one at a time on
+/// the same device, and the reference's values; the controls (k appended
+/// unrotated, q unrotated) are far away.
+#[test]
+fn attention_inputs_run_as_one_kernel() {
+    let (k, hq, hk, hv, d, dv, cap, rotary_dim) = (256, 3, 2, 2, 10, 6, 8, 8);
+    let Some(dev) = device() else { return };
+    let rope = Op::Rope { style: RopeStyle::GptJ, rotary_dim, theta: 10000.0, scaling: RopeScaling::None };
+    let append = Op::KvAppend { axis: 2, cap: graphc_ir::Dim::konst(cap as i64), window: None };
+    let bits = |t: &Tensor| t.as_f32().unwrap().iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+    for dtype in graphc_gpu::kernels::WEIGHT_DTYPES {
+        let w = |n: usize, seed: u64| OneWeight { dtype, shape: vec![n, k], bytes: weight_bytes(dtype, n, k, seed) };
+        let weights = Weights(HashMap::from([("wq".to_string(), w(hq * d, 160)), ("wk".to_string(), w(hk * d, 161)), ("wv".to_string(), w(hv * dv, 162))]));
+        // Decode: two rows at their own positions and offsets; prefill: five tokens each.
+        for (b, s, positions, lengths) in [(2, 1, vec![5, 2], vec![5, 2]), (2, 5, vec![0, 1, 2, 3, 4, 3, 4, 5, 6, 7], vec![0, 3])] {
+            let (nq, nk, nv) = (hq * d, hk * d, hv * dv);
+            let graph = text::parse(&format!(
+                "graph \"attention_inputs\" {{
+  %0 = input{{name=\"x\"}} : f32[{b}, {s}, {k}]
+  %1 = input{{name=\"positions\"}} : i32[{b}, {s}]
+  %2 = input{{name=\"lengths\"}} : i32[{b}]
+  %3 = weight{{name=\"wq\"}} : {dt}[{nq}, {k}]
+  %4 = weight{{name=\"wk\"}} : {dt}[{nk}, {k}]
+  %5 = weight{{name=\"wv\"}} : {dt}[{nv}, {k}]
+  %6 = matmul %0, %3 : f32[{b}, {s}, {nq}]
+  %7 = matmul %0, %4 : f32[{b}, {s}, {nk}]
+  %8 = matmul %0, %5 : f32[{b}, {s}, {nv}]
+  %9 = reshape{{shape=[{b}, {s}, {hq}, {d}]}} %6 : f32[{b}, {s}, {hq}, {d}]
+  %10 = permute{{perm=[0, 2, 1, 3]}} %9 : f32[{b}, {hq}, {s}, {d}]
+  %11 = reshape{{shape=[{b}, {s}, {hk}, {d}]}} %7 : f32[{b}, {s}, {hk}, {d}]
+  %12 = permute{{perm=[0, 2, 1, 3]}} %11 : f32[{b}, {hk}, {s}, {d}]
+  %13 = reshape{{shape=[{b}, {s}, {hv}, {dv}]}} %8 : f32[{b}, {s}, {hv}, {dv}]
+  %14 = permute{{perm=[0, 2, 1, 3]}} %13 : f32[{b}, {hv}, {s}, {dv}]
+  %15 = rope{{style=gptj, rotary_dim={rotary_dim}, theta=10000.0}} %10, %1 : f32[{b}, {hq}, {s}, {d}]
+  %16 = rope{{style=gptj, rotary_dim={rotary_dim}, theta=10000.0}} %12, %1 : f32[{b}, {hk}, {s}, {d}]
+  %17 = state{{name=\"k_cache\"}} : f32[{b}, {hk}, {cap}, {d}]
+  %18 = kv_append{{axis=2, cap={cap}}} %17, %16, %2 : f32[{b}, {hk}, {cap}, {d}]
+  %19 = state_out{{name=\"k_cache\"}} %18 : f32[{b}, {hk}, {cap}, {d}]
+  %20 = state{{name=\"v_cache\"}} : f32[{b}, {hv}, {cap}, {dv}]
+  %21 = kv_append{{axis=2, cap={cap}}} %20, %14, %2 : f32[{b}, {hv}, {cap}, {dv}]
+  %22 = state_out{{name=\"v_cache\"}} %21 : f32[{b}, {hv}, {cap}, {dv}]
+  %23 = output{{name=\"q_rot\"}} %15 : f32[{b}, {hq}, {s}, {d}]
+  %24 = output{{name=\"k_out\"}} %18 : f32[{b}, {hk}, {cap}, {d}]
+  %25 = output{{name=\"v_out\"}} %21 : f32[{b}, {hv}, {cap}, {dv}]
+}}
+",
+                dt = dtype_name(dtype)
+            ))
+            .unwrap();
+            let what = format!("{} b={b} s={s}", dtype_name(dtype));
+            let (positions, lengths) = (Tensor::i32(vec![b, s], positions), Tensor::i32(vec![b], lengths));
+            let x = t(&[b, s, k], 163 + s as u64);
+            let inputs = HashMap::from([("x".to_string(), x.clone()), ("positions".to_string(), positions.clone()), ("lengths".to_string(), lengths.clone())]);
+            let caches = [("k_cache", t(&[b, hk, cap, d], 164)), ("v_cache", t(&[b, hv, cap, dv], 165))];
+            let Some(mut g) = open_graph(&graph, &weights) else { return };
+            for (name, cache) in &caches {
+                g.set_state(name, cache).unwrap();
+            }
+            let got = g.step(&inputs).unwrap();
+            assert_eq!(g.counters()["device_fused_attention_inputs"], 1, "{what}: the group formed");
+            assert_eq!(g.counters()["device_launches_last_step"], 1, "{what}: one launch");
+            let states: HashMap<String, Tensor> = caches.iter().map(|(n, c)| (n.to_string(), c.clone())).collect();
+            let want = reference::run(&graph, &inputs, states, &weights).unwrap().outputs;
+            for name in ["q_rot", "k_out", "v_out"] {
+                let scale = want[name].as_f32().unwrap().iter().fold(1f32, |a, v| a.max(v.abs()));
+                let diff = max_diff(&got[name], &want[name]);
+                assert!(diff <= 4e-5 * scale, "{what} {name}: max |gpu - reference| = {diff:e} (scale {scale})");
+            }
+            // The ops one at a time on the same device.
+            let project = |w: &str, h: usize, hd: usize| {
+                let y = dev.run_op(&Op::MatMul, &[OpInput::Tensor(&x), OpInput::Weight(weights.weight(w).unwrap())]).unwrap();
+                heads_major(&y, h, hd)
+            };
+            let (q, kk, v) = (project("wq", hq, d), project("wk", hk, d), project("wv", hv, dv));
+            let q_rot = dev.run_op(&rope, &[OpInput::Tensor(&q), OpInput::Tensor(&positions)]).unwrap();
+            let k_rot = dev.run_op(&rope, &[OpInput::Tensor(&kk), OpInput::Tensor(&positions)]).unwrap();
+            let k_out = dev.run_op(&append, &[OpInput::Tensor(&caches[0].1), OpInput::Tensor(&k_rot), OpInput::Tensor(&lengths)]).unwrap();
+            let v_out = dev.run_op(&append, &[OpInput::Tensor(&caches[1].1), OpInput::Tensor(&v), OpInput::Tensor(&lengths)]).unwrap();
+            for (name, alone) in [("q_rot", &q_rot), ("k_out", &k_out), ("v_out", &v_out)] {
+                assert!(bits(&got[name]) == bits(alone), "{what} {name}: differs from the ops' own kernels in its bits");
+            }
+            let unrotated = dev.run_op(&append, &[OpInput::Tensor(&caches[0].1), OpInput::Tensor(&kk), OpInput::Tensor(&lengths)]).unwrap();
+            assert_separates(&format!("{what}: k appended rotated"), &got["k_out"], &unrotated);
+            assert_separates(&format!("{what}: q rotated"), &got["q_rot"], &q);
+            if dtype != DType::Q4_1 || s != 1 {
+                continue;
+            }
+            // Where the group is not legal it does not form, and the
+            // results stay the same bits: q's projection read elsewhere
+            // too (it would never be written), or a device that binds
+            // fewer than the kernel's 10 buffers.
+            let text_with_q_raw = text::print(&graph).replace("\n}", "\n  %26 = output{name=\"q_raw\"} %6 : f32[2, 1, 30]\n}");
+            let read_twice = text::parse(&text_with_q_raw).unwrap();
+            let mut controls = vec![("q projection read twice", open_graph(&read_twice, &weights).unwrap())];
+            if let Some(mut small) = wgpu_device().filter(|_| std::env::var("GRAPHC_TEST_DEVICE").map_or(true, |d| d == "wgpu")) {
+                small.limit_buffers(9);
+                let g: Box<dyn graphc_gpu::exec::DeviceGraph> = Box::new(graphc_gpu::exec::GpuGraph::new(std::sync::Arc::new(small), &graph, &weights).unwrap());
+                controls.push(("9 buffers a kernel", g));
+            }
+            for (control, mut g) in controls {
+                for (name, cache) in &caches {
+                    g.set_state(name, cache).unwrap();
+                }
+                let unfused = g.step(&inputs).unwrap();
+                assert_eq!(g.counters()["device_fused_attention_inputs"], 0, "{control}: the group must not form");
+                for name in ["q_rot", "k_out", "v_out"] {
+                    assert!(bits(&unfused[name]) == bits(&got[name]), "{control} {name}: differs from the fused kernel in its bits");
+                }
+            }
+        }
+    }
+}
+
 /// A residual add and the norm after it run as one kernel (`add_norm`)
 /// that writes the sum too, for RMSNorm and LayerNorm, on rows longer than
 /// a workgroup; the sum and the norm are bit for bit what the `add` and

@@ -2,9 +2,9 @@
 //! the weight is read as checkpoint bytes and decoded inside the kernel
 //! (`dequant`), a group's scales once per group; no dequantized copy exists.
 
-use super::{dequant, elementwise, thread_index, WORKGROUP};
+use super::{dequant, elementwise, rope, thread_index, WORKGROUP};
 use crate::kir::*;
-use graphc_ir::{DType, UnaryOp};
+use graphc_ir::{DType, RopeStyle, UnaryOp};
 
 fn type_name(dtype: DType) -> String {
     dtype.to_string().to_lowercase()
@@ -57,6 +57,29 @@ pub fn matmul_stacked(dtype: DType, rows: u32, count: u32) -> Kernel {
     dense(dtype, rows, Mode::Stacked(count))
 }
 
+/// A llama layer's attention inputs in one launch: its q, k and v
+/// projections of `x` stacked as `matmul_stacked` stacks them, with the
+/// ops that follow them in the graph done in the epilogue: q and k rotated
+/// (`rope`, adjacent pairs), q stored heads-major (`[b, hq, s, d]`, the
+/// permuted layout), k and v appended into their caches (`kv_append` at
+/// each batch row's `lengths[b]`, modulo `cap` in a ring). A pair's two
+/// features are neighbouring columns of one workgroup (pairs start at even
+/// columns, and every weight's rows and the head size are even), so a
+/// column reads its partner's sum from workgroup memory. Every value is
+/// formed with the expressions of `matmul_stacked`, `rope` and
+/// `kv_append`: the result is theirs bit for bit, with four launches
+/// fewer per layer and none of q, k, v or rotated k in memory.
+/// Buffers `x`, `w0 w1 w2` (q, k, v weights), `positions i32 [b, s]`,
+/// `inv_freq`, `q` (out), `k_cache`, `v_cache` (written in place),
+/// `lengths i32 [b]`; params `matmul_stacked`'s (`m, n, k, row_bytes, n0,
+/// n1`), then `s` (tokens per batch row: row `t` of `x` is token `t % s`
+/// of batch row `t / s`), `d` (q and k head size), `dv`, `hq`, `hk`, `hv`
+/// (heads of each), `cap`, `ring` (0/1), then `rope`'s `half`,
+/// `pos_divisor`, `magnitude`. Grid as `matmul_stacked`'s.
+pub fn matmul_qkv_rope(dtype: DType, rows: u32) -> Kernel {
+    dense(dtype, rows, Mode::QkvRope)
+}
+
 /// What one `dense` kernel computes per output column.
 #[derive(Clone, Copy)]
 enum Mode {
@@ -66,6 +89,8 @@ enum Mode {
     Gated(UnaryOp),
     /// Column ranges of `count` weights, each to its own output.
     Stacked(u32),
+    /// The stack of q, k, v with rotation and cache appends (`matmul_qkv_rope`).
+    QkvRope,
 }
 
 /// One weight's blocks `blk` of weight row `row` (a local), accumulated
@@ -107,7 +132,11 @@ fn dense(dtype: DType, rows: u32, mode: Mode) -> Kernel {
         out.extend((0..rows).map(|r| let_(&format!("{prefix}{r}"), Ty::F32, f(0.0))));
     }
     // For a stack: which weight column `j` falls in (`which`), and its row there (`jl`).
-    let count = if let Mode::Stacked(count) = mode { count } else { 0 };
+    let count = match mode {
+        Mode::Stacked(count) => count,
+        Mode::QkvRope => 3,
+        _ => 0,
+    };
     // The stack's first column of weight `i` (i ≥ 1).
     let first_row = |i: u32| (1..i).fold(param("n0"), |sum, b| sum + param(&format!("n{b}")));
     if count > 0 {
@@ -122,14 +151,14 @@ fn dense(dtype: DType, rows: u32, mode: Mode) -> Kernel {
         Mode::Plain => accumulate(dtype, rows, "w", "base", "j", "acc"),
         // The dequantizer's locals live in each weight's own group loop.
         Mode::Gated(_) => [accumulate(dtype, rows, "w_gate", "base_gate", "j", "gate"), accumulate(dtype, rows, "w_up", "base_up", "j", "up")].concat(),
-        Mode::Stacked(count) => {
+        Mode::Stacked(_) | Mode::QkvRope => {
             (0..count).map(|i| if_(var("which").eq(u(i)), accumulate(dtype, rows, &format!("w{i}"), "base", "jl", "acc"))).collect()
         }
     };
     out.push(if_(var("j").lt(param("n")), vec![for_("blk", var("lane"), param("k") / u(be), u(THREADS_PER_COLUMN), blocks)]));
     for r in 0..rows {
         let value = match mode {
-            Mode::Plain | Mode::Stacked(_) => {
+            Mode::Plain | Mode::Stacked(_) | Mode::QkvRope => {
                 out.extend(segmented_reduce("red", WORKGROUP, THREADS_PER_COLUMN, var(&format!("acc{r}")), BinOp::Add));
                 load_shared("red", local_id())
             }
@@ -149,6 +178,7 @@ fn dense(dtype: DType, rows: u32, mode: Mode) -> Kernel {
                     if_(var("which").eq(u(i)), vec![store(&format!("y{i}"), (var("r0") + u(r)) * n_i + var("jl"), value.clone())])
                 })
                 .collect(),
+            Mode::QkvRope => qkv_rope_stores(r, value),
             _ => vec![store("y", (var("r0") + u(r)) * param("y_cols") + param("j0") + var("j"), value)],
         };
         out.push(if_(row_ok, stores));
@@ -158,6 +188,7 @@ fn dense(dtype: DType, rows: u32, mode: Mode) -> Kernel {
         Mode::Plain => format!("matmul_{}{suffix}", type_name(dtype)),
         Mode::Gated(act) => format!("matmul_glu_{}_{}{suffix}", graphc_ir::text::unary_name(act), type_name(dtype)),
         Mode::Stacked(count) => format!("matmul{count}_{}{suffix}", type_name(dtype)),
+        Mode::QkvRope => format!("matmul_qkv_rope_gptj_{}{suffix}", type_name(dtype)),
     };
     let tiles = (param("m") + u(rows - 1)) / u(rows);
     let mut kernel = Kernel::new(&name, WORKGROUP).input("x", Ty::F32);
@@ -168,13 +199,64 @@ fn dense(dtype: DType, rows: u32, mode: Mode) -> Kernel {
             let with_weights = (0..count).fold(kernel, |k, i| k.input(&format!("w{i}"), Ty::U32));
             (0..count).fold(with_weights, |k, i| k.output(&format!("y{i}"), Ty::F32))
         }
+        Mode::QkvRope => (0..3)
+            .fold(kernel, |k, i| k.input(&format!("w{i}"), Ty::U32))
+            .input("positions", Ty::I32)
+            .input("inv_freq", Ty::F32)
+            .output("q", Ty::F32)
+            .output("k_cache", Ty::F32)
+            .output("v_cache", Ty::F32)
+            .input("lengths", Ty::I32),
     };
     kernel = kernel.param("m", Ty::U32).param("n", Ty::U32).param("k", Ty::U32).param("row_bytes", Ty::U32);
     kernel = match mode {
         Mode::Stacked(count) => (0..count - 1).fold(kernel, |k, i| k.param(&format!("n{i}"), Ty::U32)),
+        Mode::QkvRope => {
+            let stacked = kernel.param("n0", Ty::U32).param("n1", Ty::U32);
+            let shape = ["s", "d", "dv", "hq", "hk", "hv", "cap", "ring"].iter().fold(stacked, |k, p| k.param(p, Ty::U32));
+            rope::with_rope_params(shape)
+        }
         _ => kernel.param("y_cols", Ty::U32).param("j0", Ty::U32),
     };
     kernel.shared("red", Ty::F32, WORKGROUP).body(vec![let_("g", Ty::U32, group_index()), if_(var("g").lt(column_groups * tiles), out)])
+}
+
+/// `matmul_qkv_rope`'s epilogue for tile row `r`, run by a column's lane 0
+/// once its sum `value` is in workgroup memory: column `jl` of weight
+/// `which` is feature `c` of head `jl / d` (`dv` for v).
+fn qkv_rope_stores(r: u32, value: Expr) -> Vec<Stmt> {
+    let head_feature = |d: &str| vec![let_("head", Ty::U32, var("jl") / param(d)), let_("c", Ty::U32, var("jl") % param(d))];
+    // The cache row `kv_append` writes this token to.
+    let cache_row = vec![
+        let_("dst", Ty::U32, load("lengths", var("bi")).cast(Ty::U32) + var("si")),
+        if_(param("ring").eq(u(1)), vec![assign("dst", var("dst") % param("cap"))]),
+    ];
+    // The partner column's lane 0: one column over (the pair is `c`, `c ± 1`).
+    let partner_sum = load_shared("red", select((var("c") % u(2)).eq(u(0)), local_id() + u(THREADS_PER_COLUMN), local_id() - u(THREADS_PER_COLUMN)));
+    let rotate = || {
+        let mut s = vec![let_("pos", Ty::I32, load("positions", var("row")))];
+        s.extend(rope::rotated_from(RopeStyle::GptJ, var("own"), partner_sum.clone()));
+        s
+    };
+    let mut q = head_feature("d");
+    q.extend(rotate());
+    q.push(store("q", ((var("bi") * param("hq") + var("head")) * param("s") + var("si")) * param("d") + var("c"), var("out")));
+    let mut k = head_feature("d");
+    k.extend(rotate());
+    k.extend(cache_row.clone());
+    k.push(store("k_cache", ((var("bi") * param("hk") + var("head")) * param("cap") + var("dst")) * param("d") + var("c"), var("out")));
+    let mut v = head_feature("dv");
+    v.extend(cache_row);
+    v.push(store("v_cache", ((var("bi") * param("hv") + var("head")) * param("cap") + var("dst")) * param("dv") + var("c"), var("own")));
+    vec![
+        let_("row", Ty::U32, var("r0") + u(r)),
+        let_("bi", Ty::U32, var("row") / param("s")),
+        let_("si", Ty::U32, var("row") % param("s")),
+        let_("own", Ty::F32, value),
+        if_(var("which").eq(u(0)), q),
+        if_(var("which").eq(u(1)), k),
+        if_(var("which").eq(u(2)), v),
+    ]
 }
 
 /// `y[t, :] = table[ids[t], :]` decoded to f32, for the ids in table rows

@@ -92,6 +92,10 @@ pub fn catalog() -> Vec<(&'static str, Kernel)> {
         all.push(("matmul_stacked", matmul::matmul_stacked(dtype, 1, 3)));
         all.push(("matmul_stacked", matmul::matmul_stacked(dtype, matmul::PREFILL_ROWS, 3)));
     }
+    for dtype in WEIGHT_DTYPES {
+        all.push(("matmul_qkv_rope", matmul::matmul_qkv_rope(dtype, 1)));
+    }
+    all.push(("matmul_qkv_rope", matmul::matmul_qkv_rope(DType::Q4_1, matmul::PREFILL_ROWS)));
     // Gemma 3's q and k where its v is of another type.
     all.push(("matmul_stacked", matmul::matmul_stacked(DType::Q5_0, 1, 2)));
     // GeGLU's (Gemma's) activation in the fused epilogue.

@@ -33,19 +33,32 @@ fn angle(pair: Expr) -> Vec<Stmt> {
 /// `j`): pairs `(i, i + half)` (Neox) or `(2i, 2i + 1)` (GptJ); features
 /// past `2 · half` pass through.
 fn rotated(style: RopeStyle, value: &dyn Fn(Expr) -> Expr) -> Vec<Stmt> {
+    rotated_from(style, value(var("c")), value(partner(style)))
+}
+
+/// The feature `c` forms a pair with: `c ± half` (Neox) or `c ± 1` (GptJ).
+fn partner(style: RopeStyle) -> Expr {
     let c = || var("c");
-    let (pair, partner, first) = match style {
-        RopeStyle::Neox => (
-            select(c().lt(param("half")), c(), c() - param("half")),
-            select(c().lt(param("half")), c() + param("half"), c() - param("half")),
-            c().lt(param("half")),
-        ),
-        RopeStyle::GptJ => (c() / u(2), select((c() % u(2)).eq(u(0)), c() + u(1), c() - u(1)), (c() % u(2)).eq(u(0))),
+    match style {
+        RopeStyle::Neox => select(c().lt(param("half")), c() + param("half"), c() - param("half")),
+        RopeStyle::GptJ => select((c() % u(2)).eq(u(0)), c() + u(1), c() - u(1)),
+    }
+}
+
+/// `rotated`, given feature `c`'s value (`own`) and its partner's
+/// (`partner_value`) as expressions: binds `out`. Used as is by a kernel
+/// that holds both values itself (the projection epilogue of
+/// `matmul::matmul_qkv_rope`), so it rotates with the same expressions.
+pub(super) fn rotated_from(style: RopeStyle, own: Expr, partner_value: Expr) -> Vec<Stmt> {
+    let c = || var("c");
+    let (pair, first) = match style {
+        RopeStyle::Neox => (select(c().lt(param("half")), c(), c() - param("half")), c().lt(param("half"))),
+        RopeStyle::GptJ => (c() / u(2), (c() % u(2)).eq(u(0))),
     };
-    let mut body = vec![let_("out", Ty::F32, value(c()))];
+    let mut body = vec![let_("out", Ty::F32, own.clone())];
     let mut turn = angle(pair);
-    turn.push(let_("x_self", Ty::F32, value(c())));
-    turn.push(let_("x_partner", Ty::F32, value(partner)));
+    turn.push(let_("x_self", Ty::F32, own));
+    turn.push(let_("x_partner", Ty::F32, partner_value));
     // Same products as the reference: x0·cos − x1·sin and x0·sin + x1·cos.
     turn.push(assign(
         "out",
@@ -59,7 +72,7 @@ fn rotated(style: RopeStyle, value: &dyn Fn(Expr) -> Expr) -> Vec<Stmt> {
     body
 }
 
-fn with_rope_params(k: Kernel) -> Kernel {
+pub(super) fn with_rope_params(k: Kernel) -> Kernel {
     k.param("half", Ty::U32).param("pos_divisor", Ty::F32).param("magnitude", Ty::F32)
 }
 
