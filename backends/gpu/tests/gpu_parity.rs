@@ -651,7 +651,7 @@ fn decode_steps_replay_the_recorded_launches() {
     let cache = Tensor::f32(vec![b, h, cap, d], vec![0.0; b * h * cap * d]);
     g.set_state("cache", &cache).unwrap();
     let mut want_cache = cache;
-    let replays = std::env::var("GRAPHC_TEST_DEVICE").map_or(true, |d| d == "wgpu");
+    let replays = std::env::var("GRAPHC_TEST_DEVICE").map_or(true, |d| d == "wgpu" || d == "cuda");
     for step in 0..5 {
         let inputs = HashMap::from([("new".to_string(), t(&[b, h, 1, d], 130 + step as u64)), ("lengths".to_string(), Tensor::i32(vec![b], vec![step]))]);
         let got = g.step(&inputs).unwrap();
