@@ -833,6 +833,12 @@ fn attention_inputs_run_as_one_kernel() {
             if dtype != DType::Q4_1 || s != 1 {
                 continue;
             }
+            // The appends' offsets are still checked on the host, though
+            // the appends run inside the fused kernel.
+            let mut past_cap = inputs.clone();
+            past_cap.insert("lengths".to_string(), Tensor::i32(vec![b], vec![0, cap as i32]));
+            let err = g.step(&past_cap).unwrap_err().to_string();
+            assert!(err.contains("capacity") && err.contains("kv_append"), "{what}: an offset past the capacity must be refused: {err}");
             // Where the group is not legal it does not form, and the
             // results stay the same bits: q's projection read elsewhere
             // too (it would never be written), or a device that binds
