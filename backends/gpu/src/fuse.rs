@@ -20,8 +20,10 @@ use std::collections::{HashMap, HashSet};
 /// The groups of `graph` (in topological `order`), and the nodes that run
 /// inside another's kernel with no value of their own (`inner`).
 pub fn groups(graph: &Graph, order: &[NodeId], limits: BindingLimits) -> (Groups, HashSet<NodeId>) {
+    // Each node's place in `order`, which the legality checks compare.
+    let position: Positions = order.iter().enumerate().map(|(i, &n)| (n, i)).collect();
     let (mut groups, mut inner) = elementwise_chains(graph, order);
-    let (attention_inputs, projected) = attention_inputs(graph, order, limits);
+    let (attention_inputs, projected) = attention_inputs(graph, order, &position, limits);
     groups.extend(attention_inputs);
     inner.extend(projected);
     let gated = gated_matmuls(graph, order);
@@ -29,9 +31,9 @@ pub fn groups(graph: &Graph, order: &[NodeId], limits: BindingLimits) -> (Groups
         inner.extend(graph.inputs(root));
     }
     groups.extend(gated);
-    groups.extend(residual_norms(graph, order, &groups, &inner));
-    groups.extend(stacked_matmuls(graph, order, &inner, limits));
-    groups.extend(paired_ops(graph, order, &groups, &inner));
+    groups.extend(residual_norms(graph, order, &position, &groups, &inner));
+    groups.extend(stacked_matmuls(graph, order, &position, &inner, limits));
+    groups.extend(paired_ops(graph, order, &position, &groups, &inner));
     (groups, inner)
 }
 
@@ -91,6 +93,9 @@ pub struct Fused {
 
 /// Group roots → their groups.
 pub type Groups = HashMap<NodeId, Fused>;
+
+/// Each node's index in the topological order the groups are formed on.
+type Positions = HashMap<NodeId, usize>;
 
 /// Elementwise chains: a unary or binary op whose value has exactly one
 /// user, itself unary or binary and of the same shape, is folded into that
@@ -174,8 +179,7 @@ fn gated_matmuls(graph: &Graph, order: &[NodeId]) -> Groups {
 /// whenever no matmul is in another group: all of them read only `x` and
 /// weights, which are there at the first one's position. Each output
 /// column is summed as `matmul` sums it.
-fn stacked_matmuls(graph: &Graph, order: &[NodeId], inner: &HashSet<NodeId>, limits: BindingLimits) -> Groups {
-    let position: HashMap<NodeId, usize> = order.iter().enumerate().map(|(i, &n)| (n, i)).collect();
+fn stacked_matmuls(graph: &Graph, order: &[NodeId], position: &Positions, inner: &HashSet<NodeId>, limits: BindingLimits) -> Groups {
     let mut fused: Groups = HashMap::new();
     for &x in order {
         // x's projections by weight type, in order.
@@ -218,8 +222,7 @@ fn stacked_matmuls(graph: &Graph, order: &[NodeId], inner: &HashSet<NodeId>, lim
 /// the earlier one (bar `state_out` and `output`, which take values once
 /// the step's kernels are placed) runs after the later one, so neither
 /// reads the other and the earlier one's value exists before it is read.
-fn paired_ops(graph: &Graph, order: &[NodeId], groups: &Groups, inner: &HashSet<NodeId>) -> Groups {
-    let position: HashMap<NodeId, usize> = order.iter().enumerate().map(|(i, &n)| (n, i)).collect();
+fn paired_ops(graph: &Graph, order: &[NodeId], position: &Positions, groups: &Groups, inner: &HashSet<NodeId>) -> Groups {
     let written_at: HashMap<NodeId, NodeId> = groups.iter().flat_map(|(&root, g)| g.also.iter().map(move |&n| (n, root))).collect();
     let runs_at = |id: NodeId| position[&launched_by(graph, inner, &written_at, id)];
     let stackable = |id: NodeId| matches!(graph.node(id).op, Op::Rope { .. } | Op::NormRope { .. } | Op::KvAppend { .. });
@@ -254,8 +257,7 @@ fn paired_ops(graph: &Graph, order: &[NodeId], groups: &Groups, inner: &HashSet<
 /// add is in no other group, reads no weight, and each of its other
 /// readers comes after the norm in `order` (the kernel runs where the norm
 /// stands). The sum and the norm are formed as the two kernels form them.
-fn residual_norms(graph: &Graph, order: &[NodeId], groups: &Groups, inner: &HashSet<NodeId>) -> Groups {
-    let position: HashMap<NodeId, usize> = order.iter().enumerate().map(|(i, &n)| (n, i)).collect();
+fn residual_norms(graph: &Graph, order: &[NodeId], position: &Positions, groups: &Groups, inner: &HashSet<NodeId>) -> Groups {
     let mut fused: Groups = HashMap::new();
     let mut taken = HashSet::new();
     for &id in order {
@@ -295,9 +297,8 @@ fn residual_norms(graph: &Graph, order: &[NodeId], groups: &Groups, inner: &Hash
 /// stands before the root; and every reader of the appended caches (but
 /// `state_out`) stands after the root. The second value is the nodes
 /// that run inside the kernel with no value of their own.
-fn attention_inputs(graph: &Graph, order: &[NodeId], limits: BindingLimits) -> (Groups, Vec<NodeId>) {
+fn attention_inputs(graph: &Graph, order: &[NodeId], position: &Positions, limits: BindingLimits) -> (Groups, Vec<NodeId>) {
     const KERNEL_BUFFERS: u32 = 10;
-    let position: HashMap<NodeId, usize> = order.iter().enumerate().map(|(i, &n)| (n, i)).collect();
     let only_user = |id: NodeId| match graph.users(id)[..] {
         [user] => Some(user),
         _ => None,
