@@ -173,8 +173,10 @@ fn gated_matmuls(graph: &Graph, order: &[NodeId]) -> Groups {
 }
 
 /// Stacked projections: two or three matmuls of the same `x` (a layer's
-/// q, k and v) whose weights share a type (so one kernel decodes them all)
-/// and each fit one binding run as one `matmul_stacked` kernel, where the
+/// q, k and v) whose weights share a block size (so one loop over blocks
+/// serves them all; each is decoded as its own type: Gemma 3's q5_0 q and
+/// k beside a q8_0 v) and each fit one binding run as one `matmul_stacked`
+/// kernel, where the
 /// first of them stands in `order`: two launches fewer per q/k/v. Legal
 /// whenever no matmul is in another group: all of them read only `x` and
 /// weights, which are there at the first one's position. Each output
@@ -182,8 +184,8 @@ fn gated_matmuls(graph: &Graph, order: &[NodeId]) -> Groups {
 fn stacked_matmuls(graph: &Graph, order: &[NodeId], position: &Positions, inner: &HashSet<NodeId>, limits: BindingLimits) -> Groups {
     let mut fused: Groups = HashMap::new();
     for &x in order {
-        // x's projections by weight type, in order.
-        let mut by_dtype: Vec<(DType, Vec<NodeId>)> = vec![];
+        // x's projections by weight block size, in order.
+        let mut by_block: Vec<(usize, Vec<NodeId>)> = vec![];
         let mut users = graph.users(x);
         users.sort_by_key(|u| position[u]);
         users.dedup();
@@ -198,12 +200,12 @@ fn stacked_matmuls(graph: &Graph, order: &[NodeId], position: &Positions, inner:
             if !matches!(graph.node(inputs[1]).op, Op::Weight { .. }) || weight_bytes > limits.max_bytes {
                 continue;
             }
-            match by_dtype.iter_mut().find(|(d, _)| *d == w.dtype) {
+            match by_block.iter_mut().find(|(b, _)| *b == w.dtype.block_elems()) {
                 Some((_, ms)) => ms.push(m),
-                None => by_dtype.push((w.dtype, vec![m])),
+                None => by_block.push((w.dtype.block_elems(), vec![m])),
             }
         }
-        for (_, ms) in by_dtype {
+        for (_, ms) in by_block {
             for stack in ms.chunks(3).filter(|c| c.len() >= 2) {
                 // The first runs the kernel; its weight goes last (the main result).
                 let (&root, later) = stack.split_first().unwrap();

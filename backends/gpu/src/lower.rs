@@ -176,8 +176,8 @@ pub fn lower_add_norm(kind: NormKind, eps: f32, args: &[ArgInfo], target: &'stat
 }
 
 /// Two or three matmuls of one `x` (`args`: `x, w0, w1[, w2]`, weights of
-/// one type and row length, each within one binding) as one
-/// `matmul_stacked` kernel: weight `i`'s result is the call's `i`-th
+/// one block size and row length, each within one binding) as one
+/// `matmul_stacked` kernel (`matmul_stacked_mixed` where their types differ): weight `i`'s result is the call's `i`-th
 /// output, the last one the main result (`Arg::Output`), the others
 /// `Arg::ExtraOutput` in order.
 pub fn lower_stacked_matmuls(args: &[ArgInfo], target: &'static str) -> Result<KernelCall, LowerError> {
@@ -185,15 +185,23 @@ pub fn lower_stacked_matmuls(args: &[ArgInfo], target: &'static str) -> Result<K
     let (x, weights) = (&args[0].shape, &args[1..]);
     let k = *x.last().unwrap_or(&0);
     let dtype = weights[0].dtype;
-    let fits = |w: &ArgInfo| w.dtype == dtype && w.shape.len() == 2 && w.shape[1] == k && k % dtype.block_elems() == 0;
-    if !(2..=3).contains(&weights.len()) || !WEIGHT_DTYPES.contains(&dtype) || !weights.iter().all(fits) {
-        return Err(no(format!("a stack of 2 or 3 weights of one type and row length {k}, got {weights:?}")));
+    let fits = |w: &ArgInfo| {
+        WEIGHT_DTYPES.contains(&w.dtype) && w.dtype.block_elems() == dtype.block_elems() && w.shape.len() == 2 && w.shape[1] == k && k % dtype.block_elems() == 0
+    };
+    if !(2..=3).contains(&weights.len()) || !weights.iter().all(fits) {
+        return Err(no(format!("a stack of 2 or 3 weights of one block size and row length {k}, got {weights:?}")));
     }
+    let mixed = weights.iter().any(|w| w.dtype != dtype);
     let m = x.iter().product::<usize>() / k.max(1);
     let n: usize = weights.iter().map(|w| w.shape[0]).sum();
     let rows = if m == 1 { 1 } else { kernels::matmul::PREFILL_ROWS as usize };
-    let row_bytes = k / dtype.block_elems() * dtype.block_bytes();
-    let mut params = vec![n32(m), n32(n), n32(k), n32(row_bytes)];
+    let row_bytes = |t: DType| n32(k / t.block_elems() * t.block_bytes());
+    let mut params = vec![n32(m), n32(n), n32(k)];
+    if mixed {
+        params.extend(weights.iter().map(|w| row_bytes(w.dtype)));
+    } else {
+        params.push(row_bytes(dtype));
+    }
     params.extend(weights[..weights.len() - 1].iter().map(|w| n32(w.shape[0])));
     let out_shape = |w: &ArgInfo| {
         let mut shape = x.clone();
@@ -204,7 +212,11 @@ pub fn lower_stacked_matmuls(args: &[ArgInfo], target: &'static str) -> Result<K
     call_args.extend(weights[..weights.len() - 1].iter().map(|w| Arg::ExtraOutput(out_shape(w))));
     call_args.push(Arg::Output);
     let groups = m.div_ceil(rows) * n.div_ceil(kernels::matmul::COLUMNS_PER_GROUP as usize);
-    let kernel = kernels::matmul::matmul_stacked(dtype, rows as u32, weights.len() as u32);
+    let kernel = if mixed {
+        kernels::matmul::matmul_stacked_mixed(&weights.iter().map(|w| w.dtype).collect::<Vec<_>>(), rows as u32)
+    } else {
+        kernels::matmul::matmul_stacked(dtype, rows as u32, weights.len() as u32)
+    };
     Ok(KernelCall { kernel, args: call_args, params, groups: groups as u32, out_shape: out_shape(&weights[weights.len() - 1]) })
 }
 
@@ -221,6 +233,9 @@ pub fn lower_qkv_rope(rope: &Op, append: &Op, args: &[ArgInfo], target: &'static
         return Err(no(format!("a GPT-J rotation and appends along axis 2, got {} and {}", rope.mnemonic(), append.mnemonic())));
     };
     let [x, wq, wk, wv, positions, k_cache, v_cache, lengths] = args else { return Err(no(format!("8 operands, got {}", args.len()))) };
+    if wk.dtype != wq.dtype || wv.dtype != wq.dtype {
+        return Err(no(format!("q, k and v weights of one type, got {}, {} and {}", wq.dtype, wk.dtype, wv.dtype)));
+    }
     let stack = lower_stacked_matmuls(&[x.clone(), wq.clone(), wk.clone(), wv.clone()], target)?;
     let (Some(&k), &[b, hk, cap, d], &[vb, hv, vcap, dv]) = (x.shape.last(), &k_cache.shape[..], &v_cache.shape[..]) else {
         return Err(no(format!("caches of rank 4, got {:?} and {:?}", k_cache.shape, v_cache.shape)));

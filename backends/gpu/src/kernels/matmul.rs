@@ -57,6 +57,17 @@ pub fn matmul_stacked(dtype: DType, rows: u32, count: u32) -> Kernel {
     dense(dtype, rows, Mode::Stacked(count))
 }
 
+/// `matmul_stacked` over weights of different types with one block size
+/// (Gemma 3's q5_0 q and k beside a q8_0 v): weight `i` is decoded as
+/// `types[i]`, its rows `row_bytes{i}` bytes apart; params `m, n, k,
+/// row_bytes0 ..`, then `n0 ..`. Each column is summed exactly as
+/// `matmul` over its own weight sums it.
+pub fn matmul_stacked_mixed(types: &[DType], rows: u32) -> Kernel {
+    let block_elems = types[0].block_elems();
+    assert!(types.iter().all(|t| t.block_elems() == block_elems), "a mixed stack shares one block size: {types:?}");
+    dense_of(types[0], rows, Mode::Stacked(types.len() as u32), types)
+}
+
 /// A llama layer's attention inputs in one launch: its q, k and v
 /// projections of `x` stacked as `matmul_stacked` stacks them, with the
 /// ops that follow them in the graph done in the epilogue: q and k rotated
@@ -96,7 +107,7 @@ enum Mode {
 /// One weight's blocks `blk` of weight row `row` (a local), accumulated
 /// into `{prefix}{r}` for each of the tile's rows; `base` names the row's
 /// byte offset.
-fn accumulate(dtype: DType, rows: u32, w: &str, base: &str, row: &str, prefix: &str) -> Vec<Stmt> {
+fn accumulate(dtype: DType, rows: u32, w: &str, base: &str, row: &str, prefix: &str, row_bytes: &str) -> Vec<Stmt> {
     let (be, bb, ge) = (dtype.block_elems() as u32, dtype.block_bytes() as u32, dequant::group_elems(dtype));
     let mut element = vec![
         let_("v", Ty::F32, dequant::group_element(dtype, w, var(base), var("grp"), var("l"))),
@@ -110,14 +121,24 @@ fn accumulate(dtype: DType, rows: u32, w: &str, base: &str, row: &str, prefix: &
     }
     let mut group = dequant::group_setup(dtype, w, var(base), var("grp"));
     group.push(for_("l", u(0), u(ge), u(1), element));
-    vec![let_(base, Ty::U32, var(row) * param("row_bytes") + var("blk") * u(bb)), for_("grp", u(0), u(be / ge), u(1), group)]
+    vec![let_(base, Ty::U32, var(row) * param(row_bytes) + var("blk") * u(bb)), for_("grp", u(0), u(be / ge), u(1), group)]
 }
 
 /// `matmul`, `matmul_glu` or `matmul_stacked` (`mode`): the sums kept
 /// per row are `acc{r}` (one weight, or the stack's weight of the
 /// column), or `gate{r}` and `up{r}`.
 fn dense(dtype: DType, rows: u32, mode: Mode) -> Kernel {
+    dense_of(dtype, rows, mode, &[])
+}
+
+/// `dense`, with a stack's weights of the `mixed` types where not empty.
+fn dense_of(dtype: DType, rows: u32, mode: Mode, mixed: &[DType]) -> Kernel {
     let be = dtype.block_elems() as u32;
+    // Weight `i`'s type and row stride parameter.
+    let weight = |i: u32| match mixed.get(i as usize) {
+        Some(&t) => (t, format!("row_bytes{i}")),
+        None => (dtype, "row_bytes".to_string()),
+    };
     let prefixes: &[&str] = match mode {
         Mode::Gated(_) => &["gate", "up"],
         _ => &["acc"],
@@ -148,12 +169,19 @@ fn dense(dtype: DType, rows: u32, mode: Mode) -> Kernel {
         }
     }
     let blocks: Vec<Stmt> = match mode {
-        Mode::Plain => accumulate(dtype, rows, "w", "base", "j", "acc"),
+        Mode::Plain => accumulate(dtype, rows, "w", "base", "j", "acc", "row_bytes"),
         // The dequantizer's locals live in each weight's own group loop.
-        Mode::Gated(_) => [accumulate(dtype, rows, "w_gate", "base_gate", "j", "gate"), accumulate(dtype, rows, "w_up", "base_up", "j", "up")].concat(),
-        Mode::Stacked(_) | Mode::QkvRope => {
-            (0..count).map(|i| if_(var("which").eq(u(i)), accumulate(dtype, rows, &format!("w{i}"), "base", "jl", "acc"))).collect()
-        }
+        Mode::Gated(_) => [
+            accumulate(dtype, rows, "w_gate", "base_gate", "j", "gate", "row_bytes"),
+            accumulate(dtype, rows, "w_up", "base_up", "j", "up", "row_bytes"),
+        ]
+        .concat(),
+        Mode::Stacked(_) | Mode::QkvRope => (0..count)
+            .map(|i| {
+                let (t, row_bytes) = weight(i);
+                if_(var("which").eq(u(i)), accumulate(t, rows, &format!("w{i}"), "base", "jl", "acc", &row_bytes))
+            })
+            .collect(),
     };
     out.push(if_(var("j").lt(param("n")), vec![for_("blk", var("lane"), param("k") / u(be), u(THREADS_PER_COLUMN), blocks)]));
     for r in 0..rows {
@@ -187,6 +215,9 @@ fn dense(dtype: DType, rows: u32, mode: Mode) -> Kernel {
     let name = match mode {
         Mode::Plain => format!("matmul_{}{suffix}", type_name(dtype)),
         Mode::Gated(act) => format!("matmul_glu_{}_{}{suffix}", graphc_ir::text::unary_name(act), type_name(dtype)),
+        Mode::Stacked(count) if !mixed.is_empty() => {
+            format!("matmul{count}_{}{suffix}", mixed.iter().map(|&t| type_name(t)).collect::<Vec<_>>().join("_"))
+        }
         Mode::Stacked(count) => format!("matmul{count}_{}{suffix}", type_name(dtype)),
         Mode::QkvRope => format!("matmul_qkv_rope_gptj_{}{suffix}", type_name(dtype)),
     };
@@ -208,7 +239,11 @@ fn dense(dtype: DType, rows: u32, mode: Mode) -> Kernel {
             .output("v_cache", Ty::F32)
             .input("lengths", Ty::I32),
     };
-    kernel = kernel.param("m", Ty::U32).param("n", Ty::U32).param("k", Ty::U32).param("row_bytes", Ty::U32);
+    kernel = kernel.param("m", Ty::U32).param("n", Ty::U32).param("k", Ty::U32);
+    kernel = match mixed.len() {
+        0 => kernel.param("row_bytes", Ty::U32),
+        types => (0..types).fold(kernel, |k, i| k.param(&format!("row_bytes{i}"), Ty::U32)),
+    };
     kernel = match mode {
         Mode::Stacked(count) => (0..count - 1).fold(kernel, |k, i| k.param(&format!("n{i}"), Ty::U32)),
         Mode::QkvRope => {

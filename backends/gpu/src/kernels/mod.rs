@@ -96,7 +96,10 @@ pub fn catalog() -> Vec<(&'static str, Kernel)> {
         all.push(("matmul_qkv_rope", matmul::matmul_qkv_rope(dtype, 1)));
     }
     all.push(("matmul_qkv_rope", matmul::matmul_qkv_rope(DType::Q4_1, matmul::PREFILL_ROWS)));
-    // Gemma 3's q and k where its v is of another type.
+    // Gemma 3's q and k beside a v of another type with the same block size.
+    all.push(("matmul_stacked", matmul::matmul_stacked_mixed(&[DType::Q5_0, DType::Q5_0, DType::Q8_0], 1)));
+    all.push(("matmul_stacked", matmul::matmul_stacked_mixed(&[DType::Q5_0, DType::Q5_0, DType::Q8_0], matmul::PREFILL_ROWS)));
+    // Two of a type where the third's block size differs.
     all.push(("matmul_stacked", matmul::matmul_stacked(DType::Q5_0, 1, 2)));
     // GeGLU's (Gemma's) activation in the fused epilogue.
     all.push(("matmul_glu", matmul::matmul_glu(DType::Q4K, 1, UnaryOp::GeluTanh)));
