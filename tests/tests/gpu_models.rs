@@ -169,11 +169,9 @@ fn smollm2_on_the_gpu_matches_the_reference_as_a_ragged_batch() {
     // serve every later one: the host builds none per step.
     let bindings = session.kernel_counts()["device_bindings_built"];
     assert_eq!(Some(bindings), bindings_after_first_decode, "decode steps kept building bind groups");
-    if test_device() == "wgpu" || test_device() == "cuda" {
-        // The first decode step is recorded; every later one replays it.
-        let replayed = session.kernel_counts()["device_replayed_steps"];
-        assert_eq!(replayed, longest as u64 - 2, "decode steps replayed");
-    }
+    // The first decode step is recorded; every later one replays it.
+    let replayed = session.kernel_counts()["device_replayed_steps"];
+    assert_eq!(replayed, longest as u64 - 2, "decode steps replayed");
     for (row, p) in prompts.iter().enumerate() {
         let want: Vec<u32> = p["generated_ids"].as_array().unwrap().iter().map(|v| v.as_u64().unwrap() as u32).collect();
         assert_eq!(tokens[row][..n_stable[row]], want[..n_stable[row]], "{}: the first {} greedy tokens", p["name"], n_stable[row]);
@@ -194,11 +192,9 @@ fn device_parity_holds_on_smollm2() {
     assert!(r.sides.1.starts_with(&test_device()) && r.sides.0.starts_with("fast"), "{:?}", r.sides);
     assert!(r.worst > 0.0 && r.worst <= graphc_tests::device_parity::MAX_RELATIVE_DIFF);
     // The report carries the device's counters: the first decode step is
-    // recorded, the other three replay it (wgpu, cuda).
+    // recorded, the other three replay it (on every target).
     assert!(r.device_counts["device_launches_last_step"] > 0, "the report names the device's launches");
-    if test_device() == "wgpu" || test_device() == "cuda" {
-        assert_eq!(r.device_counts["device_replayed_steps"], 3, "decode steps replayed");
-    }
+    assert_eq!(r.device_counts["device_replayed_steps"], 3, "decode steps replayed");
 }
 
 /// The tiny HF family fixtures (`tests/fixtures/families/`, transformers

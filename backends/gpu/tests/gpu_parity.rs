@@ -638,8 +638,10 @@ fn paired_ropes_and_appends_run_as_one_launch_each() {
 /// (from the third step: the first folds, the second records) with each
 /// step's own inputs, appending at each step's own offset as the reference
 /// does; the host checks still run on a replayed step, so an offset past
-/// the capacity is refused there too. Where the target cannot tell its
-/// buffers apart (`Device::same_buffer`), nothing is replayed.
+/// the capacity is refused there too. Every target rewrites a step's
+/// inputs in their buffers and tells its buffers apart
+/// (`Device::same_buffer`), so each replays (CUDA and Metal here only
+/// where `tools/gpu-check` and `tools/metal-check` run this).
 #[test]
 fn decode_steps_replay_the_recorded_launches() {
     let (b, h, cap, d) = (1, 2, 8, 4);
@@ -651,7 +653,6 @@ fn decode_steps_replay_the_recorded_launches() {
     let cache = Tensor::f32(vec![b, h, cap, d], vec![0.0; b * h * cap * d]);
     g.set_state("cache", &cache).unwrap();
     let mut want_cache = cache;
-    let replays = std::env::var("GRAPHC_TEST_DEVICE").map_or(true, |d| d == "wgpu" || d == "cuda");
     for step in 0..5 {
         let inputs = HashMap::from([("new".to_string(), t(&[b, h, 1, d], 130 + step as u64)), ("lengths".to_string(), Tensor::i32(vec![b], vec![step]))]);
         let got = g.step(&inputs).unwrap();
@@ -660,7 +661,7 @@ fn decode_steps_replay_the_recorded_launches() {
         want_cache = want.states.remove("cache").unwrap();
         assert_eq!(max_diff(&got["c"], &want_cache), 0.0, "step {step}: the cache differs from the reference's");
         assert_close(&format!("step {step}: exp"), &got["e"], &want.outputs["e"]);
-        let replayed = if replays { (step as u64).saturating_sub(1) } else { 0 };
+        let replayed = (step as u64).saturating_sub(1);
         assert_eq!(g.counters()["device_replayed_steps"], replayed, "step {step}: steps replayed so far");
     }
     // Each step wrote its own row: the last step's alone would leave rows 0..4 zero.

@@ -168,6 +168,11 @@ impl Device for MetalDevice {
             _ => self.upload(bytes),
         }
     }
+    /// One allocation (the same Objective-C object) and one range: what
+    /// lets a decode step replay here, its inputs rewritten in place.
+    fn same_buffer(&self, a: &MetalBuffer, b: &MetalBuffer) -> bool {
+        std::ptr::eq(Retained::as_ptr(&a.buffer), Retained::as_ptr(&b.buffer)) && (a.offset, a.bytes) == (b.offset, b.bytes)
+    }
     fn zeros(&self, bytes: u64) -> Result<MetalBuffer, GpuError> {
         // Metal does not promise new buffers are zeroed.
         let buf = self.new_buffer(bytes)?;
