@@ -86,6 +86,7 @@ fn gemma3_on_the_gpu_matches_the_reference() {
         }
     }
     assert_eq!(tokens[..], want[..n_stable], "gemma3 p1: the first {n_stable} greedy tokens on {}", test_device());
+    println!("gemma3: {} launches a decode step", session.kernel_counts()["device_launches_last_step"]);
 }
 
 #[test]
