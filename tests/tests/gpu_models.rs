@@ -68,6 +68,9 @@ fn gemma3_on_the_gpu_matches_the_reference() {
     // Sandwich norms: each residual add but the last is followed by a
     // pre-norm (the last positions are gathered before the output norm).
     assert_eq!(session.kernel_counts()["device_fused_residual_norms"], 2 * 18 - 1, "residual norms fused");
+    // Each of those adds sums the residual stream and a post-norm (the
+    // sandwich), which runs in the same kernel (`norm_add_norm`).
+    assert_eq!(session.kernel_counts()["device_fused_post_norms"], 2 * 18 - 1, "post-norms fused");
     // q, k and v stack in every layer: all three q5_0 (9 layers), or q5_0
     // q and k beside a q8_0 v (the other 9; one block size, each weight
     // decoded as its own type).

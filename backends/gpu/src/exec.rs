@@ -356,7 +356,13 @@ impl<D: Device> GpuGraph<D> {
     /// Residual adds written by the following norm's kernel
     /// (`residual_norms`' count).
     pub fn fused_residual_norms(&self) -> usize {
-        self.groups.values().filter(|g| matches!(g.group, Group::AddNorm(..))).count()
+        self.groups.values().filter(|g| matches!(g.group, Group::AddNorm(..) | Group::NormAddNorm(..))).count()
+    }
+
+    /// Of those, sandwich norms whose inner (post-)norm runs in the same
+    /// kernel too (`residual_norms`' `norm_add_norm`).
+    pub fn fused_post_norms(&self) -> usize {
+        self.groups.values().filter(|g| matches!(g.group, Group::NormAddNorm(..))).count()
     }
 
     /// Every counter, by the name sessions report it under: launches of the
@@ -376,6 +382,7 @@ impl<D: Device> GpuGraph<D> {
             ("device_fused_gated_matmuls", self.fused_gated_matmuls() as u64),
             ("device_fused_attention_inputs", self.fused_attention_inputs() as u64),
             ("device_fused_residual_norms", self.fused_residual_norms() as u64),
+            ("device_fused_post_norms", self.fused_post_norms() as u64),
             ("device_stacked_matmuls", self.stacked_matmuls() as u64),
             ("device_paired_ops", self.paired_ops() as u64),
             ("device_replayed_steps", self.replayed_steps as u64),
@@ -578,6 +585,9 @@ impl<D: Device> GpuGraph<D> {
                                 Some(Group::Chain(tree)) => crate::lower::lower_chain(tree, &infos, self.device.target()).map(|c| vec![c]),
                                 Some(Group::GatedMatMul(act)) => {
                                     crate::lower::lower_matmul_glu(*act, &infos, self.device.target(), self.device.binding_limits())
+                                }
+                                Some(Group::NormAddNorm(eps_o, eps)) => {
+                                    crate::lower::lower_norm_add_norm(*eps_o, *eps, &infos, self.device.target()).map(|c| vec![c])
                                 }
                                 Some(Group::AddNorm(kind, eps)) => {
                                     crate::lower::lower_add_norm(*kind, *eps, &infos, self.device.target()).map(|c| vec![c])

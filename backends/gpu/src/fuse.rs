@@ -31,7 +31,9 @@ pub fn groups(graph: &Graph, order: &[NodeId], limits: BindingLimits) -> (Groups
         inner.extend(graph.inputs(root));
     }
     groups.extend(gated);
-    groups.extend(residual_norms(graph, order, &position, &groups, &inner));
+    let (residual, post_norms) = residual_norms(graph, order, &position, &groups, &inner);
+    groups.extend(residual);
+    inner.extend(post_norms);
     groups.extend(stacked_matmuls(graph, order, &position, &inner, limits));
     groups.extend(paired_ops(graph, order, &position, &groups, &inner));
     (groups, inner)
@@ -63,6 +65,10 @@ pub enum Group {
     /// `norm(add(a, b))` that also writes the sum (`residual_norms`):
     /// leaves `a, b, w[, bias]`, the add co-produced.
     AddNorm(NormKind, f32),
+    /// `rms_norm(add(a, rms_norm(o, w_o)))`, a sandwich norm's residual
+    /// step (`residual_norms`): leaves `a, o, w_o, w`, the add co-produced,
+    /// the inner norm run inside. Its epsilons: the inner norm's, the outer's.
+    NormAddNorm(f32, f32),
     /// Two or three matmuls of one `x` (`stacked_matmuls`): leaves `x`,
     /// the co-produced matmuls' weights, then the root's (the root is the
     /// first of them in order; its weight's result is the main one).
@@ -259,8 +265,16 @@ fn paired_ops(graph: &Graph, order: &[NodeId], position: &Positions, groups: &Gr
 /// add is in no other group, reads no weight, and each of its other
 /// readers comes after the norm in `order` (the kernel runs where the norm
 /// stands). The sum and the norm are formed as the two kernels form them.
-fn residual_norms(graph: &Graph, order: &[NodeId], position: &Positions, groups: &Groups, inner: &HashSet<NodeId>) -> Groups {
+///
+/// Where the add's other operand is itself an RMS norm read by nothing
+/// else (Gemma 2/3's post-norms: `h = a + norm(o)`), that norm runs in the
+/// same kernel too (`norm_add_norm`, both norms RMS): another launch fewer
+/// per sandwich norm. Its value has no buffer (the second value returned:
+/// nodes run inside a group's kernel); `h` and the outer norm are the
+/// three kernels' bits.
+fn residual_norms(graph: &Graph, order: &[NodeId], position: &Positions, groups: &Groups, inner: &HashSet<NodeId>) -> (Groups, Vec<NodeId>) {
     let mut fused: Groups = HashMap::new();
+    let mut post_norms = vec![];
     let mut taken = HashSet::new();
     for &id in order {
         let Op::Norm { kind, eps } = graph.node(id).op else { continue };
@@ -273,13 +287,33 @@ fn residual_norms(graph: &Graph, order: &[NodeId], position: &Positions, groups:
         let same_shape = operands.iter().all(|&o| graph.ty(o).shape == graph.ty(add).shape && graph.ty(o).dtype == DType::F32);
         let reads_weight = operands.iter().any(|&o| matches!(graph.node(o).op, Op::Weight { .. } | Op::Const { .. }));
         let readers_after = graph.users(add).iter().all(|u| *u == id || position[u] > position[&id]);
-        if same_shape && !reads_weight && readers_after && taken.insert(add) {
-            let mut leaves = operands;
-            leaves.extend(&inputs[1..]);
-            fused.insert(id, Fused { group: Group::AddNorm(kind, eps), leaves, also: vec![add] });
+        if !(same_shape && !reads_weight && readers_after && taken.insert(add)) {
+            continue;
+        }
+        // A post-norm operand: RMS, read only by this add, in no group.
+        let post_norm = operands.iter().position(|&o| {
+            matches!(graph.node(o).op, Op::Norm { kind: NormKind::Rms, .. })
+                && graph.users(o) == [add]
+                && !groups.contains_key(&o)
+                && !inner.contains(&o)
+        });
+        match post_norm {
+            Some(i) if kind == NormKind::Rms && operands[0] != operands[1] => {
+                let o_norm = operands[i];
+                let Op::Norm { eps: eps_o, .. } = graph.node(o_norm).op else { unreachable!("matched above") };
+                let [o, w_o] = graph.inputs(o_norm)[..] else { continue };
+                let leaves = vec![operands[1 - i], o, w_o, inputs[1]];
+                post_norms.push(o_norm);
+                fused.insert(id, Fused { group: Group::NormAddNorm(eps_o, eps), leaves, also: vec![add] });
+            }
+            _ => {
+                let mut leaves = operands;
+                leaves.extend(&inputs[1..]);
+                fused.insert(id, Fused { group: Group::AddNorm(kind, eps), leaves, also: vec![add] });
+            }
         }
     }
-    fused
+    (fused, post_norms)
 }
 
 /// Attention inputs: `rope(permute(reshape(matmul(x, w_q))))`, the same

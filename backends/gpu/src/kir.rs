@@ -73,6 +73,11 @@ pub enum Func {
     HalfToF32,
     /// `f32` with the bit pattern of a `u32`.
     BitsToF32,
+    /// `a * b` rounded to f32 and never contracted into a fused
+    /// multiply-add with what uses it (CUDA's `__fmul_rn`): where a fused
+    /// kernel adds a product the unfused kernels store first, the sum must
+    /// see the stored (rounded) product to give the same bits.
+    MulRounded,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -428,7 +433,7 @@ impl Kernel {
                     Func::HalfToF32 | Func::BitsToF32 => Ty::U32,
                     _ => Ty::F32,
                 };
-                let arity = if *func == Func::Pow { 2 } else { 1 };
+                let arity = if matches!(func, Func::Pow | Func::MulRounded) { 2 } else { 1 };
                 if args.len() != arity {
                     return Err(self.err(format!("{func:?} takes {arity} arguments, got {}", args.len())));
                 }

@@ -175,6 +175,22 @@ pub fn lower_add_norm(kind: NormKind, eps: f32, args: &[ArgInfo], target: &'stat
     Ok(KernelCall { kernel: kernels::norm::add_norm(kind), args: call_args, params, groups: rows as u32, out_shape: shape })
 }
 
+/// `rms_norm(a + rms_norm(o, w_o), w)` as one kernel (`norm_add_norm`)
+/// that also writes the sum: `args` are `a, o, w_o, w` (`a` and `o` of one
+/// shape).
+pub fn lower_norm_add_norm(eps_o: f32, eps: f32, args: &[ArgInfo], target: &'static str) -> Result<KernelCall, LowerError> {
+    if args.len() != 4 || args[0] != args[1] || args[0].dtype != DType::F32 {
+        let why = format!("a sandwich norm needs a, o of one shape and two norm weights, got {args:?}");
+        return Err(LowerError::NoKernel { op: "norm".into(), target, why });
+    }
+    let shape = args[0].shape.clone();
+    let d = *shape.last().unwrap_or(&1);
+    let rows = shape.iter().product::<usize>() / d.max(1);
+    let call_args = vec![Arg::Input(0), Arg::Input(1), Arg::Input(2), Arg::Input(3), Arg::ExtraOutput(shape.clone()), Arg::Output];
+    let params = vec![n32(rows), n32(d), Value::F32(eps_o), Value::F32(eps)];
+    Ok(KernelCall { kernel: kernels::norm::norm_add_norm(), args: call_args, params, groups: rows as u32, out_shape: shape })
+}
+
 /// Two or three matmuls of one `x` (`args`: `x, w0, w1[, w2]`, weights of
 /// one block size and row length, each within one binding) as one
 /// `matmul_stacked` kernel (`matmul_stacked_mixed` where their types differ): weight `i`'s result is the call's `i`-th

@@ -872,6 +872,52 @@ fn attention_inputs_run_as_one_kernel() {
     }
 }
 
+/// A sandwich norm's residual step (Gemma 2/3: `h = x + rms_norm(o)`,
+/// then `rms_norm(h)`) runs as one kernel (`norm_add_norm`) writing `h`
+/// too, on rows longer than a workgroup, with the post-norm as either
+/// operand of the add: `h` and the outer norm bit for bit what the `norm`,
+/// `add` and `norm` kernels give one at a time (the inner product is
+/// rounded before the add, as stored). Where the post-norm is read
+/// elsewhere it keeps its own launch (same bits); dropping the post-norm
+/// is far away.
+#[test]
+fn sandwich_norms_run_as_one_kernel() {
+    let (rows, d) = (3, 300);
+    let Some(dev) = device() else { return };
+    let weight = |seed| OneWeight { dtype: DType::F32, shape: vec![d], bytes: weight_bytes(DType::F32, 1, d, seed) };
+    let weights = Weights(HashMap::from([("w_o".to_string(), weight(170)), ("w".to_string(), weight(171))]));
+    let inputs = HashMap::from([("x".to_string(), t(&[rows, d], 172)), ("o".to_string(), t(&[rows, d], 173))]);
+    let bits = |t: &Tensor| t.as_f32().unwrap().iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+    // The kernels one at a time.
+    let (w_o, w) = (weights.weight("w_o").unwrap(), weights.weight("w").unwrap());
+    let post = dev.run_op(&Op::Norm { kind: NormKind::Rms, eps: 1e-6 }, &[OpInput::Tensor(&inputs["o"]), OpInput::Weight(w_o)]).unwrap();
+    let sum = dev.run_op(&Op::Binary(BinaryOp::Add), &[OpInput::Tensor(&inputs["x"]), OpInput::Tensor(&post)]).unwrap();
+    let normed = dev.run_op(&Op::Norm { kind: NormKind::Rms, eps: 1e-5 }, &[OpInput::Tensor(&sum), OpInput::Weight(w)]).unwrap();
+    for (what, add, extra_output, post_norms) in [
+        ("x + norm(o)", "%3 = add %0, %2", "", 1),
+        ("norm(o) + x", "%3 = add %2, %0", "", 1),
+        ("the post-norm read elsewhere", "%3 = add %0, %2", "\n  %9 = output{name=\"post\"} %2 : f32[3, 300]", 0),
+    ] {
+        let graph = text::parse(&format!(
+            "graph \"sandwich\" {{\n  %0 = input{{name=\"x\"}} : f32[{rows}, {d}]\n  %1 = input{{name=\"o\"}} : f32[{rows}, {d}]\n  %10 = weight{{name=\"w_o\"}} : f32[{d}]\n  %11 = weight{{name=\"w\"}} : f32[{d}]\n  %2 = norm{{kind=rms, eps=1e-6}} %1, %10 : f32[{rows}, {d}]\n  {add} : f32[{rows}, {d}]\n  %4 = norm{{kind=rms, eps=1e-5}} %3, %11 : f32[{rows}, {d}]\n  %5 = add %3, %4 : f32[{rows}, {d}]\n  %6 = output{{name=\"h\"}} %3 : f32[{rows}, {d}]\n  %7 = output{{name=\"n\"}} %4 : f32[{rows}, {d}]\n  %8 = output{{name=\"y\"}} %5 : f32[{rows}, {d}]{extra_output}\n}}\n"
+        ))
+        .unwrap();
+        let Some(mut g) = open_graph(&graph, &weights) else { return };
+        let got = g.step(&inputs).unwrap();
+        assert_eq!(g.counters()["device_fused_post_norms"], post_norms, "{what}: post-norms run inside");
+        assert_eq!(g.counters()["device_fused_residual_norms"], 1, "{what}: the add is written by the outer norm's kernel");
+        assert_eq!(g.counters()["device_launches_last_step"], 3 - post_norms, "{what}: launches");
+        let want = reference::run(&graph, &inputs, HashMap::new(), &weights).unwrap().outputs;
+        for name in ["h", "n", "y"] {
+            assert_close(&format!("{what} {name}"), &got[name], &want[name]);
+        }
+        assert!(bits(&got["h"]) == bits(&sum), "{what}: the sum differs from the norm and add kernels' in its bits");
+        assert!(bits(&got["n"]) == bits(&normed), "{what}: the outer norm differs from the norm kernel's in its bits");
+    }
+    let plain = dev.run_op(&Op::Binary(BinaryOp::Add), &[OpInput::Tensor(&inputs["x"]), OpInput::Tensor(&inputs["o"])]).unwrap();
+    assert_separates("the post-norm dropped", &sum, &plain);
+}
+
 /// A residual add and the norm after it run as one kernel (`add_norm`)
 /// that writes the sum too, for RMSNorm and LayerNorm, on rows longer than
 /// a workgroup; the sum and the norm are bit for bit what the `add` and

@@ -72,6 +72,7 @@ impl Dialect for Cuda {
             Func::Pow => "powf",
             Func::HalfToF32 => "graphc_half_to_float",
             Func::BitsToF32 => "__uint_as_float",
+            Func::MulRounded => "__fmul_rn",
         };
         format!("{name}({})", args.join(", "))
     }

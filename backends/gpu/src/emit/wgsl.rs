@@ -62,6 +62,9 @@ impl Dialect for Wgsl {
             Func::Pow => "pow",
             Func::HalfToF32 => return format!("unpack2x16float({}).x", args[0]),
             Func::BitsToF32 => return format!("bitcast<f32>({})", args[0]),
+            // WGSL has no non-contracting multiply; lavapipe's result is
+            // checked bit for bit against the unfused kernels.
+            Func::MulRounded => return format!("({} * {})", args[0], args[1]),
         };
         format!("{name}({})", args.join(", "))
     }

@@ -72,6 +72,7 @@ pub fn catalog() -> Vec<(&'static str, Kernel)> {
     all.push(("norm", norm::norm(NormKind::Layer)));
     all.push(("norm", norm::add_norm(NormKind::Rms)));
     all.push(("norm", norm::add_norm(NormKind::Layer)));
+    all.push(("norm", norm::norm_add_norm()));
     all.push(("rope", rope::rope(RopeStyle::Neox)));
     all.push(("rope", rope::rope(RopeStyle::GptJ)));
     all.push(("rope", rope::norm_rope(RopeStyle::Neox)));
