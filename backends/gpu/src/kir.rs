@@ -78,6 +78,11 @@ pub enum Func {
     /// kernel adds a product the unfused kernels store first, the sum must
     /// see the stored (rounded) product to give the same bits.
     MulRounded,
+    /// `a + b` and `a - b` never contracted with a product feeding them
+    /// (CUDA's `__fadd_rn`, `__fsub_rn`): a fused chain's add of what an
+    /// earlier op of the chain multiplied.
+    AddRounded,
+    SubRounded,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -433,7 +438,7 @@ impl Kernel {
                     Func::HalfToF32 | Func::BitsToF32 => Ty::U32,
                     _ => Ty::F32,
                 };
-                let arity = if matches!(func, Func::Pow | Func::MulRounded) { 2 } else { 1 };
+                let arity = if matches!(func, Func::Pow | Func::MulRounded | Func::AddRounded | Func::SubRounded) { 2 } else { 1 };
                 if args.len() != arity {
                     return Err(self.err(format!("{func:?} takes {arity} arguments, got {}", args.len())));
                 }

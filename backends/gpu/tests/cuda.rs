@@ -60,8 +60,9 @@ fn no_cuda_device_is_an_error_not_a_panic() {
 /// `Func::MulRounded` is what keeps a fused kernel's sum of a product equal
 /// to the unfused kernels' (which store the product, rounded, first): NVRTC
 /// contracts `a + b * c` into an FMA by default, and must not contract
-/// `a + MulRounded(b, c)`. Checked on the PTX (no GPU needed): the kernel
-/// with a plain product has an FMA the rounded one does not.
+/// `a + MulRounded(b, c)` nor `AddRounded(a, b * c)`. Checked on the PTX
+/// (no GPU needed): the kernel with a plain product and sum has an FMA the
+/// rounded ones do not.
 #[test]
 fn a_rounded_product_is_never_contracted_into_an_fma() {
     use graphc_gpu::kir::*;
@@ -80,5 +81,13 @@ fn a_rounded_product_is_never_contracted_into_an_fma() {
     };
     let (b, c) = (load("b", local_id()), load("c", local_id()));
     assert_eq!(fmas(b.clone() * c.clone()), 1, "NVRTC contracts a plain a + b * c (the control)");
-    assert_eq!(fmas(call(Func::MulRounded, vec![b, c])), 0, "a + MulRounded(b, c) must stay a multiply and an add");
+    assert_eq!(fmas(call(Func::MulRounded, vec![b.clone(), c.clone()])), 0, "a + MulRounded(b, c) must stay a multiply and an add");
+    // The rounded add (a fused chain's) keeps a plain product apart too.
+    let rounded_sum = Kernel::new("rounded_sum", 64).input("a", Ty::F32).input("b", Ty::F32).input("c", Ty::F32).output("y", Ty::F32).body(vec![store(
+        "y",
+        local_id(),
+        call(Func::AddRounded, vec![load("a", local_id()), b * c]),
+    )]);
+    let ptx = cuda_rt::compile_ptx_uncached(&rounded_sum, "sm_90").unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(ptx.matches("fma.rn.f32").count(), 0, "AddRounded(a, b * c) must stay a multiply and an add");
 }

@@ -475,6 +475,22 @@ fn elementwise_chains_run_as_one_kernel() {
     assert_close("soft-cap chain", &got, &want);
     assert_eq!(g.counters()["device_fused_elementwise"], 3, "div, tanh and mul fold into the add's kernel");
     assert_eq!(g.counters()["device_launches_last_step"], 1, "the chain is one launch");
+    // Bit for bit the ops' own kernels one at a time (each value stored
+    // before the next op reads it: the chain rounds its products and sums
+    // the same way, no FMA across ops).
+    let dev = device().unwrap();
+    let cap = Tensor::f32(vec![1], vec![5.0]);
+    let run = |op: Op, a: &Tensor, b: Option<&Tensor>| {
+        let mut args = vec![OpInput::Tensor(a)];
+        args.extend(b.map(OpInput::Tensor));
+        dev.run_op(&op, &args).unwrap()
+    };
+    let scaled = run(Op::Binary(BinaryOp::Div), &inputs["x"], Some(&cap));
+    let squashed = run(Op::Unary(UnaryOp::Tanh), &scaled, None);
+    let capped = run(Op::Binary(BinaryOp::Mul), &squashed, Some(&cap));
+    let unfused = run(Op::Binary(BinaryOp::Add), &capped, Some(&inputs["b"]));
+    let bits = |t: &Tensor| t.as_f32().unwrap().iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+    assert!(bits(&got) == bits(&unfused), "the fused chain differs from the ops' own kernels in its bits");
     // Without the cap the values differ: the test tells a dropped op.
     assert_separates("soft-cap chain vs the plain sum", &got, &reference_op(&Op::Binary(BinaryOp::Add), &[&inputs["x"], &inputs["b"]]));
 }

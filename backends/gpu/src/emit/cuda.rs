@@ -73,6 +73,8 @@ impl Dialect for Cuda {
             Func::HalfToF32 => "graphc_half_to_float",
             Func::BitsToF32 => "__uint_as_float",
             Func::MulRounded => "__fmul_rn",
+            Func::AddRounded => "__fadd_rn",
+            Func::SubRounded => "__fsub_rn",
         };
         format!("{name}({})", args.join(", "))
     }

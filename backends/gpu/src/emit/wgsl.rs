@@ -65,6 +65,8 @@ impl Dialect for Wgsl {
             // WGSL has no non-contracting multiply; lavapipe's result is
             // checked bit for bit against the unfused kernels.
             Func::MulRounded => return format!("({} * {})", args[0], args[1]),
+            Func::AddRounded => return format!("({} + {})", args[0], args[1]),
+            Func::SubRounded => return format!("({} - {})", args[0], args[1]),
         };
         format!("{name}({})", args.join(", "))
     }

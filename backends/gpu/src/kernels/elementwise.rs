@@ -127,7 +127,10 @@ impl Chain {
 
     /// Statements computing the chain into locals `t0, t1, ...` in post
     /// order (each op's arithmetic as its own kernel has it); returns the
-    /// local holding the result.
+    /// local holding the result. Products, adds and subtractions are the
+    /// rounded forms: the unfused kernels store each op's value before the
+    /// next reads it, so no product may be contracted with a later add
+    /// (CUDA would make the two one FMA).
     fn emit(&self, body: &mut Vec<Stmt>) -> Expr {
         let value = match self {
             Chain::Input(i) => load(&format!("in{i}"), var(&format!("at{i}"))),
@@ -135,9 +138,9 @@ impl Chain {
             Chain::Binary(b, x, y) => {
                 let (x, y) = (x.emit(body), y.emit(body));
                 match b {
-                    BinaryOp::Add => x + y,
-                    BinaryOp::Sub => x - y,
-                    BinaryOp::Mul => x * y,
+                    BinaryOp::Add => call(Func::AddRounded, vec![x, y]),
+                    BinaryOp::Sub => call(Func::SubRounded, vec![x, y]),
+                    BinaryOp::Mul => call(Func::MulRounded, vec![x, y]),
                     BinaryOp::Div => x / y,
                     BinaryOp::Max => x.max(y),
                     BinaryOp::Min => x.min(y),
