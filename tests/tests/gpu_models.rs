@@ -250,6 +250,12 @@ fn family_fixtures_on_the_gpu_match_transformers() {
             let d = max_diff(g, w);
             assert!(d <= TOL, "{family}: ragged row {i}: max |Δlogit| {d}");
         }
-        println!("{family} on {}: max |Δlogit| over every position of every prompt {worst:e}; {folded} weight-only nodes folded", test_device());
+        let heads = batch.kernel_counts()["device_fused_attention_inputs"];
+        // Gemma 1/2 rotate by halves with no q/k norm: their layer heads
+        // run as `matmul_qkv_rope` (and these logits check it).
+        if matches!(family, "gemma" | "gemma2") {
+            assert!(heads > 0, "{family}: no layer head fused on the device");
+        }
+        println!("{family} on {}: max |Δlogit| over every position of every prompt {worst:e}; {folded} weight-only nodes folded; {heads} layer heads fused", test_device());
     }
 }

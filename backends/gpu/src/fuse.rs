@@ -318,15 +318,15 @@ fn residual_norms(graph: &Graph, order: &[NodeId], position: &Positions, groups:
 
 /// Attention inputs: `rope(permute(reshape(matmul(x, w_q))))`, the same
 /// rotation of `k = matmul(x, w_k)` appended to its cache, and `v =
-/// matmul(x, w_v)` appended to its own (llama's layer head, rotated by
-/// adjacent pairs: GGUF's llama layout) run as one `matmul_qkv_rope`
+/// matmul(x, w_v)` appended to its own (a llama, Gemma 1/2 or Qwen2
+/// layer's head, rotated by adjacent pairs or by halves) run as one `matmul_qkv_rope`
 /// kernel where q's rotation stands: a decode layer's projections,
 /// rotations and appends are one launch instead of five (three matmuls
 /// stacked, two stacked pairs), and q, k, v and rotated k never reach
 /// memory. Legal when each projection, reshape, permute and k's rotation
 /// has its one user in the chain; the reshapes split `[b, s, h·d]` into
 /// `[b, s, h, d]` and the permutes swap `s` and `h`; both rotations are
-/// one op (GPT-J style) of one `positions`; both appends are one op along
+/// one op (an even rotary_dim) of one `positions`; both appends are one op along
 /// the cache's axis 2 with one `lengths`; the weights share a type and
 /// each fits one binding; head sizes are even (a pair's two columns sit
 /// in one workgroup); every leaf is a weight, step input or state, or
@@ -366,7 +366,7 @@ fn attention_inputs(graph: &Graph, order: &[NodeId], position: &Positions, limit
     let mut taken: HashSet<NodeId> = HashSet::new();
     for &q_rope in order {
         let rope_op = &graph.node(q_rope).op;
-        if !matches!(rope_op, Op::Rope { style: graphc_ir::RopeStyle::GptJ, .. }) || taken.contains(&q_rope) {
+        if !matches!(rope_op, Op::Rope { rotary_dim, .. } if rotary_dim % 2 == 0) || taken.contains(&q_rope) {
             continue;
         }
         let [q_in, positions] = graph.inputs(q_rope)[..] else { continue };

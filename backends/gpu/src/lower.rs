@@ -11,7 +11,7 @@ use crate::kir::Kernel;
 use crate::device::{groups_for, BindingLimits, Value};
 use crate::GpuError;
 use graphc_backends::cpu::reference::strides;
-use graphc_ir::{DType, NormKind, Op, RopeScaling, RopeStyle, UnaryOp};
+use graphc_ir::{DType, NormKind, Op, RopeScaling, UnaryOp};
 
 /// Where a kernel argument comes from.
 #[derive(Clone, Debug, PartialEq)]
@@ -240,13 +240,13 @@ pub fn lower_stacked_matmuls(args: &[ArgInfo], target: &'static str) -> Result<K
 /// appends of k and v as one `matmul_qkv_rope` call. `args`: `x, w_q, w_k,
 /// w_v` (one type and row length), `positions [b, s]`, `k_cache [b, hk,
 /// cap, d]`, `v_cache [b, hv, cap, dv]`, `lengths [b]`; `rope` is the
-/// rotation of q and k (adjacent pairs), `append` the appends (axis 2).
+/// rotation of q and k (either style), `append` the appends (axis 2).
 /// The main result is rotated q, `[b, hq, s, d]`; the caches are further
 /// results in place (k then v).
 pub fn lower_qkv_rope(rope: &Op, append: &Op, args: &[ArgInfo], target: &'static str) -> Result<KernelCall, LowerError> {
     let no = |why: String| LowerError::NoKernel { op: "matmul_qkv_rope".into(), target, why };
-    let (Op::Rope { style: RopeStyle::GptJ, rotary_dim, theta, scaling }, Op::KvAppend { axis: 2, window, .. }) = (rope, append) else {
-        return Err(no(format!("a GPT-J rotation and appends along axis 2, got {} and {}", rope.mnemonic(), append.mnemonic())));
+    let (Op::Rope { style, rotary_dim, theta, scaling }, Op::KvAppend { axis: 2, window, .. }) = (rope, append) else {
+        return Err(no(format!("a rotation and appends along axis 2, got {} and {}", rope.mnemonic(), append.mnemonic())));
     };
     let [x, wq, wk, wv, positions, k_cache, v_cache, lengths] = args else { return Err(no(format!("8 operands, got {}", args.len()))) };
     if wk.dtype != wq.dtype || wv.dtype != wq.dtype {
@@ -270,7 +270,8 @@ pub fn lower_qkv_rope(rope: &Op, append: &Op, args: &[ArgInfo], target: &'static
         && hv * dv == nv
         && d % 2 == 0
         && dv % 2 == 0
-        && *rotary_dim <= d;
+        && *rotary_dim <= d
+        && rotary_dim % 2 == 0;
     if !fits {
         return Err(no(format!("x {:?}, weights of {nq}, {nk}, {nv} rows, positions {:?}, caches {:?} {:?}, lengths {:?}, rotary_dim {rotary_dim}: heads do not tile the projections", x.shape, positions.shape, k_cache.shape, v_cache.shape, lengths.shape)));
     }
@@ -290,7 +291,7 @@ pub fn lower_qkv_rope(rope: &Op, append: &Op, args: &[ArgInfo], target: &'static
         Arg::ExtraInPlace(6),
         Arg::Input(7),
     ];
-    let kernel = kernels::matmul::matmul_qkv_rope(wq.dtype, rows);
+    let kernel = kernels::matmul::matmul_qkv_rope(wq.dtype, rows, *style);
     Ok(KernelCall { kernel, args: call_args, params, groups: stack.groups, out_shape: vec![b, hq, s, d] })
 }
 

@@ -776,10 +776,13 @@ fn heads_major(x: &Tensor, h: usize, d: usize) -> Tensor {
 fn attention_inputs_run_as_one_kernel() {
     let (k, hq, hk, hv, d, dv, cap, rotary_dim) = (256, 3, 2, 2, 10, 6, 8, 8);
     let Some(dev) = device() else { return };
-    let rope = Op::Rope { style: RopeStyle::GptJ, rotary_dim, theta: 10000.0, scaling: RopeScaling::None };
     let append = Op::KvAppend { axis: 2, cap: graphc_ir::Dim::konst(cap as i64), window: None };
     let bits = |t: &Tensor| t.as_f32().unwrap().iter().map(|v| v.to_bits()).collect::<Vec<_>>();
-    for dtype in graphc_gpu::kernels::WEIGHT_DTYPES {
+    // Every weight type rotating by adjacent pairs; rotating by halves, two.
+    let cases = graphc_gpu::kernels::WEIGHT_DTYPES.map(|t| (t, RopeStyle::GptJ)).into_iter().chain([(DType::F32, RopeStyle::Neox), (DType::Q4_1, RopeStyle::Neox)]);
+    for (dtype, style) in cases {
+        let rope = Op::Rope { style, rotary_dim, theta: 10000.0, scaling: RopeScaling::None };
+        let style_name = if style == RopeStyle::Neox { "neox" } else { "gptj" };
         let w = |n: usize, seed: u64| OneWeight { dtype, shape: vec![n, k], bytes: weight_bytes(dtype, n, k, seed) };
         let weights = Weights(HashMap::from([("wq".to_string(), w(hq * d, 160)), ("wk".to_string(), w(hk * d, 161)), ("wv".to_string(), w(hv * dv, 162))]));
         // Decode: two rows at their own positions and offsets; prefill: five tokens each.
@@ -802,8 +805,8 @@ fn attention_inputs_run_as_one_kernel() {
   %12 = permute{{perm=[0, 2, 1, 3]}} %11 : f32[{b}, {hk}, {s}, {d}]
   %13 = reshape{{shape=[{b}, {s}, {hv}, {dv}]}} %8 : f32[{b}, {s}, {hv}, {dv}]
   %14 = permute{{perm=[0, 2, 1, 3]}} %13 : f32[{b}, {hv}, {s}, {dv}]
-  %15 = rope{{style=gptj, rotary_dim={rotary_dim}, theta=10000.0}} %10, %1 : f32[{b}, {hq}, {s}, {d}]
-  %16 = rope{{style=gptj, rotary_dim={rotary_dim}, theta=10000.0}} %12, %1 : f32[{b}, {hk}, {s}, {d}]
+  %15 = rope{{style={style_name}, rotary_dim={rotary_dim}, theta=10000.0}} %10, %1 : f32[{b}, {hq}, {s}, {d}]
+  %16 = rope{{style={style_name}, rotary_dim={rotary_dim}, theta=10000.0}} %12, %1 : f32[{b}, {hk}, {s}, {d}]
   %17 = state{{name=\"k_cache\"}} : f32[{b}, {hk}, {cap}, {d}]
   %18 = kv_append{{axis=2, cap={cap}}} %17, %16, %2 : f32[{b}, {hk}, {cap}, {d}]
   %19 = state_out{{name=\"k_cache\"}} %18 : f32[{b}, {hk}, {cap}, {d}]
@@ -818,7 +821,7 @@ fn attention_inputs_run_as_one_kernel() {
                 dt = dtype_name(dtype)
             ))
             .unwrap();
-            let what = format!("{} b={b} s={s}", dtype_name(dtype));
+            let what = format!("{} {style_name} b={b} s={s}", dtype_name(dtype));
             let (positions, lengths) = (Tensor::i32(vec![b, s], positions), Tensor::i32(vec![b], lengths));
             let x = t(&[b, s, k], 163 + s as u64);
             let inputs = HashMap::from([("x".to_string(), x.clone()), ("positions".to_string(), positions.clone()), ("lengths".to_string(), lengths.clone())]);
@@ -853,7 +856,7 @@ fn attention_inputs_run_as_one_kernel() {
             let unrotated = dev.run_op(&append, &[OpInput::Tensor(&caches[0].1), OpInput::Tensor(&kk), OpInput::Tensor(&lengths)]).unwrap();
             assert_separates(&format!("{what}: k appended rotated"), &got["k_out"], &unrotated);
             assert_separates(&format!("{what}: q rotated"), &got["q_rot"], &q);
-            if dtype != DType::Q4_1 || s != 1 {
+            if dtype != DType::Q4_1 || style != RopeStyle::GptJ || s != 1 {
                 continue;
             }
             // The appends' offsets are still checked on the host, though

@@ -71,7 +71,7 @@ pub fn matmul_stacked_mixed(types: &[DType], rows: u32) -> Kernel {
 /// A llama layer's attention inputs in one launch: its q, k and v
 /// projections of `x` stacked as `matmul_stacked` stacks them, with the
 /// ops that follow them in the graph done in the epilogue: q and k rotated
-/// (`rope`, adjacent pairs), q stored heads-major (`[b, hq, s, d]`, the
+/// (`rope`), q stored heads-major (`[b, hq, s, d]`, the
 /// permuted layout), k and v appended into their caches (`kv_append` at
 /// each batch row's `lengths[b]`, modulo `cap` in a ring). A pair's two
 /// features are neighbouring columns of one workgroup (pairs start at even
@@ -87,8 +87,15 @@ pub fn matmul_stacked_mixed(types: &[DType], rows: u32) -> Kernel {
 /// of batch row `t / s`), `d` (q and k head size), `dv`, `hq`, `hk`, `hv`
 /// (heads of each), `cap`, `ring` (0/1), then `rope`'s `half`,
 /// `pos_divisor`, `magnitude`. Grid as `matmul_stacked`'s.
-pub fn matmul_qkv_rope(dtype: DType, rows: u32) -> Kernel {
-    dense(dtype, rows, Mode::QkvRope)
+///
+/// Rotating by halves (`RopeStyle::Neox`, pairs `(c, c + half)`), a
+/// workgroup's columns are laid out pair by pair: q's or k's column `jl`
+/// of the stack computes weight row `jr` (within a head: column `2p` is
+/// feature `p`, column `2p + 1` feature `p + half`; features past the
+/// rotary part keep their place), so the partner is again the neighbouring
+/// column.
+pub fn matmul_qkv_rope(dtype: DType, rows: u32, style: RopeStyle) -> Kernel {
+    dense(dtype, rows, Mode::QkvRope(style))
 }
 
 /// What one `dense` kernel computes per output column.
@@ -101,7 +108,7 @@ enum Mode {
     /// Column ranges of `count` weights, each to its own output.
     Stacked(u32),
     /// The stack of q, k, v with rotation and cache appends (`matmul_qkv_rope`).
-    QkvRope,
+    QkvRope(RopeStyle),
 }
 
 /// One weight's blocks `blk` of weight row `row` (a local), accumulated
@@ -155,7 +162,7 @@ fn dense_of(dtype: DType, rows: u32, mode: Mode, mixed: &[DType]) -> Kernel {
     // For a stack: which weight column `j` falls in (`which`), and its row there (`jl`).
     let count = match mode {
         Mode::Stacked(count) => count,
-        Mode::QkvRope => 3,
+        Mode::QkvRope(_) => 3,
         _ => 0,
     };
     // The stack's first column of weight `i` (i ≥ 1).
@@ -168,6 +175,16 @@ fn dense_of(dtype: DType, rows: u32, mode: Mode, mixed: &[DType]) -> Kernel {
             out.push(if_(past, vec![assign("which", u(i)), assign("jl", var("j") - first_row(i))]));
         }
     }
+    // Rotating by halves: the weight row a q or k column computes (`jr`).
+    let row_of_column = if let Mode::QkvRope(RopeStyle::Neox) = mode {
+        let within = || var("jl") % param("d");
+        let pair_member = (var("jl") / param("d")) * param("d") + within() / u(2) + (within() % u(2)) * param("half");
+        out.push(let_("jr", Ty::U32, var("jl")));
+        out.push(if_(var("which").lt(u(2)).and(within().lt(param("half") * u(2))), vec![assign("jr", pair_member)]));
+        "jr"
+    } else {
+        "jl"
+    };
     let blocks: Vec<Stmt> = match mode {
         Mode::Plain => accumulate(dtype, rows, "w", "base", "j", "acc", "row_bytes"),
         // The dequantizer's locals live in each weight's own group loop.
@@ -176,17 +193,17 @@ fn dense_of(dtype: DType, rows: u32, mode: Mode, mixed: &[DType]) -> Kernel {
             accumulate(dtype, rows, "w_up", "base_up", "j", "up", "row_bytes"),
         ]
         .concat(),
-        Mode::Stacked(_) | Mode::QkvRope => (0..count)
+        Mode::Stacked(_) | Mode::QkvRope(_) => (0..count)
             .map(|i| {
                 let (t, row_bytes) = weight(i);
-                if_(var("which").eq(u(i)), accumulate(t, rows, &format!("w{i}"), "base", "jl", "acc", &row_bytes))
+                if_(var("which").eq(u(i)), accumulate(t, rows, &format!("w{i}"), "base", row_of_column, "acc", &row_bytes))
             })
             .collect(),
     };
     out.push(if_(var("j").lt(param("n")), vec![for_("blk", var("lane"), param("k") / u(be), u(THREADS_PER_COLUMN), blocks)]));
     for r in 0..rows {
         let value = match mode {
-            Mode::Plain | Mode::Stacked(_) | Mode::QkvRope => {
+            Mode::Plain | Mode::Stacked(_) | Mode::QkvRope(_) => {
                 out.extend(segmented_reduce("red", WORKGROUP, THREADS_PER_COLUMN, var(&format!("acc{r}")), BinOp::Add));
                 load_shared("red", local_id())
             }
@@ -206,7 +223,7 @@ fn dense_of(dtype: DType, rows: u32, mode: Mode, mixed: &[DType]) -> Kernel {
                     if_(var("which").eq(u(i)), vec![store(&format!("y{i}"), (var("r0") + u(r)) * n_i + var("jl"), value.clone())])
                 })
                 .collect(),
-            Mode::QkvRope => qkv_rope_stores(r, value),
+            Mode::QkvRope(style) => qkv_rope_stores(r, value, style),
             _ => vec![store("y", (var("r0") + u(r)) * param("y_cols") + param("j0") + var("j"), value)],
         };
         out.push(if_(row_ok, stores));
@@ -219,7 +236,10 @@ fn dense_of(dtype: DType, rows: u32, mode: Mode, mixed: &[DType]) -> Kernel {
             format!("matmul{count}_{}{suffix}", mixed.iter().map(|&t| type_name(t)).collect::<Vec<_>>().join("_"))
         }
         Mode::Stacked(count) => format!("matmul{count}_{}{suffix}", type_name(dtype)),
-        Mode::QkvRope => format!("matmul_qkv_rope_gptj_{}{suffix}", type_name(dtype)),
+        Mode::QkvRope(style) => {
+            let style = if style == RopeStyle::Neox { "neox" } else { "gptj" };
+            format!("matmul_qkv_rope_{style}_{}{suffix}", type_name(dtype))
+        }
     };
     let tiles = (param("m") + u(rows - 1)) / u(rows);
     let mut kernel = Kernel::new(&name, WORKGROUP).input("x", Ty::F32);
@@ -230,7 +250,7 @@ fn dense_of(dtype: DType, rows: u32, mode: Mode, mixed: &[DType]) -> Kernel {
             let with_weights = (0..count).fold(kernel, |k, i| k.input(&format!("w{i}"), Ty::U32));
             (0..count).fold(with_weights, |k, i| k.output(&format!("y{i}"), Ty::F32))
         }
-        Mode::QkvRope => (0..3)
+        Mode::QkvRope(_) => (0..3)
             .fold(kernel, |k, i| k.input(&format!("w{i}"), Ty::U32))
             .input("positions", Ty::I32)
             .input("inv_freq", Ty::F32)
@@ -246,7 +266,7 @@ fn dense_of(dtype: DType, rows: u32, mode: Mode, mixed: &[DType]) -> Kernel {
     };
     kernel = match mode {
         Mode::Stacked(count) => (0..count - 1).fold(kernel, |k, i| k.param(&format!("n{i}"), Ty::U32)),
-        Mode::QkvRope => {
+        Mode::QkvRope(_) => {
             let stacked = kernel.param("n0", Ty::U32).param("n1", Ty::U32);
             let shape = ["s", "d", "dv", "hq", "hk", "hv", "cap", "ring"].iter().fold(stacked, |k, p| k.param(p, Ty::U32));
             rope::with_rope_params(shape)
@@ -258,25 +278,35 @@ fn dense_of(dtype: DType, rows: u32, mode: Mode, mixed: &[DType]) -> Kernel {
 
 /// `matmul_qkv_rope`'s epilogue for tile row `r`, run by a column's lane 0
 /// once its sum `value` is in workgroup memory: column `jl` of weight
-/// `which` is feature `c` of head `jl / d` (`dv` for v).
-fn qkv_rope_stores(r: u32, value: Expr) -> Vec<Stmt> {
+/// `which` is feature `c` of head `jl / d` (`dv` for v; for q and k
+/// rotated by halves, the feature of its weight row `jr`).
+fn qkv_rope_stores(r: u32, value: Expr, style: RopeStyle) -> Vec<Stmt> {
     let head_feature = |d: &str| vec![let_("head", Ty::U32, var("jl") / param(d)), let_("c", Ty::U32, var("jl") % param(d))];
+    let rotated_feature = || match style {
+        RopeStyle::GptJ => head_feature("d"),
+        RopeStyle::Neox => vec![let_("head", Ty::U32, var("jl") / param("d")), let_("c", Ty::U32, var("jr") % param("d"))],
+    };
+    // The partner sits one column over: after an even column (within the head), before an odd one.
+    let even_column = match style {
+        RopeStyle::GptJ => (var("c") % u(2)).eq(u(0)),
+        RopeStyle::Neox => ((var("jl") % param("d")) % u(2)).eq(u(0)),
+    };
     // The cache row `kv_append` writes this token to.
     let cache_row = vec![
         let_("dst", Ty::U32, load("lengths", var("bi")).cast(Ty::U32) + var("si")),
         if_(param("ring").eq(u(1)), vec![assign("dst", var("dst") % param("cap"))]),
     ];
     // The partner column's lane 0: one column over (the pair is `c`, `c ± 1`).
-    let partner_sum = load_shared("red", select((var("c") % u(2)).eq(u(0)), local_id() + u(THREADS_PER_COLUMN), local_id() - u(THREADS_PER_COLUMN)));
+    let partner_sum = load_shared("red", select(even_column, local_id() + u(THREADS_PER_COLUMN), local_id() - u(THREADS_PER_COLUMN)));
     let rotate = || {
         let mut s = vec![let_("pos", Ty::I32, load("positions", var("row")))];
-        s.extend(rope::rotated_from(RopeStyle::GptJ, var("own"), partner_sum.clone()));
+        s.extend(rope::rotated_from(style, var("own"), partner_sum.clone()));
         s
     };
-    let mut q = head_feature("d");
+    let mut q = rotated_feature();
     q.extend(rotate());
     q.push(store("q", ((var("bi") * param("hq") + var("head")) * param("s") + var("si")) * param("d") + var("c"), var("out")));
-    let mut k = head_feature("d");
+    let mut k = rotated_feature();
     k.extend(rotate());
     k.extend(cache_row.clone());
     k.push(store("k_cache", ((var("bi") * param("hk") + var("head")) * param("cap") + var("dst")) * param("d") + var("c"), var("out")));

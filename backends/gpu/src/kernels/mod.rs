@@ -94,9 +94,12 @@ pub fn catalog() -> Vec<(&'static str, Kernel)> {
         all.push(("matmul_stacked", matmul::matmul_stacked(dtype, matmul::PREFILL_ROWS, 3)));
     }
     for dtype in WEIGHT_DTYPES {
-        all.push(("matmul_qkv_rope", matmul::matmul_qkv_rope(dtype, 1)));
+        all.push(("matmul_qkv_rope", matmul::matmul_qkv_rope(dtype, 1, RopeStyle::GptJ)));
     }
-    all.push(("matmul_qkv_rope", matmul::matmul_qkv_rope(DType::Q4_1, matmul::PREFILL_ROWS)));
+    all.push(("matmul_qkv_rope", matmul::matmul_qkv_rope(DType::Q4_1, matmul::PREFILL_ROWS, RopeStyle::GptJ)));
+    // Rotating by halves (Gemma 1/2, Qwen2): one weight type, decode and prefill.
+    all.push(("matmul_qkv_rope", matmul::matmul_qkv_rope(DType::F32, 1, RopeStyle::Neox)));
+    all.push(("matmul_qkv_rope", matmul::matmul_qkv_rope(DType::F32, matmul::PREFILL_ROWS, RopeStyle::Neox)));
     // Gemma 3's q and k beside a v of another type with the same block size.
     all.push(("matmul_stacked", matmul::matmul_stacked_mixed(&[DType::Q5_0, DType::Q5_0, DType::Q8_0], 1)));
     all.push(("matmul_stacked", matmul::matmul_stacked_mixed(&[DType::Q5_0, DType::Q5_0, DType::Q8_0], matmul::PREFILL_ROWS)));
