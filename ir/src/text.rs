@@ -49,6 +49,14 @@ const UNARY: [UnaryOp; 11] = [
     UnaryOp::Softplus,
 ];
 
+/// A rope style as the text form spells it (`style=neox`, `style=gptj`).
+pub fn rope_style_name(style: RopeStyle) -> &'static str {
+    match style {
+        RopeStyle::Neox => "neox",
+        RopeStyle::GptJ => "gptj",
+    }
+}
+
 pub fn binary_name(b: BinaryOp) -> &'static str {
     match b {
         BinaryOp::Add => "add",
@@ -87,7 +95,7 @@ fn tok(s: impl ToString) -> Attr {
 }
 
 fn push_rope(a: &mut Vec<(&'static str, Attr)>, style: RopeStyle, rotary_dim: usize, theta: f32, scaling: &RopeScaling) {
-    a.push(("style", tok(if style == RopeStyle::Neox { "neox" } else { "gptj" })));
+    a.push(("style", tok(rope_style_name(style))));
     a.push(("rotary_dim", tok(rotary_dim)));
     a.push(("theta", tok(fmt_f32(theta))));
     match scaling {

@@ -178,6 +178,16 @@ fn gated_matmuls(graph: &Graph, order: &[NodeId]) -> Groups {
     groups
 }
 
+/// Whether `w` is a weight (checkpoint bytes, of constant shape) that one
+/// binding holds whole: what a kernel reading several weights needs (a
+/// larger one runs as launches over row ranges, alone).
+fn weight_in_one_binding(graph: &Graph, w: NodeId, limits: BindingLimits) -> bool {
+    let ty = graph.ty(w);
+    let elems: Option<i64> = ty.shape.iter().map(|d| d.as_const()).product();
+    matches!(graph.node(w).op, Op::Weight { .. })
+        && elems.is_some_and(|e| e as u64 / ty.dtype.block_elems() as u64 * ty.dtype.block_bytes() as u64 <= limits.max_bytes)
+}
+
 /// Stacked projections: two or three matmuls of the same `x` (a layer's
 /// q, k and v) whose weights share a block size (so one loop over blocks
 /// serves them all; each is decoded as its own type: Gemma 3's q5_0 q and
@@ -201,9 +211,7 @@ fn stacked_matmuls(graph: &Graph, order: &[NodeId], position: &Positions, inner:
                 continue;
             }
             let w = graph.ty(inputs[1]);
-            let weight_bytes = w.shape.iter().map(|d| d.as_const().unwrap_or(i64::MAX / 4)).product::<i64>() as u64 / w.dtype.block_elems() as u64
-                * w.dtype.block_bytes() as u64;
-            if !matches!(graph.node(inputs[1]).op, Op::Weight { .. }) || weight_bytes > limits.max_bytes {
+            if !weight_in_one_binding(graph, inputs[1], limits) {
                 continue;
             }
             match by_block.iter_mut().find(|(b, _)| *b == w.dtype.block_elems()) {
@@ -339,12 +347,6 @@ fn attention_inputs(graph: &Graph, order: &[NodeId], position: &Positions, limit
         [user] => Some(user),
         _ => None,
     };
-    let weight_fits = |w: NodeId| {
-        let ty = graph.ty(w);
-        let elems: Option<i64> = ty.shape.iter().map(|d| d.as_const()).product();
-        matches!(graph.node(w).op, Op::Weight { .. })
-            && elems.is_some_and(|e| e as u64 / ty.dtype.block_elems() as u64 * ty.dtype.block_bytes() as u64 <= limits.max_bytes)
-    };
     // `permute{0,2,1,3}(reshape(matmul(x, w)))` → (x, w, [matmul, reshape], head size), each with one user.
     let projection = |permute: NodeId| -> Option<(NodeId, NodeId, [NodeId; 3], i64)> {
         (graph.node(permute).op == Op::Permute { perm: vec![0, 2, 1, 3] }).then_some(())?;
@@ -356,7 +358,7 @@ fn attention_inputs(graph: &Graph, order: &[NodeId], position: &Positions, limit
         let splits_heads = split.len() == 4 && flat.len() == 3 && split[..2] == flat[..2] && split[2].as_const().is_some() && head_size % 2 == 0;
         let single = only_user(matmul) == Some(reshape) && only_user(reshape) == Some(permute);
         let [x, w] = graph.inputs(matmul)[..] else { return None };
-        (splits_heads && single && weight_fits(w)).then_some((x, w, [matmul, reshape, permute], head_size))
+        (splits_heads && single && weight_in_one_binding(graph, w, limits)).then_some((x, w, [matmul, reshape, permute], head_size))
     };
     let mut groups: Groups = HashMap::new();
     let mut inner = vec![];

@@ -236,10 +236,7 @@ fn dense_of(dtype: DType, rows: u32, mode: Mode, mixed: &[DType]) -> Kernel {
             format!("matmul{count}_{}{suffix}", mixed.iter().map(|&t| type_name(t)).collect::<Vec<_>>().join("_"))
         }
         Mode::Stacked(count) => format!("matmul{count}_{}{suffix}", type_name(dtype)),
-        Mode::QkvRope(style) => {
-            let style = if style == RopeStyle::Neox { "neox" } else { "gptj" };
-            format!("matmul_qkv_rope_{style}_{}{suffix}", type_name(dtype))
-        }
+        Mode::QkvRope(style) => format!("matmul_qkv_rope_{}_{}{suffix}", graphc_ir::text::rope_style_name(style), type_name(dtype)),
     };
     let tiles = (param("m") + u(rows - 1)) / u(rows);
     let mut kernel = Kernel::new(&name, WORKGROUP).input("x", Ty::F32);

@@ -43,23 +43,12 @@ fn norm_kernel(kind: NormKind, residual: bool) -> Kernel {
     k = k.output("y", Ty::F32).param("rows", Ty::U32).param("d", Ty::U32).param("eps", Ty::F32).shared("red", Ty::F32, WORKGROUP);
     let x_name = if residual { "h" } else { "x" };
     let x_at = |c: Expr| load(x_name, var("base") + c);
-    let strided = |var_name: &str, body: Vec<Stmt>| for_(var_name, local_id(), param("d"), u(WORKGROUP), body);
     let mut row = vec![let_("base", Ty::U32, var("row") * param("d"))];
     if residual {
         let at = var("base") + var("c");
         row.push(strided("c", vec![store("h", at.clone(), load("a", at.clone()) + load("b", at))]));
     }
-    row.push(let_("mean", Ty::F32, f(0.0)));
-    if layer {
-        row.push(let_("sum", Ty::F32, f(0.0)));
-        row.push(strided("c", vec![assign("sum", var("sum") + x_at(var("c")))]));
-        row.extend(workgroup_reduce("red", WORKGROUP, var("sum"), BinOp::Add));
-        row.push(assign("mean", load_shared("red", u(0)) / param("d").cast(Ty::F32)));
-    }
-    row.push(let_("sq", Ty::F32, f(0.0)));
-    row.push(strided("c", vec![let_("dx", Ty::F32, x_at(var("c")) - var("mean")), assign("sq", var("sq") + var("dx") * var("dx"))]));
-    row.extend(workgroup_reduce("red", WORKGROUP, var("sq"), BinOp::Add));
-    row.push(let_("r", Ty::F32, f(1.0) / call(Func::Sqrt, vec![load_shared("red", u(0)) / param("d").cast(Ty::F32) + param("eps")])));
+    row.extend(scale_of_row(x_name, "", "eps", layer));
     let value = if layer {
         (x_at(var("c")) - var("mean")) * var("r") * load("w", var("c")) + load("bias", var("c"))
     } else {
@@ -79,24 +68,12 @@ fn norm_kernel(kind: NormKind, residual: bool) -> Kernel {
 /// `h`, `y` of one shape); params `rows, d, eps_o, eps`. Grid: `rows`
 /// groups. Each invocation reads back only the `h` elements it wrote.
 pub fn norm_add_norm() -> Kernel {
-    let strided = |var_name: &str, body: Vec<Stmt>| for_(var_name, local_id(), param("d"), u(WORKGROUP), body);
     let at = || var("base") + var("c");
-    // `norm`'s RMS statements over `x`: binds `{r}`.
-    let rms = |x: &str, mean: &str, sq: &str, dx: &str, r: &str, eps: &str| {
-        let mut s = vec![
-            let_(mean, Ty::F32, f(0.0)),
-            let_(sq, Ty::F32, f(0.0)),
-            strided("c", vec![let_(dx, Ty::F32, load(x, at()) - var(mean)), assign(sq, var(sq) + var(dx) * var(dx))]),
-        ];
-        s.extend(workgroup_reduce("red", WORKGROUP, var(sq), BinOp::Add));
-        s.push(let_(r, Ty::F32, f(1.0) / call(Func::Sqrt, vec![load_shared("red", u(0)) / param("d").cast(Ty::F32) + param(eps)])));
-        s
-    };
     let mut row = vec![let_("base", Ty::U32, var("row") * param("d"))];
-    row.extend(rms("o", "mean_o", "sq_o", "dx_o", "r_o", "eps_o"));
+    row.extend(scale_of_row("o", "_o", "eps_o", false));
     let normed_o = call(Func::MulRounded, vec![load("w_o", var("c")), load("o", at()) * var("r_o")]);
     row.push(strided("c", vec![store("h", at(), load("a", at()) + normed_o)]));
-    row.extend(rms("h", "mean", "sq", "dx", "r", "eps"));
+    row.extend(scale_of_row("h", "", "eps", false));
     row.push(strided("c", vec![store("y", at(), load("w", var("c")) * (load("h", at()) * var("r")))]));
     Kernel::new("rms_norm_add_rms_norm", WORKGROUP)
         .input("a", Ty::F32)
@@ -111,4 +88,33 @@ pub fn norm_add_norm() -> Kernel {
         .param("eps", Ty::F32)
         .shared("red", Ty::F32, WORKGROUP)
         .body(vec![let_("row", Ty::U32, group_index()), if_(var("row").lt(param("rows")), row)])
+}
+
+/// A loop over the row's features `c` (`base + c` of a row-major buffer),
+/// strided by the workgroup: the access every kernel here uses.
+fn strided(var_name: &str, body: Vec<Stmt>) -> Stmt {
+    for_(var_name, local_id(), param("d"), u(WORKGROUP), body)
+}
+
+/// The norm statistics of the row of buffer `x` at `base`: binds
+/// `mean{suffix}` (0 for RMS; the row's mean for `layer`) and
+/// `r{suffix}` = 1 / sqrt(mean((x - mean)²) + `eps`), summed by the
+/// strided loop and tree reduction every norm kernel here uses, so two
+/// kernels computing one row's norm agree in their bits.
+fn scale_of_row(x: &str, suffix: &str, eps: &str, layer: bool) -> Vec<Stmt> {
+    let name = |n: &str| format!("{n}{suffix}");
+    let (mean, sum, sq, dx) = (name("mean"), name("sum"), name("sq"), name("dx"));
+    let x_at = || load(x, var("base") + var("c"));
+    let mut s = vec![let_(&mean, Ty::F32, f(0.0))];
+    if layer {
+        s.push(let_(&sum, Ty::F32, f(0.0)));
+        s.push(strided("c", vec![assign(&sum, var(&sum) + x_at())]));
+        s.extend(workgroup_reduce("red", WORKGROUP, var(&sum), BinOp::Add));
+        s.push(assign(&mean, load_shared("red", u(0)) / param("d").cast(Ty::F32)));
+    }
+    s.push(let_(&sq, Ty::F32, f(0.0)));
+    s.push(strided("c", vec![let_(&dx, Ty::F32, x_at() - var(&mean)), assign(&sq, var(&sq) + var(&dx) * var(&dx))]));
+    s.extend(workgroup_reduce("red", WORKGROUP, var(&sq), BinOp::Add));
+    s.push(let_(&name("r"), Ty::F32, f(1.0) / call(Func::Sqrt, vec![load_shared("red", u(0)) / param("d").cast(Ty::F32) + param(eps)])));
+    s
 }
