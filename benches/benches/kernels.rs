@@ -80,6 +80,25 @@ fn matvec(c: &mut Criterion) {
     g.finish();
 }
 
+/// Gemma 3's tied output matrix (262144 × 640, q8_0: 178 MB), half of its
+/// decode step: short rows, so a row's fixed costs (its reduction, the
+/// task split) weigh more than in `matvec_64Mi`'s 1024-wide rows.
+fn matvec_gemma3_output(c: &mut Criterion) {
+    let pool = pool();
+    let (n, k) = (262144 / ROWS_DIV, 640);
+    let x: Vec<f32> = (0..k).map(|i| (i as f32 * 0.37).sin()).collect();
+    let bytes = pseudo_bytes(DType::Q8_0.storage_bytes((n * k) as u64).unwrap() as usize);
+    let shape = [n, k];
+    let w = WeightRef { dtype: DType::Q8_0, shape: &shape, bytes: &bytes };
+    let mut g = c.benchmark_group("matvec_gemma3_output");
+    g.sample_size(10);
+    g.throughput(Throughput::Bytes(bytes.len() as u64));
+    for isa in isas() {
+        g.bench_with_input(BenchmarkId::new("q8_0", isa.name()), &isa, |b, &isa| b.iter(|| black_box(matmul::matmul(&pool, isa, &x, 1, k, w))));
+    }
+    g.finish();
+}
+
 fn prefill_tile(c: &mut Criterion) {
     let pool = pool();
     // A SmolLM2-sized projection (1536 × 576, q4_1) over 512 tokens.
@@ -196,5 +215,5 @@ fn norm_and_glu(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, bandwidth, matvec, prefill_tile, decode_attention, norm_rope, norm_and_glu);
+criterion_group!(benches, bandwidth, matvec, matvec_gemma3_output, prefill_tile, decode_attention, norm_rope, norm_and_glu);
 criterion_main!(benches);

@@ -135,6 +135,11 @@ enum Cmd {
         /// Skip the `kv_append` off column.
         #[arg(long)]
         no_ab: bool,
+        /// Also time each op of `--steps` decode steps at each context and
+        /// print where a step's time goes, by op class (op, and the type
+        /// and shape of the weight it reads), with the weights' GiB/s.
+        #[arg(long)]
+        profile: bool,
         #[arg(long)]
         threads: Option<usize>,
         /// As for `run`.
@@ -344,7 +349,7 @@ fn real_main() -> Result<()> {
             };
             print!("{out}");
         }
-        Cmd::Bench { checkpoint, contexts, steps, prefill, prompt_file, prompt_ids_file, no_ab, threads, kernels, json } => {
+        Cmd::Bench { checkpoint, contexts, steps, prefill, prompt_file, prompt_ids_file, no_ab, profile, threads, kernels, json } => {
             let kernels = kernels.as_deref().map(Kernels::parse).transpose()?;
             let opts = SessionOptions { threads, kernels, ..Default::default() };
             let max = (contexts.iter().max().copied().unwrap_or(0) + steps + 1).max(prefill + 1);
@@ -393,6 +398,33 @@ fn real_main() -> Result<()> {
                 times.sort_by(f64::total_cmp);
                 Ok(times[times.len() / 2])
             };
+            // Where a decode step's time goes, by op class, at one context.
+            let profile_at = |ctx: usize| -> Result<serde_json::Value> {
+                let mut s = on.session(&opts)?;
+                s.assume_cached(ctx)?;
+                s.decode(1)?; // warm: the first step touches every weight page
+                s.set_profiling(true)?;
+                for _ in 0..steps.max(1) {
+                    s.decode(1)?;
+                }
+                let p = s.profile().context("profiling was on")?;
+                let per_step = |x: f64| x / p.forwards as f64;
+                let mut classes: Vec<_> = p.classes.iter().collect();
+                classes.sort_by(|a, b| b.1.secs.total_cmp(&a.1.secs));
+                let total = p.total_secs();
+                Ok(serde_json::json!({
+                    "context": ctx,
+                    "step_ms": per_step(total) * 1e3,
+                    "classes": classes.iter().map(|(name, c)| serde_json::json!({
+                        "class": name,
+                        "calls_per_step": per_step(c.calls as f64),
+                        "ms_per_step": per_step(c.secs) * 1e3,
+                        "share": c.secs / total,
+                        "weight_gib_s": (c.weight_bytes > 0).then(|| c.weight_bytes as f64 / c.secs / (1u64 << 30) as f64),
+                    })).collect::<Vec<_>>(),
+                }))
+            };
+            let profiles: Vec<serde_json::Value> = if profile { contexts.iter().map(|&c| profile_at(c)).collect::<Result<_>>()? } else { Vec::new() };
             let mut rows = Vec::new();
             for &ctx in &contexts {
                 let a = time(&on, ctx)?;
@@ -411,6 +443,7 @@ fn real_main() -> Result<()> {
                     "threads": resolved.threads,
                     "prefill": prefill_row,
                     "decode": rows,
+                    "profile": profile.then_some(&profiles),
                 });
                 println!("{v}");
             } else {
@@ -426,6 +459,24 @@ fn real_main() -> Result<()> {
                         "{:>8} | {:>14} | {:>15} | {:>6} | {:>8}",
                         r["context"].as_u64().unwrap_or(0), num(&r["kv_append_on_ms"]), num(&r["kv_append_off_ms"]), num(&r["on_over_off"]), num(&r["decode_tok_s"])
                     );
+                }
+                for p in &profiles {
+                    println!(
+                        "\nwhere a decode step's time goes at context {} ({} ms of ops a step, mean of {steps}):",
+                        p["context"],
+                        num(&p["step_ms"])
+                    );
+                    println!("{:>8} {:>6} {:>6} {:>9}  class", "ms/step", "share", "calls", "GiB/s");
+                    for c in p["classes"].as_array().into_iter().flatten() {
+                        println!(
+                            "{:>8.3} {:>5.1}% {:>6} {:>9}  {}",
+                            c["ms_per_step"].as_f64().unwrap_or(0.0),
+                            c["share"].as_f64().unwrap_or(0.0) * 100.0,
+                            c["calls_per_step"].as_f64().unwrap_or(0.0).round(),
+                            c["weight_gib_s"].as_f64().map_or("-".to_string(), |g| format!("{g:.1}")),
+                            c["class"].as_str().unwrap_or("")
+                        );
+                    }
                 }
             }
         }

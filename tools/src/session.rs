@@ -108,6 +108,8 @@ pub struct Session<'m> {
     step_rows: usize,
     /// Why the device could not take the caches `reset` gave it, if so.
     device_error: Option<String>,
+    /// Per-op times of the forwards since `set_profiling(true)`.
+    profile: std::cell::RefCell<Option<exec::Profile>>,
 }
 
 /// Where the loop-carried state lives. With `kv_append` in the plan, one
@@ -201,7 +203,7 @@ impl<'m> Session<'m> {
                 _ => None,
             })
             .fold(PREFILL_CHUNK, usize::min);
-        let mut s = Session { model, executor, schedule, resolved, states, lens: vec![0; rows], step_rows, device_error: None };
+        let mut s = Session { model, executor, schedule, resolved, states, lens: vec![0; rows], step_rows, device_error: None, profile: Default::default() };
         s.reset();
         Ok(s)
     }
@@ -225,6 +227,24 @@ impl<'m> Session<'m> {
             Executor::Reference(_) => Default::default(),
             Executor::Device(g) => g.borrow().counters(),
         }
+    }
+
+    /// Time every op of the forwards that follow, by class (op, and the
+    /// type and shape of the weight it reads), from an empty profile;
+    /// `false` stops. On the CPU executors: a GPU step is one submission,
+    /// its ops not timed one by one.
+    pub fn set_profiling(&mut self, on: bool) -> Result<(), Error> {
+        if on && matches!(self.executor, Executor::Device(_)) {
+            return Err(Error::Input("per-op times are measured on the CPU executors only (a GPU step is one submission)".into()));
+        }
+        self.schedule.profile = on;
+        *self.profile.borrow_mut() = on.then(exec::Profile::default);
+        Ok(())
+    }
+
+    /// The per-op times recorded since `set_profiling(true)`.
+    pub fn profile(&self) -> Option<exec::Profile> {
+        self.profile.borrow().clone()
     }
 
     /// Number of sequences (batch rows) this session holds.
@@ -429,9 +449,12 @@ impl<'m> Session<'m> {
                     return Err(Error::Input(e.clone()));
                 }
                 let outputs = g.borrow_mut().step(&inputs)?;
-                Ok(exec::StepOutput { outputs, states })
+                Ok(exec::StepOutput { outputs, states, op_secs: Vec::new() })
             }
         }?;
+        if let Some(profile) = self.profile.borrow_mut().as_mut() {
+            profile.record(&self.schedule, &out.op_secs);
+        }
         let logits = out.outputs.get("logits").ok_or_else(|| Error::Input("the plan has no `logits` output".into()))?;
         let data = logits.as_f32().unwrap_or_default();
         let vocab = data.len() / b;

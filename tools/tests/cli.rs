@@ -201,3 +201,20 @@ fn wgpu_without_an_adapter_is_a_clear_error() {
     assert_eq!(out.status.code(), Some(1), "{err}");
     assert!(err.contains("wgpu: no device") && !err.contains("panicked"), "{err}");
 }
+
+#[test]
+fn bench_profile_says_where_a_decode_step_goes() {
+    let out = graphc(&["bench", smollm2().to_str().unwrap(), "--contexts", "16", "--steps", "2", "--no-ab", "--profile", "--threads", "2", "--json"]);
+    let v = json_of(&out);
+    let p = &v["profile"][0];
+    assert_eq!(p["context"], 16);
+    let classes = p["classes"].as_array().unwrap();
+    let class = |name: &str| classes.iter().find(|c| c["class"] == name).unwrap_or_else(|| panic!("no `{name}` in {classes:#?}"));
+    // One tied output projection a step; 30 layers' q4_1 down projections.
+    assert_eq!(class("matmul q8_0[49152, 576]")["calls_per_step"], 1.0);
+    assert_eq!(class("matmul q4_1[576, 1536]")["calls_per_step"], 30.0);
+    assert!(class("matmul q8_0[49152, 576]")["weight_gib_s"].as_f64().unwrap() > 0.0);
+    assert!(class("attention")["weight_gib_s"].is_null(), "no weight bytes, no GiB/s");
+    let shares: f64 = classes.iter().map(|c| c["share"].as_f64().unwrap()).sum();
+    assert!((shares - 1.0).abs() < 1e-9, "shares add up to the step: {shares}");
+}

@@ -7,7 +7,7 @@
 use crate::tensor::{Tensor, WeightRef, WeightSource};
 use graphc_ir::op::Op;
 use graphc_ir::{Graph, NodeId};
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 #[error("error: node {node} ({op}): {message}")]
@@ -22,6 +22,49 @@ pub struct ExecError {
 pub struct StepOutput {
     pub outputs: HashMap<String, Tensor>,
     pub states: HashMap<String, Tensor>,
+    /// With `Schedule::profile` on: each computed node's wall time, as
+    /// (its position in the schedule, seconds). Empty otherwise.
+    pub op_secs: Vec<(usize, f64)>,
+}
+
+/// One op class of a `Profile`: the nodes that share a label (op, and the
+/// type and shape of the weight it reads, if any).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct OpClassTime {
+    pub calls: u64,
+    pub secs: f64,
+    /// Checkpoint bytes the class's calls read (their weight operands).
+    pub weight_bytes: u64,
+}
+
+/// Where the time of profiled forwards went, by op class (`graphc bench
+/// --profile`). Wall time per node on the calling thread, which waits for
+/// its workers, so the classes add up to the forward's time less the run
+/// loop's own bookkeeping.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Profile {
+    /// Forwards recorded.
+    pub forwards: u64,
+    pub classes: BTreeMap<String, OpClassTime>,
+}
+
+impl Profile {
+    /// Add one forward's `StepOutput::op_secs`, run under `schedule`.
+    pub fn record(&mut self, schedule: &Schedule, op_secs: &[(usize, f64)]) {
+        self.forwards += 1;
+        for &(i, secs) in op_secs {
+            let step = &schedule.steps[i];
+            let class = self.classes.entry(step.class.clone()).or_default();
+            class.calls += 1;
+            class.secs += secs;
+            class.weight_bytes += step.weight_bytes;
+        }
+    }
+
+    /// Seconds of all classes together.
+    pub fn total_secs(&self) -> f64 {
+        self.classes.values().map(|c| c.secs).sum()
+    }
 }
 
 /// Values of the symbolic dims (`batch`, `seq`, `past`, `cap`) for one run.
@@ -103,6 +146,8 @@ pub struct Schedule {
     /// infinity, naming the node and its layer (`--check-finite`). Off by
     /// default: it reads every activation once more.
     pub check_finite: bool,
+    /// Time every computed node (`StepOutput::op_secs`). Off by default.
+    pub profile: bool,
     /// Positions computed by `fold`, never by a step.
     folded: Vec<bool>,
     /// The folded values steps read, by position.
@@ -122,6 +167,11 @@ struct Step {
     moved: Vec<bool>,
     /// Inputs whose last use is here (and feed no sink): freed afterwards.
     frees: Vec<usize>,
+    /// The node's class in a `Profile`: its op, and each checkpoint weight
+    /// it reads by type and shape (`matmul q5_0[2048, 640]`).
+    class: String,
+    /// Bytes of the checkpoint weights it reads.
+    weight_bytes: u64,
 }
 
 impl Schedule {
@@ -155,11 +205,12 @@ impl Schedule {
                 let moved = inputs.iter().map(|p| dies(p) && inputs.iter().filter(|q| *q == p).count() == 1).collect();
                 let mut frees: Vec<usize> = inputs.iter().copied().filter(dies).collect();
                 frees.dedup();
-                Step { id, name: format!("%{i}"), inputs, moved, frees }
+                let (class, weight_bytes) = profile_class(graph, id);
+                Step { id, name: format!("%{i}"), inputs, moved, frees, class, weight_bytes }
             })
             .collect();
         let n = steps.len();
-        Ok(Schedule { steps, sinks, check_finite: false, folded: vec![false; n], folded_values: HashMap::new() })
+        Ok(Schedule { steps, sinks, check_finite: false, profile: false, folded: vec![false; n], folded_values: HashMap::new() })
     }
 
     /// Fold the graph's weight-only subgraphs (DESIGN.md: "weight-only
@@ -244,6 +295,7 @@ pub fn run_scheduled(
     weights: &dyn WeightSource,
 ) -> Result<StepOutput, ExecError> {
     let mut env: Env = HashMap::new();
+    let mut op_secs = Vec::new();
     let mut vals: Vec<Option<Val>> = Vec::with_capacity(schedule.steps.len());
     vals.resize_with(schedule.steps.len(), || None);
     for (i, step) in schedule.steps.iter().enumerate() {
@@ -285,7 +337,11 @@ pub fn run_scheduled(
                         None => Arg::Ref(vals[p].as_ref().or_else(|| schedule.folded_values.get(&p)).expect("operand evaluated before its user")),
                     })
                     .collect();
+                let started = schedule.profile.then(std::time::Instant::now);
                 let t = evaluator.eval(op, args, &env).map_err(err)?;
+                if let Some(started) = started {
+                    op_secs.push((i, started.elapsed().as_secs_f64()));
+                }
                 if schedule.check_finite {
                     check_finite(graph, step.id, &t).map_err(err)?;
                 }
@@ -297,7 +353,7 @@ pub fn run_scheduled(
             vals[p] = None;
         }
     }
-    let mut out = StepOutput::default();
+    let mut out = StepOutput { op_secs, ..Default::default() };
     let mut uses: HashMap<usize, usize> = HashMap::new();
     for s in &schedule.sinks {
         *uses.entry(s.2).or_default() += 1;
@@ -321,6 +377,25 @@ pub fn run_scheduled(
         }
     }
     Ok(out)
+}
+
+/// A node's `Profile` class, and the checkpoint bytes it reads where it
+/// reads whole weights (a matmul; a gather reads a few rows).
+fn profile_class(graph: &Graph, id: NodeId) -> (String, u64) {
+    let op = &graph.node(id).op;
+    let mut class = op.mnemonic();
+    let mut bytes = 0;
+    for input in graph.inputs(id) {
+        if let Op::Weight { ty, .. } = &graph.node(input).op {
+            let shape: Vec<i64> = ty.shape.iter().filter_map(|d| d.as_const()).collect();
+            class.push_str(&format!(" {}{shape:?}", ty.dtype));
+            if matches!(op, Op::MatMul) {
+                let elems = shape.iter().product::<i64>().max(0) as u64;
+                bytes += ty.dtype.storage_bytes(elems).unwrap_or(0);
+            }
+        }
+    }
+    (class, bytes)
 }
 
 /// The first NaN or infinity in `t`, if any, as an error naming where the
