@@ -291,7 +291,7 @@ fn the_row_dot_test_separates_a_kernel_that_drops_the_min() {
 #[test]
 fn matmul_rows_and_tiled_paths_match_the_reference() {
     let mut rng = Rng(42);
-    // n = 37 rows: not a multiple of the tile (4) or the task size (16);
+    // n = 37 rows: not a multiple of the tile (4) or the task size (20 on 2 threads);
     // m = 1 and 3 take the row path, 7 and 13 the tiled one with remainders.
     let (n, k) = (37, 256);
     for dtype in [DType::Q4_1, DType::Q8_0, DType::Q4K, DType::Q6K, DType::Q5_0, DType::F16] {
@@ -305,6 +305,32 @@ fn matmul_rows_and_tiled_paths_match_the_reference() {
                 let got = matmul::matmul(&SpinPool::new(2), isa, &x, m, k, w);
                 for (i, (g, r)) in got.iter().zip(&want).enumerate() {
                     assert!((g - r).abs() <= 1e-4 * (1.0 + r.abs()), "{dtype} m={m} {}: [{i}] {g} vs {r}", isa.name());
+                }
+            }
+        }
+    }
+}
+
+/// The matrix-vector path splits rows into tasks by bytes (about 256 KiB,
+/// a multiple of the thread count): each output is still one dot product
+/// whose order does not depend on the split, so its bits are the same on
+/// 1, 2 and 3 threads. 3001 rows of 512: several tasks a thread, a last
+/// task and a last four-row group both short.
+#[test]
+fn matvec_bits_do_not_depend_on_the_thread_count() {
+    let mut rng = Rng(7);
+    let (n, k) = (3001, 512);
+    for dtype in [DType::Q5_0, DType::Q8_0, DType::Q4K, DType::Q4_1] {
+        let bytes = random_weights(dtype, n, k, &mut rng);
+        let shape = [n, k];
+        let w = WeightRef { dtype, shape: &shape, bytes: &bytes };
+        for m in [1, 2] {
+            let x: Vec<f32> = (0..m * k).map(|_| rng.f32()).collect();
+            for isa in isas() {
+                let bits = |threads: usize| -> Vec<u32> { matmul::matmul(&SpinPool::new(threads), isa, &x, m, k, w).iter().map(|v| v.to_bits()).collect() };
+                let one = bits(1);
+                for threads in [2, 3] {
+                    assert!(bits(threads) == one, "{dtype} m={m} {}: {threads} threads differ from 1", isa.name());
                 }
             }
         }
