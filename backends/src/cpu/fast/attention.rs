@@ -202,7 +202,9 @@ pub fn prefill_panels(pool: &SpinPool, isa: Isa, sh: &AttentionShape, pr: &Atten
 pub const SPLIT_KEYS: usize = 128;
 
 /// Decode (one query position per row) over long caches, split along the
-/// keys: a task takes `SPLIT_KEYS` visible keys of one (batch row, kv head)
+/// keys: a row's visible keys go to `⌈n / SPLIT_KEYS⌉` chunks of equal
+/// size (±1; equal so two chunks of 129 keys are 65 and 64, not 128 and
+/// 1, which left one thread all the work), and a task takes one chunk of one (batch row, kv head)
 /// for all the GQA group's query heads, reading each key and value row once
 /// for the group, and returns per head its running max, its sum of
 /// `exp(score - max)` and its unnormalized weighted sum of values; the
@@ -222,16 +224,24 @@ pub fn decode_split(pool: &SpinPool, isa: Isa, sh: &AttentionShape, pr: &Attenti
     if spans.iter().all(|&(l, h)| h - l <= C) || (pr.ring && spans.iter().any(|&(l, h)| h - l > t)) {
         return None;
     }
+    // Per row: its chunk count and the keys in each chunk.
+    let chunking: Vec<(usize, usize)> = spans
+        .iter()
+        .map(|&(l, h)| {
+            let chunks = (h - l).div_ceil(C);
+            (chunks, (h - l).div_ceil(chunks.max(1)))
+        })
+        .collect();
     // Tasks: (batch row, kv head, chunk); each writes `group` rows of
     // [weighted values (dv), max, sum].
-    let tasks: Vec<(usize, usize, usize)> =
-        (0..b * nkv).flat_map(|bk| (0..(spans[bk / nkv].1 - spans[bk / nkv].0).div_ceil(C)).map(move |c| (bk / nkv, bk % nkv, c))).collect();
+    let tasks: Vec<(usize, usize, usize)> = (0..b * nkv).flat_map(|bk| (0..chunking[bk / nkv].0).map(move |c| (bk / nkv, bk % nkv, c))).collect();
     let width = dv + 2;
     let mut partial = vec![0f32; tasks.len() * group * width];
     for_each_chunk_mut(pool, &mut partial, group * width, |task, out| {
         let (bi, kvh, c) = tasks[task];
         let (lo, hi) = spans[bi];
-        let (x0, x1) = (lo + c * C, (lo + (c + 1) * C).min(hi));
+        let size = chunking[bi].1;
+        let (x0, x1) = (lo + c * size, (lo + (c + 1) * size).min(hi));
         let n = x1 - x0;
         let base = (bi * nkv + kvh) * t;
         // The chunk's keys as runs of cache rows, in position order.
@@ -269,8 +279,7 @@ pub fn decode_split(pool: &SpinPool, isa: Isa, sh: &AttentionShape, pr: &Attenti
     let mut grouped = vec![0f32; b * nh * dv];
     let mut first_task = 0;
     for bk in 0..b * nkv {
-        let (lo, hi) = spans[bk / nkv];
-        let chunks = (hi - lo).div_ceil(C);
+        let chunks = chunking[bk / nkv].0;
         for g in 0..group {
             let row = |c: usize| &partial[((first_task + c) * group + g) * width..][..width];
             let m = (0..chunks).map(|c| row(c)[dv]).fold(f32::NEG_INFINITY, f32::max);
