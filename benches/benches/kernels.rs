@@ -99,6 +99,36 @@ fn matvec_gemma3_output(c: &mut Criterion) {
     g.finish();
 }
 
+/// Gemma 3's layer projections as a decode step meets them: from memory,
+/// not cache (each iteration reads the next of enough copies to fill 64
+/// MiB, visited 7 apart so that one copy's end does not run into the
+/// next one's start as a single stream). Small matrices are where a task split that starts many cold row
+/// streams shows (`matmul`'s `MATVEC_TASK_BYTES`).
+fn matvec_cold(c: &mut Criterion) {
+    let pool = pool();
+    let mut g = c.benchmark_group("matvec_cold");
+    g.sample_size(10);
+    let isa = isas().into_iter().max().expect("one ISA");
+    for (dtype, n, k) in [(DType::Q5_0, 256, 640), (DType::Q5_0, 1024, 640), (DType::Q5_0, 2048, 640), (DType::Q4K, 640, 1024), (DType::Q6K, 640, 2048)] {
+        let rb = dtype.storage_bytes((n * k) as u64).unwrap() as usize;
+        let copies = ((64 << 20) / rb + 1) | 1;
+        let copies = if copies % 7 == 0 { copies + 2 } else { copies };
+        let bytes = pseudo_bytes(rb * copies);
+        let x: Vec<f32> = (0..k).map(|i| (i as f32 * 0.37).sin()).collect();
+        let shape = [n, k];
+        g.throughput(Throughput::Bytes(rb as u64));
+        let mut next = 0;
+        g.bench_function(BenchmarkId::new(format!("{}_{n}x{k}", dtype.name()), isa.name()), |b| {
+            b.iter(|| {
+                next = (next + 7) % copies;
+                let w = WeightRef { dtype, shape: &shape, bytes: &bytes[next * rb..(next + 1) * rb] };
+                black_box(matmul::matmul(&pool, isa, &x, 1, k, w))
+            })
+        });
+    }
+    g.finish();
+}
+
 fn prefill_tile(c: &mut Criterion) {
     let pool = pool();
     // A SmolLM2-sized projection (1536 × 576, q4_1) over 512 tokens.
@@ -215,5 +245,5 @@ fn norm_and_glu(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, bandwidth, matvec, matvec_gemma3_output, prefill_tile, decode_attention, norm_rope, norm_and_glu);
+criterion_group!(benches, bandwidth, matvec, matvec_gemma3_output, matvec_cold, prefill_tile, decode_attention, norm_rope, norm_and_glu);
 criterion_main!(benches);
