@@ -41,6 +41,11 @@ fn every_node_is_timed_once_a_forward_under_its_class_and_no_bit_changes() {
         let output = &p.classes["matmul q8_0[49152, 576]"];
         assert_eq!(output.calls, 3);
         assert_eq!(output.weight_bytes, 3 * 49152 * 576 / 32 * 34, "the output matrix's q8_0 bytes, once a forward");
+        // Logits of each forward's last row only: 2 · 49152 · 576 flops a forward.
+        assert_eq!(output.flops, 3.0 * 2.0 * 49152.0 * 576.0);
+        // The down projections: 6 prompt rows, then 1 and 1, at k = 1536.
+        assert_eq!(p.classes["matmul q4_1[576, 1536]"].flops, 30.0 * 2.0 * (6.0 + 1.0 + 1.0) * 576.0 * 1536.0);
+        assert_eq!(p.classes["attention"].flops, 0.0);
         // A gather reads rows, not its table: no bytes (no GiB/s) for it.
         assert_eq!(p.classes["gather q8_0[49152, 576]"].weight_bytes, 0);
         assert!(p.classes.values().all(|c| c.secs >= 0.0) && p.total_secs() > 0.0);

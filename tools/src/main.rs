@@ -135,9 +135,10 @@ enum Cmd {
         /// Skip the `kv_append` off column.
         #[arg(long)]
         no_ab: bool,
-        /// Also time each op of `--steps` decode steps at each context and
-        /// print where a step's time goes, by op class (op, and the type
-        /// and shape of the weight it reads), with the weights' GiB/s.
+        /// Also time each op of `--steps` decode steps at each context (and
+        /// of a second prefill, with `--prefill`) and print where the time
+        /// goes, by op class (op, and the type and shape of the weight it
+        /// reads), with each matmul class's weight GiB/s and GFLOP/s.
         #[arg(long)]
         profile: bool,
         #[arg(long)]
@@ -382,7 +383,15 @@ fn real_main() -> Result<()> {
                 let t0 = Instant::now();
                 s.prefill(&ids[..prefill])?;
                 let secs = t0.elapsed().as_secs_f64();
-                Some(serde_json::json!({"tokens": prefill, "secs": secs, "tok_s": prefill as f64 / secs}))
+                let mut row = serde_json::json!({"tokens": prefill, "secs": secs, "tok_s": prefill as f64 / secs});
+                if profile {
+                    // A second prefill, timed op by op (the first warmed the weights).
+                    let mut s = on.session(&opts)?;
+                    s.set_profiling(true)?;
+                    s.prefill(&ids[..prefill])?;
+                    row["profile"] = profile_json(&s.profile().context("profiling was on")?, 1.0);
+                }
+                Some(row)
             } else {
                 None
             };
@@ -407,22 +416,9 @@ fn real_main() -> Result<()> {
                 for _ in 0..steps.max(1) {
                     s.decode(1)?;
                 }
-                let p = s.profile().context("profiling was on")?;
-                let per_step = |x: f64| x / p.forwards as f64;
-                let mut classes: Vec<_> = p.classes.iter().collect();
-                classes.sort_by(|a, b| b.1.secs.total_cmp(&a.1.secs));
-                let total = p.total_secs();
-                Ok(serde_json::json!({
-                    "context": ctx,
-                    "step_ms": per_step(total) * 1e3,
-                    "classes": classes.iter().map(|(name, c)| serde_json::json!({
-                        "class": name,
-                        "calls_per_step": per_step(c.calls as f64),
-                        "ms_per_step": per_step(c.secs) * 1e3,
-                        "share": c.secs / total,
-                        "weight_gib_s": (c.weight_bytes > 0).then(|| c.weight_bytes as f64 / c.secs / (1u64 << 30) as f64),
-                    })).collect::<Vec<_>>(),
-                }))
+                let mut v = profile_json(&s.profile().context("profiling was on")?, steps.max(1) as f64);
+                v["context"] = ctx.into();
+                Ok(v)
             };
             let profiles: Vec<serde_json::Value> = if profile { contexts.iter().map(|&c| profile_at(c)).collect::<Result<_>>()? } else { Vec::new() };
             let mut rows = Vec::new();
@@ -448,12 +444,17 @@ fn real_main() -> Result<()> {
                 println!("{v}");
             } else {
                 println!("kernels {} | threads {}", resolved.kernels, resolved.threads);
+                let num = |v: &serde_json::Value| v.as_f64().map_or("-".to_string(), |x| format!("{x:.2}"));
                 if let Some(p) = &prefill_row {
                     println!("prefill {} tokens: {:.1} tok/s", p["tokens"], p["tok_s"].as_f64().unwrap_or(0.0));
+                    if !p["profile"].is_null() {
+                        println!("\nwhere the prefill's time goes ({} ms of ops):", num(&p["profile"]["step_ms"]));
+                        print_profile(&p["profile"]);
+                        println!();
+                    }
                 }
                 println!("decode step, median of {steps} (ms)");
                 println!("{:>8} | {:>14} | {:>15} | {:>6} | {:>8}", "context", "kv_append on", "kv_append off", "on/off", "tok/s");
-                let num = |v: &serde_json::Value| v.as_f64().map_or("-".to_string(), |x| format!("{x:.2}"));
                 for r in &rows {
                     println!(
                         "{:>8} | {:>14} | {:>15} | {:>6} | {:>8}",
@@ -466,17 +467,7 @@ fn real_main() -> Result<()> {
                         p["context"],
                         num(&p["step_ms"])
                     );
-                    println!("{:>8} {:>6} {:>6} {:>9}  class", "ms/step", "share", "calls", "GiB/s");
-                    for c in p["classes"].as_array().into_iter().flatten() {
-                        println!(
-                            "{:>8.3} {:>5.1}% {:>6} {:>9}  {}",
-                            c["ms_per_step"].as_f64().unwrap_or(0.0),
-                            c["share"].as_f64().unwrap_or(0.0) * 100.0,
-                            c["calls_per_step"].as_f64().unwrap_or(0.0).round(),
-                            c["weight_gib_s"].as_f64().map_or("-".to_string(), |g| format!("{g:.1}")),
-                            c["class"].as_str().unwrap_or("")
-                        );
-                    }
+                    print_profile(p);
                 }
             }
         }
@@ -506,4 +497,38 @@ fn real_main() -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// A `Profile` as JSON, its times divided by `per` (forwards per step).
+fn profile_json(p: &graphc_backends::cpu::exec::Profile, per: f64) -> serde_json::Value {
+    let mut classes: Vec<_> = p.classes.iter().collect();
+    classes.sort_by(|a, b| b.1.secs.total_cmp(&a.1.secs));
+    let total = p.total_secs();
+    serde_json::json!({
+        "step_ms": total / per * 1e3,
+        "classes": classes.iter().map(|(name, c)| serde_json::json!({
+            "class": name,
+            "calls_per_step": c.calls as f64 / per,
+            "ms_per_step": c.secs / per * 1e3,
+            "share": c.secs / total,
+            "weight_gib_s": (c.weight_bytes > 0).then(|| c.weight_bytes as f64 / c.secs / (1u64 << 30) as f64),
+            "gflop_s": (c.flops > 0.0).then(|| c.flops / c.secs / 1e9),
+        })).collect::<Vec<_>>(),
+    })
+}
+
+/// `profile_json`'s classes as a table.
+fn print_profile(p: &serde_json::Value) {
+    println!("{:>8} {:>6} {:>6} {:>9} {:>9}  class", "ms/step", "share", "calls", "GiB/s", "GFLOP/s");
+    for c in p["classes"].as_array().into_iter().flatten() {
+        println!(
+            "{:>8.3} {:>5.1}% {:>6} {:>9} {:>9}  {}",
+            c["ms_per_step"].as_f64().unwrap_or(0.0),
+            c["share"].as_f64().unwrap_or(0.0) * 100.0,
+            c["calls_per_step"].as_f64().unwrap_or(0.0).round(),
+            c["weight_gib_s"].as_f64().map_or("-".to_string(), |g| format!("{g:.1}")),
+            c["gflop_s"].as_f64().map_or("-".to_string(), |g| format!("{g:.1}")),
+            c["class"].as_str().unwrap_or("")
+        );
+    }
 }

@@ -204,8 +204,18 @@ fn wgpu_without_an_adapter_is_a_clear_error() {
 
 #[test]
 fn bench_profile_says_where_a_decode_step_goes() {
-    let out = graphc(&["bench", smollm2().to_str().unwrap(), "--contexts", "16", "--steps", "2", "--no-ab", "--profile", "--threads", "2", "--json"]);
+    let ids = temp_dir("cli-bench-profile").join("ids.txt");
+    std::fs::write(&ids, "1, 54, 34, 28, 46, 31, 42, 7").unwrap();
+    let out = graphc(&[
+        "bench", smollm2().to_str().unwrap(), "--contexts", "16", "--steps", "2", "--no-ab", "--profile", "--threads", "2", "--json",
+        "--prefill", "8", "--prompt-ids-file", ids.to_str().unwrap(),
+    ]);
     let v = json_of(&out);
+    // The prefill's profile: 8 rows through each down projection.
+    let prefill = v["prefill"]["profile"]["classes"].as_array().unwrap();
+    let down = prefill.iter().find(|c| c["class"] == "matmul q4_1[576, 1536]").unwrap();
+    assert_eq!(down["calls_per_step"], 30.0);
+    assert!(down["gflop_s"].as_f64().unwrap() > 0.0);
     let p = &v["profile"][0];
     assert_eq!(p["context"], 16);
     let classes = p["classes"].as_array().unwrap();
@@ -214,7 +224,8 @@ fn bench_profile_says_where_a_decode_step_goes() {
     assert_eq!(class("matmul q8_0[49152, 576]")["calls_per_step"], 1.0);
     assert_eq!(class("matmul q4_1[576, 1536]")["calls_per_step"], 30.0);
     assert!(class("matmul q8_0[49152, 576]")["weight_gib_s"].as_f64().unwrap() > 0.0);
-    assert!(class("attention")["weight_gib_s"].is_null(), "no weight bytes, no GiB/s");
+    assert!(class("matmul q8_0[49152, 576]")["gflop_s"].as_f64().unwrap() > 0.0);
+    assert!(class("attention")["weight_gib_s"].is_null() && class("attention")["gflop_s"].is_null(), "no weight, no GiB/s or GFLOP/s");
     let shares: f64 = classes.iter().map(|c| c["share"].as_f64().unwrap()).sum();
     assert!((shares - 1.0).abs() < 1e-9, "shares add up to the step: {shares}");
 }

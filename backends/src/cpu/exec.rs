@@ -22,9 +22,18 @@ pub struct ExecError {
 pub struct StepOutput {
     pub outputs: HashMap<String, Tensor>,
     pub states: HashMap<String, Tensor>,
-    /// With `Schedule::profile` on: each computed node's wall time, as
-    /// (its position in the schedule, seconds). Empty otherwise.
-    pub op_secs: Vec<(usize, f64)>,
+    /// With `Schedule::profile` on: each computed node's time. Empty otherwise.
+    pub op_secs: Vec<OpTime>,
+}
+
+/// One computed node's time in a profiled forward.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct OpTime {
+    /// The node's position in the schedule.
+    pub step: usize,
+    pub secs: f64,
+    /// Multiply-adds × 2 (a matmul on a weight; 0 for other ops).
+    pub flops: f64,
 }
 
 /// One op class of a `Profile`: the nodes that share a label (op, and the
@@ -35,6 +44,8 @@ pub struct OpClassTime {
     pub secs: f64,
     /// Checkpoint bytes the class's calls read (their weight operands).
     pub weight_bytes: u64,
+    /// Floating-point operations of the class's calls (matmuls on weights).
+    pub flops: f64,
 }
 
 /// Where the time of profiled forwards went, by op class (`graphc bench
@@ -50,14 +61,15 @@ pub struct Profile {
 
 impl Profile {
     /// Add one forward's `StepOutput::op_secs`, run under `schedule`.
-    pub fn record(&mut self, schedule: &Schedule, op_secs: &[(usize, f64)]) {
+    pub fn record(&mut self, schedule: &Schedule, op_secs: &[OpTime]) {
         self.forwards += 1;
-        for &(i, secs) in op_secs {
+        for &OpTime { step: i, secs, flops } in op_secs {
             let step = &schedule.steps[i];
             let class = self.classes.entry(step.class.clone()).or_default();
             class.calls += 1;
             class.secs += secs;
             class.weight_bytes += step.weight_bytes;
+            class.flops += flops;
         }
     }
 
@@ -170,8 +182,10 @@ struct Step {
     /// The node's class in a `Profile`: its op, and each checkpoint weight
     /// it reads by type and shape (`matmul q5_0[2048, 640]`).
     class: String,
-    /// Bytes of the checkpoint weights it reads.
+    /// Bytes of the checkpoint weights it reads (a matmul's).
     weight_bytes: u64,
+    /// A matmul on a weight: its inner dimension (flops = 2 · output · k).
+    matmul_k: usize,
 }
 
 impl Schedule {
@@ -205,8 +219,8 @@ impl Schedule {
                 let moved = inputs.iter().map(|p| dies(p) && inputs.iter().filter(|q| *q == p).count() == 1).collect();
                 let mut frees: Vec<usize> = inputs.iter().copied().filter(dies).collect();
                 frees.dedup();
-                let (class, weight_bytes) = profile_class(graph, id);
-                Step { id, name: format!("%{i}"), inputs, moved, frees, class, weight_bytes }
+                let (class, weight_bytes, matmul_k) = profile_class(graph, id);
+                Step { id, name: format!("%{i}"), inputs, moved, frees, class, weight_bytes, matmul_k }
             })
             .collect();
         let n = steps.len();
@@ -340,7 +354,9 @@ pub fn run_scheduled(
                 let started = schedule.profile.then(std::time::Instant::now);
                 let t = evaluator.eval(op, args, &env).map_err(err)?;
                 if let Some(started) = started {
-                    op_secs.push((i, started.elapsed().as_secs_f64()));
+                    let secs = started.elapsed().as_secs_f64();
+                    let flops = 2.0 * t.shape().iter().product::<usize>() as f64 * step.matmul_k as f64;
+                    op_secs.push(OpTime { step: i, secs, flops });
                 }
                 if schedule.check_finite {
                     check_finite(graph, step.id, &t).map_err(err)?;
@@ -381,10 +397,10 @@ pub fn run_scheduled(
 
 /// A node's `Profile` class, and the checkpoint bytes it reads where it
 /// reads whole weights (a matmul; a gather reads a few rows).
-fn profile_class(graph: &Graph, id: NodeId) -> (String, u64) {
+fn profile_class(graph: &Graph, id: NodeId) -> (String, u64, usize) {
     let op = &graph.node(id).op;
     let mut class = op.mnemonic();
-    let mut bytes = 0;
+    let (mut bytes, mut k) = (0, 0);
     for input in graph.inputs(id) {
         if let Op::Weight { ty, .. } = &graph.node(input).op {
             let shape: Vec<i64> = ty.shape.iter().filter_map(|d| d.as_const()).collect();
@@ -392,10 +408,11 @@ fn profile_class(graph: &Graph, id: NodeId) -> (String, u64) {
             if matches!(op, Op::MatMul) {
                 let elems = shape.iter().product::<i64>().max(0) as u64;
                 bytes += ty.dtype.storage_bytes(elems).unwrap_or(0);
+                k = shape.last().copied().unwrap_or(0).max(0) as usize;
             }
         }
     }
-    (class, bytes)
+    (class, bytes, k)
 }
 
 /// The first NaN or infinity in `t`, if any, as an error naming where the
