@@ -570,39 +570,87 @@ pub(crate) fn rope_angles(scaling: &RopeScaling, inv_freq: &[f32], magnitude: f3
 /// Turn each feature pair of one head's `row` by its angle (`angles` from
 /// `rope_angles`); features past the pairs pass through.
 pub(crate) fn rotate_row(row: &mut [f32], angles: &[(f32, f32)], style: RopeStyle) {
+    // Each pair as `(x0 cos - x1 sin, x0 sin + x1 cos)`; the pairs walked
+    // as slices, not by index, so that the loop has no bounds checks and
+    // the compiler may vectorize it (the same operations on every lane).
+    let rotate = |x0: &mut f32, x1: &mut f32, (sin, cos): (f32, f32)| {
+        let (a, b) = (*x0, *x1);
+        *x0 = a * cos - b * sin;
+        *x1 = a * sin + b * cos;
+    };
     let half = angles.len();
-    for (i, &(sin, cos)) in angles.iter().enumerate() {
-        let (i0, i1) = match style {
-            RopeStyle::GptJ => (2 * i, 2 * i + 1),
-            RopeStyle::Neox => (i, i + half),
-        };
-        let (x0, x1) = (row[i0], row[i1]);
-        row[i0] = x0 * cos - x1 * sin;
-        row[i1] = x0 * sin + x1 * cos;
+    match style {
+        RopeStyle::GptJ => {
+            for (pair, &angle) in row[..2 * half].chunks_exact_mut(2).zip(angles) {
+                let [x0, x1] = pair else { unreachable!("chunks of 2") };
+                rotate(x0, x1, angle);
+            }
+        }
+        RopeStyle::Neox => {
+            let (first, second) = row[..2 * half].split_at_mut(half);
+            for ((x0, x1), &angle) in first.iter_mut().zip(second.iter_mut()).zip(angles) {
+                rotate(x0, x1, angle);
+            }
+        }
     }
 }
 
 pub(crate) fn norm_rows(kind: NormKind, eps: f32, x: &[f32], w: &[f32], bias: Option<&[f32]>, out: &mut [f32]) {
     let d = w.len();
-    for (o, row) in out.chunks_exact_mut(d).zip(x.chunks_exact(d)) {
-        match kind {
-            NormKind::Rms => {
-                let ms = row.iter().map(|&v| (v as f64) * (v as f64)).sum::<f64>() / d as f64;
-                let r = 1.0 / ((ms as f32) + eps).sqrt();
+    let rows: Vec<&[f32]> = x.chunks_exact(d).collect();
+    match kind {
+        NormKind::Rms => {
+            let sums = row_sums(&rows, |_, v| (v as f64) * (v as f64));
+            for ((o, row), sum) in out.chunks_exact_mut(d).zip(&rows).zip(sums) {
+                let r = rms_scale(sum, d, eps);
                 for i in 0..d {
                     o[i] = w[i] * (row[i] * r);
                 }
             }
-            NormKind::Layer => {
-                let mean = row.iter().map(|&v| v as f64).sum::<f64>() / d as f64;
-                let var = row.iter().map(|&v| (v as f64 - mean).powi(2)).sum::<f64>() / d as f64;
-                let r = 1.0 / ((var as f32) + eps).sqrt();
+        }
+        NormKind::Layer => {
+            let means: Vec<f64> = row_sums(&rows, |_, v| v as f64).into_iter().map(|s| s / d as f64).collect();
+            let vars = row_sums(&rows, |r, v| (v as f64 - means[r]).powi(2));
+            for (((o, row), mean), var) in out.chunks_exact_mut(d).zip(&rows).zip(&means).zip(vars) {
+                let r = 1.0 / (((var / d as f64) as f32) + eps).sqrt();
                 for i in 0..d {
-                    o[i] = (row[i] - mean as f32) * r * w[i] + bias.map_or(0.0, |b| b[i]);
+                    o[i] = (row[i] - *mean as f32) * r * w[i] + bias.map_or(0.0, |b| b[i]);
                 }
             }
         }
     }
+}
+
+/// RMSNorm's `1 / sqrt(mean(x²) + eps)` from a row's f64 sum of squares.
+pub(crate) fn rms_scale(sum_of_squares: f64, d: usize, eps: f32) -> f32 {
+    let ms = sum_of_squares / d as f64;
+    1.0 / ((ms as f32) + eps).sqrt()
+}
+
+/// Rows whose sums `row_sums` runs side by side.
+const INTERLEAVED_ROWS: usize = 8;
+
+/// `Σ_j term(r, row_r[j])` in f64 for each row `r`, each one sequential
+/// sum in element order from `-0.0`: the bits of
+/// `row.iter().map(..).sum::<f64>()`. Why not that: one row's sum is a
+/// chain of dependent adds, an add latency per element, and the norms
+/// waited on it (5 cycles an element). Eight rows' chains interleaved keep
+/// the adder busy instead; no row's order of additions changes.
+pub(crate) fn row_sums(rows: &[&[f32]], term: impl Fn(usize, f32) -> f64) -> Vec<f64> {
+    let mut sums = Vec::with_capacity(rows.len());
+    for (g, group) in rows.chunks(INTERLEAVED_ROWS).enumerate() {
+        let d = group[0].len();
+        assert!(group.iter().all(|r| r.len() == d), "rows of one length");
+        let first = g * INTERLEAVED_ROWS;
+        let mut s = [-0.0f64; INTERLEAVED_ROWS];
+        for j in 0..d {
+            for (r, row) in group.iter().enumerate() {
+                s[r] += term(first + r, row[j]);
+            }
+        }
+        sums.extend_from_slice(&s[..group.len()]);
+    }
+    sums
 }
 
 pub(crate) fn unary_fn(u: UnaryOp) -> fn(f32) -> f32 {
@@ -729,5 +777,106 @@ fn erf(x: f64) -> f64 {
         -r
     } else {
         r
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `norm_rows` as one row at a time, each sum by `Iterator::sum`: the
+    /// arithmetic `row_sums` must reproduce bit for bit.
+    fn norm_rows_one_by_one(kind: NormKind, eps: f32, x: &[f32], w: &[f32], bias: Option<&[f32]>) -> Vec<f32> {
+        let d = w.len();
+        let mut out = vec![0f32; x.len()];
+        for (o, row) in out.chunks_exact_mut(d).zip(x.chunks_exact(d)) {
+            match kind {
+                NormKind::Rms => {
+                    let ms = row.iter().map(|&v| (v as f64) * (v as f64)).sum::<f64>() / d as f64;
+                    let r = 1.0 / ((ms as f32) + eps).sqrt();
+                    (0..d).for_each(|i| o[i] = w[i] * (row[i] * r));
+                }
+                NormKind::Layer => {
+                    let mean = row.iter().map(|&v| v as f64).sum::<f64>() / d as f64;
+                    let var = row.iter().map(|&v| (v as f64 - mean).powi(2)).sum::<f64>() / d as f64;
+                    let r = 1.0 / ((var as f32) + eps).sqrt();
+                    (0..d).for_each(|i| o[i] = (row[i] - mean as f32) * r * w[i] + bias.map_or(0.0, |b| b[i]));
+                }
+            }
+        }
+        out
+    }
+
+    /// 19 rows (two groups of 8 and a short one) whose sums depend on their
+    /// order: magnitudes from 1e-8 to 1e8 in one row, so summing in another
+    /// order (pairwise, reversed) changes the bits; one row of negative
+    /// zeros, whose mean keeps its sign only from a `-0.0` start.
+    #[test]
+    fn interleaved_row_sums_give_the_one_row_at_a_time_bits() {
+        let d = 77;
+        let mut seed = 0x9E3779B97F4A7C15u64;
+        let mut next = || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        let mut x: Vec<f32> = (0..19 * d).map(|_| ((next() % 2000) as f32 - 1000.0) * 10f32.powi((next() % 17) as i32 - 8)).collect();
+        x[5 * d..6 * d].fill(-0.0);
+        let w: Vec<f32> = (0..d).map(|i| 0.5 + i as f32 / d as f32).collect();
+        let bias: Vec<f32> = (0..d).map(|i| if i % 3 == 0 { -0.0 } else { i as f32 * 0.01 }).collect();
+        for (kind, bias) in [(NormKind::Rms, None), (NormKind::Layer, Some(&bias[..]))] {
+            let want = norm_rows_one_by_one(kind, 1e-6, &x, &w, bias);
+            let mut got = vec![0f32; x.len()];
+            norm_rows(kind, 1e-6, &x, &w, bias, &mut got);
+            let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
+            assert!(bits(&got) == bits(&want), "{kind:?}: interleaved sums changed a bit");
+        }
+        // The f64 sums themselves (the norms' f32 rounding hides most
+        // orders), against `Iterator::sum`; the control: the same rows
+        // summed pairwise differ somewhere.
+        let rows: Vec<&[f32]> = x.chunks_exact(d).collect();
+        let sequential = row_sums(&rows, |_, v| v as f64);
+        let by_iter: Vec<f64> = rows.iter().map(|r| r.iter().map(|&v| v as f64).sum::<f64>()).collect();
+        assert!(sequential.iter().zip(&by_iter).all(|(a, b)| a.to_bits() == b.to_bits()), "row_sums is not the sequential sum");
+        let pairwise: Vec<f64> = rows.iter().map(|r| r.chunks(2).map(|p| p.iter().map(|&v| v as f64).sum::<f64>()).sum()).collect();
+        assert!(sequential.iter().zip(&pairwise).any(|(a, b)| a.to_bits() != b.to_bits()), "the input must separate summation orders");
+    }
+
+    /// `rotate_row` walks its pairs as slices; the rotation is still the
+    /// indexed definition's, bit for bit: both styles, full and partial
+    /// rotary (the rows' tails untouched). The control: rotating the halves
+    /// of a gpt-j row (the other style) changes it.
+    #[test]
+    fn rotate_row_is_the_indexed_rotation() {
+        fn indexed(row: &mut [f32], angles: &[(f32, f32)], style: RopeStyle) {
+            let half = angles.len();
+            for (i, &(sin, cos)) in angles.iter().enumerate() {
+                let (i0, i1) = match style {
+                    RopeStyle::GptJ => (2 * i, 2 * i + 1),
+                    RopeStyle::Neox => (i, i + half),
+                };
+                let (x0, x1) = (row[i0], row[i1]);
+                row[i0] = x0 * cos - x1 * sin;
+                row[i1] = x0 * sin + x1 * cos;
+            }
+        }
+        let d = 64;
+        let row: Vec<f32> = (0..d).map(|i| (i as f32 * 0.731).sin() * 3.0).collect();
+        let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
+        for rotary in [d, d / 2] {
+            let angles: Vec<(f32, f32)> = (0..rotary / 2).map(|i| ((i as f32 * 0.37).sin(), (i as f32 * 0.37).cos())).collect();
+            for style in [RopeStyle::GptJ, RopeStyle::Neox] {
+                let (mut got, mut want) = (row.clone(), row.clone());
+                rotate_row(&mut got, &angles, style);
+                indexed(&mut want, &angles, style);
+                assert!(bits(&got) == bits(&want), "{style:?} rotary {rotary}");
+                assert!(got[rotary..] == row[rotary..], "the rotary tail is untouched");
+            }
+            let (mut gptj, mut neox) = (row.clone(), row.clone());
+            rotate_row(&mut gptj, &angles, RopeStyle::GptJ);
+            rotate_row(&mut neox, &angles, RopeStyle::Neox);
+            assert!(bits(&gptj) != bits(&neox), "the styles must be told apart");
+        }
     }
 }

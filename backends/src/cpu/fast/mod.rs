@@ -312,8 +312,11 @@ fn norm_rope(
     let mut out = vec![0f32; x.len()];
     for_each_chunk_mut(pool, &mut out, (s * d).max(1), |block, o| {
         let (bi, hi) = (block / h, block % h);
-        for (si, row) in o.chunks_exact_mut(d).enumerate() {
-            reference::norm_rows(graphc_ir::op::NormKind::Rms, eps, &x[((bi * s + si) * h + hi) * d..][..d], w, None, row);
+        let rows: Vec<&[f32]> = (0..s).map(|si| &x[((bi * s + si) * h + hi) * d..][..d]).collect();
+        let sums = reference::row_sums(&rows, |_, v| (v as f64) * (v as f64));
+        for (si, (row, (src, sum))) in o.chunks_exact_mut(d).zip(rows.iter().zip(sums)).enumerate() {
+            let r = reference::rms_scale(sum, d, eps);
+            row.iter_mut().zip(src.iter().zip(w)).for_each(|(o, (&v, &w))| *o = w * (v * r));
             reference::rotate_row(row, &angles[(bi * s + si) * half..][..half], style);
         }
     });
