@@ -76,14 +76,27 @@ pub enum Func {
     /// `a * b` rounded to f32 and never contracted into a fused
     /// multiply-add with what uses it (CUDA's `__fmul_rn`): where a fused
     /// kernel adds a product the unfused kernels store first, the sum must
-    /// see the stored (rounded) product to give the same bits.
+    /// see the stored (rounded) product to give the same bits. A kernel
+    /// using the rounded forms declares the parameter `ROUNDING_ONE`
+    /// (`Kernel::rounded_ops`; checked): WGSL and MSL have no
+    /// non-contracting multiply, so there the product is multiplied by that
+    /// 1.0, a value no compiler can fold. Contracting `(a·b)·one + c` gives
+    /// `fma(round(a·b), one, c) = round(round(a·b) + c)`: the stored
+    /// product's sum either way (Vulkan and Metal compilers may contract
+    /// where lavapipe does not).
     MulRounded,
     /// `a + b` and `a - b` never contracted with a product feeding them
-    /// (CUDA's `__fadd_rn`, `__fsub_rn`): a fused chain's add of what an
-    /// earlier op of the chain multiplied.
+    /// (CUDA's `__fadd_rn`, `__fsub_rn`; elsewhere `a·one ± b·one`, each
+    /// operand rounded before the sum for the same reason): a fused chain's
+    /// add of what an earlier op of the chain multiplied.
     AddRounded,
     SubRounded,
 }
+
+/// The f32 parameter, always 1.0, that kernels using `Func::MulRounded`,
+/// `AddRounded` or `SubRounded` declare (`Kernel::rounded_ops`) and every
+/// launch binds (`device::ROUNDING_ONE_VALUE`).
+pub const ROUNDING_ONE: &str = "rounding_one";
 
 #[derive(Clone, Debug, PartialEq)]
 pub enum Expr {
@@ -170,6 +183,13 @@ impl Kernel {
     pub fn param(mut self, name: &str, ty: Ty) -> Self {
         self.params.push((name.into(), ty));
         self
+    }
+    /// Declares `ROUNDING_ONE`, which the rounded arithmetic
+    /// (`Func::MulRounded`, ...) reads on targets without a non-contracting
+    /// multiply. Declare it after the kernel's other parameters: its launch
+    /// binds 1.0 last.
+    pub fn rounded_ops(self) -> Self {
+        self.param(ROUNDING_ONE, Ty::F32)
     }
     pub fn shared(mut self, name: &str, elem: Ty, len: u32) -> Self {
         self.shared.push(Shared { name: name.into(), elem, len });
@@ -438,7 +458,11 @@ impl Kernel {
                     Func::HalfToF32 | Func::BitsToF32 => Ty::U32,
                     _ => Ty::F32,
                 };
-                let arity = if matches!(func, Func::Pow | Func::MulRounded | Func::AddRounded | Func::SubRounded) { 2 } else { 1 };
+                let rounded = matches!(func, Func::MulRounded | Func::AddRounded | Func::SubRounded);
+                if rounded && !self.params.iter().any(|(p, t)| p == ROUNDING_ONE && *t == Ty::F32) {
+                    return Err(self.err(format!("{func:?} needs the f32 parameter `{ROUNDING_ONE}` (Kernel::rounded_ops)")));
+                }
+                let arity = if rounded || matches!(func, Func::Pow) { 2 } else { 1 };
                 if args.len() != arity {
                     return Err(self.err(format!("{func:?} takes {arity} arguments, got {}", args.len())));
                 }

@@ -62,6 +62,9 @@ pub enum LowerError {
     NoKernel { op: String, target: &'static str, why: String },
 }
 
+/// The value of a kernel's `kir::ROUNDING_ONE` parameter (`Kernel::rounded_ops`).
+const ROUNDING_ONE: Value = Value::F32(1.0);
+
 fn n32(v: usize) -> Value {
     Value::U32(v as u32)
 }
@@ -187,7 +190,7 @@ pub fn lower_norm_add_norm(eps_o: f32, eps: f32, args: &[ArgInfo], target: &'sta
     let d = *shape.last().unwrap_or(&1);
     let rows = shape.iter().product::<usize>() / d.max(1);
     let call_args = vec![Arg::Input(0), Arg::Input(1), Arg::Input(2), Arg::Input(3), Arg::ExtraOutput(shape.clone()), Arg::Output];
-    let params = vec![n32(rows), n32(d), Value::F32(eps_o), Value::F32(eps)];
+    let params = vec![n32(rows), n32(d), Value::F32(eps_o), Value::F32(eps), ROUNDING_ONE];
     Ok(KernelCall { kernel: kernels::norm::norm_add_norm(), args: call_args, params, groups: rows as u32, out_shape: shape })
 }
 
@@ -584,6 +587,7 @@ pub fn lower_chain(tree: &kernels::elementwise::Chain, leaves: &[ArgInfo], targe
     let padded = pad4(&out, 1);
     let mut params = vec![n32(n), n32(padded[1]), n32(padded[2]), n32(padded[3])];
     params.extend(strides.iter().flatten().map(|&s| n32(s)));
+    params.push(ROUNDING_ONE);
     let args = (0..leaves.len()).map(Arg::Input).chain([Arg::Output]).collect();
     Ok(KernelCall { kernel: kernels::elementwise::chain(tree, leaves.len()), args, params, groups: groups_for(n), out_shape: out })
 }

@@ -89,3 +89,46 @@ fn metal_bindings_match_the_kernel_and_its_msl() {
     assert_eq!(t.threadgroup_bytes, [1024, 1024, 2048]);
     assert_eq!(t.sized_bindings, [0, 1, 2, 3, 4]);
 }
+
+/// The rounded arithmetic on targets without a non-contracting multiply
+/// (WGSL, and the MSL naga makes of it): each rounded operand is
+/// multiplied by the runtime 1.0 `kir::ROUNDING_ONE`, and a kernel that
+/// uses it without declaring the parameter is refused. Why that is enough,
+/// checked on numbers: whatever a contracting compiler makes of
+/// `(b·c)·one + a` (an FMA of the rounded product with one, or none) is
+/// the sum of the stored product, `round(round(b·c) + a)`, while
+/// contracting the plain `b·c + a` is not (the control), on inputs where
+/// the two differ.
+#[test]
+fn rounded_ops_survive_contraction_on_wgsl() {
+    use graphc_gpu::kir::*;
+    let kernel = |rounded: bool| {
+        let k = Kernel::new("sum_of_product", 64).input("a", Ty::F32).input("b", Ty::F32).input("c", Ty::F32).output("y", Ty::F32);
+        let k = if rounded { k.rounded_ops() } else { k };
+        let product = call(Func::MulRounded, vec![load("b", local_id()), load("c", local_id())]);
+        k.body(vec![store("y", local_id(), call(Func::AddRounded, vec![load("a", local_id()), product]))])
+    };
+    let err = emit(&kernel(false), Target::Wgsl).unwrap_err().to_string();
+    assert!(err.contains("sum_of_product") && err.contains(ROUNDING_ONE), "{err}");
+    let wgsl = emit(&kernel(true), Target::Wgsl).unwrap();
+    assert!(wgsl.contains("((b[lid.x] * c[lid.x]) * params.rounding_one)"), "{wgsl}");
+    assert!(wgsl.contains("(a[lid.x] * params.rounding_one) +"), "{wgsl}");
+    let mut seed = 0x2545F4914F6CDD1Du64;
+    let mut rand = || {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        (seed >> 40) as f32 / (1u64 << 24) as f32 * 4.0 - 2.0
+    };
+    let (one, mut plain_differs) = (std::hint::black_box(1.0f32), 0);
+    for _ in 0..10_000 {
+        let (a, b, c) = (rand(), rand(), rand());
+        let stored = a + b * c; // Rust never contracts: the unfused kernels' sum
+        let product = b * c * one;
+        for contracted in [product.mul_add(one, a * one), (a * one).mul_add(one, product), a * one + product] {
+            assert_eq!(contracted.to_bits(), stored.to_bits(), "{a} + {b} * {c}");
+        }
+        plain_differs += (b.mul_add(c, a).to_bits() != stored.to_bits()) as usize;
+    }
+    assert!(plain_differs > 1000, "the inputs must tell a contracted plain product apart ({plain_differs})");
+}

@@ -73,6 +73,7 @@ fn a_rounded_product_is_never_contracted_into_an_fma() {
             .input("b", Ty::F32)
             .input("c", Ty::F32)
             .output("y", Ty::F32)
+            .rounded_ops()
             .body(vec![store("y", local_id(), load("a", local_id()) + product)])
     };
     let fmas = |product: Expr| {
@@ -83,7 +84,7 @@ fn a_rounded_product_is_never_contracted_into_an_fma() {
     assert_eq!(fmas(b.clone() * c.clone()), 1, "NVRTC contracts a plain a + b * c (the control)");
     assert_eq!(fmas(call(Func::MulRounded, vec![b.clone(), c.clone()])), 0, "a + MulRounded(b, c) must stay a multiply and an add");
     // The rounded add (a fused chain's) keeps a plain product apart too.
-    let rounded_sum = Kernel::new("rounded_sum", 64).input("a", Ty::F32).input("b", Ty::F32).input("c", Ty::F32).output("y", Ty::F32).body(vec![store(
+    let rounded_sum = Kernel::new("rounded_sum", 64).input("a", Ty::F32).input("b", Ty::F32).input("c", Ty::F32).output("y", Ty::F32).rounded_ops().body(vec![store(
         "y",
         local_id(),
         call(Func::AddRounded, vec![load("a", local_id()), b * c]),

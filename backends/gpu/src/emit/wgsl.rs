@@ -2,7 +2,7 @@
 //! order; the scalar parameters are one uniform struct bound after them.
 
 use super::{body, float_digits, Dialect};
-use crate::kir::{BinOp, Builtin, Func, Kernel, Ty};
+use crate::kir::{BinOp, Builtin, Func, Kernel, Ty, ROUNDING_ONE};
 use std::fmt::Write;
 
 struct Wgsl;
@@ -62,11 +62,11 @@ impl Dialect for Wgsl {
             Func::Pow => "pow",
             Func::HalfToF32 => return format!("unpack2x16float({}).x", args[0]),
             Func::BitsToF32 => return format!("bitcast<f32>({})", args[0]),
-            // WGSL has no non-contracting multiply; lavapipe's result is
-            // checked bit for bit against the unfused kernels.
-            Func::MulRounded => return format!("({} * {})", args[0], args[1]),
-            Func::AddRounded => return format!("({} + {})", args[0], args[1]),
-            Func::SubRounded => return format!("({} - {})", args[0], args[1]),
+            // WGSL has no non-contracting multiply: each rounded operand
+            // is multiplied by the runtime 1.0 (see `Func::MulRounded`).
+            Func::MulRounded => return format!("(({} * {}) * params.{ROUNDING_ONE})", args[0], args[1]),
+            Func::AddRounded => return format!("(({} * params.{ROUNDING_ONE}) + ({} * params.{ROUNDING_ONE}))", args[0], args[1]),
+            Func::SubRounded => return format!("(({} * params.{ROUNDING_ONE}) - ({} * params.{ROUNDING_ONE}))", args[0], args[1]),
         };
         format!("{name}({})", args.join(", "))
     }

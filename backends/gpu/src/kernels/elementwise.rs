@@ -172,6 +172,7 @@ pub fn chain(tree: &Chain, inputs: usize) -> Kernel {
             k = k.param(&format!("s{i}_{axis}"), Ty::U32);
         }
     }
+    k = k.rounded_ops();
     let mut body = unravel4();
     for i in 0..inputs {
         let s = |axis: u32| param(&format!("s{i}_{axis}"));

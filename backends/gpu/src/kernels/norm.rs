@@ -86,6 +86,7 @@ pub fn norm_add_norm() -> Kernel {
         .param("d", Ty::U32)
         .param("eps_o", Ty::F32)
         .param("eps", Ty::F32)
+        .rounded_ops()
         .shared("red", Ty::F32, WORKGROUP)
         .body(vec![let_("row", Ty::U32, group_index()), if_(var("row").lt(param("rows")), row)])
 }
