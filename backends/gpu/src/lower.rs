@@ -607,12 +607,12 @@ fn strided(out: &[usize], offset: usize, by_out: &[usize]) -> Result<KernelCall,
     Ok(KernelCall { kernel: kernels::layout::strided_copy(), args: vec![Arg::Input(0), Arg::Output], params, groups: groups_for(n), out_shape: out.to_vec() })
 }
 
-fn rope_params(rotary_dim: usize, scaling: &RopeScaling) -> [Value; 3] {
+fn rope_params(rotary_dim: usize, scaling: &RopeScaling) -> [Value; 4] {
     let divisor = match scaling {
         RopeScaling::Linear { factor } => *factor,
         _ => 1.0,
     };
-    [n32(rotary_dim / 2), Value::F32(divisor), Value::F32(scaling.magnitude())]
+    [n32(rotary_dim / 2), Value::F32(divisor), Value::F32(scaling.magnitude()), ROUNDING_ONE]
 }
 
 /// `KvAppend`'s capacity checks, on the host before launch (a kernel cannot

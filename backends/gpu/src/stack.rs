@@ -17,7 +17,7 @@
 //! neither reads what the other writes (the graph executor pairs only
 //! such nodes).
 
-use crate::kir::{group_index, param, Expr, Kernel, Shared, Stmt, Ty};
+use crate::kir::{group_index, param, Expr, Kernel, Shared, Stmt, Ty, ROUNDING_ONE};
 use crate::lower::{Arg, KernelCall};
 use crate::device::Value;
 
@@ -30,7 +30,9 @@ fn stacked_name(a: &str, b: &str) -> String {
     }
 }
 
-/// `a` then `b` as one kernel; parameters `a`'s, `b`'s, then `groups_0`.
+/// `a` then `b` as one kernel; parameters `a`'s, `b`'s, then `groups_0`,
+/// then `kir::ROUNDING_ONE` where a part has it: that one is shared, not
+/// renamed (the emitters read it by its name).
 pub fn stack_kernels(a: &Kernel, b: &Kernel) -> Kernel {
     assert_eq!(a.workgroup_size, b.workgroup_size, "stacked kernels share a workgroup size");
     let mut out = Kernel::new(&stacked_name(&a.name, &b.name), a.workgroup_size);
@@ -49,17 +51,24 @@ pub fn stack_kernels(a: &Kernel, b: &Kernel) -> Kernel {
         for buffer in &k.buffers {
             out.buffers.push(crate::kir::Buffer { name: format!("{}{suffix}", buffer.name), ..buffer.clone() });
         }
-        for (p, ty) in &k.params {
+        for (p, ty) in k.params.iter().filter(|(p, _)| p != ROUNDING_ONE) {
             out.params.push((format!("{p}{suffix}"), *ty));
         }
         parts.push(k.body.iter().map(|s| renames.stmt(s)).collect::<Vec<_>>());
     }
     out.params.push(("groups_0".into(), Ty::U32));
+    if rounded(a) || rounded(b) {
+        out = out.rounded_ops();
+    }
     out.shared = shared;
     let second = parts.pop().expect("two parts");
     let first = parts.pop().expect("two parts");
     out.body = vec![crate::kir::if_else(group_index().lt(param("groups_0")), first, second)];
     out
+}
+
+fn rounded(k: &Kernel) -> bool {
+    k.params.iter().any(|(p, _)| p == ROUNDING_ONE)
 }
 
 /// What one part's body becomes inside the stacked kernel.
@@ -86,6 +95,7 @@ impl Renames {
         }
         let b = |x: &Expr| Box::new(self.expr(x));
         match e {
+            Expr::Param(p) if p == ROUNDING_ONE => e.clone(),
             Expr::Param(p) => Expr::Param(format!("{p}{}", self.suffix)),
             Expr::Load(buffer, index) => Expr::Load(format!("{buffer}{}", self.suffix), b(index)),
             Expr::LoadShared(array, index) => Expr::LoadShared(self.array(array), b(index)),
@@ -128,10 +138,17 @@ impl Renames {
 pub fn stack_calls(a: &KernelCall, b: &KernelCall, a_inputs: usize) -> KernelCall {
     let b = after(b, a_inputs);
     let mut args = a.args.clone();
-    args.extend(b.args);
-    let mut params = a.params.clone();
-    params.extend(b.params);
+    args.extend(b.args.iter().cloned());
+    // Each part's parameters but the shared rounding one, which goes last.
+    let own = |call: &KernelCall| -> Vec<Value> {
+        call.kernel.params.iter().zip(&call.params).filter(|((p, _), _)| p != ROUNDING_ONE).map(|(_, v)| *v).collect()
+    };
+    let mut params = own(a);
+    params.extend(own(&b));
     params.push(Value::U32(a.groups));
+    if let Some(one) = [a, &b].iter().find_map(|c| c.kernel.params.iter().zip(&c.params).find(|((p, _), _)| p == ROUNDING_ONE).map(|(_, v)| *v)) {
+        params.push(one);
+    }
     KernelCall { kernel: stack_kernels(&a.kernel, &b.kernel), args, params, groups: a.groups + b.groups, out_shape: a.out_shape.clone() }
 }
 

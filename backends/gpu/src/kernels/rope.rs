@@ -59,13 +59,19 @@ pub(super) fn rotated_from(style: RopeStyle, own: Expr, partner_value: Expr) -> 
     let mut turn = angle(pair);
     turn.push(let_("x_self", Ty::F32, own));
     turn.push(let_("x_partner", Ty::F32, partner_value));
-    // Same products as the reference: x0·cos − x1·sin and x0·sin + x1·cos.
+    // Same products as the reference: x0·cos − x1·sin and x0·sin + x1·cos,
+    // each product rounded before the sum as the reference's are (no FMA:
+    // the rounded sum rounds its operands): the rotation is then the same
+    // arithmetic in every kernel that uses it, whether its values come
+    // from memory (`rope`) or from the projection's registers
+    // (`matmul_qkv_rope`), on every compiler.
+    let product = |x: &str, t: &str| var(x) * var(t);
     turn.push(assign(
         "out",
         select(
             first,
-            var("x_self") * var("cos_a") - var("x_partner") * var("sin_a"),
-            var("x_partner") * var("sin_a") + var("x_self") * var("cos_a"),
+            call(Func::SubRounded, vec![product("x_self", "cos_a"), product("x_partner", "sin_a")]),
+            call(Func::AddRounded, vec![product("x_partner", "sin_a"), product("x_self", "cos_a")]),
         ),
     ));
     body.push(if_(c().lt(param("half") * u(2)), turn));
@@ -73,7 +79,7 @@ pub(super) fn rotated_from(style: RopeStyle, own: Expr, partner_value: Expr) -> 
 }
 
 pub(super) fn with_rope_params(k: Kernel) -> Kernel {
-    k.param("half", Ty::U32).param("pos_divisor", Ty::F32).param("magnitude", Ty::F32)
+    k.param("half", Ty::U32).param("pos_divisor", Ty::F32).param("magnitude", Ty::F32).rounded_ops()
 }
 
 /// `x [b, h, s, d]`, `pos i32 [b, s]`, `inv_freq [half]` → `y` of x's shape.
