@@ -197,8 +197,9 @@ pub fn prefill_panels(pool: &SpinPool, isa: Isa, sh: &AttentionShape, pr: &Atten
     Some(grouped)
 }
 
-/// Keys per task of the split decode path (`decode_split`): fixed, so the
-/// split, and with it the arithmetic, does not depend on the thread count.
+/// The most keys in a chunk of the split decode path (`decode_split`):
+/// fixed, so the split (which depends on a row's keys alone), and with it
+/// the arithmetic, does not depend on the thread count.
 pub const SPLIT_KEYS: usize = 128;
 
 /// Decode (one query position per row) over long caches, split along the
