@@ -200,6 +200,40 @@ pub fn lower_norm_add_norm(eps_o: f32, eps: f32, args: &[ArgInfo], target: &'sta
 /// output, the last one the main result (`Arg::Output`), the others
 /// `Arg::ExtraOutput` in order.
 pub fn lower_stacked_matmuls(args: &[ArgInfo], target: &'static str) -> Result<KernelCall, LowerError> {
+    let stack = stacked_shape(args, target)?;
+    let (x, weights) = (&args[0].shape, &args[1..]);
+    let out_shape = |w: &ArgInfo| {
+        let mut shape = x.clone();
+        *shape.last_mut().unwrap() = w.shape[0];
+        shape
+    };
+    let mut call_args: Vec<Arg> = (0..args.len()).map(Arg::Input).collect();
+    call_args.extend(weights[..weights.len() - 1].iter().map(|w| Arg::ExtraOutput(out_shape(w))));
+    call_args.push(Arg::Output);
+    let kernel = if stack.mixed {
+        kernels::matmul::matmul_stacked_mixed(&weights.iter().map(|w| w.dtype).collect::<Vec<_>>(), stack.rows)
+    } else {
+        kernels::matmul::matmul_stacked(weights[0].dtype, stack.rows, weights.len() as u32)
+    };
+    Ok(KernelCall { kernel, args: call_args, params: stack.params, groups: stack.groups, out_shape: out_shape(&weights[weights.len() - 1]) })
+}
+
+/// What every stacked projection kernel (`matmul_stacked`,
+/// `matmul_stacked_mixed`, `matmul_qkv_rope`) takes from its `x` and
+/// weights: its leading parameters and its grid.
+struct StackedShape {
+    /// Rows of `x` a workgroup takes: 1 for decode, `PREFILL_ROWS` otherwise.
+    rows: u32,
+    /// Weights of more than one type.
+    mixed: bool,
+    /// `m, n, k`, the row bytes (one, or one per weight where mixed), and
+    /// the row counts of all weights but the last.
+    params: Vec<Value>,
+    groups: u32,
+}
+
+/// `StackedShape` of `args` (`x, w0, w1[, w2]`), or why they do not stack.
+fn stacked_shape(args: &[ArgInfo], target: &'static str) -> Result<StackedShape, LowerError> {
     let no = |why: String| LowerError::NoKernel { op: "matmul".into(), target, why };
     let (x, weights) = (&args[0].shape, &args[1..]);
     let k = *x.last().unwrap_or(&0);
@@ -213,7 +247,7 @@ pub fn lower_stacked_matmuls(args: &[ArgInfo], target: &'static str) -> Result<K
     let mixed = weights.iter().any(|w| w.dtype != dtype);
     let m = x.iter().product::<usize>() / k.max(1);
     let n: usize = weights.iter().map(|w| w.shape[0]).sum();
-    let rows = if m == 1 { 1 } else { kernels::matmul::PREFILL_ROWS as usize };
+    let rows = if m == 1 { 1 } else { kernels::matmul::PREFILL_ROWS };
     let row_bytes = |t: DType| n32(k / t.block_elems() * t.block_bytes());
     let mut params = vec![n32(m), n32(n), n32(k)];
     if mixed {
@@ -222,21 +256,8 @@ pub fn lower_stacked_matmuls(args: &[ArgInfo], target: &'static str) -> Result<K
         params.push(row_bytes(dtype));
     }
     params.extend(weights[..weights.len() - 1].iter().map(|w| n32(w.shape[0])));
-    let out_shape = |w: &ArgInfo| {
-        let mut shape = x.clone();
-        *shape.last_mut().unwrap() = w.shape[0];
-        shape
-    };
-    let mut call_args: Vec<Arg> = (0..args.len()).map(Arg::Input).collect();
-    call_args.extend(weights[..weights.len() - 1].iter().map(|w| Arg::ExtraOutput(out_shape(w))));
-    call_args.push(Arg::Output);
-    let groups = m.div_ceil(rows) * n.div_ceil(kernels::matmul::COLUMNS_PER_GROUP as usize);
-    let kernel = if mixed {
-        kernels::matmul::matmul_stacked_mixed(&weights.iter().map(|w| w.dtype).collect::<Vec<_>>(), rows as u32)
-    } else {
-        kernels::matmul::matmul_stacked(dtype, rows as u32, weights.len() as u32)
-    };
-    Ok(KernelCall { kernel, args: call_args, params, groups: groups as u32, out_shape: out_shape(&weights[weights.len() - 1]) })
+    let groups = m.div_ceil(rows as usize) * n.div_ceil(kernels::matmul::COLUMNS_PER_GROUP as usize);
+    Ok(StackedShape { rows, mixed, params, groups: groups as u32 })
 }
 
 /// A llama layer's q/k/v projections with the rotation of q and k and the
@@ -255,7 +276,7 @@ pub fn lower_qkv_rope(rope: &Op, append: &Op, args: &[ArgInfo], target: &'static
     if wk.dtype != wq.dtype || wv.dtype != wq.dtype {
         return Err(no(format!("q, k and v weights of one type, got {}, {} and {}", wq.dtype, wk.dtype, wv.dtype)));
     }
-    let stack = lower_stacked_matmuls(&[x.clone(), wq.clone(), wk.clone(), wv.clone()], target)?;
+    let stack = stacked_shape(&[x.clone(), wq.clone(), wk.clone(), wv.clone()], target)?;
     let (Some(&k), &[b, hk, cap, d], &[vb, hv, vcap, dv]) = (x.shape.last(), &k_cache.shape[..], &v_cache.shape[..]) else {
         return Err(no(format!("caches of rank 4, got {:?} and {:?}", k_cache.shape, v_cache.shape)));
     };
@@ -278,8 +299,7 @@ pub fn lower_qkv_rope(rope: &Op, append: &Op, args: &[ArgInfo], target: &'static
     if !fits {
         return Err(no(format!("x {:?}, weights of {nq}, {nk}, {nv} rows, positions {:?}, caches {:?} {:?}, lengths {:?}, rotary_dim {rotary_dim}: heads do not tile the projections", x.shape, positions.shape, k_cache.shape, v_cache.shape, lengths.shape)));
     }
-    let rows = if m == 1 { 1 } else { kernels::matmul::PREFILL_ROWS };
-    let mut params = stack.params[..6].to_vec();
+    let mut params = stack.params;
     params.extend([s, d, dv, hq, hk, hv, cap, usize::from(window.is_some())].map(n32));
     params.extend(rope_params(*rotary_dim, scaling));
     let call_args = vec![
@@ -294,7 +314,7 @@ pub fn lower_qkv_rope(rope: &Op, append: &Op, args: &[ArgInfo], target: &'static
         Arg::ExtraInPlace(6),
         Arg::Input(7),
     ];
-    let kernel = kernels::matmul::matmul_qkv_rope(wq.dtype, rows, *style);
+    let kernel = kernels::matmul::matmul_qkv_rope(wq.dtype, stack.rows, *style);
     Ok(KernelCall { kernel, args: call_args, params, groups: stack.groups, out_shape: vec![b, hq, s, d] })
 }
 
