@@ -135,6 +135,9 @@ enum Cmd {
         /// Skip the `kv_append` off column.
         #[arg(long)]
         no_ab: bool,
+        /// Device to compile for and run on, as for `compile` (default: resolved).
+        #[arg(long)]
+        device: Option<String>,
         /// Also time each op of `--steps` decode steps at each context (and
         /// of a second prefill, with `--prefill`) and print where the time
         /// goes, by op class (op, and the type and shape of the weight it
@@ -350,21 +353,22 @@ fn real_main() -> Result<()> {
             };
             print!("{out}");
         }
-        Cmd::Bench { checkpoint, contexts, steps, prefill, prompt_file, prompt_ids_file, no_ab, profile, threads, kernels, json } => {
+        Cmd::Bench { checkpoint, contexts, steps, prefill, prompt_file, prompt_ids_file, no_ab, device, profile, threads, kernels, json } => {
             let kernels = kernels.as_deref().map(Kernels::parse).transpose()?;
             let opts = SessionOptions { threads, kernels, ..Default::default() };
             let max = (contexts.iter().max().copied().unwrap_or(0) + steps + 1).max(prefill + 1);
             let compile = |disabled: &[&str]| {
                 let opts = CompileOptions {
+                    device: device.clone(),
                     max_seq: Some(max),
                     disabled_passes: disabled.iter().map(|s| s.to_string()).collect(),
-                    ..Default::default()
                 };
                 Model::compile(&checkpoint, &opts, None)
             };
             let on = compile(&[])?;
-            let off = if no_ab { None } else { Some(compile(&["kv_append"])?) };
             let resolved = on.session(&opts)?.resolved().clone();
+            // A device appends in place or not at all: no off column there.
+            let off = if no_ab || resolved.device != "cpu" { None } else { Some(compile(&["kv_append"])?) };
             let prefill_row = if prefill > 0 {
                 let path = prompt_file.as_ref().or(prompt_ids_file.as_ref()).context("--prefill needs --prompt-file or --prompt-ids-file")?;
                 let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
@@ -435,6 +439,7 @@ fn real_main() -> Result<()> {
             }
             if json {
                 let v = serde_json::json!({
+                    "device": resolved.device,
                     "kernels": resolved.kernels,
                     "threads": resolved.threads,
                     "prefill": prefill_row,
@@ -443,7 +448,7 @@ fn real_main() -> Result<()> {
                 });
                 println!("{v}");
             } else {
-                println!("kernels {} | threads {}", resolved.kernels, resolved.threads);
+                println!("device {} | kernels {} | threads {}", resolved.device, resolved.kernels, resolved.threads);
                 let num = |v: &serde_json::Value| v.as_f64().map_or("-".to_string(), |x| format!("{x:.2}"));
                 if let Some(p) = &prefill_row {
                     println!("prefill {} tokens: {:.1} tok/s", p["tokens"], p["tok_s"].as_f64().unwrap_or(0.0));

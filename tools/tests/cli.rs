@@ -229,3 +229,25 @@ fn bench_profile_says_where_a_decode_step_goes() {
     let shares: f64 = classes.iter().map(|c| c["share"].as_f64().unwrap()).sum();
     assert!((shares - 1.0).abs() < 1e-9, "shares add up to the step: {shares}");
 }
+
+/// `bench --device wgpu`: decode timed on the device (lavapipe in CI), no
+/// `kv_append` off column there (a device appends in place), and per-op
+/// profiling refused with the reason. Skipped, saying so, on a machine
+/// without a wgpu adapter unless `GRAPHC_REQUIRE_WGPU=1` (`.ci/run`).
+#[test]
+fn bench_runs_on_wgpu_without_the_off_column() {
+    if let Err(e) = graphc_gpu::wgpu_rt::WgpuDevice::new() {
+        assert_ne!(std::env::var("GRAPHC_REQUIRE_WGPU").as_deref(), Ok("1"), "GRAPHC_REQUIRE_WGPU=1 but {e}");
+        eprintln!("SKIPPED: no wgpu adapter on this machine ({e})");
+        return;
+    }
+    let ck = smollm2();
+    let v = json_of(&graphc(&["bench", ck.to_str().unwrap(), "--device", "wgpu", "--contexts", "8", "--steps", "1", "--json"]));
+    assert_eq!(v["device"], "wgpu");
+    assert!(v["decode"][0]["decode_tok_s"].as_f64().unwrap() > 0.0, "{v}");
+    assert!(v["decode"][0]["kv_append_off_ms"].is_null(), "{v}");
+    let out = graphc(&["bench", ck.to_str().unwrap(), "--device", "wgpu", "--contexts", "8", "--steps", "1", "--profile"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("per-op times are measured on the CPU executors only"), "{err}");
+}
