@@ -112,7 +112,7 @@ fn matvec_cold(c: &mut Criterion) {
     for (dtype, n, k) in [(DType::Q5_0, 256, 640), (DType::Q5_0, 1024, 640), (DType::Q5_0, 2048, 640), (DType::Q4K, 640, 1024), (DType::Q6K, 640, 2048)] {
         let rb = dtype.storage_bytes((n * k) as u64).unwrap() as usize;
         let copies = ((64 << 20) / rb + 1) | 1;
-        let copies = if copies % 7 == 0 { copies + 2 } else { copies };
+        let copies = if copies.is_multiple_of(7) { copies + 2 } else { copies };
         let bytes = pseudo_bytes(rb * copies);
         let x: Vec<f32> = (0..k).map(|i| (i as f32 * 0.37).sin()).collect();
         let shape = [n, k];
