@@ -337,6 +337,30 @@ fn matvec_bits_do_not_depend_on_the_thread_count() {
     }
 }
 
+/// A batch's decode (2 or 3 activation rows) decodes each q4_0/q4_1/q5_0
+/// block once for all its rows (`simd::dot_rows_multi`), with each row's
+/// own arithmetic: every row's results are the bits of that row run
+/// alone, for every type (the others take the per-row path).
+#[test]
+fn batch_rows_give_the_bits_of_each_row_alone() {
+    let mut rng = Rng(11);
+    let (n, k) = (1001, 256);
+    for dtype in [DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q8_0, DType::Q4K] {
+        let bytes = random_weights(dtype, n, k, &mut rng);
+        let shape = [n, k];
+        let w = WeightRef { dtype, shape: &shape, bytes: &bytes };
+        for m in [2, 3] {
+            let x: Vec<f32> = (0..m * k).map(|_| rng.f32()).collect();
+            for isa in isas() {
+                let pool = SpinPool::new(2);
+                let together: Vec<u32> = matmul::matmul(&pool, isa, &x, m, k, w).iter().map(|v| v.to_bits()).collect();
+                let alone: Vec<u32> = x.chunks_exact(k).flat_map(|row| matmul::matmul(&pool, isa, row, 1, k, w)).map(|v| v.to_bits()).collect();
+                assert!(together == alone, "{dtype} m={m} {}: a batch row differs from the row alone", isa.name());
+            }
+        }
+    }
+}
+
 fn attention_case(
     rng: &mut Rng,
     (b, nh, nkv, s, t, d): (usize, usize, usize, usize, usize, usize),

@@ -70,6 +70,11 @@ fn matvec(pool: &SpinPool, isa: Isa, x: &[f32], m: usize, k: usize, w: WeightRef
         if m == 1 {
             return simd::dot_rows(isa, w.dtype, bytes, x, &xsums[0], chunk);
         }
+        // A batch's rows at once where the kernel exists: the same bits.
+        let (xs, sums): (Vec<&[f32]>, Vec<&[f32]>) = (x.chunks_exact(k).collect(), xsums.iter().map(|s| &s[..]).collect());
+        if simd::dot_rows_multi(isa, w.dtype, bytes, &xs, &sums, chunk) {
+            return;
+        }
         let mut col = vec![0f32; rows];
         for i in 0..m {
             simd::dot_rows(isa, w.dtype, bytes, &x[i * k..(i + 1) * k], &xsums[i], &mut col);

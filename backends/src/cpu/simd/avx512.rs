@@ -495,6 +495,20 @@ const Q5_0_ROWS: u8 = 2;
 /// As `dot_rows4`; each `p[r]` holds `nb` blocks of the type.
 #[target_feature(enable = "avx512f,avx2,fma,f16c")]
 unsafe fn rows4<const KIND: u8>(p: [*const u8; 4], x: *const f32, xsums: *const f32, nb: usize) -> [f32; 4] {
+    let [v] = rows4_multi::<KIND, 1>(p, [x], [xsums], nb);
+    v
+}
+
+/// `rows4` for `M` activation rows at once: each block's quants are widened
+/// and converted once for all of them (the costly part of a row dot), then
+/// every activation row takes exactly `rows4`'s operations on them, so
+/// result `[i][r]` has the bits of `rows4` on row `r` and activation row
+/// `i` alone. A batch's decode (2 or 3 rows) pays the conversions once.
+///
+/// # Safety
+/// As `rows4`, for each of the `M` activation rows and their `xsums`.
+#[target_feature(enable = "avx512f,avx2,fma,f16c")]
+unsafe fn rows4_multi<const KIND: u8, const M: usize>(p: [*const u8; 4], x: [*const f32; M], xsums: [*const f32; M], nb: usize) -> [[f32; 4]; M] {
     let bb = match KIND {
         Q4_0_ROWS => 18,
         Q4_1_ROWS => 20,
@@ -502,8 +516,8 @@ unsafe fn rows4<const KIND: u8>(p: [*const u8; 4], x: *const f32, xsums: *const 
     };
     let (mask, sixteen) = (_mm512_set1_epi32(0x0F), _mm512_set1_epi32(16));
     let ahead = rows4_prefetch_distance(nb * bb);
-    let mut acc = [_mm512_setzero_ps(); 4];
-    let mut offsets = _mm256_setzero_ps();
+    let mut acc = [[_mm512_setzero_ps(); 4]; M];
+    let mut offsets = [_mm256_setzero_ps(); M];
     for b in 0..nb {
         let pb = p.map(|q| q.add(b * bb));
         if b % 3 == 0 {
@@ -514,10 +528,14 @@ unsafe fn rows4<const KIND: u8>(p: [*const u8; 4], x: *const f32, xsums: *const 
         }
         // The odd lanes are quant bytes (q4_0) or `qh` bits (q5_0), unused.
         let dm = _mm256_cvtph_ps(_mm_set_epi32(u32_at(pb[3]), u32_at(pb[2]), u32_at(pb[1]), u32_at(pb[0])));
-        offsets = _mm256_fmadd_ps(dm, _mm256_set1_ps(*xsums.add(b)), offsets);
+        for i in 0..M {
+            offsets[i] = _mm256_fmadd_ps(dm, _mm256_set1_ps(*xsums[i].add(b)), offsets[i]);
+        }
         let dz = _mm512_castps256_ps512(dm);
-        let xb = x.add(b * 32);
-        let (x0, x1) = (_mm512_loadu_ps(xb), _mm512_loadu_ps(xb.add(16)));
+        let xb: [(__m512, __m512); M] = std::array::from_fn(|i| {
+            let xb = x[i].add(b * 32);
+            (_mm512_loadu_ps(xb), _mm512_loadu_ps(xb.add(16)))
+        });
         for r in 0..4 {
             let q = _mm512_cvtepu8_epi32(_mm_loadu_si128(pb[r].add(bb - 16) as *const __m128i));
             let (mut lo, mut hi) = (_mm512_and_si512(q, mask), _mm512_srli_epi32(q, 4));
@@ -526,21 +544,66 @@ unsafe fn rows4<const KIND: u8>(p: [*const u8; 4], x: *const f32, xsums: *const 
                 lo = _mm512_mask_or_epi32(lo, qh as u16, lo, sixteen);
                 hi = _mm512_mask_or_epi32(hi, (qh >> 16) as u16, hi, sixteen);
             }
-            let s = _mm512_fmadd_ps(_mm512_cvtepi32_ps(hi), x1, _mm512_mul_ps(_mm512_cvtepi32_ps(lo), x0));
+            let (lo, hi) = (_mm512_cvtepi32_ps(lo), _mm512_cvtepi32_ps(hi));
             let d = _mm512_permutexvar_ps(_mm512_set1_epi32(2 * r as i32), dz);
-            acc[r] = _mm512_fmadd_ps(d, s, acc[r]);
+            for i in 0..M {
+                let (x0, x1) = xb[i];
+                let s = _mm512_fmadd_ps(hi, x1, _mm512_mul_ps(lo, x0));
+                acc[i][r] = _mm512_fmadd_ps(d, s, acc[i][r]);
+            }
         }
     }
-    let mut off = [0f32; 8];
-    _mm256_storeu_ps(off.as_mut_ptr(), offsets);
-    std::array::from_fn(|r| {
-        _mm512_reduce_add_ps(acc[r])
-            + match KIND {
-                Q4_0_ROWS => -8.0 * off[2 * r],
-                Q4_1_ROWS => off[2 * r + 1],
-                _ => -16.0 * off[2 * r],
-            }
+    std::array::from_fn(|i| {
+        let mut off = [0f32; 8];
+        _mm256_storeu_ps(off.as_mut_ptr(), offsets[i]);
+        std::array::from_fn(|r| {
+            _mm512_reduce_add_ps(acc[i][r])
+                + match KIND {
+                    Q4_0_ROWS => -8.0 * off[2 * r],
+                    Q4_1_ROWS => off[2 * r + 1],
+                    _ => -16.0 * off[2 * r],
+                }
+        })
     })
+}
+
+/// `dot_rows` for 2 or 3 activation rows at once, for the four-row types
+/// (q4_0, q4_1, q5_0; `false` for the others): `out` is `[row][M]`, each
+/// value the bits of `dot_rows` on that activation row alone.
+///
+/// # Safety
+/// AVX-512F + F16C; the lengths are asserted.
+#[target_feature(enable = "avx512f,avx2,fma,f16c")]
+pub unsafe fn dot_rows_multi<const M: usize>(dtype: graphc_ir::DType, rows: &[u8], x: [&[f32]; M], xsums: [&[f32]; M], out: &mut [f32]) -> bool {
+    use graphc_ir::DType;
+    if !matches!(dtype, DType::Q4_0 | DType::Q4_1 | DType::Q5_0) {
+        return false;
+    }
+    let n = x[0].len();
+    let Some(rb) = dtype.storage_bytes(n as u64).map(|b| b as usize) else { return false };
+    let nb = n / 32;
+    let count = out.len() / M;
+    assert!(out.len() == count * M && rows.len() == rb * count);
+    assert!(x.iter().all(|r| r.len() == n) && xsums.iter().all(|s| s.len() >= nb));
+    let (xp, xs) = (x.map(|r| r.as_ptr()), xsums.map(|s| s.as_ptr()));
+    let row = |r: usize| rows.as_ptr().add(r * rb);
+    let mut j = 0;
+    while j < count {
+        let take = (count - j).min(4);
+        let group: [*const u8; 4] = std::array::from_fn(|t| row(j + t.min(take - 1)));
+        let v = match dtype {
+            DType::Q4_0 => rows4_multi::<Q4_0_ROWS, M>(group, xp, xs, nb),
+            DType::Q4_1 => rows4_multi::<Q4_1_ROWS, M>(group, xp, xs, nb),
+            _ => rows4_multi::<Q5_0_ROWS, M>(group, xp, xs, nb),
+        };
+        for t in 0..take {
+            for i in 0..M {
+                out[(j + t) * M + i] = v[i][t];
+            }
+        }
+        j += take;
+    }
+    true
 }
 
 /// `out[i*ldo + j] = Σ_kk x[i*ldx + kk] · w[kk*ldw + j]` for `i < R`,

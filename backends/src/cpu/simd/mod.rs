@@ -132,6 +132,29 @@ pub fn dot_rows(isa: Isa, dtype: DType, rows: &[u8], x: &[f32], xsums: &[f32], o
     }
 }
 
+/// `dot_rows` for 2 or 3 activation rows at once (`x`, with their
+/// `xsums`), where the ISA has a four-row kernel for `dtype`
+/// (`has_rows4`): each block is decoded once for all of them. `out` is
+/// `[weight row][activation row]`, each value the bits `dot_rows` gives for
+/// that activation row alone. `false` (nothing written) elsewhere.
+pub fn dot_rows_multi(isa: Isa, dtype: DType, rows: &[u8], x: &[&[f32]], xsums: &[&[f32]], out: &mut [f32]) -> bool {
+    #[cfg(target_arch = "x86_64")]
+    if has_rows4(isa, dtype) {
+        assert!(isa.available(), "{} kernels on a CPU without them", isa.name());
+        // SAFETY: AVX-512F and with it AVX2/FMA/F16C (checked above);
+        // `avx512::dot_rows_multi` asserts the lengths.
+        return unsafe {
+            match (x, xsums) {
+                ([a, b], [sa, sb]) => avx512::dot_rows_multi::<2>(dtype, rows, [a, b], [sa, sb], out),
+                ([a, b, c], [sa, sb, sc]) => avx512::dot_rows_multi::<3>(dtype, rows, [a, b, c], [sa, sb, sc], out),
+                _ => false,
+            }
+        };
+    }
+    let _ = (isa, dtype, rows, x, xsums, out);
+    false
+}
+
 /// `dot_row` for four weight rows against one activation row, where the ISA
 /// has a four-row kernel for `dtype` (AVX-512: q4_0, q4_1, q5_0): the
 /// activations are loaded once per block for all four. A row's result does
