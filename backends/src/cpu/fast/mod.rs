@@ -125,9 +125,9 @@ impl Fast {
                 self.count(if m < matmul::GEMM_MIN_ROWS { "matmul_rows" } else { "matmul_tiled" });
                 if m < matmul::GEMM_MIN_ROWS && simd::has_rows4(isa, w.dtype) {
                     self.count("matmul_rows4");
-                    if m > 1 {
-                        self.count("matmul_rows_multi"); // the batch's rows decoded once
-                    }
+                }
+                if (2..matmul::GEMM_MIN_ROWS).contains(&m) && simd::has_rows_multi(isa, w.dtype) {
+                    self.count("matmul_rows_multi"); // the batch's rows decoded once
                 }
                 Ok(Ok(Tensor::f32(s, out)))
             }

@@ -200,6 +200,46 @@ unsafe fn q8_0(r: *const u8, xp: *const f32, nb: usize) -> f32 {
     _mm512_reduce_add_ps(v)
 }
 
+/// `q8_0` for `M` activation rows at once: each block's quants widened and
+/// converted once, then every row takes exactly `q8_0`'s operations (the
+/// same four accumulators by block, summed the same way), so result `i` has
+/// the bits of `q8_0` on activation row `i` alone.
+///
+/// # Safety
+/// As `q8_0`, for each of the `M` activation rows.
+#[target_feature(enable = "avx512f,avx2,fma,f16c")]
+unsafe fn q8_0_multi<const M: usize>(r: *const u8, xp: [*const f32; M], nb: usize) -> [f32; M] {
+    #[inline(always)]
+    unsafe fn block<const M: usize>(p: *const u8, xb: [*const f32; M], acc: &mut [__m512; M]) {
+        let (d, _) = f16_pair(p);
+        let q0 = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(p.add(2) as *const __m128i)));
+        let q1 = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(p.add(18) as *const __m128i)));
+        let d = _mm512_set1_ps(d);
+        for i in 0..M {
+            let s = _mm512_fmadd_ps(q1, _mm512_loadu_ps(xb[i].add(16)), _mm512_mul_ps(q0, _mm512_loadu_ps(xb[i])));
+            acc[i] = _mm512_fmadd_ps(d, s, acc[i]);
+        }
+    }
+    let mut a = [[_mm512_setzero_ps(); M]; 4];
+    let at = |b: usize| xp.map(|x| x.add(b * 32));
+    let mut b = 0;
+    while b + 4 <= nb {
+        let p = r.add(b * 34);
+        _mm_prefetch::<_MM_HINT_T0>(p.add(PREFETCH_AHEAD) as *const i8);
+        _mm_prefetch::<_MM_HINT_T0>(p.add(PREFETCH_AHEAD + 64) as *const i8);
+        _mm_prefetch::<_MM_HINT_T0>(p.add(PREFETCH_AHEAD + 128) as *const i8);
+        for (j, acc) in a.iter_mut().enumerate() {
+            block(p.add(34 * j), at(b + j), acc);
+        }
+        b += 4;
+    }
+    while b < nb {
+        block(r.add(b * 34), at(b), &mut a[0]);
+        b += 1;
+    }
+    std::array::from_fn(|i| _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(a[0][i], a[1][i]), _mm512_add_ps(a[2][i], a[3][i]))))
+}
+
 /// q4_0 (`BB` = 18, `(q - 8) * d`) and q4_1 (`BB` = 20, `q * d + m`): one
 /// widening load gives both nibble halves of a block. Four blocks per
 /// iteration into four independent accumulator chains (vector and scalar),
@@ -567,16 +607,17 @@ unsafe fn rows4_multi<const KIND: u8, const M: usize>(p: [*const u8; 4], x: [*co
     })
 }
 
-/// `dot_rows` for 2 or 3 activation rows at once, for the four-row types
-/// (q4_0, q4_1, q5_0; `false` for the others): `out` is `[row][M]`, each
-/// value the bits of `dot_rows` on that activation row alone.
+/// `dot_rows` for 2 or 3 activation rows at once, for q4_0, q4_1, q5_0
+/// (four weight rows at a time) and q8_0 (one; `false` for the others):
+/// `out` is `[row][M]`, each value the bits of `dot_rows` on that
+/// activation row alone.
 ///
 /// # Safety
 /// AVX-512F + F16C; the lengths are asserted.
 #[target_feature(enable = "avx512f,avx2,fma,f16c")]
 pub unsafe fn dot_rows_multi<const M: usize>(dtype: graphc_ir::DType, rows: &[u8], x: [&[f32]; M], xsums: [&[f32]; M], out: &mut [f32]) -> bool {
     use graphc_ir::DType;
-    if !matches!(dtype, DType::Q4_0 | DType::Q4_1 | DType::Q5_0) {
+    if !matches!(dtype, DType::Q4_0 | DType::Q4_1 | DType::Q5_0 | DType::Q8_0) {
         return false;
     }
     let n = x[0].len();
@@ -587,6 +628,12 @@ pub unsafe fn dot_rows_multi<const M: usize>(dtype: graphc_ir::DType, rows: &[u8
     assert!(x.iter().all(|r| r.len() == n) && xsums.iter().all(|s| s.len() >= nb));
     let (xp, xs) = (x.map(|r| r.as_ptr()), xsums.map(|s| s.as_ptr()));
     let row = |r: usize| rows.as_ptr().add(r * rb);
+    if dtype == DType::Q8_0 {
+        for (j, o) in out.chunks_exact_mut(M).enumerate() {
+            o.copy_from_slice(&q8_0_multi::<M>(row(j), xp, nb));
+        }
+        return true;
+    }
     let mut j = 0;
     while j < count {
         let take = (count - j).min(4);

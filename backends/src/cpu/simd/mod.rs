@@ -132,14 +132,20 @@ pub fn dot_rows(isa: Isa, dtype: DType, rows: &[u8], x: &[f32], xsums: &[f32], o
     }
 }
 
+/// Whether `dot_rows_multi` has a kernel for `dtype` at `isa` (AVX-512:
+/// q4_0, q4_1, q5_0, q8_0).
+pub fn has_rows_multi(isa: Isa, dtype: DType) -> bool {
+    isa == Isa::Avx512 && matches!(dtype, DType::Q4_0 | DType::Q4_1 | DType::Q5_0 | DType::Q8_0)
+}
+
 /// `dot_rows` for 2 or 3 activation rows at once (`x`, with their
-/// `xsums`), where the ISA has a four-row kernel for `dtype`
-/// (`has_rows4`): each block is decoded once for all of them. `out` is
+/// `xsums`), where `has_rows_multi`: each block is decoded once for all of
+/// them. `out` is
 /// `[weight row][activation row]`, each value the bits `dot_rows` gives for
 /// that activation row alone. `false` (nothing written) elsewhere.
 pub fn dot_rows_multi(isa: Isa, dtype: DType, rows: &[u8], x: &[&[f32]], xsums: &[&[f32]], out: &mut [f32]) -> bool {
     #[cfg(target_arch = "x86_64")]
-    if has_rows4(isa, dtype) {
+    if has_rows_multi(isa, dtype) {
         assert!(isa.available(), "{} kernels on a CPU without them", isa.name());
         // SAFETY: AVX-512F and with it AVX2/FMA/F16C (checked above);
         // `avx512::dot_rows_multi` asserts the lengths.
