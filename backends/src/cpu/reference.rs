@@ -602,10 +602,7 @@ pub(crate) fn norm_rows(kind: NormKind, eps: f32, x: &[f32], w: &[f32], bias: Op
         NormKind::Rms => {
             let sums = row_sums(&rows, |_, v| (v as f64) * (v as f64));
             for ((o, row), sum) in out.chunks_exact_mut(d).zip(&rows).zip(sums) {
-                let r = rms_scale(sum, d, eps);
-                for i in 0..d {
-                    o[i] = w[i] * (row[i] * r);
-                }
+                rms_normalize(row, w, rms_scale(sum, d, eps), o);
             }
         }
         NormKind::Layer => {
@@ -625,6 +622,13 @@ pub(crate) fn norm_rows(kind: NormKind, eps: f32, x: &[f32], w: &[f32], bias: Op
 pub(crate) fn rms_scale(sum_of_squares: f64, d: usize, eps: f32) -> f32 {
     let ms = sum_of_squares / d as f64;
     1.0 / ((ms as f32) + eps).sqrt()
+}
+
+/// `out = w · (row · r)`: RMSNorm's row, scaled by `r` (`rms_scale`).
+pub(crate) fn rms_normalize(row: &[f32], w: &[f32], r: f32, out: &mut [f32]) {
+    for ((o, &v), &w) in out.iter_mut().zip(row).zip(w) {
+        *o = w * (v * r);
+    }
 }
 
 /// Rows whose sums `row_sums` runs side by side.

@@ -64,6 +64,7 @@ fn matvec(pool: &SpinPool, isa: Isa, x: &[f32], m: usize, k: usize, w: WeightRef
     let rows_per_task = matvec_rows_per_task(n, w.row_bytes(), pool.threads());
     let mut out_t = vec![0f32; n * m]; // [n][m]
     let rb = w.row_bytes();
+    let (rows_of_x, sums_of_x): (Vec<&[f32]>, Vec<&[f32]>) = (x.chunks_exact(k).collect(), xsums.iter().map(|s| &s[..]).collect());
     for_each_chunk_mut(pool, &mut out_t, rows_per_task * m, |task, chunk| {
         let (r0, rows) = (task * rows_per_task, chunk.len() / m);
         let bytes = &w.bytes[r0 * rb..(r0 + rows) * rb];
@@ -71,8 +72,7 @@ fn matvec(pool: &SpinPool, isa: Isa, x: &[f32], m: usize, k: usize, w: WeightRef
             return simd::dot_rows(isa, w.dtype, bytes, x, &xsums[0], chunk);
         }
         // A batch's rows at once where the kernel exists: the same bits.
-        let (xs, sums): (Vec<&[f32]>, Vec<&[f32]>) = (x.chunks_exact(k).collect(), xsums.iter().map(|s| &s[..]).collect());
-        if simd::dot_rows_multi(isa, w.dtype, bytes, &xs, &sums, chunk) {
+        if simd::dot_rows_multi(isa, w.dtype, bytes, &rows_of_x, &sums_of_x, chunk) {
             return;
         }
         let mut col = vec![0f32; rows];

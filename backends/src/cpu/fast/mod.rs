@@ -318,8 +318,7 @@ fn norm_rope(
         let rows: Vec<&[f32]> = (0..s).map(|si| &x[((bi * s + si) * h + hi) * d..][..d]).collect();
         let sums = reference::row_sums(&rows, |_, v| (v as f64) * (v as f64));
         for (si, (row, (src, sum))) in o.chunks_exact_mut(d).zip(rows.iter().zip(sums)).enumerate() {
-            let r = reference::rms_scale(sum, d, eps);
-            row.iter_mut().zip(src.iter().zip(w)).for_each(|(o, (&v, &w))| *o = w * (v * r));
+            reference::rms_normalize(src, w, reference::rms_scale(sum, d, eps), row);
             reference::rotate_row(row, &angles[(bi * s + si) * half..][..half], style);
         }
     });

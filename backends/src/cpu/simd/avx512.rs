@@ -138,21 +138,8 @@ pub unsafe fn dot_rows(dtype: graphc_ir::DType, rows: &[u8], x: &[f32], xsums: &
     let (xp, xs) = (x.as_ptr(), xsums.as_ptr());
     let row = |r: usize| rows.as_ptr().add(r * rb);
     match dtype {
-        DType::Q4_0 | DType::Q4_1 | DType::Q5_0 => {
-            assert!(xsums.len() >= nb);
-            let mut j = 0;
-            while j < out.len() {
-                let take = (out.len() - j).min(4);
-                let group: [*const u8; 4] = std::array::from_fn(|t| row(j + t.min(take - 1)));
-                let v = match dtype {
-                    DType::Q4_0 => rows4::<Q4_0_ROWS>(group, xp, xs, nb),
-                    DType::Q4_1 => rows4::<Q4_1_ROWS>(group, xp, xs, nb),
-                    _ => rows4::<Q5_0_ROWS>(group, xp, xs, nb),
-                };
-                out[j..j + take].copy_from_slice(&v[..take]);
-                j += take;
-            }
-        }
+        // Four rows at a time: `dot_rows_multi`'s loop with one activation row.
+        DType::Q4_0 | DType::Q4_1 | DType::Q5_0 => return dot_rows_multi::<1>(dtype, rows, [x], [xsums], out),
         DType::Q8_0 => out.iter_mut().enumerate().for_each(|(r, o)| *o = q8_0(row(r), xp, nb)),
         DType::Q4K => {
             assert!(xsums.len() * 32 >= n);
@@ -171,33 +158,8 @@ pub unsafe fn dot_rows(dtype: graphc_ir::DType, rows: &[u8], x: &[f32], xsums: &
 /// AVX-512F + F16C; `r` holds `nb` blocks of 34 bytes, `x` `32 * nb` floats.
 #[target_feature(enable = "avx512f,avx2,fma,f16c")]
 unsafe fn q8_0(r: *const u8, xp: *const f32, nb: usize) -> f32 {
-    #[inline(always)]
-    unsafe fn block(p: *const u8, xb: *const f32, acc: __m512) -> __m512 {
-        let (d, _) = f16_pair(p);
-        let q0 = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(p.add(2) as *const __m128i)));
-        let q1 = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(p.add(18) as *const __m128i)));
-        let s = _mm512_fmadd_ps(q1, _mm512_loadu_ps(xb.add(16)), _mm512_mul_ps(q0, _mm512_loadu_ps(xb)));
-        _mm512_fmadd_ps(_mm512_set1_ps(d), s, acc)
-    }
-    let (mut a0, mut a1, mut a2, mut a3) = (_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps());
-    let mut b = 0;
-    while b + 4 <= nb {
-        let (p, xb) = (r.add(b * 34), xp.add(b * 32));
-        _mm_prefetch::<_MM_HINT_T0>(p.add(PREFETCH_AHEAD) as *const i8);
-        _mm_prefetch::<_MM_HINT_T0>(p.add(PREFETCH_AHEAD + 64) as *const i8);
-        _mm_prefetch::<_MM_HINT_T0>(p.add(PREFETCH_AHEAD + 128) as *const i8);
-        a0 = block(p, xb, a0);
-        a1 = block(p.add(34), xb.add(32), a1);
-        a2 = block(p.add(68), xb.add(64), a2);
-        a3 = block(p.add(102), xb.add(96), a3);
-        b += 4;
-    }
-    while b < nb {
-        a0 = block(r.add(b * 34), xp.add(b * 32), a0);
-        b += 1;
-    }
-    let v = _mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3));
-    _mm512_reduce_add_ps(v)
+    let [v] = q8_0_multi::<1>(r, [xp], nb);
+    v
 }
 
 /// `q8_0` for `M` activation rows at once: each block's quants widened and
