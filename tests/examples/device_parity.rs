@@ -29,6 +29,7 @@ fn main() {
                 t.step, t.device_vs_oracle, t.bound, t.fast_vs_oracle, r.worst
             );
             println!("speed on {device}: prefill {prompt_len} tokens {:.1} tok/s, decode {:.1} tok/s (context {prompt_len}..{})", r.prefill_tok_s, r.decode_tok_s, prompt_len + steps);
+            println!("speed on cpu ({}, this machine's cores): prefill {:.1} tok/s, decode {:.1} tok/s", r.sides.0, r.cpu_tok_s.0, r.cpu_tok_s.1);
             let counts: Vec<String> = r.device_counts.iter().map(|(k, v)| format!("{k} {v}")).collect();
             println!("device counters after decoding: {}", counts.join(", "));
             if let Some(failure) = r.failure {

@@ -118,6 +118,20 @@ pub fn compile_ptx_uncached(kernel: &Kernel, arch: &'static str) -> Result<Strin
     nvrtc_compile(kernel, &source, arch)
 }
 
+/// NVRTC's flags for every kernel, part of the PTX cache key.
+///
+/// `--fmad=false`: by default NVRTC contracts `a * b + c` into one FMA, and
+/// in `a * b + c * d` which product it fuses is its own choice, made per
+/// kernel after inlining and unrolling. The first run on an NVIDIA GPU (an
+/// H200) found the fused gated matmul and the stacked projections differing
+/// in their bits from the plain kernels of the same expression trees, which
+/// lavapipe (no contraction) runs bit for bit. Without contraction CUDA
+/// rounds every product, as the CPU reference and the WGSL run here do;
+/// graphc's GPU decode and prefill are bound by launches and memory, not by
+/// FMA throughput. The rest are NVRTC's defaults (IEEE division and square
+/// root, no flush to zero), named so that the cache key holds them.
+pub const NVRTC_FLAGS: [&str; 4] = ["--fmad=false", "--ftz=false", "--prec-div=true", "--prec-sqrt=true"];
+
 fn nvrtc_compile(kernel: &Kernel, source: &str, arch: &'static str) -> Result<String, GpuError> {
     if !nvrtc_available() {
         return Err(GpuError::NoDevice {
@@ -128,7 +142,12 @@ fn nvrtc_compile(kernel: &Kernel, source: &str, arch: &'static str) -> Result<St
             ),
         });
     }
-    let options = cudarc::nvrtc::CompileOptions { arch: Some(arch), name: Some(format!("{}.cu", kernel.name)), ..Default::default() };
+    let options = cudarc::nvrtc::CompileOptions {
+        arch: Some(arch),
+        name: Some(format!("{}.cu", kernel.name)),
+        options: NVRTC_FLAGS.iter().map(|f| f.to_string()).collect(),
+        ..Default::default()
+    };
     let ptx = cudarc::nvrtc::compile_ptx_with_opts(source, options).map_err(|e| GpuError::Kernel {
         kernel: kernel.name.clone(),
         target: "cuda",
@@ -150,11 +169,12 @@ pub fn ptx_cache_dir() -> Option<PathBuf> {
     Some(graphc_cache()?.join("ptx"))
 }
 
-/// `KERNEL-SOURCEHASH-ARCH.ptx`: the hash is of the CUDA source, so two
-/// kernels (or two emitter versions) share an entry only when the source
-/// NVRTC would compile is the same.
+/// `KERNEL-HASH-ARCH.ptx`: the hash is of [`NVRTC_FLAGS`] and the CUDA
+/// source, so two kernels (or two emitter versions) share an entry only when
+/// NVRTC would compile the same source the same way.
 pub fn ptx_file_name(kernel: &Kernel, source: &str, arch: &str) -> String {
-    format!("{}-{:016x}-{arch}.ptx", kernel.name, xxhash_rust::xxh3::xxh3_64(source.as_bytes()))
+    let keyed = format!("{}\n{source}", NVRTC_FLAGS.join(" "));
+    format!("{}-{:016x}-{arch}.ptx", kernel.name, xxhash_rust::xxh3::xxh3_64(keyed.as_bytes()))
 }
 
 /// A cache entry is used only if it is PTX for this kernel and arch (a

@@ -134,8 +134,10 @@ pub trait Device {
         let _ = (a, b);
         false
     }
-    /// Binding objects the target has built so far (wgpu's bind groups;
-    /// 0 where there are none): a decode step in the steady state builds none.
+    /// Binding objects the target has built so far on the calling thread
+    /// (wgpu's bind groups; 0 where there are none): a decode step in the
+    /// steady state builds none. Per thread, because sessions on other
+    /// threads may share the device, and a session counts its own.
     fn bindings_built(&self) -> usize {
         0
     }

@@ -84,6 +84,10 @@ pub struct GpuGraph<D: Device> {
     replayable: bool,
     /// Steps run by replaying a recorded one so far.
     pub replayed_steps: usize,
+    /// Binding objects (wgpu's bind groups) this graph's runs built: the
+    /// device may be shared with other sessions, so its runs are counted
+    /// here, not read off the device.
+    bindings_built: usize,
     /// Host time of the last step up to its submission (preparing,
     /// encoding, submitting; not the wait for its results), in µs.
     pub last_host_us: u64,
@@ -311,6 +315,7 @@ impl<D: Device> GpuGraph<D> {
             replay: None,
             replayable,
             replayed_steps: 0,
+            bindings_built: 0,
             last_host_us: 0,
         })
     }
@@ -376,7 +381,7 @@ impl<D: Device> GpuGraph<D> {
             ("device_launches_last_step", self.last_launches as u64),
             ("device_result_allocations", self.result_allocations as u64),
             ("device_folded_nodes", self.folded_nodes() as u64),
-            ("device_bindings_built", self.device.bindings_built() as u64),
+            ("device_bindings_built", self.bindings_built as u64),
             ("device_aliased_permutes", self.aliased_permutes as u64),
             ("device_fused_elementwise", self.fused_elementwise() as u64),
             ("device_fused_gated_matmuls", self.fused_gated_matmuls() as u64),
@@ -453,6 +458,7 @@ impl<D: Device> GpuGraph<D> {
                 }
                 // What the target kept from the last run of these launches,
                 // else the launches themselves (and it keeps what it builds).
+                let built_before = self.device.bindings_built();
                 let reran = match &replay.prepared {
                     Some(prepared) => self.device.rerun(prepared.as_ref())?,
                     None => false,
@@ -460,6 +466,7 @@ impl<D: Device> GpuGraph<D> {
                 if !reran {
                     self.device.run_prepared(&launches_of(&replay.calls), &mut replay.prepared)?;
                 }
+                self.bindings_built += self.device.bindings_built() - built_before;
                 self.last_host_us = started.elapsed().as_micros() as u64;
                 self.last_launches = replay.calls.len();
                 self.aliased_permutes += replay.aliased_permutes;
@@ -703,7 +710,9 @@ impl<D: Device> GpuGraph<D> {
                 _ => unreachable!("sinks are state_out and output nodes"),
             }
         }
+        let built_before = self.device.bindings_built();
         self.device.run(&launches_of(&calls))?;
+        self.bindings_built += self.device.bindings_built() - built_before;
         self.last_host_us = started.elapsed().as_micros() as u64;
         self.last_launches = calls.len();
         if self.folded.is_none() {
@@ -824,9 +833,27 @@ impl<D: Device> DeviceGraph for GpuGraph<D> {
 /// Opens `device` (`wgpu`, `cuda` or `metal`) and uploads `graph`'s weights to it.
 pub fn open(device: &str, graph: &Graph, weights: &dyn WeightSource) -> Result<Box<dyn DeviceGraph>, GpuError> {
     match device {
-        "wgpu" => Ok(Box::new(GpuGraph::new(Arc::new(crate::wgpu_rt::WgpuDevice::new()?), graph, weights)?)),
+        "wgpu" => Ok(Box::new(GpuGraph::new(shared_wgpu_device()?, graph, weights)?)),
         "cuda" => Ok(Box::new(GpuGraph::new(Arc::new(crate::cuda_rt::CudaDevice::new()?), graph, weights)?)),
         "metal" => crate::metal_rt::open(graph, weights),
         other => Err(GpuError::NoDevice { backend: "gpu", reason: format!("`{other}` is not a GPU device graphc runs graphs on") }),
     }
+}
+
+/// The process's one wgpu device, made by the first session that needs it
+/// and kept: every later session shares it (and its compiled pipelines).
+/// An instance and device a session cost a driver start each, and NVIDIA's
+/// Vulkan driver (on an H200) refused to make more after about a dozen in
+/// one process: "vulkan drivers/libraries could not be loaded" half-way
+/// through the family fixtures. CUDA needs no such cache (cudarc's contexts
+/// are the device's one primary context).
+fn shared_wgpu_device() -> Result<Arc<crate::wgpu_rt::WgpuDevice>, GpuError> {
+    static SHARED: std::sync::Mutex<Option<Arc<crate::wgpu_rt::WgpuDevice>>> = std::sync::Mutex::new(None);
+    let mut shared = SHARED.lock().expect("shared wgpu device");
+    if let Some(device) = &*shared {
+        return Ok(device.clone());
+    }
+    let device = Arc::new(crate::wgpu_rt::WgpuDevice::new()?);
+    *shared = Some(device.clone());
+    Ok(device)
 }

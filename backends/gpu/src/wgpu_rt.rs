@@ -61,8 +61,6 @@ pub struct WgpuDevice {
     /// writing it and submitting, so concurrent runs cannot interleave).
     params_arena: Mutex<Option<GpuBuffer>>,
     bind_groups: Mutex<HashMap<BindGroupKey, wgpu::BindGroup>>,
-    /// Bind groups created so far (each costs wgpu a validation).
-    bind_groups_built: std::sync::atomic::AtomicUsize,
 }
 
 /// Launches made ready to encode: their parameters packed as the arena
@@ -77,6 +75,12 @@ struct Prepared {
 /// A bind group is the pipeline, each binding's (buffer, offset, size), and
 /// where the parameters sit in the arena.
 type BindGroupKey = (u64, Vec<(u64, u64, u64)>, u64, u64);
+
+thread_local! {
+    /// Bind groups created on this thread (each costs wgpu a validation):
+    /// `Device::bindings_built`, per thread since sessions share a device.
+    static BIND_GROUPS_BUILT_HERE: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
 
 /// Bind groups kept before the cache is dropped and refilled (a step's
 /// inputs are new buffers each time, so their groups never hit).
@@ -113,7 +117,6 @@ impl WgpuDevice {
             max_buffers_override: None,
             params_arena: Mutex::new(None),
             bind_groups: Mutex::new(HashMap::new()),
-            bind_groups_built: Default::default(),
         })
     }
 
@@ -247,7 +250,7 @@ impl WgpuDevice {
                         entries.push(wgpu::BindGroupEntry { binding: l.kernel.buffers.len() as u32, resource });
                     }
                     let group = self.device.create_bind_group(&wgpu::BindGroupDescriptor { label: None, layout: &pipeline.layout, entries: &entries });
-                    self.bind_groups_built.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    BIND_GROUPS_BUILT_HERE.with(|n| n.set(n.get() + 1));
                     cache.insert(key, group.clone());
                     group
                 }
@@ -339,7 +342,7 @@ impl Device for WgpuDevice {
         }
     }
     fn bindings_built(&self) -> usize {
-        self.bind_groups_built.load(std::sync::atomic::Ordering::Relaxed)
+        BIND_GROUPS_BUILT_HERE.with(|n| n.get())
     }
     fn same_buffer(&self, a: &GpuBuffer, b: &GpuBuffer) -> bool {
         (a.id, a.offset, a.bytes) == (b.id, b.offset, b.bytes)

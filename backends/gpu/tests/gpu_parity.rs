@@ -1054,6 +1054,28 @@ fn a_permute_of_unit_axes_runs_as_no_copy() {
     }
 }
 
+/// Every session `exec::open` makes on wgpu shares the process's one
+/// device (NVIDIA's Vulkan driver refused new ones after about a dozen in a
+/// process, on an H200), and each counts the bind groups its own steps
+/// built, not the shared device's: forty sessions in a row, each with the
+/// first one's count.
+#[test]
+fn sessions_share_one_device_and_count_their_own_bindings() {
+    let graph = text::parse("graph \"e\" {\n  %0 = input{name=\"x\"} : f32[3, 5]\n  %1 = exp %0 : f32[3, 5]\n  %2 = output{name=\"y\"} %1 : f32[3, 5]\n}\n").unwrap();
+    let inputs = HashMap::from([("x".to_string(), t(&[3, 5], 7))]);
+    let on_wgpu = !matches!(std::env::var("GRAPHC_TEST_DEVICE").as_deref(), Ok("cuda") | Ok("metal"));
+    let mut first = None;
+    for session in 0..40 {
+        let Some(mut g) = open_graph(&graph, &graphc_tests_free::NoWeights) else { return };
+        let got = g.step(&inputs).unwrap().remove("y").unwrap();
+        assert_close(&format!("session {session}"), &got, &reference::run(&graph, &inputs, HashMap::new(), &graphc_tests_free::NoWeights).unwrap().outputs.remove("y").unwrap());
+        let built = g.counters()["device_bindings_built"];
+        let first = *first.get_or_insert(built);
+        assert!(!on_wgpu || first > 0, "a wgpu step builds its bind groups");
+        assert_eq!(built, first, "session {session}: counts its own bind groups, not the device's");
+    }
+}
+
 fn bytemuck_f32(bytes: &[u8]) -> Vec<f32> {
     bytes.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect()
 }
