@@ -158,12 +158,20 @@ fn unknown_pass_and_device_are_named() {
     let opts = CompileOptions { device: Some("tpu".into()), ..Default::default() };
     let e = Model::compile(&ck, &opts, None).err().unwrap().to_string();
     assert!(e.contains("device `tpu` is not available: unknown device `tpu`; expected one of cpu, wgpu, cuda, metal"), "{e}");
-    // Never run on real hardware: off unless enabled by value, and saying so.
-    if std::env::var_os("GRAPHC_CUDA").is_none() {
-        let opts = CompileOptions { device: Some("cuda".into()), ..Default::default() };
-        let e = Model::compile(&ck, &opts, None).err().unwrap().to_string();
-        assert!(e.contains("device `cuda` is not available") && e.contains("GRAPHC_CUDA=1"), "{e}");
+    // CUDA where it cannot run (no driver, no device, an unverified
+    // architecture without GRAPHC_CUDA=1, GRAPHC_CUDA=0) is refused with
+    // the reason; machine resolution never picks it then.
+    let opts = CompileOptions { device: Some("cuda".into()), ..Default::default() };
+    match graphc_gpu::cuda_rt::device_check() {
+        Err(why) => {
+            let e = Model::compile(&ck, &opts, None).err().unwrap().to_string();
+            assert!(e.contains("device `cuda` is not available") && e.contains(&why.to_string()), "{e}");
+            let resolved = Model::compile(&ck, &CompileOptions::default(), None).unwrap();
+            assert_eq!(resolved.plan().options.device, "cpu");
+        }
+        Ok(()) => eprintln!("a CUDA device is present and enabled here"),
     }
+    // Never run on real hardware: off unless enabled by value, and saying so.
     if std::env::var_os("GRAPHC_METAL").is_none() {
         let opts = CompileOptions { device: Some("metal".into()), ..Default::default() };
         let e = Model::compile(&ck, &opts, None).err().unwrap().to_string();

@@ -12,10 +12,13 @@
 //! `CudaDevice` runs the same kernel calls as wgpu through cudarc's driver
 //! API: buffers as device allocations (views as pointer offsets), one
 //! stream, kernels loaded from PTX compiled for the device's compute
-//! capability. It has never run on a GPU from this repo (none has been
-//! available to its tests), so the CUDA device path is off unless
-//! `GRAPHC_CUDA=1` (DESIGN.md: unmeasured fast paths start off), and
-//! `tools/gpu-check` is the one command that verifies it on a GPU machine.
+//! capability. It passed its parity run on an H200 (sm_90; `tools/device-check`,
+//! 2026-12-04: every kernel class against the CPU reference, the family
+//! fixtures, SmolLM2's and Gemma 3's shapes end to end), so it is on where
+//! the device is of a verified architecture ([`VERIFIED_ARCHS`]) and off
+//! elsewhere unless `GRAPHC_CUDA=1` (DESIGN.md: unmeasured paths start
+//! off); `GRAPHC_CUDA=0` turns it off everywhere. `tools/gpu-check` (or
+//! `tools/device-check`) is the run that verifies another architecture.
 //! Compiling kernels needs no device.
 #![allow(unsafe_code)]
 
@@ -209,22 +212,43 @@ pub fn record(kernel: &Kernel) -> Result<(), GpuError> {
     Ok(())
 }
 
-/// Whether `GRAPHC_CUDA` enables the CUDA device path (`1` on, `0` or unset off).
-pub fn enabled() -> Result<bool, GpuError> {
-    crate::flag("GRAPHC_CUDA")
+/// The architectures the CUDA path has passed its parity run on, with no
+/// flag needed there: sm_90 (an H200, `tools/device-check`, 2026-12-04).
+/// sm_80's PTX is compiled and assembled in CI but has never run.
+pub const VERIFIED_ARCHS: [&str; 1] = ["sm_90"];
+
+/// Whether CUDA may run on a device of `arch` (`sm_XY`, named `device`)
+/// under `GRAPHC_CUDA`'s `setting`: `1` on anywhere, `0` off, unset on
+/// only for a [`VERIFIED_ARCHS`] architecture.
+pub fn gate(setting: Option<bool>, arch: &str, device: &str) -> Result<(), GpuError> {
+    match setting {
+        Some(true) => Ok(()),
+        Some(false) => Err(GpuError::SwitchedOff { backend: "cuda", flag: "GRAPHC_CUDA" }),
+        None if VERIFIED_ARCHS.contains(&arch) => Ok(()),
+        None => Err(GpuError::Unverified { backend: "cuda", device: format!("{device} ({arch})"), verified: VERIFIED_ARCHS.join(", "), flag: "GRAPHC_CUDA" }),
+    }
 }
 
-/// A CUDA device can be used here: the flag is on, the driver library
-/// loads and device 0 exists. Each "no" is an error saying which.
+fn arch_of(ctx: &CudaContext) -> Result<&'static str, GpuError> {
+    let (major, minor) = ctx.compute_capability().map_err(driver_err)?;
+    Ok(Box::leak(format!("sm_{major}{minor}").into_boxed_str()))
+}
+
+/// A CUDA device can be used here: `GRAPHC_CUDA` is not `0`, the driver
+/// library loads, device 0 exists, and its architecture is verified or the
+/// flag is `1` ([`gate`]). Each "no" is an error saying which.
 pub fn device_check() -> Result<(), GpuError> {
-    if !enabled()? {
-        return Err(GpuError::NotEnabled { backend: "cuda", flag: "GRAPHC_CUDA" });
+    let setting = crate::flag_setting("GRAPHC_CUDA")?;
+    if setting == Some(false) {
+        return Err(GpuError::SwitchedOff { backend: "cuda", flag: "GRAPHC_CUDA" });
     }
     // SAFETY: only tries to dlopen the driver library and closes it again.
     if !unsafe { cudarc::driver::sys::is_culib_present() } {
         return Err(GpuError::NoDevice { backend: "cuda", reason: "no CUDA driver (libcuda.so.1) on this machine".into() });
     }
-    cudarc::driver::CudaContext::new(0).map(|_| ()).map_err(|e| GpuError::NoDevice { backend: "cuda", reason: e.to_string() })
+    let ctx = CudaContext::new(0).map_err(|e| GpuError::NoDevice { backend: "cuda", reason: e.to_string() })?;
+    let name = ctx.name().unwrap_or_else(|_| "CUDA device 0".into());
+    gate(setting, arch_of(&ctx)?, &name)
 }
 
 fn driver_err(e: cudarc::driver::DriverError) -> GpuError {
@@ -250,12 +274,11 @@ pub struct CudaDevice {
 }
 
 impl CudaDevice {
-    /// Device 0, if `GRAPHC_CUDA=1`, the driver loads and a device exists.
+    /// Device 0, if [`device_check`] allows it.
     pub fn new() -> Result<CudaDevice, GpuError> {
         device_check()?;
         let ctx = CudaContext::new(0).map_err(driver_err)?;
-        let (major, minor) = ctx.compute_capability().map_err(driver_err)?;
-        let arch: &'static str = Box::leak(format!("sm_{major}{minor}").into_boxed_str());
+        let arch = arch_of(&ctx)?;
         let name = ctx.name().unwrap_or_else(|_| "CUDA device 0".into());
         let stream = ctx.default_stream();
         Ok(CudaDevice { ctx, stream, arch, name, functions: Mutex::new(HashMap::new()) })
@@ -362,5 +385,21 @@ impl Device for CudaDevice {
         // explicit wait keeps that true whatever memory the Vec is.
         self.stream.synchronize().map_err(driver_err)?;
         Ok(bytes)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cuda_is_on_by_default_only_where_it_was_verified() {
+        assert!(gate(None, "sm_90", "NVIDIA H200").is_ok());
+        let e = gate(None, "sm_80", "NVIDIA A100").unwrap_err().to_string();
+        assert_eq!(e, "cuda is off on NVIDIA A100 (sm_80): it has passed its parity run only on sm_90; set GRAPHC_CUDA=1 to enable it");
+        assert!(gate(Some(true), "sm_80", "NVIDIA A100").is_ok(), "GRAPHC_CUDA=1 enables an unverified architecture");
+        for arch in ["sm_80", "sm_90"] {
+            assert_eq!(gate(Some(false), arch, "d").unwrap_err().to_string(), "cuda is off: GRAPHC_CUDA=0");
+        }
     }
 }

@@ -33,6 +33,10 @@ pub enum GpuError {
     NoDevice { backend: &'static str, reason: String },
     #[error("{backend} is off: it has not passed its parity run on real hardware; set {flag}=1 to enable it")]
     NotEnabled { backend: &'static str, flag: &'static str },
+    #[error("{backend} is off on {device}: it has passed its parity run only on {verified}; set {flag}=1 to enable it")]
+    Unverified { backend: &'static str, device: String, verified: String, flag: &'static str },
+    #[error("{backend} is off: {flag}=0")]
+    SwitchedOff { backend: &'static str, flag: &'static str },
     #[error("kernel `{kernel}` on {target}: {message}")]
     Kernel { kernel: String, target: &'static str, message: String },
     #[error("launch of kernel `{kernel}`: {message}")]
@@ -45,10 +49,16 @@ pub enum GpuError {
 
 /// A flag read by value: unset or `0` is off, `1` is on, anything else an error.
 pub fn flag(name: &'static str) -> Result<bool, GpuError> {
+    Ok(flag_setting(name)?.unwrap_or(false))
+}
+
+/// A flag read by value, unset kept apart: `None` unset, `Some(false)` for
+/// `0`, `Some(true)` for `1`, anything else an error.
+pub fn flag_setting(name: &'static str) -> Result<Option<bool>, GpuError> {
     match std::env::var(name) {
-        Err(_) => Ok(false),
-        Ok(v) if v == "0" => Ok(false),
-        Ok(v) if v == "1" => Ok(true),
+        Err(_) => Ok(None),
+        Ok(v) if v == "0" => Ok(Some(false)),
+        Ok(v) if v == "1" => Ok(Some(true)),
         Ok(value) => Err(GpuError::BadFlag { name, value }),
     }
 }
