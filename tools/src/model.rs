@@ -73,8 +73,13 @@ fn resolve(opts: &CompileOptions, context_length: usize) -> Result<ResolvedOptio
         // side by side). wgpu is never picked alone: its adapter may be any
         // Vulkan driver, a CPU one too, and on the H200 its decode was
         // slower than the CPU's.
-        None if device_unavailable("cuda").is_none() => ("cuda".to_string(), Source::Machine),
-        None => ("cpu".to_string(), Source::Machine),
+        None => match graphc_gpu::cuda_rt::device_check() {
+            Ok(()) => ("cuda".to_string(), Source::Machine),
+            // A flag that is neither 0 nor 1 is the user's mistake, not
+            // "no CUDA here" (the H200 run resolved GRAPHC_CUDA=2 to cpu).
+            Err(e @ graphc_gpu::GpuError::BadFlag { .. }) => return Err(Error::Option(e.to_string())),
+            Err(_) => ("cpu".to_string(), Source::Machine),
+        },
     };
     let (max_seq, max_seq_source) = match opts.max_seq {
         Some(0) => return Err(Error::Option("--max-seq must be at least 1".into())),

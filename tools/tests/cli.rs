@@ -251,3 +251,22 @@ fn bench_runs_on_wgpu_without_the_off_column() {
     assert_eq!(out.status.code(), Some(1), "{err}");
     assert!(err.contains("per-op times are measured on the CPU executors only"), "{err}");
 }
+
+/// A device flag is read by value: `GRAPHC_CUDA=2` is refused naming the
+/// flag and what it takes, not read as "no CUDA here" (which would quietly
+/// resolve the device to the CPU, as it did on the H200 before this test),
+/// and no plan is written.
+#[test]
+fn a_device_flag_that_is_neither_0_nor_1_is_refused() {
+    let dir = temp_dir("cli-bad-flag");
+    let plan = dir.join("never.plan");
+    let out = Command::new(env!("CARGO_BIN_EXE_graphc"))
+        .env("GRAPHC_CUDA", "2")
+        .args(["compile", smollm2().to_str().unwrap(), "-o", plan.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("GRAPHC_CUDA=\"2\": flags are read by value, 1 (on) or 0 (off)"), "{stderr}");
+    assert!(!plan.exists(), "no plan is written");
+}
