@@ -60,7 +60,7 @@ pub struct WgpuDevice {
     /// offset of one uniform buffer (kept and grown; the lock spans
     /// writing it and submitting, so concurrent runs cannot interleave).
     params_arena: Mutex<Option<GpuBuffer>>,
-    bind_groups: Mutex<HashMap<BindGroupKey, wgpu::BindGroup>>,
+    bind_groups: Mutex<HashMap<BindGroupKey, CachedGroup>>,
 }
 
 /// Launches made ready to encode: their parameters packed as the arena
@@ -80,6 +80,16 @@ thread_local! {
     /// Bind groups created on this thread (each costs wgpu a validation):
     /// `Device::bindings_built`, per thread since sessions share a device.
     static BIND_GROUPS_BUILT_HERE: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
+/// A cached bind group and the allocations it binds, held weakly: a bind
+/// group keeps wgpu's memory of every buffer it binds alive, and the device
+/// outlives sessions (one a process), so a group whose allocations are all
+/// gone from graphc (its session closed, an arena outgrown) is evicted at
+/// the next step that builds groups, and the memory with it.
+struct CachedGroup {
+    group: wgpu::BindGroup,
+    binds: Vec<std::sync::Weak<wgpu::Buffer>>,
 }
 
 /// Bind groups kept before the cache is dropped and refilled (a step's
@@ -124,6 +134,11 @@ impl WgpuDevice {
         let size = bytes.max(4).next_multiple_of(4);
         let buffer = self.device.create_buffer(&wgpu::BufferDescriptor { label: None, size, usage, mapped_at_creation: false });
         GpuBuffer { buffer: Arc::new(buffer), bytes, offset: 0, id: next_buffer_id() }
+    }
+
+    /// Bind groups in the cache (what `CachedGroup` eviction is tested by).
+    pub fn cached_bind_groups(&self) -> usize {
+        self.bind_groups.lock().expect("bind group cache").len()
     }
 
     pub fn binding_limits(&self) -> BindingLimits {
@@ -235,12 +250,13 @@ impl WgpuDevice {
             cache.clear();
         }
         let mut dispatches = vec![];
+        let mut built_any = false;
         let scope = self.device.push_error_scope(wgpu::ErrorFilter::Validation);
         for (l, &at) in launches.iter().zip(&offsets) {
             let pipeline = self.pipeline(l.kernel, l.key)?;
             let key: BindGroupKey = (l.key, l.buffers.iter().map(|b| (b.id, b.offset, b.bytes)).collect(), at, arena.id);
             let group = match cache.get(&key) {
-                Some(group) => group.clone(),
+                Some(cached) => cached.group.clone(),
                 None => {
                     let mut entries: Vec<wgpu::BindGroupEntry> =
                         l.buffers.iter().enumerate().map(|(i, b)| wgpu::BindGroupEntry { binding: i as u32, resource: b.binding() }).collect();
@@ -251,11 +267,16 @@ impl WgpuDevice {
                     }
                     let group = self.device.create_bind_group(&wgpu::BindGroupDescriptor { label: None, layout: &pipeline.layout, entries: &entries });
                     BIND_GROUPS_BUILT_HERE.with(|n| n.set(n.get() + 1));
-                    cache.insert(key, group.clone());
+                    built_any = true;
+                    let binds = l.buffers.iter().map(|b| &b.buffer).chain([&arena.buffer]).map(Arc::downgrade).collect();
+                    cache.insert(key, CachedGroup { group: group.clone(), binds });
                     group
                 }
             };
             dispatches.push((pipeline, group, grid(l.groups)));
+        }
+        if built_any {
+            cache.retain(|_, cached| cached.binds.iter().all(|b| b.strong_count() > 0));
         }
         if let Some(e) = pollster::block_on(scope.pop()) {
             // Name the launch: the first whose buffers wgpu refuses.

@@ -1076,6 +1076,29 @@ fn sessions_share_one_device_and_count_their_own_bindings() {
     }
 }
 
+/// The shared wgpu device outlives sessions, so the bind groups it caches
+/// must not keep a closed session's memory alive (a bind group holds every
+/// buffer it binds): a group whose buffers graphc has dropped is evicted
+/// when the next groups are built. `run_op` drops its buffers when it
+/// returns, so after each of six runs the cache holds one run's groups.
+#[test]
+fn bind_groups_of_dropped_buffers_are_evicted() {
+    if matches!(std::env::var("GRAPHC_TEST_DEVICE").as_deref(), Ok("cuda") | Ok("metal")) {
+        eprintln!("SKIPPED: wgpu's bind-group cache (the device under test is not wgpu)");
+        return;
+    }
+    let Some(d) = wgpu_device() else { return };
+    let x = t(&[3, 5], 1);
+    let mut after_one = None;
+    for run in 0..6 {
+        d.run_op(&Op::Unary(UnaryOp::Exp), &[OpInput::Tensor(&x)]).unwrap();
+        let cached = d.cached_bind_groups();
+        let first = *after_one.get_or_insert(cached);
+        assert!(first > 0, "a run builds bind groups");
+        assert_eq!(cached, first, "run {run}: the earlier runs' groups, whose buffers are gone, are still cached");
+    }
+}
+
 fn bytemuck_f32(bytes: &[u8]) -> Vec<f32> {
     bytes.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect()
 }
