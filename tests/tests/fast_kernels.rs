@@ -337,10 +337,12 @@ fn matvec_bits_do_not_depend_on_the_thread_count() {
     }
 }
 
-/// A batch's decode (2 or 3 activation rows) decodes each q4_0/q4_1/q5_0
-/// block once for all its rows (`simd::dot_rows_multi`), with each row's
-/// own arithmetic: every row's results are the bits of that row run
-/// alone, for every type (the others take the per-row path).
+/// A batch's decode decodes each q4_0/q4_1/q5_0/q8_0 block once for all
+/// its rows (`simd::dot_rows_multi`, groups of up to four: 2..=8 rows), with
+/// each row's own arithmetic: every row's results are the bits of that row
+/// run alone, for every type (the others take the per-row path below 4
+/// rows; from 4 on they take the tiled path, whose sums are in another
+/// order, so they are checked at 2 and 3 only).
 #[test]
 fn batch_rows_give_the_bits_of_each_row_alone() {
     let mut rng = Rng(11);
@@ -349,9 +351,13 @@ fn batch_rows_give_the_bits_of_each_row_alone() {
         let bytes = random_weights(dtype, n, k, &mut rng);
         let shape = [n, k];
         let w = WeightRef { dtype, shape: &shape, bytes: &bytes };
-        for m in [2, 3] {
+        for m in 2..=matmul::MULTI_MAX_ROWS {
             let x: Vec<f32> = (0..m * k).map(|_| rng.f32()).collect();
             for isa in isas() {
+                if m >= matmul::GEMM_MIN_ROWS && !simd::has_rows_multi(isa, dtype) {
+                    continue;
+                }
+                assert!(matmul::uses_row_dots(isa, dtype, m), "{dtype} m={m} {}: row dots", isa.name());
                 let pool = SpinPool::new(2);
                 let together: Vec<u32> = matmul::matmul(&pool, isa, &x, m, k, w).iter().map(|v| v.to_bits()).collect();
                 let alone: Vec<u32> = x.chunks_exact(k).flat_map(|row| matmul::matmul(&pool, isa, row, 1, k, w)).map(|v| v.to_bits()).collect();

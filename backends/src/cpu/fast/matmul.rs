@@ -22,8 +22,20 @@ use crate::cpu::pool::{collect_column_blocks, for_each_chunk_mut, SpinPool};
 use crate::cpu::simd::{self, Isa};
 use crate::tensor::WeightRef;
 
-/// From this many activation rows on, the dequantize-once tiled path wins.
+/// From this many activation rows on, the dequantize-once tiled path wins
+/// over row dots that decode the weights once per activation row.
 pub const GEMM_MIN_ROWS: usize = 4;
+/// Up to this many activation rows, weight types with multi-row kernels
+/// (`simd::has_rows_multi`) stay on row dots: the rows go in groups of at
+/// most `simd::MULTI_ROWS`, each group decoding a block once for all its
+/// rows, which beats dequantizing whole panels to f32 for a small batch.
+pub const MULTI_MAX_ROWS: usize = 8;
+
+/// Whether `m` activation rows against `dtype` weights take the row-dot
+/// path (`matvec`) rather than the tiled one.
+pub fn uses_row_dots(isa: Isa, dtype: graphc_ir::DType, m: usize) -> bool {
+    m < GEMM_MIN_ROWS || (m <= MULTI_MAX_ROWS && simd::has_rows_multi(isa, dtype))
+}
 /// Weight rows per task in the tiled path.
 const TILE_ROWS: usize = 16;
 
@@ -31,7 +43,7 @@ pub fn matmul(pool: &SpinPool, isa: Isa, x: &[f32], m: usize, k: usize, w: Weigh
     assert_eq!(x.len(), m * k);
     assert_eq!(w.shape.len(), 2);
     assert_eq!(w.shape[1], k);
-    if m < GEMM_MIN_ROWS {
+    if uses_row_dots(isa, w.dtype, m) {
         matvec(pool, isa, x, m, k, w)
     } else {
         gemm(pool, isa, x, m, k, w)
@@ -71,8 +83,29 @@ fn matvec(pool: &SpinPool, isa: Isa, x: &[f32], m: usize, k: usize, w: WeightRef
         if m == 1 {
             return simd::dot_rows(isa, w.dtype, bytes, x, &xsums[0], chunk);
         }
-        // A batch's rows at once where the kernel exists: the same bits.
-        if simd::dot_rows_multi(isa, w.dtype, bytes, &rows_of_x, &sums_of_x, chunk) {
+        // A batch's rows at once where the kernel exists (the same bits as
+        // each row alone): in groups of at most `MULTI_ROWS`, as even as
+        // they can be (6 rows as 3 + 3, not 4 + 2), each group's results
+        // then scattered into the task's `[weight row][activation row]`.
+        if simd::has_rows_multi(isa, w.dtype) {
+            let groups = m.div_ceil(simd::MULTI_ROWS);
+            if groups == 1 {
+                let done = simd::dot_rows_multi(isa, w.dtype, bytes, &rows_of_x, &sums_of_x, chunk);
+                debug_assert!(done);
+                return;
+            }
+            let mut group_out = vec![0f32; rows * simd::MULTI_ROWS];
+            let mut i0 = 0;
+            for g in 0..groups {
+                let size = (m - i0) / (groups - g);
+                let out = &mut group_out[..rows * size];
+                let done = simd::dot_rows_multi(isa, w.dtype, bytes, &rows_of_x[i0..i0 + size], &sums_of_x[i0..i0 + size], out);
+                debug_assert!(done);
+                for (j, values) in out.chunks_exact(size).enumerate() {
+                    chunk[j * m + i0..j * m + i0 + size].copy_from_slice(values);
+                }
+                i0 += size;
+            }
             return;
         }
         let mut col = vec![0f32; rows];

@@ -122,12 +122,13 @@ impl Fast {
                 let out = matmul::matmul(&self.pool, isa, data, m, k, *w);
                 let mut s = shape.clone();
                 *s.last_mut().unwrap() = w.shape[0];
-                self.count(if m < matmul::GEMM_MIN_ROWS { "matmul_rows" } else { "matmul_tiled" });
-                if m < matmul::GEMM_MIN_ROWS && simd::has_rows4(isa, w.dtype) {
+                let row_dots = matmul::uses_row_dots(isa, w.dtype, m);
+                self.count(if row_dots { "matmul_rows" } else { "matmul_tiled" });
+                if row_dots && simd::has_rows4(isa, w.dtype) {
                     self.count("matmul_rows4");
                 }
-                if (2..matmul::GEMM_MIN_ROWS).contains(&m) && simd::has_rows_multi(isa, w.dtype) {
-                    self.count("matmul_rows_multi"); // the batch's rows decoded once
+                if row_dots && m >= 2 && simd::has_rows_multi(isa, w.dtype) {
+                    self.count("matmul_rows_multi"); // the batch's rows decoded once a group
                 }
                 Ok(Ok(Tensor::f32(s, out)))
             }

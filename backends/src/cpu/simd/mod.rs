@@ -138,9 +138,12 @@ pub fn has_rows_multi(isa: Isa, dtype: DType) -> bool {
     isa == Isa::Avx512 && matches!(dtype, DType::Q4_0 | DType::Q4_1 | DType::Q5_0 | DType::Q8_0)
 }
 
-/// `dot_rows` for 2 or 3 activation rows at once (`x`, with their
-/// `xsums`), where `has_rows_multi`: each block is decoded once for all of
-/// them. `out` is
+/// Most activation rows `dot_rows_multi` takes in one call.
+pub const MULTI_ROWS: usize = 4;
+
+/// `dot_rows` for 2 to `MULTI_ROWS` activation rows at once (`x`, with
+/// their `xsums`), where `has_rows_multi`: each block is decoded once for
+/// all of them. `out` is
 /// `[weight row][activation row]`, each value the bits `dot_rows` gives for
 /// that activation row alone. `false` (nothing written) elsewhere.
 pub fn dot_rows_multi(isa: Isa, dtype: DType, rows: &[u8], x: &[&[f32]], xsums: &[&[f32]], out: &mut [f32]) -> bool {
@@ -153,6 +156,7 @@ pub fn dot_rows_multi(isa: Isa, dtype: DType, rows: &[u8], x: &[&[f32]], xsums: 
             match (x, xsums) {
                 ([a, b], [sa, sb]) => avx512::dot_rows_multi::<2>(dtype, rows, [a, b], [sa, sb], out),
                 ([a, b, c], [sa, sb, sc]) => avx512::dot_rows_multi::<3>(dtype, rows, [a, b, c], [sa, sb, sc], out),
+                ([a, b, c, d], [sa, sb, sc, sd]) => avx512::dot_rows_multi::<4>(dtype, rows, [a, b, c, d], [sa, sb, sc, sd], out),
                 _ => false,
             }
         };
