@@ -337,8 +337,8 @@ fn matvec_bits_do_not_depend_on_the_thread_count() {
     }
 }
 
-/// A batch's decode decodes each q4_0/q4_1/q5_0/q8_0 block once for all
-/// its rows (`simd::dot_rows_multi`, groups of up to four: 2..=8 rows), with
+/// A batch's decode decodes each q4_0/q4_1/q5_0/q8_0/q4_k/q6_k block once
+/// for all its rows (`simd::dot_rows_multi`, groups of up to four: 2..=8 rows), with
 /// each row's own arithmetic: every row's results are the bits of that row
 /// run alone, for every type (the others take the per-row path below 4
 /// rows; from 4 on they take the tiled path, whose sums are in another
@@ -347,7 +347,7 @@ fn matvec_bits_do_not_depend_on_the_thread_count() {
 fn batch_rows_give_the_bits_of_each_row_alone() {
     let mut rng = Rng(11);
     let (n, k) = (1001, 256);
-    for dtype in [DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q8_0, DType::Q4K] {
+    for dtype in [DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q8_0, DType::Q4K, DType::Q6K, DType::F16] {
         let bytes = random_weights(dtype, n, k, &mut rng);
         let shape = [n, k];
         let w = WeightRef { dtype, shape: &shape, bytes: &bytes };

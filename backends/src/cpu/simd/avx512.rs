@@ -110,9 +110,9 @@ pub unsafe fn dot_row(dtype: graphc_ir::DType, row: &[u8], x: &[f32], xsums: &[f
         }
         DType::Q4K => {
             assert!(xsums.len() * 32 >= n);
-            Some(q4_k(r, xp, xsums.as_ptr(), n / 256))
+            Some(q4_k_multi::<1>(r, [xp], [xsums.as_ptr()], n / 256)[0])
         }
-        DType::Q6K => Some(q6_k(r, xp, n / 256)),
+        DType::Q6K => Some(q6_k_multi::<1>(r, [xp], n / 256)[0]),
         DType::Q8_0 => Some(q8_0(r, xp, nb)),
         _ => None,
     }
@@ -143,9 +143,9 @@ pub unsafe fn dot_rows(dtype: graphc_ir::DType, rows: &[u8], x: &[f32], xsums: &
         DType::Q8_0 => out.iter_mut().enumerate().for_each(|(r, o)| *o = q8_0(row(r), xp, nb)),
         DType::Q4K => {
             assert!(xsums.len() * 32 >= n);
-            out.iter_mut().enumerate().for_each(|(r, o)| *o = q4_k(row(r), xp, xs, n / 256));
+            out.iter_mut().enumerate().for_each(|(r, o)| *o = q4_k_multi::<1>(row(r), [xp], [xs], n / 256)[0]);
         }
-        DType::Q6K => out.iter_mut().enumerate().for_each(|(r, o)| *o = q6_k(row(r), xp, n / 256)),
+        DType::Q6K => out.iter_mut().enumerate().for_each(|(r, o)| *o = q6_k_multi::<1>(row(r), [xp], n / 256)[0]),
         _ => return false,
     }
     true
@@ -318,17 +318,21 @@ unsafe fn scales_mins_k4(q: *const u8) -> ([u8; 8], [u8; 8]) {
 /// q4_k: 8 sub-blocks of 32, each `d*sc * nibble - dmin*m`; a 16-byte load
 /// widened to dwords gives 16 low nibbles (sub-block `2c`) and 16 high ones
 /// (sub-block `2c + 1`). The mins go through the per-32 sums of `x`.
+/// `M` activation rows at once (a batch's decode; `M` = 1 is the row dot):
+/// each block's scales and nibbles decoded once, then every row takes the
+/// one-row kernel's own operations, so each row's result is its bits alone.
 ///
 /// # Safety
-/// AVX-512F + F16C; `r` holds `nb` blocks, `x` `256 * nb` floats, `xsums` `8 * nb`.
+/// AVX-512F + F16C; `r` holds `nb` blocks, each `x[i]` `256 * nb` floats,
+/// each `xsums[i]` `8 * nb`.
 #[target_feature(enable = "avx512f,avx2,fma,f16c")]
-unsafe fn q4_k(r: *const u8, x: *const f32, xsums: *const f32, nb: usize) -> f32 {
+unsafe fn q4_k_multi<const M: usize>(r: *const u8, x: [*const f32; M], xsums: [*const f32; M], nb: usize) -> [f32; M] {
     let mask = _mm512_set1_epi32(0x0F);
-    // Eight accumulators (two FMAs each per block) and the mins as one
+    // Eight accumulators a row (two FMAs each per block) and the mins as one
     // 8-lane FMA per block: with two chains of eight FMAs and a scalar chain
     // of eight subtractions a block, the kernel waited on latency.
-    let mut acc = [_mm512_setzero_ps(); 8];
-    let mut offsets = _mm256_setzero_ps();
+    let mut acc = [[_mm512_setzero_ps(); 8]; M];
+    let mut offsets = [_mm256_setzero_ps(); M];
     for b in 0..nb {
         let p = r.add(b * 144);
         _mm_prefetch::<_MM_HINT_T0>(p.add(PREFETCH_AHEAD) as *const i8);
@@ -337,43 +341,53 @@ unsafe fn q4_k(r: *const u8, x: *const f32, xsums: *const f32, nb: usize) -> f32
         let (d, dmin) = f16_pair(p);
         let (sc, mn) = scales_mins_k4(p.add(4));
         let mins = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64(mn.as_ptr() as *const __m128i)));
-        offsets = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_set1_ps(dmin), mins), _mm256_loadu_ps(xsums.add(b * 8)), offsets);
+        let scaled_mins = _mm256_mul_ps(_mm256_set1_ps(dmin), mins);
+        for i in 0..M {
+            offsets[i] = _mm256_fmadd_ps(scaled_mins, _mm256_loadu_ps(xsums[i].add(b * 8)), offsets[i]);
+        }
         let qs = p.add(16);
-        let xb = x.add(b * 256);
         for c in 0..4 {
             let (dl, dh) = (_mm512_set1_ps(d * sc[2 * c] as f32), _mm512_set1_ps(d * sc[2 * c + 1] as f32));
             for half in 0..2 {
                 let q = _mm512_cvtepu8_epi32(_mm_loadu_si128(qs.add(32 * c + 16 * half) as *const __m128i));
-                let lo = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_and_si512(q, mask)), _mm512_loadu_ps(xb.add(64 * c + 16 * half)));
-                let hi = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_srli_epi32(q, 4)), _mm512_loadu_ps(xb.add(64 * c + 32 + 16 * half)));
+                let (q_lo, q_hi) = (_mm512_cvtepi32_ps(_mm512_and_si512(q, mask)), _mm512_cvtepi32_ps(_mm512_srli_epi32(q, 4)));
                 let a = (c % 2) * 4 + half * 2;
-                acc[a] = _mm512_fmadd_ps(dl, lo, acc[a]);
-                acc[a + 1] = _mm512_fmadd_ps(dh, hi, acc[a + 1]);
+                for i in 0..M {
+                    let xb = x[i].add(b * 256);
+                    let lo = _mm512_mul_ps(q_lo, _mm512_loadu_ps(xb.add(64 * c + 16 * half)));
+                    let hi = _mm512_mul_ps(q_hi, _mm512_loadu_ps(xb.add(64 * c + 32 + 16 * half)));
+                    acc[i][a] = _mm512_fmadd_ps(dl, lo, acc[i][a]);
+                    acc[i][a + 1] = _mm512_fmadd_ps(dh, hi, acc[i][a + 1]);
+                }
             }
         }
     }
-    let sum = _mm512_add_ps(
-        _mm512_add_ps(_mm512_add_ps(acc[0], acc[1]), _mm512_add_ps(acc[2], acc[3])),
-        _mm512_add_ps(_mm512_add_ps(acc[4], acc[5]), _mm512_add_ps(acc[6], acc[7])),
-    );
-    let o = _mm_add_ps(_mm256_castps256_ps128(offsets), _mm256_extractf128_ps::<1>(offsets));
-    let o = _mm_add_ps(o, _mm_movehl_ps(o, o));
-    let o = _mm_add_ss(o, _mm_movehdup_ps(o));
-    _mm512_reduce_add_ps(sum) - _mm_cvtss_f32(o)
+    std::array::from_fn(|i| {
+        let acc = &acc[i];
+        let sum = _mm512_add_ps(
+            _mm512_add_ps(_mm512_add_ps(acc[0], acc[1]), _mm512_add_ps(acc[2], acc[3])),
+            _mm512_add_ps(_mm512_add_ps(acc[4], acc[5]), _mm512_add_ps(acc[6], acc[7])),
+        );
+        let o = _mm_add_ps(_mm256_castps256_ps128(offsets[i]), _mm256_extractf128_ps::<1>(offsets[i]));
+        let o = _mm_add_ps(o, _mm_movehl_ps(o, o));
+        let o = _mm_add_ss(o, _mm_movehdup_ps(o));
+        _mm512_reduce_add_ps(sum) - _mm_cvtss_f32(o)
+    })
 }
 
 /// q6_k: 16 sub-blocks of 16, each `d * sc * (q - 32)`, `q` six bits split
 /// into a nibble of `ql` and two bits of `qh`. The six-bit values are put
 /// together 32 bytes at a time in 256-bit registers (as the AVX2 kernel
 /// does: widening to dwords first cost four times the integer work and ran
-/// slower than AVX2), then each 16 widen to 16 lanes; eight accumulators,
-/// two FMAs each per block.
+/// slower than AVX2), then each 16 widen to 16 lanes; eight accumulators a
+/// row, two FMAs each per block. `M` activation rows as `q4_k_multi` takes
+/// them: the values put together once, each row the one-row operations.
 ///
 /// # Safety
-/// AVX-512F + AVX2 + F16C; `r` holds `nb` blocks and `x` `256 * nb` floats.
+/// AVX-512F + AVX2 + F16C; `r` holds `nb` blocks and each `x[i]` `256 * nb` floats.
 #[target_feature(enable = "avx512f,avx2,fma,f16c")]
-unsafe fn q6_k(r: *const u8, x: *const f32, nb: usize) -> f32 {
-    let mut acc = [_mm512_setzero_ps(); 8];
+unsafe fn q6_k_multi<const M: usize>(r: *const u8, x: [*const f32; M], nb: usize) -> [f32; M] {
+    let mut acc = [[_mm512_setzero_ps(); 8]; M];
     for b in 0..nb {
         let p = r.add(b * 210);
         _mm_prefetch::<_MM_HINT_T0>(p.add(PREFETCH_AHEAD) as *const i8);
@@ -386,23 +400,29 @@ unsafe fn q6_k(r: *const u8, x: *const f32, nb: usize) -> f32 {
         };
         let sc = p.add(192) as *const i8;
         for n in 0..2 {
-            let xn = x.add(b * 256 + 128 * n);
-            for (i, qi) in super::avx2::q6_k_values(p, n).into_iter().enumerate() {
-                let lo = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm256_castsi256_si128(qi)));
-                let hi = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm256_extracti128_si256::<1>(qi)));
-                let s0 = _mm512_mul_ps(lo, _mm512_loadu_ps(xn.add(32 * i)));
-                let s1 = _mm512_mul_ps(hi, _mm512_loadu_ps(xn.add(32 * i + 16)));
-                let (c0, c1) = (*sc.add(8 * n + 2 * i) as f32, *sc.add(8 * n + 2 * i + 1) as f32);
-                acc[2 * i] = _mm512_fmadd_ps(_mm512_set1_ps(d * c0), s0, acc[2 * i]);
-                acc[2 * i + 1] = _mm512_fmadd_ps(_mm512_set1_ps(d * c1), s1, acc[2 * i + 1]);
+            for (k, qk) in super::avx2::q6_k_values(p, n).into_iter().enumerate() {
+                let lo = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm256_castsi256_si128(qk)));
+                let hi = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm256_extracti128_si256::<1>(qk)));
+                let (c0, c1) = (*sc.add(8 * n + 2 * k) as f32, *sc.add(8 * n + 2 * k + 1) as f32);
+                let (d0, d1) = (_mm512_set1_ps(d * c0), _mm512_set1_ps(d * c1));
+                for i in 0..M {
+                    let xn = x[i].add(b * 256 + 128 * n);
+                    let s0 = _mm512_mul_ps(lo, _mm512_loadu_ps(xn.add(32 * k)));
+                    let s1 = _mm512_mul_ps(hi, _mm512_loadu_ps(xn.add(32 * k + 16)));
+                    acc[i][2 * k] = _mm512_fmadd_ps(d0, s0, acc[i][2 * k]);
+                    acc[i][2 * k + 1] = _mm512_fmadd_ps(d1, s1, acc[i][2 * k + 1]);
+                }
             }
         }
     }
-    let sum = _mm512_add_ps(
-        _mm512_add_ps(_mm512_add_ps(acc[0], acc[1]), _mm512_add_ps(acc[2], acc[3])),
-        _mm512_add_ps(_mm512_add_ps(acc[4], acc[5]), _mm512_add_ps(acc[6], acc[7])),
-    );
-    _mm512_reduce_add_ps(sum)
+    std::array::from_fn(|i| {
+        let acc = &acc[i];
+        let sum = _mm512_add_ps(
+            _mm512_add_ps(_mm512_add_ps(acc[0], acc[1]), _mm512_add_ps(acc[2], acc[3])),
+            _mm512_add_ps(_mm512_add_ps(acc[4], acc[5]), _mm512_add_ps(acc[6], acc[7])),
+        );
+        _mm512_reduce_add_ps(sum)
+    })
 }
 
 /// `o_r += Σ_j p_r[j] · v_j` for `R` rows at once (`p_r` = `p + r*stride`,
@@ -579,7 +599,7 @@ unsafe fn rows4_multi<const KIND: u8, const M: usize>(p: [*const u8; 4], x: [*co
 #[target_feature(enable = "avx512f,avx2,fma,f16c")]
 pub unsafe fn dot_rows_multi<const M: usize>(dtype: graphc_ir::DType, rows: &[u8], x: [&[f32]; M], xsums: [&[f32]; M], out: &mut [f32]) -> bool {
     use graphc_ir::DType;
-    if !matches!(dtype, DType::Q4_0 | DType::Q4_1 | DType::Q5_0 | DType::Q8_0) {
+    if !matches!(dtype, DType::Q4_0 | DType::Q4_1 | DType::Q5_0 | DType::Q8_0 | DType::Q4K | DType::Q6K) {
         return false;
     }
     let n = x[0].len();
@@ -590,11 +610,26 @@ pub unsafe fn dot_rows_multi<const M: usize>(dtype: graphc_ir::DType, rows: &[u8
     assert!(x.iter().all(|r| r.len() == n) && xsums.iter().all(|s| s.len() >= nb));
     let (xp, xs) = (x.map(|r| r.as_ptr()), xsums.map(|s| s.as_ptr()));
     let row = |r: usize| rows.as_ptr().add(r * rb);
-    if dtype == DType::Q8_0 {
-        for (j, o) in out.chunks_exact_mut(M).enumerate() {
-            o.copy_from_slice(&q8_0_multi::<M>(row(j), xp, nb));
+    match dtype {
+        DType::Q8_0 => {
+            for (j, o) in out.chunks_exact_mut(M).enumerate() {
+                o.copy_from_slice(&q8_0_multi::<M>(row(j), xp, nb));
+            }
+            return true;
         }
-        return true;
+        DType::Q4K => {
+            for (j, o) in out.chunks_exact_mut(M).enumerate() {
+                o.copy_from_slice(&q4_k_multi::<M>(row(j), xp, xs, n / 256));
+            }
+            return true;
+        }
+        DType::Q6K => {
+            for (j, o) in out.chunks_exact_mut(M).enumerate() {
+                o.copy_from_slice(&q6_k_multi::<M>(row(j), xp, n / 256));
+            }
+            return true;
+        }
+        _ => {}
     }
     let mut j = 0;
     while j < count {

@@ -133,9 +133,9 @@ pub fn dot_rows(isa: Isa, dtype: DType, rows: &[u8], x: &[f32], xsums: &[f32], o
 }
 
 /// Whether `dot_rows_multi` has a kernel for `dtype` at `isa` (AVX-512:
-/// q4_0, q4_1, q5_0, q8_0).
+/// q4_0, q4_1, q5_0, q8_0, q4_k, q6_k).
 pub fn has_rows_multi(isa: Isa, dtype: DType) -> bool {
-    isa == Isa::Avx512 && matches!(dtype, DType::Q4_0 | DType::Q4_1 | DType::Q5_0 | DType::Q8_0)
+    isa == Isa::Avx512 && matches!(dtype, DType::Q4_0 | DType::Q4_1 | DType::Q5_0 | DType::Q8_0 | DType::Q4K | DType::Q6K)
 }
 
 /// Most activation rows `dot_rows_multi` takes in one call.
