@@ -135,6 +135,10 @@ enum Cmd {
         /// Skip the `kv_append` off column.
         #[arg(long)]
         no_ab: bool,
+        /// Also time a decode step of a batch of this many rows, every row
+        /// at the context (`Session::decode_rows`), and its tokens a second.
+        #[arg(long)]
+        batch: Option<usize>,
         /// Device to compile for and run on, as for `compile` (default: resolved).
         #[arg(long)]
         device: Option<String>,
@@ -353,7 +357,10 @@ fn real_main() -> Result<()> {
             };
             print!("{out}");
         }
-        Cmd::Bench { checkpoint, contexts, steps, prefill, prompt_file, prompt_ids_file, no_ab, device, profile, threads, kernels, json } => {
+        Cmd::Bench { checkpoint, contexts, steps, prefill, prompt_file, prompt_ids_file, no_ab, batch, device, profile, threads, kernels, json } => {
+            if batch == Some(0) {
+                bail!("--batch must be at least 1 row");
+            }
             let kernels = kernels.as_deref().map(Kernels::parse).transpose()?;
             let opts = SessionOptions { threads, kernels, ..Default::default() };
             let max = (contexts.iter().max().copied().unwrap_or(0) + steps + 1).max(prefill + 1);
@@ -411,6 +418,20 @@ fn real_main() -> Result<()> {
                 times.sort_by(f64::total_cmp);
                 Ok(times[times.len() / 2])
             };
+            // A batch's decode step, every row at `ctx`.
+            let time_batch = |rows: usize, ctx: usize| -> Result<f64> {
+                let mut s = on.batch_session(rows, &opts)?;
+                s.assume_cached(ctx)?;
+                let tokens = vec![1; rows];
+                let mut times = Vec::new();
+                for _ in 0..steps.max(1) {
+                    let t0 = Instant::now();
+                    s.decode_rows(&tokens)?;
+                    times.push(t0.elapsed().as_secs_f64() * 1e3);
+                }
+                times.sort_by(f64::total_cmp);
+                Ok(times[times.len() / 2])
+            };
             // Where a decode step's time goes, by op class, at one context.
             let profile_at = |ctx: usize| -> Result<serde_json::Value> {
                 let mut s = on.session(&opts)?;
@@ -429,12 +450,15 @@ fn real_main() -> Result<()> {
             for &ctx in &contexts {
                 let a = time(&on, ctx)?;
                 let b = off.as_ref().map(|m| time(m, ctx)).transpose()?;
+                let batched = batch.map(|n| time_batch(n, ctx)).transpose()?;
                 rows.push(serde_json::json!({
                     "context": ctx,
                     "kv_append_on_ms": a,
                     "decode_tok_s": 1e3 / a,
                     "kv_append_off_ms": b,
                     "on_over_off": b.map(|b| a / b),
+                    "batch_ms": batched,
+                    "batch_tok_s": batched.zip(batch).map(|(ms, n)| n as f64 * 1e3 / ms),
                 }));
             }
             if json {
@@ -442,6 +466,7 @@ fn real_main() -> Result<()> {
                     "device": resolved.device,
                     "kernels": resolved.kernels,
                     "threads": resolved.threads,
+                    "batch_rows": batch,
                     "prefill": prefill_row,
                     "decode": rows,
                     "profile": profile.then_some(&profiles),
@@ -459,10 +484,12 @@ fn real_main() -> Result<()> {
                     }
                 }
                 println!("decode step, median of {steps} (ms)");
-                println!("{:>8} | {:>14} | {:>15} | {:>6} | {:>8}", "context", "kv_append on", "kv_append off", "on/off", "tok/s");
+                let batch_head = batch.map_or(String::new(), |n| format!(" | {:>12} | {:>11}", format!("{n} rows (ms)"), format!("{n} rows tok/s")));
+                println!("{:>8} | {:>14} | {:>15} | {:>6} | {:>8}{batch_head}", "context", "kv_append on", "kv_append off", "on/off", "tok/s");
                 for r in &rows {
+                    let batch_cells = batch.map_or(String::new(), |_| format!(" | {:>12} | {:>11}", num(&r["batch_ms"]), num(&r["batch_tok_s"])));
                     println!(
-                        "{:>8} | {:>14} | {:>15} | {:>6} | {:>8}",
+                        "{:>8} | {:>14} | {:>15} | {:>6} | {:>8}{batch_cells}",
                         r["context"].as_u64().unwrap_or(0), num(&r["kv_append_on_ms"]), num(&r["kv_append_off_ms"]), num(&r["on_over_off"]), num(&r["decode_tok_s"])
                     );
                 }

@@ -270,3 +270,23 @@ fn a_device_flag_that_is_neither_0_nor_1_is_refused() {
     assert!(stderr.contains("GRAPHC_CUDA=\"2\": flags are read by value, 1 (on) or 0 (off)"), "{stderr}");
     assert!(!plan.exists(), "no plan is written");
 }
+
+/// `bench --batch N`: a batch's decode step timed beside the one-row step
+/// (every row at the context), its tokens a second counting every row; no
+/// batch columns without the flag, and an empty batch refused.
+#[test]
+fn bench_batch_times_a_step_of_every_row() {
+    let ck = smollm2();
+    let v = json_of(&graphc(&["bench", ck.to_str().unwrap(), "--contexts", "16,40", "--steps", "2", "--no-ab", "--batch", "3", "--json"]));
+    assert_eq!(v["batch_rows"], 3);
+    for r in v["decode"].as_array().unwrap() {
+        let ms = r["batch_ms"].as_f64().unwrap();
+        assert!(ms > 0.0, "{r}");
+        assert!((r["batch_tok_s"].as_f64().unwrap() - 3.0 * 1e3 / ms).abs() < 1e-6, "3 tokens a step: {r}");
+    }
+    let v = json_of(&graphc(&["bench", ck.to_str().unwrap(), "--contexts", "16", "--steps", "1", "--no-ab", "--json"]));
+    assert!(v["batch_rows"].is_null() && v["decode"][0]["batch_ms"].is_null(), "{v}");
+    let out = graphc(&["bench", ck.to_str().unwrap(), "--contexts", "16", "--batch", "0"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--batch must be at least 1 row"));
+}
