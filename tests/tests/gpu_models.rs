@@ -263,3 +263,42 @@ fn family_fixtures_on_the_gpu_match_transformers() {
         println!("{family} on {}: max |Δlogit| over every position of every prompt {worst:e}; {folded} weight-only nodes folded; {heads} layer heads fused", test_device());
     }
 }
+
+/// `Session::set_profiling` on a GPU (what `graphc bench --device D
+/// --profile` prints, and `tools/device-check` runs on CUDA): every launch
+/// of every step timed on its own, under `kernel NAME`, as many as the
+/// step's launches; the same kernels on the same buffers, so no bit of the
+/// logits changes (profiled steps are never replayed, and still equal the
+/// unprofiled session's replayed ones).
+#[test]
+fn kernel_timing_counts_every_launch_and_changes_no_bit() {
+    if !have_device() {
+        return;
+    }
+    let opts = CompileOptions { device: Some(test_device()), max_seq: Some(64), ..Default::default() };
+    let model = Model::compile(&smollm2(), &opts, None).unwrap();
+    let run = |profile: bool| {
+        let mut s = model.session(&SessionOptions::default()).unwrap();
+        s.set_profiling(profile).unwrap();
+        let mut bits: Vec<u32> = s.prefill(&[1, 54, 34, 28]).unwrap().iter().map(|v| v.to_bits()).collect();
+        let mut launches = s.kernel_counts()["device_launches_last_step"];
+        for t in [42, 7, 9] {
+            bits.extend(s.decode(t).unwrap().iter().map(|v| v.to_bits()));
+            launches += s.kernel_counts()["device_launches_last_step"];
+        }
+        (bits, s.profile(), launches, s.kernel_counts()["device_replayed_steps"])
+    };
+    let (plain, none, _, replayed) = run(false);
+    assert!(none.is_none());
+    assert_eq!(replayed, 2, "the unprofiled session replays its later decode steps");
+    let (timed, profile, launches, replayed) = run(true);
+    assert!(plain == timed, "timing each launch changed the logits' bits");
+    assert_eq!(replayed, 0, "profiled steps are not replayed");
+    let profile = profile.unwrap();
+    assert_eq!(profile.forwards, 4);
+    let calls: u64 = profile.classes.values().map(|c| c.calls).sum();
+    assert_eq!(calls, launches, "one timed call a launch");
+    assert!(profile.classes.keys().all(|k| k.starts_with("kernel ")), "{:?}", profile.classes.keys());
+    assert!(profile.classes.values().all(|c| c.secs > 0.0));
+    println!("{} launches timed in {} kernels on {}", calls, profile.classes.len(), test_device());
+}

@@ -145,7 +145,8 @@ enum Cmd {
         /// Also time each op of `--steps` decode steps at each context (and
         /// of a second prefill, with `--prefill`) and print where the time
         /// goes, by op class (op, and the type and shape of the weight it
-        /// reads), with each matmul class's weight GiB/s and GFLOP/s.
+        /// reads), with each matmul class's weight GiB/s and GFLOP/s; on a
+        /// GPU, by kernel, each launch run on its own.
         #[arg(long)]
         profile: bool,
         #[arg(long)]

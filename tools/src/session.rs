@@ -231,11 +231,12 @@ impl<'m> Session<'m> {
 
     /// Time every op of the forwards that follow, by class (op, and the
     /// type and shape of the weight it reads), from an empty profile;
-    /// `false` stops. On the CPU executors: a GPU step is one submission,
-    /// its ops not timed one by one.
+    /// `false` stops. On a GPU, every kernel launch instead, each run on
+    /// its own and waited for (class `kernel NAME`): slower steps, never
+    /// replayed, whose times add a submission's overhead to each kernel's.
     pub fn set_profiling(&mut self, on: bool) -> Result<(), Error> {
-        if on && matches!(self.executor, Executor::Device(_)) {
-            return Err(Error::Input("per-op times are measured on the CPU executors only (a GPU step is one submission)".into()));
+        if let Executor::Device(g) = &self.executor {
+            g.borrow_mut().set_timing(on);
         }
         self.schedule.profile = on;
         *self.profile.borrow_mut() = on.then(exec::Profile::default);
@@ -453,7 +454,10 @@ impl<'m> Session<'m> {
             }
         }?;
         if let Some(profile) = self.profile.borrow_mut().as_mut() {
-            profile.record(&self.schedule, &out.op_secs);
+            match &self.executor {
+                Executor::Device(g) => profile.record_kernels(g.borrow().kernel_secs()),
+                _ => profile.record(&self.schedule, &out.op_secs),
+            }
         }
         let logits = out.outputs.get("logits").ok_or_else(|| Error::Input("the plan has no `logits` output".into()))?;
         let data = logits.as_f32().unwrap_or_default();

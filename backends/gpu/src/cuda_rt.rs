@@ -377,6 +377,9 @@ impl Device for CudaDevice {
         }
         Ok(())
     }
+    fn wait(&self) -> Result<(), GpuError> {
+        self.stream.synchronize().map_err(driver_err)
+    }
     fn read(&self, buf: &CudaBuffer) -> Result<Vec<u8>, GpuError> {
         let start = buf.offset as usize;
         let view = buf.slice.slice(start..start + buf.bytes as usize);

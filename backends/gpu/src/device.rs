@@ -147,6 +147,12 @@ pub trait Device {
     fn binding_limits(&self) -> BindingLimits;
     /// Runs `launches` in order (one submission where the target has them).
     fn run(&self, launches: &[Launch<'_, Self::Buffer>]) -> Result<(), GpuError>;
+    /// Blocks until the work submitted so far has finished (what timing a
+    /// launch on its own needs); a target whose `run` already waits keeps
+    /// this default.
+    fn wait(&self) -> Result<(), GpuError> {
+        Ok(())
+    }
     /// `run`, keeping in `prepared` what the target built for `launches`
     /// (wgpu), for `rerun` to run them again as they are; the rest only run.
     fn run_prepared(&self, launches: &[Launch<'_, Self::Buffer>], prepared: &mut Option<Box<dyn std::any::Any + Send + Sync>>) -> Result<(), GpuError> {

@@ -84,6 +84,11 @@ pub struct GpuGraph<D: Device> {
     replayable: bool,
     /// Steps run by replaying a recorded one so far.
     pub replayed_steps: usize,
+    /// Time each launch on its own (`set_timing`): every launch its own
+    /// submission, waited for; no step replayed meanwhile.
+    timing: bool,
+    /// With `timing`, the last step's launches: kernel name and seconds.
+    kernel_secs: Vec<(String, f64)>,
     /// Binding objects (wgpu's bind groups) this graph's runs built: the
     /// device may be shared with other sessions, so its runs are counted
     /// here, not read off the device.
@@ -316,6 +321,8 @@ impl<D: Device> GpuGraph<D> {
             replayable,
             replayed_steps: 0,
             bindings_built: 0,
+            timing: false,
+            kernel_secs: Vec::new(),
             last_host_us: 0,
         })
     }
@@ -445,7 +452,7 @@ impl<D: Device> GpuGraph<D> {
         let mut key_dims: Vec<(String, i64)> = env.iter().map(|(k, v)| (k.clone(), *v)).collect();
         key_dims.sort();
         let key = (key_dims, key_inputs);
-        if let Some(mut replay) = self.replay.take_if(|r| r.key == key) {
+        if let Some(mut replay) = self.replay.take_if(|r| r.key == key && !self.timing) {
             let same_inputs = replay.input_buffers.iter().all(|(name, b)| self.device.same_buffer(b, &self.input_buffers[name]));
             if same_inputs {
                 for check in &replay.checks {
@@ -711,7 +718,21 @@ impl<D: Device> GpuGraph<D> {
             }
         }
         let built_before = self.device.bindings_built();
-        self.device.run(&launches_of(&calls))?;
+        if self.timing {
+            // Each launch alone, from an idle device to its end: kernel time
+            // plus one submission's overhead (which a step pays per launch
+            // where it does not replay).
+            self.kernel_secs.clear();
+            self.device.wait()?;
+            for launch in &launches_of(&calls) {
+                let started = std::time::Instant::now();
+                self.device.run(std::slice::from_ref(launch))?;
+                self.device.wait()?;
+                self.kernel_secs.push((launch.kernel.name.clone(), started.elapsed().as_secs_f64()));
+            }
+        } else {
+            self.device.run(&launches_of(&calls))?;
+        }
         self.bindings_built += self.device.bindings_built() - built_before;
         self.last_host_us = started.elapsed().as_micros() as u64;
         self.last_launches = calls.len();
@@ -813,6 +834,12 @@ pub trait DeviceGraph {
     fn label(&self) -> String;
     /// The executor's counters by name (`GpuGraph::counters`).
     fn counters(&self) -> std::collections::BTreeMap<&'static str, u64>;
+    /// Time every launch of the steps that follow on its own (`false`
+    /// stops): slower steps, never replayed, for `kernel_secs`.
+    fn set_timing(&mut self, on: bool);
+    /// With timing on, the last step's launches in order: kernel name and
+    /// seconds, each run alone and waited for.
+    fn kernel_secs(&self) -> &[(String, f64)];
 }
 
 impl<D: Device> DeviceGraph for GpuGraph<D> {
@@ -827,6 +854,13 @@ impl<D: Device> DeviceGraph for GpuGraph<D> {
     }
     fn counters(&self) -> std::collections::BTreeMap<&'static str, u64> {
         GpuGraph::counters(self)
+    }
+    fn set_timing(&mut self, on: bool) {
+        self.timing = on;
+        self.kernel_secs.clear();
+    }
+    fn kernel_secs(&self) -> &[(String, f64)] {
+        &self.kernel_secs
     }
 }
 

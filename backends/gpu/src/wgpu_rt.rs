@@ -377,6 +377,9 @@ impl Device for WgpuDevice {
     fn run(&self, launches: &[Launch<'_, GpuBuffer>]) -> Result<(), GpuError> {
         WgpuDevice::run(self, launches)
     }
+    fn wait(&self) -> Result<(), GpuError> {
+        self.device.poll(wgpu::PollType::wait_indefinitely()).map(|_| ()).map_err(|e| GpuError::Device { backend: "wgpu", message: e.to_string() })
+    }
     fn run_prepared(&self, launches: &[Launch<'_, GpuBuffer>], prepared: &mut Option<Box<dyn std::any::Any + Send + Sync>>) -> Result<(), GpuError> {
         WgpuDevice::run_prepared(self, launches, prepared)
     }

@@ -73,6 +73,19 @@ impl Profile {
         }
     }
 
+    /// Add one forward's launches on a GPU executor (kernel name and
+    /// seconds, each run alone: `DeviceGraph::kernel_secs`), each kernel
+    /// its own class `kernel NAME` (no weight bytes or flops: a kernel may
+    /// be several fused ops).
+    pub fn record_kernels(&mut self, kernel_secs: &[(String, f64)]) {
+        self.forwards += 1;
+        for (name, secs) in kernel_secs {
+            let class = self.classes.entry(format!("kernel {name}")).or_default();
+            class.calls += 1;
+            class.secs += secs;
+        }
+    }
+
     /// Seconds of all classes together.
     pub fn total_secs(&self) -> f64 {
         self.classes.values().map(|c| c.secs).sum()
