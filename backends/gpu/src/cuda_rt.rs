@@ -271,7 +271,27 @@ pub struct CudaDevice {
     arch: &'static str,
     name: String,
     functions: Mutex<HashMap<u64, CudaFunction>>,
+    /// `GRAPHC_CUDA_GRAPH=1`: replayed decode steps run as one captured
+    /// CUDA graph instead of their launches one by one ([`CapturedStep`]).
+    graphs: bool,
 }
+
+/// A replayed step's launches captured once as a CUDA graph: a decode step
+/// is ~200 launches, each a few µs of host and launch latency, which a
+/// graph pays once. The graph holds the step's device pointers and
+/// parameters, which a replay keeps (same buffers, states appended in
+/// place, positions and lengths in buffers: `exec::Replay`).
+///
+/// Off unless `GRAPHC_CUDA_GRAPH=1`: written after the only GPU run this
+/// project had (an H200), never run on one yet; `tools/device-check` runs
+/// the CUDA parity and speed steps with it on beside it off.
+struct CapturedStep(cudarc::driver::CudaGraph);
+
+// SAFETY: a CudaGraph is not synchronized, so it must not be used from two
+// threads at once; a CapturedStep is reached only through the `&mut
+// GpuGraph` of one session (`Replay::prepared`), one thread at a time.
+unsafe impl Send for CapturedStep {}
+unsafe impl Sync for CapturedStep {}
 
 impl CudaDevice {
     /// Device 0, if [`device_check`] allows it.
@@ -280,8 +300,20 @@ impl CudaDevice {
         let ctx = CudaContext::new(0).map_err(driver_err)?;
         let arch = arch_of(&ctx)?;
         let name = ctx.name().unwrap_or_else(|_| "CUDA device 0".into());
-        let stream = ctx.default_stream();
-        Ok(CudaDevice { ctx, stream, arch, name, functions: Mutex::new(HashMap::new()) })
+        let graphs = crate::flag("GRAPHC_CUDA_GRAPH")?;
+        let stream = if graphs {
+            // The legacy default stream cannot be captured: a stream of its
+            // own. cudarc's event tracking (on once a context has streams)
+            // would record events inside captures; graphc orders all of a
+            // device's work on its one stream and waits itself, so it is
+            // off, before this device allocates anything.
+            // SAFETY: graphc's buffers are used on their device's stream only.
+            unsafe { ctx.disable_event_tracking() };
+            ctx.new_stream().map_err(driver_err)?
+        } else {
+            ctx.default_stream()
+        };
+        Ok(CudaDevice { ctx, stream, arch, name, functions: Mutex::new(HashMap::new()), graphs })
     }
 
     fn function(&self, kernel: &Kernel, key: u64) -> Result<CudaFunction, GpuError> {
@@ -379,6 +411,35 @@ impl Device for CudaDevice {
     }
     fn wait(&self) -> Result<(), GpuError> {
         self.stream.synchronize().map_err(driver_err)
+    }
+    /// With `GRAPHC_CUDA_GRAPH=1`: the launches captured as a CUDA graph
+    /// (every kernel loaded first: loading a module is no stream work a
+    /// capture may hold), which then runs once; else they run.
+    fn run_prepared(&self, launches: &[Launch<'_, CudaBuffer>], prepared: &mut Option<Box<dyn std::any::Any + Send + Sync>>) -> Result<(), GpuError> {
+        if !self.graphs {
+            return self.run(launches);
+        }
+        for l in launches {
+            l.check()?;
+            self.function(l.kernel, l.key)?;
+        }
+        use cudarc::driver::sys::{CUgraphInstantiate_flags, CUstreamCaptureMode};
+        self.stream.begin_capture(CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL).map_err(driver_err)?;
+        let recorded = self.run(launches);
+        // The capture ends whatever the launches did, so the stream is
+        // usable again.
+        let graph = self.stream.end_capture(CUgraphInstantiate_flags(0));
+        recorded?;
+        let graph = graph.map_err(driver_err)?.ok_or_else(|| GpuError::Device { backend: "cuda", message: "capturing a step's launches made no graph".into() })?;
+        graph.launch().map_err(driver_err)?;
+        *prepared = Some(Box::new(CapturedStep(graph)));
+        Ok(())
+    }
+    fn rerun(&self, prepared: &(dyn std::any::Any + Send + Sync)) -> Result<bool, GpuError> {
+        match prepared.downcast_ref::<CapturedStep>() {
+            Some(step) => step.0.launch().map(|_| true).map_err(driver_err),
+            None => Ok(false),
+        }
     }
     fn read(&self, buf: &CudaBuffer) -> Result<Vec<u8>, GpuError> {
         let start = buf.offset as usize;
