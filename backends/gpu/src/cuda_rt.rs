@@ -291,6 +291,7 @@ struct CapturedStep(cudarc::driver::CudaGraph);
 // threads at once; a CapturedStep is reached only through the `&mut
 // GpuGraph` of one session (`Replay::prepared`), one thread at a time.
 unsafe impl Send for CapturedStep {}
+// SAFETY: as for Send: no two threads ever hold it at once.
 unsafe impl Sync for CapturedStep {}
 
 impl CudaDevice {
