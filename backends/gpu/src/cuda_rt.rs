@@ -229,9 +229,10 @@ pub fn gate(setting: Option<bool>, arch: &str, device: &str) -> Result<(), GpuEr
     }
 }
 
-fn arch_of(ctx: &CudaContext) -> Result<&'static str, GpuError> {
+/// `sm_XY` of the context's device.
+fn arch_of(ctx: &CudaContext) -> Result<String, GpuError> {
     let (major, minor) = ctx.compute_capability().map_err(driver_err)?;
-    Ok(Box::leak(format!("sm_{major}{minor}").into_boxed_str()))
+    Ok(format!("sm_{major}{minor}"))
 }
 
 /// A CUDA device can be used here: `GRAPHC_CUDA` is not `0`, the driver
@@ -248,7 +249,7 @@ pub fn device_check() -> Result<(), GpuError> {
     }
     let ctx = CudaContext::new(0).map_err(|e| GpuError::NoDevice { backend: "cuda", reason: e.to_string() })?;
     let name = ctx.name().unwrap_or_else(|_| "CUDA device 0".into());
-    gate(setting, arch_of(&ctx)?, &name)
+    gate(setting, &arch_of(&ctx)?, &name)
 }
 
 fn driver_err(e: cudarc::driver::DriverError) -> GpuError {
@@ -299,7 +300,8 @@ impl CudaDevice {
     pub fn new() -> Result<CudaDevice, GpuError> {
         device_check()?;
         let ctx = CudaContext::new(0).map_err(driver_err)?;
-        let arch = arch_of(&ctx)?;
+        // NVRTC takes the arch as `&'static str`: one leaked name a device.
+        let arch: &'static str = Box::leak(arch_of(&ctx)?.into_boxed_str());
         let name = ctx.name().unwrap_or_else(|_| "CUDA device 0".into());
         let graphs = crate::flag("GRAPHC_CUDA_GRAPH")?;
         let stream = if graphs {
