@@ -46,8 +46,9 @@ pub struct Report {
     /// Over the decode steps after the first two (which load kernels).
     pub decode_tok_s: f64,
     /// The fast CPU kernels' prefill and decode tok/s on the same tokens
-    /// and machine (all its cores), timed the same way: the comparison
-    /// the default device is chosen by.
+    /// and machine (all its cores), timed the same way, interleaved with
+    /// the oracle's steps (so rough): what resolving to CUDA by default on
+    /// a verified GPU was weighed against.
     pub cpu_tok_s: (f64, f64),
     /// The device session's counters after the last decode step (launches
     /// a step, fused groups, replayed steps).
