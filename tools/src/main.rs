@@ -410,28 +410,14 @@ fn real_main() -> Result<()> {
             let time = |m: &Model, ctx: usize| -> Result<f64> {
                 let mut s = m.session(&opts)?;
                 s.assume_cached(ctx)?;
-                let mut times = Vec::new();
-                for _ in 0..steps.max(1) {
-                    let t0 = Instant::now();
-                    s.decode(1)?;
-                    times.push(t0.elapsed().as_secs_f64() * 1e3);
-                }
-                times.sort_by(f64::total_cmp);
-                Ok(times[times.len() / 2])
+                median_ms(steps, || s.decode(1).map(|_| ()).map_err(Into::into))
             };
             // A batch's decode step, every row at `ctx`.
             let time_batch = |rows: usize, ctx: usize| -> Result<f64> {
                 let mut s = on.batch_session(rows, &opts)?;
                 s.assume_cached(ctx)?;
                 let tokens = vec![1; rows];
-                let mut times = Vec::new();
-                for _ in 0..steps.max(1) {
-                    let t0 = Instant::now();
-                    s.decode_rows(&tokens)?;
-                    times.push(t0.elapsed().as_secs_f64() * 1e3);
-                }
-                times.sort_by(f64::total_cmp);
-                Ok(times[times.len() / 2])
+                median_ms(steps, || s.decode_rows(&tokens).map(|_| ()).map_err(Into::into))
             };
             // Where a decode step's time goes, by op class, at one context.
             let profile_at = |ctx: usize| -> Result<serde_json::Value> {
@@ -530,6 +516,18 @@ fn real_main() -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// The median of `steps` (at least one) runs of `step`, in ms.
+fn median_ms(steps: usize, mut step: impl FnMut() -> Result<()>) -> Result<f64> {
+    let mut times = Vec::new();
+    for _ in 0..steps.max(1) {
+        let t0 = Instant::now();
+        step()?;
+        times.push(t0.elapsed().as_secs_f64() * 1e3);
+    }
+    times.sort_by(f64::total_cmp);
+    Ok(times[times.len() / 2])
 }
 
 /// A `Profile` as JSON, its times divided by `per` (forwards per step).

@@ -610,26 +610,16 @@ pub unsafe fn dot_rows_multi<const M: usize>(dtype: graphc_ir::DType, rows: &[u8
     assert!(x.iter().all(|r| r.len() == n) && xsums.iter().all(|s| s.len() >= nb));
     let (xp, xs) = (x.map(|r| r.as_ptr()), xsums.map(|s| s.as_ptr()));
     let row = |r: usize| rows.as_ptr().add(r * rb);
-    match dtype {
-        DType::Q8_0 => {
-            for (j, o) in out.chunks_exact_mut(M).enumerate() {
-                o.copy_from_slice(&q8_0_multi::<M>(row(j), xp, nb));
-            }
-            return true;
+    // One weight row at a time for the types whose kernels take one row.
+    if matches!(dtype, DType::Q8_0 | DType::Q4K | DType::Q6K) {
+        for (j, o) in out.chunks_exact_mut(M).enumerate() {
+            o.copy_from_slice(&match dtype {
+                DType::Q8_0 => q8_0_multi::<M>(row(j), xp, nb),
+                DType::Q4K => q4_k_multi::<M>(row(j), xp, xs, n / 256),
+                _ => q6_k_multi::<M>(row(j), xp, n / 256),
+            });
         }
-        DType::Q4K => {
-            for (j, o) in out.chunks_exact_mut(M).enumerate() {
-                o.copy_from_slice(&q4_k_multi::<M>(row(j), xp, xs, n / 256));
-            }
-            return true;
-        }
-        DType::Q6K => {
-            for (j, o) in out.chunks_exact_mut(M).enumerate() {
-                o.copy_from_slice(&q6_k_multi::<M>(row(j), xp, n / 256));
-            }
-            return true;
-        }
-        _ => {}
+        return true;
     }
     let mut j = 0;
     while j < count {
