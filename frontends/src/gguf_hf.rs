@@ -31,6 +31,7 @@ use serde_json::{json, Map, Value};
 /// The GGUF architectures read through this view, and the HF `model_type`
 /// each becomes.
 pub const ARCHES: &[(&str, &str)] = &[
+    ("qwen2", "qwen2"),
     ("qwen3", "qwen3"),
     ("qwen3moe", "qwen3_moe"),
     ("qwen3next", "qwen3_next"),
@@ -51,13 +52,14 @@ pub fn hf_view(gguf: GgufFile) -> Result<SafetensorsFile, Diagnostic> {
         return Err(Diagnostic::new(&gguf.path, format!("architecture `{arch}` is not read through the HF view")));
     };
     let config = config(&gguf, &arch, model_type)?;
-    let tensors = rename(&gguf, &arch)?;
+    let (tensors, file_names) = rename(&gguf, &arch)?;
     Ok(SafetensorsFile {
         path: gguf.path.clone(),
         config_path: format!("{} (GGUF metadata)", gguf.path),
         config,
         tensors,
         mmap: gguf.mmap,
+        file_names,
     })
 }
 
@@ -162,7 +164,7 @@ fn config(g: &GgufFile, arch: &str, model_type: &str) -> Result<Value, Diagnosti
 }
 
 /// An f32 tensor's values (LongRoPE's factors).
-fn f32_values(g: &GgufFile, t: &TensorInfo) -> Result<Vec<f32>, Diagnostic> {
+pub(crate) fn f32_values(g: &GgufFile, t: &TensorInfo) -> Result<Vec<f32>, Diagnostic> {
     if t.dtype != graphc_ir::DType::F32 {
         return Err(Diagnostic::new(&g.path, format!("tensor `{}` is {}, expected f32", t.name, t.dtype)));
     }
@@ -211,7 +213,8 @@ fn layer_name(arch: &str, part: &str) -> Option<&'static str> {
     })
 }
 
-fn rename(g: &GgufFile, arch: &str) -> Result<Vec<TensorInfo>, Diagnostic> {
+/// Each tensor under its HF name, and the GGUF name of each.
+fn rename(g: &GgufFile, arch: &str) -> Result<(Vec<TensorInfo>, std::collections::BTreeMap<String, String>), Diagnostic> {
     let mut out = Vec::new();
     for t in &g.tensors {
         let named = |name: String| TensorInfo { name, ..t.clone() };
@@ -266,5 +269,13 @@ fn rename(g: &GgufFile, arch: &str) -> Result<Vec<TensorInfo>, Diagnostic> {
         }
     }
     out.sort_by(|a, b| a.name.cmp(&b.name));
-    Ok(out)
+    // Each renamed tensor (or expert slice) lies in one GGUF tensor.
+    let file_names = out
+        .iter()
+        .filter_map(|o| {
+            let t = g.tensors.iter().find(|t| o.offset >= t.offset && o.offset < t.offset + t.bytes.max(1))?;
+            (t.name != o.name).then(|| (o.name.clone(), t.name.clone()))
+        })
+        .collect();
+    Ok((out, file_names))
 }

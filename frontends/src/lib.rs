@@ -13,6 +13,7 @@ pub mod error;
 pub mod families;
 pub mod gguf;
 pub mod gguf_hf;
+pub mod rules;
 pub mod safetensors;
 pub mod spm;
 pub mod tokenizer;
@@ -30,6 +31,13 @@ pub trait TensorSource {
     /// The file, for diagnostics.
     fn path(&self) -> &str;
     fn tensor(&self, name: &str) -> Option<&TensorInfo>;
+    /// Every tensor.
+    fn tensors(&self) -> &[TensorInfo];
+    /// The name `name` has in the file (it differs for a GGUF read
+    /// through HF names), for diagnostics.
+    fn file_name<'a>(&'a self, name: &'a str) -> &'a str {
+        name
+    }
 }
 
 impl TensorSource for GgufFile {
@@ -39,6 +47,9 @@ impl TensorSource for GgufFile {
     fn tensor(&self, name: &str) -> Option<&TensorInfo> {
         GgufFile::tensor(self, name)
     }
+    fn tensors(&self) -> &[TensorInfo] {
+        &self.tensors
+    }
 }
 
 impl TensorSource for SafetensorsFile {
@@ -47,6 +58,12 @@ impl TensorSource for SafetensorsFile {
     }
     fn tensor(&self, name: &str) -> Option<&TensorInfo> {
         SafetensorsFile::tensor(self, name)
+    }
+    fn tensors(&self) -> &[TensorInfo] {
+        &self.tensors
+    }
+    fn file_name<'a>(&'a self, name: &'a str) -> &'a str {
+        self.file_names.get(name).map_or(name, |n| n.as_str())
     }
 }
 
@@ -64,12 +81,35 @@ pub struct Checkpoint {
     pub family: String,
 }
 
-/// The families graphc lowers: GGUF by `general.architecture`, safetensors
-/// by `config.json`'s `model_type`.
-pub const FAMILIES: &[&str] = &["llama", "gemma3", families::qwen3::MODEL_TYPE, families::gemma::MODEL_TYPE, families::gemma2::MODEL_TYPE, families::phi2::MODEL_TYPE, families::phi3::MODEL_TYPE, families::qwen3_moe::MODEL_TYPE, families::qwen3_next::MODEL_TYPE, families::phimoe::MODEL_TYPE, families::fused_kv::MODEL_TYPE];
+/// The GGUF architectures graphc lowers (`general.architecture`): `llama`
+/// and `gemma3` by their own lowerings, the rest through HF names
+/// (`gguf_hf::ARCHES`).
+pub fn gguf_architectures() -> Vec<&'static str> {
+    let mut all = vec!["llama", "gemma3"];
+    all.extend(gguf_hf::ARCHES.iter().map(|(a, _)| *a));
+    all
+}
 
-/// The families lowered from safetensors, by `config.json`'s `model_type`.
-pub const SAFETENSORS_FAMILIES: &[&str] = &[families::qwen3::MODEL_TYPE, families::gemma::MODEL_TYPE, families::gemma2::MODEL_TYPE, families::phi2::MODEL_TYPE, families::phi3::MODEL_TYPE, families::qwen3_moe::MODEL_TYPE, families::qwen3_next::MODEL_TYPE, families::phimoe::MODEL_TYPE, families::fused_kv::MODEL_TYPE];
+/// The families lowered from safetensors, by `config.json`'s `model_type`
+/// (`graphc_fused_kv` is graphc's own test family, not listed to users).
+pub const SAFETENSORS_FAMILIES: &[&str] = &[
+    families::llama_hf::LLAMA,
+    families::llama_hf::MISTRAL,
+    families::qwen2::MODEL_TYPE,
+    families::qwen3::MODEL_TYPE,
+    families::gemma::MODEL_TYPE,
+    families::gemma2::MODEL_TYPE,
+    families::phi2::MODEL_TYPE,
+    families::phi3::MODEL_TYPE,
+    families::qwen3_moe::MODEL_TYPE,
+    families::qwen3_next::MODEL_TYPE,
+    families::phimoe::MODEL_TYPE,
+    families::fused_kv::MODEL_TYPE,
+];
+
+fn user_safetensors_families() -> String {
+    SAFETENSORS_FAMILIES.iter().filter(|f| **f != families::fused_kv::MODEL_TYPE).copied().collect::<Vec<_>>().join(", ")
+}
 
 impl Checkpoint {
     /// A GGUF file (by its magic), or a safetensors file / folder with its `config.json`.
@@ -88,6 +128,11 @@ impl Checkpoint {
     /// A GGUF already read: its architecture checked, its tokenizer built.
     pub fn from_gguf(gguf: GgufFile) -> Result<Checkpoint, Diagnostic> {
         let arch = gguf.str("general.architecture")?.to_string();
+        if !gguf_architectures().contains(&arch.as_str()) {
+            return Err(Diagnostic::new(&gguf.path, format!("GGUF architecture `{arch}` is not supported"))
+                .note(format!("graphc lowers the GGUF architectures {}", gguf_architectures().join(", "))));
+        }
+        rules::check_gguf_keys(&gguf, &arch)?;
         if let Some(&(_, model_type)) = gguf_hf::ARCHES.iter().find(|(a, _)| *a == arch) {
             // A family lowered from HF names: the GGUF seen through them.
             let tokenizer = match gguf.get("tokenizer.ggml.model") {
@@ -97,18 +142,18 @@ impl Checkpoint {
             let view = gguf_hf::hf_view(gguf)?;
             return Ok(Checkpoint { format: Format::Safetensors(view), tokenizer, family: model_type.to_string() });
         }
-        if !["llama", "gemma3"].contains(&arch.as_str()) {
-            return Err(Diagnostic::new(&gguf.path, format!("unknown architecture `{arch}`"))
-                .note(format!("graphc lowers: {}", FAMILIES.join(", "))));
-        }
-        let mut tokenizer = Tokenizer::from_gguf(&gguf)?;
-        if arch == "gemma3" && tokenizer.chat_template.is_none() {
+        // A GGUF without a vocabulary (the parity fixtures) runs from token ids.
+        let mut tokenizer = match (arch.as_str(), gguf.get("tokenizer.ggml.model")) {
+            ("llama", None) => None,
+            _ => Some(Tokenizer::from_gguf(&gguf)?),
+        };
+        if let Some(t) = tokenizer.as_mut().filter(|t| arch == "gemma3" && t.chat_template.is_none()) {
             // The GGUF has no chat template: Gemma's own turn format
             // (llama.cpp's built-in `gemma` template); the BOS comes
             // from the tokenizer.
-            tokenizer.chat_fallback = Some((families::gemma3::TURN_FORMAT.to_string(), "gemma3's turn format"));
+            t.chat_fallback = Some((families::gemma3::TURN_FORMAT.to_string(), "gemma3's turn format"));
         }
-        Ok(Checkpoint { format: Format::Gguf(gguf), tokenizer: Some(tokenizer), family: arch })
+        Ok(Checkpoint { format: Format::Gguf(gguf), tokenizer, family: arch })
     }
 
     /// A safetensors file already read: its `model_type` checked.
@@ -119,8 +164,8 @@ impl Checkpoint {
             .ok_or_else(|| Diagnostic::new(&st.config_path, "key `model_type` is not a string"))?
             .to_string();
         if !SAFETENSORS_FAMILIES.contains(&model_type.as_str()) {
-            return Err(Diagnostic::new(&st.config_path, format!("unknown model_type `{model_type}`"))
-                .note(format!("graphc lowers from safetensors: {}", SAFETENSORS_FAMILIES.join(", "))));
+            return Err(Diagnostic::new(&st.config_path, format!("model_type `{model_type}` is not supported"))
+                .note(format!("graphc lowers from safetensors the model types {}", user_safetensors_families())));
         }
         Ok(Checkpoint { format: Format::Safetensors(st), tokenizer: None, family: model_type })
     }
@@ -135,10 +180,15 @@ impl Checkpoint {
     /// set one: the few families whose graph depends on it (Phi-3's
     /// LongRoPE picks its short or long factors by it) read it here.
     pub fn lower_for(&self, max_seq: Option<usize>) -> Result<Lowered, Diagnostic> {
+        if let Format::Safetensors(st) = &self.format {
+            rules::check_config_keys(st, &self.family)?;
+        }
         let mut lowered = match (&self.format, self.family.as_str()) {
             (Format::Gguf(g), "llama") => families::llama::lower(g)?,
             (Format::Gguf(g), "gemma3") => families::gemma3::lower(g)?,
             (Format::Safetensors(st), families::fused_kv::MODEL_TYPE) => families::fused_kv::lower(st)?,
+            (Format::Safetensors(st), families::qwen2::MODEL_TYPE) => families::qwen2::lower(st)?,
+            (Format::Safetensors(st), t @ (families::llama_hf::LLAMA | families::llama_hf::MISTRAL)) => families::llama_hf::lower(st, t)?,
             (Format::Safetensors(st), families::qwen3::MODEL_TYPE) => families::qwen3::lower(st)?,
             (Format::Safetensors(st), families::gemma::MODEL_TYPE) => families::gemma::lower(st)?,
             (Format::Safetensors(st), families::gemma2::MODEL_TYPE) => families::gemma2::lower(st)?,
@@ -149,6 +199,7 @@ impl Checkpoint {
             (Format::Safetensors(st), families::phimoe::MODEL_TYPE) => families::phimoe::lower(st, max_seq)?,
             (_, other) => unreachable!("family {other} was accepted by open()"),
         };
+        rules::check_tensors_used(self.source(), &lowered, &self.family)?;
         if let Some(t) = &self.tokenizer {
             lowered.meta.bos_id = t.bos_id;
             lowered.meta.add_bos = t.add_bos;
@@ -158,6 +209,16 @@ impl Checkpoint {
             lowered.meta.bos_id = g.get("tokenizer.ggml.bos_token_id").and_then(|v| v.as_u64()).map(|v| v as u32);
             lowered.meta.add_bos = matches!(g.get("tokenizer.ggml.add_bos_token"), Some(gguf::MetaValue::Bool(true)));
             lowered.meta.stop_ids = g.get("tokenizer.ggml.eos_token_id").and_then(|v| v.as_u64()).map(|v| v as u32).into_iter().collect();
+        }
+        // A special token past the vocabulary would index past the
+        // embedding (or never stop a generation): the file is corrupt.
+        let vocab = lowered.meta.vocab_size;
+        let specials = lowered.meta.bos_id.map(|id| ("tokenizer.ggml.bos_token_id", id)).into_iter();
+        let specials = specials.chain(lowered.meta.stop_ids.iter().map(|&id| ("tokenizer.ggml.eos_token_id", id)));
+        for (key, id) in specials {
+            if id as usize >= vocab {
+                return Err(Diagnostic::new(self.path(), format!("`{key}` = {id} is past the vocabulary of {vocab} tokens")));
+            }
         }
         if self.family == "gemma3" {
             // A turn ends with `<end_of_turn>` (llama.cpp stops on it too):

@@ -18,6 +18,9 @@ pub struct SafetensorsFile {
     pub config: serde_json::Value,
     pub tensors: Vec<TensorInfo>,
     pub mmap: FileBytes,
+    /// The name a tensor has in its file, where that differs from its name
+    /// here (a GGUF seen through HF names: `gguf_hf`), for messages.
+    pub file_names: std::collections::BTreeMap<String, String>,
 }
 
 impl SafetensorsFile {
@@ -79,7 +82,7 @@ impl SafetensorsFile {
         tensors.sort_by(|a, b| a.name.cmp(&b.name));
         let config = serde_json::from_str(config_text)
             .map_err(|e| Diagnostic::new(&config_path, format!("config.json is not valid JSON: {e}")))?;
-        Ok(SafetensorsFile { path: shown, config_path, config, tensors, mmap })
+        Ok(SafetensorsFile { path: shown, config_path, config, tensors, mmap, file_names: Default::default() })
     }
 
     pub fn tensor(&self, name: &str) -> Option<&TensorInfo> {

@@ -69,23 +69,32 @@ pub enum RopeScaling {
     None,
     /// Positions divided by `factor` (HF "linear").
     Linear { factor: f32 },
-    /// LongRoPE (Phi-3's 128k configs): pair `i` turns `factors[i]` times
-    /// slower (its frequency divided by it), and the rotated features are
-    /// multiplied by `attention_factor` (HF scales cos and sin by it).
-    /// Which factor set (short or long) applies is decided once, when the
-    /// graph is built; `factors` has `rotary_dim / 2` entries.
-    LongRope { factors: Vec<f32>, attention_factor: f32 },
+    /// Per-pair frequency factors: pair `i` turns `factors[i]` times slower
+    /// (its frequency divided by it), and the rotated features are
+    /// multiplied by `attention_factor`. Phi-3's LongRoPE (HF scales cos
+    /// and sin by the attention factor; which factor set applies is decided
+    /// once, when the graph is built) and llama.cpp's `rope_freqs` tensor
+    /// of Llama 3 GGUFs (attention factor 1). `rotary_dim / 2` entries.
+    FreqFactors { factors: Vec<f32>, attention_factor: f32 },
+    /// Llama 3's frequency scaling (HF `rope_type: "llama3"`): wavelengths
+    /// longer than `original_context / low_freq_factor` turn `factor` times
+    /// slower, shorter than `original_context / high_freq_factor` are kept,
+    /// and those between are blended; computed in f32 in HF's order.
+    Llama3 { factor: f32, low_freq_factor: f32, high_freq_factor: f32, original_context: usize },
 }
 
 impl RopeScaling {
     /// Each feature pair's inverse frequency: `theta^(-2i/rotary_dim)`,
-    /// divided by its LongRoPE factor where there is one (in f32, as HF).
+    /// divided by its factor where the scaling has one (in f32, as HF).
     pub fn inv_freq(&self, rotary_dim: usize, theta: f32) -> Vec<f32> {
         (0..rotary_dim / 2)
             .map(|i| {
                 let base = theta.powf((2 * i) as f32 / rotary_dim as f32);
                 match self {
-                    RopeScaling::LongRope { factors, .. } => 1.0 / (factors[i] * base),
+                    RopeScaling::FreqFactors { factors, .. } => 1.0 / (factors[i] * base),
+                    RopeScaling::Llama3 { factor, low_freq_factor, high_freq_factor, original_context } => {
+                        llama3_inv_freq(1.0 / base, *factor, *low_freq_factor, *high_freq_factor, *original_context)
+                    }
                     _ => 1.0 / base,
                 }
             })
@@ -103,10 +112,25 @@ impl RopeScaling {
     /// What the rotated features are multiplied by (1 but for LongRoPE).
     pub fn magnitude(&self) -> f32 {
         match self {
-            RopeScaling::LongRope { attention_factor, .. } => *attention_factor,
+            RopeScaling::FreqFactors { attention_factor, .. } => *attention_factor,
             _ => 1.0,
         }
     }
+}
+
+/// One pair's Llama 3 inverse frequency, as transformers'
+/// `_compute_llama3_parameters` computes it on f32 tensors (a Python
+/// scalar divided by a tensor is the tensor's reciprocal times the scalar).
+fn llama3_inv_freq(inv_freq: f32, factor: f32, low: f32, high: f32, original: usize) -> f32 {
+    let original = original as f64;
+    let (low_wavelen, high_wavelen) = ((original / low as f64) as f32, (original / high as f64) as f32);
+    let wavelen = (1.0 / inv_freq) * std::f32::consts::TAU;
+    let scaled = if wavelen > low_wavelen { inv_freq / factor } else { inv_freq };
+    if wavelen < high_wavelen || wavelen > low_wavelen {
+        return scaled;
+    }
+    let smooth = ((1.0 / wavelen) * original as f32 - low) / (high - low);
+    (1.0 - smooth) * scaled / factor + smooth * scaled
 }
 
 /// One operation. A node is an op plus its ordered inputs; it produces one value.

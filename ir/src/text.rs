@@ -101,9 +101,15 @@ fn push_rope(a: &mut Vec<(&'static str, Attr)>, style: RopeStyle, rotary_dim: us
     match scaling {
         RopeScaling::None => {}
         RopeScaling::Linear { factor } => a.push(("linear_factor", tok(fmt_f32(*factor)))),
-        RopeScaling::LongRope { factors, attention_factor } => {
+        RopeScaling::FreqFactors { factors, attention_factor } => {
             a.push(("freq_factors", Attr::List(factors.iter().map(|f| tok(fmt_f32(*f))).collect())));
             a.push(("attention_factor", tok(fmt_f32(*attention_factor))));
+        }
+        RopeScaling::Llama3 { factor, low_freq_factor, high_freq_factor, original_context } => {
+            a.push(("llama3_factor", tok(fmt_f32(*factor))));
+            a.push(("low_freq_factor", tok(fmt_f32(*low_freq_factor))));
+            a.push(("high_freq_factor", tok(fmt_f32(*high_freq_factor))));
+            a.push(("original_context", tok(original_context)));
         }
     }
 }
@@ -422,6 +428,19 @@ fn parse_rope(a: &mut Attrs) -> Result<(RopeStyle, usize, f32, RopeScaling), Str
         "gptj" => RopeStyle::GptJ,
         s => return Err(format!("rope style must be `neox` or `gptj`, found `{s}`")),
     };
+    let llama3 = a.opt::<f32>("llama3_factor")?;
+    if llama3.is_some() && (a.has("linear_factor") || a.has("freq_factors")) {
+        return Err("`rope` takes one of `linear_factor`, `freq_factors`, `llama3_factor`".into());
+    }
+    if let Some(factor) = llama3 {
+        let scaling = RopeScaling::Llama3 {
+            factor,
+            low_freq_factor: a.need("low_freq_factor")?,
+            high_freq_factor: a.need("high_freq_factor")?,
+            original_context: a.need("original_context")?,
+        };
+        return Ok((style, a.need("rotary_dim")?, a.need("theta")?, scaling));
+    }
     let scaling = match (a.opt::<f32>("linear_factor")?, a.has("freq_factors")) {
         (Some(factor), false) => RopeScaling::Linear { factor },
         (None, true) => {
@@ -430,7 +449,7 @@ fn parse_rope(a: &mut Attrs) -> Result<(RopeStyle, usize, f32, RopeScaling), Str
                 .iter()
                 .map(|f| f.parse::<f32>().map_err(|_| format!("`rope` attribute `freq_factors`: cannot read `{f}`")))
                 .collect::<Result<Vec<f32>, String>>()?;
-            RopeScaling::LongRope { factors, attention_factor: a.need("attention_factor")? }
+            RopeScaling::FreqFactors { factors, attention_factor: a.need("attention_factor")? }
         }
         (None, false) => RopeScaling::None,
         (Some(_), true) => return Err("`rope` takes `linear_factor` or `freq_factors`, not both".into()),

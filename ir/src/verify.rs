@@ -372,7 +372,15 @@ pub fn infer(op: &Op, tys: &[TensorType]) -> Result<TensorType, String> {
                     return Err(format!("rotary_dim {rotary_dim} must be even and at most head_dim {d}"));
                 }
             }
-            if let RopeScaling::LongRope { factors, attention_factor } = scaling {
+            if let RopeScaling::Llama3 { factor, low_freq_factor, high_freq_factor, original_context } = scaling {
+                let ok = |f: &f32| f.is_finite() && *f > 0.0;
+                if !(ok(factor) && ok(low_freq_factor) && ok(high_freq_factor) && high_freq_factor > low_freq_factor && *original_context > 0) {
+                    return Err(format!(
+                        "llama3 rope scaling needs positive factors with high_freq_factor > low_freq_factor and original_context > 0, found factor {factor}, low {low_freq_factor}, high {high_freq_factor}, original_context {original_context}"
+                    ));
+                }
+            }
+            if let RopeScaling::FreqFactors { factors, attention_factor } = scaling {
                 if factors.len() != rotary_dim / 2 {
                     return Err(format!("rope has {} freq_factors for rotary_dim {rotary_dim}: one per feature pair ({}) is needed", factors.len(), rotary_dim / 2));
                 }

@@ -522,3 +522,87 @@ fn gemma_folds_its_one_plus_w_norm_weights_once() {
         assert_eq!(bits(&a), bits(&b), "{k:?}: folding changed the arithmetic");
     }
 }
+
+#[test]
+fn qwen2_matches_transformers() {
+    check_family("qwen2");
+}
+
+#[test]
+fn qwen2_tied_matches_transformers() {
+    check_family("qwen2_tied");
+}
+
+#[test]
+fn qwen2_reads_qkv_biases_but_no_output_bias() {
+    let model = Model::compile(&graphc_tests::repo_root().join("tests/fixtures/families/qwen2"), &CompileOptions::default(), None).unwrap();
+    let weights: Vec<&str> = model.plan().manifest.iter().map(|w| w.name.as_str()).collect();
+    for b in ["q_proj", "k_proj", "v_proj"] {
+        assert!(weights.contains(&format!("model.layers.0.self_attn.{b}.bias").as_str()), "{b} bias not read");
+    }
+    assert!(!weights.iter().any(|w| w.contains("o_proj.bias")));
+    assert_eq!(model.plan().model.facts["tied_output"], "false");
+    let tied = Model::compile(&graphc_tests::repo_root().join("tests/fixtures/families/qwen2_tied"), &CompileOptions::default(), None).unwrap();
+    assert_eq!(tied.plan().model.facts["tied_output"], "true");
+}
+
+#[test]
+fn llama3_matches_transformers() {
+    check_family("llama3");
+}
+
+/// The logits at each of `positions` of `prompt`, prefilled up to each in
+/// turn (chunked prefills appending to one cache).
+pub fn logits_at(model: &Model, k: Kernels, prompt: &[u32], positions: &[usize]) -> Vec<Vec<f32>> {
+    let mut s = model.session(&SessionOptions { threads: Some(2), kernels: Some(k), ..Default::default() }).unwrap();
+    let mut start = 0;
+    let mut out = Vec::new();
+    for &p in positions {
+        out.push(s.forward(&prompt[start..=p]).unwrap());
+        start = p + 1;
+    }
+    out
+}
+
+/// Llama 3's RoPE scaling (`rope_type: llama3`, Llama 3.2's values) against
+/// transformers on a 1200-token prompt, from safetensors (HF's formula)
+/// and from the GGUF (the converter's `rope_freqs` factors, its Q/K
+/// permutation): past position 1024 the scaled frequencies move the logits
+/// by ~1, and the same model without scaling (the control) is ≥ 10× the
+/// bound away there.
+#[test]
+fn llama3_rope_scaling_matches_transformers_past_1024() {
+    let (dir, r) = fixture("llama3");
+    let prompt = ids(&r["long_prompt"]);
+    let positions: Vec<usize> = ids(&r["long_positions"]).into_iter().map(|p| p as usize).collect();
+    let want: Vec<Vec<f32>> = r["long_logits"].as_array().unwrap().iter().map(floats).collect();
+    let control: Vec<Vec<f32>> = r["long_controls"]["no_rope_scaling"].as_array().unwrap().iter().map(floats).collect();
+    for ((p, w), c) in positions.iter().zip(&want).zip(&control) {
+        if *p >= 1024 {
+            let gap = max_diff(w, c);
+            assert!(gap > 10.0 * TOL, "position {p}: the unscaled control is only {gap} away");
+        }
+    }
+    let opts = CompileOptions { max_seq: Some(1280), ..Default::default() };
+    for path in [dir.clone(), dir.join("model.gguf")] {
+        let model = Model::compile(&path, &opts, None).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        assert!(model.plan().model.facts.contains_key("rope_scaling"), "{}: no rope scaling recorded", path.display());
+        for k in kernels() {
+            let got = logits_at(&model, k, &prompt, &positions);
+            for ((p, g), w) in positions.iter().zip(&got).zip(&want) {
+                let d = max_diff(g, w);
+                assert!(d <= TOL, "{} {k:?}: position {p}: max |Δlogit| {d}", path.display());
+            }
+            let mut s = model.session(&SessionOptions { threads: Some(2), kernels: Some(k), ..Default::default() }).unwrap();
+            let mut logits = s.prefill(&prompt).unwrap();
+            let mut tokens = Vec::new();
+            for _ in 0..ids(&r["long_greedy"]).len() {
+                let t = graphc::sampling::argmax(&logits);
+                tokens.push(t);
+                logits = s.decode(t).unwrap();
+            }
+            assert_eq!(tokens, ids(&r["long_greedy"]), "{} {k:?}: greedy tokens after the long prompt", path.display());
+            println!("{} {k:?}: long prompt within {TOL}", path.display());
+        }
+    }
+}

@@ -84,7 +84,8 @@ pub fn lower(g: &GgufFile) -> Result<Lowered, Diagnostic> {
             scale: 1.0 / (hd as f32).sqrt(),
             window: (!global).then_some(window),
             softcap: None,
-            biases: false,
+            qkv_bias: false,
+            out_bias: false,
             output_gate: false,
             qk_norm_one_plus: false,
         };

@@ -5,6 +5,7 @@
 
 use crate::error::Diagnostic;
 use crate::safetensors::SafetensorsFile;
+use graphc_ir::RopeScaling;
 
 /// The dimensions every decoder family has.
 #[derive(Clone, Copy, Debug)]
@@ -25,8 +26,11 @@ pub struct HfDims {
 pub enum HeadDim {
     /// The `head_dim` key (qwen3, gemma, gemma2).
     Key,
-    /// `hidden_size / num_attention_heads` (phi2, phi3).
+    /// `hidden_size / num_attention_heads` (phi2, phi3, qwen2).
     HiddenOverHeads,
+    /// The `head_dim` key where the config has one (not null), else
+    /// `hidden_size / num_attention_heads` (llama, mistral).
+    KeyOrHiddenOverHeads,
 }
 
 impl HfDims {
@@ -45,9 +49,10 @@ impl HfDims {
             return err(format!("{n_heads} attention heads are not a multiple of {n_kv_heads} kv heads"));
         }
         let head_dim = match head_dim {
+            HeadDim::KeyOrHiddenOverHeads if st.config.get("head_dim").is_some_and(|v| !v.is_null()) => u("head_dim")?,
             HeadDim::Key => u("head_dim")?,
-            HeadDim::HiddenOverHeads if d.is_multiple_of(n_heads) => d / n_heads,
-            HeadDim::HiddenOverHeads => return err(format!("hidden_size {d} is not a multiple of {n_heads} heads")),
+            HeadDim::KeyOrHiddenOverHeads | HeadDim::HiddenOverHeads if d.is_multiple_of(n_heads) => d / n_heads,
+            HeadDim::KeyOrHiddenOverHeads | HeadDim::HiddenOverHeads => return err(format!("hidden_size {d} is not a multiple of {n_heads} heads")),
         };
         if head_dim == 0 || !head_dim.is_multiple_of(2) {
             return err(format!("head_dim {head_dim} is not a positive even number (RoPE rotates pairs)"));
@@ -58,7 +63,11 @@ impl HfDims {
         if widest.is_none() || ffn.checked_mul(2).and_then(|f| f.checked_mul(d.max(1))).is_none() {
             return err(format!("dimensions too large: hidden {d}, {n_heads} heads of {head_dim}, intermediate {ffn}"));
         }
-        Ok(HfDims { d, n_layers, n_heads, n_kv_heads, head_dim, ffn, vocab: u("vocab_size")?, context: u("max_position_embeddings")? })
+        let context = u("max_position_embeddings")?;
+        if context == 0 {
+            return err("`max_position_embeddings` is 0: no plan could run a single token".into());
+        }
+        Ok(HfDims { d, n_layers, n_heads, n_kv_heads, head_dim, ffn, vocab: u("vocab_size")?, context })
     }
 }
 
@@ -87,7 +96,8 @@ impl HfDims {
             scale: 1.0 / (self.head_dim as f32).sqrt(),
             window: None,
             softcap: None,
-            biases: false,
+            qkv_bias: false,
+            out_bias: false,
             output_gate: false,
             qk_norm_one_plus: false,
         }
@@ -101,8 +111,9 @@ pub fn tied(st: &SafetensorsFile) -> bool {
 }
 
 /// The RoPE base: top-level `rope_theta` (transformers 4) or
-/// `rope_parameters.rope_theta` (transformers 5), whose `rope_type` must be
-/// `default` (scaled RoPE variants are not lowered yet).
+/// `rope_parameters.rope_theta` (transformers 5). Its scaling is read by
+/// `rope_scaling`; a family that does not read it refuses a scaled config
+/// through `check_config_keys`.
 pub fn rope_theta(st: &SafetensorsFile) -> Result<f32, Diagnostic> {
     if let Some(t) = st.config.get("rope_theta").and_then(|v| v.as_f64()) {
         return Ok(t as f32);
@@ -110,10 +121,6 @@ pub fn rope_theta(st: &SafetensorsFile) -> Result<f32, Diagnostic> {
     let Some(params) = st.config.get("rope_parameters") else {
         return Err(Diagnostic::new(&st.config_path, "missing key `rope_theta` (or `rope_parameters.rope_theta`)"));
     };
-    let kind = params.get("rope_type").and_then(|v| v.as_str()).unwrap_or("default");
-    if kind != "default" {
-        return Err(Diagnostic::new(&st.config_path, format!("`rope_parameters.rope_type` is `{kind}`; graphc lowers only `default` RoPE here")));
-    }
     params
         .get("rope_theta")
         .and_then(|v| v.as_f64())
@@ -141,4 +148,64 @@ pub fn rotary_dim(st: &SafetensorsFile, head_dim: usize, default: Option<f64>) -
         ));
     }
     Ok(rotary)
+}
+
+/// The RoPE scaling of a config: `rope_scaling` (transformers 4) or
+/// `rope_parameters` (transformers 5), by its `rope_type` (or `type`):
+/// absent, null or `default` is none; `linear` and `llama3` are lowered
+/// (`family` names the caller in the error); any other type is refused,
+/// naming it, as is a known type with a key graphc does not read.
+pub fn rope_scaling(st: &SafetensorsFile, family: &str) -> Result<RopeScaling, Diagnostic> {
+    let (key, params) = match (st.config.get("rope_scaling"), st.config.get("rope_parameters")) {
+        (Some(v), _) if !v.is_null() => ("rope_scaling", v),
+        (_, Some(v)) if !v.is_null() => ("rope_parameters", v),
+        _ => return Ok(RopeScaling::None),
+    };
+    let err = |m: String| Diagnostic::new(&st.config_path, m);
+    let kind = params.get("rope_type").or_else(|| params.get("type")).and_then(|v| v.as_str()).unwrap_or("default");
+    let num = |k: &str| -> Result<f64, Diagnostic> {
+        params.get(k).and_then(|v| v.as_f64()).ok_or_else(|| err(format!("`{key}.{k}` is missing or not a number (rope_type `{kind}`)")))
+    };
+    // The keys each type reads; any other key of the object is refused.
+    let (scaling, reads): (RopeScaling, &[&str]) = match kind {
+        "default" => (RopeScaling::None, &[]),
+        "linear" => (RopeScaling::Linear { factor: num("factor")? as f32 }, &["factor"]),
+        "llama3" => {
+            let original = num("original_max_position_embeddings")?;
+            if original < 1.0 || original.fract() != 0.0 {
+                return Err(err(format!("`{key}.original_max_position_embeddings` = {original} is not a positive whole number")));
+            }
+            let scaling = RopeScaling::Llama3 {
+                factor: num("factor")? as f32,
+                low_freq_factor: num("low_freq_factor")? as f32,
+                high_freq_factor: num("high_freq_factor")? as f32,
+                original_context: original as usize,
+            };
+            (scaling, &["factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings"])
+        }
+        other => {
+            return Err(err(format!("`{key}.rope_type` = `{other}` is not implemented for the {family} family"))
+                .note("graphc lowers RoPE scaling types `default`, `linear` and `llama3` here"))
+        }
+    };
+    if let Some(obj) = params.as_object() {
+        let known = ["rope_type", "type", "rope_theta", "partial_rotary_factor"];
+        if let Some(k) = obj.keys().find(|k| !known.contains(&k.as_str()) && !reads.contains(&k.as_str())) {
+            return Err(err(format!("`{key}.{k}` is not read for rope_type `{kind}` (the {family} family): graphc would ignore it")));
+        }
+    }
+    Ok(scaling)
+}
+
+/// The MLP activation must be `want` (the SwiGLU families: `silu`): the
+/// `hidden_act` key, absent meaning transformers' default for the family.
+pub fn require_act(st: &SafetensorsFile, family: &str, want: &str) -> Result<(), Diagnostic> {
+    use serde_json::Value;
+    match st.config.get("hidden_act") {
+        None | Some(Value::Null) => Ok(()),
+        Some(Value::String(a)) if a == want => Ok(()),
+        Some(Value::String(other)) => Err(Diagnostic::new(&st.config_path, format!("`hidden_act` = `{other}` is not implemented for the {family} family"))
+            .note(format!("its MLP is lowered with `{want}`"))),
+        Some(_) => Err(Diagnostic::new(&st.config_path, "`hidden_act` is not a string")),
+    }
 }

@@ -55,11 +55,25 @@ impl LlamaConfig {
         }
         let head_dim = g.uint_or(&k("attention.key_length"), (hidden / n_heads) as u64)? as usize;
         let rotary_dim = g.uint_or(&k("rope.dimension_count"), head_dim as u64)? as usize;
-        let rope_scaling = match g.get(&k("rope.scaling.type")).and_then(|v| v.as_str()) {
-            None | Some("none") => RopeScaling::None,
-            Some("linear") => RopeScaling::Linear { factor: g.float(&k("rope.scaling.factor"))? as f32 },
-            Some(other) => {
-                return Err(Diagnostic::new(&g.path, format!("`{}` = {other:?} is not supported yet", k("rope.scaling.type"))))
+        let rope_scaling = match (g.get(&k("rope.scaling.type")).and_then(|v| v.as_str()), g.tensor(ROPE_FREQS)) {
+            (None | Some("none"), None) => RopeScaling::None,
+            (Some("linear"), None) => RopeScaling::Linear { factor: g.float(&k("rope.scaling.factor"))? as f32 },
+            // Llama 3.1+: the converter stores the frequency factors as a
+            // tensor and writes no scaling type.
+            (None | Some("none"), Some(t)) => {
+                let factors = crate::gguf_hf::f32_values(g, t)?;
+                if t.shape != [rotary_dim / 2] {
+                    return Err(Diagnostic::new(&g.path, format!("tensor `{ROPE_FREQS}` has shape {:?}, expected [{}] (one factor per rotary pair)", t.shape, rotary_dim / 2)));
+                }
+                if let Some(f) = factors.iter().find(|f| !(f.is_finite() && **f > 0.0)) {
+                    return Err(Diagnostic::new(&g.path, format!("tensor `{ROPE_FREQS}` holds {f}, not a positive frequency factor")));
+                }
+                RopeScaling::FreqFactors { factors, attention_factor: 1.0 }
+            }
+            (Some(other), _) => {
+                let also = if g.tensor(ROPE_FREQS).is_some() { format!(" with a `{ROPE_FREQS}` tensor") } else { String::new() };
+                return Err(Diagnostic::new(&g.path, format!("`{}` = {other:?}{also} is not implemented by the llama family", k("rope.scaling.type")))
+                    .note("graphc lowers llama RoPE scaling `none`, `linear`, and Llama 3's `rope_freqs` factors"));
             }
         };
         let vocab_size = match g.get(&k("vocab_size")) {
@@ -77,17 +91,26 @@ impl LlamaConfig {
             rope_theta: g.float_or(&k("rope.freq_base"), 10000.0)? as f32,
             rope_scaling,
             norm_eps: g.float(&k("attention.layer_norm_rms_epsilon"))? as f32,
-            context_length: u("context_length")?,
+            context_length: match u("context_length")? {
+                0 => return Err(Diagnostic::new(&g.path, format!("`{}` is 0: no plan could run a single token", k("context_length")))),
+                n => n,
+            },
             vocab_size,
             tied_output: g.tensor("output.weight").is_none(),
         })
     }
 }
 
+/// Llama 3's RoPE frequency factors, as llama.cpp's converter stores them.
+pub const ROPE_FREQS: &str = "rope_freqs.weight";
+
 pub struct Lowered {
     pub graph: Graph,
     pub manifest: Vec<WeightEntry>,
     pub meta: ModelMeta,
+    /// Tensors whose values the lowering read into the graph itself (a
+    /// Llama 3 GGUF's `rope_freqs.weight`), not bound as weights.
+    pub read_at_lowering: Vec<String>,
 }
 
 pub fn lower(g: &GgufFile) -> Result<Lowered, Diagnostic> {
@@ -103,7 +126,7 @@ pub fn lower(g: &GgufFile) -> Result<Lowered, Diagnostic> {
         let r = b.reshape(v, vec![batch(), seq(), n.into(), hd.into()]);
         b.permute(r, &[0, 2, 1, 3])
     };
-    let rope = Op::Rope { style: RopeStyle::GptJ, rotary_dim: c.rotary_dim, theta: c.rope_theta, scaling: c.rope_scaling };
+    let rope = Op::Rope { style: RopeStyle::GptJ, rotary_dim: c.rotary_dim, theta: c.rope_theta, scaling: c.rope_scaling.clone() };
     for l in 0..c.n_layers {
         b.layer = Some(l as u32);
         let w = |s: &str| format!("blk.{l}.{s}.weight");
@@ -170,6 +193,10 @@ pub fn lower(g: &GgufFile) -> Result<Lowered, Diagnostic> {
     ] {
         facts.insert(k.to_string(), v);
     }
+    if c.rope_scaling != RopeScaling::None {
+        facts.insert("rope_scaling".into(), format!("{:?}", c.rope_scaling));
+    }
+    let read_at_lowering = if g.tensor(ROPE_FREQS).is_some() { vec![ROPE_FREQS.to_string()] } else { vec![] };
     let meta = ModelMeta {
         vocab_size: c.vocab_size,
         context_length: c.context_length,
@@ -178,5 +205,5 @@ pub fn lower(g: &GgufFile) -> Result<Lowered, Diagnostic> {
         stop_ids: vec![],
         facts,
     };
-    Ok(Lowered { graph: b.g, manifest: b.manifest, meta })
+    Ok(Lowered { graph: b.g, manifest: b.manifest, meta, read_at_lowering })
 }

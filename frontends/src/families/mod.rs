@@ -8,9 +8,11 @@ pub mod gemma2;
 pub mod gemma3;
 pub mod hf;
 pub mod llama;
+pub mod llama_hf;
 pub mod phi2;
 pub mod phi3;
 pub mod phimoe;
+pub mod qwen2;
 pub mod qwen3;
 pub mod qwen3_moe;
 pub mod qwen3_next;
@@ -90,7 +92,7 @@ impl<'a> Builder<'a> {
     pub fn finish(self, vocab_size: usize, context_length: usize, facts: &[(&str, String)]) -> crate::families::llama::Lowered {
         let facts = facts.iter().map(|(k, v)| (k.to_string(), v.clone())).collect();
         let meta = graphc_ir::plan::ModelMeta { vocab_size, context_length, bos_id: None, add_bos: false, stop_ids: vec![], facts };
-        crate::families::llama::Lowered { graph: self.g, manifest: self.manifest, meta }
+        crate::families::llama::Lowered { graph: self.g, manifest: self.manifest, meta, read_at_lowering: vec![] }
     }
 
     pub fn input(&mut self, name: &str, dtype: DType, shape: Vec<Dim>) -> NodeId {
@@ -166,7 +168,7 @@ impl<'a> Builder<'a> {
                     self.weight(names[2], Some(&[widths[2], d]))?,
                 ];
                 let mut bias = [None; 3];
-                if cfg.biases {
+                if cfg.qkv_bias {
                     for i in 0..3 {
                         bias[i] = Some(self.weight(&bias_name(names[i]), Some(&[widths[i]]))?);
                     }
@@ -176,7 +178,7 @@ impl<'a> Builder<'a> {
             Projections::Fused(name) => {
                 let w = self.weight(name, Some(&[widths.iter().sum(), d]))?;
                 let mut all = self.matmul(h, w);
-                if cfg.biases {
+                if cfg.qkv_bias {
                     let bias = self.weight(&bias_name(name), Some(&[widths.iter().sum()]))?;
                     all = self.binary(BinaryOp::Add, all, bias);
                 }
@@ -251,7 +253,7 @@ impl<'a> Builder<'a> {
         }
         let wo = self.weight(out_name, Some(&[d, nh * hd]))?;
         let o = self.matmul(a, wo);
-        if cfg.biases {
+        if cfg.out_bias {
             let bo = self.weight(&bias_name(out_name), Some(&[d]))?;
             return Ok(self.binary(BinaryOp::Add, o, bo));
         }
@@ -295,9 +297,11 @@ pub struct AttentionCfg {
     pub scale: f32,
     pub window: Option<usize>,
     pub softcap: Option<f32>,
-    /// Q, K, V and output projections carry biases (`NAME.bias` beside
-    /// each `NAME.weight`).
-    pub biases: bool,
+    /// The Q, K and V projections carry biases (`NAME.bias` beside each
+    /// `NAME.weight`).
+    pub qkv_bias: bool,
+    /// The output projection carries one (Qwen2 has Q/K/V biases only).
+    pub out_bias: bool,
     /// The query projection also yields a per-head gate, and the merged
     /// heads are multiplied by its sigmoid before the output projection
     /// (Qwen3-Next's full-attention layers).

@@ -57,7 +57,7 @@ pub fn lower(st: &SafetensorsFile) -> Result<Lowered, Diagnostic> {
         let y = b.matmul(x, w);
         Ok(b.binary(BinaryOp::Add, y, bias))
     };
-    let cfg = AttentionCfg { biases: true, ..dims.attention(Op::Norm { kind: NormKind::Layer, eps }, Op::Rope { style: RopeStyle::Neox, rotary_dim, theta, scaling: RopeScaling::None }) };
+    let cfg = AttentionCfg { qkv_bias: true, out_bias: true, ..dims.attention(Op::Norm { kind: NormKind::Layer, eps }, Op::Rope { style: RopeStyle::Neox, rotary_dim, theta, scaling: RopeScaling::None }) };
     for l in 0..n_layers {
         b.layer = Some(l as u32);
         let w = |s: &str| format!("model.layers.{l}.{s}.weight");

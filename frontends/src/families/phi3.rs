@@ -140,5 +140,5 @@ pub(crate) fn scaled_rope(st: &SafetensorsFile, rotary_dim: usize, max_seq: usiz
         if use_long { ">" } else { "<=" },
     );
     let factors = if use_long { long } else { short };
-    Ok(ScaledRope { theta, scaling: RopeScaling::LongRope { factors, attention_factor }, fact })
+    Ok(ScaledRope { theta, scaling: RopeScaling::FreqFactors { factors, attention_factor }, fact })
 }

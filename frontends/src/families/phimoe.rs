@@ -40,7 +40,7 @@ pub fn lower(st: &SafetensorsFile, max_seq: Option<usize>) -> Result<Lowered, Di
     let rotary = rotary_dim(st, hd, Some(1.0))?;
     let seq_limit = max_seq.unwrap_or(context);
     let mut rope = scaled_rope(st, rotary, seq_limit, context)?;
-    if let RopeScaling::LongRope { attention_factor, .. } = &mut rope.scaling {
+    if let RopeScaling::FreqFactors { attention_factor, .. } = &mut rope.scaling {
         let scaling = st.config.get("rope_scaling").filter(|v| !v.is_null()).or_else(|| st.config.get("rope_parameters"));
         let original = st.config.get("original_max_position_embeddings").and_then(|v| v.as_u64()).unwrap_or(0) as usize;
         let key = if rope.fact.contains("long factors") { "long_mscale" } else { "short_mscale" };
@@ -60,7 +60,7 @@ pub fn lower(st: &SafetensorsFile, max_seq: Option<usize>) -> Result<Lowered, Di
         Ok(b.op(Op::Norm { kind: NormKind::Layer, eps }, &[x, w, bias]))
     };
     let rope_op = Op::Rope { style: RopeStyle::Neox, rotary_dim: rotary, theta: rope.theta, scaling: rope.scaling.clone() };
-    let cfg = AttentionCfg { biases: attention_bias, ..dims.attention(Op::Norm { kind: NormKind::Layer, eps }, rope_op) };
+    let cfg = AttentionCfg { qkv_bias: attention_bias, out_bias: attention_bias, ..dims.attention(Op::Norm { kind: NormKind::Layer, eps }, rope_op) };
     for l in 0..n_layers {
         b.layer = Some(l as u32);
         let w = |s: &str| format!("model.layers.{l}.{s}.weight");

@@ -16,7 +16,7 @@
 //! absent, as in transformers' `Qwen3Config`).
 
 use super::hf::{rope_theta, tied, HeadDim, HfDims};
-use super::Builder;
+use super::{AttentionCfg, Builder};
 use crate::error::Diagnostic;
 use crate::families::llama::Lowered;
 use crate::safetensors::SafetensorsFile;
@@ -26,7 +26,31 @@ pub const MODEL_TYPE: &str = "qwen3";
 
 pub fn lower(st: &SafetensorsFile) -> Result<Lowered, Diagnostic> {
     let dims = HfDims::read(st, HeadDim::Key, false)?;
-    lower_decoder(st, "qwen3", dims, &mut |b, l, h| dense_mlp(b, &dims, l, h), Vec::new())
+    if st.config.get("use_sliding_window").and_then(|v| v.as_bool()) == Some(true) {
+        return Err(Diagnostic::new(&st.config_path, "`use_sliding_window` is true: Qwen3's sliding-window layers are not lowered yet"));
+    }
+    let decoder = Decoder { qk_norm: true, ..Decoder::plain(rope_theta(st)?) };
+    lower_decoder(st, "qwen3", dims, &decoder, &mut |b, l, h| dense_mlp(b, &dims, l, h), Vec::new())
+}
+
+/// How the decoders built by `lower_decoder` differ: Qwen3's per-head q/k
+/// norms, Qwen2's Q/K/V biases, Llama's output bias (`attention_bias`),
+/// its RoPE scaling and Mistral's sliding window.
+#[derive(Clone, Debug)]
+pub(crate) struct Decoder {
+    pub qk_norm: bool,
+    pub qkv_bias: bool,
+    pub out_bias: bool,
+    pub theta: f32,
+    pub scaling: RopeScaling,
+    pub window: Option<usize>,
+}
+
+impl Decoder {
+    /// No q/k norm, no biases, unscaled RoPE of base `theta`, no window.
+    pub fn plain(theta: f32) -> Decoder {
+        Decoder { qk_norm: false, qkv_bias: false, out_bias: false, theta, scaling: RopeScaling::None, window: None }
+    }
 }
 
 /// Layer `l`'s MLP on its post-attention-normed input `h`.
@@ -45,22 +69,21 @@ pub(crate) fn lower_decoder(
     st: &SafetensorsFile,
     name: &str,
     dims: HfDims,
+    decoder: &Decoder,
     mlp: &mut LayerMlp,
     facts: Vec<(&'static str, String)>,
 ) -> Result<Lowered, Diagnostic> {
     let HfDims { d, n_layers, head_dim: hd, vocab, context, .. } = dims;
     let eps = st.config_float("rms_norm_eps")? as f32;
-    let theta = rope_theta(st)?;
-    if st.config.get("use_sliding_window").and_then(|v| v.as_bool()) == Some(true) {
-        return Err(Diagnostic::new(&st.config_path, "`use_sliding_window` is true: Qwen3's sliding-window layers are not lowered yet"));
-    }
+    let theta = decoder.theta;
     let tied = tied(st);
     let mut b = Builder::new(name, st);
     let (tokens, positions, last_rows) = b.inputs();
     let embd = b.weight("model.embed_tokens.weight", Some(&[vocab, d]))?;
     let mut x = b.op(Op::Gather, &[embd, tokens]);
     let norm = Op::Norm { kind: NormKind::Rms, eps };
-    let cfg = dims.attention(norm.clone(), Op::Rope { style: RopeStyle::Neox, rotary_dim: hd, theta, scaling: RopeScaling::None });
+    let rope = Op::Rope { style: RopeStyle::Neox, rotary_dim: hd, theta, scaling: decoder.scaling.clone() };
+    let cfg = AttentionCfg { qkv_bias: decoder.qkv_bias, out_bias: decoder.out_bias, window: decoder.window, ..dims.attention(norm.clone(), rope) };
     for l in 0..n_layers {
         b.layer = Some(l as u32);
         let w = |s: &str| format!("model.layers.{l}.{s}.weight");
@@ -68,7 +91,8 @@ pub(crate) fn lower_decoder(
         let h = b.op(norm.clone(), &[x, ln]);
         let (q_norm, k_norm) = (w("self_attn.q_norm"), w("self_attn.k_norm"));
         let names = [&w("self_attn.q_proj"), &w("self_attn.k_proj"), &w("self_attn.v_proj"), &w("self_attn.o_proj")];
-        let o = b.attention(h, positions, names.map(|s| s.as_str()), Some((&q_norm, &k_norm)), &cfg)?;
+        let qk_norm = decoder.qk_norm.then_some((q_norm.as_str(), k_norm.as_str()));
+        let o = b.attention(h, positions, names.map(|s| s.as_str()), qk_norm, &cfg)?;
         x = b.binary(BinaryOp::Add, x, o);
         let ln = b.weight(&w("post_attention_layernorm"), Some(&[d]))?;
         let h = b.op(norm.clone(), &[x, ln]);
@@ -78,10 +102,13 @@ pub(crate) fn lower_decoder(
     b.layer = None;
     let out = if tied { Ok(embd) } else { Err(("lm_head.weight", vocab)) };
     b.logits_head((x, d), last_rows, (norm, "model.norm.weight"), out)?;
-    let common = [
+    let mut common = vec![
         ("norm_eps", format!("{eps:?}")),
         ("rope_theta", format!("{theta:?}")),
         ("tied_output", tied.to_string()),
     ];
-    Ok(b.finish(vocab, context, &[dims.facts(), facts, common.to_vec()].concat()))
+    if decoder.scaling != RopeScaling::None {
+        common.push(("rope_scaling", format!("{:?}", decoder.scaling)));
+    }
+    Ok(b.finish(vocab, context, &[dims.facts(), facts, common].concat()))
 }

@@ -16,7 +16,8 @@
 //! checks; E/k times the work of sparse dispatch, which is not done yet).
 
 use super::hf::{HeadDim, HfDims};
-use super::qwen3::{dense_mlp, lower_decoder};
+use super::hf::rope_theta;
+use super::qwen3::{dense_mlp, lower_decoder, Decoder};
 use super::Builder;
 use crate::error::Diagnostic;
 use crate::families::llama::Lowered;
@@ -64,7 +65,8 @@ pub fn lower(st: &SafetensorsFile) -> Result<Lowered, Diagnostic> {
         ("moe_layers", moe_layers.join(",")),
         ("moe_dispatch", "dense (every expert, unchosen weighted 0)".to_string()),
     ];
-    lower_decoder(st, "qwen3_moe", dims, &mut mlp, facts)
+    let decoder = Decoder { qk_norm: true, ..Decoder::plain(rope_theta(st)?) };
+    lower_decoder(st, "qwen3_moe", dims, &decoder, &mut mlp, facts)
 }
 
 /// A routed MoE layer's shape.
