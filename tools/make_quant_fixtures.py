@@ -2,7 +2,9 @@
 """Generate tests/fixtures/quant_blocks.json: random blocks of every GGUF
 block type graphc reads, decoded by the `gguf` Python package (llama.cpp's
 own reference dequantizer in numpy), so graphc's dequantization is checked
-against an implementation that is not ours. Run by hand:
+against an implementation that is not ours; and the package's table of
+every GGML type's block size (`ggml_types`), which graphc's GGUF reader is
+checked against. Run by hand:
 
     python3 -m venv /tmp/qv && /tmp/qv/bin/pip install gguf==0.19.0 (or the version recorded in the fixture) numpy
     /tmp/qv/bin/python tools/make_quant_fixtures.py > tests/fixtures/quant_blocks.json
@@ -14,14 +16,19 @@ from gguf import GGMLQuantizationType as T
 from gguf.quants import dequantize
 
 rng = np.random.default_rng(20261202)
+# New types go at the end: the rng is drawn type by type in this order, so
+# appending keeps every earlier type's blocks the same bytes.
 TYPES = {"q4_0": T.Q4_0, "q4_1": T.Q4_1, "q5_0": T.Q5_0, "q8_0": T.Q8_0,
-         "q4_k": T.Q4_K, "q5_k": T.Q5_K, "q6_k": T.Q6_K}
+         "q4_k": T.Q4_K, "q5_k": T.Q5_K, "q6_k": T.Q6_K,
+         "q5_1": T.Q5_1, "q2_k": T.Q2_K, "q3_k": T.Q3_K, "iq4_nl": T.IQ4_NL, "iq4_xs": T.IQ4_XS}
 BLOCK = {"q4_0": (32, 18), "q4_1": (32, 20), "q5_0": (32, 22), "q8_0": (32, 34),
-         "q4_k": (256, 144), "q5_k": (256, 176), "q6_k": (256, 210)}
+         "q4_k": (256, 144), "q5_k": (256, 176), "q6_k": (256, 210),
+         "q5_1": (32, 24), "q2_k": (256, 84), "q3_k": (256, 110), "iq4_nl": (32, 18), "iq4_xs": (256, 136)}
 # Byte offsets of the f16 scales in each block, set to finite values so no
 # block decodes to inf/nan (random bits would).
 F16_AT = {"q4_0": [0], "q4_1": [0, 2], "q5_0": [0], "q8_0": [0],
-          "q4_k": [0, 2], "q5_k": [0, 2], "q6_k": [208]}
+          "q4_k": [0, 2], "q5_k": [0, 2], "q6_k": [208],
+          "q5_1": [0, 2], "q2_k": [80, 82], "q3_k": [108], "iq4_nl": [0], "iq4_xs": [0]}
 
 out = {"generator": "tools/make_quant_fixtures.py", "gguf_version": __import__("importlib.metadata").metadata.version("gguf"),
        "numpy_version": np.__version__, "types": {}}
@@ -35,5 +42,9 @@ for name, qt in TYPES.items():
             raw[b, off:off + 2] = np.frombuffer(v.tobytes(), dtype=np.uint8)
     vals = dequantize(raw.reshape(-1), qt).astype(np.float32).reshape(-1)
     assert vals.size == n_blocks * elems and np.isfinite(vals).all()
+    assert BLOCK[name] == gguf.GGML_QUANT_SIZES[qt]
     out["types"][name] = {"bytes_hex": raw.tobytes().hex(), "f32_bits": [int(x) for x in vals.view(np.uint32)]}
+# The package's table of every GGML type: (name, elements, bytes) per block,
+# checked against graphc's GGUF reader.
+out["ggml_types"] = {str(int(t)): [t.name.lower(), *gguf.GGML_QUANT_SIZES[t]] for t in gguf.GGMLQuantizationType}
 json.dump(out, sys.stdout)

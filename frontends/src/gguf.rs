@@ -88,42 +88,134 @@ pub struct GgufFile {
     pub version: u32,
     pub alignment: u64,
     pub metadata: BTreeMap<String, MetaValue>,
+    /// The tensors graphc computes, in file order.
     pub tensors: Vec<TensorInfo>,
+    /// The others (only from `open_any_type` / `from_bytes_any_type`; `open`
+    /// refuses a file that has any), in file order.
+    pub uncomputable: Vec<UncomputableTensor>,
     pub mmap: FileBytes,
 }
 
-/// GGML type ids (ggml.h `enum ggml_type`) for the types graphc stores.
-fn ggml_type(id: u32) -> Option<DType> {
-    Some(match id {
-        0 => DType::F32,
-        1 => DType::F16,
-        2 => DType::Q4_0,
-        3 => DType::Q4_1,
-        6 => DType::Q5_0,
-        8 => DType::Q8_0,
-        12 => DType::Q4K,
-        13 => DType::Q5K,
-        14 => DType::Q6K,
-        26 => DType::I32,
-        30 => DType::BF16,
-        _ => return None,
-    })
+/// A tensor of a block type the GGUF format defines but graphc does not
+/// compute (iq2_xxs, tq1_0, i8, f64, ...): sized and bounds-checked as the
+/// others are, so `graphc inspect` can list it; `GgufFile::open` refuses a
+/// file that has one, naming it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct UncomputableTensor {
+    pub name: String,
+    /// Row-major shape, as `TensorInfo::shape`.
+    pub shape: Vec<usize>,
+    pub ggml_type: GgmlType,
+    /// Absolute offset of the first byte in the file.
+    pub offset: u64,
+    pub bytes: u64,
 }
 
-fn ggml_type_name(id: u32) -> &'static str {
-    match id {
-        7 => "q5_1",
-        9 => "q8_1",
-        10 => "q2_k",
-        11 => "q3_k",
-        15 => "q8_k",
-        16..=23 => "an iq* type",
-        24 => "i8",
-        25 => "i16",
-        27 => "i64",
-        28 => "f64",
-        _ => "an unknown type",
+/// A GGML tensor type id (ggml.h `enum ggml_type`) that the format defines.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct GgmlType(u32);
+
+/// Every type ggml defines: id, name, elements and bytes per block, and
+/// the `DType` graphc computes it as. Ids 4, 5 (q4_2, q4_3: gone before
+/// GGUF existed), 31–33 and 36–38 (the interleaved q4_0_4_4 … iq4_nl_8_8,
+/// removed from ggml, which no longer reads them) are not types. Q8_1 is
+/// ggml's 36-byte block (two f16 and 32 quants; the `gguf` Python package's
+/// table says 40, from when its scales were f32).
+const GGML_TYPES: &[(u32, &str, u64, u64, Option<DType>)] = &[
+    (0, "f32", 1, 4, Some(DType::F32)),
+    (1, "f16", 1, 2, Some(DType::F16)),
+    (2, "q4_0", 32, 18, Some(DType::Q4_0)),
+    (3, "q4_1", 32, 20, Some(DType::Q4_1)),
+    (6, "q5_0", 32, 22, Some(DType::Q5_0)),
+    (7, "q5_1", 32, 24, Some(DType::Q5_1)),
+    (8, "q8_0", 32, 34, Some(DType::Q8_0)),
+    (9, "q8_1", 32, 36, None),
+    (10, "q2_k", 256, 84, Some(DType::Q2K)),
+    (11, "q3_k", 256, 110, Some(DType::Q3K)),
+    (12, "q4_k", 256, 144, Some(DType::Q4K)),
+    (13, "q5_k", 256, 176, Some(DType::Q5K)),
+    (14, "q6_k", 256, 210, Some(DType::Q6K)),
+    (15, "q8_k", 256, 292, None),
+    (16, "iq2_xxs", 256, 66, None),
+    (17, "iq2_xs", 256, 74, None),
+    (18, "iq3_xxs", 256, 98, None),
+    (19, "iq1_s", 256, 50, None),
+    (20, "iq4_nl", 32, 18, Some(DType::IQ4NL)),
+    (21, "iq3_s", 256, 110, None),
+    (22, "iq2_s", 256, 82, None),
+    (23, "iq4_xs", 256, 136, Some(DType::IQ4XS)),
+    (24, "i8", 1, 1, None),
+    (25, "i16", 1, 2, None),
+    (26, "i32", 1, 4, Some(DType::I32)),
+    (27, "i64", 1, 8, None),
+    (28, "f64", 1, 8, None),
+    (29, "iq1_m", 256, 56, None),
+    (30, "bf16", 1, 2, Some(DType::BF16)),
+    (34, "tq1_0", 256, 54, None),
+    (35, "tq2_0", 256, 66, None),
+    (39, "mxfp4", 32, 17, None),
+    (40, "nvfp4", 64, 36, None),
+    (41, "q1_0", 128, 18, None),
+];
+
+impl GgmlType {
+    /// The type with this id, if ggml defines one.
+    pub fn from_id(id: u32) -> Option<GgmlType> {
+        GGML_TYPES.iter().any(|t| t.0 == id).then_some(GgmlType(id))
     }
+
+    fn entry(self) -> &'static (u32, &'static str, u64, u64, Option<DType>) {
+        GGML_TYPES.iter().find(|t| t.0 == self.0).expect("a GgmlType is made only from a defined id")
+    }
+
+    pub fn id(self) -> u32 {
+        self.0
+    }
+
+    /// ggml's name, lower case (`iq2_xxs`); graphc's `DType` name where it has one.
+    pub fn name(self) -> &'static str {
+        self.entry().1
+    }
+
+    /// Elements per block (1 for plain types).
+    pub fn block_elems(self) -> u64 {
+        self.entry().2
+    }
+
+    /// Bytes per block (the element size for plain types).
+    pub fn block_bytes(self) -> u64 {
+        self.entry().3
+    }
+
+    /// The type graphc computes this one as, `None` where it has no kernels.
+    pub fn dtype(self) -> Option<DType> {
+        self.entry().4
+    }
+
+    /// Every type ggml defines.
+    pub fn all() -> impl Iterator<Item = GgmlType> {
+        GGML_TYPES.iter().map(|t| GgmlType(t.0))
+    }
+}
+
+impl std::fmt::Display for GgmlType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+fn removed_ggml_type(id: u32) -> Option<&'static str> {
+    Some(match id {
+        4 => "q4_2",
+        5 => "q4_3",
+        31 => "q4_0_4_4",
+        32 => "q4_0_4_8",
+        33 => "q4_0_8_8",
+        36 => "iq4_nl_4_4",
+        37 => "iq4_nl_4_8",
+        38 => "iq4_nl_8_8",
+        _ => return None,
+    })
 }
 
 struct Reader<'a> {
@@ -217,16 +309,51 @@ impl<'a> Reader<'a> {
 }
 
 impl GgufFile {
+    /// Read a GGUF to compute with: a tensor of a type graphc has no
+    /// kernels for is refused, naming it and its type.
     pub fn open(path: &Path) -> Result<GgufFile, Diagnostic> {
+        Self::open_any_type(path)?.refuse_uncomputable()
+    }
+
+    /// Read a GGUF whatever its tensors' types (any type the format
+    /// defines): those graphc does not compute go to `uncomputable`. For
+    /// listing a file (`graphc inspect`), not for computing with it.
+    pub fn open_any_type(path: &Path) -> Result<GgufFile, Diagnostic> {
         let p = path.display().to_string();
         let file = std::fs::File::open(path).map_err(|e| Diagnostic::new(&p, format!("cannot open checkpoint: {e}")))?;
         let mmap = FileBytes::map(&file).map_err(|e| Diagnostic::new(&p, format!("cannot map checkpoint: {e}")))?;
         Self::parse(p, mmap)
     }
 
-    /// Read a GGUF held in memory; `path` names it in diagnostics.
+    /// Read a GGUF held in memory, as `open`; `path` names it in diagnostics.
     pub fn from_bytes(path: &str, bytes: Vec<u8>) -> Result<GgufFile, Diagnostic> {
+        Self::from_bytes_any_type(path, bytes)?.refuse_uncomputable()
+    }
+
+    /// Read a GGUF held in memory, as `open_any_type`.
+    pub fn from_bytes_any_type(path: &str, bytes: Vec<u8>) -> Result<GgufFile, Diagnostic> {
         Self::parse(path.to_string(), FileBytes::Owned(bytes))
+    }
+
+    /// The file itself where every tensor is of a type graphc computes;
+    /// else an error naming the first other tensor and its type (and how
+    /// many more there are, of which types).
+    pub fn refuse_uncomputable(self) -> Result<GgufFile, Diagnostic> {
+        let Some(first) = self.uncomputable.first() else { return Ok(self) };
+        let mut types: Vec<&str> = self.uncomputable.iter().map(|t| t.ggml_type.name()).collect();
+        types.sort_unstable();
+        types.dedup();
+        let computed: Vec<&str> = GgmlType::all().filter_map(|t| t.dtype()).map(|d| d.name()).collect();
+        let mut d = Diagnostic::new(
+            &self.path,
+            format!("tensor `{}` is {} (GGML type {}), which graphc cannot compute", first.name, first.ggml_type, first.ggml_type.id()),
+        );
+        if self.uncomputable.len() > 1 {
+            d = d.note(format!("{} tensors of this file are of such types: {}", self.uncomputable.len(), types.join(", ")));
+        }
+        Err(d
+            .note(format!("graphc computes: {}", computed.join(", ")))
+            .help("`graphc inspect` lists every tensor's type; use a quantization of the model in one of the types graphc computes"))
     }
 
     fn parse(path: String, mmap: FileBytes) -> Result<GgufFile, Diagnostic> {
@@ -281,29 +408,42 @@ impl GgufFile {
         };
         let file_len = mmap.len() as u64;
         let mut tensors = Vec::with_capacity(infos.len());
+        let mut uncomputable = Vec::new();
         for (name, ne, ty, rel) in infos {
-            let dtype = ggml_type(ty).ok_or_else(|| {
-                Diagnostic::new(&path, format!("tensor `{name}` has GGML type {ty} ({}), which graphc does not read", ggml_type_name(ty)))
-                    .note("supported: f32, f16, bf16, i32, q4_0, q4_1, q5_0, q8_0, q4_k, q5_k, q6_k")
+            let ggml_type = GgmlType::from_id(ty).ok_or_else(|| match removed_ggml_type(ty) {
+                Some(old) => Diagnostic::new(&path, format!("tensor `{name}` has GGML type {ty} ({old}), which ggml has removed"))
+                    .help("convert the model again with a current llama.cpp"),
+                None => Diagnostic::new(&path, format!("tensor `{name}` has unknown GGML type {ty}"))
+                    .note(format!("GGUF defines types {}", GgmlType::all().map(|t| t.id().to_string()).collect::<Vec<_>>().join(", ")))
+                    .help("the file is corrupt or from a newer GGUF version"),
             })?;
+            let (be, bb) = (ggml_type.block_elems(), ggml_type.block_bytes());
             // Quantized rows are whole blocks (ne[0] is the row length).
             let row = ne.first().copied().unwrap_or(1);
-            if dtype.is_quantized() && row % dtype.block_elems() as u64 != 0 {
+            if be > 1 && row % be != 0 {
                 return Err(Diagnostic::new(&path, format!(
-                    "tensor `{name}` is {dtype} with rows of {row} elements, not a whole number of {}-element blocks",
-                    dtype.block_elems()
+                    "tensor `{name}` is {ggml_type} with rows of {row} elements, not a whole number of {be}-element blocks"
                 )));
             }
             let n_elems = ne.iter().try_fold(1u64, |a, &d| a.checked_mul(d));
-            let bytes = n_elems.and_then(|n| dtype.storage_bytes(n)).ok_or_else(|| {
-                Diagnostic::new(&path, format!("tensor `{name}` has shape {ne:?}, not a whole number of {dtype} blocks"))
+            let bytes = n_elems.filter(|n| n % be == 0).and_then(|n| (n / be).checked_mul(bb)).ok_or_else(|| {
+                Diagnostic::new(&path, format!("tensor `{name}` has shape {ne:?}, not a whole number of {ggml_type} blocks"))
             })?;
+            // The format puts every tensor's data at a multiple of the
+            // alignment; an offset off it reads shifted bytes.
+            if rel % alignment != 0 {
+                return Err(Diagnostic::new(&path, format!("tensor `{name}` has data offset {}, not a multiple of `general.alignment` = {alignment}", commas(rel)))
+                    .help("the file is corrupt"));
+            }
             let offset = data_start.checked_add(rel);
             let end = offset.and_then(|o| o.checked_add(bytes));
             match (offset, end) {
                 (Some(offset), Some(end)) if end <= file_len => {
                     let shape = ne.iter().rev().map(|&d| d as usize).collect();
-                    tensors.push(TensorInfo { name, shape, dtype, offset, bytes });
+                    match ggml_type.dtype() {
+                        Some(dtype) => tensors.push(TensorInfo { name, shape, dtype, offset, bytes }),
+                        None => uncomputable.push(UncomputableTensor { name, shape, ggml_type, offset, bytes }),
+                    }
                 }
                 _ => {
                     return Err(Diagnostic::new(&path, format!("tensor `{name}` runs past the end of the file"))
@@ -317,7 +457,7 @@ impl GgufFile {
                 }
             }
         }
-        Ok(GgufFile { path, version, alignment, metadata, tensors, mmap })
+        Ok(GgufFile { path, version, alignment, metadata, tensors, uncomputable, mmap })
     }
 
     pub fn get(&self, key: &str) -> Option<&MetaValue> {

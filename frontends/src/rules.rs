@@ -37,6 +37,7 @@ const GGUF_READS: &[(&str, &[&str])] = &[
             "ssm.state_size",
             "ssm.time_step_rank",
             "full_attention_interval",
+            "rope.dimension_count",
             "expert_count",
             "expert_used_count",
             "expert_feed_forward_length",
@@ -45,7 +46,7 @@ const GGUF_READS: &[(&str, &[&str])] = &[
     ),
     ("gemma", &[]),
     ("gemma2", &["attention.sliding_window", "attn_logit_softcapping", "final_logit_softcapping"]),
-    ("phi2", &["attention.layer_norm_epsilon"]),
+    ("phi2", &["attention.layer_norm_epsilon", "rope.dimension_count"]),
     ("phi3", &["rope.scaling.attn_factor", "rope.scaling.original_context_length"]),
     ("phimoe", &["rope.scaling.attn_factor", "rope.scaling.original_context_length", "expert_count", "expert_used_count"]),
 ];
@@ -71,7 +72,8 @@ fn gguf_neutral(suffix: &str, v: &MetaValue, head_dim: Option<u64>) -> bool {
         "vocab_size" => true,
         // Informational: whether the checkpoint was fine-tuned at its scaled length.
         "rope.scaling.finetuned" => true,
-        "expert_count" | "expert_used_count" => v.as_u64() == Some(0),
+        // 0: no window (llama.cpp's phi3 converter writes 0 for none).
+        "expert_count" | "expert_used_count" | "attention.sliding_window" => v.as_u64() == Some(0),
         "rope.dimension_count" | "attention.value_length" => head_dim.is_some() && v.as_u64() == head_dim,
         "rope.scaling.type" => v.as_str() == Some("none"),
         "rope.scaling.factor" => v.as_f64() == Some(1.0),
@@ -217,7 +219,7 @@ pub fn check_config_keys(st: &SafetensorsFile, family: &str) -> Result<(), Diagn
 /// in its file, for the message.
 pub fn check_tensors_used(source: &dyn crate::TensorSource, lowered: &Lowered, family: &str) -> Result<(), Diagnostic> {
     for t in source.tensors() {
-        let used = lowered.manifest.iter().any(|w| w.name == t.name) || lowered.read_at_lowering.iter().any(|n| *n == t.name);
+        let used = lowered.manifest.iter().any(|w| w.name == t.name) || lowered.read_at_lowering.contains(&t.name);
         if !used {
             let name = source.file_name(&t.name);
             return Err(Diagnostic::new(source.path(), format!("tensor `{name}` is not read by the {family} family: graphc would ignore it"))

@@ -13,7 +13,43 @@ use crate::error::Diagnostic;
 use crate::gguf::{GgufFile, MetaValue};
 use tokenizers::models::bpe::BPE;
 use tokenizers::pre_tokenizers::byte_level::ByteLevel;
+use tokenizers::pre_tokenizers::digits::Digits;
+use tokenizers::pre_tokenizers::sequence::Sequence;
+use tokenizers::pre_tokenizers::split::{Split, SplitPattern};
+use tokenizers::pre_tokenizers::PreTokenizerWrapper;
+use tokenizers::SplitDelimiterBehavior;
 use tokenizers::{AddedToken, Tokenizer as HfTokenizer};
+
+/// The split before byte-level BPE of Llama 3's vocabulary (its
+/// `tokenizer.json`'s `Split` pattern; llama.cpp's `llama-bpe`): digits in
+/// runs of up to three, a letter run may take one leading non-letter.
+const LLAMA3_SPLIT: &str = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+";
+/// Qwen2's (llama.cpp's `qwen2`): as Llama 3's, with single digits.
+const QWEN2_SPLIT: &str = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+";
+
+/// The `tokenizer.ggml.pre` values graphc splits as their Hugging Face
+/// tokenizers do.
+pub const KNOWN_PRE: &[&str] = &["default", "gpt2", "smollm", "starcoder", "qwen2", "llama-bpe"];
+
+/// The pre-tokenizer of a byte-level BPE vocabulary, by its
+/// `tokenizer.ggml.pre` (absent: GPT-2's); an unknown value is refused, as
+/// splitting text another way gives other ids without any error.
+fn pre_tokenizer(g: &GgufFile) -> Result<PreTokenizerWrapper, Diagnostic> {
+    let split = |pattern: &str| -> Result<PreTokenizerWrapper, Diagnostic> {
+        let split = Split::new(SplitPattern::Regex(pattern.into()), SplitDelimiterBehavior::Isolated, false)
+            .map_err(|e| Diagnostic::new(&g.path, format!("cannot build the pre-tokenizer: {e}")))?;
+        Ok(Sequence::new(vec![split.into(), ByteLevel::new(false, false, false).into()]).into())
+    };
+    match g.get("tokenizer.ggml.pre").and_then(|v| v.as_str()) {
+        None | Some("default" | "gpt2") => Ok(ByteLevel::new(false, true, true).into()),
+        // Each digit its own pre-token, then GPT-2's split (their tokenizer.json).
+        Some("smollm" | "starcoder") => Ok(Sequence::new(vec![Digits::new(true).into(), ByteLevel::new(false, true, true).into()]).into()),
+        Some("qwen2") => split(QWEN2_SPLIT),
+        Some("llama-bpe") => split(LLAMA3_SPLIT),
+        Some(other) => Err(Diagnostic::new(&g.path, format!("`tokenizer.ggml.pre` = `{other}` is not implemented: its text would be split differently"))
+            .note(format!("graphc splits byte-level BPE text for {}", KNOWN_PRE.join(", ")))),
+    }
+}
 
 /// How text becomes ids.
 enum Engine {
@@ -118,7 +154,7 @@ impl Tokenizer {
             .build()
             .map_err(|e| Diagnostic::new(&g.path, format!("cannot build the BPE tokenizer: {e}")))?;
         let mut inner = HfTokenizer::new(bpe);
-        inner.with_pre_tokenizer(Some(ByteLevel::new(false, true, true)));
+        inner.with_pre_tokenizer(Some(pre_tokenizer(g)?));
         inner.with_decoder(Some(ByteLevel::default()));
         let special: Vec<AddedToken> =
             special_ids.iter().filter_map(|&i| tokens.get(i as usize)).map(|t| AddedToken::from(t.clone(), true)).collect();

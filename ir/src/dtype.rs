@@ -19,10 +19,15 @@ pub enum DType {
     Q4K,
     Q5K,
     Q6K,
+    Q5_1,
+    Q2K,
+    Q3K,
+    IQ4NL,
+    IQ4XS,
 }
 
 impl DType {
-    pub const ALL: [DType; 12] = [
+    pub const ALL: [DType; 17] = [
         DType::F32,
         DType::F16,
         DType::BF16,
@@ -35,14 +40,19 @@ impl DType {
         DType::Q4K,
         DType::Q5K,
         DType::Q6K,
+        DType::Q5_1,
+        DType::Q2K,
+        DType::Q3K,
+        DType::IQ4NL,
+        DType::IQ4XS,
     ];
 
     /// Elements per block (1 for plain types).
     pub fn block_elems(self) -> usize {
         match self {
             DType::F32 | DType::F16 | DType::BF16 | DType::I32 | DType::U32 => 1,
-            DType::Q4_0 | DType::Q4_1 | DType::Q5_0 | DType::Q8_0 => 32,
-            DType::Q4K | DType::Q5K | DType::Q6K => 256,
+            DType::Q4_0 | DType::Q4_1 | DType::Q5_0 | DType::Q5_1 | DType::Q8_0 | DType::IQ4NL => 32,
+            DType::Q2K | DType::Q3K | DType::Q4K | DType::Q5K | DType::Q6K | DType::IQ4XS => 256,
         }
     }
 
@@ -58,6 +68,11 @@ impl DType {
             DType::Q4K => 144,
             DType::Q5K => 176,
             DType::Q6K => 210,
+            DType::Q5_1 => 24,
+            DType::Q2K => 84,
+            DType::Q3K => 110,
+            DType::IQ4NL => 18,
+            DType::IQ4XS => 136,
         }
     }
 
@@ -97,6 +112,11 @@ impl DType {
             DType::Q4K => "q4_k",
             DType::Q5K => "q5_k",
             DType::Q6K => "q6_k",
+            DType::Q5_1 => "q5_1",
+            DType::Q2K => "q2_k",
+            DType::Q3K => "q3_k",
+            DType::IQ4NL => "iq4_nl",
+            DType::IQ4XS => "iq4_xs",
         }
     }
 

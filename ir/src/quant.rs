@@ -119,8 +119,90 @@ fn dequantize_block(dtype: DType, b: &[u8], y: &mut [f32]) {
                 }
             }
         }
+        DType::Q5_1 => {
+            let (d, m) = (f16_at(b, 0), f16_at(b, 2));
+            let qh = u32::from_le_bytes([b[4], b[5], b[6], b[7]]);
+            let qs = &b[8..24];
+            for j in 0..16 {
+                let h0 = ((qh >> j) << 4) & 0x10;
+                let h1 = (qh >> (j + 12)) & 0x10;
+                y[j] = ((qs[j] & 0xF) as u32 | h0) as f32 * d + m;
+                y[j + 16] = ((qs[j] >> 4) as u32 | h1) as f32 * d + m;
+            }
+        }
+        DType::Q2K => {
+            // 16 sub-blocks of 16: scale (low nibble) and min (high nibble)
+            // per sub-block, 2-bit quants. Byte `l` of a 32-byte run holds
+            // element `l` of four consecutive 32-element groups, by shift.
+            let (scales, qs) = (&b[0..16], &b[16..80]);
+            let (d, dmin) = (f16_at(b, 80), f16_at(b, 82));
+            for (is, y) in y.chunks_exact_mut(16).enumerate() {
+                let (half, j, second) = (is / 8, (is % 8) / 2, is % 2);
+                let q = &qs[32 * half + 16 * second..][..16];
+                let dl = d * (scales[is] & 0xF) as f32;
+                let ml = dmin * (scales[is] >> 4) as f32;
+                for (yl, &ql) in y.iter_mut().zip(q) {
+                    *yl = dl * ((ql >> (2 * j)) & 3) as f32 - ml;
+                }
+            }
+        }
+        DType::Q3K => {
+            // 16 sub-blocks of 16 with signed 6-bit scales; each quant is
+            // 2 low bits (as q2_k) minus 4 where its `hmask` bit is clear.
+            let (hmask, qs, d) = (&b[0..32], &b[32..96], f16_at(b, 108));
+            let scales = q3_k_scales(&b[96..108]);
+            for (is, y) in y.chunks_exact_mut(16).enumerate() {
+                let (half, j, second) = (is / 8, (is % 8) / 2, is % 2);
+                let q = &qs[32 * half + 16 * second..][..16];
+                let hm = &hmask[16 * second..][..16];
+                let bit = 1u8 << (4 * half + j);
+                let dl = d * (scales[is] as i32 - 32) as f32;
+                for ((yl, &ql), &h) in y.iter_mut().zip(q).zip(hm) {
+                    let v = ((ql >> (2 * j)) & 3) as i32 - if h & bit != 0 { 0 } else { 4 };
+                    *yl = dl * v as f32;
+                }
+            }
+        }
+        DType::IQ4NL => {
+            let d = f16_at(b, 0);
+            for j in 0..16 {
+                y[j] = d * IQ4_VALUES[(b[2 + j] & 0xF) as usize] as f32;
+                y[j + 16] = d * IQ4_VALUES[(b[2 + j] >> 4) as usize] as f32;
+            }
+        }
+        DType::IQ4XS => {
+            // 8 sub-blocks of 32, each with a 6-bit scale (4 bits in
+            // `scales_l`, 2 in `scales_h`) biased by 32, and iq4_nl's values.
+            let d = f16_at(b, 0);
+            let scales_h = u16::from_le_bytes([b[2], b[3]]);
+            for (ib, y) in y.chunks_exact_mut(32).enumerate() {
+                let low = (b[4 + ib / 2] >> (4 * (ib % 2))) & 0xF;
+                let high = ((scales_h >> (2 * ib)) & 3) as u8;
+                let dl = d * ((low | (high << 4)) as i32 - 32) as f32;
+                let qs = &b[8 + 16 * ib..][..16];
+                for j in 0..16 {
+                    y[j] = dl * IQ4_VALUES[(qs[j] & 0xF) as usize] as f32;
+                    y[j + 16] = dl * IQ4_VALUES[(qs[j] >> 4) as usize] as f32;
+                }
+            }
+        }
         _ => unreachable!("{dtype} is not a block type"),
     }
+}
+
+/// The 16 values an iq4_nl / iq4_xs nibble indexes (ggml's `kvalues_iq4nl`).
+pub const IQ4_VALUES: [i8; 16] = [-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113];
+
+/// The 16 unsigned 6-bit scales of a q3_k block (before the `- 32`) from its
+/// 12 scale bytes: sub-block `i`'s low four bits are a nibble of byte
+/// `i % 8` (the low nibble for `i < 8`), its high two bits are bits
+/// `2 (i / 4)` of byte `8 + i % 4`.
+pub fn q3_k_scales(s: &[u8]) -> [u8; 16] {
+    std::array::from_fn(|i| {
+        let low = if i < 8 { s[i] & 0xF } else { s[i - 8] >> 4 };
+        let high = (s[8 + i % 4] >> (2 * (i / 4))) & 3;
+        low | (high << 4)
+    })
 }
 
 /// The 6-bit scale and min of sub-block `j` of a q4_k / q5_k block.

@@ -62,6 +62,7 @@ pub fn compare(a: &[f32], b: &[f32]) -> (f32, f64) {
 }
 
 /// A GGUF metadata value for the writer.
+#[derive(Clone)]
 pub enum Meta {
     U32(u32),
     F32(f32),
@@ -72,7 +73,7 @@ pub enum Meta {
 }
 
 /// Builds GGUF v3 bytes: metadata, tensor infos, aligned data.
-#[derive(Default)]
+#[derive(Clone, Default)]
 pub struct GgufWriter {
     pub meta: Vec<(String, Meta)>,
     /// (name, row-major shape, ggml type id, bytes)
@@ -213,6 +214,19 @@ impl GgufWriter {
             w = w.f32_tensor(&t("ffn_down"), &[d, ffn], &dn);
         }
         w.f32_tensor("output_norm.weight", &[d], &vec![1.0; d as usize])
+    }
+
+    /// `tiny_llama` with two tensors of GGUF block types graphc cannot
+    /// compute put among its own: `blk.0.attn_extra.weight`, iq2_xxs (GGML
+    /// type 16: 66-byte blocks of 256) `[2, 256]`, second in the file, and
+    /// `blk.1.ffn_extra.weight`, tq1_0 (type 34: 54-byte blocks of 256)
+    /// `[1, 256]`, last. Their bytes are a counting pattern.
+    pub fn tiny_llama_with_uncomputable_types() -> GgufWriter {
+        let mut w = GgufWriter::tiny_llama();
+        let pattern = |n: usize| (0..n).map(|i| (i * 7 % 251) as u8).collect::<Vec<u8>>();
+        w.tensors.insert(1, ("blk.0.attn_extra.weight".into(), vec![2, 256], 16, pattern(2 * 66)));
+        w.tensors.push(("blk.1.ffn_extra.weight".into(), vec![1, 256], 34, pattern(54)));
+        w
     }
 
     pub fn without_meta(mut self, key: &str) -> Self {

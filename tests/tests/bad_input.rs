@@ -71,8 +71,12 @@ fn unknown_architecture() {
     let dir = temp_dir("bad-arch");
     let p = GgufWriter::tiny_llama().set_meta("general.architecture", Meta::Str("mamba9".into())).write(&dir, "a.gguf");
     let e = compile_err(&p);
-    assert!(e.contains("unknown architecture `mamba9`"), "{e}");
-    assert!(e.contains("graphc lowers: llama"), "{e}");
+    assert!(e.contains("GGUF architecture `mamba9` is not supported"), "{e}");
+    assert!(e.contains("graphc lowers the GGUF architectures llama, gemma3, qwen2, qwen3, qwen3moe"), "{e}");
+    // The list is what `general.architecture` says, not graphc's internal family names.
+    for internal in ["graphc_fused_kv", "qwen3_moe", "`phi`", " phi,"] {
+        assert!(!e.contains(internal), "{e}");
+    }
 }
 
 #[test]
@@ -282,4 +286,16 @@ fn quantized_rows_that_are_not_whole_blocks_are_refused_by_name() {
     *t = ("blk.0.attn_k.weight".into(), vec![4, 8], 8, vec![0u8; 34]);
     let e = compile_err(&w.write(&dir, "rows.gguf"));
     assert!(e.contains("tensor `blk.0.attn_k.weight` is q8_0 with rows of 8 elements, not a whole number of 32-element blocks"), "{e}");
+}
+
+#[test]
+fn a_tensor_of_a_type_graphc_cannot_compute_is_refused_naming_it_and_its_type() {
+    // iq2_xxs and tq1_0 tensors in an otherwise computable llama: the
+    // reader sizes them (GGML defines them), `compile` refuses the file.
+    let dir = temp_dir("bad-uncomputable");
+    let p = GgufWriter::tiny_llama_with_uncomputable_types().write(&dir, "iq.gguf");
+    let e = compile_err(&p);
+    assert!(e.contains("tensor `blk.0.attn_extra.weight` is iq2_xxs (GGML type 16), which graphc cannot compute"), "{e}");
+    assert!(e.contains("iq.gguf"), "names the file: {e}");
+    assert!(e.contains("graphc computes: f32, f16, q4_0"), "says what it computes: {e}");
 }

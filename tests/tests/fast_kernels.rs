@@ -53,13 +53,20 @@ fn random_weights(dtype: DType, rows: usize, k: usize, rng: &mut Rng) -> Vec<u8>
         _ => {
             for _ in 0..n_blocks {
                 let mut block: Vec<u8> = (0..dtype.block_bytes()).map(|_| rng.byte()).collect();
-                // The f16 fields: d (and m / dmin) at the front, q6_k's d at the end.
+                // The f16 fields: d (and m / dmin) at the front; q6_k's and
+                // q3_k's d, q2_k's d and dmin, at the end.
                 match dtype {
-                    DType::Q4_1 | DType::Q4K | DType::Q5K => {
+                    DType::Q4_1 | DType::Q4K | DType::Q5K | DType::Q5_1 => {
                         block[0..2].copy_from_slice(&f16_bytes(rng, 0.05));
                         block[2..4].copy_from_slice(&f16_bytes(rng, 0.05));
                     }
                     DType::Q6K => block[208..210].copy_from_slice(&f16_bytes(rng, 0.01)),
+                    DType::Q2K => {
+                        block[80..82].copy_from_slice(&f16_bytes(rng, 0.05));
+                        block[82..84].copy_from_slice(&f16_bytes(rng, 0.05));
+                    }
+                    DType::Q3K => block[108..110].copy_from_slice(&f16_bytes(rng, 0.01)),
+                    DType::IQ4NL | DType::IQ4XS => block[0..2].copy_from_slice(&f16_bytes(rng, 0.002)),
                     _ => block[0..2].copy_from_slice(&f16_bytes(rng, 0.05)),
                 }
                 out.extend(block);
@@ -75,7 +82,7 @@ fn dequantized(dtype: DType, bytes: &[u8], n: usize) -> Vec<f32> {
     w
 }
 
-const TYPES: [DType; 10] = [
+const TYPES: [DType; 15] = [
     DType::F32,
     DType::F16,
     DType::BF16,
@@ -86,7 +93,16 @@ const TYPES: [DType; 10] = [
     DType::Q4K,
     DType::Q5K,
     DType::Q6K,
+    DType::Q5_1,
+    DType::Q2K,
+    DType::Q3K,
+    DType::IQ4NL,
+    DType::IQ4XS,
 ];
+
+/// The block types added after the first seven (their row dots are AVX2's
+/// on AVX-512 too).
+const NEWER_TYPES: [DType; 5] = [DType::Q5_1, DType::Q2K, DType::Q3K, DType::IQ4NL, DType::IQ4XS];
 
 /// Why 1e-5 of Σ|w·x|: both sides are f32 sums of the same products in a
 /// different order; the rounding error of such a sum is bounded by about
@@ -111,6 +127,92 @@ fn dot_row_matches_dequantize_then_dot_for_every_type_and_isa() {
             let got = simd::dot_row(isa, dtype, &row, &x, &sums);
             assert!(close(got, want, scale), "{dtype} on {}: {got} vs {want} (Σ|w·x| {scale})", isa.name());
         }
+    }
+}
+
+/// Which kernel serves each type's row dot, run, not assumed: every level's
+/// own kernel (`dot_row_at`) where it has one — portable for every type,
+/// AVX2 for every type but bf16 (the five newer types included), AVX-512 for
+/// q4_0, q4_1, q5_0, q8_0, q4_k and q6_k — and where a level has none,
+/// `dot_row` there gives the next narrower level's bits.
+#[test]
+fn each_isa_runs_its_own_row_kernel_or_the_next_narrower_ones_bits() {
+    let mut rng = Rng(0x6a09e667f3bcc908);
+    let k = 512;
+    let own = |isa: Isa, dtype: DType| match isa {
+        Isa::Portable => true,
+        Isa::Avx2 => dtype != DType::BF16,
+        Isa::Avx512 => matches!(dtype, DType::Q4_0 | DType::Q4_1 | DType::Q5_0 | DType::Q8_0 | DType::Q4K | DType::Q6K),
+    };
+    let mut engaged = std::collections::BTreeMap::<&str, usize>::new();
+    for dtype in TYPES {
+        let row = random_weights(dtype, 1, k, &mut rng);
+        let x: Vec<f32> = (0..k).map(|_| rng.f32()).collect();
+        let sums = simd::group_sums(&x);
+        for isa in isas() {
+            let at = simd::dot_row_at(isa, dtype, &row, &x, &sums);
+            assert_eq!(at.is_some(), own(isa, dtype), "{dtype} on {}: its own kernel or not", isa.name());
+            let got = simd::dot_row(isa, dtype, &row, &x, &sums);
+            let want = match (at, isa) {
+                (Some(v), _) => v,
+                (None, Isa::Avx512) => simd::dot_row_at(Isa::Avx2, dtype, &row, &x, &sums).unwrap(),
+                (None, _) => simd::dot_row_at(Isa::Portable, dtype, &row, &x, &sums).unwrap(),
+            };
+            assert_eq!(got.to_bits(), want.to_bits(), "{dtype} on {}: {got} vs {want}", isa.name());
+            if at.is_some() && NEWER_TYPES.contains(&dtype) {
+                *engaged.entry(isa.name()).or_default() += 1;
+            }
+        }
+    }
+    println!("newer types' own row kernels run, by level: {engaged:?}");
+    for isa in isas().into_iter().filter(|&i| i != Isa::Avx512) {
+        assert_eq!(engaged.get(isa.name()), Some(&NEWER_TYPES.len()), "{}: {engaged:?}", isa.name());
+    }
+}
+
+/// The negative controls for the newer types' row dots: a kernel that
+/// drops q5_1's or q2_k's mins, q3_k's `- 4` where an `hmask` bit is
+/// clear, or iq4_xs's scale bias of 32 is far outside the tolerance.
+#[test]
+fn the_row_dot_test_separates_the_newer_types_likely_mistakes() {
+    let mut rng = Rng(13);
+    let k = 512;
+    let f16_at = |b: &[u8], i: usize| f16::from_le_bytes([b[i], b[i + 1]]).to_f32() as f64;
+    for dtype in [DType::Q5_1, DType::Q2K, DType::Q3K, DType::IQ4XS] {
+        let row = random_weights(dtype, 1, k, &mut rng);
+        let x: Vec<f32> = (0..k).map(|_| rng.f32()).collect();
+        let w = dequantized(dtype, &row, k);
+        let want: f64 = w.iter().zip(&x).map(|(a, b)| *a as f64 * *b as f64).sum();
+        let scale: f64 = w.iter().zip(&x).map(|(a, b)| (*a as f64 * *b as f64).abs()).sum();
+        let blocks = row.chunks_exact(dtype.block_bytes()).zip(x.chunks_exact(dtype.block_elems()));
+        // The term the mistaken kernel leaves out (or adds).
+        let term: f64 = match dtype {
+            DType::Q5_1 => blocks.map(|(b, xs)| f16_at(b, 2) * xs.iter().map(|&v| v as f64).sum::<f64>()).sum(),
+            DType::Q2K => blocks
+                .map(|(b, xs)| (0..16).map(|is| f16_at(b, 82) * (b[is] >> 4) as f64 * xs[16 * is..16 * is + 16].iter().map(|&v| v as f64).sum::<f64>()).sum::<f64>())
+                .sum(),
+            DType::Q3K => blocks
+                .map(|(b, xs)| {
+                    let sc = graphc_ir::quant::q3_k_scales(&b[96..108]);
+                    (0..256)
+                        .filter(|&e| b[e % 32] & (1 << (e / 32)) == 0)
+                        .map(|e| f16_at(b, 108) * (sc[e / 16] as f64 - 32.0) * 4.0 * xs[e] as f64)
+                        .sum::<f64>()
+                })
+                .sum(),
+            _ => blocks
+                .map(|(b, xs)| {
+                    let d = f16_at(b, 0);
+                    (0..256).map(|e| {
+                        let (ib, j) = (e / 32, e % 32);
+                        let q = b[8 + 16 * ib + j % 16];
+                        let nibble = if j < 16 { q & 0xF } else { q >> 4 };
+                        32.0 * d * graphc_ir::quant::IQ4_VALUES[nibble as usize] as f64 * xs[e] as f64
+                    }).sum::<f64>()
+                })
+                .sum(),
+        };
+        assert!(!close((want - term) as f32, want, scale), "{dtype}: leaving out {term} of {want} must be detectable (Σ|w·x| {scale})");
     }
 }
 
@@ -294,7 +396,7 @@ fn matmul_rows_and_tiled_paths_match_the_reference() {
     // n = 37 rows: not a multiple of the tile (4) or the task size (20 on 2 threads);
     // m = 1 and 3 take the row path, 7 and 13 the tiled one with remainders.
     let (n, k) = (37, 256);
-    for dtype in [DType::Q4_1, DType::Q8_0, DType::Q4K, DType::Q6K, DType::Q5_0, DType::F16] {
+    for dtype in [DType::Q4_1, DType::Q8_0, DType::Q4K, DType::Q6K, DType::Q5_0, DType::F16].into_iter().chain(NEWER_TYPES) {
         let bytes = random_weights(dtype, n, k, &mut rng);
         let shape = [n, k];
         let w = WeightRef { dtype, shape: &shape, bytes: &bytes };
@@ -320,7 +422,7 @@ fn matmul_rows_and_tiled_paths_match_the_reference() {
 fn matvec_bits_do_not_depend_on_the_thread_count() {
     let mut rng = Rng(7);
     let (n, k) = (3001, 512);
-    for dtype in [DType::Q5_0, DType::Q8_0, DType::Q4K, DType::Q4_1] {
+    for dtype in [DType::Q5_0, DType::Q8_0, DType::Q4K, DType::Q4_1].into_iter().chain(NEWER_TYPES) {
         let bytes = random_weights(dtype, n, k, &mut rng);
         let shape = [n, k];
         let w = WeightRef { dtype, shape: &shape, bytes: &bytes };
@@ -347,7 +449,7 @@ fn matvec_bits_do_not_depend_on_the_thread_count() {
 fn batch_rows_give_the_bits_of_each_row_alone() {
     let mut rng = Rng(11);
     let (n, k) = (1001, 256);
-    for dtype in [DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q8_0, DType::Q4K, DType::Q6K, DType::F16] {
+    for dtype in [DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q8_0, DType::Q4K, DType::Q6K, DType::F16].into_iter().chain(NEWER_TYPES) {
         let bytes = random_weights(dtype, n, k, &mut rng);
         let shape = [n, k];
         let w = WeightRef { dtype, shape: &shape, bytes: &bytes };
@@ -614,6 +716,88 @@ fn fast_executor_equals_reference_on_a_tiny_llama_and_counts_its_kernels() {
         println!("{}: max |Δlogit| {max:.2e}, kernels {counts:?}", isa.name());
         assert!(max <= 1e-4, "{}: max |Δlogit| {max}", isa.name());
         for k in ["matmul_rows", "matmul_tiled", "attention", "rope", "view"] {
+            assert!(counts.get(k).copied().unwrap_or(0) > 0, "{}: fast kernel `{k}` never ran: {counts:?}", isa.name());
+        }
+    }
+}
+
+/// A llama GGUF (2 layers, hidden 256, 2 heads of 128 on one KV head, FFN
+/// 256, vocab 8) whose every matrix is one of the newer block types, each
+/// type in several roles (q/k/v/o, gate/up/down, and the tied embedding
+/// table and head as iq4_xs): compiled from the file, prefilled and decoded
+/// on the fast kernels at every ISA against the reference executor.
+#[test]
+fn a_tiny_llama_in_the_newer_block_types_runs_on_the_fast_kernels() {
+    let (d, kv) = (256u64, 128u64);
+    let mut rng = Rng(0xbb67ae8584caa73b);
+    // Random quants, with each f16 scale sized so that weights are O(0.05)
+    // and activations stay O(1) through both layers.
+    let mut matrix = |dtype: DType, rows: u64| -> Vec<u8> {
+        let scales: &[(usize, f32)] = match dtype {
+            DType::Q5_1 => &[(0, 0.004), (2, 0.06)],
+            DType::Q2K => &[(80, 0.002), (82, 0.002)],
+            DType::Q3K => &[(108, 0.0005)],
+            DType::IQ4NL => &[(0, 0.0005)],
+            _ => &[(0, 0.00003)],
+        };
+        let mut out: Vec<u8> = (0..rows * d / dtype.block_elems() as u64 * dtype.block_bytes() as u64).map(|_| rng.byte()).collect();
+        for block in out.chunks_exact_mut(dtype.block_bytes()) {
+            for &(at, scale) in scales {
+                block[at..at + 2].copy_from_slice(&f16::from_f32(rng.f32() * scale).to_le_bytes());
+            }
+        }
+        out
+    };
+    let ggml_id = |dtype: DType| match dtype {
+        DType::Q5_1 => 7,
+        DType::Q2K => 10,
+        DType::Q3K => 11,
+        DType::IQ4NL => 20,
+        _ => 23,
+    };
+    let mut w = graphc_tests::GgufWriter::tiny_llama()
+        .set_meta("llama.embedding_length", graphc_tests::Meta::U32(d as u32))
+        .set_meta("llama.feed_forward_length", graphc_tests::Meta::U32(d as u32));
+    w.tensors.clear();
+    let mut types = NEWER_TYPES.iter().copied().cycle();
+    let mut push = |w: &mut graphc_tests::GgufWriter, name: String, dtype: DType, rows: u64| {
+        let bytes = matrix(dtype, rows);
+        w.tensors.push((name, vec![rows, d], ggml_id(dtype), bytes));
+    };
+    push(&mut w, "token_embd.weight".into(), DType::IQ4XS, 8);
+    let mut used = std::collections::BTreeMap::<String, usize>::new();
+    for l in 0..2 {
+        w = w.f32_tensor(&format!("blk.{l}.attn_norm.weight"), &[d], &vec![1.0; d as usize]);
+        w = w.f32_tensor(&format!("blk.{l}.ffn_norm.weight"), &[d], &vec![1.0; d as usize]);
+        for (m, rows) in [("attn_q", d), ("attn_k", kv), ("attn_v", kv), ("attn_output", d), ("ffn_gate", d), ("ffn_up", d), ("ffn_down", d)] {
+            let dtype = types.next().unwrap();
+            *used.entry(dtype.name().into()).or_default() += 1;
+            push(&mut w, format!("blk.{l}.{m}.weight"), dtype, rows);
+        }
+    }
+    w = w.f32_tensor("output_norm.weight", &[d], &vec![1.0; d as usize]);
+    assert!(used.len() == 5 && used.values().all(|&n| n >= 2), "{used:?}");
+    let dir = graphc_tests::temp_dir("fast_newer_types");
+    let path = w.write(&dir, "newer.gguf");
+    let model = graphc::Model::compile(&path, &graphc::CompileOptions::default(), None).unwrap();
+    let prompt = [1u32, 5, 0, 3, 7, 2];
+    let run = |kernels| {
+        let mut s = model.session(&graphc::SessionOptions { threads: Some(2), kernels: Some(kernels), ..Default::default() }).unwrap();
+        let mut all = s.prefill(&prompt).unwrap();
+        for t in [4u32, 6, 1] {
+            all.extend(s.decode(t).unwrap());
+        }
+        (all, s.kernel_counts())
+    };
+    let (want, _) = run(graphc::Kernels::Reference);
+    let peak = want.iter().fold(0f32, |m, v| m.max(v.abs()));
+    assert!(want.iter().all(|v| v.is_finite()) && peak > 0.1, "the logits must be finite and not ~0: peak {peak}");
+    for isa in isas() {
+        let (got, counts) = run(graphc::Kernels::Fast(isa));
+        let max = got.iter().zip(&want).map(|(a, b)| (a - b).abs()).fold(0f32, f32::max);
+        println!("{}: max |Δlogit| {max:.2e} of peak {peak:.2}, kernels {counts:?}", isa.name());
+        assert!(max <= 1e-5 * peak.max(1.0), "{}: max |Δlogit| {max} (peak {peak})", isa.name());
+        for k in ["matmul_rows", "matmul_tiled"] {
             assert!(counts.get(k).copied().unwrap_or(0) > 0, "{}: fast kernel `{k}` never ran: {counts:?}", isa.name());
         }
     }

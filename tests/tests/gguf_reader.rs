@@ -1,8 +1,9 @@
 //! The GGUF reader on hand-built files: both versions, every metadata value
-//! type, a non-default alignment, and an untied output head.
+//! type, a non-default alignment, an untied output head, and tensors of
+//! types graphc reads but cannot compute.
 
 use graphc::{CompileOptions, Model, SessionOptions};
-use graphc_frontends::gguf::{GgufFile, MetaValue};
+use graphc_frontends::gguf::{GgmlType, GgufFile, MetaValue};
 use graphc_tests::{temp_dir, GgufWriter};
 
 /// A GGUF holding one key of each of the 13 value types and one f32 tensor.
@@ -121,4 +122,45 @@ fn untied_output_uses_its_own_head() {
     assert!(!mt.plan().manifest.iter().any(|w| w.name == "output.weight"));
     let run = |m: &Model| m.session(&SessionOptions::default()).unwrap().prefill(&[3, 4]).unwrap();
     assert_ne!(run(&mt), run(&mu), "the untied head is really used");
+}
+
+/// A file with tensors of types graphc has no kernels for (iq2_xxs, tq1_0)
+/// among its own reads whole when asked for any type: those two listed
+/// with their GGML type, shape and size, and every tensor after them where
+/// it is (the f32 values read back); read to compute with, it is refused
+/// naming the first such tensor, its type, and how many there are.
+#[test]
+fn tensors_of_types_graphc_cannot_compute_are_read_and_listed_but_refused() {
+    let w = GgufWriter::tiny_llama_with_uncomputable_types();
+    let g = GgufFile::from_bytes_any_type("mixed.gguf", w.to_bytes()).unwrap();
+    let listed: Vec<(&str, &str, &[usize], u64)> = g.uncomputable.iter().map(|t| (t.name.as_str(), t.ggml_type.name(), t.shape.as_slice(), t.bytes)).collect();
+    assert_eq!(listed, [("blk.0.attn_extra.weight", "iq2_xxs", &[2, 256][..], 132), ("blk.1.ffn_extra.weight", "tq1_0", &[1, 256][..], 54)]);
+    assert_eq!(g.uncomputable[0].ggml_type, GgmlType::from_id(16).unwrap());
+    let at = |t: &graphc_frontends::gguf::UncomputableTensor| &g.mmap[t.offset as usize..(t.offset + t.bytes) as usize];
+    assert_eq!(at(&g.uncomputable[0])[..4], [0, 7, 14, 21], "the iq2_xxs tensor's own bytes");
+    assert_eq!(g.tensors.len(), w.tensors.len() - 2);
+    for (name, _, ty, bytes) in w.tensors.iter().filter(|t| t.2 == 0) {
+        let t = g.tensor(name).unwrap_or_else(|| panic!("{name} missing"));
+        assert_eq!((g.tensor_bytes(t), *ty), (&bytes[..], 0), "{name} read back from its offset");
+    }
+    let e = GgufFile::from_bytes("mixed.gguf", w.to_bytes()).err().unwrap().to_string();
+    assert!(e.contains("tensor `blk.0.attn_extra.weight` is iq2_xxs (GGML type 16), which graphc cannot compute"), "{e}");
+    assert!(e.contains("2 tensors of this file are of such types: iq2_xxs, tq1_0"), "{e}");
+    assert!(e.contains("mixed.gguf"), "{e}");
+    // The control: without them the same file reads to compute with.
+    let mut plain = w;
+    plain.tensors.retain(|t| t.2 == 0);
+    assert!(GgufFile::from_bytes("plain.gguf", plain.to_bytes()).unwrap().uncomputable.is_empty());
+}
+
+/// A type id the format does not define (ggml removed 31, q4_0_4_4; 99 was
+/// never one) is refused by the reader in either mode, naming the tensor.
+#[test]
+fn removed_and_unknown_ggml_types_are_refused_by_name() {
+    for (id, says) in [(31u32, "has GGML type 31 (q4_0_4_4), which ggml has removed"), (99, "has unknown GGML type 99")] {
+        let mut w = GgufWriter::tiny_llama();
+        w.tensors.push(("odd.weight".into(), vec![1, 32], id, vec![0; 18]));
+        let e = GgufFile::from_bytes_any_type("odd.gguf", w.to_bytes()).err().unwrap().to_string();
+        assert!(e.contains(&format!("tensor `odd.weight` {says}")), "{e}");
+    }
 }

@@ -1,16 +1,18 @@
 //! The library's error type: every failure names what was wrong and where.
+//! Wrapped errors are `transparent`: with `#[from]` alone an error is also
+//! its own source, and a chain printer (anyhow's `{:#}`) prints it twice.
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    #[error("{0}")]
+    #[error(transparent)]
     Checkpoint(#[from] graphc_frontends::Diagnostic),
-    #[error("{0}")]
+    #[error(transparent)]
     Plan(#[from] graphc_ir::plan::PlanError),
-    #[error("{0}")]
+    #[error(transparent)]
     Verify(#[from] graphc_ir::VerifyError),
-    #[error("{0}")]
+    #[error(transparent)]
     Pass(#[from] graphc_passes::manager::PassError),
-    #[error("{0}")]
+    #[error(transparent)]
     Exec(#[from] graphc_backends::cpu::reference::ExecError),
     #[error(transparent)]
     Gpu(#[from] graphc_gpu::GpuError),

@@ -500,8 +500,14 @@ fn real_main() -> Result<()> {
                 }
                 return Ok(());
             }
-            let g = graphc_frontends::GgufFile::open(&checkpoint)?;
-            println!("GGUF v{} | alignment {} | {} tensors", g.version, g.alignment, g.tensors.len());
+            // Any type the format defines: one graphc cannot compute is
+            // listed (and counted) here, and refused by `compile`.
+            let g = graphc_frontends::GgufFile::open_any_type(&checkpoint)?;
+            let uncomputable = match g.uncomputable.len() {
+                0 => String::new(),
+                n => format!(" ({n} of types graphc cannot compute)"),
+            };
+            println!("GGUF v{} | alignment {} | {} tensors{uncomputable}", g.version, g.alignment, g.tensors.len() + g.uncomputable.len());
             for (k, v) in &g.metadata {
                 let shown = match v {
                     graphc_frontends::gguf::MetaValue::Array(a) => format!("[{} items]", a.len()),
@@ -510,8 +516,12 @@ fn real_main() -> Result<()> {
                 };
                 println!("{k} = {shown}");
             }
-            for t in &g.tensors {
-                println!("{:<32} {:<5} {:?}", t.name, t.dtype.name(), t.shape);
+            // In file (offset) order, whichever list a tensor is in.
+            let mut rows: Vec<(u64, &str, &str, &[usize], &str)> = g.tensors.iter().map(|t| (t.offset, t.name.as_str(), t.dtype.name(), t.shape.as_slice(), "")).collect();
+            rows.extend(g.uncomputable.iter().map(|t| (t.offset, t.name.as_str(), t.ggml_type.name(), t.shape.as_slice(), " (graphc cannot compute this type)")));
+            rows.sort_by_key(|r| r.0);
+            for (_, name, ty, shape, mark) in rows {
+                println!("{name:<32} {ty:<7} {shape:?}{mark}");
             }
         }
     }

@@ -115,6 +115,26 @@ fn bad_files_exit_1_with_a_message_and_keep_the_old_plan() {
 }
 
 #[test]
+fn inspect_lists_tensors_of_any_ggml_type_and_compile_refuses_them_by_name() {
+    // iq2_xxs and tq1_0 tensors among a tiny llama's f32 ones.
+    let dir = temp_dir("cli-inspect-iq");
+    let ck = graphc_tests::GgufWriter::tiny_llama_with_uncomputable_types().write(&dir, "iq.gguf");
+    let out = graphc(&["inspect", ck.to_str().unwrap()]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(text.contains("| 22 tensors (2 of types graphc cannot compute)"), "{text}");
+    let lines: Vec<&str> = text.lines().filter(|l| l.starts_with("token_embd") || l.contains("_extra.")).collect();
+    assert_eq!(lines.len(), 3, "{text}");
+    assert!(lines[0].starts_with("token_embd.weight") && lines[0].contains(" f32 "), "file order: {lines:?}");
+    assert!(lines[1].starts_with("blk.0.attn_extra.weight") && lines[1].contains(" iq2_xxs [2, 256] (graphc cannot compute this type)"), "{lines:?}");
+    assert!(lines[2].starts_with("blk.1.ffn_extra.weight") && lines[2].contains(" tq1_0 "), "{lines:?}");
+    let out = graphc(&["compile", ck.to_str().unwrap(), "-o", dir.join("iq.plan").to_str().unwrap()]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("tensor `blk.0.attn_extra.weight` is iq2_xxs (GGML type 16), which graphc cannot compute"), "{err}");
+}
+
+#[test]
 fn every_subcommand_has_help() {
     for sub in ["compile", "run", "dump", "inspect"] {
         let out = graphc(&[sub, "--help"]);
@@ -298,4 +318,20 @@ fn bench_batch_times_a_step_of_every_row() {
     let out = graphc(&["bench", ck.to_str().unwrap(), "--contexts", "16", "--batch", "0"]);
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("--batch must be at least 1 row"));
+}
+
+/// A refused checkpoint's error is printed once, with the architectures a
+/// user can find in a file's `general.architecture`.
+#[test]
+fn an_unsupported_architecture_is_named_once() {
+    let dir = temp_dir("cli-arch");
+    let p = graphc_tests::GgufWriter::tiny_llama()
+        .set_meta("general.architecture", graphc_tests::Meta::Str("mamba9".into()))
+        .write(&dir, "mamba9.gguf");
+    let out = graphc(&["compile", p.to_str().unwrap(), "-o", dir.join("x.plan").to_str().unwrap()]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(err.matches("GGUF architecture `mamba9` is not supported").count(), 1, "{err}");
+    assert!(err.contains("llama, gemma3, qwen2"), "{err}");
+    assert!(!dir.join("x.plan").exists(), "no plan is written for a refused checkpoint");
 }

@@ -89,7 +89,15 @@ pub fn check_graph(graph: &graphc_ir::Graph, target: &'static str) -> Result<(),
             Op::ToHost { .. } => None,
             Op::MatMul if WEIGHT_DTYPES.contains(&dtypes[1]) => None,
             Op::Gather if WEIGHT_DTYPES.contains(&dtypes[0]) => None,
-            Op::MatMul | Op::Gather => Some(format!("weights of type {} have no decoding kernel", dtypes[if matches!(op, Op::MatMul) { 1 } else { 0 }])),
+            Op::MatMul | Op::Gather => {
+                // The weight operand, named where it is a checkpoint tensor.
+                let w = graph.inputs(id)[if matches!(op, Op::MatMul) { 1 } else { 0 }];
+                let what = match &graph.node(w).op {
+                    Op::Weight { name, .. } => format!("weight `{name}`"),
+                    _ => "the weight operand".to_string(),
+                };
+                Some(format!("{what} is {}, a block type with no {target} decoding kernel", graph.ty(w).dtype))
+            }
             _ => Some("not written yet".to_string()),
         };
         if let Some(why) = why {

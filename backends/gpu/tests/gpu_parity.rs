@@ -1162,3 +1162,26 @@ fn a_graph_with_an_op_without_a_kernel_is_refused_naming_op_target_and_node() {
     let e = graphc_gpu::lower::check_graph(&graph, "cuda").unwrap_err().to_string();
     assert!(e.contains("op `clamp` has no cuda kernel") && e.contains("at `%1 = clamp"), "{e}");
 }
+
+/// The block types the CPU computes but the GPU kernels do not decode
+/// (q5_1, q2_k, q3_k, iq4_nl, iq4_xs): a GPU plan reading one is refused
+/// when compiled, naming the weight, its type and the target; the same
+/// graph with a q4_k weight (the control) passes.
+#[test]
+fn a_weight_of_a_type_without_a_gpu_kernel_is_refused_naming_tensor_type_and_target() {
+    for dtype in [DType::Q5_1, DType::Q2K, DType::Q3K, DType::IQ4NL, DType::IQ4XS, DType::Q4K] {
+        let graph = text::parse(&format!(
+            "graph \"g\" {{\n  %0 = input{{name=\"x\"}} : f32[1, 256]\n  %1 = weight{{name=\"blk.0.attn_q.weight\"}} : {dtype}[256, 256]\n  %2 = matmul %0, %1 : f32[1, 256]\n  %3 = output{{name=\"y\"}} %2 : f32[1, 256]\n}}\n"
+        ))
+        .unwrap();
+        for target in ["wgpu", "cuda", "metal"] {
+            let r = graphc_gpu::lower::check_graph(&graph, target);
+            if graphc_gpu::kernels::WEIGHT_DTYPES.contains(&dtype) {
+                assert!(r.is_ok(), "{dtype} on {target}: {r:?}");
+                continue;
+            }
+            let e = r.unwrap_err().to_string();
+            assert!(e.contains(&format!("op `matmul` has no {target} kernel (weight `blk.0.attn_q.weight` is {dtype}, a block type with no {target} decoding kernel")), "{e}");
+        }
+    }
+}

@@ -78,6 +78,11 @@ pub unsafe fn dot_row(dtype: DType, row: &[u8], x: &[f32], xsums: &[f32]) -> Opt
         DType::Q4K => q4_k(r, xp, xsums, n / 256),
         DType::Q5K => q5_k(r, xp, xsums, n / 256),
         DType::Q6K => q6_k(r, xp, n / 256),
+        DType::Q5_1 => q5_1(r, xp, xsums, n / 32),
+        DType::Q2K => q2_k(r, xp, n / 256),
+        DType::Q3K => q3_k(r, xp, n / 256),
+        DType::IQ4NL => iq4_nl(r, xp, n / 32),
+        DType::IQ4XS => iq4_xs(r, xp, n / 256),
         _ => return None,
     })
 }
@@ -354,6 +359,176 @@ unsafe fn q6_k(r: *const u8, x: *const f32, nb: usize) -> f32 {
         }
     }
     hsum(acc)
+}
+
+/// q5_1: `(nibble | high bit << 4) * d + m`, the high bits as in q5_0; the
+/// min goes through the block's `Σx`, as q4_1's does.
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn q5_1(r: *const u8, x: *const f32, xsums: &[f32], nb: usize) -> f32 {
+    let (mask, high_bit) = (_mm_set1_epi8(0x0F), _mm256_set1_epi8(0x10));
+    // A block's halves into their own accumulator (as iq4_nl).
+    let (mut acc0, mut acc1) = (_mm256_setzero_ps(), _mm256_setzero_ps());
+    let mut offset = 0f32;
+    for b in 0..nb {
+        let p = r.add(b * 24);
+        let qh = u32::from_le_bytes([*p.add(4), *p.add(5), *p.add(6), *p.add(7)]);
+        let qs = _mm_loadu_si128(p.add(8) as *const __m128i);
+        let lo = _mm_and_si128(qs, mask);
+        let hi = _mm_and_si128(_mm_srli_epi16(qs, 4), mask);
+        let q = _mm256_or_si256(_mm256_set_m128i(hi, lo), _mm256_and_si256(bytes_from_bits(qh), high_bit));
+        let (xb, d) = (x.add(b * 32), _mm256_set1_ps(f16_at(p)));
+        acc0 = _mm256_fmadd_ps(d, fma16_u8(_mm256_castsi256_si128(q), xb, _mm256_setzero_ps()), acc0);
+        acc1 = _mm256_fmadd_ps(d, fma16_u8(_mm256_extracti128_si256(q, 1), xb.add(16), _mm256_setzero_ps()), acc1);
+        offset += f16_at(p.add(2)) * xsums[b];
+    }
+    hsum(_mm256_add_ps(acc0, acc1)) + offset
+}
+
+/// The 16 values `scale * u8(v[i])` of the bytes of `v`, as f32.
+#[inline(always)]
+unsafe fn scaled_bytes16(v: __m128i, scale: f32) -> [f32; 16] {
+    let mut out = [0f32; 16];
+    let s = _mm256_set1_ps(scale);
+    _mm256_storeu_ps(out.as_mut_ptr(), _mm256_mul_ps(s, _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(v))));
+    _mm256_storeu_ps(out.as_mut_ptr().add(8), _mm256_mul_ps(s, _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(v, 8)))));
+    out
+}
+
+/// q2_k: 16 sub-blocks of 16, each `d*sc * q - dmin*m` with 2-bit `q`:
+/// the 32 bytes of half `h` hold, at shift `2j`, the 32 elements from
+/// `128h + 32j` (sub-blocks `8h + 2j` and `8h + 2j + 1`). The mins are per 16 elements,
+/// finer than `group_sums`' 32, so each weight is put together in
+/// registers (`d*sc * q - dmin*m`, one FMA) and multiplied by its
+/// activation; the block's 16 scales and mins are converted at once.
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn q2_k(r: *const u8, x: *const f32, nb: usize) -> f32 {
+    let (three, nibble) = (_mm256_set1_epi8(3), _mm_set1_epi8(0x0F));
+    let (mut acc0, mut acc1) = (_mm256_setzero_ps(), _mm256_setzero_ps());
+    for b in 0..nb {
+        let p = r.add(b * 84);
+        let sc = _mm_loadu_si128(p as *const __m128i);
+        let dl = scaled_bytes16(_mm_and_si128(sc, nibble), f16_at(p.add(80)));
+        let ml = scaled_bytes16(_mm_and_si128(_mm_srli_epi16(sc, 4), nibble), f16_at(p.add(82)));
+        for h in 0..2 {
+            let q = _mm256_loadu_si256(p.add(16 + 32 * h) as *const __m256i);
+            for j in 0..4 {
+                let v = _mm256_and_si256(_mm256_srl_epi16(q, _mm_cvtsi32_si128(2 * j as i32)), three);
+                let xj = x.add(b * 256 + 128 * h + 32 * j);
+                let is = 8 * h + 2 * j;
+                for (half, v) in [_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1)].into_iter().enumerate() {
+                    let (d, m) = (_mm256_set1_ps(dl[is + half]), _mm256_set1_ps(ml[is + half]));
+                    let q0 = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(v));
+                    let q1 = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(v, 8)));
+                    acc0 = _mm256_fmadd_ps(_mm256_fmsub_ps(d, q0, m), _mm256_loadu_ps(xj.add(16 * half)), acc0);
+                    acc1 = _mm256_fmadd_ps(_mm256_fmsub_ps(d, q1, m), _mm256_loadu_ps(xj.add(16 * half + 8)), acc1);
+                }
+            }
+        }
+    }
+    hsum(_mm256_add_ps(acc0, acc1))
+}
+
+/// q3_k's 16 sub-block scales `d * (sc - 32)` from its 12 scale bytes at
+/// `s` (`graphc_ir::quant::q3_k_scales`, vectorized): low nibbles of bytes
+/// 0..8 then their high nibbles, each or-ed with two bits of bytes 8..12
+/// (sub-block `i` takes bits `2 (i / 4)` of byte `8 + i % 4`).
+#[inline(always)]
+unsafe fn q3_k_scales(s: *const u8, d: f32) -> [f32; 16] {
+    let nibble = _mm_set1_epi8(0x0F);
+    let low8 = _mm_loadl_epi64(s as *const __m128i);
+    let low = _mm_unpacklo_epi64(_mm_and_si128(low8, nibble), _mm_and_si128(_mm_srli_epi16(low8, 4), nibble));
+    let h = u32::from_le_bytes([*s.add(8), *s.add(9), *s.add(10), *s.add(11)]);
+    let high = _mm_and_si128(_mm_srlv_epi32(_mm_set1_epi32(h as i32), _mm_setr_epi32(0, 2, 4, 6)), _mm_set1_epi8(3));
+    let sc = _mm_sub_epi8(_mm_or_si128(low, _mm_slli_epi16(high, 4)), _mm_set1_epi8(32));
+    let (dv, mut out) = (_mm256_set1_ps(d), [0f32; 16]);
+    _mm256_storeu_ps(out.as_mut_ptr(), _mm256_mul_ps(dv, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(sc))));
+    _mm256_storeu_ps(out.as_mut_ptr().add(8), _mm256_mul_ps(dv, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(sc, 8)))));
+    out
+}
+
+/// q3_k: 16 sub-blocks of 16, each `d * (sc - 32) * q` with `q` the 2-bit
+/// value laid out as q2_k's, minus 4 where its `hmask` bit is clear (byte
+/// `l` of `hmask`, bit `4h + j`, for element `l` of run `(h, j)`).
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn q3_k(r: *const u8, x: *const f32, nb: usize) -> f32 {
+    let (three, four) = (_mm256_set1_epi8(3), _mm256_set1_epi8(4));
+    // Each run's two sub-blocks into their own accumulator.
+    let (mut acc0, mut acc1) = (_mm256_setzero_ps(), _mm256_setzero_ps());
+    for b in 0..nb {
+        let p = r.add(b * 110);
+        let dl = q3_k_scales(p.add(96), f16_at(p.add(108)));
+        let hmask = _mm256_loadu_si256(p as *const __m256i);
+        for h in 0..2 {
+            let q = _mm256_loadu_si256(p.add(32 + 32 * h) as *const __m256i);
+            for j in 0..4 {
+                let low = _mm256_and_si256(_mm256_srl_epi16(q, _mm_cvtsi32_si128(2 * j as i32)), three);
+                let bit = _mm256_set1_epi8((1u8 << (4 * h + j)) as i8);
+                let set = _mm256_cmpeq_epi8(_mm256_and_si256(hmask, bit), bit);
+                let v = _mm256_sub_epi8(low, _mm256_andnot_si256(set, four));
+                let xj = x.add(b * 256 + 128 * h + 32 * j);
+                let is = 8 * h + 2 * j;
+                let s0 = fma16_i8(_mm256_castsi256_si128(v), xj, _mm256_setzero_ps());
+                let s1 = fma16_i8(_mm256_extracti128_si256(v, 1), xj.add(16), _mm256_setzero_ps());
+                acc0 = _mm256_fmadd_ps(_mm256_set1_ps(dl[is]), s0, acc0);
+                acc1 = _mm256_fmadd_ps(_mm256_set1_ps(dl[is + 1]), s1, acc1);
+            }
+        }
+    }
+    hsum(_mm256_add_ps(acc0, acc1))
+}
+
+/// The iq4 values of the 16 low nibbles (elements 0..16) and 16 high ones
+/// (16..32) of `qs`, as signed bytes: one table lookup (`pshufb`) each.
+#[inline(always)]
+unsafe fn iq4_values(qs: __m128i) -> (__m128i, __m128i) {
+    let table = _mm_loadu_si128(graphc_ir::quant::IQ4_VALUES.as_ptr() as *const __m128i);
+    let mask = _mm_set1_epi8(0x0F);
+    (_mm_shuffle_epi8(table, _mm_and_si128(qs, mask)), _mm_shuffle_epi8(table, _mm_and_si128(_mm_srli_epi16(qs, 4), mask)))
+}
+
+/// iq4_nl: `d * value[nibble]`, nibbles ordered as q4_0's.
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn iq4_nl(r: *const u8, x: *const f32, nb: usize) -> f32 {
+    // A block's halves into their own accumulator (as iq4_xs).
+    let (mut acc0, mut acc1) = (_mm256_setzero_ps(), _mm256_setzero_ps());
+    for b in 0..nb {
+        let p = r.add(b * 18);
+        let (lo, hi) = iq4_values(_mm_loadu_si128(p.add(2) as *const __m128i));
+        let (xb, d) = (x.add(b * 32), _mm256_set1_ps(f16_at(p)));
+        acc0 = _mm256_fmadd_ps(d, fma16_i8(lo, xb, _mm256_setzero_ps()), acc0);
+        acc1 = _mm256_fmadd_ps(d, fma16_i8(hi, xb.add(16), _mm256_setzero_ps()), acc1);
+    }
+    hsum(_mm256_add_ps(acc0, acc1))
+}
+
+/// iq4_xs: 8 sub-blocks of 32, each iq4_nl's decoding with its own scale
+/// `d * (ls - 32)`, `ls` 4 bits from `scales_l` and 2 from `scales_h`.
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn iq4_xs(r: *const u8, x: *const f32, nb: usize) -> f32 {
+    let nibble = _mm_set1_epi8(0x0F);
+    // Each sub-block's halves into their own accumulator: two short FMA
+    // chains a sub-block, not one long one.
+    let (mut acc0, mut acc1) = (_mm256_setzero_ps(), _mm256_setzero_ps());
+    for b in 0..nb {
+        let p = r.add(b * 136);
+        // The 8 scales at once: `scales_l`'s nibbles in order (low first),
+        // each with its two bits of `scales_h`, minus 32, times `d`.
+        let sl = _mm_cvtsi32_si128((p.add(4) as *const i32).read_unaligned());
+        let low = _mm_unpacklo_epi8(_mm_and_si128(sl, nibble), _mm_and_si128(_mm_srli_epi16(sl, 4), nibble));
+        let sh = _mm256_set1_epi32(u16::from_le_bytes([*p.add(2), *p.add(3)]) as i32);
+        let high = _mm256_and_si256(_mm256_srlv_epi32(sh, _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14)), _mm256_set1_epi32(3));
+        let ls = _mm256_sub_epi32(_mm256_or_si256(_mm256_cvtepu8_epi32(low), _mm256_slli_epi32(high, 4)), _mm256_set1_epi32(32));
+        let mut dl = [0f32; 8];
+        _mm256_storeu_ps(dl.as_mut_ptr(), _mm256_mul_ps(_mm256_set1_ps(f16_at(p)), _mm256_cvtepi32_ps(ls)));
+        for (ib, &dl) in dl.iter().enumerate() {
+            let (lo, hi) = iq4_values(_mm_loadu_si128(p.add(8 + 16 * ib) as *const __m128i));
+            let xb = x.add(b * 256 + 32 * ib);
+            let dl = _mm256_set1_ps(dl);
+            acc0 = _mm256_fmadd_ps(dl, fma16_i8(lo, xb, _mm256_setzero_ps()), acc0);
+            acc1 = _mm256_fmadd_ps(dl, fma16_i8(hi, xb.add(16), _mm256_setzero_ps()), acc1);
+        }
+    }
+    hsum(_mm256_add_ps(acc0, acc1))
 }
 
 /// A 3×4 f32 tile: `out[i][j] = x_i · w_j` over `k` elements. Twelve

@@ -31,7 +31,8 @@ pub enum Isa {
     /// AVX2 + FMA + F16C.
     Avx2,
     /// AVX-512F on top of `Avx2` (wider f32 tiles and 32-element block
-    /// dots; the k-quant row dots are the AVX2 ones).
+    /// dots; the row dots of the types it has no kernel for are the AVX2
+    /// ones: see `dot_row`).
     Avx512,
 }
 
@@ -88,28 +89,44 @@ pub fn supports(dtype: DType) -> bool {
 
 /// `Σ_i w[i] * x[i]` for one weight row of `dtype` stored in `row` (a whole
 /// number of blocks covering `x.len()` elements); `xsums = group_sums(x)`.
+/// The kernel is `isa`'s own where it has one for `dtype`, else the next
+/// narrower level's (`dot_row_at`): AVX-512 has its own for q4_0, q4_1,
+/// q5_0, q8_0, q4_k and q6_k and runs AVX2's for the other types (q5_k,
+/// q5_1, q2_k, q3_k, iq4_nl, iq4_xs, f16, f32); AVX2 has one for every type
+/// but bf16, which is portable's everywhere.
 pub fn dot_row(isa: Isa, dtype: DType, row: &[u8], x: &[f32], xsums: &[f32]) -> f32 {
     debug_assert_eq!(Some(row.len() as u64), dtype.storage_bytes(x.len() as u64));
-    #[cfg(target_arch = "x86_64")]
-    if isa == Isa::Avx512 {
-        assert!(isa.available(), "{} kernels on a CPU without them", isa.name());
-        // SAFETY: the CPU has AVX-512F (checked above), and AVX2/FMA/F16C
-        // with it (`Isa::Avx512` implies `Isa::Avx2`).
-        if let Some(v) = unsafe { avx512::dot_row(dtype, row, x, xsums) } {
+    let mut level = isa;
+    loop {
+        if let Some(v) = dot_row_at(level, dtype, row, x, xsums) {
             return v;
         }
+        level = match level {
+            Isa::Avx512 => Isa::Avx2,
+            _ => Isa::Portable,
+        };
     }
-    #[cfg(target_arch = "x86_64")]
-    if isa >= Isa::Avx2 {
-        assert!(isa.available(), "{} kernels on a CPU without them", isa.name());
+}
+
+/// `dot_row` by `isa`'s own kernel for `dtype` only: `None` where that
+/// level has none (and `dot_row` falls back to a narrower one's), so a test
+/// can see which kernel serves a type. Portable has every type.
+pub fn dot_row_at(isa: Isa, dtype: DType, row: &[u8], x: &[f32], xsums: &[f32]) -> Option<f32> {
+    assert!(isa.available(), "{} kernels on a CPU without them", isa.name());
+    match isa {
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: the CPU has AVX-512F (checked above), and AVX2/FMA/F16C
+        // with it (`Isa::Avx512` implies `Isa::Avx2`); the kernel asserts
+        // the lengths of `row`, `x` and `xsums`.
+        Isa::Avx512 => unsafe { avx512::dot_row(dtype, row, x, xsums) },
+        #[cfg(target_arch = "x86_64")]
         // SAFETY: the CPU has AVX2, FMA and F16C (checked above); the kernels
         // read `row` and `x` only within the lengths asserted in `avx2::dot_row`.
-        if let Some(v) = unsafe { avx2::dot_row(dtype, row, x, xsums) } {
-            return v;
-        }
+        Isa::Avx2 => unsafe { avx2::dot_row(dtype, row, x, xsums) },
+        Isa::Portable => Some(portable::dot_row(dtype, row, x, xsums)),
+        #[cfg(not(target_arch = "x86_64"))]
+        _ => None,
     }
-    let _ = isa;
-    portable::dot_row(dtype, row, x, xsums)
 }
 
 /// `out[r] = dot_row(row r)` for the `out.len()` consecutive rows stored in

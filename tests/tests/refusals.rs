@@ -1,0 +1,307 @@
+//! No silent wrong answers (`frontends/src/rules.rs`): every family refuses
+//! a checkpoint with a tensor it would not read, and each math-relevant
+//! key or value it does not implement, naming the tensor or key and the
+//! family; corrupt files the format allows to parse are refused too.
+//!
+//! Each checkpoint here is a working one (the parity fixtures, the tiny
+//! llama GGUF) with one thing added, so the refusal is that thing's.
+
+use graphc::{CompileOptions, Model};
+use graphc_frontends::gguf::MetaValue;
+use graphc_frontends::GgufFile;
+use graphc_tests::{temp_dir, GgufWriter, Meta};
+use serde_json::{json, Value};
+use std::path::{Path, PathBuf};
+
+fn fixture(family: &str) -> PathBuf {
+    graphc_tests::repo_root().join("tests/fixtures/families").join(family)
+}
+
+/// The safetensors fixtures (folder name, the family named in errors).
+const SAFETENSORS: &[(&str, &str)] = &[
+    ("llama3", "llama"),
+    ("qwen2", "qwen2"),
+    ("qwen2_tied", "qwen2"),
+    ("qwen3", "qwen3"),
+    ("qwen3_moe", "qwen3_moe"),
+    ("qwen3_next", "qwen3_next"),
+    ("gemma", "gemma"),
+    ("gemma2", "gemma2"),
+    ("phi2", "phi"),
+    ("phi3", "phi3"),
+    ("phi3_longrope", "phi3"),
+    ("phimoe", "phimoe"),
+];
+
+fn compile_err(path: &Path) -> String {
+    match Model::compile(path, &CompileOptions { max_seq: Some(64), ..Default::default() }, None) {
+        Ok(_) => panic!("{} compiled; it should have been refused", path.display()),
+        Err(e) => e.to_string(),
+    }
+}
+
+fn compiles(path: &Path) -> Model {
+    Model::compile(path, &CompileOptions { max_seq: Some(64), ..Default::default() }, None).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+/// A copy of a safetensors fixture with `edit` applied to its config and
+/// `extra` (name, f32 values) appended to its tensors.
+fn safetensors_copy(family: &str, tag: &str, edit: impl Fn(&mut serde_json::Map<String, Value>), extra: Option<(&str, usize)>) -> PathBuf {
+    let src = fixture(family);
+    let dir = temp_dir(&format!("refuse-{family}-{tag}"));
+    let mut config: Value = serde_json::from_str(&std::fs::read_to_string(src.join("config.json")).unwrap()).unwrap();
+    edit(config.as_object_mut().unwrap());
+    std::fs::write(dir.join("config.json"), serde_json::to_string_pretty(&config).unwrap()).unwrap();
+    let bytes = std::fs::read(src.join("model.safetensors")).unwrap();
+    let out = match extra {
+        None => bytes,
+        Some((name, n)) => {
+            // Header: u64 length, JSON; then the data. Append one f32 tensor.
+            let len = u64::from_le_bytes(bytes[..8].try_into().unwrap()) as usize;
+            let mut header: Value = serde_json::from_slice(&bytes[8..8 + len]).unwrap();
+            let data = &bytes[8 + len..];
+            header[name] = json!({"dtype": "F32", "shape": [n], "data_offsets": [data.len(), data.len() + 4 * n]});
+            let text = serde_json::to_vec(&header).unwrap();
+            let mut out = (text.len() as u64).to_le_bytes().to_vec();
+            out.extend_from_slice(&text);
+            out.extend_from_slice(data);
+            out.extend(std::iter::repeat_n(0u8, 4 * n));
+            out
+        }
+    };
+    std::fs::write(dir.join("model.safetensors"), out).unwrap();
+    dir
+}
+
+/// A GGUF (every tensor f32, as the fixtures are) as a writer, to copy it
+/// with changes.
+fn gguf_writer(path: &Path) -> GgufWriter {
+    let g = GgufFile::open(path).unwrap();
+    let mut w = GgufWriter::default();
+    for (k, v) in &g.metadata {
+        let meta = match v {
+            MetaValue::Str(s) => Meta::Str(s.clone()),
+            MetaValue::Bool(b) => Meta::Bool(*b),
+            MetaValue::F32(f) => Meta::F32(*f),
+            MetaValue::F64(f) => Meta::F32(*f as f32),
+            MetaValue::Array(a) if a.iter().all(|x| x.as_str().is_some()) => Meta::StrArray(a.iter().map(|x| x.as_str().unwrap().to_string()).collect()),
+            MetaValue::Array(a) => Meta::I32Array(a.iter().map(|x| x.as_u64().unwrap() as i32).collect()),
+            other => Meta::U32(other.as_u64().unwrap() as u32),
+        };
+        w.meta.push((k.clone(), meta));
+    }
+    for t in &g.tensors {
+        assert_eq!(t.dtype, graphc_ir::DType::F32, "{}", t.name);
+        w.tensors.push((t.name.clone(), t.shape.iter().map(|&d| d as u64).collect(), 0, g.tensor_bytes(t).to_vec()));
+    }
+    w
+}
+
+/// A copy of `w` changed by `f`.
+fn with(w: &GgufWriter, f: impl FnOnce(&mut GgufWriter)) -> GgufWriter {
+    let mut copy = w.clone();
+    f(&mut copy);
+    copy
+}
+
+/// The GGUF checkpoints: the fixtures' conversions and the tiny llama
+/// (family named in errors, writer).
+fn ggufs() -> Vec<(String, GgufWriter)> {
+    let mut all = vec![("llama".to_string(), GgufWriter::tiny_llama())];
+    for (dir, _) in SAFETENSORS {
+        let g = fixture(dir).join("model.gguf");
+        if g.exists() {
+            let w = gguf_writer(&g);
+            let arch = w.meta.iter().find(|(k, _)| k == "general.architecture").map(|(_, v)| match v {
+                Meta::Str(s) => s.clone(),
+                _ => unreachable!(),
+            });
+            all.push((arch.unwrap(), w));
+        }
+    }
+    all
+}
+
+#[test]
+fn every_family_refuses_a_tensor_it_would_not_read() {
+    for (dir, family) in SAFETENSORS {
+        // An MLP bias: no family here has one, so no rule reads it.
+        let name = "model.layers.0.mlp.down_proj.bias";
+        let p = safetensors_copy(dir, "extra", |_| {}, Some((name, 4)));
+        let e = compile_err(&p);
+        assert!(e.contains(&format!("tensor `{name}` is not read by the {family} family")), "{dir}: {e}");
+        // The control: the same copy without the tensor compiles.
+        compiles(&safetensors_copy(dir, "plain", |_| {}, None));
+    }
+    for (arch, w) in ggufs() {
+        let dir = temp_dir(&format!("refuse-gguf-{arch}"));
+        // A scale no GGUF family here reads.
+        let name = "blk.0.ffn_down.scale";
+        let p = with(&w, |w| w.tensors.push((name.into(), vec![4], 0, vec![0; 16]))).write(&dir, "extra.gguf");
+        let e = compile_err(&p);
+        assert!(e.contains(&format!("tensor `{name}`")) && (e.contains("is not read by") || e.contains("has no place")), "{arch}: {e}");
+        compiles(&w.write(&dir, "plain.gguf"));
+        println!("{arch}: {e}");
+    }
+}
+
+/// Per family, config.json variants it does not implement: YaRN RoPE
+/// scaling, a sliding window, a soft-cap, another activation, quantized
+/// weights, a q/k LayerNorm.
+#[test]
+fn every_family_refuses_each_unimplemented_config_variant() {
+    let variants: &[(&str, &str, Value)] = &[
+        ("yarn", "rope_scaling", json!({"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32})),
+        ("dynamic", "rope_scaling", json!({"rope_type": "dynamic", "factor": 2.0})),
+        ("softcap", "attn_logit_softcapping", json!(30.0)),
+        ("final_softcap", "final_logit_softcapping", json!(30.0)),
+        ("quantized", "quantization_config", json!({"quant_method": "awq", "bits": 4})),
+        ("act", "hidden_act", json!("relu")),
+        ("qk_layernorm", "qk_layernorm", json!(true)),
+        ("mlp_bias", "mlp_bias", json!(true)),
+    ];
+    for (dir, family) in SAFETENSORS {
+        for (tag, key, value) in variants {
+            // Gemma 2 implements both soft-caps; Gemma's activation key is
+            // `hidden_activation` first (a relu there is refused by it).
+            if *family == "gemma2" && key.ends_with("softcapping") {
+                continue;
+            }
+            let p = safetensors_copy(dir, tag, |c| {
+                // transformers 5's `rope_parameters` holds the base; the
+                // variant is the Hub's `rope_scaling` beside `rope_theta`.
+                if *key == "rope_scaling" {
+                    if let Some(rp) = c.remove("rope_parameters") {
+                        c.insert("rope_theta".into(), rp["rope_theta"].clone());
+                        if let Some(f) = rp.get("partial_rotary_factor") {
+                            c.insert("partial_rotary_factor".into(), f.clone());
+                        }
+                    }
+                }
+                if *key == "hidden_act" {
+                    c.remove("hidden_activation");
+                }
+                c.insert(key.to_string(), value.clone());
+            }, None);
+            let e = compile_err(&p);
+            let named = e.contains(&format!("`{key}")) || (*key == "rope_scaling" && (e.contains("rope_type") || e.contains("RoPE scaling")));
+            assert!(named, "{dir} {tag}: the error does not name `{key}`: {e}");
+            assert!(e.contains(family) || e.contains("expected"), "{dir} {tag}: the error does not name the family: {e}");
+        }
+        // A sliding window where the family has none (Qwen's own switch for
+        // the Qwen families, the window itself for the others).
+        let (key, value) = match *family {
+            "qwen2" | "qwen3" | "qwen3_moe" => ("use_sliding_window", json!(true)),
+            "gemma2" => continue,
+            _ => ("sliding_window", json!(16)),
+        };
+        let p = safetensors_copy(dir, "window", |c| {
+            c.insert(key.into(), value.clone());
+            if key == "sliding_window" {
+                c.remove("use_sliding_window");
+            }
+        }, None);
+        let e = compile_err(&p);
+        assert!(e.contains(&format!("`{key}`")), "{dir} window: {e}");
+    }
+}
+
+#[test]
+fn every_gguf_family_refuses_keys_it_does_not_read() {
+    for (arch, w) in ggufs() {
+        let dir = temp_dir(&format!("refuse-keys-{arch}"));
+        for (tag, suffix, value) in [
+            ("yarn", "rope.scaling.type", Meta::Str("yarn".into())),
+            ("window", "attention.sliding_window", Meta::U32(16)),
+            ("softcap", "attn_logit_softcapping", Meta::F32(30.0)),
+            ("experts", "expert_count", Meta::U32(8)),
+            ("layernorm", "attention.layer_norm_epsilon", Meta::F32(1e-5)),
+            ("partial_rope", "rope.dimension_count", Meta::U32(2)),
+        ] {
+            let key = format!("{arch}.{suffix}");
+            // What a family implements is not a refusal.
+            let implemented = matches!(
+                (arch.as_str(), suffix),
+                ("gemma2", "attention.sliding_window" | "attn_logit_softcapping")
+                    | ("phi2", "attention.layer_norm_epsilon" | "rope.dimension_count")
+                    | ("qwen3next", "rope.dimension_count")
+                    | ("qwen3moe" | "phimoe" | "qwen3next", "expert_count")
+                    | ("llama", "rope.dimension_count")
+            );
+            if implemented {
+                continue;
+            }
+            let p = with(&w, |w| {
+                w.meta.retain(|(k, _)| *k != key);
+                w.meta.push((key.clone(), value.clone()));
+            });
+            let e = compile_err(&p.write(&dir, &format!("{tag}.gguf")));
+            assert!(e.contains(&format!("`{key}`")), "{arch} {tag}: {e}");
+            println!("{arch} {tag}: {}", e.lines().next().unwrap());
+        }
+    }
+}
+
+/// Three corrupt files the format parses: a special token past the
+/// vocabulary, a zero context, a tensor offset off the file's alignment.
+#[test]
+fn corrupt_metadata_is_refused() {
+    let dir = temp_dir("refuse-corrupt");
+    let p = GgufWriter::tiny_llama().set_meta("tokenizer.ggml.bos_token_id", Meta::U32(10_000_000)).write(&dir, "bos.gguf");
+    let e = compile_err(&p);
+    assert!(e.contains("`tokenizer.ggml.bos_token_id` = 10000000 is past the vocabulary of 8 tokens"), "{e}");
+    let p = GgufWriter::tiny_llama().set_meta("tokenizer.ggml.eos_token_id", Meta::U32(8)).write(&dir, "eos.gguf");
+    let e = compile_err(&p);
+    assert!(e.contains("`tokenizer.ggml.eos_token_id` = 8 is past the vocabulary of 8 tokens"), "{e}");
+    let p = GgufWriter::tiny_llama().set_meta("llama.context_length", Meta::U32(0)).write(&dir, "ctx.gguf");
+    let e = compile_err(&p);
+    assert!(e.contains("`llama.context_length` is 0"), "{e}");
+    let p = safetensors_copy("qwen2", "ctx0", |c| {
+        c.insert("max_position_embeddings".into(), json!(0));
+    }, None);
+    let e = compile_err(&p);
+    assert!(e.contains("`max_position_embeddings` is 0"), "{e}");
+    // The controls: the unedited tiny llama compiles.
+    compiles(&GgufWriter::tiny_llama().write(&dir, "plain.gguf"));
+}
+
+/// Llama 3's `rope_freqs.weight` is read (it changes the logits), and one
+/// of the wrong length is refused naming it.
+#[test]
+fn llama_gguf_reads_rope_freqs() {
+    let dir = temp_dir("rope-freqs");
+    let plain = compiles(&GgufWriter::tiny_llama().write(&dir, "plain.gguf"));
+    // head_dim 4: two rotary pairs.
+    let scaled = compiles(&GgufWriter::tiny_llama().f32_tensor("rope_freqs.weight", &[2], &[1.0, 8.0]).write(&dir, "freqs.gguf"));
+    assert!(scaled.plan().model.facts["rope_scaling"].contains("FreqFactors"), "{:?}", scaled.plan().model.facts);
+    let prompt = [3, 4, 5, 6, 7, 3, 4, 5];
+    let run = |m: &Model| m.session(&Default::default()).unwrap().prefill(&prompt).unwrap();
+    let (a, b) = (run(&plain), run(&scaled));
+    assert!(a.iter().zip(&b).any(|(x, y)| (x - y).abs() > 1e-3), "rope_freqs changed nothing: {a:?} {b:?}");
+    let e = compile_err(&GgufWriter::tiny_llama().f32_tensor("rope_freqs.weight", &[3], &[1.0, 8.0, 8.0]).write(&dir, "bad.gguf"));
+    assert!(e.contains("tensor `rope_freqs.weight` has shape [3], expected [2]"), "{e}");
+}
+
+/// A tensor whose data offset is off `general.alignment` (32 here) is
+/// refused, naming it; the same file with the offset on it reads.
+#[test]
+fn a_tensor_offset_off_the_alignment_is_refused() {
+    let dir = temp_dir("refuse-align");
+    let bytes = GgufWriter::tiny_llama().to_bytes();
+    let g = GgufFile::from_bytes("tiny", bytes.clone()).unwrap();
+    let second = &g.tensors[1];
+    // Find the tensor's relative offset field in the header (a u64 after
+    // its name, dims and type) and move it by 4 bytes.
+    let data_start = g.tensors[0].offset;
+    let rel = second.offset - data_start;
+    let name_at = bytes.windows(second.name.len()).position(|w| w == second.name.as_bytes()).unwrap();
+    let field = (name_at..bytes.len() - 8).find(|&i| u64::from_le_bytes(bytes[i..i + 8].try_into().unwrap()) == rel).unwrap();
+    let mut shifted = bytes.clone();
+    shifted[field..field + 8].copy_from_slice(&(rel + 4).to_le_bytes());
+    let p = dir.join("shifted.gguf");
+    std::fs::write(&p, &shifted).unwrap();
+    let e = compile_err(&p);
+    assert!(e.contains(&format!("tensor `{}` has data offset {}, not a multiple of `general.alignment` = 32", second.name, rel + 4)), "{e}");
+    std::fs::write(&p, &bytes).unwrap();
+    compiles(&p);
+}
