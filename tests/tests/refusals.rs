@@ -305,3 +305,15 @@ fn a_tensor_offset_off_the_alignment_is_refused() {
     std::fs::write(&p, &bytes).unwrap();
     compiles(&p);
 }
+
+/// A byte-level BPE vocabulary whose `tokenizer.ggml.pre` graphc does not
+/// split is refused naming the value (splitting it as GPT-2 would give
+/// other ids); a known value compiles.
+#[test]
+fn an_unknown_pre_tokenizer_is_refused() {
+    let dir = temp_dir("refuse-pre");
+    let p = GgufWriter::tiny_llama().set_meta("tokenizer.ggml.pre", Meta::Str("tekken".into())).write(&dir, "tekken.gguf");
+    let e = compile_err(&p);
+    assert!(e.contains("`tokenizer.ggml.pre` = `tekken` is not implemented"), "{e}");
+    compiles(&GgufWriter::tiny_llama().set_meta("tokenizer.ggml.pre", Meta::Str("qwen2".into())).write(&dir, "qwen2.gguf"));
+}
