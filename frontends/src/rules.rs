@@ -218,9 +218,11 @@ pub fn check_config_keys(st: &SafetensorsFile, family: &str) -> Result<(), Diagn
 /// graph (`rope_freqs.weight`); `gguf_names` gives a renamed tensor's name
 /// in its file, for the message.
 pub fn check_tensors_used(source: &dyn crate::TensorSource, lowered: &Lowered, family: &str) -> Result<(), Diagnostic> {
+    // A set: a MoE checkpoint has tens of thousands of expert tensors.
+    let read: std::collections::HashSet<&str> =
+        lowered.manifest.iter().map(|w| w.name.as_str()).chain(lowered.read_at_lowering.iter().map(String::as_str)).collect();
     for t in source.tensors() {
-        let used = lowered.manifest.iter().any(|w| w.name == t.name) || lowered.read_at_lowering.contains(&t.name);
-        if !used {
+        if !read.contains(t.name.as_str()) {
             let name = source.file_name(&t.name);
             return Err(Diagnostic::new(source.path(), format!("tensor `{name}` is not read by the {family} family: graphc would ignore it"))
                 .note("a tensor no rule consumes is refused, never dropped (an unknown bias, scale or RoPE table changes the answer)"));
