@@ -9,10 +9,14 @@
 
 #[allow(unsafe_code)] // the mmap
 pub mod bytes;
+pub mod chat;
+pub mod detokenize;
+pub mod eog;
 pub mod error;
 pub mod families;
 pub mod gguf;
 pub mod gguf_hf;
+pub mod pretokenize;
 pub mod rules;
 pub mod safetensors;
 pub mod spm;
@@ -203,7 +207,7 @@ impl Checkpoint {
         if let Some(t) = &self.tokenizer {
             lowered.meta.bos_id = t.bos_id;
             lowered.meta.add_bos = t.add_bos;
-            lowered.meta.stop_ids = t.eos_id.into_iter().collect();
+            lowered.meta.stop_ids = t.eog_ids.clone();
         } else if let Format::Gguf(g) = &self.format {
             // No tokenizer object: the special ids straight from the metadata.
             lowered.meta.bos_id = g.get("tokenizer.ggml.bos_token_id").and_then(|v| v.as_u64()).map(|v| v as u32);
@@ -220,23 +224,7 @@ impl Checkpoint {
                 return Err(Diagnostic::new(self.path(), format!("`{key}` = {id} is past the vocabulary of {vocab} tokens")));
             }
         }
-        if self.family == "gemma3" {
-            // A turn ends with `<end_of_turn>` (llama.cpp stops on it too):
-            // found by its text, since the GGUF marks only `<eos>`.
-            if let Ok(tokens) = self.gguf_tokens() {
-                if let Some(id) = tokens.iter().position(|t| t.as_str() == Some("<end_of_turn>")) {
-                    lowered.meta.stop_ids.push(id as u32);
-                }
-            }
-        }
         Ok(lowered)
-    }
-
-    fn gguf_tokens(&self) -> Result<&[gguf::MetaValue], Diagnostic> {
-        match &self.format {
-            Format::Gguf(g) => g.array("tokenizer.ggml.tokens"),
-            Format::Safetensors(s) => Err(Diagnostic::new(&s.path, "no GGUF vocabulary")),
-        }
     }
 
     /// Drop the metadata arrays the tokenizer and the lowering have already

@@ -5,7 +5,9 @@
 //!
 //! 1. control and user-defined tokens (`<start_of_turn>`, ...) in the text
 //!    are matched verbatim (leftmost, then longest) and never split;
-//! 2. in the rest, spaces become `▁`;
+//! 2. in the rest, spaces become `▁`, with one in front of each piece of
+//!    text at the start or after a special token where the vocabulary says
+//!    `add_space_prefix` (Llama 2, Mistral; not Gemma), as llama.cpp does;
 //! 3. starting from single characters, the adjacent pair whose concatenation
 //!    is a token with the highest score is merged (leftmost on ties), until
 //!    no pair is a token;
@@ -21,6 +23,7 @@ pub struct Spm {
     /// Control and user-defined tokens, longest first.
     special: Vec<(String, u32)>,
     unk_id: u32,
+    add_space_prefix: bool,
 }
 
 /// A merge candidate: higher score first, then the leftmost.
@@ -44,38 +47,54 @@ impl Ord for Candidate {
 }
 
 impl Spm {
-    pub fn new(tokens: Vec<String>, scores: Vec<f32>, special_ids: Vec<u32>, unk_id: u32) -> Spm {
+    pub fn new(tokens: Vec<String>, scores: Vec<f32>, special_ids: Vec<u32>, unk_id: u32, add_space_prefix: bool) -> Spm {
         let ids: HashMap<String, u32> = tokens.iter().enumerate().map(|(i, t)| (t.clone(), i as u32)).collect();
         let byte_ids = (0..256).map(|b| ids.get(&format!("<0x{b:02X}>")).copied()).collect();
         let mut special: Vec<(String, u32)> =
             special_ids.iter().filter_map(|&i| tokens.get(i as usize).map(|t| (t.clone(), i))).filter(|(t, _)| !t.is_empty()).collect();
         special.sort_by(|a, b| b.0.len().cmp(&a.0.len()).then(a.1.cmp(&b.1)));
-        Spm { tokens, scores, ids, byte_ids, special, unk_id }
+        Spm { tokens, scores, ids, byte_ids, special, unk_id, add_space_prefix }
     }
 
-    pub fn encode(&self, text: &str) -> Vec<u32> {
+    /// Ids of `text`; special tokens in it are matched only with `parse_special`.
+    pub fn encode(&self, text: &str, parse_special: bool) -> Vec<u32> {
         let mut out = Vec::new();
         let mut rest = text;
         while !rest.is_empty() {
             // The leftmost special token, the longest at that position.
-            let hit = self
-                .special
-                .iter()
-                .filter_map(|(t, id)| rest.find(t.as_str()).map(|at| (at, t.len(), *id)))
-                .min_by(|a, b| a.0.cmp(&b.0).then(b.1.cmp(&a.1)));
+            let hit = if !parse_special {
+                None
+            } else {
+                self.special
+                    .iter()
+                    .filter_map(|(t, id)| rest.find(t.as_str()).map(|at| (at, t.len(), *id)))
+                    .min_by(|a, b| a.0.cmp(&b.0).then(b.1.cmp(&a.1)))
+            };
             match hit {
                 Some((at, len, id)) => {
-                    self.encode_plain(&rest[..at], &mut out);
+                    self.encode_piece(&rest[..at], &mut out);
                     out.push(id);
                     rest = &rest[at + len..];
                 }
                 None => {
-                    self.encode_plain(rest, &mut out);
+                    self.encode_piece(rest, &mut out);
                     rest = "";
                 }
             }
         }
         out
+    }
+
+    /// Text between special tokens, with its space prefix.
+    fn encode_piece(&self, text: &str, out: &mut Vec<u32>) {
+        if text.is_empty() {
+            return;
+        }
+        if self.add_space_prefix {
+            self.encode_plain(&format!(" {text}"), out)
+        } else {
+            self.encode_plain(text, out)
+        }
     }
 
     fn encode_plain(&self, text: &str, out: &mut Vec<u32>) {
@@ -135,7 +154,18 @@ impl Spm {
         self.tokens.get(id as usize).map(String::as_str)
     }
 
+    /// Text of `ids` (the space prefix of the first piece removed).
     pub fn decode(&self, ids: &[u32]) -> String {
+        let bytes = self.decode_bytes(ids);
+        let text = String::from_utf8_lossy(&bytes);
+        match text.strip_prefix(' ') {
+            Some(rest) if self.add_space_prefix => rest.to_string(),
+            _ => text.into_owned(),
+        }
+    }
+
+    /// The bytes `ids` spell (`▁` as a space, `<0xNN>` as its byte).
+    pub fn decode_bytes(&self, ids: &[u32]) -> Vec<u8> {
         let mut bytes = Vec::new();
         for &id in ids {
             let Some(t) = self.tokens.get(id as usize) else { continue };
@@ -144,6 +174,10 @@ impl Spm {
                 _ => bytes.extend_from_slice(t.replace('\u{2581}', " ").as_bytes()),
             }
         }
-        String::from_utf8_lossy(&bytes).into_owned()
+        bytes
+    }
+
+    pub fn adds_space_prefix(&self) -> bool {
+        self.add_space_prefix
     }
 }

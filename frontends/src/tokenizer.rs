@@ -9,47 +9,12 @@
 //! `minijinja` with the settings transformers uses (`trim_blocks`,
 //! `lstrip_blocks`).
 
+use crate::chat::{self, ChatError, ChatOptions, Message, TemplateTokens};
 use crate::error::Diagnostic;
 use crate::gguf::{GgufFile, MetaValue};
+use tokenizers::decoders::byte_level::ByteLevel;
 use tokenizers::models::bpe::BPE;
-use tokenizers::pre_tokenizers::byte_level::ByteLevel;
-use tokenizers::pre_tokenizers::digits::Digits;
-use tokenizers::pre_tokenizers::sequence::Sequence;
-use tokenizers::pre_tokenizers::split::{Split, SplitPattern};
-use tokenizers::pre_tokenizers::PreTokenizerWrapper;
-use tokenizers::SplitDelimiterBehavior;
 use tokenizers::{AddedToken, Tokenizer as HfTokenizer};
-
-/// The split before byte-level BPE of Llama 3's vocabulary (its
-/// `tokenizer.json`'s `Split` pattern; llama.cpp's `llama-bpe`): digits in
-/// runs of up to three, a letter run may take one leading non-letter.
-const LLAMA3_SPLIT: &str = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+";
-/// Qwen2's (llama.cpp's `qwen2`): as Llama 3's, with single digits.
-const QWEN2_SPLIT: &str = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+";
-
-/// The `tokenizer.ggml.pre` values graphc splits as their Hugging Face
-/// tokenizers do.
-pub const KNOWN_PRE: &[&str] = &["default", "gpt2", "smollm", "starcoder", "qwen2", "llama-bpe"];
-
-/// The pre-tokenizer of a byte-level BPE vocabulary, by its
-/// `tokenizer.ggml.pre` (absent: GPT-2's); an unknown value is refused, as
-/// splitting text another way gives other ids without any error.
-fn pre_tokenizer(g: &GgufFile) -> Result<PreTokenizerWrapper, Diagnostic> {
-    let split = |pattern: &str| -> Result<PreTokenizerWrapper, Diagnostic> {
-        let split = Split::new(SplitPattern::Regex(pattern.into()), SplitDelimiterBehavior::Isolated, false)
-            .map_err(|e| Diagnostic::new(&g.path, format!("cannot build the pre-tokenizer: {e}")))?;
-        Ok(Sequence::new(vec![split.into(), ByteLevel::new(false, false, false).into()]).into())
-    };
-    match g.get("tokenizer.ggml.pre").and_then(|v| v.as_str()) {
-        None | Some("default" | "gpt2") => Ok(ByteLevel::new(false, true, true).into()),
-        // Each digit its own pre-token, then GPT-2's split (their tokenizer.json).
-        Some("smollm" | "starcoder") => Ok(Sequence::new(vec![Digits::new(true).into(), ByteLevel::new(false, true, true).into()]).into()),
-        Some("qwen2") => split(QWEN2_SPLIT),
-        Some("llama-bpe") => split(LLAMA3_SPLIT),
-        Some(other) => Err(Diagnostic::new(&g.path, format!("`tokenizer.ggml.pre` = `{other}` is not implemented: its text would be split differently"))
-            .note(format!("graphc splits byte-level BPE text for {}", KNOWN_PRE.join(", ")))),
-    }
-}
 
 /// How text becomes ids.
 enum Engine {
@@ -61,6 +26,11 @@ enum Engine {
 
 pub struct Tokenizer {
     inner: Engine,
+    /// Control tokens (`<|im_end|>`, ...: not printed as text unless
+    /// asked), sorted. They and user-defined tokens are never split.
+    control_ids: Vec<u32>,
+    /// The ids that end a generation (`eog.rs`), sorted.
+    pub eog_ids: Vec<u32>,
     /// A chat format to use when the checkpoint has no `tokenizer.chat_template`
     /// (a Jinja template, and where it comes from); set by the family.
     pub chat_fallback: Option<(String, &'static str)>,
@@ -97,7 +67,9 @@ impl Tokenizer {
         };
         let special_ids: Vec<u32> =
             types.iter().enumerate().filter(|(_, &t)| t == TOKEN_CONTROL || t == TOKEN_USER_DEFINED).map(|(i, _)| i as u32).collect();
+        let control_ids: Vec<u32> = types.iter().enumerate().filter(|(_, &t)| t == TOKEN_CONTROL).map(|(i, _)| i as u32).collect();
         let vocab_size = tokens.len();
+        let eog_ids = crate::eog::eog_ids(g, &tokens)?;
         // Each engine keeps the one copy of the vocabulary (peak memory
         // counts: the issue-6 bound on SmolLM2 leaves no room for two).
         let inner = match model {
@@ -112,7 +84,7 @@ impl Tokenizer {
                     return Err(Diagnostic::new(&g.path, format!("{} scores for {} tokens", scores.len(), tokens.len())));
                 }
                 let unk = g.get("tokenizer.ggml.unknown_token_id").and_then(|v| v.as_u64()).unwrap_or(0) as u32;
-                Engine::Spm(crate::spm::Spm::new(tokens, scores, special_ids, unk))
+                Engine::Spm(crate::spm::Spm::new(tokens, scores, special_ids.clone(), unk, add_space_prefix(g)))
             }
             other => {
                 return Err(Diagnostic::new(&g.path, format!("tokenizer model `{other}` is not supported yet"))
@@ -127,6 +99,8 @@ impl Tokenizer {
         };
         Ok(Tokenizer {
             inner,
+            control_ids,
+            eog_ids,
             chat_fallback: None,
             bos_id,
             eos_id: id("tokenizer.ggml.eos_token_id"),
@@ -154,7 +128,7 @@ impl Tokenizer {
             .build()
             .map_err(|e| Diagnostic::new(&g.path, format!("cannot build the BPE tokenizer: {e}")))?;
         let mut inner = HfTokenizer::new(bpe);
-        inner.with_pre_tokenizer(Some(pre_tokenizer(g)?));
+        inner.with_pre_tokenizer(Some(crate::pretokenize::pre_tokenizer(g)?));
         inner.with_decoder(Some(ByteLevel::default()));
         let special: Vec<AddedToken> =
             special_ids.iter().filter_map(|&i| tokens.get(i as usize)).map(|t| AddedToken::from(t.clone(), true)).collect();
@@ -169,19 +143,62 @@ impl Tokenizer {
         if self.add_bos {
             ids.extend(self.bos_id);
         }
-        match &self.inner {
-            Engine::Hf(t) => ids.extend_from_slice(t.encode(text, false).map_err(|e| e.to_string())?.get_ids()),
-            Engine::Spm(t) => ids.extend(t.encode(text)),
-        }
+        ids.extend(self.encode_text(text, true)?);
         Ok(ids)
+    }
+
+    /// Token ids of `text` alone (no BOS); with `parse_special` false, text
+    /// that spells a special token (`<|im_end|>`) is tokenized as text.
+    pub fn encode_text(&self, text: &str, parse_special: bool) -> Result<Vec<u32>, String> {
+        match &self.inner {
+            Engine::Hf(t) if parse_special => Ok(t.encode(text, false).map_err(|e| e.to_string())?.get_ids().to_vec()),
+            Engine::Hf(t) => {
+                let mut t = (**t).clone();
+                t.set_encode_special_tokens(true);
+                Ok(t.encode(text, false).map_err(|e| e.to_string())?.get_ids().to_vec())
+            }
+            Engine::Spm(t) => Ok(t.encode(text, parse_special)),
+        }
     }
 
     /// Text of `ids`, special tokens included.
     pub fn decode(&self, ids: &[u32]) -> Result<String, String> {
+        if let Some(id) = ids.iter().find(|&&id| id as usize >= self.vocab_size) {
+            return Err(format!("token id {id} is past the vocabulary of {} tokens", self.vocab_size));
+        }
         match &self.inner {
-            Engine::Hf(t) => t.decode(ids, false).map_err(|e| e.to_string()),
+            Engine::Hf(_) => Ok(String::from_utf8_lossy(&self.decode_bytes(ids, true)).into_owned()),
             Engine::Spm(t) => Ok(t.decode(ids)),
         }
+    }
+
+    /// The bytes `ids` spell, special tokens' text left out unless
+    /// `show_special` (a token may end inside a UTF-8 character: see
+    /// `Detokenizer`).
+    pub fn decode_bytes(&self, ids: &[u32], show_special: bool) -> Vec<u8> {
+        let keep = |id: &&u32| show_special || !self.is_control(**id);
+        match &self.inner {
+            Engine::Hf(t) => {
+                let mut out = Vec::new();
+                for &id in ids.iter().filter(keep) {
+                    let Some(piece) = t.id_to_token(id) else { continue };
+                    // As the byte-level decoder: a token with a character
+                    // outside the byte table (an added token's raw text)
+                    // is its own UTF-8.
+                    match piece.chars().map(byte_of_char).collect::<Option<Vec<u8>>>() {
+                        Some(bytes) => out.extend(bytes),
+                        None => out.extend_from_slice(piece.as_bytes()),
+                    }
+                }
+                out
+            }
+            Engine::Spm(t) => t.decode_bytes(&ids.iter().copied().filter(|id| keep(&id)).collect::<Vec<_>>()),
+        }
+    }
+
+    /// Whether `id` is a control token (`<|im_end|>`, `<eos>`, ...).
+    pub fn is_control(&self, id: u32) -> bool {
+        self.control_ids.binary_search(&id).is_ok()
     }
 
     /// The vocabulary entry of `id` as stored (byte-level BPE entries in
@@ -193,25 +210,45 @@ impl Tokenizer {
         }
     }
 
-    /// The prompt text for one user message under the checkpoint's chat
-    /// template, with the generation prompt added.
-    pub fn apply_chat_template(&self, user_message: &str) -> Result<String, String> {
-        let template = match (&self.chat_template, &self.chat_fallback) {
-            (Some(t), _) => t.as_str(),
-            (None, Some((t, _))) => t.as_str(),
-            (None, None) => return Err("the checkpoint has no `tokenizer.chat_template`".into()),
-        };
-        let mut env = minijinja::Environment::new();
-        env.set_trim_blocks(true);
-        env.set_lstrip_blocks(true);
-        env.add_template("chat", template).map_err(|e| format!("chat template does not parse: {e}"))?;
-        let tok = |id: Option<u32>| id.and_then(|i| self.token_text(i)).unwrap_or_default();
-        let ctx = minijinja::context! {
-            messages => vec![minijinja::context! { role => "user", content => user_message }],
-            add_generation_prompt => true,
-            bos_token => tok(self.bos_id),
-            eos_token => tok(self.eos_id),
-        };
-        env.get_template("chat").unwrap().render(ctx).map_err(|e| format!("chat template failed to render: {e}"))
+    /// The checkpoint's chat template (or the family's fallback).
+    pub fn template(&self) -> Option<&str> {
+        self.chat_template.as_deref().or(self.chat_fallback.as_ref().map(|(t, _)| t.as_str()))
     }
+
+    /// The prompt text of a conversation under the checkpoint's chat template.
+    pub fn apply_chat_template(&self, messages: &[Message], opts: &ChatOptions) -> Result<String, ChatError> {
+        let template = self.template().ok_or(ChatError::NoTemplate)?;
+        let tok = |id: Option<u32>| id.and_then(|i| self.token_text(i)).unwrap_or_default();
+        let tokens = TemplateTokens { bos_token: tok(self.bos_id), eos_token: tok(self.eos_id) };
+        chat::render(template, messages, &tokens, opts)
+    }
+}
+
+/// GPT-2's byte-to-unicode table, inverted: the byte a byte-level BPE
+/// character stands for.
+fn byte_of_char(c: char) -> Option<u8> {
+    static TABLE: std::sync::OnceLock<[Option<u8>; 324]> = std::sync::OnceLock::new();
+    let table = TABLE.get_or_init(|| {
+        // Printable Latin-1 bytes stand for themselves; the others, in
+        // order, are U+0100 + n.
+        let printable = |b: usize| (33..=126).contains(&b) || (161..=172).contains(&b) || (174..=255).contains(&b);
+        let mut t = [None; 324];
+        let mut n = 0;
+        for b in 0..256 {
+            if printable(b) {
+                t[b] = Some(b as u8);
+            } else {
+                t[256 + n] = Some(b as u8);
+                n += 1;
+            }
+        }
+        t
+    });
+    table.get(c as usize).copied().flatten()
+}
+
+/// `tokenizer.ggml.add_space_prefix`: whether SentencePiece text gets a
+/// leading space (llama.cpp's default when the key is absent: yes).
+fn add_space_prefix(g: &GgufFile) -> bool {
+    !matches!(g.get("tokenizer.ggml.add_space_prefix"), Some(MetaValue::Bool(false)))
 }

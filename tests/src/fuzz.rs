@@ -163,7 +163,7 @@ fn exercise_tokenizer(t: &Tokenizer, data: &[u8]) {
     if let Ok(ids) = t.encode(&text) {
         let _ = t.decode(&ids);
     }
-    let _ = t.apply_chat_template(&text);
+    let _ = t.apply_chat_template(&[graphc::Message::system(&text), graphc::Message::user(&text)], &graphc::ChatOptions::default());
     // The same bytes as ids: out-of-vocabulary ones must be an error.
     let ids: Vec<u32> = data.chunks(4).map(|c| c.iter().fold(0u32, |a, &b| a << 8 | b as u32) % 300_000).collect();
     let _ = t.decode(&ids);

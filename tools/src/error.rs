@@ -24,4 +24,6 @@ pub enum Error {
     Input(String),
     #[error("{0}")]
     Tokenizer(String),
+    #[error(transparent)]
+    Chat(#[from] graphc_frontends::chat::ChatError),
 }

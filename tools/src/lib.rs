@@ -27,7 +27,9 @@ pub mod session;
 pub use error::Error;
 pub use model::{CompileOptions, Model};
 pub use sampling::Sampling;
-pub use session::{Generation, Kernels, Session, SessionOptions};
+pub use graphc_frontends::chat::{ChatOptions, Message};
+pub use graphc_frontends::detokenize::{Detokenizer, Emitted};
+pub use session::{Finish, Generation, GoOn, Kernels, Session, SessionOptions};
 
 /// The process's peak resident memory (`VmHWM`), where the OS reports it.
 pub fn peak_rss_bytes() -> Option<u64> {

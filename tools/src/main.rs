@@ -6,7 +6,7 @@
 
 use anyhow::{bail, Context, Result};
 use clap::{Parser, Subcommand};
-use graphc::{CompileOptions, Kernels, Model, Sampling, SessionOptions};
+use graphc::{ChatOptions, CompileOptions, Detokenizer, Finish, Kernels, Message, Model, Sampling, SessionOptions};
 use graphc_ir::text;
 use indicatif::{ProgressBar, ProgressStyle};
 use std::io::Write;
@@ -80,6 +80,15 @@ enum Cmd {
         /// Apply the checkpoint's chat template, the prompt as the user's message.
         #[arg(long)]
         chat: bool,
+        /// With --chat: a system message before the user's.
+        #[arg(long, requires = "chat")]
+        system: Option<String>,
+        /// Stop when the text contains this string (repeatable); it is not printed.
+        #[arg(long = "stop", value_name = "TEXT")]
+        stop: Vec<String>,
+        /// Print special tokens (`<|im_end|>`, ...) as text.
+        #[arg(long)]
+        show_special: bool,
         /// Worker threads (default: the machine's cores).
         #[arg(long)]
         threads: Option<usize>,
@@ -225,6 +234,7 @@ fn real_main() -> Result<()> {
                     "recurrent_states": plan.kv_cache.recurrent_states,
                     "recurrent_bytes": plan.kv_cache.recurrent_bytes,
                     "nodes": model.graph().len(),
+                    "stop_ids": plan.model.stop_ids,
                     "compile_secs": secs,
                     "plan": output.display().to_string(),
                 });
@@ -235,6 +245,7 @@ fn real_main() -> Result<()> {
                 println!("max_seq:  {} (from {})", plan.options.max_seq, plan.options.max_seq_source.as_str());
                 println!("weights:  {} tensors, {} bytes", plan.manifest.len(), model.weights_bytes());
                 println!("nodes:    {}", model.graph().len());
+                println!("stops at: {}", stop_tokens(&model));
                 let kv = &plan.kv_cache;
                 print!("kv cache: {} buffers, {} bytes per token", kv.caches, kv.bytes_per_token);
                 if kv.window_caches > 0 {
@@ -251,7 +262,26 @@ fn real_main() -> Result<()> {
                 println!("wrote {} in {secs:.2}s", output.display());
             }
         }
-        Cmd::Run { model, prompt, prompt_file, prompt_ids, n, temperature, seed, top_k, top_p, chat, threads, kernels, check_finite, opts, json } => {
+        Cmd::Run {
+            model,
+            prompt,
+            prompt_file,
+            prompt_ids,
+            n,
+            temperature,
+            seed,
+            top_k,
+            top_p,
+            chat,
+            system,
+            stop,
+            show_special,
+            threads,
+            kernels,
+            check_finite,
+            opts,
+            json,
+        } => {
             let model = open(&model, &opts.options())?;
             // With `--prompt-ids` the tokenizer is optional: without one, tokens are printed as ids.
             let tok = if prompt_ids.is_some() { model.tokenizer().ok() } else { Some(model.tokenizer()?) };
@@ -269,17 +299,19 @@ fn real_main() -> Result<()> {
                             eprintln!("[graphc] the checkpoint has no chat template: --chat uses {source}");
                         }
                     }
-                    let text_in = if chat { tok.apply_chat_template(&text_in).map_err(anyhow::Error::msg)? } else { text_in };
-                    tok.encode(&text_in).map_err(anyhow::Error::msg)?
+                    if chat {
+                        let mut messages: Vec<Message> = system.iter().map(|s| Message::system(s)).collect();
+                        messages.push(Message::user(&text_in));
+                        model.chat_prompt(&messages, &ChatOptions::default())?
+                    } else {
+                        tok.encode(&text_in).map_err(anyhow::Error::msg)?
+                    }
                 }
                 (_, _, None, None) => unreachable!("a tokenizer is required without --prompt-ids"),
             };
-            let detok = |ids: &[u32]| -> Result<String, String> {
-                match tok {
-                    Some(t) => t.decode(ids),
-                    None => Ok(ids.iter().map(|i| format!("{i} ")).collect()),
-                }
-            };
+            if tok.is_none() && !stop.is_empty() {
+                bail!("--stop needs the checkpoint's tokenizer (this one has none: the output is token ids)");
+            }
             let kernels = kernels.as_deref().map(Kernels::parse).transpose()?;
             let mut session = model.session(&SessionOptions { threads, kernels, check_finite, ..Default::default() })?;
             let r = session.resolved().clone();
@@ -290,23 +322,33 @@ fn real_main() -> Result<()> {
                 );
             }
             let sampling = Sampling { temperature, top_k, top_p, seed };
-            let mut shown = String::new();
-            let mut so_far = Vec::new();
+            // Text streams through the detokenizer (whole characters, stop
+            // strings held back); without a tokenizer, ids are printed.
+            let mut detok = tok.map(|t| Detokenizer::new(t, show_special, &stop));
+            let mut text = String::new();
             let stdout = std::io::stdout();
             let g = session.generate(&prompt_ids, n, &sampling, |t| {
-                if !json {
-                    so_far.push(t);
-                    if let Ok(s) = detok(&so_far) {
-                        if s.starts_with(&shown) {
-                            let mut out = stdout.lock();
-                            let _ = out.write_all(&s.as_bytes()[shown.len()..]);
-                            let _ = out.flush();
-                            shown = s;
-                        }
+                let (piece, stopped) = match detok.as_mut() {
+                    Some(d) => {
+                        let e = d.push(t);
+                        (e.text, e.stopped)
                     }
+                    None => (format!("{t} "), false),
+                };
+                text.push_str(&piece);
+                if !json {
+                    let mut out = stdout.lock();
+                    let _ = out.write_all(piece.as_bytes());
+                    let _ = out.flush();
+                }
+                if stopped {
+                    std::ops::ControlFlow::Break(())
+                } else {
+                    std::ops::ControlFlow::Continue(())
                 }
             })?;
-            let text = detok(&g.tokens).map_err(anyhow::Error::msg)?;
+            let rest = detok.as_mut().map(|d| d.finish()).unwrap_or_default();
+            text.push_str(&rest);
             let prefill_tok_s = prompt_ids.len() as f64 / g.prefill_secs.max(1e-9);
             let decode_steps = g.tokens.len().saturating_sub(1);
             let decode_tok_s = if decode_steps == 0 { 0.0 } else { decode_steps as f64 / g.decode_secs.max(1e-9) };
@@ -316,6 +358,7 @@ fn real_main() -> Result<()> {
                     "tokens": g.tokens,
                     "text": text,
                     "stopped_on_eos": g.stopped_on_eos,
+                    "finish": finish_name(g.finish),
                     "prefill_tok_s": prefill_tok_s,
                     "decode_tok_s": decode_tok_s,
                     "threads": r.threads,
@@ -326,9 +369,7 @@ fn real_main() -> Result<()> {
                 });
                 println!("{v}");
             } else {
-                if !text.starts_with(&shown) {
-                    print!("{}", text);
-                }
+                print!("{rest}");
                 println!();
                 eprintln!("[graphc] prefill {prefill_tok_s:.1} tok/s | decode {decode_tok_s:.1} tok/s");
             }
@@ -572,4 +613,23 @@ fn print_profile(p: &serde_json::Value) {
             c["class"].as_str().unwrap_or("")
         );
     }
+}
+
+/// `finish` in `run --json`: `stop` (an end-of-generation token or a stop
+/// string), `length`, as the OpenAI API names them.
+fn finish_name(f: Finish) -> &'static str {
+    match f {
+        Finish::EndOfGeneration | Finish::Caller => "stop",
+        Finish::Length => "length",
+    }
+}
+
+/// The end-of-generation ids with their text, e.g. `2 <|im_end|>, 0 <|endoftext|>`.
+fn stop_tokens(model: &Model) -> String {
+    let ids = &model.plan().model.stop_ids;
+    if ids.is_empty() {
+        return "no end-of-generation token (generation runs to -n)".into();
+    }
+    let text = |id: u32| model.tokenizer().ok().and_then(|t| t.token_text(id)).map(|t| format!(" {t}")).unwrap_or_default();
+    ids.iter().map(|&id| format!("{id}{}", text(id))).collect::<Vec<_>>().join(", ")
 }

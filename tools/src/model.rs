@@ -4,6 +4,7 @@
 use crate::error::Error;
 use crate::session::{Session, SessionOptions};
 use graphc_backends::{WeightRef, WeightSource};
+use graphc_frontends::chat::{ChatOptions, Message};
 use graphc_frontends::{Checkpoint, Tokenizer};
 use graphc_ir::plan::{CheckpointRef, Plan, ResolvedOptions, Source, WeightEntry, PLAN_FORMAT_VERSION};
 use graphc_ir::{text, verify, Graph};
@@ -257,6 +258,18 @@ impl Model {
     /// Text of `ids`, special tokens included.
     pub fn decode(&self, ids: &[u32]) -> Result<String, Error> {
         self.tokenizer()?.decode(ids).map_err(Error::Tokenizer)
+    }
+    /// The prompt ids of a conversation: rendered by the checkpoint's chat
+    /// template, special tokens in it parsed, the BOS put in front where
+    /// the checkpoint asks for one and the template did not write it.
+    pub fn chat_prompt(&self, messages: &[Message], opts: &ChatOptions) -> Result<Vec<u32>, Error> {
+        let tok = self.tokenizer()?;
+        let text = tok.apply_chat_template(messages, opts)?;
+        let mut ids = tok.encode_text(&text, true).map_err(Error::Tokenizer)?;
+        if let Some(bos) = tok.bos_id.filter(|&b| tok.add_bos && ids.first() != Some(&b)) {
+            ids.insert(0, bos);
+        }
+        Ok(ids)
     }
     pub fn weights_bytes(&self) -> u64 {
         self.plan.manifest.iter().map(|w| w.bytes).sum()

@@ -127,6 +127,7 @@ enum StateLayout {
 pub struct Generation {
     pub tokens: Vec<u32>,
     pub stopped_on_eos: bool,
+    pub finish: Finish,
     pub prefill_secs: f64,
     pub decode_secs: f64,
 }
@@ -587,13 +588,15 @@ impl<'m> Session<'m> {
     }
 
     /// Prefill `prompt`, then generate up to `max_new` tokens, calling
-    /// `on_token` for each; stops after a stop id (which is the last token).
-    pub fn generate(
+    /// `on_token` for each; stops after an end-of-generation id (which is
+    /// the last token), or when `on_token` returns `ControlFlow::Break`
+    /// (a stop string, a client gone; a callback returning `()` never stops).
+    pub fn generate<C: GoOn>(
         &mut self,
         prompt: &[u32],
         max_new: usize,
         sampling: &Sampling,
-        mut on_token: impl FnMut(u32),
+        mut on_token: impl FnMut(u32) -> C,
     ) -> Result<Generation, Error> {
         let stop = self.model.plan().model.stop_ids.clone();
         let mut sampler = Sampler::new(sampling);
@@ -602,13 +605,16 @@ impl<'m> Session<'m> {
         let prefill_secs = t0.elapsed().as_secs_f64();
         let t1 = Instant::now();
         let mut tokens = Vec::new();
-        let mut stopped_on_eos = false;
+        let mut finish = Finish::Length;
         for step in 0..max_new {
             let t = sampler.sample(&logits);
             tokens.push(t);
-            on_token(t);
+            if !on_token(t).go_on() {
+                finish = Finish::Caller;
+                break;
+            }
             if stop.contains(&t) {
-                stopped_on_eos = true;
+                finish = Finish::EndOfGeneration;
                 break;
             }
             if step + 1 == max_new || self.len() >= self.resolved.max_seq {
@@ -616,7 +622,36 @@ impl<'m> Session<'m> {
             }
             logits = self.decode(t)?;
         }
-        Ok(Generation { tokens, stopped_on_eos, prefill_secs, decode_secs: t1.elapsed().as_secs_f64() })
+        let stopped_on_eos = finish == Finish::EndOfGeneration;
+        Ok(Generation { tokens, stopped_on_eos, finish, prefill_secs, decode_secs: t1.elapsed().as_secs_f64() })
+    }
+}
+
+/// Why a generation ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Finish {
+    /// An end-of-generation token (the last one generated).
+    EndOfGeneration,
+    /// `max_new` tokens, or the session's `max_seq`.
+    Length,
+    /// The caller's callback said stop.
+    Caller,
+}
+
+/// What a `generate` callback returns: `()` (go on) or a `ControlFlow`.
+pub trait GoOn {
+    fn go_on(self) -> bool;
+}
+
+impl GoOn for () {
+    fn go_on(self) -> bool {
+        true
+    }
+}
+
+impl GoOn for std::ops::ControlFlow<()> {
+    fn go_on(self) -> bool {
+        self.is_continue()
     }
 }
 

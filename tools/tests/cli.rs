@@ -54,7 +54,15 @@ fn run_json_gives_the_reference_tokens_from_checkpoint_and_plan() {
     assert_eq!(ids(&from_ck["tokens"]), want_tokens, "{from_ck}");
     assert_eq!(*want_tokens.last().unwrap(), 2);
     assert_eq!(from_ck["stopped_on_eos"], true);
-    assert_eq!(from_ck["text"], p1["generated_text"], "the user sees the reference text");
+    assert_eq!(from_ck["finish"], "stop");
+    // The reference text ends in the control token `<|im_end|>`, which the
+    // user does not see unless asked.
+    let reference_text = p1["generated_text"].as_str().unwrap();
+    let shown = reference_text.strip_suffix("<|im_end|>").expect("the reference text ends in <|im_end|>");
+    assert_eq!(from_ck["text"], shown, "the user sees the reference text, no special token");
+    let with_special = json_of(&graphc(&["run", ck.to_str().unwrap(), "--prompt", prompt, "-n", "32", "--json", "--show-special"]));
+    assert_eq!(with_special["text"], reference_text, "--show-special prints it");
+    assert_eq!(with_special["tokens"], from_ck["tokens"]);
     assert!(from_ck["decode_tok_s"].as_f64().unwrap() > 0.0);
 
     let dir = temp_dir("cli-run-plan");
@@ -75,6 +83,40 @@ fn run_chat_applies_the_checkpoints_template() {
     ]));
     assert_eq!(ids(&v["prompt_ids"]), ids(&p3["prompt_ids"]));
     assert_eq!(ids(&v["tokens"]), ids(&p3["generated_ids"])[..3]);
+}
+
+#[test]
+fn run_stop_string_ends_the_text_before_it() {
+    let reference = reference_json("smollm2-135m-q4_1");
+    let p1 = &reference["prompts"][0];
+    let full = p1["generated_text"].as_str().unwrap();
+    let at = full.find("12:12").expect("the reference answer has a time in it");
+    let ck = smollm2();
+    let args = ["run", ck.to_str().unwrap(), "--prompt", p1["text"].as_str().unwrap(), "-n", "32", "--json"];
+    let v = json_of(&graphc(&[&args[..], &["--stop", "nothing like this", "--stop", "12:12"]].concat()));
+    assert_eq!(v["text"], full[..at], "the text up to the stop string, without it");
+    assert_eq!(v["finish"], "stop");
+    assert_eq!(v["stopped_on_eos"], false);
+    let n = v["tokens"].as_array().unwrap().len();
+    assert!(n < ids(&p1["generated_ids"]).len(), "generation ended at the stop string: {n} tokens");
+    // The plain text output streams the same characters.
+    let out = graphc(&[&args[..args.len() - 1], &["--stop", "12:12"]].concat());
+    assert!(out.status.success());
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim_end_matches('\n'), &full[..at]);
+}
+
+#[test]
+fn run_chat_puts_the_system_message_first() {
+    let ck = smollm2();
+    let v = json_of(&graphc(&[
+        "run", ck.to_str().unwrap(), "--chat", "--system", "You are a pirate.", "--prompt", "Hello", "-n", "1", "--json",
+    ]));
+    let model = graphc::Model::compile(&ck, &Default::default(), None).unwrap();
+    let prompt: Vec<u32> = ids(&v["prompt_ids"]).iter().map(|&i| i as u32).collect();
+    let text = model.decode(&prompt).unwrap();
+    assert_eq!(text, "<|im_start|>system\nYou are a pirate.<|im_end|>\n<|im_start|>user\nHello<|im_end|>\n<|im_start|>assistant\n");
+    let out = graphc(&["run", ck.to_str().unwrap(), "--system", "x", "--prompt", "Hello"]);
+    assert!(!out.status.success(), "--system without --chat is refused");
 }
 
 #[test]
