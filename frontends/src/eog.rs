@@ -64,15 +64,25 @@ pub fn eog_ids(g: &GgufFile, tokens: &[String]) -> Result<Vec<u32>, Diagnostic> 
             id => Ok(id.map(|id| id as u32)),
         }
     };
+    let mut ends = Vec::new();
+    for key in EOG_KEYS {
+        ends.extend(named(key)?);
+    }
+    let fim = [named(FIM_EOG[0].0)?, named(FIM_EOG[1].0)?, named(FIM_EOG[2].0)?];
+    Ok(eog_set(tokens, &ends, fim))
+}
+
+/// The end-of-generation set of a vocabulary (`tokens[id]` is id's text)
+/// given the ids its metadata names as ends and as the three
+/// fill-in-the-middle tokens (`FIM_EOG`'s keys, `None` where unnamed).
+pub fn eog_set(tokens: &[String], named_ends: &[u32], fim: [Option<u32>; 3]) -> Vec<u32> {
     let by_text = |texts: &[&str]| tokens.iter().position(|t| texts.contains(&t.as_str())).map(|i| i as u32);
     let mut ids = Vec::new();
-    for (key, texts) in FIM_EOG {
-        ids.extend(named(key)?.or_else(|| by_text(texts)));
+    for ((_, texts), named) in FIM_EOG.iter().zip(fim) {
+        ids.extend(named.or_else(|| by_text(texts)));
     }
     ids.extend(tokens.iter().enumerate().filter(|(_, t)| EOG_TEXTS.contains(&t.as_str())).map(|(i, _)| i as u32));
-    for key in EOG_KEYS {
-        ids.extend(named(key)?);
-    }
+    ids.extend_from_slice(named_ends);
     // gpt-oss's tool-call turns: `<|end|>` ends a message, not the answer.
     let has = |t: &str| tokens.iter().any(|x| x == t);
     if (has("<|return|>") && has("<|call|>")) || (has("<|calls|>") && has("<|flush|>")) {
@@ -87,5 +97,5 @@ pub fn eog_ids(g: &GgufFile, tokens: &[String]) -> Result<Vec<u32>, Diagnostic> 
     }
     ids.sort_unstable();
     ids.dedup();
-    Ok(ids)
+    ids
 }

@@ -16,6 +16,7 @@ pub mod error;
 pub mod families;
 pub mod gguf;
 pub mod gguf_hf;
+pub mod hf_json;
 pub mod pretokenize;
 pub mod rules;
 pub mod safetensors;
@@ -171,7 +172,10 @@ impl Checkpoint {
             return Err(Diagnostic::new(&st.config_path, format!("model_type `{model_type}` is not supported"))
                 .note(format!("graphc lowers from safetensors the model types {}", user_safetensors_families())));
         }
-        Ok(Checkpoint { format: Format::Safetensors(st), tokenizer: None, family: model_type })
+        // The folder's own tokenizer, where it carries one.
+        let dir = Path::new(&st.config_path).parent().unwrap_or(Path::new(".")).to_path_buf();
+        let tokenizer = hf_json::from_dir(&dir)?;
+        Ok(Checkpoint { format: Format::Safetensors(st), tokenizer, family: model_type })
     }
 
     /// The family's graph (unverified), weight manifest and model facts,
@@ -262,7 +266,10 @@ impl Checkpoint {
     /// The tokenizer, or an error saying this checkpoint has none.
     pub fn tokenizer(&self) -> Result<&Tokenizer, String> {
         self.tokenizer.as_ref().ok_or_else(|| {
-            format!("{} carries no tokenizer: give token ids (the library's sessions take ids)", self.path())
+            format!(
+                "{} carries no tokenizer (no GGUF `tokenizer.ggml.*` vocabulary, no tokenizer.json beside it): give token ids (the library's sessions take ids)",
+                self.path()
+            )
         })
     }
 

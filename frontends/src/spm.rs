@@ -168,10 +168,8 @@ impl Spm {
     pub fn decode_bytes(&self, ids: &[u32]) -> Vec<u8> {
         let mut bytes = Vec::new();
         for &id in ids {
-            let Some(t) = self.tokens.get(id as usize) else { continue };
-            match t.strip_prefix("<0x").and_then(|h| h.strip_suffix('>')).and_then(|h| u8::from_str_radix(h, 16).ok()) {
-                Some(b) if t.len() == 6 => bytes.push(b),
-                _ => bytes.extend_from_slice(t.replace('\u{2581}', " ").as_bytes()),
+            if let Some(t) = self.tokens.get(id as usize) {
+                piece_bytes(t, &mut bytes);
             }
         }
         bytes
@@ -179,5 +177,14 @@ impl Spm {
 
     pub fn adds_space_prefix(&self) -> bool {
         self.add_space_prefix
+    }
+}
+
+/// The bytes a SentencePiece piece spells: `<0xNN>` its byte, else its text
+/// with `▁` as a space.
+pub fn piece_bytes(piece: &str, out: &mut Vec<u8>) {
+    match piece.strip_prefix("<0x").and_then(|h| h.strip_suffix('>')).and_then(|h| u8::from_str_radix(h, 16).ok()) {
+        Some(b) if piece.len() == 6 => out.push(b),
+        _ => out.extend_from_slice(piece.replace('\u{2581}', " ").as_bytes()),
     }
 }

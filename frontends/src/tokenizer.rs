@@ -17,18 +17,30 @@ use tokenizers::models::bpe::BPE;
 use tokenizers::{AddedToken, Tokenizer as HfTokenizer};
 
 /// How text becomes ids.
-enum Engine {
-    /// Byte-level BPE (`gpt2` vocabularies), in the `tokenizers` crate.
-    Hf(Box<HfTokenizer>),
+pub(crate) enum Engine {
+    /// A `tokenizers` tokenizer: a GGUF `gpt2` vocabulary rebuilt as
+    /// byte-level BPE, or a checkpoint's own `tokenizer.json`; how its
+    /// pieces become bytes; and, made on first use, a copy that reads
+    /// special tokens' text as text (`encode_text(.., false)`).
+    Hf { tokenizer: Box<HfTokenizer>, pieces: Pieces, plain: std::sync::OnceLock<Box<HfTokenizer>> },
     /// SentencePiece-style (`llama` vocabularies with scores), `spm.rs`.
     Spm(crate::spm::Spm),
 }
 
+/// How a `tokenizers` vocabulary entry spells bytes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Pieces {
+    /// GPT-2's byte-to-unicode characters.
+    ByteLevel,
+    /// SentencePiece's: `▁` for a space, `<0xNN>` for a byte.
+    Metaspace,
+}
+
 pub struct Tokenizer {
-    inner: Engine,
+    pub(crate) inner: Engine,
     /// Control tokens (`<|im_end|>`, ...: not printed as text unless
     /// asked), sorted. They and user-defined tokens are never split.
-    control_ids: Vec<u32>,
+    pub(crate) control_ids: Vec<u32>,
     /// The ids that end a generation (`eog.rs`), sorted.
     pub eog_ids: Vec<u32>,
     /// A chat format to use when the checkpoint has no `tokenizer.chat_template`
@@ -73,7 +85,11 @@ impl Tokenizer {
         // Each engine keeps the one copy of the vocabulary (peak memory
         // counts: the issue-6 bound on SmolLM2 leaves no room for two).
         let inner = match model {
-            "gpt2" => Engine::Hf(Box::new(Self::byte_level_bpe(g, &tokens, &special_ids)?)),
+            "gpt2" => Engine::Hf {
+                tokenizer: Box::new(Self::byte_level_bpe(g, &tokens, &special_ids)?),
+                pieces: Pieces::ByteLevel,
+                plain: Default::default(),
+            },
             "llama" => {
                 let scores: Vec<f32> = g
                     .array("tokenizer.ggml.scores")?
@@ -151,10 +167,16 @@ impl Tokenizer {
     /// that spells a special token (`<|im_end|>`) is tokenized as text.
     pub fn encode_text(&self, text: &str, parse_special: bool) -> Result<Vec<u32>, String> {
         match &self.inner {
-            Engine::Hf(t) if parse_special => Ok(t.encode(text, false).map_err(|e| e.to_string())?.get_ids().to_vec()),
-            Engine::Hf(t) => {
-                let mut t = (**t).clone();
-                t.set_encode_special_tokens(true);
+            Engine::Hf { tokenizer, plain, .. } => {
+                let t = if parse_special {
+                    tokenizer
+                } else {
+                    plain.get_or_init(|| {
+                        let mut t = tokenizer.clone();
+                        t.set_encode_special_tokens(true);
+                        t
+                    })
+                };
                 Ok(t.encode(text, false).map_err(|e| e.to_string())?.get_ids().to_vec())
             }
             Engine::Spm(t) => Ok(t.encode(text, parse_special)),
@@ -167,7 +189,9 @@ impl Tokenizer {
             return Err(format!("token id {id} is past the vocabulary of {} tokens", self.vocab_size));
         }
         match &self.inner {
-            Engine::Hf(_) => Ok(String::from_utf8_lossy(&self.decode_bytes(ids, true)).into_owned()),
+            Engine::Hf { pieces: Pieces::ByteLevel, .. } => Ok(String::from_utf8_lossy(&self.decode_bytes(ids, true)).into_owned()),
+            // Without the space a SentencePiece text starts with.
+            Engine::Hf { pieces: Pieces::Metaspace, tokenizer, .. } => tokenizer.decode(ids, false).map_err(|e| e.to_string()),
             Engine::Spm(t) => Ok(t.decode(ids)),
         }
     }
@@ -178,16 +202,19 @@ impl Tokenizer {
     pub fn decode_bytes(&self, ids: &[u32], show_special: bool) -> Vec<u8> {
         let keep = |id: &&u32| show_special || !self.is_control(**id);
         match &self.inner {
-            Engine::Hf(t) => {
+            Engine::Hf { tokenizer, pieces, .. } => {
                 let mut out = Vec::new();
                 for &id in ids.iter().filter(keep) {
-                    let Some(piece) = t.id_to_token(id) else { continue };
-                    // As the byte-level decoder: a token with a character
-                    // outside the byte table (an added token's raw text)
-                    // is its own UTF-8.
-                    match piece.chars().map(byte_of_char).collect::<Option<Vec<u8>>>() {
-                        Some(bytes) => out.extend(bytes),
-                        None => out.extend_from_slice(piece.as_bytes()),
+                    let Some(piece) = tokenizer.id_to_token(id) else { continue };
+                    match pieces {
+                        // As the byte-level decoder: a token with a character
+                        // outside the byte table (an added token's raw text)
+                        // is its own UTF-8.
+                        Pieces::ByteLevel => match piece.chars().map(byte_of_char).collect::<Option<Vec<u8>>>() {
+                            Some(bytes) => out.extend(bytes),
+                            None => out.extend_from_slice(piece.as_bytes()),
+                        },
+                        Pieces::Metaspace => crate::spm::piece_bytes(&piece, &mut out),
                     }
                 }
                 out
@@ -205,7 +232,7 @@ impl Tokenizer {
     /// their byte-to-unicode spelling).
     pub fn token_text(&self, id: u32) -> Option<String> {
         match &self.inner {
-            Engine::Hf(t) => t.id_to_token(id),
+            Engine::Hf { tokenizer, .. } => tokenizer.id_to_token(id),
             Engine::Spm(t) => t.token(id).map(str::to_string),
         }
     }
