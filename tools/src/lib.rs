@@ -19,11 +19,13 @@
 // No `unsafe` here: it is confined to named modules (SIMD, the pool, mmap).
 #![forbid(unsafe_code)]
 
+pub mod conversation;
 pub mod error;
 pub mod model;
 pub mod sampling;
 pub mod session;
 
+pub use conversation::{Conversation, Turn};
 pub use error::Error;
 pub use model::{CompileOptions, Model};
 pub use sampling::Sampling;

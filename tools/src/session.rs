@@ -360,6 +360,38 @@ impl<'m> Session<'m> {
         Ok(())
     }
 
+    /// Keep only the first `len` tokens of a one-row session's cache (a
+    /// conversation whose new prompt shares only that much with what is
+    /// cached). Possible where the caches are written in place and hold
+    /// every position: not with window rings or recurrent states (which
+    /// no longer hold the earlier state), nor with `kv_append` off.
+    pub fn truncate(&mut self, len: usize) -> Result<(), Error> {
+        self.only_row()?;
+        let now = self.lens[0];
+        if len > now {
+            return Err(Error::Input(format!("cannot truncate the cache to {len} tokens: it holds {now}")));
+        }
+        if len == now {
+            return Ok(());
+        }
+        let kv = &self.model.plan().kv_cache;
+        let why = if kv.window_caches > 0 {
+            Some("its window caches no longer hold the earlier positions")
+        } else if kv.recurrent_states > 0 {
+            Some("its recurrent states hold no earlier state")
+        } else if !matches!(self.states, StateLayout::Batched(_)) {
+            Some("its caches are concatenated (`kv_append` off)")
+        } else {
+            None
+        };
+        if let Some(why) = why {
+            return Err(Error::Input(format!("cannot drop the last {} cached tokens: {why}", now - len)));
+        }
+        // Positions past `len` are overwritten before any query reads them.
+        self.lens[0] = len;
+        Ok(())
+    }
+
     /// Forget every sequence: each state back to empty.
     pub fn reset(&mut self) {
         let rows = self.rows();
@@ -596,12 +628,26 @@ impl<'m> Session<'m> {
         prompt: &[u32],
         max_new: usize,
         sampling: &Sampling,
+        on_token: impl FnMut(u32) -> C,
+    ) -> Result<Generation, Error> {
+        self.only_row()?;
+        self.reset();
+        self.generate_after(prompt, max_new, sampling, on_token)
+    }
+
+    /// As `generate`, with `new` run after what the cache already holds
+    /// (a conversation's next turn): only `new` is prefilled.
+    pub fn generate_after<C: GoOn>(
+        &mut self,
+        new: &[u32],
+        max_new: usize,
+        sampling: &Sampling,
         mut on_token: impl FnMut(u32) -> C,
     ) -> Result<Generation, Error> {
         let stop = self.model.plan().model.stop_ids.clone();
         let mut sampler = Sampler::new(sampling);
         let t0 = Instant::now();
-        let mut logits = self.prefill(prompt)?;
+        let mut logits = self.forward(new)?;
         let prefill_secs = t0.elapsed().as_secs_f64();
         let t1 = Instant::now();
         let mut tokens = Vec::new();
