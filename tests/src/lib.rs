@@ -7,6 +7,7 @@
 
 pub mod device_parity;
 pub mod fuzz;
+pub mod vocab;
 
 use graphc_backends::{WeightRef, WeightSource};
 use std::path::{Path, PathBuf};
@@ -70,6 +71,7 @@ pub enum Meta {
     Str(String),
     StrArray(Vec<String>),
     I32Array(Vec<i32>),
+    F32Array(Vec<f32>),
 }
 
 /// Builds GGUF v3 bytes: metadata, tensor infos, aligned data.
@@ -130,6 +132,14 @@ impl GgufWriter {
                 Meta::I32Array(a) => {
                     out.extend_from_slice(&9u32.to_le_bytes());
                     out.extend_from_slice(&5u32.to_le_bytes());
+                    out.extend_from_slice(&(a.len() as u64).to_le_bytes());
+                    for x in a {
+                        out.extend_from_slice(&x.to_le_bytes());
+                    }
+                }
+                Meta::F32Array(a) => {
+                    out.extend_from_slice(&9u32.to_le_bytes());
+                    out.extend_from_slice(&6u32.to_le_bytes());
                     out.extend_from_slice(&(a.len() as u64).to_le_bytes());
                     for x in a {
                         out.extend_from_slice(&x.to_le_bytes());

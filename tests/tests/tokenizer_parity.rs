@@ -1,0 +1,198 @@
+//! Text in exactly as each model's own tokenizer: ids over a corpus of 416
+//! texts (code, numbers, whitespace runs, contractions, accents, scripts,
+//! emoji, special-token-looking text: `tests/fixtures/tokenizer/`) for the
+//! five vocabularies at hand, against the Hugging Face / SentencePiece ids
+//! committed with their generator (`tools/make_tokenizer_fixtures.py`), and
+//! every text decoded back. Special-token parsing is off (a `<|im_end|>` in
+//! the text is text); user-defined tokens are still matched whole.
+//!
+//! Each vocabulary's expected ids are its model's own tokenizer's:
+//! - SmolLM2: its tokenizer.json splits digits one by one (llama.cpp's
+//!   `smollm` too); transformers' tokenizer rebuilt from the GGUF does not,
+//!   so the 5 texts where that matters take the fixture's `hf_digits_split`.
+//! - Qwen2.5: its tokenizer.json composes text to NFC first; the 10 texts
+//!   NFC changes take the fixture's `hf_tokenizer_json_nfc` ids.
+//! - Llama 3: the real tokenizer.json, its GGUF vocabulary written here as
+//!   llama.cpp's converter writes it, and the tokenizer.json read directly.
+//! - A Llama-2-style SentencePiece vocabulary (Mistral 7B v0.1's): the
+//!   `sentencepiece` library's ids (llama.cpp agrees on every text).
+//!
+//! The controls: each vocabulary with a plausible wrong setting (another
+//! pre-tokenizer, no space prefix, no NFC) is shown to fail.
+
+use graphc_frontends::{GgufFile, Tokenizer};
+use graphc_tests::vocab::{gguf_from_sentencepiece, gguf_from_tokenizer_json, llama3_tokenizer_json, sentencepiece_model};
+use graphc_tests::{model, repo_root, temp_dir, GgufWriter, Meta};
+use serde_json::Value;
+
+fn fixture(name: &str) -> Value {
+    let p = repo_root().join("tests/fixtures/tokenizer").join(format!("{name}.json"));
+    serde_json::from_str(&std::fs::read_to_string(&p).unwrap()).unwrap()
+}
+
+fn corpus() -> Vec<String> {
+    serde_json::from_value(fixture("corpus")).unwrap()
+}
+
+fn ids(v: &Value) -> Vec<u32> {
+    v.as_array().unwrap().iter().map(|x| x.as_u64().unwrap() as u32).collect()
+}
+
+/// The fixture's ids, with the texts a cross-check names taking that
+/// check's ids (`only`: just these of its texts).
+fn expected(name: &str, take: Option<(&str, Option<&str>)>) -> Vec<Vec<u32>> {
+    let f = fixture(name);
+    let mut want: Vec<Vec<u32>> = f["ids"].as_array().unwrap().iter().map(ids).collect();
+    if let Some((check, only)) = take {
+        let c = &f["cross_checks"][check];
+        let keep: Option<Vec<u64>> = only.map(|k| c[k].as_array().unwrap().iter().map(|v| v.as_u64().unwrap()).collect());
+        for (i, v) in c["differs"].as_object().unwrap() {
+            let i: usize = i.parse().unwrap();
+            if keep.as_ref().is_none_or(|k| k.contains(&(i as u64))) {
+                want[i] = ids(v);
+            }
+        }
+    }
+    want
+}
+
+/// Texts whose ids differ from `want` (index, text), each decoded text
+/// checked against its text.
+fn mismatches(tok: &Tokenizer, want: &[Vec<u32>]) -> Vec<(usize, String)> {
+    let texts = corpus();
+    assert_eq!(texts.len(), want.len());
+    assert!(texts.len() >= 300, "the corpus is {} texts", texts.len());
+    let mut bad = Vec::new();
+    for (i, (text, want)) in texts.iter().zip(want).enumerate() {
+        let got = tok.encode_text(text, false).unwrap();
+        if &got != want {
+            bad.push((i, text.clone()));
+        }
+    }
+    bad
+}
+
+/// Every text gets the expected ids and decodes back to itself.
+fn assert_parity(label: &str, tok: &Tokenizer, want: &[Vec<u32>]) {
+    let bad = mismatches(tok, want);
+    let shown: Vec<_> = bad.iter().take(8).collect();
+    assert!(bad.is_empty(), "{label}: {} of {} texts get other ids, e.g. {shown:?}", bad.len(), want.len());
+    for (i, (text, ids)) in corpus().iter().zip(want).enumerate() {
+        let back = tok.decode(ids).unwrap();
+        if &back != text {
+            // Only a normalizing tokenizer (Qwen's NFC) changes the text,
+            // and then its text is a fixed point.
+            assert_ne!(back.chars().count(), text.chars().count(), "{label}: text {i} does not round-trip: {back:?}");
+            assert_eq!(&tok.encode_text(&back, false).unwrap(), ids, "{label}: text {i}: its composed form gets other ids");
+        }
+    }
+}
+
+fn from_gguf(dir: &std::path::Path, name: &str, w: &GgufWriter) -> Tokenizer {
+    let p = w.write(dir, name);
+    Tokenizer::from_gguf(&GgufFile::open(&p).unwrap()).unwrap()
+}
+
+/// A real checkpoint's vocabulary with `key` set to `value` (a planted mistake).
+fn with_meta(file: &str, dir: &std::path::Path, key: &str, value: Meta) -> Tokenizer {
+    let g = GgufFile::open(&model(file)).unwrap();
+    let mut w = GgufWriter::default();
+    for (k, v) in g.metadata.iter().filter(|(k, _)| k.starts_with("tokenizer.ggml.")) {
+        let m = match v {
+            graphc_frontends::gguf::MetaValue::Array(a) if a.first().is_some_and(|x| x.as_str().is_some()) => {
+                Meta::StrArray(a.iter().map(|x| x.as_str().unwrap().to_string()).collect())
+            }
+            graphc_frontends::gguf::MetaValue::Array(a) if k.ends_with("scores") => Meta::F32Array(a.iter().map(|x| x.as_f64().unwrap() as f32).collect()),
+            graphc_frontends::gguf::MetaValue::Array(a) => Meta::I32Array(a.iter().map(|x| x.as_u64().unwrap() as i32).collect()),
+            graphc_frontends::gguf::MetaValue::Bool(b) => Meta::Bool(*b),
+            other => match (other.as_u64(), other.as_str()) {
+                (Some(n), _) => Meta::U32(n as u32),
+                (_, Some(s)) => Meta::Str(s.into()),
+                _ => continue,
+            },
+        };
+        w = w.meta(k, m);
+    }
+    from_gguf(dir, "planted.gguf", &w.set_meta(key, value))
+}
+
+fn checkpoint_tokenizer(file: &str) -> Tokenizer {
+    Tokenizer::from_gguf(&GgufFile::open(&model(file)).unwrap()).unwrap()
+}
+
+#[test]
+fn smollm2_splits_text_as_its_tokenizer() {
+    let want = expected("smollm2", Some(("hf_digits_split", None)));
+    assert_parity("SmolLM2", &checkpoint_tokenizer("SmolLM2-135M-Instruct.Q4_1.gguf"), &want);
+    // GPT-2's split (no per-digit split) gets the digit texts wrong.
+    let dir = temp_dir("tok-smollm2");
+    let bad = mismatches(&with_meta("SmolLM2-135M-Instruct.Q4_1.gguf", &dir, "tokenizer.ggml.pre", Meta::Str("gpt-2".into())), &want);
+    assert_eq!(bad.len(), 5, "the planted split must fail on the digit texts: {bad:?}");
+}
+
+#[test]
+fn gemma3_splits_text_as_its_tokenizer() {
+    let mut want = expected("gemma3", None);
+    // 33 spaces: the vocabulary's whitespace runs are user-defined tokens,
+    // matched whole and longest first (31 + 2) by SentencePiece's own
+    // user-defined symbols and by llama.cpp; transformers' tokenizer
+    // rebuilt from the GGUF merges them as ordinary pieces (16 + 17). The
+    // fixture's llama.cpp ids are the model's here.
+    want[135] = ids(&fixture("gemma3")["cross_checks"]["llama_cpp"]["differs"]["135"]);
+    assert_eq!(want[135], vec![167, 138]);
+    assert_parity("Gemma 3", &checkpoint_tokenizer("gemma-3-270m-q4_k_m.gguf"), &want);
+    // A space prefix (Llama 2's default) would change most texts.
+    let dir = temp_dir("tok-gemma3");
+    let bad = mismatches(&with_meta("gemma-3-270m-q4_k_m.gguf", &dir, "tokenizer.ggml.add_space_prefix", Meta::Bool(true)), &want);
+    assert!(bad.len() > 200, "a planted space prefix must fail: {} texts", bad.len());
+}
+
+#[test]
+fn qwen25_splits_text_as_its_tokenizer() {
+    let want = expected("qwen25", Some(("hf_tokenizer_json_nfc", Some("texts_changed_by_nfc"))));
+    assert_parity("Qwen2.5", &checkpoint_tokenizer("qwen2.5-coder-0.5b-instruct-q4_k_m.gguf"), &want);
+    // GPT-2's split instead of Qwen2's (case-sensitive contractions, a
+    // space before a word, newline runs); and without NFC (the GGUF's own
+    // ids, llama.cpp's) the decomposed accents differ. (Llama 3's split is
+    // no control here: its digit runs of three still merge to single
+    // digits, Qwen's vocabulary having no multi-digit tokens.)
+    let dir = temp_dir("tok-qwen25");
+    let bad = mismatches(&with_meta("qwen2.5-coder-0.5b-instruct-q4_k_m.gguf", &dir, "tokenizer.ggml.pre", Meta::Str("gpt-2".into())), &want);
+    assert!(bad.len() > 20, "a planted gpt-2 split must fail: {} texts", bad.len());
+    let no_nfc = expected("qwen25", None);
+    let bad = mismatches(&checkpoint_tokenizer("qwen2.5-coder-0.5b-instruct-q4_k_m.gguf"), &no_nfc);
+    assert_eq!(bad.len(), 10, "NFC engaged on the 10 decomposed texts: {bad:?}");
+}
+
+#[test]
+fn llama3_splits_text_as_its_tokenizer_from_gguf_and_tokenizer_json() {
+    let want = expected("llama3", None);
+    let json: Value = serde_json::from_str(&std::fs::read_to_string(llama3_tokenizer_json()).unwrap()).unwrap();
+    let dir = temp_dir("tok-llama3");
+    let gguf = gguf_from_tokenizer_json(&json, "llama-bpe", "<|begin_of_text|>", "<|end_of_text|>");
+    let tok = from_gguf(&dir, "llama3-vocab.gguf", &gguf);
+    assert_parity("Llama 3 (GGUF)", &tok, &want);
+    // llama.cpp's end-of-generation set for this vocabulary: <|end_of_text|>,
+    // <|eom_id|>, <|eot_id|> (the fixture's converter notes).
+    assert_eq!(tok.eog_ids, vec![128001, 128008, 128009]);
+    assert!(tok.add_bos && tok.bos_id == Some(128000));
+    // The same file read as a checkpoint folder's tokenizer.json.
+    let folder = llama3_tokenizer_json().parent().unwrap().to_path_buf();
+    let direct = graphc_frontends::hf_json::from_dir(&folder).unwrap().expect("a tokenizer.json");
+    assert_parity("Llama 3 (tokenizer.json)", &direct, &want);
+    // Qwen2's split (single digits) is wrong for Llama 3.
+    let bad = mismatches(&from_gguf(&dir, "planted.gguf", &gguf.set_meta("tokenizer.ggml.pre", Meta::Str("qwen2".into()))), &want);
+    assert!(bad.len() > 20, "a planted qwen2 split must fail: {} texts", bad.len());
+}
+
+#[test]
+fn a_llama2_style_sentencepiece_vocabulary_splits_text_as_sentencepiece() {
+    let want = expected("spm_llama", None);
+    let dir = temp_dir("tok-spm");
+    let gguf = gguf_from_sentencepiece(&std::fs::read(sentencepiece_model()).unwrap());
+    assert_parity("SentencePiece llama", &from_gguf(&dir, "spm-vocab.gguf", &gguf), &want);
+    // Without the space prefix llama.cpp adds by default, most texts differ.
+    let planted = gguf.set_meta("tokenizer.ggml.add_space_prefix", Meta::Bool(false));
+    let bad = mismatches(&from_gguf(&dir, "planted.gguf", &planted), &want);
+    assert!(bad.len() > 200, "a planted missing space prefix must fail: {} texts", bad.len());
+}

