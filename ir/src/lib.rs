@@ -7,6 +7,7 @@
 pub mod dot;
 pub mod dtype;
 pub mod graph;
+pub mod io;
 pub mod op;
 pub mod plan;
 pub mod quant;

@@ -36,7 +36,7 @@ pub struct KvAppend;
 /// The capacity symbol, bound at session creation to `max_seq`.
 pub const CAP: &str = "cap";
 /// The per-row lengths input the rewrite adds.
-pub const LENGTHS_INPUT: &str = "kv_lengths";
+pub const LENGTHS_INPUT: &str = graphc_ir::io::KV_LENGTHS;
 
 fn legal_site(g: &Graph, state: NodeId) -> Option<(NodeId, usize)> {
     let Op::State { ty, .. } = &g.node(state).op else { return None };

@@ -312,8 +312,8 @@ fn a_tensor_offset_off_the_alignment_is_refused() {
 #[test]
 fn an_unknown_pre_tokenizer_is_refused() {
     let dir = temp_dir("refuse-pre");
-    let p = GgufWriter::tiny_llama().set_meta("tokenizer.ggml.pre", Meta::Str("tekken".into())).write(&dir, "tekken.gguf");
+    let p = GgufWriter::tiny_llama().set_meta("tokenizer.ggml.pre", Meta::Str("chatglm-bpe".into())).write(&dir, "chatglm.gguf");
     let e = compile_err(&p);
-    assert!(e.contains("`tokenizer.ggml.pre` = `tekken` is not implemented"), "{e}");
+    assert!(e.contains("`tokenizer.ggml.pre` = `chatglm-bpe` is not implemented"), "{e}");
     compiles(&GgufWriter::tiny_llama().set_meta("tokenizer.ggml.pre", Meta::Str("qwen2".into())).write(&dir, "qwen2.gguf"));
 }

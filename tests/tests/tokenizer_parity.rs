@@ -196,3 +196,31 @@ fn a_llama2_style_sentencepiece_vocabulary_splits_text_as_sentencepiece() {
     let bad = mismatches(&from_gguf(&dir, "planted.gguf", &planted), &want);
     assert!(bad.len() > 200, "a planted missing space prefix must fail: {} texts", bad.len());
 }
+
+/// Streaming: ids pushed one at a time through the detokenizer give back
+/// each text exactly, never a broken character, though byte-level BPE
+/// splits characters across tokens (the control: decoding each token on
+/// its own breaks some).
+#[test]
+fn streamed_text_never_breaks_a_character() {
+    let tok = checkpoint_tokenizer("SmolLM2-135M-Instruct.Q4_1.gguf");
+    let (mut split_chars, mut texts) = (0, 0);
+    for text in corpus() {
+        let ids = tok.encode_text(&text, false).unwrap();
+        let mut d = graphc_frontends::detokenize::Detokenizer::new(&tok, false, &[]);
+        let mut streamed = String::new();
+        for &id in &ids {
+            let piece = d.push(id).text;
+            assert!(!piece.contains('\u{FFFD}') || text.contains('\u{FFFD}'), "{text:?}: a broken character streamed");
+            streamed.push_str(&piece);
+            if String::from_utf8(tok.decode_bytes(&[id], false)).is_err() {
+                split_chars += 1;
+            }
+        }
+        streamed.push_str(&d.finish());
+        assert_eq!(streamed, text);
+        texts += 1;
+    }
+    println!("{texts} texts streamed; {split_chars} tokens end inside a character");
+    assert!(split_chars > 50, "the corpus must split characters across tokens: {split_chars}");
+}

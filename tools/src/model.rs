@@ -321,7 +321,7 @@ fn check_plan(plan: &Plan, graph: &Graph) -> Result<(), String> {
     let logits = graph
         .g
         .node_indices()
-        .find(|&n| matches!(&graph.node(n).op, graphc_ir::Op::Output { name } if name == "logits"))
+        .find(|&n| matches!(&graph.node(n).op, graphc_ir::Op::Output { name } if name == graphc_ir::io::LOGITS))
         .ok_or("its graph has no `logits` output")?;
     let input = *graph.inputs(logits).first().ok_or("its `logits` output has no operand")?;
     let vocab = graph.node(input).ty.as_ref().and_then(|t| t.shape.last()).and_then(|d| d.as_const());

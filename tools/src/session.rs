@@ -10,7 +10,7 @@ use graphc_backends::cpu::fast::Fast;
 use graphc_backends::cpu::reference::Reference;
 use graphc_backends::cpu::simd::Isa;
 use graphc_backends::Tensor;
-use graphc_ir::{Dim, Op};
+use graphc_ir::{io, Dim, Op};
 use graphc_frontends::families::NEW_LENGTHS_INPUT;
 use graphc_passes::kv_append::{CAP, LENGTHS_INPUT};
 use std::collections::HashMap;
@@ -460,9 +460,9 @@ impl<'m> Session<'m> {
         }
         let last_rows: Vec<i32> = news.iter().enumerate().map(|(row, t)| (row * s + t.len() - 1) as i32).collect();
         let mut inputs: HashMap<String, Tensor> = [
-            ("tokens".to_string(), Tensor::i32(vec![b, s], tokens)),
-            ("positions".to_string(), Tensor::i32(vec![b, s], positions)),
-            ("last_rows".to_string(), Tensor::i32(vec![b], last_rows)),
+            (io::TOKENS.to_string(), Tensor::i32(vec![b, s], tokens)),
+            (io::POSITIONS.to_string(), Tensor::i32(vec![b, s], positions)),
+            (io::LAST_ROWS.to_string(), Tensor::i32(vec![b], last_rows)),
         ]
         .into();
         if in_place {
@@ -492,7 +492,7 @@ impl<'m> Session<'m> {
                 _ => profile.record(&self.schedule, &out.op_secs),
             }
         }
-        let logits = out.outputs.get("logits").ok_or_else(|| Error::Input("the plan has no `logits` output".into()))?;
+        let logits = out.outputs.get(io::LOGITS).ok_or_else(|| Error::Input("the plan has no `logits` output".into()))?;
         let data = logits.as_f32().unwrap_or_default();
         let vocab = data.len() / b;
         Ok((data.chunks_exact(vocab).map(|c| c.to_vec()).collect(), out.states))

@@ -92,7 +92,7 @@ pub fn lower(st: &SafetensorsFile) -> Result<Lowered, Diagnostic> {
     let last = b.op(Op::Gather, &[flat, last_rows]);
     let h = gemma_norm(&mut b, last, "model.norm.weight")?;
     let logits = b.matmul(h, embd);
-    b.op(Op::Output { name: "logits".into() }, &[logits]);
+    b.op(Op::Output { name: graphc_ir::io::LOGITS.into() }, &[logits]);
     let facts = [
         ("norm_eps", format!("{eps:?}")),
         ("norm_weight_offset", norm_offset_fact(b.norms_include_one)),

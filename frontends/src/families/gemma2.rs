@@ -83,7 +83,7 @@ pub fn lower(st: &SafetensorsFile) -> Result<Lowered, Diagnostic> {
         let cap = scalar(&mut b, cap);
         logits = b.binary(BinaryOp::Mul, t, cap);
     }
-    b.op(Op::Output { name: "logits".into() }, &[logits]);
+    b.op(Op::Output { name: graphc_ir::io::LOGITS.into() }, &[logits]);
     let windowed: Vec<String> = (0..n_layers).filter(|&l| sliding[l]).map(|l| l.to_string()).collect();
     let facts = [
         ("norm_weight_offset", crate::families::gemma::norm_offset_fact(b.norms_include_one)),

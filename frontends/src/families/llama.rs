@@ -117,9 +117,9 @@ pub fn lower(g: &GgufFile) -> Result<Lowered, Diagnostic> {
     let c = LlamaConfig::from_gguf(g)?;
     let mut b = Builder::new("llama", g);
     let (d, hd, nh, nkv) = (c.hidden, c.head_dim, c.n_heads, c.n_kv_heads);
-    let tokens = b.input("tokens", DType::I32, vec![batch(), seq()]);
-    let positions = b.input("positions", DType::I32, vec![batch(), seq()]);
-    let last_rows = b.input("last_rows", DType::I32, vec![batch()]);
+    let tokens = b.input(graphc_ir::io::TOKENS, DType::I32, vec![batch(), seq()]);
+    let positions = b.input(graphc_ir::io::POSITIONS, DType::I32, vec![batch(), seq()]);
+    let last_rows = b.input(graphc_ir::io::LAST_ROWS, DType::I32, vec![batch()]);
     let embd = b.weight("token_embd.weight", Some(&[c.vocab_size, d]))?;
     let mut x = b.op(Op::Gather, &[embd, tokens]);
     let heads = |b: &mut Builder, v, n: usize| {

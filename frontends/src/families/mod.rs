@@ -26,7 +26,7 @@ use graphc_ir::{BinaryOp, Dim, Graph, NodeId, Op, TensorType, UnaryOp, DType};
 /// The graph input a family with recurrent layers reads: each batch row's
 /// count of real new tokens this step (`i32[batch]`), so that padding in a
 /// ragged batch never advances a recurrent state.
-pub const NEW_LENGTHS_INPUT: &str = "new_lengths";
+pub const NEW_LENGTHS_INPUT: &str = graphc_ir::io::NEW_LENGTHS;
 
 pub struct Builder<'a> {
     pub g: Graph,
@@ -81,9 +81,9 @@ impl<'a> Builder<'a> {
     /// (`i32[batch, seq]`) and `last_rows` (`i32[batch]`: each row's last
     /// token in the flattened batch).
     pub fn inputs(&mut self) -> (NodeId, NodeId, NodeId) {
-        let tokens = self.input("tokens", DType::I32, vec![batch(), seq()]);
-        let positions = self.input("positions", DType::I32, vec![batch(), seq()]);
-        let last_rows = self.input("last_rows", DType::I32, vec![batch()]);
+        let tokens = self.input(graphc_ir::io::TOKENS, DType::I32, vec![batch(), seq()]);
+        let positions = self.input(graphc_ir::io::POSITIONS, DType::I32, vec![batch(), seq()]);
+        let last_rows = self.input(graphc_ir::io::LAST_ROWS, DType::I32, vec![batch()]);
         (tokens, positions, last_rows)
     }
 
@@ -280,7 +280,7 @@ impl<'a> Builder<'a> {
             Err((name, vocab)) => self.weight(name, Some(&[vocab, d]))?,
         };
         let logits = self.matmul(h, out_w);
-        Ok(self.op(Op::Output { name: "logits".into() }, &[logits]))
+        Ok(self.op(Op::Output { name: graphc_ir::io::LOGITS.into() }, &[logits]))
     }
 }
 

@@ -76,7 +76,7 @@ pub fn lower(st: &SafetensorsFile) -> Result<Lowered, Diagnostic> {
     let last = b.op(Op::Gather, &[flat, last_rows]);
     let h = layer_norm(&mut b, last, "model.final_layernorm.weight")?;
     let logits = linear(&mut b, h, "lm_head.weight", (vocab, d))?;
-    b.op(Op::Output { name: "logits".into() }, &[logits]);
+    b.op(Op::Output { name: graphc_ir::io::LOGITS.into() }, &[logits]);
     let facts = [
         ("rotary_dim", rotary_dim.to_string()),
         ("norm", format!("layer, eps {eps:?}")),

@@ -95,7 +95,7 @@ pub fn lower(st: &SafetensorsFile, max_seq: Option<usize>) -> Result<Lowered, Di
         let bias = b.weight("lm_head.bias", Some(&[vocab]))?;
         logits = b.binary(BinaryOp::Add, logits, bias);
     }
-    b.op(Op::Output { name: "logits".into() }, &[logits]);
+    b.op(Op::Output { name: graphc_ir::io::LOGITS.into() }, &[logits]);
     let facts = [
         ("experts", format!("{n_experts}, sparsemixer top-2, jitter_eps {jitter_eps}")),
         ("moe_dispatch", "dense (every expert, unchosen weighted 0)".to_string()),

@@ -163,7 +163,7 @@ pub fn lower(st: &SafetensorsFile) -> Result<Lowered, Diagnostic> {
     let h = one_plus_norm(&mut b, last, "model.norm.weight", d, eps)?;
     let out = if tied { embd } else { b.weight("lm_head.weight", Some(&[vocab, d]))? };
     let logits = b.matmul(h, out);
-    b.op(Op::Output { name: "logits".into() }, &[logits]);
+    b.op(Op::Output { name: graphc_ir::io::LOGITS.into() }, &[logits]);
     let linear_layers: Vec<String> = (0..n_layers).filter(|l| !full.contains(l)).map(|l| l.to_string()).collect();
     let facts = vec![
         ("full_attention_layers", full.iter().map(|l| l.to_string()).collect::<Vec<_>>().join(",")),
