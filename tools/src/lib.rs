@@ -1,5 +1,5 @@
-//! graphc as a library: compile a checkpoint (or load a plan), open a
-//! session, prefill, decode, sample.
+//! graphc as a library (the `graphc-runtime` crate, re-exported): compile a
+//! checkpoint (or load a plan), open a session, prefill, decode, sample.
 //!
 //! ```no_run
 //! use graphc::{CompileOptions, Model, SessionOptions, Sampling};
@@ -19,27 +19,9 @@
 // No `unsafe` here: it is confined to named modules (SIMD, the pool, mmap).
 #![forbid(unsafe_code)]
 
-pub mod conversation;
-pub mod error;
-pub mod model;
-pub mod sampling;
-pub mod session;
-
-pub use conversation::{Conversation, Turn};
-pub use error::Error;
-pub use model::{CompileOptions, Model};
-pub use sampling::Sampling;
-pub use graphc_frontends::chat::{ChatOptions, Message};
-pub use graphc_frontends::detokenize::{Detokenizer, Emitted};
-pub use session::{Finish, Generation, GoOn, Kernels, Session, SessionOptions};
-
-/// The process's peak resident memory (`VmHWM`), where the OS reports it.
-pub fn peak_rss_bytes() -> Option<u64> {
-    let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
-    let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
-    Some(kb * 1024)
-}
+// The runtime is its own crate (`runtime/`); `graphc` is it plus the command.
+pub use graphc_runtime::*;
+pub use graphc_runtime::{conversation, error, model, sampling, session};
 
 /// The README's library example, compiled as a doctest so it stays true.
 #[cfg(doctest)]
