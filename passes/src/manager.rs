@@ -53,14 +53,8 @@ impl PassManager {
         self.passes.iter().map(|p| p.name()).collect()
     }
 
-    /// Run every pass not named in `disabled` (nor in the environment's
-    /// `GRAPHC_DISABLE_PASSES=a,b`, for tests and benches) on a verified graph.
+    /// Run every pass not named in `disabled` on a verified graph.
     pub fn run(&self, graph: &mut Graph, disabled: &[String]) -> Result<PassReport, PassError> {
-        let mut disabled = disabled.to_vec();
-        if let Ok(env) = std::env::var("GRAPHC_DISABLE_PASSES") {
-            disabled.extend(env.split(',').map(str::trim).filter(|s| !s.is_empty()).map(String::from));
-        }
-        let disabled = &disabled[..];
         let names = self.names();
         if let Some(bad) = disabled.iter().find(|d| !names.contains(&d.as_str())) {
             return Err(PassError::UnknownPass { name: bad.clone(), known: names.join(", ") });

@@ -30,6 +30,17 @@ pub fn models_dir() -> PathBuf {
     }
 }
 
+/// `disabled`, plus the passes named in `GRAPHC_DISABLE_PASSES=a,b` in the
+/// test's environment: how a guard test is shown to fail with its pass off
+/// (test code reads it; the library reads no environment).
+pub fn disabled_passes(disabled: &[&str]) -> Vec<String> {
+    let mut out: Vec<String> = disabled.iter().map(|s| s.to_string()).collect();
+    if let Ok(env) = std::env::var("GRAPHC_DISABLE_PASSES") {
+        out.extend(env.split(',').map(str::trim).filter(|s| !s.is_empty()).map(String::from));
+    }
+    out
+}
+
 /// A real checkpoint; a missing one fails the test (it does not skip).
 pub fn model(file: &str) -> PathBuf {
     let p = models_dir().join(file);

@@ -15,7 +15,7 @@ use graphc_tests::{fused_kv_checkpoint, temp_dir};
 
 fn compile(tag: &str, disabled: &[&str]) -> Model {
     let dir = fused_kv_checkpoint(&temp_dir(tag));
-    let opts = CompileOptions { disabled_passes: disabled.iter().map(|s| s.to_string()).collect(), ..Default::default() };
+    let opts = CompileOptions { disabled_passes: graphc_tests::disabled_passes(disabled), ..Default::default() };
     Model::compile(&dir, &opts, None).unwrap()
 }
 

@@ -57,7 +57,7 @@ fn to_host_reads(g: &Graph) -> (usize, usize) {
 
 fn optimized(disabled: &[&str]) -> (Graph, u64) {
     let mut g = qwen3_next_shaped();
-    let disabled: Vec<String> = disabled.iter().map(|s| s.to_string()).collect();
+    let disabled = graphc_tests::disabled_passes(disabled);
     let report = PassManager::default().run(&mut g, &disabled).unwrap();
     (g, report.rewrites("hoist_sync").unwrap())
 }

@@ -68,7 +68,7 @@ fn kv_states(g: &Graph) -> (usize, usize) {
 
 fn optimized(disabled: &[&str]) -> (Graph, u64) {
     let mut g = fused_kv_graph();
-    let disabled: Vec<String> = disabled.iter().map(|s| s.to_string()).collect();
+    let disabled = graphc_tests::disabled_passes(disabled);
     let r = PassManager::default().run(&mut g, &disabled).unwrap();
     (g, r.rewrites("kv_alias").unwrap())
 }

@@ -15,7 +15,7 @@ use graphc_tests::{reference_json, smollm2, temp_dir, GgufWriter, NoWeights};
 use std::collections::HashMap;
 
 fn compile(path: &std::path::Path, disabled: &[&str]) -> Model {
-    let opts = CompileOptions { disabled_passes: disabled.iter().map(|s| s.to_string()).collect(), ..Default::default() };
+    let opts = CompileOptions { disabled_passes: graphc_tests::disabled_passes(disabled), ..Default::default() };
     Model::compile(path, &opts, None).unwrap()
 }
 

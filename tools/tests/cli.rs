@@ -377,3 +377,42 @@ fn an_unsupported_architecture_is_named_once() {
     assert!(err.contains("llama, gemma3, qwen2"), "{err}");
     assert!(!dir.join("x.plan").exists(), "no plan is written for a refused checkpoint");
 }
+
+/// `graphc chat` through a pipe: the second turn prefills only what it adds
+/// (its prefill count is printed), `/stats` reports the turns, `/system`
+/// and `/reset` are commands, not messages, and an unknown command says so.
+#[test]
+fn chat_keeps_the_cache_between_turns() {
+    use std::io::Write;
+    let ck = smollm2();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_graphc"))
+        .args(["chat", ck.to_str().unwrap(), "-n", "8"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(b"What is the capital of France?\nAnd of Germany?\n/stats\n/bogus\n/system Be brief.\n/reset\n/quit\n")
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let err = String::from_utf8_lossy(&out.stderr);
+    let prefills: Vec<usize> = err
+        .lines()
+        .filter_map(|l| l.split("[graphc] prefill ").nth(1)?.split(' ').next()?.parse().ok())
+        .collect();
+    assert_eq!(prefills.len(), 2, "two answers: {err}");
+    // Turn one: SmolLM2's template with its default system message (37 ids).
+    assert_eq!(prefills[0], 37, "{err}");
+    assert!(prefills[1] < 20, "turn two prefills only its own turn: {prefills:?}\n{err}");
+    assert!(err.contains("2 turns | context"), "{err}");
+    assert!(err.contains("unknown command /bogus"), "{err}");
+    assert!(err.contains("system message set") && err.contains("conversation cleared"), "{err}");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("Paris"), "{text}");
+    assert!(!text.contains("<|im_end|>"), "no control token printed: {text}");
+}
