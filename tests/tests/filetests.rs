@@ -77,6 +77,26 @@ fn hoist_sync_filetests() {
 }
 
 #[test]
+fn fuse_glu_filetests() {
+    pass_filetests("fuse_glu", 2);
+}
+
+#[test]
+fn fuse_norm_rope_filetests() {
+    pass_filetests("fuse_norm_rope", 2);
+}
+
+#[test]
+fn window_cache_filetests() {
+    pass_filetests("window_cache", 2);
+}
+
+#[test]
+fn dead_code_filetests() {
+    pass_filetests("dead_code", 2);
+}
+
+#[test]
 fn verify_filetests() {
     let files = gir_files("verify");
     assert!(files.len() >= 10, "expected the verify filetests");
