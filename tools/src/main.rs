@@ -39,6 +39,26 @@ impl CompileArgs {
     }
 }
 
+/// How tokens are drawn (`run`, `chat`).
+#[derive(clap::Args, Clone)]
+struct SamplingArgs {
+    /// 0 is greedy.
+    #[arg(long, default_value_t = 0.0)]
+    temperature: f32,
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    #[arg(long)]
+    top_k: Option<usize>,
+    #[arg(long)]
+    top_p: Option<f32>,
+}
+
+impl SamplingArgs {
+    fn sampling(&self) -> Sampling {
+        Sampling { temperature: self.temperature, top_k: self.top_k, top_p: self.top_p, seed: self.seed }
+    }
+}
+
 #[derive(Subcommand)]
 enum Cmd {
     /// Compile a checkpoint (GGUF, or safetensors + config.json) to a plan.
@@ -68,15 +88,8 @@ enum Cmd {
         /// Most tokens to generate.
         #[arg(short = 'n', long, default_value_t = 32)]
         n: usize,
-        /// 0 is greedy.
-        #[arg(long, default_value_t = 0.0)]
-        temperature: f32,
-        #[arg(long, default_value_t = 0)]
-        seed: u64,
-        #[arg(long)]
-        top_k: Option<usize>,
-        #[arg(long)]
-        top_p: Option<f32>,
+        #[command(flatten)]
+        sampling: SamplingArgs,
         /// Apply the checkpoint's chat template, the prompt as the user's message.
         #[arg(long)]
         chat: bool,
@@ -134,15 +147,8 @@ enum Cmd {
         /// Most tokens an answer may have (default: until the model ends it or the context is full).
         #[arg(short = 'n', long)]
         n: Option<usize>,
-        /// 0 is greedy.
-        #[arg(long, default_value_t = 0.0)]
-        temperature: f32,
-        #[arg(long, default_value_t = 0)]
-        seed: u64,
-        #[arg(long)]
-        top_k: Option<usize>,
-        #[arg(long)]
-        top_p: Option<f32>,
+        #[command(flatten)]
+        sampling: SamplingArgs,
         /// Print special tokens (`<|im_end|>`, ...) as text.
         #[arg(long)]
         show_special: bool,
@@ -301,10 +307,7 @@ fn real_main() -> Result<()> {
             prompt_file,
             prompt_ids,
             n,
-            temperature,
-            seed,
-            top_k,
-            top_p,
+            sampling,
             chat,
             system,
             stop,
@@ -354,7 +357,7 @@ fn real_main() -> Result<()> {
                     model.plan().family, r.device, r.kernels, r.kernels_source, r.max_seq, r.threads, r.threads_source, r.check_finite, prompt_ids.len()
                 );
             }
-            let sampling = Sampling { temperature, top_k, top_p, seed };
+            let sampling = sampling.sampling();
             // Text streams through the detokenizer (whole characters, stop
             // strings held back); without a tokenizer, ids are printed.
             let mut detok = tok.map(|t| Detokenizer::new(t, show_special, &stop));
@@ -564,11 +567,10 @@ fn real_main() -> Result<()> {
                 }
             }
         }
-        Cmd::Chat { model, system, n, temperature, seed, top_k, top_p, show_special, threads, kernels, opts } => {
+        Cmd::Chat { model, system, n, sampling, show_special, threads, kernels, opts } => {
             let model = open(&model, &opts.options())?;
             let kernels = kernels.as_deref().map(Kernels::parse).transpose()?;
-            let sampling = Sampling { temperature, top_k, top_p, seed };
-            chat(&model, &SessionOptions { threads, kernels, ..Default::default() }, system, n, &sampling, show_special)?;
+            chat(&model, &SessionOptions { threads, kernels, ..Default::default() }, system, n, &sampling.sampling(), show_special)?;
         }
         Cmd::Inspect { checkpoint } => {
             if checkpoint.is_dir() || checkpoint.extension().is_some_and(|e| e == "safetensors") {
