@@ -15,11 +15,7 @@ const CONTEXTS: [usize; 3] = [128, 1024, 2048];
 fn decode_step(c: &mut Criterion) {
     let path = graphc_tests::smollm2();
     let compile = |disabled: &[&str]| {
-        let opts = CompileOptions {
-            max_seq: Some(4096),
-            disabled_passes: disabled.iter().map(|s| s.to_string()).collect(),
-            ..Default::default()
-        };
+        let opts = CompileOptions { max_seq: Some(4096), disabled_passes: disabled.iter().map(|s| s.to_string()).collect(), ..Default::default() };
         Model::compile(&path, &opts, None).unwrap()
     };
     let models = [("kv_append_on", compile(&[])), ("kv_append_off", compile(&["kv_append"]))];

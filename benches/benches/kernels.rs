@@ -110,7 +110,9 @@ fn matvec_cold(c: &mut Criterion) {
     let mut g = c.benchmark_group("matvec_cold");
     g.sample_size(10);
     let isa = isas().into_iter().max().expect("one ISA");
-    for (dtype, n, k) in [(DType::Q5_0, 256, 640), (DType::Q5_0, 1024, 640), (DType::Q5_0, 2048, 640), (DType::Q4K, 640, 1024), (DType::Q6K, 640, 2048)] {
+    for (dtype, n, k) in
+        [(DType::Q5_0, 256, 640), (DType::Q5_0, 1024, 640), (DType::Q5_0, 2048, 640), (DType::Q4K, 640, 1024), (DType::Q6K, 640, 2048)]
+    {
         let rb = dtype.storage_bytes((n * k) as u64).unwrap() as usize;
         let copies = ((64 << 20) / rb + 1) | 1;
         let copies = if copies.is_multiple_of(7) { copies + 2 } else { copies };
@@ -142,9 +144,7 @@ fn prefill_tile(c: &mut Criterion) {
     g.sample_size(10);
     g.throughput(Throughput::Elements((2 * n * k * m) as u64)); // flops
     for isa in isas() {
-        g.bench_with_input(BenchmarkId::from_parameter(isa.name()), &isa, |b, &isa| {
-            b.iter(|| black_box(matmul::matmul(&pool, isa, &x, m, k, w)))
-        });
+        g.bench_with_input(BenchmarkId::from_parameter(isa.name()), &isa, |b, &isa| b.iter(|| black_box(matmul::matmul(&pool, isa, &x, m, k, w))));
     }
     g.finish();
 }

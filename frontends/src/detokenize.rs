@@ -65,12 +65,8 @@ impl<'t> Detokenizer<'t> {
             return Emitted { text, stopped: true };
         }
         // Keep the longest tail that begins some stop string.
-        let keep = self
-            .held
-            .char_indices()
-            .map(|(i, _)| i)
-            .find(|&i| self.stops.iter().any(|s| s.starts_with(&self.held[i..])))
-            .unwrap_or(self.held.len());
+        let keep =
+            self.held.char_indices().map(|(i, _)| i).find(|&i| self.stops.iter().any(|s| s.starts_with(&self.held[i..]))).unwrap_or(self.held.len());
         let text = self.held[..keep].to_string();
         self.held.drain(..keep);
         Emitted { text, stopped: false }

@@ -3,9 +3,9 @@
 //! against the bytes that are really there before it is used, so a hostile
 //! header fails fast with an error naming the field, never a huge allocation.
 
+use crate::bytes::FileBytes;
 use crate::error::{commas, Diagnostic};
 use graphc_ir::DType;
-use crate::bytes::FileBytes;
 use std::collections::BTreeMap;
 use std::path::Path;
 
@@ -256,9 +256,12 @@ impl<'a> Reader<'a> {
     fn count(&mut self, what: &str, min_item_bytes: u64) -> Result<usize, Diagnostic> {
         let n = self.u64(what)?;
         if n.saturating_mul(min_item_bytes) > self.remaining() {
-            return Err(Diagnostic::new(self.path, format!("truncated or corrupt GGUF: the header claims {} {what}, more than the file can hold", commas(n)))
-                .note(format!("each needs at least {min_item_bytes} bytes and {} bytes remain", commas(self.remaining())))
-                .help("the file is corrupt, truncated or not a GGUF file"));
+            return Err(Diagnostic::new(
+                self.path,
+                format!("truncated or corrupt GGUF: the header claims {} {what}, more than the file can hold", commas(n)),
+            )
+            .note(format!("each needs at least {min_item_bytes} bytes and {} bytes remain", commas(self.remaining())))
+            .help("the file is corrupt, truncated or not a GGUF file"));
         }
         Ok(n as usize)
     }
@@ -361,13 +364,13 @@ impl GgufFile {
             let mut r = Reader { b: &mmap, pos: 0, path: &path };
             let magic = r.take(4, "the magic number")?;
             if magic != b"GGUF" {
-                return Err(Diagnostic::new(&path, "not a GGUF file: wrong magic number")
-                    .note(format!("expected the bytes `GGUF`, found {magic:02x?}")));
+                return Err(
+                    Diagnostic::new(&path, "not a GGUF file: wrong magic number").note(format!("expected the bytes `GGUF`, found {magic:02x?}"))
+                );
             }
             let version = r.u32("the version")?;
             if version != 2 && version != 3 {
-                return Err(Diagnostic::new(&path, format!("unsupported GGUF version {version}"))
-                    .note("graphc reads GGUF versions 2 and 3"));
+                return Err(Diagnostic::new(&path, format!("unsupported GGUF version {version}")).note("graphc reads GGUF versions 2 and 3"));
             }
             // A tensor info is at least 8 (name len) + 4 + 8 + 4 + 8 bytes; a kv at least 8 + 4 + 1.
             let n_tensors = r.count("tensors", 32)?;
@@ -383,9 +386,7 @@ impl GgufFile {
                 None => 32,
                 Some(v) => match v.as_u64() {
                     Some(a) if a > 0 && a.is_power_of_two() => a,
-                    _ => {
-                        return Err(Diagnostic::new(&path, format!("`general.alignment` is {v:?}, not a power of two")))
-                    }
+                    _ => return Err(Diagnostic::new(&path, format!("`general.alignment` is {v:?}, not a power of two"))),
                 },
             };
             let mut infos = Vec::with_capacity(n_tensors);
@@ -421,19 +422,24 @@ impl GgufFile {
             // Quantized rows are whole blocks (ne[0] is the row length).
             let row = ne.first().copied().unwrap_or(1);
             if be > 1 && row % be != 0 {
-                return Err(Diagnostic::new(&path, format!(
-                    "tensor `{name}` is {ggml_type} with rows of {row} elements, not a whole number of {be}-element blocks"
-                )));
+                return Err(Diagnostic::new(
+                    &path,
+                    format!("tensor `{name}` is {ggml_type} with rows of {row} elements, not a whole number of {be}-element blocks"),
+                ));
             }
             let n_elems = ne.iter().try_fold(1u64, |a, &d| a.checked_mul(d));
-            let bytes = n_elems.filter(|n| n % be == 0).and_then(|n| (n / be).checked_mul(bb)).ok_or_else(|| {
-                Diagnostic::new(&path, format!("tensor `{name}` has shape {ne:?}, not a whole number of {ggml_type} blocks"))
-            })?;
+            let bytes = n_elems
+                .filter(|n| n % be == 0)
+                .and_then(|n| (n / be).checked_mul(bb))
+                .ok_or_else(|| Diagnostic::new(&path, format!("tensor `{name}` has shape {ne:?}, not a whole number of {ggml_type} blocks")))?;
             // The format puts every tensor's data at a multiple of the
             // alignment; an offset off it reads shifted bytes.
             if rel % alignment != 0 {
-                return Err(Diagnostic::new(&path, format!("tensor `{name}` has data offset {}, not a multiple of `general.alignment` = {alignment}", commas(rel)))
-                    .help("the file is corrupt"));
+                return Err(Diagnostic::new(
+                    &path,
+                    format!("tensor `{name}` has data offset {}, not a multiple of `general.alignment` = {alignment}", commas(rel)),
+                )
+                .help("the file is corrupt"));
             }
             let offset = data_start.checked_add(rel);
             let end = offset.and_then(|o| o.checked_add(bytes));

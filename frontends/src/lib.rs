@@ -120,9 +120,7 @@ impl Checkpoint {
     /// A GGUF file (by its magic), or a safetensors file / folder with its `config.json`.
     pub fn open(path: &Path) -> Result<Checkpoint, Diagnostic> {
         let mut magic = [0u8; 4];
-        let is_gguf = std::fs::File::open(path)
-            .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut magic))
-            .is_ok_and(|_| &magic == b"GGUF");
+        let is_gguf = std::fs::File::open(path).and_then(|mut f| std::io::Read::read_exact(&mut f, &mut magic)).is_ok_and(|_| &magic == b"GGUF");
         if is_gguf || !(path.is_dir() || path.extension().is_some_and(|e| e == "safetensors")) {
             Checkpoint::from_gguf(GgufFile::open(path)?)
         } else {
@@ -163,11 +161,8 @@ impl Checkpoint {
 
     /// A safetensors file already read: its `model_type` checked.
     pub fn from_safetensors(st: SafetensorsFile) -> Result<Checkpoint, Diagnostic> {
-        let model_type = st
-            .config_value("model_type")?
-            .as_str()
-            .ok_or_else(|| Diagnostic::new(&st.config_path, "key `model_type` is not a string"))?
-            .to_string();
+        let model_type =
+            st.config_value("model_type")?.as_str().ok_or_else(|| Diagnostic::new(&st.config_path, "key `model_type` is not a string"))?.to_string();
         if !SAFETENSORS_FAMILIES.contains(&model_type.as_str()) {
             return Err(Diagnostic::new(&st.config_path, format!("model_type `{model_type}` is not supported"))
                 .note(format!("graphc lowers from safetensors the model types {}", user_safetensors_families())));

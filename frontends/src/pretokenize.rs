@@ -10,13 +10,13 @@
 
 use crate::error::Diagnostic;
 use crate::gguf::GgufFile;
+use tokenizers::normalizers::unicode::NFC;
+use tokenizers::normalizers::NormalizerWrapper;
 use tokenizers::pre_tokenizers::byte_level::ByteLevel;
 use tokenizers::pre_tokenizers::digits::Digits;
 use tokenizers::pre_tokenizers::sequence::Sequence;
 use tokenizers::pre_tokenizers::split::{Split, SplitPattern};
 use tokenizers::pre_tokenizers::PreTokenizerWrapper;
-use tokenizers::normalizers::unicode::NFC;
-use tokenizers::normalizers::NormalizerWrapper;
 use tokenizers::SplitDelimiterBehavior;
 
 /// GPT-2's split (Hugging Face `ByteLevel(use_regex=true)`), without its
@@ -40,8 +40,7 @@ const DEEPSEEK_CJK: &str = r"[\x{4E00}-\x{9FA5}\x{0800}-\x{4E00}\x{AC00}-\x{D7FF
 
 /// The `tokenizer.ggml.pre` values graphc splits as their Hugging Face
 /// tokenizers do (`gpt2`: the converter's model name, accepted as `gpt-2`).
-pub const KNOWN_PRE: &[&str] =
-    &["default", "gpt-2", "gpt2", "smollm", "starcoder", "qwen2", "llama-bpe", "tekken", "deepseek-llm", "deepseek-coder"];
+pub const KNOWN_PRE: &[&str] = &["default", "gpt-2", "gpt2", "smollm", "starcoder", "qwen2", "llama-bpe", "tekken", "deepseek-llm", "deepseek-coder"];
 
 /// The pre-tokenizer of a byte-level BPE vocabulary, by its
 /// `tokenizer.ggml.pre` (absent: GPT-2's, as transformers builds a `gpt2`
@@ -74,15 +73,13 @@ pub fn pre_tokenizer(g: &GgufFile) -> Result<PreTokenizerWrapper, Diagnostic> {
             split(DEEPSEEK_CJK)?,
             Digits::new(true).into(),
         ])),
-        Some("deepseek-coder") => Ok(then_bytes(vec![
-            split(r"[\r\n]")?,
-            split(r"\s?\p{L}+")?,
-            split(r"\s?\p{P}+")?,
-            split(DEEPSEEK_CJK)?,
-            Digits::new(true).into(),
-        ])),
-        Some(other) => Err(Diagnostic::new(&g.path, format!("`tokenizer.ggml.pre` = `{other}` is not implemented: its text would be split differently"))
-            .note(format!("graphc splits byte-level BPE text for {}", KNOWN_PRE.join(", ")))),
+        Some("deepseek-coder") => {
+            Ok(then_bytes(vec![split(r"[\r\n]")?, split(r"\s?\p{L}+")?, split(r"\s?\p{P}+")?, split(DEEPSEEK_CJK)?, Digits::new(true).into()]))
+        }
+        Some(other) => {
+            Err(Diagnostic::new(&g.path, format!("`tokenizer.ggml.pre` = `{other}` is not implemented: its text would be split differently"))
+                .note(format!("graphc splits byte-level BPE text for {}", KNOWN_PRE.join(", "))))
+        }
     }
 }
 

@@ -87,7 +87,11 @@ fn gguf_neutral(suffix: &str, v: &MetaValue, head_dim: Option<u64>) -> bool {
 pub fn check_gguf_keys(g: &GgufFile, arch: &str) -> Result<(), Diagnostic> {
     let reads = GGUF_READS.iter().find(|(a, _)| *a == arch).map(|(_, r)| *r).unwrap_or(&[]);
     let prefix = format!("{arch}.");
-    let head_dim = match (g.get(&format!("{arch}.attention.key_length")).and_then(|v| v.as_u64()), g.get(&format!("{arch}.embedding_length")), g.get(&format!("{arch}.attention.head_count"))) {
+    let head_dim = match (
+        g.get(&format!("{arch}.attention.key_length")).and_then(|v| v.as_u64()),
+        g.get(&format!("{arch}.embedding_length")),
+        g.get(&format!("{arch}.attention.head_count")),
+    ) {
         (Some(k), _, _) => Some(k),
         (None, Some(d), Some(h)) => d.as_u64().zip(h.as_u64()).filter(|&(_, h)| h > 0).map(|(d, h)| d / h),
         _ => None,
@@ -99,8 +103,11 @@ pub fn check_gguf_keys(g: &GgufFile, arch: &str) -> Result<(), Diagnostic> {
         }
         let mut read: Vec<&str> = GGUF_COMMON.iter().chain(reads).copied().collect();
         read.sort();
-        return Err(Diagnostic::new(&g.path, format!("GGUF key `{key}` = {} is not implemented by the {arch} family: graphc would ignore it", show(v)))
-            .note(format!("the {arch} family reads `{prefix}` {}", read.join(", "))));
+        return Err(Diagnostic::new(
+            &g.path,
+            format!("GGUF key `{key}` = {} is not implemented by the {arch} family: graphc would ignore it", show(v)),
+        )
+        .note(format!("the {arch} family reads `{prefix}` {}", read.join(", "))));
     }
     Ok(())
 }
@@ -159,9 +166,16 @@ fn config_reads(family: &str) -> &'static [&'static str] {
         qwen3_moe::MODEL_TYPE => &["head_dim", "num_experts", "num_local_experts"],
         qwen3_next::MODEL_TYPE => &["head_dim", "layer_types", "partial_rotary_factor", "num_experts", "num_local_experts"],
         gemma::MODEL_TYPE => &["head_dim", "hidden_act", "hidden_activation"],
-        gemma2::MODEL_TYPE => {
-            &["head_dim", "hidden_act", "hidden_activation", "sliding_window", "layer_types", "attn_logit_softcapping", "final_logit_softcapping", "query_pre_attn_scalar"]
-        }
+        gemma2::MODEL_TYPE => &[
+            "head_dim",
+            "hidden_act",
+            "hidden_activation",
+            "sliding_window",
+            "layer_types",
+            "attn_logit_softcapping",
+            "final_logit_softcapping",
+            "query_pre_attn_scalar",
+        ],
         phi2::MODEL_TYPE => &["hidden_act", "partial_rotary_factor"],
         phi3::MODEL_TYPE => &["rope_scaling", "rope_parameters"],
         phimoe::MODEL_TYPE => &["rope_scaling", "rope_parameters", "attention_bias", "num_local_experts"],
@@ -207,8 +221,11 @@ pub fn check_config_keys(st: &SafetensorsFile, family: &str) -> Result<(), Diagn
             continue;
         }
         let read = if reads.is_empty() { "none of them".to_string() } else { reads.join(", ") };
-        return Err(Diagnostic::new(&st.config_path, format!("config key `{key}` = {v} is not implemented by the {family} family: graphc would ignore it"))
-            .note(format!("of the keys that change the arithmetic, the {family} family reads {read}")));
+        return Err(Diagnostic::new(
+            &st.config_path,
+            format!("config key `{key}` = {v} is not implemented by the {family} family: graphc would ignore it"),
+        )
+        .note(format!("of the keys that change the arithmetic, the {family} family reads {read}")));
     }
     Ok(())
 }

@@ -4,10 +4,10 @@
 //! non-overlapping); graphc maps its dtypes and keeps each tensor's absolute
 //! file offset, as for GGUF, so weights bind to the same mmap either way.
 
+use crate::bytes::FileBytes;
 use crate::error::{commas, Diagnostic};
 use crate::gguf::TensorInfo;
 use graphc_ir::DType;
-use crate::bytes::FileBytes;
 use std::path::{Path, PathBuf};
 
 pub struct SafetensorsFile {
@@ -47,8 +47,8 @@ impl SafetensorsFile {
     }
 
     fn parse(shown: String, mmap: FileBytes, config_path: String, config_text: &str) -> Result<SafetensorsFile, Diagnostic> {
-        let (header_len, meta) = safetensors::SafeTensors::read_metadata(&mmap[..])
-            .map_err(|e| Diagnostic::new(&shown, format!("not a valid safetensors file: {e}")))?;
+        let (header_len, meta) =
+            safetensors::SafeTensors::read_metadata(&mmap[..]).map_err(|e| Diagnostic::new(&shown, format!("not a valid safetensors file: {e}")))?;
         let data_start = 8 + header_len as u64;
         let mut tensors = Vec::new();
         for (name, info) in meta.tensors() {
@@ -57,19 +57,23 @@ impl SafetensorsFile {
                 safetensors::Dtype::F16 => DType::F16,
                 safetensors::Dtype::BF16 => DType::BF16,
                 other => {
-                    return Err(Diagnostic::new(&shown, format!("tensor `{name}` has dtype {other:?}"))
-                        .note("graphc reads f32, f16 and bf16 safetensors"))
+                    return Err(
+                        Diagnostic::new(&shown, format!("tensor `{name}` has dtype {other:?}")).note("graphc reads f32, f16 and bf16 safetensors")
+                    )
                 }
             };
             let (start, end) = info.data_offsets;
             let held = end.checked_sub(start).map(|n| n as u64);
             let expected = info.shape.iter().try_fold(dtype.block_bytes() as u64, |a, &d| a.checked_mul(d as u64));
             if held.is_none() || expected != held {
-                return Err(Diagnostic::new(&shown, format!(
-                    "tensor `{name}` holds bytes {start}..{end} but its shape {:?} of {dtype} needs {}",
-                    info.shape,
-                    expected.map_or("more than 2^64".into(), commas)
-                )));
+                return Err(Diagnostic::new(
+                    &shown,
+                    format!(
+                        "tensor `{name}` holds bytes {start}..{end} but its shape {:?} of {dtype} needs {}",
+                        info.shape,
+                        expected.map_or("more than 2^64".into(), commas)
+                    ),
+                ));
             }
             tensors.push(TensorInfo {
                 name: name.to_string(),
@@ -80,8 +84,7 @@ impl SafetensorsFile {
             });
         }
         tensors.sort_by(|a, b| a.name.cmp(&b.name));
-        let config = serde_json::from_str(config_text)
-            .map_err(|e| Diagnostic::new(&config_path, format!("config.json is not valid JSON: {e}")))?;
+        let config = serde_json::from_str(config_text).map_err(|e| Diagnostic::new(&config_path, format!("config.json is not valid JSON: {e}")))?;
         Ok(SafetensorsFile { path: shown, config_path, config, tensors, mmap, file_names: Default::default() })
     }
 
@@ -102,8 +105,6 @@ impl SafetensorsFile {
     }
 
     pub fn config_float(&self, key: &str) -> Result<f64, Diagnostic> {
-        self.config_value(key)?
-            .as_f64()
-            .ok_or_else(|| Diagnostic::new(&self.config_path, format!("key `{key}` is not a number")))
+        self.config_value(key)?.as_f64().ok_or_else(|| Diagnostic::new(&self.config_path, format!("key `{key}` is not a number")))
     }
 }

@@ -62,9 +62,7 @@ fn strings(g: &GgufFile, key: &str) -> Result<Vec<String>, Diagnostic> {
         .iter()
         .enumerate()
         .map(|(i, v)| {
-            v.as_str()
-                .map(str::to_string)
-                .ok_or_else(|| Diagnostic::new(&g.path, format!("`{key}`[{i}] is a {}, expected a string", v.type_name())))
+            v.as_str().map(str::to_string).ok_or_else(|| Diagnostic::new(&g.path, format!("`{key}`[{i}] is a {}, expected a string", v.type_name())))
         })
         .collect()
 }
@@ -91,11 +89,7 @@ impl Tokenizer {
                 plain: Default::default(),
             },
             "llama" => {
-                let scores: Vec<f32> = g
-                    .array("tokenizer.ggml.scores")?
-                    .iter()
-                    .map(|v| v.as_f64().unwrap_or(0.0) as f32)
-                    .collect();
+                let scores: Vec<f32> = g.array("tokenizer.ggml.scores")?.iter().map(|v| v.as_f64().unwrap_or(0.0) as f32).collect();
                 if scores.len() != tokens.len() {
                     return Err(Diagnostic::new(&g.path, format!("{} scores for {} tokens", scores.len(), tokens.len())));
                 }
@@ -130,9 +124,9 @@ impl Tokenizer {
         let merges_raw = strings(g, "tokenizer.ggml.merges")?;
         let mut merges = Vec::with_capacity(merges_raw.len());
         for (i, m) in merges_raw.iter().enumerate() {
-            let (a, b) = m.split_once(' ').ok_or_else(|| {
-                Diagnostic::new(&g.path, format!("`tokenizer.ggml.merges`[{i}] = {m:?} is not two tokens separated by a space"))
-            })?;
+            let (a, b) = m
+                .split_once(' ')
+                .ok_or_else(|| Diagnostic::new(&g.path, format!("`tokenizer.ggml.merges`[{i}] = {m:?} is not two tokens separated by a space")))?;
             merges.push((a.to_string(), b.to_string()));
         }
         let vocab: tokenizers::models::bpe::Vocab = tokens.iter().enumerate().map(|(i, t)| (t.clone(), i as u32)).collect();

@@ -8,8 +8,8 @@ use crate::shape::TensorType;
 use petgraph::stable_graph::{NodeIndex, StableDiGraph};
 use petgraph::visit::EdgeRef;
 use petgraph::Direction;
-use std::collections::BinaryHeap;
 use std::cmp::Reverse;
+use std::collections::BinaryHeap;
 
 pub type NodeId = NodeIndex<u32>;
 
@@ -55,8 +55,7 @@ impl Graph {
     }
 
     pub fn inputs(&self, id: NodeId) -> Vec<NodeId> {
-        let mut e: Vec<(u32, NodeId)> =
-            self.g.edges_directed(id, Direction::Incoming).map(|e| (*e.weight(), e.source())).collect();
+        let mut e: Vec<(u32, NodeId)> = self.g.edges_directed(id, Direction::Incoming).map(|e| (*e.weight(), e.source())).collect();
         e.sort();
         e.into_iter().map(|(_, s)| s).collect()
     }
@@ -71,11 +70,7 @@ impl Graph {
 
     /// Point every use of `old` at `new`.
     pub fn replace_uses(&mut self, old: NodeId, new: NodeId) {
-        let edges: Vec<_> = self
-            .g
-            .edges_directed(old, Direction::Outgoing)
-            .map(|e| (e.id(), e.target(), *e.weight()))
-            .collect();
+        let edges: Vec<_> = self.g.edges_directed(old, Direction::Outgoing).map(|e| (e.id(), e.target(), *e.weight())).collect();
         for (e, target, pos) in edges {
             self.g.remove_edge(e);
             self.g.add_edge(new, target, pos);

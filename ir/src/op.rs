@@ -68,19 +68,29 @@ pub enum RopeStyle {
 pub enum RopeScaling {
     None,
     /// Positions divided by `factor` (HF "linear").
-    Linear { factor: f32 },
+    Linear {
+        factor: f32,
+    },
     /// Per-pair frequency factors: pair `i` turns `factors[i]` times slower
     /// (its frequency divided by it), and the rotated features are
     /// multiplied by `attention_factor`. Phi-3's LongRoPE (HF scales cos
     /// and sin by the attention factor; which factor set applies is decided
     /// once, when the graph is built) and llama.cpp's `rope_freqs` tensor
     /// of Llama 3 GGUFs (attention factor 1). `rotary_dim / 2` entries.
-    FreqFactors { factors: Vec<f32>, attention_factor: f32 },
+    FreqFactors {
+        factors: Vec<f32>,
+        attention_factor: f32,
+    },
     /// Llama 3's frequency scaling (HF `rope_type: "llama3"`): wavelengths
     /// longer than `original_context / low_freq_factor` turn `factor` times
     /// slower, shorter than `original_context / high_freq_factor` are kept,
     /// and those between are blended; computed in f32 in HF's order.
-    Llama3 { factor: f32, low_freq_factor: f32, high_freq_factor: f32, original_context: usize },
+    Llama3 {
+        factor: f32,
+        low_freq_factor: f32,
+        high_freq_factor: f32,
+        original_context: usize,
+    },
 }
 
 impl RopeScaling {
@@ -222,15 +232,7 @@ pub enum Op {
     /// rows written by a windowed `kv_append`: the key at position `x` is in
     /// row `x % t`, so a query at `p` reads rows `(p - window + 1 ..= p) % t`,
     /// in position order. Formed by the `window_cache` pass.
-    Attention {
-        n_heads: usize,
-        n_kv_heads: usize,
-        scale: f32,
-        causal: bool,
-        window: Option<usize>,
-        softcap: Option<f32>,
-        ring: bool,
-    },
+    Attention { n_heads: usize, n_kv_heads: usize, scale: f32, causal: bool, window: Option<usize>, softcap: Option<f32>, ring: bool },
     /// `(cache [.., cap, ..], new [.., s, ..], lengths i32[b])`: writes `new` into
     /// `cache` in place at row offset `lengths[b]` of each batch row along
     /// `axis`; a write past `cap` is an error naming offset, rows and capacity.
@@ -310,9 +312,7 @@ impl Op {
     /// Ops that declare their own type (graph sources).
     pub fn declared_type(&self) -> Option<&TensorType> {
         match self {
-            Op::Input { ty, .. } | Op::Weight { ty, .. } | Op::State { ty, .. } | Op::Const { ty, .. } => {
-                Some(ty)
-            }
+            Op::Input { ty, .. } | Op::Weight { ty, .. } | Op::State { ty, .. } | Op::Const { ty, .. } => Some(ty),
             _ => None,
         }
     }

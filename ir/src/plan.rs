@@ -167,8 +167,7 @@ impl Plan {
     }
 
     pub fn from_json(text: &str, path: &str) -> Result<Plan, PlanError> {
-        let v: serde_json::Value =
-            serde_json::from_str(text).map_err(|e| PlanError::NotAPlan { path: path.into(), message: e.to_string() })?;
+        let v: serde_json::Value = serde_json::from_str(text).map_err(|e| PlanError::NotAPlan { path: path.into(), message: e.to_string() })?;
         // Check the version before the shape, so an old plan gets the version error.
         let found = v
             .get("format_version")

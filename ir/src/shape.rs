@@ -268,10 +268,7 @@ mod tests {
             assert_eq!(d.to_string(), s, "{s}");
         }
         assert_eq!(Dim::parse("seq+past").unwrap(), Dim::parse("past+seq").unwrap());
-        assert_eq!(
-            Dim::sym("batch").mul(&Dim::sym("seq")).mul(&Dim::konst(576)),
-            numel(&[Dim::parse("batch*seq").unwrap(), 576usize.into()])
-        );
+        assert_eq!(Dim::sym("batch").mul(&Dim::sym("seq")).mul(&Dim::konst(576)), numel(&[Dim::parse("batch*seq").unwrap(), 576usize.into()]));
         assert!(Dim::parse("a/b").is_none());
         assert!(Dim::parse("").is_none());
     }

@@ -117,9 +117,7 @@ fn push_rope(a: &mut Vec<(&'static str, Attr)>, style: RopeStyle, rotary_dim: us
 fn op_attrs(op: &Op) -> Vec<(&'static str, Attr)> {
     let mut a: Vec<(&'static str, Attr)> = Vec::new();
     match op {
-        Op::Input { name, .. } | Op::Weight { name, .. } | Op::State { name, .. } => {
-            a.push(("name", Attr::Str(name.clone())))
-        }
+        Op::Input { name, .. } | Op::Weight { name, .. } | Op::State { name, .. } => a.push(("name", Attr::Str(name.clone()))),
         Op::StateOut { name } | Op::Output { name } => a.push(("name", Attr::Str(name.clone()))),
         Op::Const { value, .. } => a.push(("value", tok(fmt_f32(*value)))),
         Op::Reshape { shape } => a.push(("shape", Attr::List(shape.iter().map(tok).collect()))),
@@ -257,14 +255,7 @@ pub fn print_filtered(graph: &Graph, keep_layer: impl Fn(u32) -> bool) -> String
     let flush_skipped = |out: &mut String, skipped: &mut Vec<(u32, usize)>| {
         if let (Some(first), Some(last)) = (skipped.first(), skipped.last()) {
             let nodes: usize = skipped.iter().map(|s| s.1).sum();
-            let _ = writeln!(
-                out,
-                "  # layers {}..={} elided: {} layer(s), {} nodes",
-                first.0,
-                last.0,
-                skipped.len(),
-                nodes
-            );
+            let _ = writeln!(out, "  # layers {}..={} elided: {} layer(s), {} nodes", first.0, last.0, skipped.len(), nodes);
         }
         skipped.clear();
     };
@@ -544,19 +535,11 @@ fn build_op(mnemonic: &str, mut a: Attrs, ty: Option<TensorType>) -> Result<Op, 
         "output" => Op::Output { name: a.name()? },
         "const" => Op::Const { value: a.need("value")?, ty: need_ty(ty)? },
         "reshape" => Op::Reshape {
-            shape: a
-                .list("shape")?
-                .iter()
-                .map(|t| Dim::parse(t).ok_or_else(|| format!("`{t}` is not a dimension")))
-                .collect::<Result<_, _>>()?,
+            shape: a.list("shape")?.iter().map(|t| Dim::parse(t).ok_or_else(|| format!("`{t}` is not a dimension"))).collect::<Result<_, _>>()?,
         },
-        "permute" => Op::Permute {
-            perm: a
-                .list("perm")?
-                .iter()
-                .map(|t| t.parse().map_err(|_| format!("`{t}` is not an axis")))
-                .collect::<Result<_, _>>()?,
-        },
+        "permute" => {
+            Op::Permute { perm: a.list("perm")?.iter().map(|t| t.parse().map_err(|_| format!("`{t}` is not an axis"))).collect::<Result<_, _>>()? }
+        }
         "narrow" => Op::Narrow { axis: a.need("axis")?, start: a.dim("start")?, len: a.dim("len")? },
         "concat" => Op::Concat { axis: a.need("axis")? },
         "gather" => Op::Gather,

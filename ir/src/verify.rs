@@ -34,11 +34,7 @@ pub fn verify(graph: &mut Graph) -> Result<(), VerifyError> {
         let err = |message: String| VerifyError { node: names[&id].clone(), op: node.op.mnemonic(), message };
         let inputs = graph.inputs(id);
         if let Some(sink) = inputs.iter().find(|&&i| graph.node(i).op.is_sink()) {
-            return Err(err(format!(
-                "operand {} is a `{}`, which has no value to read",
-                names[sink],
-                graph.node(*sink).op.mnemonic()
-            )));
+            return Err(err(format!("operand {} is a `{}`, which has no value to read", names[sink], graph.node(*sink).op.mnemonic())));
         }
         let in_tys: Vec<TensorType> = inputs.iter().map(|i| graph.node(*i).ty.clone().unwrap()).collect();
         if let Some(declared) = node.op.declared_type() {
@@ -172,11 +168,7 @@ pub fn infer(op: &Op, tys: &[TensorType]) -> Result<TensorType, String> {
             arity(op, tys, 1..=1)?;
             let (a, b) = (numel(&t(0).shape), numel(shape));
             if a != b {
-                return Err(format!(
-                    "reshape of {} to {} changes the element count ({a} vs {b})",
-                    t(0),
-                    shape_to_string(shape)
-                ));
+                return Err(format!("reshape of {} to {} changes the element count ({a} vs {b})", t(0), shape_to_string(shape)));
             }
             Ok(TensorType::new(t(0).dtype, shape.clone()))
         }
@@ -382,7 +374,11 @@ pub fn infer(op: &Op, tys: &[TensorType]) -> Result<TensorType, String> {
             }
             if let RopeScaling::FreqFactors { factors, attention_factor } = scaling {
                 if factors.len() != rotary_dim / 2 {
-                    return Err(format!("rope has {} freq_factors for rotary_dim {rotary_dim}: one per feature pair ({}) is needed", factors.len(), rotary_dim / 2));
+                    return Err(format!(
+                        "rope has {} freq_factors for rotary_dim {rotary_dim}: one per feature pair ({}) is needed",
+                        factors.len(),
+                        rotary_dim / 2
+                    ));
                 }
                 if let Some(f) = factors.iter().chain([attention_factor]).find(|f| !(f.is_finite() && **f > 0.0)) {
                     return Err(format!("rope scaling factor {f} is not a positive finite number"));

@@ -29,8 +29,7 @@ pub struct KvAlias;
 
 fn view_key(g: &Graph, id: NodeId) -> Option<String> {
     let op = &g.node(id).op;
-    matches!(op, Op::Narrow { .. } | Op::Reshape { .. } | Op::Permute { .. } | Op::Contiguous)
-        .then(|| format!("{op:?}|{:?}", g.inputs(id)))
+    matches!(op, Op::Narrow { .. } | Op::Reshape { .. } | Op::Permute { .. } | Op::Contiguous).then(|| format!("{op:?}|{:?}", g.inputs(id)))
 }
 
 fn merge_views(g: &mut Graph) -> u64 {

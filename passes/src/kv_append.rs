@@ -79,19 +79,14 @@ impl Pass for KvAppend {
     }
 
     fn run(&self, g: &mut Graph) -> u64 {
-        let mut states: Vec<NodeId> =
-            g.g.node_indices().filter(|&n| matches!(g.node(n).op, Op::State { .. })).collect();
+        let mut states: Vec<NodeId> = g.g.node_indices().filter(|&n| matches!(g.node(n).op, Op::State { .. })).collect();
         states.sort();
         let mut lengths: Option<NodeId> = g.find_input(LENGTHS_INPUT);
         let mut fired = 0;
         for s in states {
             let Some((concat, axis)) = legal_site(g, s) else { continue };
             let lengths = *lengths.get_or_insert_with(|| {
-                let input = g.add(
-                    Op::Input { name: LENGTHS_INPUT.into(), ty: TensorType::new(DType::I32, vec![Dim::sym("batch")]) },
-                    &[],
-                    None,
-                );
+                let input = g.add(Op::Input { name: LENGTHS_INPUT.into(), ty: TensorType::new(DType::I32, vec![Dim::sym("batch")]) }, &[], None);
                 g.take_place(input, s);
                 input
             });

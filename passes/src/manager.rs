@@ -44,7 +44,8 @@ impl Default for PassManager {
                 Box::new(crate::fuse_glu::FuseGlu),
                 Box::new(crate::fuse_norm_rope::FuseNormRope),
                 Box::new(crate::dead_code::DeadCode),
-            ], }
+            ],
+        }
     }
 }
 

@@ -67,13 +67,7 @@ impl<'m> Conversation<'m> {
     /// (which may stop the answer). The turn and its answer (its text,
     /// without special tokens) join the history. A prompt that does not fit
     /// `max_seq` is refused and leaves the conversation as it was.
-    pub fn send<C: GoOn>(
-        &mut self,
-        user: &str,
-        max_new: usize,
-        sampling: &Sampling,
-        on_token: impl FnMut(u32) -> C,
-    ) -> Result<Turn, Error> {
+    pub fn send<C: GoOn>(&mut self, user: &str, max_new: usize, sampling: &Sampling, on_token: impl FnMut(u32) -> C) -> Result<Turn, Error> {
         let mut messages = self.messages();
         messages.push(Message::user(user));
         let ids = self.model.chat_prompt(&messages, &ChatOptions::default())?;

@@ -85,9 +85,7 @@ fn resolve(opts: &CompileOptions, context_length: usize) -> Result<ResolvedOptio
     let (max_seq, max_seq_source) = match opts.max_seq {
         Some(0) => return Err(Error::Option("--max-seq must be at least 1".into())),
         Some(n) if n > context_length => {
-            return Err(Error::Option(format!(
-                "--max-seq {n} exceeds the checkpoint's context length {context_length}"
-            )))
+            return Err(Error::Option(format!("--max-seq {n} exceeds the checkpoint's context length {context_length}")))
         }
         Some(n) => (n, Source::Option),
         None => (context_length, Source::Checkpoint),
@@ -105,12 +103,7 @@ impl Model {
 
     /// Lower, verify and optimize a checkpoint already opened (from a file or
     /// from memory); `path` is what the plan records as its location.
-    pub fn compile_checkpoint(
-        mut checkpoint: Checkpoint,
-        path: &str,
-        opts: &CompileOptions,
-        progress: Progress,
-    ) -> Result<Model, Error> {
+    pub fn compile_checkpoint(mut checkpoint: Checkpoint, path: &str, opts: &CompileOptions, progress: Progress) -> Result<Model, Error> {
         let lowered = checkpoint.lower_for(opts.max_seq)?;
         checkpoint.release_metadata();
         let mut graph = lowered.graph;
@@ -143,11 +136,7 @@ impl Model {
             format_version: PLAN_FORMAT_VERSION,
             graphc_version: env!("CARGO_PKG_VERSION").into(),
             family: checkpoint.family.clone(),
-            checkpoint: CheckpointRef {
-                path: path.to_string(),
-                bytes: checkpoint.bytes().len() as u64,
-                checksum: checksum(&checkpoint, progress),
-            },
+            checkpoint: CheckpointRef { path: path.to_string(), bytes: checkpoint.bytes().len() as u64, checksum: checksum(&checkpoint, progress) },
             options,
             model: lowered.meta,
             passes: report.records,
@@ -281,11 +270,7 @@ impl Model {
     pub fn write_plan(&self, path: &Path) -> Result<(), Error> {
         let io = |e: std::io::Error| Error::Input(format!("cannot write plan {}: {e}", path.display()));
         let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
-        let tmp = dir.join(format!(
-            ".{}.tmp{}",
-            path.file_name().and_then(|n| n.to_str()).unwrap_or("plan"),
-            std::process::id()
-        ));
+        let tmp = dir.join(format!(".{}.tmp{}", path.file_name().and_then(|n| n.to_str()).unwrap_or("plan"), std::process::id()));
         std::fs::write(&tmp, self.plan.to_json()).map_err(io)?;
         std::fs::rename(&tmp, path).map_err(|e| {
             let _ = std::fs::remove_file(&tmp);
@@ -341,10 +326,6 @@ fn check_plan(plan: &Plan, graph: &Graph) -> Result<(), String> {
 impl WeightSource for Model {
     fn weight(&self, name: &str) -> Option<WeightRef<'_>> {
         let w = self.weights.get(name)?;
-        Some(WeightRef {
-            dtype: w.dtype,
-            shape: &w.shape,
-            bytes: &self.checkpoint.bytes()[w.offset as usize..(w.offset + w.bytes) as usize],
-        })
+        Some(WeightRef { dtype: w.dtype, shape: &w.shape, bytes: &self.checkpoint.bytes()[w.offset as usize..(w.offset + w.bytes) as usize] })
     }
 }

@@ -10,8 +10,8 @@ use graphc_backends::cpu::fast::Fast;
 use graphc_backends::cpu::reference::Reference;
 use graphc_backends::cpu::simd::Isa;
 use graphc_backends::Tensor;
-use graphc_ir::{io, Dim, Op};
 use graphc_frontends::families::NEW_LENGTHS_INPUT;
+use graphc_ir::{io, Dim, Op};
 use graphc_passes::kv_append::{CAP, LENGTHS_INPUT};
 use std::collections::HashMap;
 use std::time::Instant;
@@ -50,9 +50,9 @@ impl Kernels {
         match s {
             "reference" => Ok(Kernels::Reference),
             "fast" => Ok(Kernels::Fast(Isa::best())),
-            other => Isa::from_name(other).map(Kernels::Fast).ok_or_else(|| {
-                Error::Option(format!("unknown kernels `{other}`; expected reference, fast, portable, avx2 or avx512"))
-            }),
+            other => Isa::from_name(other)
+                .map(Kernels::Fast)
+                .ok_or_else(|| Error::Option(format!("unknown kernels `{other}`; expected reference, fast, portable, avx2 or avx512"))),
         }
     }
 
@@ -204,7 +204,8 @@ impl<'m> Session<'m> {
                 _ => None,
             })
             .fold(PREFILL_CHUNK, usize::min);
-        let mut s = Session { model, executor, schedule, resolved, states, lens: vec![0; rows], step_rows, device_error: None, profile: Default::default() };
+        let mut s =
+            Session { model, executor, schedule, resolved, states, lens: vec![0; rows], step_rows, device_error: None, profile: Default::default() };
         s.reset();
         Ok(s)
     }
@@ -284,17 +285,11 @@ impl<'m> Session<'m> {
     /// Each state's shape when empty (`past` = 0) for `batch` rows, with the
     /// caches at capacity (`cap` = `max_seq`).
     fn state_shapes(graph: &graphc_ir::Graph, batch: usize, max_seq: usize) -> Result<Vec<(String, Vec<usize>)>, Error> {
-        let env: HashMap<String, i64> = [
-            ("batch".to_string(), batch as i64),
-            ("past".to_string(), 0),
-            (CAP.to_string(), max_seq as i64),
-        ]
-        .into();
+        let env: HashMap<String, i64> = [("batch".to_string(), batch as i64), ("past".to_string(), 0), (CAP.to_string(), max_seq as i64)].into();
         let mut shapes = Vec::new();
         for n in graph.g.node_weights() {
             if let Op::State { name, ty } = &n.op {
-                let shape: Option<Vec<usize>> =
-                    ty.shape.iter().map(|d: &Dim| d.eval(&env).ok().and_then(|v| usize::try_from(v).ok())).collect();
+                let shape: Option<Vec<usize>> = ty.shape.iter().map(|d: &Dim| d.eval(&env).ok().and_then(|v| usize::try_from(v).ok())).collect();
                 let shape = shape.ok_or_else(|| Error::Input(format!("state `{name}`: its shape {ty} has no size at max_seq {max_seq}")))?;
                 shapes.push((name.clone(), shape));
             }
@@ -308,9 +303,9 @@ impl<'m> Session<'m> {
         let mut total: u64 = 0;
         for (name, shape) in Self::state_shapes(graph, batch, max_seq)? {
             let bytes = shape.iter().try_fold(4u64, |a, &d| a.checked_mul(d as u64));
-            total = bytes.and_then(|b| total.checked_add(b)).ok_or_else(|| {
-                Error::Input(format!("state `{name}` of shape {shape:?} at max_seq {max_seq} is more than 2^64 bytes"))
-            })?;
+            total = bytes
+                .and_then(|b| total.checked_add(b))
+                .ok_or_else(|| Error::Input(format!("state `{name}` of shape {shape:?} at max_seq {max_seq} is more than 2^64 bytes")))?;
         }
         if let Some(memory) = machine_memory_bytes() {
             if total > memory {
@@ -565,8 +560,7 @@ impl<'m> Session<'m> {
         let rounds = news.iter().map(|t| t.len()).max().unwrap_or(0).div_ceil(step);
         let mut logits = vec![Vec::new(); news.len()];
         for round in 0..rounds {
-            let parts: Vec<&[u32]> =
-                news.iter().map(|t| &t[(round * step).min(t.len())..((round + 1) * step).min(t.len())]).collect();
+            let parts: Vec<&[u32]> = news.iter().map(|t| &t[(round * step).min(t.len())..((round + 1) * step).min(t.len())]).collect();
             for (row, l) in self.step(&parts)?.into_iter().enumerate() {
                 if !parts[row].is_empty() {
                     logits[row] = l;

@@ -14,10 +14,12 @@ fn main() {
         std::process::exit(2);
     };
     let number = |i: usize, default: usize| {
-        rest.get(i).map_or(default, |v| v.parse().unwrap_or_else(|e| {
-            eprintln!("device_parity: `{v}`: {e}");
-            std::process::exit(2)
-        }))
+        rest.get(i).map_or(default, |v| {
+            v.parse().unwrap_or_else(|e| {
+                eprintln!("device_parity: `{v}`: {e}");
+                std::process::exit(2)
+            })
+        })
     };
     let (prompt_len, steps) = (number(0, 256), number(1, 64));
     match run(std::path::Path::new(model), device, prompt_len, steps) {
@@ -28,7 +30,12 @@ fn main() {
                 "parity: tightest at {}: {device} {:.2e} from the oracle (bound {:.2e}: {MAX_RELATIVE_DIFF:e}, or {ORACLE_FACTOR} x the fast CPU's {:.2e}); {device} against the fast CPU at most {:.2e}, over the prefill and {steps} decode steps",
                 t.step, t.device_vs_oracle, t.bound, t.fast_vs_oracle, r.worst
             );
-            println!("speed on {device}: prefill {prompt_len} tokens {:.1} tok/s, decode {:.1} tok/s (context {prompt_len}..{})", r.prefill_tok_s, r.decode_tok_s, prompt_len + steps);
+            println!(
+                "speed on {device}: prefill {prompt_len} tokens {:.1} tok/s, decode {:.1} tok/s (context {prompt_len}..{})",
+                r.prefill_tok_s,
+                r.decode_tok_s,
+                prompt_len + steps
+            );
             println!("speed on cpu ({}, this machine's cores): prefill {:.1} tok/s, decode {:.1} tok/s", r.sides.0, r.cpu_tok_s.0, r.cpu_tok_s.1);
             let counts: Vec<String> = r.device_counts.iter().map(|(k, v)| format!("{k} {v}")).collect();
             println!("device counters after decoding: {}", counts.join(", "));

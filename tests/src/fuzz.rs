@@ -217,10 +217,7 @@ pub fn write_seeds(dir: &Path) -> std::io::Result<()> {
             put("ir_text", &name, &std::fs::read(&entry)?)?;
         }
     }
-    for (i, text) in ["The capital of France is", "Hello, world!\n\n  tabs\tand 🙂 emoji", "<|im_start|>user\nhi<|im_end|>"]
-        .iter()
-        .enumerate()
-    {
+    for (i, text) in ["The capital of France is", "Hello, world!\n\n  tabs\tand 🙂 emoji", "<|im_start|>user\nhi<|im_end|>"].iter().enumerate() {
         for pick in 0..2u8 {
             let mut bytes = vec![pick];
             bytes.extend_from_slice(text.as_bytes());

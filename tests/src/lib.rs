@@ -329,10 +329,8 @@ pub fn fused_kv_checkpoint(dir: &Path) -> PathBuf {
             }
         }
     }
-    let views: Vec<(String, safetensors::tensor::TensorView)> = tensors
-        .iter()
-        .map(|(n, s, b)| (n.clone(), safetensors::tensor::TensorView::new(safetensors::Dtype::F32, s.clone(), b).unwrap()))
-        .collect();
+    let views: Vec<(String, safetensors::tensor::TensorView)> =
+        tensors.iter().map(|(n, s, b)| (n.clone(), safetensors::tensor::TensorView::new(safetensors::Dtype::F32, s.clone(), b).unwrap())).collect();
     std::fs::create_dir_all(dir).unwrap();
     let file = dir.join("model.safetensors");
     safetensors::serialize_to_file(views, None, &file).unwrap();

@@ -37,12 +37,8 @@ pub fn sentencepiece_model() -> PathBuf {
 /// by a hash of the tokenization of a check text: `llama-bpe` for Llama 3);
 /// bos / eos by the texts `tokenizer_config.json` names; `add_bos` true.
 pub fn gguf_from_tokenizer_json(json: &serde_json::Value, pre: &str, bos: &str, eos: &str) -> GgufWriter {
-    let mut by_id: Vec<(u32, String, i32)> = json["model"]["vocab"]
-        .as_object()
-        .unwrap()
-        .iter()
-        .map(|(t, id)| (id.as_u64().unwrap() as u32, t.clone(), NORMAL))
-        .collect();
+    let mut by_id: Vec<(u32, String, i32)> =
+        json["model"]["vocab"].as_object().unwrap().iter().map(|(t, id)| (id.as_u64().unwrap() as u32, t.clone(), NORMAL)).collect();
     for a in json["added_tokens"].as_array().unwrap() {
         let content = a["content"].as_str().unwrap().to_string();
         let looks_special = content.starts_with("<|") && content.ends_with("|>");

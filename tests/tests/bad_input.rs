@@ -188,7 +188,10 @@ fn unknown_pass_and_device_are_named() {
 /// its place. `metal` on Linux is refused with the reason.
 #[test]
 fn a_plan_for_a_device_this_machine_lacks_is_refused_not_run_on_the_cpu() {
-    let tiny = || graphc_frontends::Checkpoint::from_gguf(graphc_frontends::GgufFile::from_bytes("tiny.gguf", GgufWriter::tiny_llama().to_bytes()).unwrap()).unwrap();
+    let tiny = || {
+        graphc_frontends::Checkpoint::from_gguf(graphc_frontends::GgufFile::from_bytes("tiny.gguf", GgufWriter::tiny_llama().to_bytes()).unwrap())
+            .unwrap()
+    };
     let cpu = Model::compile_checkpoint(tiny(), "tiny.gguf", &CompileOptions::default(), None).unwrap();
     let mut plan = cpu.plan().clone();
     plan.options.device = "metal".into();

@@ -35,11 +35,13 @@ fn eight_sessions_on_four_threads_equal_their_single_threaded_runs() {
     let p1: Vec<u32> = reference["prompts"][0]["prompt_ids"].as_array().unwrap().iter().map(|v| v.as_u64().unwrap() as u32).collect();
     // Eight different sequences: the first prompt cut at eight lengths, and
     // each with a different first token.
-    let prompts: Vec<Vec<u32>> = (0..8).map(|i| {
-        let mut p = p1[..1 + i % p1.len()].to_vec();
-        p[0] = p1[0] + i as u32;
-        p
-    }).collect();
+    let prompts: Vec<Vec<u32>> = (0..8)
+        .map(|i| {
+            let mut p = p1[..1 + i % p1.len()].to_vec();
+            p[0] = p1[0] + i as u32;
+            p
+        })
+        .collect();
     let alone: Vec<_> = prompts.iter().map(|p| run(&m, p)).collect();
     let together: Vec<_> = std::thread::scope(|scope| {
         let m = &m;

@@ -16,9 +16,8 @@ fn the_second_turn_prefills_only_the_new_turn() {
     let mut conv = Conversation::new(&m, &SessionOptions::default(), Some("Answer briefly.".into())).unwrap();
     let t1 = conv.send("What is the capital of France?", 8, &Sampling::greedy(), |_| {}).unwrap();
     assert_eq!(t1.reused, 0);
-    let first_prompt = m
-        .chat_prompt(&[Message::system("Answer briefly."), Message::user("What is the capital of France?")], &ChatOptions::default())
-        .unwrap();
+    let first_prompt =
+        m.chat_prompt(&[Message::system("Answer briefly."), Message::user("What is the capital of France?")], &ChatOptions::default()).unwrap();
     assert_eq!(t1.prefilled, first_prompt.len());
 
     // Turn two: its prompt is the whole conversation; the cache holds turn

@@ -58,8 +58,7 @@ fn check_family(family: &str) {
     let config: Value = serde_json::from_str(&std::fs::read_to_string(dir.join("config.json")).unwrap()).unwrap();
     assert_eq!(model.plan().family, config["model_type"].as_str().unwrap());
     let prompts: Vec<Vec<u32>> = r["prompts"].as_array().unwrap().iter().map(ids).collect();
-    let want: Vec<Vec<Vec<f32>>> =
-        r["logits"].as_array().unwrap().iter().map(|p| p.as_array().unwrap().iter().map(floats).collect()).collect();
+    let want: Vec<Vec<Vec<f32>>> = r["logits"].as_array().unwrap().iter().map(|p| p.as_array().unwrap().iter().map(floats).collect()).collect();
 
     // The fixture separates: each control (a plausible mistake) is far off.
     for (name, control) in r["controls"].as_object().unwrap() {
@@ -434,9 +433,7 @@ fn qwen3_next_layers_states_and_one_host_read() {
     let kv = &model.plan().kv_cache;
     assert_eq!((kv.caches, kv.recurrent_states), (8, 6), "K, V of layer 3; conv and ssm states of layers 0-2");
     assert_eq!(kv.recurrent_bytes, 3 * (3 * 128 + 4 * 16 * 16) * 4, "per row: 3 x (conv 3 x 128 + ssm 4 x 16 x 16) floats");
-    let reads = |m: &Model| {
-        m.graph().g.node_weights().filter(|n| matches!(n.op, graphc_ir::Op::ToHost { .. })).map(|n| n.layer).collect::<Vec<_>>()
-    };
+    let reads = |m: &Model| m.graph().g.node_weights().filter(|n| matches!(n.op, graphc_ir::Op::ToHost { .. })).map(|n| n.layer).collect::<Vec<_>>();
     assert_eq!(reads(&model), vec![None], "one host read, before the layer loop");
     let fired = model.plan().passes.iter().find(|p| p.name == "hoist_sync").unwrap().rewrites;
     assert_eq!(fired, 3);
@@ -500,7 +497,11 @@ fn gemma_folds_its_one_plus_w_norm_weights_once() {
         .node_indices()
         .filter(|&n| {
             matches!(model.graph().node(n).op, graphc_ir::Op::Binary(graphc_ir::BinaryOp::Add))
-                && model.graph().inputs(n).iter().all(|&i| matches!(model.graph().node(i).op, graphc_ir::Op::Weight { .. } | graphc_ir::Op::Const { .. }))
+                && model
+                    .graph()
+                    .inputs(n)
+                    .iter()
+                    .all(|&i| matches!(model.graph().node(i).op, graphc_ir::Op::Weight { .. } | graphc_ir::Op::Const { .. }))
         })
         .count();
     assert_eq!(adds_of_weights, 5, "input and post-attention norms of 2 layers, and the final norm");

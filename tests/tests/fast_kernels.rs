@@ -176,7 +176,11 @@ fn the_row_dot_test_separates_the_newer_types_likely_mistakes() {
         let term: f64 = match dtype {
             DType::Q5_1 => blocks.map(|(b, xs)| f16_at(b, 2) * xs.iter().map(|&v| v as f64).sum::<f64>()).sum(),
             DType::Q2K => blocks
-                .map(|(b, xs)| (0..16).map(|is| f16_at(b, 82) * (b[is] >> 4) as f64 * xs[16 * is..16 * is + 16].iter().map(|&v| v as f64).sum::<f64>()).sum::<f64>())
+                .map(|(b, xs)| {
+                    (0..16)
+                        .map(|is| f16_at(b, 82) * (b[is] >> 4) as f64 * xs[16 * is..16 * is + 16].iter().map(|&v| v as f64).sum::<f64>())
+                        .sum::<f64>()
+                })
                 .sum(),
             DType::Q3K => blocks
                 .map(|(b, xs)| {
@@ -190,12 +194,14 @@ fn the_row_dot_test_separates_the_newer_types_likely_mistakes() {
             _ => blocks
                 .map(|(b, xs)| {
                     let d = f16_at(b, 0);
-                    (0..256).map(|e| {
-                        let (ib, j) = (e / 32, e % 32);
-                        let q = b[8 + 16 * ib + j % 16];
-                        let nibble = if j < 16 { q & 0xF } else { q >> 4 };
-                        32.0 * d * graphc_ir::quant::IQ4_VALUES[nibble as usize] as f64 * xs[e] as f64
-                    }).sum::<f64>()
+                    (0..256)
+                        .map(|e| {
+                            let (ib, j) = (e / 32, e % 32);
+                            let q = b[8 + 16 * ib + j % 16];
+                            let nibble = if j < 16 { q & 0xF } else { q >> 4 };
+                            32.0 * d * graphc_ir::quant::IQ4_VALUES[nibble as usize] as f64 * xs[e] as f64
+                        })
+                        .sum::<f64>()
                 })
                 .sum(),
         };
@@ -416,7 +422,8 @@ fn matvec_bits_do_not_depend_on_the_thread_count() {
         for m in [1, 2] {
             let x: Vec<f32> = (0..m * k).map(|_| rng.f32()).collect();
             for isa in isas() {
-                let bits = |threads: usize| -> Vec<u32> { matmul::matmul(&SpinPool::new(threads), isa, &x, m, k, w).iter().map(|v| v.to_bits()).collect() };
+                let bits =
+                    |threads: usize| -> Vec<u32> { matmul::matmul(&SpinPool::new(threads), isa, &x, m, k, w).iter().map(|v| v.to_bits()).collect() };
                 let one = bits(1);
                 for threads in [2, 3] {
                     assert!(bits(threads) == one, "{dtype} m={m} {}: {threads} threads differ from 1", isa.name());

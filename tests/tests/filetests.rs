@@ -33,11 +33,8 @@ fn run_pass(src: &str, pass: &str) -> String {
 
 fn gir_files(kind: &str) -> Vec<std::path::PathBuf> {
     let dir = repo_root().join("tests/filetests").join(kind);
-    let mut files: Vec<_> = std::fs::read_dir(&dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|x| x == "gir"))
-        .collect();
+    let mut files: Vec<_> =
+        std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().path()).filter(|p| p.extension().is_some_and(|x| x == "gir")).collect();
     files.sort();
     files
 }

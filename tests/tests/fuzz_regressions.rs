@@ -58,6 +58,9 @@ fn the_seeds_reach_the_end_of_each_pipeline() {
     graphc::Model::compile_checkpoint(graphc_frontends::Checkpoint::from_safetensors(st).unwrap(), "s", &Default::default(), None).unwrap();
     let plan = std::fs::read_to_string(dir.join("plan/tiny_llama.plan")).unwrap();
     let plan = graphc_ir::plan::Plan::from_json(&plan, "p").unwrap();
-    let ck = graphc_frontends::Checkpoint::from_gguf(graphc_frontends::GgufFile::from_bytes("tiny.gguf", graphc_tests::GgufWriter::tiny_llama().to_bytes()).unwrap()).unwrap();
+    let ck = graphc_frontends::Checkpoint::from_gguf(
+        graphc_frontends::GgufFile::from_bytes("tiny.gguf", graphc_tests::GgufWriter::tiny_llama().to_bytes()).unwrap(),
+    )
+    .unwrap();
     graphc::Model::from_plan(plan, "p", ck, None).unwrap();
 }

@@ -208,7 +208,8 @@ fn gemma3_tokenizer_gives_the_reference_prompt_ids_and_round_trips() {
         let name = p["name"].as_str().unwrap();
         let text = p["text"].as_str().unwrap();
         if p["chat"].as_bool() == Some(true) {
-            let rendered = tok.apply_chat_template(&[graphc::Message::user(p["user_message"].as_str().unwrap())], &graphc::ChatOptions::default()).unwrap();
+            let rendered =
+                tok.apply_chat_template(&[graphc::Message::user(p["user_message"].as_str().unwrap())], &graphc::ChatOptions::default()).unwrap();
             assert_eq!(rendered, text, "{name}: Gemma's turn format");
         }
         let want = ids(&p["prompt_ids"]);

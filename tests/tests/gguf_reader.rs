@@ -112,10 +112,7 @@ fn untied_output_uses_its_own_head() {
     let head: Vec<f32> = (0..64).map(|i| ((i * 7 % 11) as f32 - 5.0) * 0.1).collect();
     let untied = GgufWriter::tiny_llama().f32_tensor("output.weight", &[8, 8], &head);
     let (pt, pu) = (tied.write(&dir, "tied.gguf"), untied.write(&dir, "untied.gguf"));
-    let (mt, mu) = (
-        Model::compile(&pt, &CompileOptions::default(), None).unwrap(),
-        Model::compile(&pu, &CompileOptions::default(), None).unwrap(),
-    );
+    let (mt, mu) = (Model::compile(&pt, &CompileOptions::default(), None).unwrap(), Model::compile(&pu, &CompileOptions::default(), None).unwrap());
     assert_eq!(mt.plan().model.facts["tied_output"], "true");
     assert_eq!(mu.plan().model.facts["tied_output"], "false");
     assert!(mu.plan().manifest.iter().any(|w| w.name == "output.weight"));
@@ -133,7 +130,8 @@ fn untied_output_uses_its_own_head() {
 fn tensors_of_types_graphc_cannot_compute_are_read_and_listed_but_refused() {
     let w = GgufWriter::tiny_llama_with_uncomputable_types();
     let g = GgufFile::from_bytes_any_type("mixed.gguf", w.to_bytes()).unwrap();
-    let listed: Vec<(&str, &str, &[usize], u64)> = g.uncomputable.iter().map(|t| (t.name.as_str(), t.ggml_type.name(), t.shape.as_slice(), t.bytes)).collect();
+    let listed: Vec<(&str, &str, &[usize], u64)> =
+        g.uncomputable.iter().map(|t| (t.name.as_str(), t.ggml_type.name(), t.shape.as_slice(), t.bytes)).collect();
     assert_eq!(listed, [("blk.0.attn_extra.weight", "iq2_xxs", &[2, 256][..], 132), ("blk.1.ffn_extra.weight", "tq1_0", &[1, 256][..], 54)]);
     assert_eq!(g.uncomputable[0].ggml_type, GgmlType::from_id(16).unwrap());
     let at = |t: &graphc_frontends::gguf::UncomputableTensor| &g.mmap[t.offset as usize..(t.offset + t.bytes) as usize];

@@ -99,10 +99,8 @@ fn smollm2_on_the_gpu_matches_the_reference_as_a_ragged_batch() {
     }
     let reference = reference_json("smollm2-135m-q4_1");
     let prompts: Vec<&serde_json::Value> = reference["prompts"].as_array().unwrap().iter().take(3).collect();
-    let ids: Vec<Vec<u32>> = prompts
-        .iter()
-        .map(|p| p["prompt_ids"].as_array().unwrap().iter().map(|v| v.as_u64().unwrap() as u32).collect())
-        .collect();
+    let ids: Vec<Vec<u32>> =
+        prompts.iter().map(|p| p["prompt_ids"].as_array().unwrap().iter().map(|v| v.as_u64().unwrap() as u32).collect()).collect();
     let n_stable: Vec<usize> = prompts.iter().map(|p| p["n_stable"].as_u64().unwrap() as usize).collect();
 
     let opts = CompileOptions { device: Some(test_device()), max_seq: Some(128), ..Default::default() };

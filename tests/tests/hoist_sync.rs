@@ -24,11 +24,7 @@ fn qwen3_next_shaped() -> Graph {
     let f32t = |s: &[usize]| TensorType::new(DType::F32, s.iter().map(|&d| Dim::from(d)).collect());
     let x0 = g.add(Op::Input { name: "x".into(), ty: f32t(&[2, 8]) }, &[], None);
     let table = g.add(Op::Input { name: "recurrent".into(), ty: f32t(&[SLOTS as usize, 8]) }, &[], None);
-    let idx = g.add(
-        Op::Input { name: "state_indices".into(), ty: TensorType::new(DType::I32, vec![Dim::from(2usize)]) },
-        &[],
-        None,
-    );
+    let idx = g.add(Op::Input { name: "state_indices".into(), ty: TensorType::new(DType::I32, vec![Dim::from(2usize)]) }, &[], None);
     let mut x = x0;
     for l in 0..LAYERS {
         let layer = Some(l);

@@ -55,14 +55,13 @@ fn fused_kv_graph() -> Graph {
 
 /// (state count, f32 elements per token of cache over all states)
 fn kv_states(g: &Graph) -> (usize, usize) {
-    let states: Vec<_> = g
-        .g
-        .node_weights()
-        .filter_map(|n| match &n.op {
-            Op::State { ty, .. } => Some(ty.shape.iter().filter_map(|d| d.as_const()).product::<i64>() as usize),
-            _ => None,
-        })
-        .collect();
+    let states: Vec<_> =
+        g.g.node_weights()
+            .filter_map(|n| match &n.op {
+                Op::State { ty, .. } => Some(ty.shape.iter().filter_map(|d| d.as_const()).product::<i64>() as usize),
+                _ => None,
+            })
+            .collect();
     (states.len(), states.iter().sum())
 }
 

@@ -52,10 +52,9 @@ fn smollm2_kv_append_fires_for_every_k_and_v() {
     let m = compile(&smollm2(), &[]);
     assert_eq!(kv_append_count(&m), 60, "30 layers × (K, V)");
     let g = m.graph();
-    let concat_into_cache = g.g.node_indices().any(|n| {
-        matches!(g.node(n).op, Op::Concat { .. })
-            && g.inputs(n).iter().any(|&i| matches!(g.node(i).op, Op::State { .. }))
-    });
+    let concat_into_cache =
+        g.g.node_indices()
+            .any(|n| matches!(g.node(n).op, Op::Concat { .. }) && g.inputs(n).iter().any(|&i| matches!(g.node(i).op, Op::State { .. })));
     assert!(!concat_into_cache, "the optimized graph still concatenates into a cache");
     assert!(text::print(g).contains("kv_append{axis=2, cap=cap}"));
 }
@@ -171,11 +170,8 @@ fn a_write_past_capacity_names_offset_rows_and_capacity() {
     let mut g = text::parse(src).unwrap();
     verify(&mut g).unwrap();
     let run = |len: i32| {
-        let inputs: HashMap<String, Tensor> = [
-            ("new".to_string(), Tensor::f32(vec![2, 1, 2, 2], vec![1.0; 8])),
-            ("kv_lengths".to_string(), Tensor::i32(vec![2], vec![0, len])),
-        ]
-        .into();
+        let inputs: HashMap<String, Tensor> =
+            [("new".to_string(), Tensor::f32(vec![2, 1, 2, 2], vec![1.0; 8])), ("kv_lengths".to_string(), Tensor::i32(vec![2], vec![0, len]))].into();
         let states: HashMap<String, Tensor> = [("k".to_string(), Tensor::f32(vec![2, 1, 4, 2], vec![0.0; 16]))].into();
         reference::run(&g, &inputs, states, &NoWeights)
     };
@@ -183,8 +179,5 @@ fn a_write_past_capacity_names_offset_rows_and_capacity() {
     let k = ok.states["k"].as_f32().unwrap();
     assert_eq!(&k[8..16], &[0.0, 0.0, 0.0, 0.0, 1.0, 1.0, 1.0, 1.0], "row 1 written at its own offset 2");
     let e = run(3).unwrap_err().to_string();
-    assert!(
-        e.contains("kv_append past capacity: batch row 1 writes rows 3..5 (offset 3 + 2 rows) but the cache holds 4"),
-        "{e}"
-    );
+    assert!(e.contains("kv_append past capacity: batch row 1 writes rows 3..5 (offset 3 + 2 rows) but the cache holds 4"), "{e}");
 }

@@ -31,12 +31,7 @@ fn blocks(v: &serde_json::Value, dtype: DType) -> (Vec<u8>, Vec<u32>) {
 fn mismatches(dtype: DType, bytes: &[u8], want: &[u32]) -> Vec<(usize, f32, f32)> {
     let mut out = vec![0f32; want.len()];
     dequantize(dtype, bytes, &mut out);
-    out.iter()
-        .zip(want)
-        .enumerate()
-        .filter(|(_, (g, w))| g.to_bits() != **w)
-        .map(|(i, (g, w))| (i, *g, f32::from_bits(*w)))
-        .collect()
+    out.iter().zip(want).enumerate().filter(|(_, (g, w))| g.to_bits() != **w).map(|(i, (g, w))| (i, *g, f32::from_bits(*w))).collect()
 }
 
 #[test]

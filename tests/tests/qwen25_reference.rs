@@ -58,7 +58,8 @@ fn qwen25_fast_backend_matches_the_reference_tokens_and_logits() {
         let text = p["text"].as_str().unwrap();
         if p["chat"].as_bool() == Some(true) {
             chat_prompts += 1;
-            let rendered = tok.apply_chat_template(&[graphc::Message::user(p["user_message"].as_str().unwrap())], &graphc::ChatOptions::default()).unwrap();
+            let rendered =
+                tok.apply_chat_template(&[graphc::Message::user(p["user_message"].as_str().unwrap())], &graphc::ChatOptions::default()).unwrap();
             assert_eq!(rendered, text, "{name}: chat template rendering");
         }
         let want_ids = ids(&p["prompt_ids"]);

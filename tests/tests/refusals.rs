@@ -84,7 +84,9 @@ fn gguf_writer(path: &Path) -> GgufWriter {
             MetaValue::Bool(b) => Meta::Bool(*b),
             MetaValue::F32(f) => Meta::F32(*f),
             MetaValue::F64(f) => Meta::F32(*f as f32),
-            MetaValue::Array(a) if a.iter().all(|x| x.as_str().is_some()) => Meta::StrArray(a.iter().map(|x| x.as_str().unwrap().to_string()).collect()),
+            MetaValue::Array(a) if a.iter().all(|x| x.as_str().is_some()) => {
+                Meta::StrArray(a.iter().map(|x| x.as_str().unwrap().to_string()).collect())
+            }
             MetaValue::Array(a) => Meta::I32Array(a.iter().map(|x| x.as_u64().unwrap() as i32).collect()),
             other => Meta::U32(other.as_u64().unwrap() as u32),
         };
@@ -167,22 +169,27 @@ fn every_family_refuses_each_unimplemented_config_variant() {
             if *family == "gemma2" && key.ends_with("softcapping") {
                 continue;
             }
-            let p = safetensors_copy(dir, tag, |c| {
-                // transformers 5's `rope_parameters` holds the base; the
-                // variant is the Hub's `rope_scaling` beside `rope_theta`.
-                if *key == "rope_scaling" {
-                    if let Some(rp) = c.remove("rope_parameters") {
-                        c.insert("rope_theta".into(), rp["rope_theta"].clone());
-                        if let Some(f) = rp.get("partial_rotary_factor") {
-                            c.insert("partial_rotary_factor".into(), f.clone());
+            let p = safetensors_copy(
+                dir,
+                tag,
+                |c| {
+                    // transformers 5's `rope_parameters` holds the base; the
+                    // variant is the Hub's `rope_scaling` beside `rope_theta`.
+                    if *key == "rope_scaling" {
+                        if let Some(rp) = c.remove("rope_parameters") {
+                            c.insert("rope_theta".into(), rp["rope_theta"].clone());
+                            if let Some(f) = rp.get("partial_rotary_factor") {
+                                c.insert("partial_rotary_factor".into(), f.clone());
+                            }
                         }
                     }
-                }
-                if *key == "hidden_act" {
-                    c.remove("hidden_activation");
-                }
-                c.insert(key.to_string(), value.clone());
-            }, None);
+                    if *key == "hidden_act" {
+                        c.remove("hidden_activation");
+                    }
+                    c.insert(key.to_string(), value.clone());
+                },
+                None,
+            );
             let e = compile_err(&p);
             let named = e.contains(&format!("`{key}")) || (*key == "rope_scaling" && (e.contains("rope_type") || e.contains("RoPE scaling")));
             assert!(named, "{dir} {tag}: the error does not name `{key}`: {e}");
@@ -195,12 +202,17 @@ fn every_family_refuses_each_unimplemented_config_variant() {
             "gemma2" => continue,
             _ => ("sliding_window", json!(16)),
         };
-        let p = safetensors_copy(dir, "window", |c| {
-            c.insert(key.into(), value.clone());
-            if key == "sliding_window" {
-                c.remove("use_sliding_window");
-            }
-        }, None);
+        let p = safetensors_copy(
+            dir,
+            "window",
+            |c| {
+                c.insert(key.into(), value.clone());
+                if key == "sliding_window" {
+                    c.remove("use_sliding_window");
+                }
+            },
+            None,
+        );
         let e = compile_err(&p);
         assert!(e.contains(&format!("`{key}`")), "{dir} window: {e}");
     }
@@ -256,9 +268,14 @@ fn corrupt_metadata_is_refused() {
     let p = GgufWriter::tiny_llama().set_meta("llama.context_length", Meta::U32(0)).write(&dir, "ctx.gguf");
     let e = compile_err(&p);
     assert!(e.contains("`llama.context_length` is 0"), "{e}");
-    let p = safetensors_copy("qwen2", "ctx0", |c| {
-        c.insert("max_position_embeddings".into(), json!(0));
-    }, None);
+    let p = safetensors_copy(
+        "qwen2",
+        "ctx0",
+        |c| {
+            c.insert("max_position_embeddings".into(), json!(0));
+        },
+        None,
+    );
     let e = compile_err(&p);
     assert!(e.contains("`max_position_embeddings` is 0"), "{e}");
     // The controls: the unedited tiny llama compiles.

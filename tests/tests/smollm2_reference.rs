@@ -66,7 +66,8 @@ fn check(opts: SessionOptions) -> std::collections::BTreeMap<&'static str, u64> 
         let name = p["name"].as_str().unwrap();
         let text = p["text"].as_str().unwrap();
         if p["chat"].as_bool() == Some(true) {
-            let rendered = tok.apply_chat_template(&[graphc::Message::user(p["user_message"].as_str().unwrap())], &graphc::ChatOptions::default()).unwrap();
+            let rendered =
+                tok.apply_chat_template(&[graphc::Message::user(p["user_message"].as_str().unwrap())], &graphc::ChatOptions::default()).unwrap();
             assert_eq!(rendered, text, "{name}: chat template rendering");
         }
         let want_ids: Vec<u32> = p["prompt_ids"].as_array().unwrap().iter().map(|v| v.as_u64().unwrap() as u32).collect();
@@ -74,8 +75,7 @@ fn check(opts: SessionOptions) -> std::collections::BTreeMap<&'static str, u64> 
         assert_eq!(ids, want_ids, "{name}: prompt ids");
 
         let n_stable = p["n_stable"].as_u64().unwrap() as usize;
-        let want_gen: Vec<u32> =
-            p["generated_ids"].as_array().unwrap().iter().map(|v| v.as_u64().unwrap() as u32).collect();
+        let want_gen: Vec<u32> = p["generated_ids"].as_array().unwrap().iter().map(|v| v.as_u64().unwrap() as u32).collect();
         let logits = session.prefill(&ids).unwrap();
         if let Some(file) = p["logits_file"].as_str() {
             let want = reference_logits(file);

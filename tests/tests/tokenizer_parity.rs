@@ -102,7 +102,9 @@ fn with_meta(file: &str, dir: &std::path::Path, key: &str, value: Meta) -> Token
             graphc_frontends::gguf::MetaValue::Array(a) if a.first().is_some_and(|x| x.as_str().is_some()) => {
                 Meta::StrArray(a.iter().map(|x| x.as_str().unwrap().to_string()).collect())
             }
-            graphc_frontends::gguf::MetaValue::Array(a) if k.ends_with("scores") => Meta::F32Array(a.iter().map(|x| x.as_f64().unwrap() as f32).collect()),
+            graphc_frontends::gguf::MetaValue::Array(a) if k.ends_with("scores") => {
+                Meta::F32Array(a.iter().map(|x| x.as_f64().unwrap() as f32).collect())
+            }
             graphc_frontends::gguf::MetaValue::Array(a) => Meta::I32Array(a.iter().map(|x| x.as_u64().unwrap() as i32).collect()),
             graphc_frontends::gguf::MetaValue::Bool(b) => Meta::Bool(*b),
             other => match (other.as_u64(), other.as_str()) {

@@ -222,9 +222,7 @@ enum Stage {
 /// Run `load` with a progress bar over the checkpoint bytes it reads.
 fn with_progress<T>(load: impl FnOnce(graphc::model::Progress) -> Result<T, graphc::Error>) -> Result<T> {
     let pb = ProgressBar::new(0);
-    pb.set_style(
-        ProgressStyle::with_template("{msg} [{bar:30}] {bytes}/{total_bytes}").unwrap().progress_chars("=> "),
-    );
+    pb.set_style(ProgressStyle::with_template("{msg} [{bar:30}] {bytes}/{total_bytes}").unwrap().progress_chars("=> "));
     pb.set_message("reading weights");
     let mut cb = |done: u64, total: u64| {
         pb.set_length(total);
@@ -256,8 +254,7 @@ fn real_main() -> Result<()> {
             let secs = t0.elapsed().as_secs_f64();
             let plan = model.plan();
             if json {
-                let passes: serde_json::Map<String, serde_json::Value> =
-                    plan.passes.iter().map(|p| (p.name.clone(), p.rewrites.into())).collect();
+                let passes: serde_json::Map<String, serde_json::Value> = plan.passes.iter().map(|p| (p.name.clone(), p.rewrites.into())).collect();
                 let v = serde_json::json!({
                     "family": plan.family,
                     "device": plan.options.device,
@@ -326,8 +323,7 @@ fn real_main() -> Result<()> {
                 (p, f, None, Some(tok)) => {
                     let text_in = match (p, f) {
                         (Some(p), _) => p,
-                        (None, Some(f)) => std::fs::read_to_string(&f)
-                            .with_context(|| format!("cannot read prompt file {}", f.display()))?,
+                        (None, Some(f)) => std::fs::read_to_string(&f).with_context(|| format!("cannot read prompt file {}", f.display()))?,
                         (None, None) => bail!("give --prompt, --prompt-file or --prompt-ids"),
                     };
                     if chat && tok.chat_template.is_none() {
@@ -354,7 +350,15 @@ fn real_main() -> Result<()> {
             if !json {
                 eprintln!(
                     "[graphc] family {} | device {} | kernels {} (from {}) | max_seq {} | threads {} (from {}) | check_finite {} | prompt {} tokens",
-                    model.plan().family, r.device, r.kernels, r.kernels_source, r.max_seq, r.threads, r.threads_source, r.check_finite, prompt_ids.len()
+                    model.plan().family,
+                    r.device,
+                    r.kernels,
+                    r.kernels_source,
+                    r.max_seq,
+                    r.threads,
+                    r.threads_source,
+                    r.check_finite,
+                    prompt_ids.len()
                 );
             }
             let sampling = sampling.sampling();
@@ -414,18 +418,13 @@ fn real_main() -> Result<()> {
             let m = open(&model, &opts.options())?;
             let graph = match stage {
                 Stage::Optimized => m.graph(),
-                Stage::Lowered => m
-                    .lowered_graph()
-                    .context("--stage lowered needs a checkpoint (a plan holds only the optimized graph)")?,
+                Stage::Lowered => m.lowered_graph().context("--stage lowered needs a checkpoint (a plan holds only the optimized graph)")?,
             };
             let (a, b) = match layers {
                 None => (0, u32::MAX),
                 Some(spec) => {
                     let (a, b) = spec.split_once("..").context("--layers takes A..B, e.g. 0..1")?;
-                    (
-                        a.trim().parse().context("--layers: start is not a number")?,
-                        b.trim().parse().context("--layers: end is not a number")?,
-                    )
+                    (a.trim().parse().context("--layers: start is not a number")?, b.trim().parse().context("--layers: end is not a number")?)
                 }
             };
             let keep = |l: u32| l >= a && l < b;
@@ -443,11 +442,8 @@ fn real_main() -> Result<()> {
             let opts = SessionOptions { threads, kernels, ..Default::default() };
             let max = (contexts.iter().max().copied().unwrap_or(0) + steps + 1).max(prefill + 1);
             let compile = |disabled: &[&str]| {
-                let opts = CompileOptions {
-                    device: device.clone(),
-                    max_seq: Some(max),
-                    disabled_passes: disabled.iter().map(|s| s.to_string()).collect(),
-                };
+                let opts =
+                    CompileOptions { device: device.clone(), max_seq: Some(max), disabled_passes: disabled.iter().map(|s| s.to_string()).collect() };
                 Model::compile(&checkpoint, &opts, None)
             };
             let on = compile(&[])?;
@@ -554,7 +550,11 @@ fn real_main() -> Result<()> {
                     let batch_cells = batch.map_or(String::new(), |_| format!(" | {:>12} | {:>11}", num(&r["batch_ms"]), num(&r["batch_tok_s"])));
                     println!(
                         "{:>8} | {:>14} | {:>15} | {:>6} | {:>8}{batch_cells}",
-                        r["context"].as_u64().unwrap_or(0), num(&r["kv_append_on_ms"]), num(&r["kv_append_off_ms"]), num(&r["on_over_off"]), num(&r["decode_tok_s"])
+                        r["context"].as_u64().unwrap_or(0),
+                        num(&r["kv_append_on_ms"]),
+                        num(&r["kv_append_off_ms"]),
+                        num(&r["on_over_off"]),
+                        num(&r["decode_tok_s"])
                     );
                 }
                 for p in &profiles {
@@ -599,8 +599,13 @@ fn real_main() -> Result<()> {
                 println!("{k} = {shown}");
             }
             // In file (offset) order, whichever list a tensor is in.
-            let mut rows: Vec<(u64, &str, &str, &[usize], &str)> = g.tensors.iter().map(|t| (t.offset, t.name.as_str(), t.dtype.name(), t.shape.as_slice(), "")).collect();
-            rows.extend(g.uncomputable.iter().map(|t| (t.offset, t.name.as_str(), t.ggml_type.name(), t.shape.as_slice(), " (graphc cannot compute this type)")));
+            let mut rows: Vec<(u64, &str, &str, &[usize], &str)> =
+                g.tensors.iter().map(|t| (t.offset, t.name.as_str(), t.dtype.name(), t.shape.as_slice(), "")).collect();
+            rows.extend(
+                g.uncomputable
+                    .iter()
+                    .map(|t| (t.offset, t.name.as_str(), t.ggml_type.name(), t.shape.as_slice(), " (graphc cannot compute this type)")),
+            );
             rows.sort_by_key(|r| r.0);
             for (_, name, ty, shape, mark) in rows {
                 println!("{name:<32} {ty:<7} {shape:?}{mark}");
@@ -690,7 +695,11 @@ fn chat(model: &Model, opts: &SessionOptions, system: Option<String>, n: Option<
     let r = conv.session().resolved().clone();
     eprintln!(
         "[graphc] chat with {} | device {} | kernels {} | max_seq {} | threads {}",
-        model.plan().family, r.device, r.kernels, max_seq, r.threads
+        model.plan().family,
+        r.device,
+        r.kernels,
+        max_seq,
+        r.threads
     );
     eprintln!("[graphc] /reset, /system TEXT, /stats, /quit; Ctrl-C stops an answer");
     let (mut last, mut turns) = (None::<graphc::Turn>, 0usize);

@@ -28,8 +28,8 @@ fn a_failed_compile_leaves_the_good_plan_alone() {
     std::fs::create_dir(&folder).unwrap();
     let e = good.write_plan(&folder).unwrap_err().to_string();
     assert!(e.contains("cannot write plan") && e.contains("taken"), "{e}");
-    let leftovers: Vec<_> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().file_name()).filter(|n| n.to_string_lossy().contains(".tmp")).collect();
+    let leftovers: Vec<_> =
+        std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().file_name()).filter(|n| n.to_string_lossy().contains(".tmp")).collect();
     assert!(leftovers.is_empty(), "temporary files left: {leftovers:?}");
     assert!(Model::load(&plan, None).is_ok(), "the good plan still loads");
 }
-

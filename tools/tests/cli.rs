@@ -78,9 +78,7 @@ fn run_chat_applies_the_checkpoints_template() {
     let reference = reference_json("smollm2-135m-q4_1");
     let p3 = reference["prompts"].as_array().unwrap().iter().find(|p| p["chat"] == true).unwrap();
     let ck = smollm2();
-    let v = json_of(&graphc(&[
-        "run", ck.to_str().unwrap(), "--chat", "--prompt", p3["user_message"].as_str().unwrap(), "-n", "3", "--json",
-    ]));
+    let v = json_of(&graphc(&["run", ck.to_str().unwrap(), "--chat", "--prompt", p3["user_message"].as_str().unwrap(), "-n", "3", "--json"]));
     assert_eq!(ids(&v["prompt_ids"]), ids(&p3["prompt_ids"]));
     assert_eq!(ids(&v["tokens"]), ids(&p3["generated_ids"])[..3]);
 }
@@ -108,9 +106,7 @@ fn run_stop_string_ends_the_text_before_it() {
 #[test]
 fn run_chat_puts_the_system_message_first() {
     let ck = smollm2();
-    let v = json_of(&graphc(&[
-        "run", ck.to_str().unwrap(), "--chat", "--system", "You are a pirate.", "--prompt", "Hello", "-n", "1", "--json",
-    ]));
+    let v = json_of(&graphc(&["run", ck.to_str().unwrap(), "--chat", "--system", "You are a pirate.", "--prompt", "Hello", "-n", "1", "--json"]));
     let model = graphc::Model::compile(&ck, &Default::default(), None).unwrap();
     let prompt: Vec<u32> = ids(&v["prompt_ids"]).iter().map(|&i| i as u32).collect();
     let text = model.decode(&prompt).unwrap();
@@ -269,8 +265,21 @@ fn bench_profile_says_where_a_decode_step_goes() {
     let ids = temp_dir("cli-bench-profile").join("ids.txt");
     std::fs::write(&ids, "1, 54, 34, 28, 46, 31, 42, 7").unwrap();
     let out = graphc(&[
-        "bench", smollm2().to_str().unwrap(), "--contexts", "16", "--steps", "2", "--no-ab", "--profile", "--threads", "2", "--json",
-        "--prefill", "8", "--prompt-ids-file", ids.to_str().unwrap(),
+        "bench",
+        smollm2().to_str().unwrap(),
+        "--contexts",
+        "16",
+        "--steps",
+        "2",
+        "--no-ab",
+        "--profile",
+        "--threads",
+        "2",
+        "--json",
+        "--prefill",
+        "8",
+        "--prompt-ids-file",
+        ids.to_str().unwrap(),
     ]);
     let v = json_of(&out);
     // The prefill's profile: 8 rows through each down projection.
@@ -367,9 +376,8 @@ fn bench_batch_times_a_step_of_every_row() {
 #[test]
 fn an_unsupported_architecture_is_named_once() {
     let dir = temp_dir("cli-arch");
-    let p = graphc_tests::GgufWriter::tiny_llama()
-        .set_meta("general.architecture", graphc_tests::Meta::Str("mamba9".into()))
-        .write(&dir, "mamba9.gguf");
+    let p =
+        graphc_tests::GgufWriter::tiny_llama().set_meta("general.architecture", graphc_tests::Meta::Str("mamba9".into())).write(&dir, "mamba9.gguf");
     let out = graphc(&["compile", p.to_str().unwrap(), "-o", dir.join("x.plan").to_str().unwrap()]);
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
@@ -401,10 +409,7 @@ fn chat_keeps_the_cache_between_turns() {
     let out = child.wait_with_output().unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let err = String::from_utf8_lossy(&out.stderr);
-    let prefills: Vec<usize> = err
-        .lines()
-        .filter_map(|l| l.split("[graphc] prefill ").nth(1)?.split(' ').next()?.parse().ok())
-        .collect();
+    let prefills: Vec<usize> = err.lines().filter_map(|l| l.split("[graphc] prefill ").nth(1)?.split(' ').next()?.parse().ok()).collect();
     assert_eq!(prefills.len(), 2, "two answers: {err}");
     // Turn one: SmolLM2's template with its default system message (37 ids).
     assert_eq!(prefills[0], 37, "{err}");

@@ -26,9 +26,9 @@ use crate::device::{grid, BindingLimits, Device, Launch};
 use crate::kir::Kernel;
 use crate::GpuError;
 use cudarc::driver::{CudaContext, CudaFunction, CudaSlice, CudaStream, DevicePtr, LaunchConfig, PushKernelArg};
-use std::sync::Arc;
 use std::collections::HashMap;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::sync::{Mutex, OnceLock};
 
 /// The architectures CI compiles every kernel for (A100, H100/H200).
@@ -225,7 +225,12 @@ pub fn gate(setting: Option<bool>, arch: &str, device: &str) -> Result<(), GpuEr
         Some(true) => Ok(()),
         Some(false) => Err(GpuError::SwitchedOff { backend: "cuda", flag: "GRAPHC_CUDA" }),
         None if VERIFIED_ARCHS.contains(&arch) => Ok(()),
-        None => Err(GpuError::Unverified { backend: "cuda", device: format!("{device} ({arch})"), verified: VERIFIED_ARCHS.join(", "), flag: "GRAPHC_CUDA" }),
+        None => Err(GpuError::Unverified {
+            backend: "cuda",
+            device: format!("{device} ({arch})"),
+            verified: VERIFIED_ARCHS.join(", "),
+            flag: "GRAPHC_CUDA",
+        }),
     }
 }
 
@@ -433,7 +438,9 @@ impl Device for CudaDevice {
         // usable again.
         let graph = self.stream.end_capture(CUgraphInstantiate_flags(0));
         recorded?;
-        let graph = graph.map_err(driver_err)?.ok_or_else(|| GpuError::Device { backend: "cuda", message: "capturing a step's launches made no graph".into() })?;
+        let graph = graph
+            .map_err(driver_err)?
+            .ok_or_else(|| GpuError::Device { backend: "cuda", message: "capturing a step's launches made no graph".into() })?;
         graph.launch().map_err(driver_err)?;
         *prepared = Some(Box::new(CapturedStep(graph)));
         Ok(())

@@ -155,7 +155,11 @@ pub trait Device {
     }
     /// `run`, keeping in `prepared` what the target built for `launches`
     /// (wgpu), for `rerun` to run them again as they are; the rest only run.
-    fn run_prepared(&self, launches: &[Launch<'_, Self::Buffer>], prepared: &mut Option<Box<dyn std::any::Any + Send + Sync>>) -> Result<(), GpuError> {
+    fn run_prepared(
+        &self,
+        launches: &[Launch<'_, Self::Buffer>],
+        prepared: &mut Option<Box<dyn std::any::Any + Send + Sync>>,
+    ) -> Result<(), GpuError> {
         let _ = prepared;
         self.run(launches)
     }
@@ -204,8 +208,10 @@ pub trait Device {
             Some(i) => uploaded[i].clone(),
             None => self.zeros(out_shape.iter().product::<usize>() as u64 * 4)?,
         };
-        let bound: Vec<Vec<Self::Buffer>> =
-            calls.iter().map(|c| Ok(bind_args(self, &c.args, &uploaded, &result, &[], &upload_constants(self, &c.args)?))).collect::<Result<_, GpuError>>()?;
+        let bound: Vec<Vec<Self::Buffer>> = calls
+            .iter()
+            .map(|c| Ok(bind_args(self, &c.args, &uploaded, &result, &[], &upload_constants(self, &c.args)?)))
+            .collect::<Result<_, GpuError>>()?;
         let launches: Vec<Launch<'_, Self::Buffer>> = calls
             .iter()
             .zip(&bound)

@@ -24,9 +24,9 @@
 //! every kernel of the step is placed. Replay: a step with the recorded
 //! step's dims and input shapes runs its launches again (`Replay`).
 
-use crate::lower::{lower, Arg, ArgInfo, KernelCall};
 use crate::device::{bind_args, tensor_bytes, upload_constants, Device, Launch};
 use crate::fuse::{Fused, Group, Groups};
+use crate::lower::{lower, Arg, ArgInfo, KernelCall};
 use crate::GpuError;
 use graphc_backends::{Tensor, WeightSource};
 use graphc_ir::{DType, Dim, Graph, NodeId, Op};
@@ -457,9 +457,12 @@ impl<D: Device> GpuGraph<D> {
             if same_inputs {
                 for check in &replay.checks {
                     match check {
-                        HostCheck::Op { node, op, args, infos } => self.host_checks(op, args, infos, inputs).map_err(|m| node_err(graph, *node, m))?,
+                        HostCheck::Op { node, op, args, infos } => {
+                            self.host_checks(op, args, infos, inputs).map_err(|m| node_err(graph, *node, m))?
+                        }
                         HostCheck::ToHost { node, input, nonempty, bound } => {
-                            graphc_backends::cpu::reference::to_host_checks(&inputs[input], *nonempty, *bound).map_err(|m| node_err(graph, *node, m))?
+                            graphc_backends::cpu::reference::to_host_checks(&inputs[input], *nonempty, *bound)
+                                .map_err(|m| node_err(graph, *node, m))?
                         }
                     }
                 }
@@ -820,9 +823,7 @@ pub fn keeps_order(perm: &[usize], shape: &[usize]) -> bool {
 /// `op` with its symbolic attributes (`narrow`'s bounds) evaluated.
 fn resolve_dims(op: &Op, env: &HashMap<String, i64>) -> Result<Op, String> {
     Ok(match op {
-        Op::Narrow { axis, start, len } => {
-            Op::Narrow { axis: *axis, start: Dim::konst(start.eval(env)?), len: Dim::konst(len.eval(env)?) }
-        }
+        Op::Narrow { axis, start, len } => Op::Narrow { axis: *axis, start: Dim::konst(start.eval(env)?), len: Dim::konst(len.eval(env)?) },
         other => other.clone(),
     })
 }

@@ -126,15 +126,45 @@ pub enum Expr {
 #[derive(Clone, Debug, PartialEq)]
 pub enum Stmt {
     /// Declares a mutable local.
-    Let { name: String, ty: Ty, value: Expr },
-    Assign { name: String, value: Expr },
-    Store { buffer: String, index: Expr, value: Expr },
-    StoreShared { array: String, index: Expr, value: Expr },
+    Let {
+        name: String,
+        ty: Ty,
+        value: Expr,
+    },
+    Assign {
+        name: String,
+        value: Expr,
+    },
+    Store {
+        buffer: String,
+        index: Expr,
+        value: Expr,
+    },
+    StoreShared {
+        array: String,
+        index: Expr,
+        value: Expr,
+    },
     /// `for (var = start; var < end; var += step)`, counters of type `ty`.
-    For { var: String, ty: Ty, start: Expr, end: Expr, step: Expr, body: Vec<Stmt> },
+    For {
+        var: String,
+        ty: Ty,
+        start: Expr,
+        end: Expr,
+        step: Expr,
+        body: Vec<Stmt>,
+    },
     /// `for (var = start; var > 0; var >>= 1)` (u32): a tree reduction's strides.
-    Halving { var: String, start: Expr, body: Vec<Stmt> },
-    If { cond: Expr, then: Vec<Stmt>, otherwise: Vec<Stmt> },
+    Halving {
+        var: String,
+        start: Expr,
+        body: Vec<Stmt>,
+    },
+    If {
+        cond: Expr,
+        then: Vec<Stmt>,
+        otherwise: Vec<Stmt>,
+    },
     /// Every invocation of the workgroup waits here; workgroup memory
     /// written before it is visible after it. Only in uniform control flow.
     Barrier,
@@ -227,8 +257,7 @@ pub fn local_id() -> Expr {
 }
 /// The workgroup's linear index: `group.x + group.y * groups.x`.
 pub fn group_index() -> Expr {
-    Expr::Builtin(Builtin::GroupId, 0)
-        + Expr::Builtin(Builtin::GroupId, 1) * Expr::Builtin(Builtin::NumGroups, 0)
+    Expr::Builtin(Builtin::GroupId, 0) + Expr::Builtin(Builtin::GroupId, 1) * Expr::Builtin(Builtin::NumGroups, 0)
 }
 pub fn load(buffer: &str, index: Expr) -> Expr {
     Expr::Load(buffer.into(), Box::new(index))
@@ -366,11 +395,7 @@ pub fn segmented_reduce(array: &str, workgroup_size: u32, segment: u32, value: E
             body: vec![
                 if_(
                     lane.lt(var(&step)),
-                    vec![store_shared(
-                        array,
-                        local_id(),
-                        load_shared(array, local_id()).bin(combine, load_shared(array, local_id() + var(&step))),
-                    )],
+                    vec![store_shared(array, local_id(), load_shared(array, local_id()).bin(combine, load_shared(array, local_id() + var(&step))))],
                 ),
                 Stmt::Barrier,
             ],
@@ -418,12 +443,9 @@ impl Kernel {
             Expr::U32(_) => Ty::U32,
             Expr::Bool(_) => Ty::Bool,
             Expr::Var(n) => scope.get(n).ok_or_else(|| self.err(format!("unknown local `{n}`")))?,
-            Expr::Param(n) => self
-                .params
-                .iter()
-                .find(|(p, _)| p == n)
-                .map(|(_, t)| *t)
-                .ok_or_else(|| self.err(format!("unknown parameter `{n}`")))?,
+            Expr::Param(n) => {
+                self.params.iter().find(|(p, _)| p == n).map(|(_, t)| *t).ok_or_else(|| self.err(format!("unknown parameter `{n}`")))?
+            }
             Expr::Builtin(..) => Ty::U32,
             Expr::Load(b, idx) => {
                 self.expect(idx, scope, Ty::U32, "a buffer index")?;
@@ -531,7 +553,11 @@ impl Kernel {
                     self.expect(value, scope, b.elem, &format!("the value stored to `{buffer}`"))?;
                 }
                 Stmt::StoreShared { array, index, value } => {
-                    let a = self.shared.iter().find(|a| &a.name == array).ok_or_else(|| self.err(format!("store to unknown workgroup array `{array}`")))?;
+                    let a = self
+                        .shared
+                        .iter()
+                        .find(|a| &a.name == array)
+                        .ok_or_else(|| self.err(format!("store to unknown workgroup array `{array}`")))?;
                     self.expect(index, scope, Ty::U32, "a workgroup-array index")?;
                     self.expect(value, scope, a.elem, &format!("the value stored to `{array}`"))?;
                 }

@@ -6,9 +6,9 @@
 //! An op with no kernel is an error naming the op and the target, never a
 //! silent fallback to the CPU.
 
+use crate::device::{groups_for, BindingLimits, Value};
 use crate::kernels::{self, attention::MAX_HEAD_DIM, WEIGHT_DTYPES};
 use crate::kir::Kernel;
-use crate::device::{groups_for, BindingLimits, Value};
 use crate::GpuError;
 use graphc_backends::cpu::reference::strides;
 use graphc_ir::{DType, NormKind, Op, RopeScaling, UnaryOp};
@@ -80,7 +80,13 @@ pub fn check_graph(graph: &graphc_ir::Graph, target: &'static str) -> Result<(),
         let op = &graph.node(id).op;
         let dtypes: Vec<DType> = graph.inputs(id).iter().map(|&i| graph.ty(i).dtype).collect();
         let why = match op {
-            Op::Input { .. } | Op::Weight { .. } | Op::State { .. } | Op::StateOut { .. } | Op::Output { .. } | Op::Const { .. } | Op::Reshape { .. } => None,
+            Op::Input { .. }
+            | Op::Weight { .. }
+            | Op::State { .. }
+            | Op::StateOut { .. }
+            | Op::Output { .. }
+            | Op::Const { .. }
+            | Op::Reshape { .. } => None,
             Op::Unary(_) | Op::Binary(_) | Op::Glu { .. } | Op::Norm { .. } | Op::Rope { .. } | Op::NormRope { .. } | Op::Softmax { .. } => None,
             Op::Attention { .. } | Op::KvAppend { .. } | Op::Permute { .. } | Op::Narrow { .. } | Op::Contiguous => None,
             Op::Reduce { .. } | Op::TopKMask { .. } | Op::SparseMixer { .. } => None,
@@ -247,7 +253,11 @@ fn stacked_shape(args: &[ArgInfo], target: &'static str) -> Result<StackedShape,
     let k = *x.last().unwrap_or(&0);
     let dtype = weights[0].dtype;
     let fits = |w: &ArgInfo| {
-        WEIGHT_DTYPES.contains(&w.dtype) && w.dtype.block_elems() == dtype.block_elems() && w.shape.len() == 2 && w.shape[1] == k && k % dtype.block_elems() == 0
+        WEIGHT_DTYPES.contains(&w.dtype)
+            && w.dtype.block_elems() == dtype.block_elems()
+            && w.shape.len() == 2
+            && w.shape[1] == k
+            && k % dtype.block_elems() == 0
     };
     if !(2..=3).contains(&weights.len()) || !weights.iter().all(fits) {
         return Err(no(format!("a stack of 2 or 3 weights of one block size and row length {k}, got {weights:?}")));
@@ -632,7 +642,13 @@ fn strided(out: &[usize], offset: usize, by_out: &[usize]) -> Result<KernelCall,
     let n: usize = out.iter().product();
     let mut params = vec![n32(n), n32(dims[1]), n32(dims[2]), n32(dims[3]), n32(offset)];
     params.extend(st.iter().map(|&s| n32(s)));
-    Ok(KernelCall { kernel: kernels::layout::strided_copy(), args: vec![Arg::Input(0), Arg::Output], params, groups: groups_for(n), out_shape: out.to_vec() })
+    Ok(KernelCall {
+        kernel: kernels::layout::strided_copy(),
+        args: vec![Arg::Input(0), Arg::Output],
+        params,
+        groups: groups_for(n),
+        out_shape: out.to_vec(),
+    })
 }
 
 fn rope_params(rotary_dim: usize, scaling: &RopeScaling) -> [Value; 4] {

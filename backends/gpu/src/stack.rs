@@ -17,9 +17,9 @@
 //! neither reads what the other writes (the graph executor pairs only
 //! such nodes).
 
+use crate::device::Value;
 use crate::kir::{group_index, param, Expr, Kernel, Shared, Stmt, Ty, ROUNDING_ONE};
 use crate::lower::{Arg, KernelCall};
-use crate::device::Value;
 
 /// The name of the stacked kernel of `a` and `b`.
 fn stacked_name(a: &str, b: &str) -> String {
@@ -117,15 +117,12 @@ impl Renames {
             Stmt::Store { buffer, index, value } => {
                 Stmt::Store { buffer: format!("{buffer}{}", self.suffix), index: self.expr(index), value: self.expr(value) }
             }
-            Stmt::StoreShared { array, index, value } => Stmt::StoreShared { array: self.array(array), index: self.expr(index), value: self.expr(value) },
-            Stmt::For { var, ty, start, end, step, body } => Stmt::For {
-                var: var.clone(),
-                ty: *ty,
-                start: self.expr(start),
-                end: self.expr(end),
-                step: self.expr(step),
-                body: block(body),
-            },
+            Stmt::StoreShared { array, index, value } => {
+                Stmt::StoreShared { array: self.array(array), index: self.expr(index), value: self.expr(value) }
+            }
+            Stmt::For { var, ty, start, end, step, body } => {
+                Stmt::For { var: var.clone(), ty: *ty, start: self.expr(start), end: self.expr(end), step: self.expr(step), body: block(body) }
+            }
             Stmt::Halving { var, start, body } => Stmt::Halving { var: var.clone(), start: self.expr(start), body: block(body) },
             Stmt::If { cond, then, otherwise } => Stmt::If { cond: self.expr(cond), then: block(then), otherwise: block(otherwise) },
             Stmt::Barrier => Stmt::Barrier,

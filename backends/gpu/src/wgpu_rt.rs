@@ -108,8 +108,8 @@ impl WgpuDevice {
         let instance = wgpu::Instance::new(desc);
         // A discrete GPU over an integrated one where a machine has both.
         let options = wgpu::RequestAdapterOptions { power_preference: wgpu::PowerPreference::HighPerformance, ..Default::default() };
-        let adapter = pollster::block_on(instance.request_adapter(&options))
-            .map_err(|e| GpuError::NoDevice { backend: "wgpu", reason: e.to_string() })?;
+        let adapter =
+            pollster::block_on(instance.request_adapter(&options)).map_err(|e| GpuError::NoDevice { backend: "wgpu", reason: e.to_string() })?;
         let adapter_name = adapter.get_info().name;
         let limits = adapter.limits();
         let (device, queue) = pollster::block_on(adapter.request_device(&wgpu::DeviceDescriptor {
@@ -181,10 +181,9 @@ impl WgpuDevice {
         }
         let source = crate::emit(kernel, crate::Target::Wgsl)?;
         let scope = self.device.push_error_scope(wgpu::ErrorFilter::Validation);
-        let module = self.device.create_shader_module(wgpu::ShaderModuleDescriptor {
-            label: Some(&kernel.name),
-            source: wgpu::ShaderSource::Wgsl(source.into()),
-        });
+        let module = self
+            .device
+            .create_shader_module(wgpu::ShaderModuleDescriptor { label: Some(&kernel.name), source: wgpu::ShaderSource::Wgsl(source.into()) });
         let pipeline = self.device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
             label: Some(&kernel.name),
             layout: None,
@@ -216,7 +215,11 @@ impl WgpuDevice {
     /// executor's replayed steps): then no parameter packing, pipeline
     /// lookup or bind-group keying again, only the parameters rewritten and
     /// the dispatches encoded.
-    pub fn run_prepared(&self, launches: &[Launch<'_, GpuBuffer>], prepared: &mut Option<Box<dyn std::any::Any + Send + Sync>>) -> Result<(), GpuError> {
+    pub fn run_prepared(
+        &self,
+        launches: &[Launch<'_, GpuBuffer>],
+        prepared: &mut Option<Box<dyn std::any::Any + Send + Sync>>,
+    ) -> Result<(), GpuError> {
         let mut arena = self.params_arena.lock().expect("params arena");
         let built = self.prepare(launches, &mut arena)?;
         self.encode(&built, &arena)?;
@@ -265,7 +268,8 @@ impl WgpuDevice {
                         let resource = wgpu::BindingResource::Buffer(wgpu::BufferBinding { buffer: &arena.buffer, offset: at, size });
                         entries.push(wgpu::BindGroupEntry { binding: l.kernel.buffers.len() as u32, resource });
                     }
-                    let group = self.device.create_bind_group(&wgpu::BindGroupDescriptor { label: None, layout: &pipeline.layout, entries: &entries });
+                    let group =
+                        self.device.create_bind_group(&wgpu::BindGroupDescriptor { label: None, layout: &pipeline.layout, entries: &entries });
                     BIND_GROUPS_BUILT_HERE.with(|n| n.set(n.get() + 1));
                     built_any = true;
                     let binds = l.buffers.iter().map(|b| &b.buffer).chain([&arena.buffer]).map(Arc::downgrade).collect();

@@ -43,10 +43,9 @@ fn an_ill_typed_kernel_is_an_error_naming_it() {
 #[test]
 fn a_shadowed_local_is_an_error() {
     use graphc_gpu::kir::*;
-    let k = Kernel::new("shadowing", 64).output("y", Ty::F32).body(vec![
-        let_("r", Ty::F32, f(1.0)),
-        if_(local_id().eq(u(0)), vec![let_("r", Ty::F32, f(2.0)), store("y", u(0), var("r"))]),
-    ]);
+    let k = Kernel::new("shadowing", 64)
+        .output("y", Ty::F32)
+        .body(vec![let_("r", Ty::F32, f(1.0)), if_(local_id().eq(u(0)), vec![let_("r", Ty::F32, f(2.0)), store("y", u(0), var("r"))])]);
     let err = emit(&k, Target::Cuda).unwrap_err().to_string();
     assert!(err.contains("shadowing") && err.contains("`r` is declared while another `r` is in scope"), "{err}");
 }

@@ -22,7 +22,11 @@ fn every_kernel_compiles_through_nvrtc_and_ptxas() {
     for (_, kernel) in catalog() {
         for arch in cuda_rt::ARCHS {
             let ptx = cuda_rt::compile_ptx_uncached(&kernel, arch).unwrap_or_else(|e| panic!("{e}"));
-            assert!(ptx.contains(&format!(".target {arch}")) && ptx.contains(&format!(".entry {}", kernel.name)), "{}: PTX lacks its entry", kernel.name);
+            assert!(
+                ptx.contains(&format!(".target {arch}")) && ptx.contains(&format!(".entry {}", kernel.name)),
+                "{}: PTX lacks its entry",
+                kernel.name
+            );
             // No kernel asks for an FMA, and `--fmad=false` forms none
             // (`NVRTC_FLAGS`; the control is in the test below). CUDA's
             // math functions (expf, tanhf, ...) compute with FMAs of their
@@ -34,7 +38,13 @@ fn every_kernel_compiles_through_nvrtc_and_ptxas() {
             }
             let path = dir.join(format!("{}.{arch}.ptx", kernel.name));
             std::fs::write(&path, &ptx).unwrap();
-            let out = std::process::Command::new(&ptxas).arg(format!("-arch={arch}")).arg(&path).arg("-o").arg(path.with_extension("cubin")).output().unwrap();
+            let out = std::process::Command::new(&ptxas)
+                .arg(format!("-arch={arch}"))
+                .arg(&path)
+                .arg("-o")
+                .arg(path.with_extension("cubin"))
+                .output()
+                .unwrap();
             assert!(out.status.success(), "ptxas -arch={arch} rejected {}: {}", kernel.name, String::from_utf8_lossy(&out.stderr));
             compiled += 1;
         }
@@ -109,10 +119,12 @@ fn products_and_sums_are_never_contracted_into_an_fma() {
     assert_eq!(ptx.matches("fma.rn.f32").count(), 1, "NVRTC's default flags contract a + b * c (the control)");
     assert_eq!(fmas(&sum_of_product(call(Func::MulRounded, vec![b.clone(), c.clone()]))), 0, "a + MulRounded(b, c) must stay a multiply and an add");
     // The rounded add (a fused chain's) keeps a plain product apart too.
-    let rounded_sum = Kernel::new("rounded_sum", 64).input("a", Ty::F32).input("b", Ty::F32).input("c", Ty::F32).output("y", Ty::F32).rounded_ops().body(vec![store(
-        "y",
-        local_id(),
-        call(Func::AddRounded, vec![load("a", local_id()), b * c]),
-    )]);
+    let rounded_sum = Kernel::new("rounded_sum", 64)
+        .input("a", Ty::F32)
+        .input("b", Ty::F32)
+        .input("c", Ty::F32)
+        .output("y", Ty::F32)
+        .rounded_ops()
+        .body(vec![store("y", local_id(), call(Func::AddRounded, vec![load("a", local_id()), b * c]))]);
     assert_eq!(fmas(&rounded_sum), 0, "AddRounded(a, b * c) must stay a multiply and an add");
 }

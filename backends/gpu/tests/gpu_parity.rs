@@ -21,8 +21,8 @@
 
 use graphc_backends::cpu::reference;
 use graphc_backends::{Tensor, WeightRef, WeightSource};
-use graphc_gpu::device::{Device, OpInput};
 use graphc_gpu::cuda_rt::CudaDevice;
+use graphc_gpu::device::{Device, OpInput};
 use graphc_gpu::wgpu_rt::WgpuDevice;
 use graphc_ir::{text, BinaryOp, DType, NormKind, Op, RopeScaling, RopeStyle, UnaryOp};
 use half::f16;
@@ -86,17 +86,17 @@ fn open_graph(graph: &graphc_ir::Graph, weights: &dyn WeightSource) -> Option<Bo
 
 fn wgpu_device() -> Option<WgpuDevice> {
     match WgpuDevice::new() {
-            Ok(d) => {
-                eprintln!("wgpu adapter: {}", d.adapter_name);
-                Some(d)
-            }
-            Err(e) if std::env::var("GRAPHC_REQUIRE_WGPU").as_deref() == Ok("1") => {
-                panic!("GRAPHC_REQUIRE_WGPU=1 but {e}")
-            }
-            Err(e) => {
-                eprintln!("SKIPPED: no wgpu adapter on this machine ({e}); apt-get install mesa-vulkan-drivers for lavapipe");
-                None
-            }
+        Ok(d) => {
+            eprintln!("wgpu adapter: {}", d.adapter_name);
+            Some(d)
+        }
+        Err(e) if std::env::var("GRAPHC_REQUIRE_WGPU").as_deref() == Ok("1") => {
+            panic!("GRAPHC_REQUIRE_WGPU=1 but {e}")
+        }
+        Err(e) => {
+            eprintln!("SKIPPED: no wgpu adapter on this machine ({e}); apt-get install mesa-vulkan-drivers for lavapipe");
+            None
+        }
     }
 }
 
@@ -405,7 +405,10 @@ fn kv_append_writes_each_row_at_its_own_offset() {
     let new = t(&[b, h, s, d], 20);
     let lengths = Tensor::i32(vec![b], vec![1, 5]);
     let got = dev
-        .run_op(&Op::KvAppend { axis: 2, cap: graphc_ir::Dim::konst(cap as i64), window: None }, &[OpInput::Tensor(&cache), OpInput::Tensor(&new), OpInput::Tensor(&lengths)])
+        .run_op(
+            &Op::KvAppend { axis: 2, cap: graphc_ir::Dim::konst(cap as i64), window: None },
+            &[OpInput::Tensor(&cache), OpInput::Tensor(&new), OpInput::Tensor(&lengths)],
+        )
         .unwrap();
     let graph = text::parse(&format!(
         "graph \"kv\" {{\n  %0 = state{{name=\"cache\"}} : f32[{b}, {h}, {cap}, {d}]\n  %1 = input{{name=\"new\"}} : f32[{b}, {h}, {s}, {d}]\n  %2 = input{{name=\"lengths\"}} : i32[{b}]\n  %3 = kv_append{{axis=2, cap={cap}}} %0, %1, %2 : f32[{b}, {h}, {cap}, {d}]\n  %4 = state_out{{name=\"cache\"}} %3 : f32[{b}, {h}, {cap}, {d}]\n}}\n"
@@ -420,7 +423,10 @@ fn kv_append_writes_each_row_at_its_own_offset() {
     // Past the capacity: the CPU's error, before anything is launched.
     let too_far = Tensor::i32(vec![b], vec![1, 6]);
     let err = dev
-        .run_op(&Op::KvAppend { axis: 2, cap: graphc_ir::Dim::konst(cap as i64), window: None }, &[OpInput::Tensor(&cache), OpInput::Tensor(&new), OpInput::Tensor(&too_far)])
+        .run_op(
+            &Op::KvAppend { axis: 2, cap: graphc_ir::Dim::konst(cap as i64), window: None },
+            &[OpInput::Tensor(&cache), OpInput::Tensor(&new), OpInput::Tensor(&too_far)],
+        )
         .unwrap_err()
         .to_string();
     assert!(err.contains("offset 6") && err.contains("capacity 8"), "{err}");
@@ -554,7 +560,8 @@ fn gated_matmuls_run_as_one_kernel() {
             let wrong = reference::run(&graph, &inputs, HashMap::new(), &swapped).unwrap().outputs.remove("y").unwrap();
             assert_separates(&format!("{what}: gate and up swapped"), &got, &wrong);
             let other = if act == "silu" { "gelu_tanh" } else { "silu" };
-            let wrong = reference::run(&gated_mlp(dtype, m, n, k, other, false), &inputs, HashMap::new(), &weights).unwrap().outputs.remove("y").unwrap();
+            let wrong =
+                reference::run(&gated_mlp(dtype, m, n, k, other, false), &inputs, HashMap::new(), &weights).unwrap().outputs.remove("y").unwrap();
             assert_separates(&format!("{what}: {other} instead"), &got, &wrong);
         }
     }
@@ -670,7 +677,8 @@ fn decode_steps_replay_the_recorded_launches() {
     g.set_state("cache", &cache).unwrap();
     let mut want_cache = cache;
     for step in 0..5 {
-        let inputs = HashMap::from([("new".to_string(), t(&[b, h, 1, d], 130 + step as u64)), ("lengths".to_string(), Tensor::i32(vec![b], vec![step]))]);
+        let inputs =
+            HashMap::from([("new".to_string(), t(&[b, h, 1, d], 130 + step as u64)), ("lengths".to_string(), Tensor::i32(vec![b], vec![step]))]);
         let got = g.step(&inputs).unwrap();
         let states = HashMap::from([("cache".to_string(), want_cache)]);
         let mut want = reference::run(&graph, &inputs, states, &graphc_tests_free::NoWeights).unwrap();
@@ -741,7 +749,8 @@ fn projections_of_one_input_run_as_one_kernel() {
                 let scale = want[out].as_f32().unwrap().iter().fold(1f32, |a, v| a.max(v.abs()));
                 let d = max_diff(&got[out], &want[out]);
                 assert!(d <= 4e-5 * scale, "{what} {out}: max |gpu - reference| = {d:e} (scale {scale})");
-                let plain = dev.run_op(&Op::MatMul, &[OpInput::Tensor(&inputs["x"]), OpInput::Weight(weights.weight(&format!("w{out}")).unwrap())]).unwrap();
+                let plain =
+                    dev.run_op(&Op::MatMul, &[OpInput::Tensor(&inputs["x"]), OpInput::Weight(weights.weight(&format!("w{out}")).unwrap())]).unwrap();
                 assert!(bits(&got[out]) == bits(&plain), "{what} {out}: differs from the plain matmul kernel in its bits");
             }
             // k and v have one shape: each must come from its own weight.
@@ -779,12 +788,16 @@ fn attention_inputs_run_as_one_kernel() {
     let append = Op::KvAppend { axis: 2, cap: graphc_ir::Dim::konst(cap as i64), window: None };
     let bits = |t: &Tensor| t.as_f32().unwrap().iter().map(|v| v.to_bits()).collect::<Vec<_>>();
     // Every weight type rotating by adjacent pairs; rotating by halves, two.
-    let cases = graphc_gpu::kernels::WEIGHT_DTYPES.map(|t| (t, RopeStyle::GptJ)).into_iter().chain([(DType::F32, RopeStyle::Neox), (DType::Q4_1, RopeStyle::Neox)]);
+    let cases = graphc_gpu::kernels::WEIGHT_DTYPES
+        .map(|t| (t, RopeStyle::GptJ))
+        .into_iter()
+        .chain([(DType::F32, RopeStyle::Neox), (DType::Q4_1, RopeStyle::Neox)]);
     for (dtype, style) in cases {
         let rope = Op::Rope { style, rotary_dim, theta: 10000.0, scaling: RopeScaling::None };
         let style_name = text::rope_style_name(style);
         let w = |n: usize, seed: u64| OneWeight { dtype, shape: vec![n, k], bytes: weight_bytes(dtype, n, k, seed) };
-        let weights = Weights(HashMap::from([("wq".to_string(), w(hq * d, 160)), ("wk".to_string(), w(hk * d, 161)), ("wv".to_string(), w(hv * dv, 162))]));
+        let weights =
+            Weights(HashMap::from([("wq".to_string(), w(hq * d, 160)), ("wk".to_string(), w(hk * d, 161)), ("wv".to_string(), w(hv * dv, 162))]));
         // Decode: two rows at their own positions and offsets; prefill: five tokens each.
         for (b, s, positions, lengths) in [(2, 1, vec![5, 2], vec![5, 2]), (2, 5, vec![0, 1, 2, 3, 4, 3, 4, 5, 6, 7], vec![0, 3])] {
             let (nq, nk, nv) = (hq * d, hk * d, hv * dv);
@@ -824,7 +837,8 @@ fn attention_inputs_run_as_one_kernel() {
             let what = format!("{} {style_name} b={b} s={s}", dtype_name(dtype));
             let (positions, lengths) = (Tensor::i32(vec![b, s], positions), Tensor::i32(vec![b], lengths));
             let x = t(&[b, s, k], 163 + s as u64);
-            let inputs = HashMap::from([("x".to_string(), x.clone()), ("positions".to_string(), positions.clone()), ("lengths".to_string(), lengths.clone())]);
+            let inputs =
+                HashMap::from([("x".to_string(), x.clone()), ("positions".to_string(), positions.clone()), ("lengths".to_string(), lengths.clone())]);
             let caches = [("k_cache", t(&[b, hk, cap, d], 164)), ("v_cache", t(&[b, hv, cap, dv], 165))];
             let Some(mut g) = open_graph(&graph, &weights) else { return };
             for (name, cache) in &caches {
@@ -874,7 +888,8 @@ fn attention_inputs_run_as_one_kernel() {
             let mut controls = vec![("q projection read twice", open_graph(&read_twice, &weights).unwrap())];
             if let Some(mut small) = wgpu_device().filter(|_| std::env::var("GRAPHC_TEST_DEVICE").map_or(true, |d| d == "wgpu")) {
                 small.limit_buffers(9);
-                let g: Box<dyn graphc_gpu::exec::DeviceGraph> = Box::new(graphc_gpu::exec::GpuGraph::new(std::sync::Arc::new(small), &graph, &weights).unwrap());
+                let g: Box<dyn graphc_gpu::exec::DeviceGraph> =
+                    Box::new(graphc_gpu::exec::GpuGraph::new(std::sync::Arc::new(small), &graph, &weights).unwrap());
                 controls.push(("9 buffers a kernel", g));
             }
             for (control, mut g) in controls {
@@ -1061,14 +1076,20 @@ fn a_permute_of_unit_axes_runs_as_no_copy() {
 /// first one's count.
 #[test]
 fn sessions_share_one_device_and_count_their_own_bindings() {
-    let graph = text::parse("graph \"e\" {\n  %0 = input{name=\"x\"} : f32[3, 5]\n  %1 = exp %0 : f32[3, 5]\n  %2 = output{name=\"y\"} %1 : f32[3, 5]\n}\n").unwrap();
+    let graph =
+        text::parse("graph \"e\" {\n  %0 = input{name=\"x\"} : f32[3, 5]\n  %1 = exp %0 : f32[3, 5]\n  %2 = output{name=\"y\"} %1 : f32[3, 5]\n}\n")
+            .unwrap();
     let inputs = HashMap::from([("x".to_string(), t(&[3, 5], 7))]);
     let on_wgpu = !matches!(std::env::var("GRAPHC_TEST_DEVICE").as_deref(), Ok("cuda") | Ok("metal"));
     let mut first = None;
     for session in 0..40 {
         let Some(mut g) = open_graph(&graph, &graphc_tests_free::NoWeights) else { return };
         let got = g.step(&inputs).unwrap().remove("y").unwrap();
-        assert_close(&format!("session {session}"), &got, &reference::run(&graph, &inputs, HashMap::new(), &graphc_tests_free::NoWeights).unwrap().outputs.remove("y").unwrap());
+        assert_close(
+            &format!("session {session}"),
+            &got,
+            &reference::run(&graph, &inputs, HashMap::new(), &graphc_tests_free::NoWeights).unwrap().outputs.remove("y").unwrap(),
+        );
         let built = g.counters()["device_bindings_built"];
         let first = *first.get_or_insert(built);
         assert!(!on_wgpu || first > 0, "a wgpu step builds its bind groups");
@@ -1181,7 +1202,12 @@ fn a_weight_of_a_type_without_a_gpu_kernel_is_refused_naming_tensor_type_and_tar
                 continue;
             }
             let e = r.unwrap_err().to_string();
-            assert!(e.contains(&format!("op `matmul` has no {target} kernel (weight `blk.0.attn_q.weight` is {dtype}, a block type with no {target} decoding kernel")), "{e}");
+            assert!(
+                e.contains(&format!(
+                    "op `matmul` has no {target} kernel (weight `blk.0.attn_q.weight` is {dtype}, a block type with no {target} decoding kernel"
+                )),
+                "{e}"
+            );
         }
     }
 }

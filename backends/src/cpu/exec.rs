@@ -285,7 +285,8 @@ impl Schedule {
         for i in 0..n {
             self.folded[i] = constant[i] && !weights_at[i];
             // A folded value is shared by every step: never moved into a kernel.
-            let moved: Vec<bool> = self.steps[i].inputs.iter().zip(&self.steps[i].moved).map(|(p, &m)| m && !self.folded_values.contains_key(p)).collect();
+            let moved: Vec<bool> =
+                self.steps[i].inputs.iter().zip(&self.steps[i].moved).map(|(p, &m)| m && !self.folded_values.contains_key(p)).collect();
             self.steps[i].moved = moved;
         }
         Ok(count)
@@ -395,10 +396,7 @@ pub fn run_scheduled(
             None if *n == 0 => vals[*p].take().map(Arg::Own),
             None => vals[*p].as_ref().map(Arg::Ref),
         };
-        let t = val
-            .expect("sink value evaluated")
-            .into_tensor()
-            .map_err(|m| ExecError { node: name.clone(), op: "sink".into(), message: m })?;
+        let t = val.expect("sink value evaluated").into_tensor().map_err(|m| ExecError { node: name.clone(), op: "sink".into(), message: m })?;
         if *is_state {
             out.states.insert(name.clone(), t);
         } else {

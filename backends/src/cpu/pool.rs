@@ -63,10 +63,7 @@ impl SpinPool {
         let workers = (1..threads.max(1))
             .map(|i| {
                 let shared = shared.clone();
-                std::thread::Builder::new()
-                    .name(format!("graphc-cpu-{i}"))
-                    .spawn(move || worker(&shared))
-                    .expect("spawn a kernel worker thread")
+                std::thread::Builder::new().name(format!("graphc-cpu-{i}")).spawn(move || worker(&shared)).expect("spawn a kernel worker thread")
             })
             .collect();
         SpinPool { shared, workers, region: Mutex::new(()) }

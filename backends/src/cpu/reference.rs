@@ -446,8 +446,7 @@ pub(crate) fn eval(op: &Op, args: &[&Val], env: &Env) -> Result<Tensor, String> 
                         }
                         _ => (0..t).filter(|&j| visible(j)).collect(),
                     };
-                    let mut scores: Vec<f32> =
-                        js.iter().map(|&j| dot(qrow, &k[(kbase + j) * d..(kbase + j + 1) * d]) * scale).collect();
+                    let mut scores: Vec<f32> = js.iter().map(|&j| dot(qrow, &k[(kbase + j) * d..(kbase + j + 1) * d]) * scale).collect();
                     softmax_in_place(&mut scores, *softcap);
                     let mut o = vec![0f32; dv];
                     for (&j, &p) in js.iter().zip(&scores) {
@@ -503,8 +502,7 @@ pub(crate) fn eval(op: &Op, args: &[&Val], env: &Env) -> Result<Tensor, String> 
         }
         Op::GatedDeltaRule => {
             let (qs, vs) = (a0().shape(), args[2].shape());
-            let (q, k, v, g, beta, state) =
-                (a0().f32s()?, args[1].f32s()?, args[2].f32s()?, args[3].f32s()?, args[4].f32s()?, args[5].f32s()?);
+            let (q, k, v, g, beta, state) = (a0().f32s()?, args[1].f32s()?, args[2].f32s()?, args[3].f32s()?, args[4].f32s()?, args[5].f32s()?);
             let lengths = args[6].i32s()?;
             let (b, hk, s, dk, hv, dv) = (qs[0], qs[1], qs[2], qs[3], vs[1], vs[3]);
             let group = hv / hk;

@@ -25,14 +25,9 @@ use graphc_ir::{BinaryOp, DType, NormKind, Op, TensorType, UnaryOp};
 pub const MODEL_TYPE: &str = "graphc_fused_kv";
 
 pub fn lower(st: &SafetensorsFile) -> Result<Lowered, Diagnostic> {
-    let (d, n_layers, nh, hd) = (
-        st.config_uint("hidden_size")?,
-        st.config_uint("num_hidden_layers")?,
-        st.config_uint("num_attention_heads")?,
-        st.config_uint("head_dim")?,
-    );
-    let (ffn, vocab, context) =
-        (st.config_uint("intermediate_size")?, st.config_uint("vocab_size")?, st.config_uint("max_position_embeddings")?);
+    let (d, n_layers, nh, hd) =
+        (st.config_uint("hidden_size")?, st.config_uint("num_hidden_layers")?, st.config_uint("num_attention_heads")?, st.config_uint("head_dim")?);
+    let (ffn, vocab, context) = (st.config_uint("intermediate_size")?, st.config_uint("vocab_size")?, st.config_uint("max_position_embeddings")?);
     let eps = st.config_float("rms_norm_eps")? as f32;
     let tied = st.config.get("tie_word_embeddings").and_then(|v| v.as_bool()).unwrap_or(false);
     let mut b = Builder::new("fused_kv", st);
@@ -65,15 +60,8 @@ pub fn lower(st: &SafetensorsFile) -> Result<Lowered, Diagnostic> {
             b.op(Op::StateOut { name }, &[all]);
             caches.push(all);
         }
-        let attn = Op::Attention {
-            n_heads: nh,
-            n_kv_heads: 1,
-            scale: 1.0 / (hd as f32).sqrt(),
-            causal: true,
-            window: None,
-            softcap: None,
-            ring: false,
-        };
+        let attn =
+            Op::Attention { n_heads: nh, n_kv_heads: 1, scale: 1.0 / (hd as f32).sqrt(), causal: true, window: None, softcap: None, ring: false };
         let a = b.op(attn, &[q, caches[0], caches[1], positions]);
         let a = b.permute(a, &[0, 2, 1, 3]);
         let a = b.reshape(a, vec![batch(), seq(), (nh * hd).into()]);

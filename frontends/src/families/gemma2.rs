@@ -58,7 +58,10 @@ pub fn lower(st: &SafetensorsFile) -> Result<Lowered, Diagnostic> {
             scale: (1.0 / query_scalar.sqrt()) as f32,
             window: slides.then_some(window),
             softcap: attn_cap,
-            ..dims.attention(Op::Norm { kind: NormKind::Rms, eps }, Op::Rope { style: RopeStyle::Neox, rotary_dim: hd, theta, scaling: RopeScaling::None })
+            ..dims.attention(
+                Op::Norm { kind: NormKind::Rms, eps },
+                Op::Rope { style: RopeStyle::Neox, rotary_dim: hd, theta, scaling: RopeScaling::None },
+            )
         };
         let h = one_plus_norm(&mut b, x, &w("input_layernorm"), d, eps)?;
         let names = [&w("self_attn.q_proj"), &w("self_attn.k_proj"), &w("self_attn.v_proj"), &w("self_attn.o_proj")];

@@ -204,8 +204,10 @@ pub fn require_act(st: &SafetensorsFile, family: &str, want: &str) -> Result<(),
     match st.config.get("hidden_act") {
         None | Some(Value::Null) => Ok(()),
         Some(Value::String(a)) if a == want => Ok(()),
-        Some(Value::String(other)) => Err(Diagnostic::new(&st.config_path, format!("`hidden_act` = `{other}` is not implemented for the {family} family"))
-            .note(format!("its MLP is lowered with `{want}`"))),
+        Some(Value::String(other)) => {
+            Err(Diagnostic::new(&st.config_path, format!("`hidden_act` = `{other}` is not implemented for the {family} family"))
+                .note(format!("its MLP is lowered with `{want}`")))
+        }
         Some(_) => Err(Diagnostic::new(&st.config_path, "`hidden_act` is not a string")),
     }
 }

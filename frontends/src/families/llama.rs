@@ -47,7 +47,10 @@ impl LlamaConfig {
         let hidden = u("embedding_length")?;
         let n_heads = u("attention.head_count")?;
         if n_heads == 0 || hidden % n_heads != 0 {
-            return Err(Diagnostic::new(&g.path, format!("`{}` = {n_heads} does not divide `{}` = {hidden}", k("attention.head_count"), k("embedding_length"))));
+            return Err(Diagnostic::new(
+                &g.path,
+                format!("`{}` = {n_heads} does not divide `{}` = {hidden}", k("attention.head_count"), k("embedding_length")),
+            ));
         }
         let n_kv_heads = g.uint_or(&k("attention.head_count_kv"), n_heads as u64)? as usize;
         if n_kv_heads == 0 || n_heads % n_kv_heads != 0 {
@@ -63,7 +66,10 @@ impl LlamaConfig {
             (None | Some("none"), Some(t)) => {
                 let factors = crate::gguf_hf::f32_values(g, t)?;
                 if t.shape != [rotary_dim / 2] {
-                    return Err(Diagnostic::new(&g.path, format!("tensor `{ROPE_FREQS}` has shape {:?}, expected [{}] (one factor per rotary pair)", t.shape, rotary_dim / 2)));
+                    return Err(Diagnostic::new(
+                        &g.path,
+                        format!("tensor `{ROPE_FREQS}` has shape {:?}, expected [{}] (one factor per rotary pair)", t.shape, rotary_dim / 2),
+                    ));
                 }
                 if let Some(f) = factors.iter().find(|f| !(f.is_finite() && **f > 0.0)) {
                     return Err(Diagnostic::new(&g.path, format!("tensor `{ROPE_FREQS}` holds {f}, not a positive frequency factor")));
@@ -72,8 +78,11 @@ impl LlamaConfig {
             }
             (Some(other), _) => {
                 let also = if g.tensor(ROPE_FREQS).is_some() { format!(" with a `{ROPE_FREQS}` tensor") } else { String::new() };
-                return Err(Diagnostic::new(&g.path, format!("`{}` = {other:?}{also} is not implemented by the llama family", k("rope.scaling.type")))
-                    .note("graphc lowers llama RoPE scaling `none`, `linear`, and Llama 3's `rope_freqs` factors"));
+                return Err(Diagnostic::new(
+                    &g.path,
+                    format!("`{}` = {other:?}{also} is not implemented by the llama family", k("rope.scaling.type")),
+                )
+                .note("graphc lowers llama RoPE scaling `none`, `linear`, and Llama 3's `rope_freqs` factors"));
             }
         };
         let vocab_size = match g.get(&k("vocab_size")) {
@@ -153,15 +162,7 @@ pub fn lower(g: &GgufFile) -> Result<Lowered, Diagnostic> {
             kv.push(all);
         }
         let attn = b.op(
-            Op::Attention {
-                n_heads: nh,
-                n_kv_heads: nkv,
-                scale: 1.0 / (hd as f32).sqrt(),
-                causal: true,
-                window: None,
-                softcap: None,
-                ring: false,
-            },
+            Op::Attention { n_heads: nh, n_kv_heads: nkv, scale: 1.0 / (hd as f32).sqrt(), causal: true, window: None, softcap: None, ring: false },
             &[q, kv[0], kv[1], positions],
         );
         let attn = b.permute(attn, &[0, 2, 1, 3]);
@@ -197,13 +198,6 @@ pub fn lower(g: &GgufFile) -> Result<Lowered, Diagnostic> {
         facts.insert("rope_scaling".into(), format!("{:?}", c.rope_scaling));
     }
     let read_at_lowering = if g.tensor(ROPE_FREQS).is_some() { vec![ROPE_FREQS.to_string()] } else { vec![] };
-    let meta = ModelMeta {
-        vocab_size: c.vocab_size,
-        context_length: c.context_length,
-        bos_id: None,
-        add_bos: false,
-        stop_ids: vec![],
-        facts,
-    };
+    let meta = ModelMeta { vocab_size: c.vocab_size, context_length: c.context_length, bos_id: None, add_bos: false, stop_ids: vec![], facts };
     Ok(Lowered { graph: b.g, manifest: b.manifest, meta, read_at_lowering })
 }

@@ -21,7 +21,7 @@ use crate::error::Diagnostic;
 use crate::TensorSource;
 use graphc_ir::plan::WeightEntry;
 use graphc_ir::shape::const_shape;
-use graphc_ir::{BinaryOp, Dim, Graph, NodeId, Op, TensorType, UnaryOp, DType};
+use graphc_ir::{BinaryOp, DType, Dim, Graph, NodeId, Op, TensorType, UnaryOp};
 
 /// The graph input a family with recurrent layers reads: each batch row's
 /// count of real new tokens this step (`i32[batch]`), so that padding in a
@@ -55,8 +55,7 @@ impl<'a> Builder<'a> {
     /// (when given): errors name the tensor and both shapes.
     pub fn weight(&mut self, name: &str, expect: Option<&[usize]>) -> Result<NodeId, Diagnostic> {
         let t = self.source.tensor(name).ok_or_else(|| {
-            Diagnostic::new(self.source.path(), format!("missing tensor `{name}`"))
-                .note(format!("the {} family needs it", self.g.name))
+            Diagnostic::new(self.source.path(), format!("missing tensor `{name}`")).note(format!("the {} family needs it", self.g.name))
         })?;
         if let Some(e) = expect {
             if t.shape != e {
@@ -65,13 +64,7 @@ impl<'a> Builder<'a> {
             }
         }
         if !self.manifest.iter().any(|w| w.name == name) {
-            self.manifest.push(WeightEntry {
-                name: name.into(),
-                dtype: t.dtype,
-                shape: t.shape.clone(),
-                offset: t.offset,
-                bytes: t.bytes,
-            });
+            self.manifest.push(WeightEntry { name: name.into(), dtype: t.dtype, shape: t.shape.clone(), offset: t.offset, bytes: t.bytes });
         }
         let ty = TensorType::new(t.dtype, const_shape(&t.shape));
         Ok(self.op(Op::Weight { name: name.into(), ty }, &[]))
@@ -121,7 +114,13 @@ impl<'a> Builder<'a> {
 
     /// The gated MLP, `down(act(h·gate) * h·up)`: SwiGLU (llama, `Silu`) or
     /// GeGLU (Gemma, `GeluTanh`). Weights `[ffn, d]`, `[ffn, d]`, `[d, ffn]`.
-    pub fn gated_mlp(&mut self, h: NodeId, (gate, up, down): (&str, &str, &str), (ffn, d): (usize, usize), act: UnaryOp) -> Result<NodeId, Diagnostic> {
+    pub fn gated_mlp(
+        &mut self,
+        h: NodeId,
+        (gate, up, down): (&str, &str, &str),
+        (ffn, d): (usize, usize),
+        act: UnaryOp,
+    ) -> Result<NodeId, Diagnostic> {
         let wg = self.weight(gate, Some(&[ffn, d]))?;
         let wu = self.weight(up, Some(&[ffn, d]))?;
         let wd = self.weight(down, Some(&[d, ffn]))?;
@@ -138,7 +137,14 @@ impl<'a> Builder<'a> {
     /// rotated by `rope`, K and V concatenated onto this layer's caches
     /// (`k.L`, `v.L`: the loop-carried state `kv_append` rewrites), GQA
     /// attention, heads merged, output projection (`names.3`).
-    pub fn attention(&mut self, h: NodeId, positions: NodeId, names: [&str; 4], qk_norm: Option<(&str, &str)>, cfg: &AttentionCfg) -> Result<NodeId, Diagnostic> {
+    pub fn attention(
+        &mut self,
+        h: NodeId,
+        positions: NodeId,
+        names: [&str; 4],
+        qk_norm: Option<(&str, &str)>,
+        cfg: &AttentionCfg,
+    ) -> Result<NodeId, Diagnostic> {
         self.attention_from(h, positions, Projections::Separate([names[0], names[1], names[2]]), names[3], qk_norm, cfg)
     }
 
@@ -243,7 +249,8 @@ impl<'a> Builder<'a> {
             self.op(Op::StateOut { name }, &[all]);
             kv.push(all);
         }
-        let attn = Op::Attention { n_heads: nh, n_kv_heads: nkv, scale: cfg.scale, causal: true, window: cfg.window, softcap: cfg.softcap, ring: false };
+        let attn =
+            Op::Attention { n_heads: nh, n_kv_heads: nkv, scale: cfg.scale, causal: true, window: cfg.window, softcap: cfg.softcap, ring: false };
         let a = self.op(attn, &[q, kv[0], kv[1], positions]);
         let a = self.permute(a, &[0, 2, 1, 3]);
         let mut a = self.reshape(a, vec![batch(), seq(), (nh * hd).into()]);

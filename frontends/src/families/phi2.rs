@@ -57,7 +57,11 @@ pub fn lower(st: &SafetensorsFile) -> Result<Lowered, Diagnostic> {
         let y = b.matmul(x, w);
         Ok(b.binary(BinaryOp::Add, y, bias))
     };
-    let cfg = AttentionCfg { qkv_bias: true, out_bias: true, ..dims.attention(Op::Norm { kind: NormKind::Layer, eps }, Op::Rope { style: RopeStyle::Neox, rotary_dim, theta, scaling: RopeScaling::None }) };
+    let cfg = AttentionCfg {
+        qkv_bias: true,
+        out_bias: true,
+        ..dims.attention(Op::Norm { kind: NormKind::Layer, eps }, Op::Rope { style: RopeStyle::Neox, rotary_dim, theta, scaling: RopeScaling::None })
+    };
     for l in 0..n_layers {
         b.layer = Some(l as u32);
         let w = |s: &str| format!("model.layers.{l}.{s}.weight");
@@ -93,6 +97,9 @@ pub fn layer_norm_eps(st: &SafetensorsFile) -> Result<f32, Diagnostic> {
             return Ok(st.config_float(key)? as f32);
         }
     }
-    Err(Diagnostic::new(&st.config_path, format!("missing the LayerNorm epsilon: none of {} is set", EPS_KEYS.iter().map(|k| format!("`{k}`")).collect::<Vec<_>>().join(", ")))
-        .help("phi configs spell it `layer_norm_eps`; converted ones `layer_norm_epsilon` or `layer_norm_rms_epsilon`"))
+    Err(Diagnostic::new(
+        &st.config_path,
+        format!("missing the LayerNorm epsilon: none of {} is set", EPS_KEYS.iter().map(|k| format!("`{k}`")).collect::<Vec<_>>().join(", ")),
+    )
+    .help("phi configs spell it `layer_norm_eps`; converted ones `layer_norm_epsilon` or `layer_norm_rms_epsilon`"))
 }

@@ -101,16 +101,15 @@ pub(crate) fn scaled_rope(st: &SafetensorsFile, rotary_dim: usize, max_seq: usiz
     let params = st.config.get("rope_parameters").filter(|v| !v.is_null());
     let scaling = st.config.get("rope_scaling").filter(|v| !v.is_null()).or(params);
     let kind = scaling.and_then(|s| s.get("rope_type").or_else(|| s.get("type"))).and_then(|v| v.as_str()).unwrap_or("default");
-    let theta = match st.config.get("rope_theta").and_then(|v| v.as_f64()).or_else(|| params.and_then(|p| p.get("rope_theta")).and_then(|v| v.as_f64())) {
-        Some(t) => t as f32,
-        None => return Err(Diagnostic::new(path, "missing key `rope_theta` (or `rope_parameters.rope_theta`)")),
-    };
+    let theta =
+        match st.config.get("rope_theta").and_then(|v| v.as_f64()).or_else(|| params.and_then(|p| p.get("rope_theta")).and_then(|v| v.as_f64())) {
+            Some(t) => t as f32,
+            None => return Err(Diagnostic::new(path, "missing key `rope_theta` (or `rope_parameters.rope_theta`)")),
+        };
     let scaling = match (kind, scaling) {
         ("default", _) | (_, None) => return Ok(ScaledRope { theta, scaling: RopeScaling::None, fact: "none".into() }),
         ("longrope" | "su", Some(s)) => s,
-        (other, _) => {
-            return Err(Diagnostic::new(path, format!("RoPE scaling `{other}`: phi3 lowers `default` and `longrope` (`su`) only")))
-        }
+        (other, _) => return Err(Diagnostic::new(path, format!("RoPE scaling `{other}`: phi3 lowers `default` and `longrope` (`su`) only"))),
     };
     let original = scaling
         .get("original_max_position_embeddings")
@@ -119,10 +118,18 @@ pub(crate) fn scaled_rope(st: &SafetensorsFile, rotary_dim: usize, max_seq: usiz
         .ok_or_else(|| Diagnostic::new(path, "longrope needs `original_max_position_embeddings` (top level or in the RoPE parameters)"))?
         as usize;
     let factors = |key: &str| -> Result<Vec<f32>, Diagnostic> {
-        let list = scaling.get(key).and_then(|v| v.as_array()).ok_or_else(|| Diagnostic::new(path, format!("longrope needs `{key}`, a list of numbers")))?;
+        let list =
+            scaling.get(key).and_then(|v| v.as_array()).ok_or_else(|| Diagnostic::new(path, format!("longrope needs `{key}`, a list of numbers")))?;
         let f: Vec<f32> = list.iter().filter_map(|v| v.as_f64()).map(|v| v as f32).collect();
         if f.len() != list.len() || f.len() != rotary_dim / 2 {
-            return Err(Diagnostic::new(path, format!("`{key}` has {} entries; {} numbers are needed (one per pair of the {rotary_dim} rotary features)", list.len(), rotary_dim / 2)));
+            return Err(Diagnostic::new(
+                path,
+                format!(
+                    "`{key}` has {} entries; {} numbers are needed (one per pair of the {rotary_dim} rotary features)",
+                    list.len(),
+                    rotary_dim / 2
+                ),
+            ));
         }
         Ok(f)
     };

@@ -102,11 +102,7 @@ pub(crate) fn lower_decoder(
     b.layer = None;
     let out = if tied { Ok(embd) } else { Err(("lm_head.weight", vocab)) };
     b.logits_head((x, d), last_rows, (norm, "model.norm.weight"), out)?;
-    let mut common = vec![
-        ("norm_eps", format!("{eps:?}")),
-        ("rope_theta", format!("{theta:?}")),
-        ("tied_output", tied.to_string()),
-    ];
+    let mut common = vec![("norm_eps", format!("{eps:?}")), ("rope_theta", format!("{theta:?}")), ("tied_output", tied.to_string())];
     if decoder.scaling != RopeScaling::None {
         common.push(("rope_scaling", format!("{:?}", decoder.scaling)));
     }

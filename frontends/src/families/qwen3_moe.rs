@@ -15,8 +15,8 @@
 //! unchosen ones are weighted by 0 (exact, and what the parity fixture
 //! checks; E/k times the work of sparse dispatch, which is not done yet).
 
-use super::hf::{HeadDim, HfDims};
 use super::hf::rope_theta;
+use super::hf::{HeadDim, HfDims};
 use super::qwen3::{dense_mlp, lower_decoder, Decoder};
 use super::Builder;
 use crate::error::Diagnostic;
@@ -43,7 +43,8 @@ pub fn lower(st: &SafetensorsFile) -> Result<Lowered, Diagnostic> {
     if n_experts == 0 || top_k == 0 || top_k > n_experts || step == 0 {
         return Err(Diagnostic::new(&st.config_path, format!("{top_k} experts per token of {n_experts}, every {step} layer(s), is not a MoE")));
     }
-    let norm_topk = st.config_value("norm_topk_prob")?.as_bool().ok_or_else(|| Diagnostic::new(&st.config_path, "`norm_topk_prob` is not a boolean"))?;
+    let norm_topk =
+        st.config_value("norm_topk_prob")?.as_bool().ok_or_else(|| Diagnostic::new(&st.config_path, "`norm_topk_prob` is not a boolean"))?;
     let dense_only: Vec<usize> = match st.config.get("mlp_only_layers") {
         None | Some(serde_json::Value::Null) => vec![],
         Some(v) => v

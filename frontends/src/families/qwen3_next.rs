@@ -168,7 +168,10 @@ pub fn lower(st: &SafetensorsFile) -> Result<Lowered, Diagnostic> {
     let facts = vec![
         ("full_attention_layers", full.iter().map(|l| l.to_string()).collect::<Vec<_>>().join(",")),
         ("linear_attention_layers", linear_layers.join(",")),
-        ("linear_heads", format!("{} key heads of {}, {} value heads of {}, conv kernel {}", lin.n_k_heads, lin.dk, lin.n_v_heads, lin.dv, lin.kernel)),
+        (
+            "linear_heads",
+            format!("{} key heads of {}, {} value heads of {}, conv kernel {}", lin.n_k_heads, lin.dk, lin.n_v_heads, lin.dv, lin.kernel),
+        ),
         ("rotary_dim", rotary.to_string()),
         ("experts", format!("{}, {} per token, norm_topk_prob {}, shared expert of {shared_ffn}", moe.n_experts, moe.top_k, moe.norm_topk)),
         ("norm_eps", format!("{eps:?}")),
@@ -183,15 +186,21 @@ pub fn lower(st: &SafetensorsFile) -> Result<Lowered, Diagnostic> {
 fn full_attention_layers(st: &SafetensorsFile, n_layers: usize) -> Result<Vec<usize>, Diagnostic> {
     let path = &st.config_path;
     if let Some(types) = st.config.get("layer_types").filter(|v| !v.is_null()) {
-        let types = types.as_array().filter(|a| a.len() == n_layers).ok_or_else(|| {
-            Diagnostic::new(path, format!("`layer_types` must list one kind per layer ({n_layers})"))
-        })?;
+        let types = types
+            .as_array()
+            .filter(|a| a.len() == n_layers)
+            .ok_or_else(|| Diagnostic::new(path, format!("`layer_types` must list one kind per layer ({n_layers})")))?;
         let mut full = Vec::new();
         for (l, t) in types.iter().enumerate() {
             match t.as_str() {
                 Some("full_attention") => full.push(l),
                 Some("linear_attention") => {}
-                other => return Err(Diagnostic::new(path, format!("`layer_types[{l}]` is {other:?}: expected \"linear_attention\" or \"full_attention\""))),
+                other => {
+                    return Err(Diagnostic::new(
+                        path,
+                        format!("`layer_types[{l}]` is {other:?}: expected \"linear_attention\" or \"full_attention\""),
+                    ))
+                }
             }
         }
         return Ok(full);
@@ -230,9 +239,8 @@ fn linear_attention(
     let l = b.layer.expect("inside a layer");
     let r = nv / nk;
     let w = |s: &str| format!("{prefix}.{s}");
-    let narrow = |b: &mut Builder, x: NodeId, axis: usize, start: usize, len: usize| {
-        b.op(Op::Narrow { axis, start: start.into(), len: len.into() }, &[x])
-    };
+    let narrow =
+        |b: &mut Builder, x: NodeId, axis: usize, start: usize, len: usize| b.op(Op::Narrow { axis, start: start.into(), len: len.into() }, &[x]);
     // The kernels take each row's token count on the host.
     let lengths = b.op(Op::ToHost { nonempty: true, bound: None }, &[new_lengths]);
 
@@ -278,10 +286,8 @@ fn linear_attention(
         Layout::Gguf => b.weight(&w("conv1d.weight"), Some(&[channels, kernel]))?,
     };
     let conv_name = format!("conv.{l}");
-    let conv_state = b.op(
-        Op::State { name: conv_name.clone(), ty: TensorType::new(DType::F32, vec![batch(), (kernel - 1).into(), channels.into()]) },
-        &[],
-    );
+    let conv_state =
+        b.op(Op::State { name: conv_name.clone(), ty: TensorType::new(DType::F32, vec![batch(), (kernel - 1).into(), channels.into()]) }, &[]);
     let packed = b.op(Op::CausalConv1d { kernel }, &[mixed, conv_w, conv_state, lengths]);
     let next_conv = b.op(Op::Narrow { axis: 1, start: seq(), len: (kernel - 1).into() }, &[packed]);
     b.op(Op::StateOut { name: conv_name }, &[next_conv]);
@@ -320,10 +326,7 @@ fn linear_attention(
 
     // The recurrence, from and back to its state.
     let ssm_name = format!("ssm.{l}");
-    let ssm_state = b.op(
-        Op::State { name: ssm_name.clone(), ty: TensorType::new(DType::F32, vec![batch(), nv.into(), dk.into(), dv.into()]) },
-        &[],
-    );
+    let ssm_state = b.op(Op::State { name: ssm_name.clone(), ty: TensorType::new(DType::F32, vec![batch(), nv.into(), dk.into(), dv.into()]) }, &[]);
     let packed = b.op(Op::GatedDeltaRule, &[q, k, v, g, beta, ssm_state, lengths]);
     let next_ssm = b.op(Op::Narrow { axis: 2, start: seq(), len: dk.into() }, &[packed]);
     b.op(Op::StateOut { name: ssm_name }, &[next_ssm]);

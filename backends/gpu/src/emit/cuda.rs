@@ -113,12 +113,7 @@ pub fn emit(k: &Kernel) -> String {
         .collect();
     args.extend(k.params.iter().map(|(n, t)| format!("{} {n}", Cuda.ty(*t))));
     let mut out = format!("// graphc kernel `{}` (generated from the kernel IR; do not edit)\n\n{PRELUDE}\n", k.name);
-    out.push_str(&format!(
-        "extern \"C\" __global__ void __launch_bounds__({}) {}({}) {{\n",
-        k.workgroup_size,
-        k.name,
-        args.join(", ")
-    ));
+    out.push_str(&format!("extern \"C\" __global__ void __launch_bounds__({}) {}({}) {{\n", k.workgroup_size, k.name, args.join(", ")));
     for s in &k.shared {
         out.push_str(&format!("    __shared__ {} {}[{}];\n", Cuda.ty(s.elem), s.name, s.len));
     }

@@ -60,12 +60,8 @@ pub fn translate(kernel: &Kernel) -> Result<MslKernel, EmitError> {
             msl::BindTarget { buffer: Some(binding as u8), mutable, ..Default::default() },
         );
     }
-    let mut options = msl::Options {
-        lang_version: (2, 4),
-        fake_missing_bindings: false,
-        zero_initialize_workgroup_memory: false,
-        ..Default::default()
-    };
+    let mut options =
+        msl::Options { lang_version: (2, 4), fake_missing_bindings: false, zero_initialize_workgroup_memory: false, ..Default::default() };
     // Out-of-range reads give 0 and writes are skipped, as WGSL promises.
     let policy = naga::proc::BoundsCheckPolicy::ReadZeroSkipWrite;
     options.bounds_check_policies = naga::proc::BoundsCheckPolicies { index: policy, buffer: policy, image_load: policy, binding_array: policy };

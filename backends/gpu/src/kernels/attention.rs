@@ -58,11 +58,7 @@ pub fn attention() -> Kernel {
         let_(
             "hi",
             Ty::U32,
-            select(
-                param("ring").eq(u(1)),
-                pos() + u(1),
-                select(param("causal").eq(u(1)), (pos() + u(1)).min(param("t")), param("t")),
-            ),
+            select(param("ring").eq(u(1)), pos() + u(1), select(param("causal").eq(u(1)), (pos() + u(1)).min(param("t")), param("t"))),
         ),
         let_("lo", Ty::U32, select(param("window").gt(u(0)).and(pos().ge(param("window"))), pos() + u(1) - param("window"), u(0))),
         for_("c", local_id(), param("dv"), u(WORKGROUP), vec![store_shared("acc", var("c"), f(0.0))]),
@@ -78,7 +74,13 @@ pub fn attention() -> Kernel {
             vec![
                 let_("k_base", Ty::U32, (var("kv_base") + row_of(var("x"))) * param("d")),
                 let_("dot", Ty::F32, f(0.0)),
-                for_("c", u(0), param("d"), u(1), vec![assign("dot", var("dot") + load("q", var("q_base") + var("c")) * load("k", var("k_base") + var("c")))]),
+                for_(
+                    "c",
+                    u(0),
+                    param("d"),
+                    u(1),
+                    vec![assign("dot", var("dot") + load("q", var("q_base") + var("c")) * load("k", var("k_base") + var("c")))],
+                ),
                 assign("score", var("dot") * param("scale")),
                 if_(param("softcap").gt(f(0.0)), vec![assign("score", param("softcap") * tanh(var("score") / param("softcap")))]),
             ],
@@ -111,7 +113,8 @@ pub fn attention() -> Kernel {
                     u(1),
                     vec![assign(
                         "sum",
-                        var("sum") + load_shared("probs", var("jj")) * load("v", (var("kv_base") + row_of(var("c0") + var("jj"))) * param("dv") + var("c")),
+                        var("sum")
+                            + load_shared("probs", var("jj")) * load("v", (var("kv_base") + row_of(var("c0") + var("jj"))) * param("dv") + var("c")),
                     )],
                 ),
                 store_shared("acc", var("c"), load_shared("acc", var("c")) * var("rescale") + var("sum")),

@@ -65,10 +65,7 @@ pub fn group_setup(dtype: DType, w: &str, base: Expr, g: Expr) -> Vec<Stmt> {
                 scales(g.clone() + u(4)) & u(63),
                 (scales(g.clone() + u(4)) >> u(4)) | ((scales(g.clone()) >> u(6)) << u(4)),
             );
-            vec![
-                let_("dq_d", Ty::F32, half(w, base.clone()) * sc.cast(Ty::F32)),
-                let_("dq_m", Ty::F32, half(w, at(2)) * mn.cast(Ty::F32)),
-            ]
+            vec![let_("dq_d", Ty::F32, half(w, base.clone()) * sc.cast(Ty::F32)), let_("dq_m", Ty::F32, half(w, at(2)) * mn.cast(Ty::F32))]
         }
         DType::Q6K => {
             // Group `g` of 16 elements: half n = g / 8, quarter (g % 8) / 2,

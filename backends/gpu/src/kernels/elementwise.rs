@@ -35,8 +35,7 @@ pub fn unary_expr(op: UnaryOp, x: Expr) -> Expr {
 fn erf(z: Expr) -> Expr {
     let a = call(Func::Abs, vec![z.clone()]);
     let t = f(1.0) / (f(1.0) + f(0.327_591_1) * a.clone());
-    let poly = ((((f(1.061_405_4) * t.clone() + f(-1.453_152_1)) * t.clone() + f(1.421_413_7)) * t.clone() + f(-0.284_496_74))
-        * t.clone()
+    let poly = ((((f(1.061_405_4) * t.clone() + f(-1.453_152_1)) * t.clone() + f(1.421_413_7)) * t.clone() + f(-0.284_496_74)) * t.clone()
         + f(0.254_829_6))
         * t;
     let magnitude = f(1.0) - poly * call(Func::Exp, vec![-(a.clone() * a)]);
@@ -45,14 +44,12 @@ fn erf(z: Expr) -> Expr {
 
 /// `y[i] = op(x[i])` for `i < n`. Grid: `ceil(n / 256)` groups.
 pub fn unary(op: UnaryOp) -> Kernel {
-    Kernel::new(&format!("unary_{}", graphc_ir::text::unary_name(op)), WORKGROUP)
-        .input("x", Ty::F32)
-        .output("y", Ty::F32)
-        .param("n", Ty::U32)
-        .body(vec![
+    Kernel::new(&format!("unary_{}", graphc_ir::text::unary_name(op)), WORKGROUP).input("x", Ty::F32).output("y", Ty::F32).param("n", Ty::U32).body(
+        vec![
             let_("i", Ty::U32, thread_index()),
             if_(var("i").lt(param("n")), vec![let_("v", Ty::F32, load("x", var("i"))), store("y", var("i"), unary_expr(op, var("v")))]),
-        ])
+        ],
+    )
 }
 
 /// `y = op(a, b)` with numpy broadcasting, up to rank 4: the output is
@@ -84,10 +81,7 @@ pub fn binary(op: BinaryOp) -> Kernel {
     };
     k.body(vec![
         let_("i", Ty::U32, thread_index()),
-        if_(
-            var("i").lt(param("n")),
-            unravel4().into_iter().chain([store("y", var("i"), value)]).collect(),
-        ),
+        if_(var("i").lt(param("n")), unravel4().into_iter().chain([store("y", var("i"), value)]).collect()),
     ])
 }
 

@@ -74,7 +74,13 @@ pub fn gated_delta_rule() -> Kernel {
         let_("delta", Ty::F32, f(0.0)),
         for_("i", u(0), param("dk"), u(1), vec![assign("delta", var("delta") + load("y", state_at(var("i"))) * load("k", qk_at(var("i"))))]),
         assign("delta", (load("v", var("v_at")) - var("delta")) * load("beta", var("gb_at"))),
-        for_("i", u(0), param("dk"), u(1), vec![store("y", state_at(var("i")), load("y", state_at(var("i"))) + load("k", qk_at(var("i"))) * var("delta"))]),
+        for_(
+            "i",
+            u(0),
+            param("dk"),
+            u(1),
+            vec![store("y", state_at(var("i")), load("y", state_at(var("i"))) + load("k", qk_at(var("i"))) * var("delta"))],
+        ),
         let_("o", Ty::F32, f(0.0)),
         for_("i", u(0), param("dk"), u(1), vec![assign("o", var("o") + load("y", state_at(var("i"))) * load("q", qk_at(var("i"))))]),
         store("y", var("base") + var("t") * param("dv") + var("j"), var("o")),
@@ -92,7 +98,13 @@ pub fn gated_delta_rule() -> Kernel {
         let_("n", Ty::U32, load("lengths", var("bi")).cast(Ty::U32)),
         let_("base", Ty::U32, (var("bi") * param("hv") + var("h")) * (param("s") + param("dk")) * param("dv")),
         let_("state_base", Ty::U32, (var("bi") * param("hv") + var("h")) * param("dk") * param("dv")),
-        for_("i", u(0), param("dk"), u(1), vec![store("y", state_at(var("i")), load("state", var("state_base") + var("i") * param("dv") + var("j")))]),
+        for_(
+            "i",
+            u(0),
+            param("dk"),
+            u(1),
+            vec![store("y", state_at(var("i")), load("state", var("state_base") + var("i") * param("dv") + var("j")))],
+        ),
         for_("t", u(0), param("s"), u(1), step),
     ];
     let mut k = Kernel::new("gated_delta_rule", WORKGROUP);

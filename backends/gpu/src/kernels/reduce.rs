@@ -62,10 +62,7 @@ pub fn top_k_mask() -> Kernel {
             u(1),
             vec![
                 let_("w", Ty::F32, load("x", (var("oo") * param("len") + var("l")) * param("inner") + var("inner_i"))),
-                if_(
-                    var("w").gt(var("v")).or(var("w").eq(var("v")).and(var("l").lt(var("jj")))),
-                    vec![assign("ahead", var("ahead") + u(1))],
-                ),
+                if_(var("w").gt(var("v")).or(var("w").eq(var("v")).and(var("l").lt(var("jj")))), vec![assign("ahead", var("ahead") + u(1))]),
             ],
         ),
         store("y", var("e"), select(var("ahead").lt(param("k")), f(1.0), f(0.0))),
@@ -97,7 +94,13 @@ pub fn sparse_mixer() -> Kernel {
         };
         vec![
             let_(&m, Ty::F32, f(f32::NEG_INFINITY)),
-            for_(&format!("j_{tag}"), u(0), param("len"), u(1), vec![if_(kept(var(&format!("j_{tag}"))), vec![assign(&m, var(&m).max(s(var(&format!("j_{tag}")))))])]),
+            for_(
+                &format!("j_{tag}"),
+                u(0),
+                param("len"),
+                u(1),
+                vec![if_(kept(var(&format!("j_{tag}"))), vec![assign(&m, var(&m).max(s(var(&format!("j_{tag}")))))])],
+            ),
             let_(&sum, Ty::F32, f(0.0)),
             for_(
                 &format!("k_{tag}"),

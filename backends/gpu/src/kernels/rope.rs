@@ -127,7 +127,13 @@ pub fn norm_rope(style: RopeStyle) -> Kernel {
     let mut row = vec![
         let_("base", Ty::U32, var("row") * param("d")),
         let_("sq", Ty::F32, f(0.0)),
-        for_("c", local_id(), param("d"), u(WORKGROUP), vec![let_("v", Ty::F32, load("x", var("base") + var("c"))), assign("sq", var("sq") + var("v") * var("v"))]),
+        for_(
+            "c",
+            local_id(),
+            param("d"),
+            u(WORKGROUP),
+            vec![let_("v", Ty::F32, load("x", var("base") + var("c"))), assign("sq", var("sq") + var("v") * var("v"))],
+        ),
     ];
     row.extend(workgroup_reduce("red", WORKGROUP, var("sq"), BinOp::Add));
     row.extend([

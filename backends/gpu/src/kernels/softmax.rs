@@ -8,9 +8,7 @@ use crate::kir::*;
 /// Buffers `x, y`; params `rows`, `d` (row length), `softcap` (0: none).
 /// Grid: `rows` groups.
 pub fn softmax() -> Kernel {
-    let capped = |v: Expr| {
-        select(param("softcap").gt(f(0.0)), param("softcap") * tanh(v.clone() / param("softcap")), v)
-    };
+    let capped = |v: Expr| select(param("softcap").gt(f(0.0)), param("softcap") * tanh(v.clone() / param("softcap")), v);
     let strided = |body: Vec<Stmt>| for_("c", local_id(), param("d"), u(WORKGROUP), body);
     let mut row = vec![
         let_("base", Ty::U32, var("row") * param("d")),

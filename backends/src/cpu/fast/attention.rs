@@ -143,8 +143,7 @@ pub fn prefill_panels(pool: &SpinPool, isa: Isa, sh: &AttentionShape, pr: &Atten
     // One task per (batch row, kv head, block of positions): its rows are
     // contiguous in the grouped layout. The last block of each (bi, kvh)
     // may be short, so tasks are cut by hand rather than by equal chunks.
-    let tasks: Vec<(usize, usize, usize)> =
-        (0..b * nkv).flat_map(|bk| (0..blocks).map(move |blk| (bk, blk * pb, ((blk + 1) * pb).min(s)))).collect();
+    let tasks: Vec<(usize, usize, usize)> = (0..b * nkv).flat_map(|bk| (0..blocks).map(move |blk| (bk, blk * pb, ((blk + 1) * pb).min(s)))).collect();
     let starts: Vec<usize> = tasks.iter().map(|&(bk, s0, _)| (bk * s + s0) * group * dv).collect();
     crate::cpu::pool::for_each_range_mut(pool, &mut grouped, &starts, |task, out| {
         let (bk, s0, s1) = tasks[task];

@@ -52,10 +52,7 @@ impl Fast {
         if !isa.available() {
             return Err(format!("this CPU cannot run {} kernels (best available: {})", isa.name(), Isa::best().name()));
         }
-        let fallback = rayon::ThreadPoolBuilder::new()
-            .num_threads(threads)
-            .build()
-            .map_err(|e| format!("cannot start {threads} threads: {e}"))?;
+        let fallback = rayon::ThreadPoolBuilder::new().num_threads(threads).build().map_err(|e| format!("cannot start {threads} threads: {e}"))?;
         Ok(Fast { isa, pool: SpinPool::new(threads), fallback, counts: Mutex::new(BTreeMap::new()) })
     }
 
@@ -245,8 +242,7 @@ impl Fast {
                 // the arithmetic of the unfused `Unary` and `Binary` arms
                 // above and below (bit-identical with `fuse_glu` off).
                 let same = args[0].val().shape() == args[1].val().shape();
-                let (Arg::Own(Val::T(Tensor::F32 { .. })), Val::T(Tensor::F32 { .. }), true) = (&args[0], args[1].val(), same)
-                else {
+                let (Arg::Own(Val::T(Tensor::F32 { .. })), Val::T(Tensor::F32 { .. }), true) = (&args[0], args[1].val(), same) else {
                     return Ok(Err(args));
                 };
                 let up = args.pop().unwrap();
@@ -264,8 +260,7 @@ impl Fast {
             }
             Op::Binary(b) => {
                 let same = args[0].val().shape() == args[1].val().shape();
-                let (Arg::Own(Val::T(Tensor::F32 { .. })), Val::T(Tensor::F32 { .. }), true) = (&args[0], args[1].val(), same)
-                else {
+                let (Arg::Own(Val::T(Tensor::F32 { .. })), Val::T(Tensor::F32 { .. }), true) = (&args[0], args[1].val(), same) else {
                     return Ok(Err(args));
                 };
                 let rhs = args.pop().unwrap();

@@ -1,6 +1,6 @@
 //! AVX2 + FMA + F16C kernels. Each quantized row dot decodes a block's
 //! integers in registers, converts them to f32 and multiplies by f32
-//! activations: activations are never quantized (DESIGN.md, "Precision
+//! activations: activations are never quantized (docs/design.md, "Precision
 //! contract"). Block layouts are ggml's, as defined in `graphc_ir::quant`.
 //!
 //! Every function here is `unsafe` for one reason: it must only run on a CPU
@@ -261,11 +261,8 @@ unsafe fn scales_mins_k4(q: *const u8) -> ([u8; 8], [u8; 8]) {
     let q = std::slice::from_raw_parts(q, 12);
     let (mut sc, mut mn) = ([0u8; 8], [0u8; 8]);
     for j in 0..8 {
-        (sc[j], mn[j]) = if j < 4 {
-            (q[j] & 63, q[j + 4] & 63)
-        } else {
-            ((q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4), (q[j + 4] >> 4) | ((q[j] >> 6) << 4))
-        };
+        (sc[j], mn[j]) =
+            if j < 4 { (q[j] & 63, q[j + 4] & 63) } else { ((q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4), (q[j + 4] >> 4) | ((q[j] >> 6) << 4)) };
     }
     (sc, mn)
 }

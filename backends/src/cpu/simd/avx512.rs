@@ -271,11 +271,7 @@ unsafe fn q5_0(r: *const u8, x: *const f32, xsums: *const f32, nb: usize) -> f32
         let lo = _mm512_mask_or_epi32(lo, qh as u16, lo, sixteen);
         let hi = _mm512_srli_epi32(q, 4);
         let hi = _mm512_mask_or_epi32(hi, (qh >> 16) as u16, hi, sixteen);
-        let s = _mm512_fmadd_ps(
-            _mm512_cvtepi32_ps(hi),
-            _mm512_loadu_ps(xb.add(16)),
-            _mm512_mul_ps(_mm512_cvtepi32_ps(lo), _mm512_loadu_ps(xb)),
-        );
+        let s = _mm512_fmadd_ps(_mm512_cvtepi32_ps(hi), _mm512_loadu_ps(xb.add(16)), _mm512_mul_ps(_mm512_cvtepi32_ps(lo), _mm512_loadu_ps(xb)));
         (_mm512_fmadd_ps(_mm512_set1_ps(d), s, acc), -16.0 * d * xsum)
     }
     let (mut a0, mut a1) = (_mm512_setzero_ps(), _mm512_setzero_ps());
@@ -306,11 +302,8 @@ unsafe fn scales_mins_k4(q: *const u8) -> ([u8; 8], [u8; 8]) {
     let q = std::slice::from_raw_parts(q, 12);
     let (mut sc, mut mn) = ([0u8; 8], [0u8; 8]);
     for j in 0..8 {
-        (sc[j], mn[j]) = if j < 4 {
-            (q[j] & 63, q[j + 4] & 63)
-        } else {
-            ((q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4), (q[j + 4] >> 4) | ((q[j] >> 6) << 4))
-        };
+        (sc[j], mn[j]) =
+            if j < 4 { (q[j] & 63, q[j + 4] & 63) } else { ((q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4), (q[j + 4] >> 4) | ((q[j] >> 6) << 4)) };
     }
     (sc, mn)
 }
@@ -668,7 +661,15 @@ pub unsafe fn outer_tile<const R: usize>(x: *const f32, ldx: usize, w: *const f3
 /// AVX-512F; `x` holds rows `i*ldx .. i*ldx + k` for `i < R`, `w` rows
 /// `kk*ldw .. kk*ldw + PANEL` for `kk < k`, `out` rows `i*ldo .. i*ldo + PANEL`.
 #[target_feature(enable = "avx512f")]
-unsafe fn outer_product<const R: usize, const ACCUMULATE: bool>(x: *const f32, ldx: usize, w: *const f32, ldw: usize, k: usize, out: *mut f32, ldo: usize) {
+unsafe fn outer_product<const R: usize, const ACCUMULATE: bool>(
+    x: *const f32,
+    ldx: usize,
+    w: *const f32,
+    ldw: usize,
+    k: usize,
+    out: *mut f32,
+    ldo: usize,
+) {
     const C: usize = super::PANEL / 16;
     let mut acc = [[_mm512_setzero_ps(); C]; R];
     if ACCUMULATE {

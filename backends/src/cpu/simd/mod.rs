@@ -6,7 +6,7 @@
 //! - `dot_row`: one quantized (or half / f32) weight row against f32
 //!   activations, dequantizing each block in registers. Decode is a chain of
 //!   matrix-vector products, so this is the decode hot loop. Activations and
-//!   accumulation stay f32 (DESIGN.md, "Precision contract"): a block's
+//!   accumulation stay f32 (docs/design.md, "Precision contract"): a block's
 //!   contribution is `d * Σ q·x (+ m * Σ x)`, with `Σ x` per 32 elements
 //!   computed once per activation row (`group_sums`).
 //! - `tile`: an f32 register-blocked dot-product tile (`MR` activation rows ×
@@ -61,9 +61,7 @@ impl Isa {
         match self {
             Isa::Portable => true,
             #[cfg(target_arch = "x86_64")]
-            Isa::Avx2 => {
-                is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma") && is_x86_feature_detected!("f16c")
-            }
+            Isa::Avx2 => is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma") && is_x86_feature_detected!("f16c"),
             #[cfg(target_arch = "x86_64")]
             Isa::Avx512 => Isa::Avx2.detect() && is_x86_feature_detected!("avx512f"),
             #[cfg(not(target_arch = "x86_64"))]
