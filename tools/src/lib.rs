@@ -27,3 +27,8 @@ pub use graphc_runtime::{conversation, error, model, sampling, session};
 #[cfg(doctest)]
 #[doc = include_str!("../../README.md")]
 pub struct ReadmeExample;
+
+/// The full library tour (`docs/library.md`), compiled the same way.
+#[cfg(doctest)]
+#[doc = include_str!("../../docs/library.md")]
+pub struct LibraryGuide;
