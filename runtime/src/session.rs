@@ -501,13 +501,7 @@ impl<'m> Session<'m> {
     /// never read (it is overwritten by the row's next real token, before
     /// any query can see it) and whose logits are dropped.
     pub fn forward_rows(&mut self, news: &[&[u32]]) -> Result<Vec<Vec<f32>>, Error> {
-        if news.len() != self.rows() {
-            return Err(Error::Input(format!("{} rows of tokens for a session of {} rows", news.len(), self.rows())));
-        }
-        for (row, t) in news.iter().enumerate() {
-            self.check_tokens(row, t)?;
-        }
-        self.forward_checked(news)
+        self.forward_checked(news, false)
     }
 
     /// As `forward_rows`, where a row may have no new tokens (a free slot
@@ -516,46 +510,43 @@ impl<'m> Session<'m> {
     /// least one row must have tokens. The rows that do get the bits they
     /// get in `forward_rows`.
     pub fn forward_slots(&mut self, news: &[&[u32]]) -> Result<Vec<Vec<f32>>, Error> {
-        if news.len() != self.rows() {
-            return Err(Error::Input(format!("{} rows of tokens for a session of {} rows", news.len(), self.rows())));
-        }
-        if news.iter().all(|t| t.is_empty()) {
-            return Err(Error::Input("no row has new tokens".into()));
-        }
-        for (row, t) in news.iter().enumerate().filter(|(_, t)| !t.is_empty()) {
-            self.check_tokens(row, t)?;
-        }
-        self.forward_checked(news)
+        self.forward_checked(news, true)
     }
 
     /// Empty row `row`'s cache (a slot that takes a new sequence), the
     /// other rows untouched. Where a row's state is not its cache length
-    /// alone (recurrent states, `kv_append` off), that row's states are
-    /// replaced by empty ones.
+    /// alone (`kv_append` off), that row's states are replaced by empty
+    /// ones; recurrent states are refused.
     pub fn reset_row(&mut self, row: usize) -> Result<(), Error> {
         if row >= self.rows() {
             return Err(Error::Input(format!("row {row} of a session of {} rows", self.rows())));
         }
         let recurrent = self.model.plan().kv_cache.recurrent_states > 0;
-        match &mut self.states {
-            // Positions past a row's length are overwritten before any
-            // query reads them (as a placeholder's are).
-            StateLayout::Batched(_) if !recurrent => {}
-            StateLayout::Batched(_) => {
+        let fresh = matches!(self.states, StateLayout::PerRow(_)).then(|| self.empty_states(1));
+        match (&mut self.states, fresh) {
+            (StateLayout::PerRow(rows), Some(fresh)) => rows[row] = fresh,
+            (StateLayout::Batched(_), _) if recurrent => {
                 return Err(Error::Input("resetting one row of recurrent states on its own is not implemented: reset the session".into()))
             }
-            StateLayout::PerRow(_) => {
-                let fresh = self.empty_states(1);
-                if let StateLayout::PerRow(rows) = &mut self.states {
-                    rows[row] = fresh;
-                }
-            }
+            // Positions past a row's length are overwritten before any
+            // query reads them (as a placeholder's are).
+            _ => {}
         }
         self.lens[row] = 0;
         Ok(())
     }
 
-    fn forward_checked(&mut self, news: &[&[u32]]) -> Result<Vec<Vec<f32>>, Error> {
+    /// `forward_rows`, or with `empty_rows` `forward_slots`.
+    fn forward_checked(&mut self, news: &[&[u32]], empty_rows: bool) -> Result<Vec<Vec<f32>>, Error> {
+        if news.len() != self.rows() {
+            return Err(Error::Input(format!("{} rows of tokens for a session of {} rows", news.len(), self.rows())));
+        }
+        if empty_rows && news.iter().all(|t| t.is_empty()) {
+            return Err(Error::Input("no row has new tokens".into()));
+        }
+        for (row, t) in news.iter().enumerate().filter(|(_, t)| !(empty_rows && t.is_empty())) {
+            self.check_tokens(row, t)?;
+        }
         let step = self.step_rows;
         let rounds = news.iter().map(|t| t.len()).max().unwrap_or(0).div_ceil(step);
         let mut logits = vec![Vec::new(); news.len()];

@@ -39,6 +39,25 @@ impl CompileArgs {
     }
 }
 
+/// Where a session runs on the CPU (`run`, `chat`, `bench`).
+#[derive(clap::Args, Clone)]
+struct CpuArgs {
+    /// Worker threads (default: the machine's cores).
+    #[arg(long)]
+    threads: Option<usize>,
+    /// CPU kernels: `fast` (default: the widest instruction set this CPU
+    /// has), `avx512`, `avx2`, `portable`, or `reference` (the oracle).
+    #[arg(long)]
+    kernels: Option<String>,
+}
+
+impl CpuArgs {
+    fn session_options(&self) -> Result<SessionOptions> {
+        let kernels = self.kernels.as_deref().map(Kernels::parse).transpose()?;
+        Ok(SessionOptions { threads: self.threads, kernels, ..Default::default() })
+    }
+}
+
 /// How tokens are drawn (`run`, `chat`).
 #[derive(clap::Args, Clone)]
 struct SamplingArgs {
@@ -102,13 +121,8 @@ enum Cmd {
         /// Print special tokens (`<|im_end|>`, ...) as text.
         #[arg(long)]
         show_special: bool,
-        /// Worker threads (default: the machine's cores).
-        #[arg(long)]
-        threads: Option<usize>,
-        /// CPU kernels: `fast` (default: the widest instruction set this CPU
-        /// has), `avx512`, `avx2`, `portable`, or `reference` (the oracle).
-        #[arg(long)]
-        kernels: Option<String>,
+        #[command(flatten)]
+        cpu: CpuArgs,
         /// Stop at the first NaN or infinity a node produces and name the
         /// node and its layer (reads every activation once more).
         #[arg(long)]
@@ -152,12 +166,8 @@ enum Cmd {
         /// Print special tokens (`<|im_end|>`, ...) as text.
         #[arg(long)]
         show_special: bool,
-        /// Worker threads (default: the machine's cores).
-        #[arg(long)]
-        threads: Option<usize>,
-        /// CPU kernels, as for `run`.
-        #[arg(long)]
-        kernels: Option<String>,
+        #[command(flatten)]
+        cpu: CpuArgs,
         #[command(flatten)]
         opts: CompileArgs,
     },
@@ -197,11 +207,8 @@ enum Cmd {
         /// GPU, by kernel, each launch run on its own.
         #[arg(long)]
         profile: bool,
-        #[arg(long)]
-        threads: Option<usize>,
-        /// As for `run`.
-        #[arg(long)]
-        kernels: Option<String>,
+        #[command(flatten)]
+        cpu: CpuArgs,
         #[arg(long)]
         json: bool,
     },
@@ -298,23 +305,7 @@ fn real_main() -> Result<()> {
                 println!("wrote {} in {secs:.2}s", output.display());
             }
         }
-        Cmd::Run {
-            model,
-            prompt,
-            prompt_file,
-            prompt_ids,
-            n,
-            sampling,
-            chat,
-            system,
-            stop,
-            show_special,
-            threads,
-            kernels,
-            check_finite,
-            opts,
-            json,
-        } => {
+        Cmd::Run { model, prompt, prompt_file, prompt_ids, n, sampling, chat, system, stop, show_special, cpu, check_finite, opts, json } => {
             let model = open(&model, &opts.options())?;
             // With `--prompt-ids` the tokenizer is optional: without one, tokens are printed as ids.
             let tok = if prompt_ids.is_some() { model.tokenizer().ok() } else { Some(model.tokenizer()?) };
@@ -344,8 +335,7 @@ fn real_main() -> Result<()> {
             if tok.is_none() && !stop.is_empty() {
                 bail!("--stop needs the checkpoint's tokenizer (this one has none: the output is token ids)");
             }
-            let kernels = kernels.as_deref().map(Kernels::parse).transpose()?;
-            let mut session = model.session(&SessionOptions { threads, kernels, check_finite, ..Default::default() })?;
+            let mut session = model.session(&SessionOptions { check_finite, ..cpu.session_options()? })?;
             let r = session.resolved().clone();
             if !json {
                 eprintln!(
@@ -434,12 +424,11 @@ fn real_main() -> Result<()> {
             };
             print!("{out}");
         }
-        Cmd::Bench { checkpoint, contexts, steps, prefill, prompt_file, prompt_ids_file, no_ab, batch, device, profile, threads, kernels, json } => {
+        Cmd::Bench { checkpoint, contexts, steps, prefill, prompt_file, prompt_ids_file, no_ab, batch, device, profile, cpu, json } => {
             if batch == Some(0) {
                 bail!("--batch must be at least 1 row");
             }
-            let kernels = kernels.as_deref().map(Kernels::parse).transpose()?;
-            let opts = SessionOptions { threads, kernels, ..Default::default() };
+            let opts = cpu.session_options()?;
             let max = (contexts.iter().max().copied().unwrap_or(0) + steps + 1).max(prefill + 1);
             let compile = |disabled: &[&str]| {
                 let opts =
@@ -567,10 +556,9 @@ fn real_main() -> Result<()> {
                 }
             }
         }
-        Cmd::Chat { model, system, n, sampling, show_special, threads, kernels, opts } => {
+        Cmd::Chat { model, system, n, sampling, show_special, cpu, opts } => {
             let model = open(&model, &opts.options())?;
-            let kernels = kernels.as_deref().map(Kernels::parse).transpose()?;
-            chat(&model, &SessionOptions { threads, kernels, ..Default::default() }, system, n, &sampling.sampling(), show_special)?;
+            chat(&model, &cpu.session_options()?, system, n, &sampling.sampling(), show_special)?;
         }
         Cmd::Inspect { checkpoint } => {
             if checkpoint.is_dir() || checkpoint.extension().is_some_and(|e| e == "safetensors") {
