@@ -76,15 +76,26 @@ pub fn eog_ids(g: &GgufFile, tokens: &[String]) -> Result<Vec<u32>, Diagnostic> 
 /// given the ids its metadata names as ends and as the three
 /// fill-in-the-middle tokens (`FIM_EOG`'s keys, `None` where unnamed).
 pub fn eog_set(tokens: &[String], named_ends: &[u32], fim: [Option<u32>; 3]) -> Vec<u32> {
-    let by_text = |texts: &[&str]| tokens.iter().position(|t| texts.contains(&t.as_str())).map(|i| i as u32);
+    // One pass: every id whose text ends a generation, and the first id of
+    // each text any rule below looks up.
     let mut ids = Vec::new();
+    let mut first = std::collections::HashMap::<&str, u32>::new();
+    for (i, t) in tokens.iter().enumerate() {
+        let eog = EOG_TEXTS.contains(&t.as_str());
+        if eog {
+            ids.push(i as u32);
+        }
+        if eog || FIM_EOG.iter().any(|(_, texts)| texts.contains(&t.as_str())) {
+            first.entry(t.as_str()).or_insert(i as u32);
+        }
+    }
+    let by_text = |texts: &[&str]| texts.iter().filter_map(|t| first.get(t).copied()).min();
     for ((_, texts), named) in FIM_EOG.iter().zip(fim) {
         ids.extend(named.or_else(|| by_text(texts)));
     }
-    ids.extend(tokens.iter().enumerate().filter(|(_, t)| EOG_TEXTS.contains(&t.as_str())).map(|(i, _)| i as u32));
     ids.extend_from_slice(named_ends);
+    let has = |t: &str| first.contains_key(t);
     // gpt-oss's tool-call turns: `<|end|>` ends a message, not the answer.
-    let has = |t: &str| tokens.iter().any(|x| x == t);
     if (has("<|return|>") && has("<|call|>")) || (has("<|calls|>") && has("<|flush|>")) {
         if let Some(end) = by_text(&["<|end|>"]) {
             ids.retain(|&i| i != end);
