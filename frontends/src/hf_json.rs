@@ -59,6 +59,10 @@ pub fn from_dir(dir: &Path) -> Result<Option<Tokenizer>, Diagnostic> {
     let bos_id = special("bos_token")?;
     let eos_id = special("eos_token")?;
     // BOS as the checkpoint's post-processor puts it, unless the config says.
+    if config["add_eos_token"] == true {
+        return Err(Diagnostic::new(&dir.join("tokenizer_config.json").display().to_string(), "`add_eos_token` = true is not implemented")
+            .note("graphc puts no EOS after a prompt; a tokenizer that asks for one is refused"));
+    }
     let add_bos = match config["add_bos_token"].as_bool() {
         Some(b) => b,
         None => bos_id.is_some_and(|bos| tokenizer.encode("a", true).is_ok_and(|e| e.get_ids().first() == Some(&bos))),

@@ -107,6 +107,11 @@ impl Tokenizer {
             Some(MetaValue::Bool(b)) => *b,
             _ => false,
         };
+        // An EOS after every prompt changes the ids; graphc never appends one.
+        if matches!(g.get("tokenizer.ggml.add_eos_token"), Some(MetaValue::Bool(true))) {
+            return Err(Diagnostic::new(&g.path, "`tokenizer.ggml.add_eos_token` = true is not implemented")
+                .note("graphc puts no EOS after a prompt; a vocabulary that asks for one is refused"));
+        }
         Ok(Tokenizer {
             inner,
             control_ids,

@@ -334,3 +334,14 @@ fn an_unknown_pre_tokenizer_is_refused() {
     assert!(e.contains("`tokenizer.ggml.pre` = `chatglm-bpe` is not implemented"), "{e}");
     compiles(&GgufWriter::tiny_llama().set_meta("tokenizer.ggml.pre", Meta::Str("qwen2".into())).write(&dir, "qwen2.gguf"));
 }
+
+/// A vocabulary that asks for an EOS after every prompt is refused naming
+/// the key (graphc appends none); `false` compiles.
+#[test]
+fn add_eos_token_is_refused() {
+    let dir = temp_dir("refuse-add-eos");
+    let p = GgufWriter::tiny_llama().set_meta("tokenizer.ggml.add_eos_token", Meta::Bool(true)).write(&dir, "eos.gguf");
+    let e = compile_err(&p);
+    assert!(e.contains("`tokenizer.ggml.add_eos_token` = true is not implemented"), "{e}");
+    compiles(&GgufWriter::tiny_llama().set_meta("tokenizer.ggml.add_eos_token", Meta::Bool(false)).write(&dir, "no-eos.gguf"));
+}
