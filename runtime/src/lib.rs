@@ -6,18 +6,20 @@
 // No `unsafe` here: it is confined to named modules (SIMD, the pool, mmap).
 #![forbid(unsafe_code)]
 
+pub mod batcher;
 pub mod conversation;
 pub mod error;
 pub mod model;
 pub mod sampling;
 pub mod session;
 
+pub use batcher::{Batcher, BatcherOptions, Event, FinishReason, Limits, Request};
 pub use conversation::{Conversation, Turn};
 pub use error::Error;
 pub use graphc_frontends::chat::{ChatOptions, Message};
 pub use graphc_frontends::detokenize::{Detokenizer, Emitted};
 pub use model::{CompileOptions, Model};
-pub use sampling::Sampling;
+pub use sampling::{Penalties, Sampling};
 pub use session::{Finish, Generation, GoOn, Kernels, Session, SessionOptions};
 
 /// The process's peak resident memory (`VmHWM`), where the OS reports it.

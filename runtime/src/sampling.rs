@@ -1,7 +1,11 @@
-//! Token sampling: greedy (temperature 0), or seeded sampling with
-//! temperature, top-k and top-p. The generator is splitmix64, written here so
-//! a seed gives the same tokens on every machine and every version of a
-//! dependency.
+//! Token sampling: penalties on the logits, then greedy (temperature 0) or
+//! seeded sampling with temperature, top-k, top-p and min-p. The generator is
+//! splitmix64, written here so a seed gives the same tokens on every machine
+//! and every version of a dependency.
+//!
+//! Order, as llama.cpp's default chain: penalties, top-k, softmax at the
+//! temperature, top-p, min-p, draw. Penalties apply before greedy too, so
+//! a repeat penalty changes greedy tokens as it does in llama.cpp.
 
 #[derive(Clone, Debug, PartialEq)]
 pub struct Sampling {
@@ -9,12 +13,47 @@ pub struct Sampling {
     pub temperature: f32,
     pub top_k: Option<usize>,
     pub top_p: Option<f32>,
+    /// Drop tokens less likely than `min_p` times the most likely one.
+    pub min_p: Option<f32>,
     pub seed: u64,
+    pub penalties: Penalties,
+}
+
+/// Penalties on tokens already seen. All off by default.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Penalties {
+    /// OpenAI's: subtracted once from the logit of every token generated so far.
+    pub presence: f32,
+    /// OpenAI's: subtracted from a token's logit once per time it was generated.
+    pub frequency: f32,
+    /// llama.cpp's (and CTRL's): a seen token's positive logit is divided by
+    /// it, a negative one multiplied; 1 is off. Seen = the last
+    /// `repeat_last_n` tokens of prompt and output.
+    pub repeat: f32,
+    pub repeat_last_n: usize,
+}
+
+impl Default for Penalties {
+    fn default() -> Penalties {
+        Penalties { presence: 0.0, frequency: 0.0, repeat: 1.0, repeat_last_n: 64 }
+    }
+}
+
+impl Penalties {
+    pub fn is_off(&self) -> bool {
+        self.presence == 0.0 && self.frequency == 0.0 && self.repeat == 1.0
+    }
+}
+
+impl Default for Sampling {
+    fn default() -> Sampling {
+        Sampling::greedy()
+    }
 }
 
 impl Sampling {
     pub fn greedy() -> Sampling {
-        Sampling { temperature: 0.0, top_k: None, top_p: None, seed: 0 }
+        Sampling { temperature: 0.0, top_k: None, top_p: None, min_p: None, seed: 0, penalties: Penalties::default() }
     }
 }
 
@@ -29,14 +68,61 @@ pub fn argmax(logits: &[f32]) -> u32 {
     best as u32
 }
 
+/// A token's log-probability under the model (the log-softmax of the raw
+/// logits, before penalties and temperature, as OpenAI and vLLM report it).
+#[derive(Clone, Debug, PartialEq)]
+pub struct TokenLogprob {
+    pub id: u32,
+    pub logprob: f32,
+}
+
+/// The log-probability of `id` and the `top` most likely tokens (ties to
+/// the smaller id), from raw logits.
+pub fn logprobs(logits: &[f32], id: u32, top: usize) -> (TokenLogprob, Vec<TokenLogprob>) {
+    let max = logits.iter().copied().fold(f32::NEG_INFINITY, f32::max) as f64;
+    let log_sum = logits.iter().map(|&l| (l as f64 - max).exp()).sum::<f64>().ln() + max;
+    let lp = |i: usize| TokenLogprob { id: i as u32, logprob: (logits[i] as f64 - log_sum) as f32 };
+    let mut idx: Vec<usize> = (0..logits.len()).collect();
+    let top = top.min(idx.len());
+    if top > 0 {
+        idx.select_nth_unstable_by(top - 1, |&a, &b| logits[b].total_cmp(&logits[a]).then(a.cmp(&b)));
+        idx.truncate(top);
+        idx.sort_by(|&a, &b| logits[b].total_cmp(&logits[a]).then(a.cmp(&b)));
+    } else {
+        idx.clear();
+    }
+    (lp(id as usize), idx.into_iter().map(lp).collect())
+}
+
 pub struct Sampler {
     cfg: Sampling,
     state: u64,
+    /// Tokens the repeat penalty looks back over (prompt, then output).
+    recent: std::collections::VecDeque<u32>,
+    /// Times each generated token was generated (presence / frequency).
+    counts: std::collections::HashMap<u32, u32>,
 }
 
 impl Sampler {
     pub fn new(cfg: &Sampling) -> Sampler {
-        Sampler { cfg: cfg.clone(), state: cfg.seed }
+        Sampler { cfg: cfg.clone(), state: cfg.seed, recent: Default::default(), counts: Default::default() }
+    }
+
+    /// Tokens before the first sampled one (the prompt), for the repeat penalty.
+    pub fn seen(&mut self, prompt: &[u32]) {
+        for &t in prompt {
+            self.remember(t);
+        }
+    }
+
+    fn remember(&mut self, t: u32) {
+        if self.cfg.penalties.repeat_last_n == 0 {
+            return;
+        }
+        if self.recent.len() == self.cfg.penalties.repeat_last_n {
+            self.recent.pop_front();
+        }
+        self.recent.push_back(t);
     }
 
     fn next_f64(&mut self) -> f64 {
@@ -48,7 +134,38 @@ impl Sampler {
         (z >> 11) as f64 / (1u64 << 53) as f64
     }
 
+    /// The penalized logits (a copy only when a penalty is on).
+    fn penalized<'a>(&self, logits: &'a [f32]) -> std::borrow::Cow<'a, [f32]> {
+        let p = &self.cfg.penalties;
+        if p.is_off() {
+            return std::borrow::Cow::Borrowed(logits);
+        }
+        let mut l = logits.to_vec();
+        if p.repeat != 1.0 {
+            let seen: std::collections::HashSet<u32> = self.recent.iter().copied().collect();
+            for t in seen {
+                if let Some(v) = l.get_mut(t as usize) {
+                    *v = if *v > 0.0 { *v / p.repeat } else { *v * p.repeat };
+                }
+            }
+        }
+        for (&t, &n) in &self.counts {
+            if let Some(v) = l.get_mut(t as usize) {
+                *v -= p.presence + p.frequency * n as f32;
+            }
+        }
+        std::borrow::Cow::Owned(l)
+    }
+
     pub fn sample(&mut self, logits: &[f32]) -> u32 {
+        let penalized = self.penalized(logits);
+        let t = self.choose(&penalized);
+        self.remember(t);
+        *self.counts.entry(t).or_default() += 1;
+        t
+    }
+
+    fn choose(&mut self, logits: &[f32]) -> u32 {
         if self.cfg.temperature <= 0.0 {
             return argmax(logits);
         }
@@ -74,9 +191,16 @@ impl Sampler {
             }
             probs.truncate(keep);
             idx.truncate(keep);
-            let s: f64 = probs.iter().sum();
-            probs.iter_mut().for_each(|p| *p /= s);
         }
+        if let Some(min_p) = self.cfg.min_p {
+            // probs[0] is the most likely token; it always stays.
+            let floor = probs[0] * min_p as f64;
+            let keep = probs.iter().take_while(|&&q| q >= floor).count().max(1);
+            probs.truncate(keep);
+            idx.truncate(keep);
+        }
+        let s: f64 = probs.iter().sum();
+        probs.iter_mut().for_each(|p| *p /= s);
         let r = self.next_f64();
         let mut acc = 0.0;
         for (i, q) in probs.iter().enumerate() {
@@ -93,6 +217,10 @@ impl Sampler {
 mod tests {
     use super::*;
 
+    fn sampling(temperature: f32, top_k: Option<usize>, top_p: Option<f32>, seed: u64) -> Sampling {
+        Sampling { temperature, top_k, top_p, seed, ..Sampling::greedy() }
+    }
+
     #[test]
     fn greedy_ties_go_to_the_smaller_id() {
         assert_eq!(argmax(&[1.0, 3.0, 3.0, 2.0]), 1);
@@ -101,7 +229,7 @@ mod tests {
     #[test]
     fn seeded_sampling_is_reproducible_and_seed_dependent() {
         let logits: Vec<f32> = (0..50).map(|i| (i % 7) as f32 * 0.3).collect();
-        let cfg = |seed| Sampling { temperature: 1.0, top_k: Some(20), top_p: Some(0.9), seed };
+        let cfg = |seed| sampling(1.0, Some(20), Some(0.9), seed);
         let run = |seed| {
             let mut s = Sampler::new(&cfg(seed));
             (0..32).map(|_| s.sample(&logits)).collect::<Vec<_>>()
@@ -109,7 +237,56 @@ mod tests {
         assert_eq!(run(7), run(7));
         assert_ne!(run(7), run(8));
         // top-k = 1 is greedy whatever the temperature.
-        let mut s = Sampler::new(&Sampling { temperature: 5.0, top_k: Some(1), top_p: None, seed: 3 });
+        let mut s = Sampler::new(&sampling(5.0, Some(1), None, 3));
         assert!((0..10).all(|_| s.sample(&logits) == argmax(&logits)));
+    }
+
+    #[test]
+    fn min_p_keeps_only_tokens_near_the_best() {
+        // Token 0 at p ~ 0.58, token 1 at ~ 0.21, the rest far below.
+        let logits = [3.0, 2.0, -3.0, -3.0, -3.0, -3.0];
+        let draws = |min_p| {
+            let mut s = Sampler::new(&Sampling { min_p, ..sampling(1.0, None, None, 11) });
+            (0..400).map(|_| s.sample(&logits)).collect::<std::collections::BTreeSet<u32>>()
+        };
+        assert_eq!(draws(Some(0.3)), [0, 1].into(), "min_p 0.3 keeps p >= 0.3 * p_max");
+        assert_eq!(draws(Some(0.9)), [0].into());
+        // Control: without min_p the tail is drawn too.
+        assert!(draws(None).len() > 2);
+    }
+
+    #[test]
+    fn penalties_move_greedy_as_defined() {
+        let logits = [2.0, 1.9, 1.0, -1.0];
+        let greedy = |penalties: Penalties, prompt: &[u32], n| {
+            let mut s = Sampler::new(&Sampling { penalties, ..Sampling::greedy() });
+            s.seen(prompt);
+            (0..n).map(|_| s.sample(&logits)).collect::<Vec<u32>>()
+        };
+        // Off: always token 0.
+        assert_eq!(greedy(Penalties::default(), &[], 3), [0, 0, 0]);
+        // Presence 0.2: token 0 drops to 1.8 after one use, below 1.9.
+        assert_eq!(greedy(Penalties { presence: 0.2, ..Default::default() }, &[], 3), [0, 1, 0]);
+        // Frequency 0.15: 0 (2.0 -> 1.85), 1 (1.9 -> 1.75), 0 (1.85 -> 1.70), 1.
+        assert_eq!(greedy(Penalties { frequency: 0.15, ..Default::default() }, &[], 4), [0, 1, 0, 1]);
+        // Repeat 1.1 with token 0 in the prompt: 2.0 / 1.1 = 1.82 < 1.9.
+        assert_eq!(greedy(Penalties { repeat: 1.1, ..Default::default() }, &[0], 1), [1]);
+        // ... but not once the prompt token is out of the window.
+        assert_eq!(greedy(Penalties { repeat: 1.1, repeat_last_n: 1, ..Default::default() }, &[0, 3], 1), [0]);
+        // A negative logit is multiplied: token 3 goes further down, not up.
+        let mut s = Sampler::new(&Sampling { penalties: Penalties { repeat: 2.0, ..Default::default() }, ..Sampling::greedy() });
+        s.seen(&[3]);
+        assert_eq!(s.penalized(&logits)[3], -2.0);
+    }
+
+    #[test]
+    fn logprobs_are_a_normalized_log_softmax_with_the_top_tokens_in_order() {
+        let logits = [1.0f32, 3.0, 3.0, -2.0];
+        let (chosen, top) = logprobs(&logits, 3, 3);
+        let total: f64 = logits.iter().map(|&l| (l as f64).exp()).sum();
+        assert!((chosen.logprob as f64 - (-2.0 - total.ln())).abs() < 1e-6);
+        assert_eq!(top.iter().map(|t| t.id).collect::<Vec<_>>(), [1, 2, 0]);
+        let p: f64 = (0..4).map(|i| (logprobs(&logits, i, 0).0.logprob as f64).exp()).sum();
+        assert!((p - 1.0).abs() < 1e-6);
     }
 }

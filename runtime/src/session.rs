@@ -680,6 +680,7 @@ impl<'m> Session<'m> {
     ) -> Result<Generation, Error> {
         let stop = self.model.plan().model.stop_ids.clone();
         let mut sampler = Sampler::new(sampling);
+        sampler.seen(new);
         let t0 = Instant::now();
         let mut logits = self.forward(new)?;
         let prefill_secs = t0.elapsed().as_secs_f64();

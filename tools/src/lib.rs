@@ -21,7 +21,7 @@
 
 // The runtime is its own crate (`runtime/`); `graphc` is it plus the command.
 pub use graphc_runtime::*;
-pub use graphc_runtime::{conversation, error, model, sampling, session};
+pub use graphc_runtime::{batcher, conversation, error, model, sampling, session};
 
 /// The README's library example, compiled as a doctest so it stays true.
 #[cfg(doctest)]

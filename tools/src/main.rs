@@ -70,11 +70,25 @@ struct SamplingArgs {
     top_k: Option<usize>,
     #[arg(long)]
     top_p: Option<f32>,
+    /// Drop tokens less likely than this times the most likely one.
+    #[arg(long)]
+    min_p: Option<f32>,
+    /// llama.cpp's repeat penalty over the last 64 tokens (1 is off).
+    #[arg(long, default_value_t = 1.0)]
+    repeat_penalty: f32,
+    /// OpenAI's presence penalty on generated tokens.
+    #[arg(long, default_value_t = 0.0)]
+    presence_penalty: f32,
+    /// OpenAI's frequency penalty on generated tokens.
+    #[arg(long, default_value_t = 0.0)]
+    frequency_penalty: f32,
 }
 
 impl SamplingArgs {
     fn sampling(&self) -> Sampling {
-        Sampling { temperature: self.temperature, top_k: self.top_k, top_p: self.top_p, seed: self.seed }
+        let penalties =
+            Penalties { presence: self.presence_penalty, frequency: self.frequency_penalty, repeat: self.repeat_penalty, ..Default::default() };
+        Sampling { temperature: self.temperature, top_k: self.top_k, top_p: self.top_p, min_p: self.min_p, seed: self.seed, penalties }
     }
 }
 

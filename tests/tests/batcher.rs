@@ -1,0 +1,184 @@
+//! Continuous batching (`graphc::batcher`): requests queue for slots, take
+//! them between steps, prefill in chunks beside the others' decoding, and
+//! each gets the tokens it gets alone.
+
+use graphc::batcher::{Batcher, BatcherOptions, Event, FinishReason, Request, Sink};
+use graphc::{CompileOptions, Model, Sampling, SessionOptions};
+use graphc_tests::smollm2;
+use std::sync::{Arc, Mutex};
+
+const PROMPTS: [&str; 8] = [
+    "The capital of France is",
+    "def fibonacci(n):",
+    "Once upon a time, in a land far away,",
+    "1, 2, 3, 4,",
+    "The quick brown fox",
+    "In 1969, Neil Armstrong",
+    "My favourite recipe for pancakes starts with",
+    "import numpy as np\nx = np.",
+];
+
+fn model() -> Model {
+    Model::compile(&smollm2(), &CompileOptions { max_seq: Some(256), ..Default::default() }, None).unwrap()
+}
+
+/// What `graphc run` does: the prompt alone in a one-row session.
+fn alone(m: &Model, prompt: &[u32], n: usize) -> Vec<u32> {
+    let mut s = m.session(&SessionOptions::default()).unwrap();
+    s.generate(prompt, n, &Sampling::greedy(), |_| ()).unwrap().tokens
+}
+
+type Log = Arc<Mutex<Vec<Event>>>;
+
+fn request(prompt: Vec<u32>, max_tokens: usize) -> (Request, Log) {
+    let log: Log = Arc::default();
+    let l = log.clone();
+    let sink: Sink = Box::new(move |e| {
+        l.lock().unwrap().push(e);
+        true
+    });
+    (Request { prompt, max_tokens, sampling: Sampling::greedy(), stop: vec![], logprobs: None, sink }, log)
+}
+
+fn tokens(log: &Log) -> Vec<u32> {
+    log.lock().unwrap().iter().filter_map(|e| if let Event::Token { id, .. } = e { Some(*id) } else { None }).collect()
+}
+
+fn done(log: &Log) -> Option<(FinishReason, usize, usize)> {
+    log.lock().unwrap().iter().find_map(|e| match e {
+        Event::Done { finish, prompt_tokens, completion_tokens, .. } => Some((*finish, *prompt_tokens, *completion_tokens)),
+        _ => None,
+    })
+}
+
+fn run(b: &mut Batcher) -> usize {
+    let mut steps = 0;
+    while !b.is_idle() {
+        b.step();
+        steps += 1;
+        assert!(steps < 10_000);
+    }
+    steps
+}
+
+#[test]
+fn eight_requests_through_three_slots_get_the_tokens_each_gets_alone() {
+    let m = model();
+    const N: usize = 10;
+    let prompts: Vec<Vec<u32>> = PROMPTS.iter().map(|p| m.encode(p).unwrap()).collect();
+    // A small prefill chunk so prompts take several steps beside the others' decoding.
+    let mut b = Batcher::new(&m, &BatcherOptions { slots: 3, prefill_chunk: Some(4), ..Default::default() }).unwrap();
+    let logs: Vec<Log> = prompts
+        .iter()
+        .map(|p| {
+            let (r, log) = request(p.clone(), N);
+            b.submit(r).unwrap();
+            log
+        })
+        .collect();
+    assert_eq!(b.queued(), 8);
+    let first = b.step();
+    assert_eq!((first.admitted, first.decode_tokens), (3, 0));
+    assert!(first.prefill_tokens <= 12, "chunked: {first:?}");
+    let mut mixed = false;
+    while !b.is_idle() {
+        let r = b.step();
+        mixed |= r.prefill_tokens > 0 && r.decode_tokens > 0;
+    }
+    assert!(mixed, "some step prefills one request while others decode");
+    for (i, (p, log)) in prompts.iter().zip(&logs).enumerate() {
+        let want = alone(&m, p, N);
+        assert_eq!(tokens(log), want, "prompt {i} {:?}", PROMPTS[i]);
+        let (finish, pt, ct) = done(log).unwrap();
+        assert_eq!((pt, ct), (p.len(), want.len()));
+        assert_eq!(finish, if want.len() < N { FinishReason::Stop } else { FinishReason::Length });
+    }
+}
+
+#[test]
+fn a_client_that_goes_away_frees_its_slot_and_the_others_keep_their_tokens() {
+    let m = model();
+    let prompts: Vec<Vec<u32>> = PROMPTS[..3].iter().map(|p| m.encode(p).unwrap()).collect();
+    let mut b = Batcher::new(&m, &BatcherOptions { slots: 2, ..Default::default() }).unwrap();
+    // Request 0's client leaves after its third token.
+    let seen = Arc::new(Mutex::new(0));
+    let s2 = seen.clone();
+    let sink: Sink = Box::new(move |e| {
+        if matches!(e, Event::Token { .. }) {
+            *s2.lock().unwrap() += 1;
+        }
+        *s2.lock().unwrap() < 3
+    });
+    b.submit(Request { prompt: prompts[0].clone(), max_tokens: 50, sampling: Sampling::greedy(), stop: vec![], logprobs: None, sink }).unwrap();
+    let (r1, log1) = request(prompts[1].clone(), 8);
+    let (r2, log2) = request(prompts[2].clone(), 8);
+    b.submit(r1).unwrap();
+    b.submit(r2).unwrap();
+    let mut cancelled = 0;
+    while !b.is_idle() {
+        cancelled += b.step().cancelled;
+    }
+    assert_eq!(cancelled, 1);
+    assert_eq!(*seen.lock().unwrap(), 3, "no token after the client left");
+    // Request 2 waited for a slot and got request 0's, reset.
+    assert_eq!(tokens(&log1), alone(&m, &prompts[1], 8));
+    assert_eq!(tokens(&log2), alone(&m, &prompts[2], 8));
+}
+
+#[test]
+fn stop_strings_end_the_text_before_them_and_logprobs_describe_the_chosen_token() {
+    let m = model();
+    let prompt = m.encode(PROMPTS[3]).unwrap();
+    let want = alone(&m, &prompt, 12);
+    let text = m.decode(&want).unwrap();
+    // Stop at the second comma of the greedy continuation (" 5, 6, ...").
+    let stop = ",".to_string();
+    let before = &text[..text.find(',').expect("the continuation has a comma")];
+    let mut b = Batcher::new(&m, &BatcherOptions { slots: 1, ..Default::default() }).unwrap();
+    let (mut r, log) = request(prompt.clone(), 12);
+    r.stop = vec![stop];
+    r.logprobs = Some(3);
+    b.submit(r).unwrap();
+    run(&mut b);
+    let events = log.lock().unwrap().clone();
+    let mut out = String::new();
+    for e in &events {
+        match e {
+            Event::Token { text, logprobs: Some((chosen, top)), id } => {
+                out.push_str(text);
+                assert_eq!(chosen.id, *id);
+                assert_eq!(top.len(), 3);
+                // Greedy: the chosen token is the most likely.
+                assert_eq!(top[0].id, *id);
+                assert!(top[0].logprob >= top[1].logprob && top[1].logprob >= top[2].logprob && chosen.logprob < 0.0);
+            }
+            Event::Done { text, finish, .. } => {
+                out.push_str(text);
+                assert_eq!(*finish, FinishReason::Stop);
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+    assert_eq!(out, before);
+}
+
+#[test]
+fn a_prompt_the_context_cannot_hold_is_refused_before_it_queues() {
+    let m = Model::compile(&smollm2(), &CompileOptions { max_seq: Some(16), ..Default::default() }, None).unwrap();
+    let mut b = Batcher::new(&m, &BatcherOptions { slots: 1, ..Default::default() }).unwrap();
+    let (r, _) = request(vec![1; 16], 4);
+    let err = b.submit(r).unwrap_err().to_string();
+    assert!(err.contains("16 tokens") && err.contains("holds 16"), "{err}");
+    let (r, _) = request(vec![49_152], 4);
+    assert!(b.submit(r).unwrap_err().to_string().contains("outside the vocabulary"));
+    assert_eq!(b.queued(), 0);
+    // max_tokens past the context: cut to what fits, finish `length`.
+    let (r, log) = request(vec![1; 12], 100);
+    b.submit(r).unwrap();
+    run(&mut b);
+    let (finish, _, completion) = done(&log).unwrap();
+    assert!(completion <= 4, "12 + {completion} > 16");
+    if completion == 4 {
+        assert_eq!(finish, FinishReason::Length);
+    }
+}
