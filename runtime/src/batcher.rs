@@ -219,13 +219,10 @@ impl<'m> Batcher<'m> {
                 continue; // more of the prompt next step
             }
             a.prefilling = false;
-            match Self::emit(a, &logits, &self.stop_ids) {
-                Some(ended) => {
-                    report.ended += 1;
-                    report.cancelled += usize::from(ended == Ended::Cancelled);
-                    self.slots[i] = None;
-                }
-                None => {}
+            if let Some(ended) = Self::emit(a, &logits, &self.stop_ids) {
+                report.ended += 1;
+                report.cancelled += usize::from(ended == Ended::Cancelled);
+                self.slots[i] = None;
             }
         }
         report

@@ -7,6 +7,7 @@
 
 pub mod device_parity;
 pub mod fuzz;
+pub mod http;
 pub mod vocab;
 
 use graphc_backends::{WeightRef, WeightSource};

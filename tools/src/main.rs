@@ -6,12 +6,14 @@
 
 use anyhow::{bail, Context, Result};
 use clap::{Parser, Subcommand};
-use graphc::{ChatOptions, CompileOptions, Detokenizer, Finish, Kernels, Message, Model, Sampling, SessionOptions};
+use graphc::{ChatOptions, CompileOptions, Detokenizer, Finish, Kernels, Message, Model, Penalties, Sampling, SessionOptions};
 use graphc_ir::text;
 use indicatif::{ProgressBar, ProgressStyle};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
+
+mod serve;
 
 #[derive(Parser)]
 #[command(name = "graphc", version, about = "A compiler for large-language-model inference")]
@@ -180,6 +182,19 @@ enum Cmd {
         /// Print special tokens (`<|im_end|>`, ...) as text.
         #[arg(long)]
         show_special: bool,
+        #[command(flatten)]
+        cpu: CpuArgs,
+        #[command(flatten)]
+        opts: CompileArgs,
+    },
+    /// Serve the OpenAI API (chat and completions, streamed or whole) with
+    /// continuous batching; SIGTERM or Ctrl-C answers the requests in
+    /// flight, then exits.
+    Serve {
+        /// A plan from `graphc compile`, or a checkpoint.
+        model: PathBuf,
+        #[command(flatten)]
+        serve: serve::ServeArgs,
         #[command(flatten)]
         cpu: CpuArgs,
         #[command(flatten)]
@@ -573,6 +588,10 @@ fn real_main() -> Result<()> {
         Cmd::Chat { model, system, n, sampling, show_special, cpu, opts } => {
             let model = open(&model, &opts.options())?;
             chat(&model, &cpu.session_options()?, system, n, &sampling.sampling(), show_special)?;
+        }
+        Cmd::Serve { model: path, serve: args, cpu, opts } => {
+            let model = open(&path, &opts.options())?;
+            serve::serve(model, &path, &args, cpu.session_options()?)?;
         }
         Cmd::Inspect { checkpoint } => {
             if checkpoint.is_dir() || checkpoint.extension().is_some_and(|e| e == "safetensors") {

@@ -1,0 +1,262 @@
+//! The OpenAI request bodies, read field by field so an error names the
+//! field (`max_tokens`, `messages[1].content`). A field graphc does not
+//! implement is refused, not ignored: a client that asks for `n = 3` or
+//! `tools` must not get an answer that silently lacks them.
+
+use crate::error::ApiError;
+use graphc_frontends::chat::Message;
+use graphc_runtime::sampling::{Penalties, Sampling};
+use serde::de::DeserializeOwned;
+use serde_json::{Map, Value};
+
+/// Which endpoint a request came to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Endpoint {
+    Chat,
+    Completion,
+}
+
+/// Fields both endpoints read (`user` is an end-user id for the caller's
+/// own bookkeeping: accepted, with no effect on the answer).
+const COMMON: &[&str] = &[
+    "model",
+    "max_tokens",
+    "temperature",
+    "top_p",
+    "top_k",
+    "min_p",
+    "seed",
+    "stop",
+    "presence_penalty",
+    "frequency_penalty",
+    "repeat_penalty",
+    "stream",
+    "stream_options",
+    "n",
+    "user",
+    "logprobs",
+];
+const CHAT: &[&str] = &["messages", "max_completion_tokens", "top_logprobs"];
+const COMPLETION: &[&str] = &["prompt", "echo", "suffix"];
+
+/// A request, read and checked; the prompt is still to be tokenized.
+#[derive(Clone, Debug)]
+pub struct Generate {
+    pub model: Option<String>,
+    pub input: Input,
+    /// `None`: until the context is full (chat), 16 (completions, as OpenAI).
+    pub max_tokens: Option<usize>,
+    pub sampling: Sampling,
+    pub stop: Vec<String>,
+    /// `Some(n)`: log-probabilities of each token and the `n` most likely.
+    pub logprobs: Option<usize>,
+    pub stream: bool,
+    pub include_usage: bool,
+}
+
+#[derive(Clone, Debug)]
+pub enum Input {
+    Messages(Vec<Message>),
+    Text(String),
+    Ids(Vec<u32>),
+}
+
+/// Most alternatives `top_logprobs` / `logprobs` may ask for (OpenAI's limit).
+pub const MAX_TOP_LOGPROBS: usize = 20;
+
+pub fn parse(endpoint: Endpoint, body: &[u8]) -> Result<Generate, ApiError> {
+    let text = std::str::from_utf8(body)
+        .map_err(|e| ApiError::bad_request(None, format!("the request body is not UTF-8 (invalid byte at offset {})", e.valid_up_to())))?;
+    let value: Value = serde_json::from_str(text).map_err(|e| ApiError::bad_request(None, format!("the request body is not valid JSON: {e}")))?;
+    let Value::Object(obj) = value else {
+        return Err(ApiError::bad_request(None, "the request body must be a JSON object"));
+    };
+    let extra = match endpoint {
+        Endpoint::Chat => CHAT,
+        Endpoint::Completion => COMPLETION,
+    };
+    if let Some(k) = obj.keys().find(|k| !COMMON.contains(&k.as_str()) && !extra.contains(&k.as_str())) {
+        return Err(ApiError::field(k, "graphc does not implement this field"));
+    }
+    if let Some(n) = field::<u64>(&obj, "n")? {
+        if n != 1 {
+            return Err(ApiError::field("n", format!("{n} choices asked; graphc answers with one (n = 1)")));
+        }
+    }
+    let input = match endpoint {
+        Endpoint::Chat => Input::Messages(messages(&obj)?),
+        Endpoint::Completion => prompt(&obj)?,
+    };
+    let max_tokens = match endpoint {
+        Endpoint::Chat => field::<u64>(&obj, "max_completion_tokens")?.map(|v| ("max_completion_tokens", v)),
+        Endpoint::Completion => None,
+    }
+    .or(field::<u64>(&obj, "max_tokens")?.map(|v| ("max_tokens", v)));
+    if let Some((name, 0)) = max_tokens {
+        return Err(ApiError::field(name, "must be at least 1"));
+    }
+    let max_tokens = max_tokens.map(|(_, v)| usize::try_from(v).unwrap_or(usize::MAX));
+    let logprobs = match endpoint {
+        Endpoint::Chat => match field::<bool>(&obj, "logprobs")? {
+            Some(true) => Some(field::<usize>(&obj, "top_logprobs")?.unwrap_or(0)),
+            _ => {
+                if obj.get("top_logprobs").is_some_and(|v| !v.is_null()) {
+                    return Err(ApiError::field("top_logprobs", "needs `logprobs: true`"));
+                }
+                None
+            }
+        },
+        Endpoint::Completion => field::<usize>(&obj, "logprobs")?,
+    };
+    if let Some(n) = logprobs.filter(|&n| n > MAX_TOP_LOGPROBS) {
+        let name = if endpoint == Endpoint::Chat { "top_logprobs" } else { "logprobs" };
+        return Err(ApiError::field(name, format!("{n} alternatives asked; at most {MAX_TOP_LOGPROBS}")));
+    }
+    if endpoint == Endpoint::Completion {
+        if field::<bool>(&obj, "echo")? == Some(true) {
+            return Err(ApiError::field("echo", "echoing the prompt is not implemented"));
+        }
+        if field::<String>(&obj, "suffix")?.is_some() {
+            return Err(ApiError::field("suffix", "insertion (a suffix) is not implemented"));
+        }
+    }
+    let stop = match obj.get("stop") {
+        None | Some(Value::Null) => vec![],
+        Some(Value::String(s)) => vec![s.clone()],
+        Some(v @ Value::Array(_)) => serde_json::from_value::<Vec<String>>(v.clone()).map_err(|e| ApiError::field("stop", e.to_string()))?,
+        Some(_) => return Err(ApiError::field("stop", "must be a string or an array of strings")),
+    };
+    let include_usage = match obj.get("stream_options") {
+        None | Some(Value::Null) => false,
+        Some(Value::Object(o)) => {
+            if let Some(k) = o.keys().find(|k| *k != "include_usage") {
+                return Err(ApiError::field(&format!("stream_options.{k}"), "graphc does not implement this field"));
+            }
+            field::<bool>(o, "include_usage").map_err(|e| ApiError::field("stream_options.include_usage", e.message))?.unwrap_or(false)
+        }
+        Some(_) => return Err(ApiError::field("stream_options", "must be an object")),
+    };
+    Ok(Generate {
+        model: field::<String>(&obj, "model")?,
+        input,
+        max_tokens,
+        sampling: sampling(&obj)?,
+        stop,
+        logprobs,
+        stream: field::<bool>(&obj, "stream")?.unwrap_or(false),
+        include_usage,
+    })
+}
+
+/// `obj[name]` as a `T`; absent or `null` is `None`.
+fn field<T: DeserializeOwned>(obj: &Map<String, Value>, name: &str) -> Result<Option<T>, ApiError> {
+    match obj.get(name) {
+        None | Some(Value::Null) => Ok(None),
+        Some(v) => serde_json::from_value(v.clone()).map(Some).map_err(|e| ApiError::field(name, e.to_string())),
+    }
+}
+
+fn in_range(name: &str, v: Option<f32>, lo: f32, hi: f32) -> Result<Option<f32>, ApiError> {
+    match v {
+        Some(x) if !(lo..=hi).contains(&x) => Err(ApiError::field(name, format!("{x} is outside [{lo}, {hi}]"))),
+        _ => Ok(v),
+    }
+}
+
+fn sampling(obj: &Map<String, Value>) -> Result<Sampling, ApiError> {
+    // OpenAI's defaults: temperature 1, no top-p cut.
+    let temperature = in_range("temperature", field(obj, "temperature")?, 0.0, 2.0)?.unwrap_or(1.0);
+    let top_p = in_range("top_p", field(obj, "top_p")?, 0.0, 1.0)?.filter(|&p| p < 1.0);
+    let min_p = in_range("min_p", field(obj, "min_p")?, 0.0, 1.0)?.filter(|&p| p > 0.0);
+    let top_k = field::<usize>(obj, "top_k")?.filter(|&k| k > 0);
+    let seed = match obj.get("seed") {
+        None | Some(Value::Null) => fresh_seed(),
+        Some(v) => v.as_i64().map(|s| s as u64).or(v.as_u64()).ok_or_else(|| ApiError::field("seed", "must be an integer"))?,
+    };
+    let penalties = Penalties {
+        presence: in_range("presence_penalty", field(obj, "presence_penalty")?, -2.0, 2.0)?.unwrap_or(0.0),
+        frequency: in_range("frequency_penalty", field(obj, "frequency_penalty")?, -2.0, 2.0)?.unwrap_or(0.0),
+        repeat: match field::<f32>(obj, "repeat_penalty")? {
+            Some(r) if r <= 0.0 => return Err(ApiError::field("repeat_penalty", format!("{r} must be positive (1 is off)"))),
+            r => r.unwrap_or(1.0),
+        },
+        ..Default::default()
+    };
+    Ok(Sampling { temperature, top_k, top_p, min_p, seed, penalties })
+}
+
+/// A seed for a request that names none (sampled requests differ, as OpenAI's do).
+fn fresh_seed() -> u64 {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(0);
+    t ^ COUNTER.fetch_add(0x9E37_79B9_7F4A_7C15, Ordering::Relaxed)
+}
+
+fn messages(obj: &Map<String, Value>) -> Result<Vec<Message>, ApiError> {
+    let Some(list) = obj.get("messages") else {
+        return Err(ApiError::field("messages", "is required"));
+    };
+    let Value::Array(list) = list else {
+        return Err(ApiError::field("messages", "must be an array of messages"));
+    };
+    if list.is_empty() {
+        return Err(ApiError::field("messages", "is empty"));
+    }
+    list.iter()
+        .enumerate()
+        .map(|(i, m)| {
+            let at = |f: &str| format!("messages[{i}]{f}");
+            let Value::Object(m) = m else {
+                return Err(ApiError::field(&at(""), "must be an object with `role` and `content`"));
+            };
+            if let Some(k) = m.keys().find(|k| !["role", "content", "name"].contains(&k.as_str())) {
+                return Err(ApiError::field(&at(&format!(".{k}")), "graphc does not implement this field (tool calls are not supported)"));
+            }
+            let role = match m.get("role") {
+                Some(Value::String(r)) => r.clone(),
+                _ => return Err(ApiError::field(&at(".role"), "must be a string (system, user, assistant)")),
+            };
+            let content = match m.get("content") {
+                Some(Value::String(c)) => c.clone(),
+                // Content parts: text only.
+                Some(Value::Array(parts)) => {
+                    let mut text = String::new();
+                    for (j, p) in parts.iter().enumerate() {
+                        match (p.get("type").and_then(Value::as_str), p.get("text").and_then(Value::as_str)) {
+                            (Some("text"), Some(t)) => text.push_str(t),
+                            _ => {
+                                return Err(ApiError::field(
+                                    &at(&format!(".content[{j}]")),
+                                    "only text parts (`{\"type\": \"text\", \"text\": ...}`) are supported",
+                                ))
+                            }
+                        }
+                    }
+                    text
+                }
+                _ => return Err(ApiError::field(&at(".content"), "must be a string or an array of text parts")),
+            };
+            Ok(Message { role, content })
+        })
+        .collect()
+}
+
+fn prompt(obj: &Map<String, Value>) -> Result<Input, ApiError> {
+    let one = "one prompt per request: a string, an array of token ids, or an array holding one of these";
+    match obj.get("prompt") {
+        None | Some(Value::Null) => Err(ApiError::field("prompt", "is required")),
+        Some(Value::String(s)) => Ok(Input::Text(s.clone())),
+        Some(Value::Array(a)) if a.iter().all(Value::is_number) && !a.is_empty() => serde_json::from_value::<Vec<u32>>(Value::Array(a.clone()))
+            .map(Input::Ids)
+            .map_err(|e| ApiError::field("prompt", format!("token ids: {e}"))),
+        Some(Value::Array(a)) if a.len() == 1 => match &a[0] {
+            Value::String(s) => Ok(Input::Text(s.clone())),
+            v @ Value::Array(_) => {
+                serde_json::from_value::<Vec<u32>>(v.clone()).map(Input::Ids).map_err(|e| ApiError::field("prompt[0]", format!("token ids: {e}")))
+            }
+            _ => Err(ApiError::field("prompt[0]", one)),
+        },
+        Some(_) => Err(ApiError::field("prompt", one)),
+    }
+}

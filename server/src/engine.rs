@@ -1,0 +1,80 @@
+//! The engine thread: owns the batch session (a `Batcher`), takes requests
+//! from the HTTP side between steps, and steps while there is work. It
+//! blocks only when idle, and ends when every sender is gone and the last
+//! request is answered (how shutdown drains).
+
+use crate::metrics::Metrics;
+use graphc_runtime::batcher::{Batcher, BatcherOptions, Event, Limits, Request};
+use graphc_runtime::Model;
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::mpsc;
+use std::sync::Arc;
+
+/// Start the engine; returns the request channel and what a request must fit.
+pub fn start(
+    model: Arc<Model>,
+    opts: BatcherOptions,
+    metrics: Arc<Metrics>,
+) -> Result<(mpsc::Sender<Request>, Limits, std::thread::JoinHandle<()>), graphc_runtime::Error> {
+    let (jobs, rx) = mpsc::channel::<Request>();
+    let (ready_tx, ready_rx) = mpsc::channel();
+    let thread = std::thread::Builder::new()
+        .name("graphc-engine".into())
+        .spawn(move || {
+            let mut batcher = match Batcher::new(&model, &opts) {
+                Ok(b) => b,
+                Err(e) => {
+                    let _ = ready_tx.send(Err(e));
+                    return;
+                }
+            };
+            let limits = batcher.limits();
+            let _ = ready_tx.send(Ok(limits));
+            metrics.slots.store(opts.slots, Relaxed);
+            run(&mut batcher, limits, &rx, &metrics);
+        })
+        .map_err(|e| graphc_runtime::Error::Option(format!("cannot start the engine thread: {e}")))?;
+    let limits = ready_rx.recv().map_err(|_| graphc_runtime::Error::Option("the engine thread died while starting".into()))??;
+    Ok((jobs, limits, thread))
+}
+
+fn run(batcher: &mut Batcher, limits: Limits, rx: &mpsc::Receiver<Request>, metrics: &Metrics) {
+    let mut open = true;
+    loop {
+        if batcher.is_idle() {
+            if !open {
+                return;
+            }
+            match rx.recv() {
+                Ok(r) => take(batcher, limits, r, metrics),
+                Err(_) => return,
+            }
+        }
+        loop {
+            match rx.try_recv() {
+                Ok(r) => take(batcher, limits, r, metrics),
+                Err(mpsc::TryRecvError::Empty) => break,
+                Err(mpsc::TryRecvError::Disconnected) => {
+                    open = false;
+                    break;
+                }
+            }
+        }
+        let report = batcher.step();
+        metrics.waiting.fetch_sub(report.admitted, Relaxed);
+        metrics.slots_busy.store(batcher.busy_slots(), Relaxed);
+        metrics.steps.fetch_add(1, Relaxed);
+        metrics.requests_cancelled.fetch_add(report.cancelled as u64, Relaxed);
+    }
+}
+
+/// Queue a request, or fail it where it does not fit (the HTTP side checks
+/// first; this is the engine not trusting it).
+fn take(batcher: &mut Batcher, limits: Limits, mut r: Request, metrics: &Metrics) {
+    if let Err(e) = limits.check(&r.prompt) {
+        metrics.waiting.fetch_sub(1, Relaxed);
+        (r.sink)(Event::Failed(e.to_string()));
+        return;
+    }
+    batcher.submit(r).expect("checked against the same limits");
+}

@@ -1,0 +1,421 @@
+//! The HTTP side: each handler reads its request (`api`), tokenizes it,
+//! hands it to the engine thread with a channel for its events, and turns
+//! the events into OpenAI's JSON, or server-sent events when streaming.
+//! A client that disconnects drops its channel; the engine sees the next
+//! send fail and frees the slot.
+
+use crate::api::{self, Endpoint, Generate, Input};
+use crate::error::ApiError;
+use crate::metrics::Metrics;
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::http::{header, HeaderMap, StatusCode};
+use axum::response::sse::{Event as SseEvent, Sse};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use graphc_frontends::chat::ChatOptions;
+use graphc_runtime::batcher::{Event, FinishReason, Limits, Request};
+use graphc_runtime::sampling::TokenLogprob;
+use graphc_runtime::Model;
+use serde_json::{json, Value};
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::{mpsc, Arc, Mutex};
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver};
+
+pub struct AppState {
+    pub model: Arc<Model>,
+    pub model_name: String,
+    pub jobs: Mutex<Option<mpsc::Sender<Request>>>,
+    pub limits: Limits,
+    pub metrics: Arc<Metrics>,
+    pub api_key: Option<String>,
+    pub max_queue: usize,
+    pub next_id: AtomicU64,
+}
+
+pub fn router(state: Arc<AppState>) -> Router {
+    Router::new()
+        .route("/v1/chat/completions", post(chat_completions))
+        .route("/v1/completions", post(completions))
+        .route("/v1/models", get(models))
+        .route("/health", get(health))
+        .route("/metrics", get(metrics))
+        .fallback(|| async { ApiError::new(StatusCode::NOT_FOUND, "not_found", "no such endpoint") })
+        .with_state(state)
+}
+
+async fn chat_completions(State(st): State<Arc<AppState>>, headers: HeaderMap, body: Bytes) -> Response {
+    answer(&st, &headers, Endpoint::Chat, &body).await.unwrap_or_else(|e| st.refused(e))
+}
+
+async fn completions(State(st): State<Arc<AppState>>, headers: HeaderMap, body: Bytes) -> Response {
+    answer(&st, &headers, Endpoint::Completion, &body).await.unwrap_or_else(|e| st.refused(e))
+}
+
+async fn models(State(st): State<Arc<AppState>>, headers: HeaderMap) -> Response {
+    if let Err(e) = st.authorize(&headers) {
+        return st.refused(e);
+    }
+    let m = json!({"id": st.model_name, "object": "model", "created": 0, "owned_by": "graphc", "context_length": st.limits.max_seq});
+    Json(json!({"object": "list", "data": [m]})).into_response()
+}
+
+async fn health(State(st): State<Arc<AppState>>) -> Response {
+    let m = &st.metrics;
+    Json(json!({
+        "status": "ok",
+        "slots": m.slots.load(Relaxed),
+        "slots_busy": m.slots_busy.load(Relaxed),
+        "queue_depth": m.waiting.load(Relaxed),
+    }))
+    .into_response()
+}
+
+async fn metrics(State(st): State<Arc<AppState>>) -> Response {
+    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], st.metrics.render()).into_response()
+}
+
+impl AppState {
+    fn refused(&self, e: ApiError) -> Response {
+        let counter = match e.status.as_u16() {
+            429 => &self.metrics.requests_rejected_full,
+            400..=499 => &self.metrics.requests_client_error,
+            _ => &self.metrics.requests_failed,
+        };
+        counter.fetch_add(1, Relaxed);
+        e.into_response()
+    }
+
+    fn authorize(&self, headers: &HeaderMap) -> Result<(), ApiError> {
+        let Some(key) = &self.api_key else { return Ok(()) };
+        let given = headers.get(header::AUTHORIZATION).and_then(|v| v.to_str().ok()).and_then(|v| v.strip_prefix("Bearer "));
+        if given != Some(key.as_str()) {
+            return Err(ApiError::new(StatusCode::UNAUTHORIZED, "invalid_api_key", "missing or wrong API key (`Authorization: Bearer KEY`)"));
+        }
+        Ok(())
+    }
+
+    /// Queue a request for the engine, unless the queue is full.
+    fn submit(&self, prompt: Vec<u32>, g: &Generate, max_tokens: usize) -> Result<UnboundedReceiver<Event>, ApiError> {
+        if self.metrics.waiting.fetch_add(1, Relaxed) >= self.max_queue {
+            self.metrics.waiting.fetch_sub(1, Relaxed);
+            return Err(ApiError::new(
+                StatusCode::TOO_MANY_REQUESTS,
+                "queue_full",
+                format!("{} requests are waiting for a slot; try again later", self.max_queue),
+            ));
+        }
+        let (tx, rx) = unbounded_channel();
+        let request = Request {
+            prompt,
+            max_tokens,
+            sampling: g.sampling.clone(),
+            stop: g.stop.clone(),
+            logprobs: g.logprobs,
+            sink: Box::new(move |e| tx.send(e).is_ok()),
+        };
+        let sent = self.jobs.lock().unwrap().as_ref().map(|jobs| jobs.send(request).is_ok());
+        if sent != Some(true) {
+            self.metrics.waiting.fetch_sub(1, Relaxed);
+            return Err(ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "shutting_down", "the server is shutting down"));
+        }
+        Ok(rx)
+    }
+
+    fn token_text(&self, id: u32) -> (String, Vec<u8>) {
+        let bytes = self.model.tokenizer().map(|t| t.decode_bytes(&[id], true)).unwrap_or_default();
+        (String::from_utf8_lossy(&bytes).into_owned(), bytes)
+    }
+}
+
+/// Counts a request in flight while it lives (a dropped stream included).
+struct InFlight(Arc<Metrics>);
+
+impl InFlight {
+    fn new(m: &Arc<Metrics>) -> InFlight {
+        m.in_flight.fetch_add(1, Relaxed);
+        InFlight(m.clone())
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.0.in_flight.fetch_sub(1, Relaxed);
+    }
+}
+
+async fn answer(st: &Arc<AppState>, headers: &HeaderMap, endpoint: Endpoint, body: &[u8]) -> Result<Response, ApiError> {
+    st.authorize(headers)?;
+    let g = api::parse(endpoint, body)?;
+    if let Some(name) = g.model.as_deref().filter(|&n| n != st.model_name) {
+        return Err(ApiError {
+            status: StatusCode::NOT_FOUND,
+            message: format!("model `{name}` is not served here; this server serves `{}`", st.model_name),
+            param: Some("model".into()),
+            code: "model_not_found",
+        });
+    }
+    let prompt = match &g.input {
+        Input::Messages(m) => st
+            .model
+            .chat_prompt(m, &ChatOptions::default())
+            .map_err(|e| ApiError::field("messages", format!("the chat template refused them: {e}")))?,
+        Input::Text(t) => st.model.encode(t).map_err(|e| ApiError::field("prompt", e.to_string()))?,
+        Input::Ids(ids) => ids.clone(),
+    };
+    let param = if endpoint == Endpoint::Chat { "messages" } else { "prompt" };
+    st.limits.check(&prompt).map_err(|e| ApiError::field(param, e.to_string()))?;
+    let room = st.limits.max_seq - prompt.len();
+    let max_tokens = g.max_tokens.unwrap_or(if endpoint == Endpoint::Chat { room } else { 16 }).min(room);
+    let prompt_tokens = prompt.len();
+    let started = Instant::now();
+    let rx = st.submit(prompt, &g, max_tokens)?;
+    let reply =
+        Reply { st: st.clone(), endpoint, id: st.next_id(endpoint), created: unix_now(), logprobs: g.logprobs.is_some(), started, first: None };
+    if g.stream {
+        let stream = Streaming {
+            reply,
+            rx,
+            out: VecDeque::new(),
+            done: false,
+            include_usage: g.include_usage,
+            prompt_tokens,
+            sent: 0,
+            _in_flight: InFlight::new(&st.metrics),
+        };
+        return Ok(Sse::new(stream.into_stream()).into_response());
+    }
+    let _in_flight = InFlight::new(&st.metrics);
+    let mut reply = reply;
+    collect(&mut reply, rx).await
+}
+
+impl AppState {
+    fn next_id(&self, endpoint: Endpoint) -> String {
+        let n = self.next_id.fetch_add(1, Relaxed);
+        match endpoint {
+            Endpoint::Chat => format!("chatcmpl-{n}"),
+            Endpoint::Completion => format!("cmpl-{n}"),
+        }
+    }
+}
+
+fn unix_now() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0)
+}
+
+/// What every answer to one request shares.
+struct Reply {
+    st: Arc<AppState>,
+    endpoint: Endpoint,
+    id: String,
+    created: u64,
+    logprobs: bool,
+    started: Instant,
+    first: Option<Instant>,
+}
+
+impl Reply {
+    fn on_token(&mut self) {
+        if self.first.is_none() {
+            self.first = Some(Instant::now());
+            self.st.metrics.observe_ttft(self.started.elapsed().as_secs_f64());
+        }
+    }
+
+    fn on_done(&self, prompt_tokens: usize, completion_tokens: usize) -> Value {
+        let m = &self.st.metrics;
+        m.requests_ok.fetch_add(1, Relaxed);
+        m.prompt_tokens.fetch_add(prompt_tokens as u64, Relaxed);
+        m.completion_tokens.fetch_add(completion_tokens as u64, Relaxed);
+        json!({"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens, "total_tokens": prompt_tokens + completion_tokens})
+    }
+
+    fn failed(&self, why: &str) -> ApiError {
+        self.st.metrics.requests_failed.fetch_add(1, Relaxed);
+        ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "engine_error", format!("generation failed: {why}"))
+    }
+
+    /// One token's log-probabilities in the endpoint's shape.
+    fn logprob_entry(&self, chosen: &TokenLogprob, top: &[TokenLogprob]) -> Value {
+        let (text, bytes) = self.st.token_text(chosen.id);
+        match self.endpoint {
+            Endpoint::Chat => {
+                let top: Vec<Value> = top
+                    .iter()
+                    .map(|t| {
+                        let (text, bytes) = self.st.token_text(t.id);
+                        json!({"token": text, "logprob": t.logprob, "bytes": bytes})
+                    })
+                    .collect();
+                json!({"token": text, "logprob": chosen.logprob, "bytes": bytes, "top_logprobs": top})
+            }
+            Endpoint::Completion => {
+                let top: serde_json::Map<String, Value> = top.iter().map(|t| (self.st.token_text(t.id).0, json!(t.logprob))).collect();
+                json!({"token": text, "logprob": chosen.logprob, "top": top})
+            }
+        }
+    }
+
+    /// `logprobs` of a choice from its entries.
+    fn logprobs_value(&self, entries: Vec<Value>, text_offsets: Vec<usize>) -> Value {
+        if !self.logprobs {
+            return Value::Null;
+        }
+        match self.endpoint {
+            Endpoint::Chat => json!({"content": entries}),
+            Endpoint::Completion => json!({
+                "tokens": entries.iter().map(|e| e["token"].clone()).collect::<Vec<_>>(),
+                "token_logprobs": entries.iter().map(|e| e["logprob"].clone()).collect::<Vec<_>>(),
+                "top_logprobs": entries.iter().map(|e| e["top"].clone()).collect::<Vec<_>>(),
+                "text_offset": text_offsets,
+            }),
+        }
+    }
+
+    fn choice(&self, text: &str, logprobs: Value, finish: Option<FinishReason>, first_chunk: bool, streaming: bool) -> Value {
+        let finish = finish.map(|f| f.as_str());
+        match (self.endpoint, streaming) {
+            (Endpoint::Chat, false) => {
+                json!({"index": 0, "message": {"role": "assistant", "content": text}, "logprobs": logprobs, "finish_reason": finish})
+            }
+            (Endpoint::Chat, true) => {
+                let delta = match (first_chunk, finish) {
+                    (true, _) => json!({"role": "assistant", "content": text}),
+                    (false, Some(_)) if text.is_empty() => json!({}),
+                    _ => json!({"content": text}),
+                };
+                json!({"index": 0, "delta": delta, "logprobs": logprobs, "finish_reason": finish})
+            }
+            (Endpoint::Completion, _) => json!({"index": 0, "text": text, "logprobs": logprobs, "finish_reason": finish}),
+        }
+    }
+
+    fn object(&self, choices: Vec<Value>, usage: Option<Value>, streaming: bool) -> Value {
+        let object = match (self.endpoint, streaming) {
+            (Endpoint::Chat, false) => "chat.completion",
+            (Endpoint::Chat, true) => "chat.completion.chunk",
+            (Endpoint::Completion, _) => "text_completion",
+        };
+        let mut v = json!({"id": self.id, "object": object, "created": self.created, "model": self.st.model_name, "choices": choices});
+        if let Some(u) = usage {
+            v["usage"] = u;
+        }
+        v
+    }
+}
+
+/// A whole answer (no streaming).
+async fn collect(reply: &mut Reply, mut rx: UnboundedReceiver<Event>) -> Result<Response, ApiError> {
+    let (mut text, mut entries, mut offsets) = (String::new(), Vec::new(), Vec::new());
+    while let Some(event) = rx.recv().await {
+        match event {
+            Event::Token { text: t, logprobs, .. } => {
+                reply.on_token();
+                if let Some((chosen, top)) = logprobs {
+                    offsets.push(text.len());
+                    entries.push(reply.logprob_entry(&chosen, &top));
+                }
+                text.push_str(&t);
+            }
+            Event::Done { finish, text: tail, prompt_tokens, completion_tokens } => {
+                text.push_str(&tail);
+                let usage = reply.on_done(prompt_tokens, completion_tokens);
+                let choice = reply.choice(&text, reply.logprobs_value(entries, offsets), Some(finish), false, false);
+                return Ok(Json(reply.object(vec![choice], Some(usage), false)).into_response());
+            }
+            Event::Failed(why) => return Err(reply.failed(&why)),
+        }
+    }
+    Err(reply.failed("the engine stopped"))
+}
+
+/// A streamed answer: server-sent events, one chunk a token, then the
+/// finish, the usage if asked, and `[DONE]`.
+struct Streaming {
+    reply: Reply,
+    rx: UnboundedReceiver<Event>,
+    out: VecDeque<SseEvent>,
+    done: bool,
+    include_usage: bool,
+    prompt_tokens: usize,
+    /// Bytes of text sent so far (completions' `text_offset`).
+    sent: usize,
+    _in_flight: InFlight,
+}
+
+impl Streaming {
+    fn into_stream(self) -> impl futures_util::Stream<Item = Result<SseEvent, std::convert::Infallible>> {
+        futures_util::stream::unfold(self, |mut s| async move {
+            loop {
+                if let Some(e) = s.out.pop_front() {
+                    return Some((Ok(e), s));
+                }
+                if s.done {
+                    return None;
+                }
+                match s.rx.recv().await {
+                    Some(event) => s.on_event(event),
+                    None => {
+                        let e = s.reply.failed("the engine stopped");
+                        s.push(e.body());
+                        s.finish();
+                    }
+                }
+            }
+        })
+    }
+
+    fn push(&mut self, v: Value) {
+        self.out.push_back(SseEvent::default().data(v.to_string()));
+    }
+
+    fn finish(&mut self) {
+        self.out.push_back(SseEvent::default().data("[DONE]"));
+        self.done = true;
+    }
+
+    fn chunk(&mut self, text: &str, logprobs: Value, finish: Option<FinishReason>) {
+        let first = self.reply.first.is_none() && self.reply.endpoint == Endpoint::Chat;
+        let choice = self.reply.choice(text, logprobs, finish, first, true);
+        let v = self.reply.object(vec![choice], None, true);
+        self.push(v);
+    }
+
+    fn on_event(&mut self, event: Event) {
+        match event {
+            Event::Token { text, logprobs, .. } => {
+                let lp = match logprobs {
+                    Some((chosen, top)) => {
+                        let entry = self.reply.logprob_entry(&chosen, &top);
+                        self.reply.logprobs_value(vec![entry], vec![self.sent])
+                    }
+                    None => Value::Null,
+                };
+                if !text.is_empty() || !lp.is_null() || self.reply.first.is_none() {
+                    self.chunk(&text, lp, None);
+                }
+                self.sent += text.len();
+                self.reply.on_token();
+            }
+            Event::Done { finish, text, prompt_tokens, completion_tokens } => {
+                debug_assert_eq!(prompt_tokens, self.prompt_tokens);
+                let usage = self.reply.on_done(prompt_tokens, completion_tokens);
+                self.chunk(&text, Value::Null, Some(finish));
+                if self.include_usage {
+                    let v = self.reply.object(vec![], Some(usage), true);
+                    self.push(v);
+                }
+                self.finish();
+            }
+            Event::Failed(why) => {
+                let e = self.reply.failed(&why);
+                self.push(e.body());
+                self.finish();
+            }
+        }
+    }
+}

@@ -1,0 +1,236 @@
+//! `graphc serve` over HTTP: answers equal `graphc run`'s token by token
+//! whatever else is being served, streams end in `[DONE]`, bad requests get
+//! a 4xx JSON error naming the field while the others keep their tokens, a
+//! full queue gets 429, a client that leaves frees its slot, and shutdown
+//! answers what is in flight.
+
+use graphc::{CompileOptions, Model, Sampling, SessionOptions};
+use graphc_server::{ServeOptions, Server};
+use graphc_tests::http::{self, get, post_json, read_chunk, read_head};
+use graphc_tests::smollm2;
+use serde_json::{json, Value};
+use std::io::BufReader;
+use std::sync::Arc;
+
+const PROMPTS: [&str; 8] = [
+    "The capital of France is",
+    "def fibonacci(n):",
+    "Once upon a time, in a land far away,",
+    "1, 2, 3, 4,",
+    "The quick brown fox",
+    "In 1969, Neil Armstrong",
+    "My favourite recipe for pancakes starts with",
+    "import numpy as np\nx = np.",
+];
+
+fn model() -> Arc<Model> {
+    Arc::new(Model::compile(&smollm2(), &CompileOptions { max_seq: Some(256), ..Default::default() }, None).unwrap())
+}
+
+fn start(model: &Arc<Model>, opts: ServeOptions) -> Server {
+    Server::start(model.clone(), ServeOptions { port: Some(0), model_name: Some("smollm2".into()), ..opts }).unwrap()
+}
+
+/// What `graphc run` prints for a prompt: each greedy token's text (control
+/// tokens, such as the end of generation, left out).
+fn run_tokens(m: &Model, prompt: &str, n: usize) -> Vec<String> {
+    let mut s = m.session(&SessionOptions::default()).unwrap();
+    let ids = m.encode(prompt).unwrap();
+    let g = s.generate(&ids, n, &Sampling::greedy(), |_| ()).unwrap();
+    let stop = &m.plan().model.stop_ids;
+    let tok = m.tokenizer().unwrap();
+    g.tokens.iter().filter(|t| !stop.contains(t)).map(|&t| String::from_utf8_lossy(&tok.decode_bytes(&[t], true)).into_owned()).collect()
+}
+
+fn completion(prompt: &str, n: usize) -> Value {
+    json!({"model": "smollm2", "prompt": prompt, "max_tokens": n, "temperature": 0, "logprobs": 0})
+}
+
+fn tokens_of(v: &Value) -> Vec<String> {
+    v["choices"][0]["logprobs"]["tokens"].as_array().unwrap().iter().map(|t| t.as_str().unwrap().to_string()).collect()
+}
+
+#[test]
+fn eight_concurrent_completions_equal_graphc_run_token_by_token() {
+    let m = model();
+    const N: usize = 12;
+    let server = start(&m, ServeOptions { slots: Some(3), ..Default::default() });
+    let addr = server.addr();
+    let answers: Vec<Value> = std::thread::scope(|s| {
+        let handles: Vec<_> = PROMPTS.iter().map(|p| s.spawn(move || post_json(addr, "/v1/completions", &completion(p, N)))).collect();
+        handles
+            .into_iter()
+            .map(|h| {
+                let r = h.join().unwrap();
+                assert_eq!(r.status, 200, "{}", r.body);
+                r.json()
+            })
+            .collect()
+    });
+    for (p, a) in PROMPTS.iter().zip(&answers) {
+        let want = run_tokens(&m, p, N);
+        assert_eq!(tokens_of(a), want, "{p:?} served beside 7 others");
+        assert_eq!(a["choices"][0]["text"].as_str().unwrap(), want.concat());
+        // Alone on the server too.
+        let alone = post_json(addr, "/v1/completions", &completion(p, N)).json();
+        assert_eq!(tokens_of(&alone), want, "{p:?} alone");
+    }
+    let metrics = get(addr, "/metrics").body;
+    assert!(metrics.contains("graphc_requests_total{outcome=\"ok\"} 16"), "{metrics}");
+    assert!(metrics.contains("graphc_time_to_first_token_seconds_count 16"));
+    server.shutdown().unwrap();
+}
+
+#[test]
+fn a_streamed_chat_is_the_whole_answer_in_pieces_and_ends_with_done() {
+    let m = model();
+    let server = start(&m, ServeOptions::default());
+    let body = |stream| {
+        json!({"messages": [{"role": "system", "content": "You are brief."}, {"role": "user", "content": "Name three colours."}],
+               "max_tokens": 24, "temperature": 0, "stream": stream, "stream_options": if stream { json!({"include_usage": true}) } else { Value::Null }})
+    };
+    let whole = post_json(server.addr(), "/v1/chat/completions", &body(false)).json();
+    let content = whole["choices"][0]["message"]["content"].as_str().unwrap();
+    assert!(!content.is_empty());
+    let streamed = post_json(server.addr(), "/v1/chat/completions", &body(true));
+    assert_eq!(streamed.status, 200);
+    assert!(streamed.headers.iter().any(|(k, v)| k == "content-type" && v.starts_with("text/event-stream")));
+    let events = streamed.events();
+    assert_eq!(events.last().unwrap(), "[DONE]");
+    let chunks: Vec<Value> = events[..events.len() - 1].iter().map(|e| serde_json::from_str(e).unwrap()).collect();
+    assert_eq!(chunks[0]["choices"][0]["delta"]["role"], "assistant");
+    let text: String = chunks.iter().filter_map(|c| c["choices"][0]["delta"]["content"].as_str()).collect();
+    assert_eq!(text, content);
+    let usage = &chunks.last().unwrap()["usage"];
+    assert_eq!(usage, &whole["usage"]);
+    assert_eq!(chunks[chunks.len() - 2]["choices"][0]["finish_reason"], whole["choices"][0]["finish_reason"]);
+    // The chat prompt is the checkpoint's template, as `graphc run --chat` renders it.
+    let msgs = [graphc::Message::new("system", "You are brief."), graphc::Message::new("user", "Name three colours.")];
+    let ids = m.chat_prompt(&msgs, &Default::default()).unwrap();
+    assert_eq!(usage["prompt_tokens"], ids.len());
+    server.shutdown().unwrap();
+}
+
+#[test]
+fn bad_requests_get_a_4xx_naming_the_field_and_the_others_keep_their_tokens() {
+    let m = model();
+    let server = start(&m, ServeOptions { slots: Some(2), ..Default::default() });
+    let addr = server.addr();
+    let want = run_tokens(&m, PROMPTS[0], 16);
+    // A request running the whole time, beside the bad ones.
+    std::thread::scope(|s| {
+        let good = s.spawn(move || post_json(addr, "/v1/completions", &completion(PROMPTS[0], 16)));
+        let long_prompt = "word ".repeat(400);
+        let cases: Vec<(Vec<u8>, &str, u16, Option<&str>)> = vec![
+            (b"{\"prompt\": \"x\",".to_vec(), "/v1/completions", 400, None),
+            (b"[1, 2]".to_vec(), "/v1/completions", 400, None),
+            (b"{\"prompt\": \"caf\xff\"}".to_vec(), "/v1/completions", 400, None),
+            (json!({"prompt": "x", "max_tokens": 0}).to_string().into_bytes(), "/v1/completions", 400, Some("max_tokens")),
+            (json!({"prompt": "x", "max_tokens": "ten"}).to_string().into_bytes(), "/v1/completions", 400, Some("max_tokens")),
+            (json!({"prompt": "x", "temperature": 9}).to_string().into_bytes(), "/v1/completions", 400, Some("temperature")),
+            (json!({"prompt": long_prompt}).to_string().into_bytes(), "/v1/completions", 400, Some("prompt")),
+            (json!({"prompt": [1, 2, 99999999]}).to_string().into_bytes(), "/v1/completions", 400, Some("prompt")),
+            (json!({"prompt": "x", "n": 2}).to_string().into_bytes(), "/v1/completions", 400, Some("n")),
+            (json!({"prompt": "x", "logprobs": 50}).to_string().into_bytes(), "/v1/completions", 400, Some("logprobs")),
+            (json!({"prompt": "x", "model": "gpt-4"}).to_string().into_bytes(), "/v1/completions", 404, Some("model")),
+            (json!({"messages": "hi"}).to_string().into_bytes(), "/v1/chat/completions", 400, Some("messages")),
+            (json!({"messages": [{"role": "user"}]}).to_string().into_bytes(), "/v1/chat/completions", 400, Some("messages[0].content")),
+            (
+                json!({"messages": [{"role": "user", "content": "x"}], "tools": []}).to_string().into_bytes(),
+                "/v1/chat/completions",
+                400,
+                Some("tools"),
+            ),
+            (b"{}".to_vec(), "/v1/nothing", 404, None),
+        ];
+        for (body, path, status, param) in cases {
+            let r = http::send(addr, "POST", path, &["Content-Type: application/json"], &body);
+            assert_eq!(r.status, status, "{} -> {}", String::from_utf8_lossy(&body), r.body);
+            let e = &r.json()["error"];
+            assert!(e["message"].as_str().is_some_and(|m| !m.is_empty()), "{}", r.body);
+            assert_eq!(e["param"].as_str(), param, "{}", r.body);
+        }
+        let good = good.join().unwrap();
+        assert_eq!(good.status, 200);
+        assert_eq!(tokens_of(&good.json()), want);
+    });
+    assert_eq!(get(addr, "/health").json()["status"], "ok");
+    server.shutdown().unwrap();
+}
+
+#[test]
+fn a_full_queue_gets_429_and_a_client_that_leaves_frees_its_slot() {
+    let m = model();
+    let server = start(&m, ServeOptions { slots: Some(1), max_queue: Some(1), ..Default::default() });
+    let addr = server.addr();
+    let stream_body = json!({"prompt": PROMPTS[2], "max_tokens": 200, "temperature": 0, "stream": true}).to_string();
+    // A takes the slot: its first chunk means it is running.
+    let a = http::open(addr, "POST", "/v1/completions", &["Content-Type: application/json"], stream_body.as_bytes());
+    let mut a = BufReader::new(a);
+    assert_eq!(read_head(&mut a).0, 200);
+    assert!(read_chunk(&mut a).is_some());
+    // B waits in the queue ...
+    let b = std::thread::spawn(move || post_json(addr, "/v1/completions", &completion(PROMPTS[1], 4)));
+    while get(addr, "/health").json()["queue_depth"] != 1 {
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    // ... so C is turned away.
+    let c = post_json(addr, "/v1/completions", &completion(PROMPTS[3], 4));
+    assert_eq!(c.status, 429, "{}", c.body);
+    assert_eq!(c.json()["error"]["code"], "queue_full");
+    // A's client leaves mid-stream: its slot goes to B, which gets its tokens.
+    drop(a);
+    let b = b.join().unwrap();
+    assert_eq!(b.status, 200);
+    assert_eq!(tokens_of(&b.json()), run_tokens(&m, PROMPTS[1], 4));
+    let metrics = get(addr, "/metrics").body;
+    assert!(metrics.contains("graphc_requests_total{outcome=\"cancelled\"} 1"), "{metrics}");
+    assert!(metrics.contains("graphc_requests_total{outcome=\"queue_full\"} 1"));
+    server.shutdown().unwrap();
+}
+
+#[test]
+fn an_api_key_is_required_when_set() {
+    let m = model();
+    let server = start(&m, ServeOptions { api_key: Some("sesame".into()), ..Default::default() });
+    let addr = server.addr();
+    let body = completion(PROMPTS[0], 2).to_string();
+    let none = http::send(addr, "POST", "/v1/completions", &[], body.as_bytes());
+    assert_eq!(none.status, 401);
+    let wrong = http::send(addr, "POST", "/v1/completions", &["Authorization: Bearer open"], body.as_bytes());
+    assert_eq!(wrong.status, 401);
+    let right = http::send(addr, "POST", "/v1/completions", &["Authorization: Bearer sesame"], body.as_bytes());
+    assert_eq!(right.status, 200, "{}", right.body);
+    assert_eq!(http::send(addr, "GET", "/v1/models", &[], b"").status, 401);
+    // Probes stay open for the operator.
+    assert_eq!(get(addr, "/health").status, 200);
+    server.shutdown().unwrap();
+}
+
+#[test]
+fn shutdown_answers_the_requests_in_flight_then_stops() {
+    let m = model();
+    let server = start(&m, ServeOptions::default());
+    let addr = server.addr();
+    let body = json!({"prompt": PROMPTS[4], "max_tokens": 24, "temperature": 0, "stream": true}).to_string();
+    let mut r = BufReader::new(http::open(addr, "POST", "/v1/completions", &["Content-Type: application/json"], body.as_bytes()));
+    assert_eq!(read_head(&mut r).0, 200);
+    let mut text = String::from_utf8(read_chunk(&mut r).unwrap()).unwrap();
+    let reader = std::thread::spawn(move || {
+        while let Some(c) = read_chunk(&mut r) {
+            text.push_str(&String::from_utf8(c).unwrap());
+        }
+        text
+    });
+    server.shutdown().unwrap();
+    let text = reader.join().unwrap();
+    assert!(text.trim_end().ends_with("data: [DONE]"), "{text}");
+    let streamed: String = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("data: "))
+        .filter(|d| *d != "[DONE]")
+        .filter_map(|d| serde_json::from_str::<Value>(d).ok()?["choices"][0]["text"].as_str().map(str::to_string))
+        .collect();
+    assert_eq!(streamed, run_tokens(&m, PROMPTS[4], 24).concat());
+    assert!(std::net::TcpStream::connect(addr).is_err(), "stopped listening");
+}
