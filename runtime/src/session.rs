@@ -110,6 +110,10 @@ pub struct Session<'m> {
     device_error: Option<String>,
     /// Per-op times of the forwards since `set_profiling(true)`.
     profile: std::cell::RefCell<Option<exec::Profile>>,
+    /// Whether a step's empty rows may be left out of its matrix products
+    /// (`Fast::set_idle_rows`): every matmul's activation leads with the
+    /// batch dimension, and no recurrent state could carry their values.
+    skip_idle_rows: bool,
 }
 
 /// Where the loop-carried state lives. With `kv_append` in the plan, one
@@ -204,8 +208,19 @@ impl<'m> Session<'m> {
                 _ => None,
             })
             .fold(PREFILL_CHUNK, usize::min);
-        let mut s =
-            Session { model, executor, schedule, resolved, states, lens: vec![0; rows], step_rows, device_error: None, profile: Default::default() };
+        let skip_idle_rows = plan.kv_cache.recurrent_states == 0 && matmuls_lead_with_batch(model.graph());
+        let mut s = Session {
+            model,
+            executor,
+            schedule,
+            resolved,
+            states,
+            lens: vec![0; rows],
+            step_rows,
+            device_error: None,
+            profile: Default::default(),
+            skip_idle_rows,
+        };
         s.reset();
         Ok(s)
     }
@@ -571,7 +586,18 @@ impl<'m> Session<'m> {
             StateLayout::Batched(states) => {
                 let padded: Vec<&[u32]> = news.iter().map(|t| if t.is_empty() { PLACEHOLDER } else { *t }).collect();
                 let real: Vec<usize> = news.iter().map(|t| t.len()).collect();
-                let (logits, states) = self.run_rows(states, true, (&lens, &real), &padded)?;
+                let fast = match &self.executor {
+                    Executor::Fast(f) if self.skip_idle_rows => Some(f),
+                    _ => None,
+                };
+                if let Some(f) = fast {
+                    f.set_idle_rows(&real.iter().map(|&r| r == 0).collect::<Vec<_>>());
+                }
+                let run = self.run_rows(states, true, (&lens, &real), &padded);
+                if let Some(f) = fast {
+                    f.set_idle_rows(&[]);
+                }
+                let (logits, states) = run?;
                 self.states = StateLayout::Batched(states);
                 logits
             }
@@ -706,6 +732,17 @@ impl<'m> Session<'m> {
         let stopped_on_eos = finish == Finish::EndOfGeneration;
         Ok(Generation { tokens, stopped_on_eos, finish, prefill_secs, decode_secs: t1.elapsed().as_secs_f64() })
     }
+}
+
+/// Whether every matmul's activation leads with the `batch` dimension (so
+/// its rows are the batch's rows, and an idle row's can be left out).
+fn matmuls_lead_with_batch(graph: &graphc_ir::Graph) -> bool {
+    let batch = Dim::sym("batch");
+    graph
+        .g
+        .node_indices()
+        .filter(|&id| matches!(graph.node(id).op, Op::MatMul))
+        .all(|id| graph.inputs(id).first().is_some_and(|&x| graph.node(x).ty.as_ref().and_then(|t| t.shape.first()) == Some(&batch)))
 }
 
 /// Why a generation ended.

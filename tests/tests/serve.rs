@@ -117,6 +117,10 @@ fn bad_requests_get_a_4xx_naming_the_field_and_the_others_keep_their_tokens() {
     let server = start(&m, ServeOptions { slots: Some(2), ..Default::default() });
     let addr = server.addr();
     let want = run_tokens(&m, PROMPTS[0], 16);
+    // A slow client: it streams and never reads. The engine never waits on
+    // a client (each has its own unbounded channel), so it slows no one.
+    let slow = json!({"prompt": PROMPTS[5], "max_tokens": 64, "temperature": 0, "stream": true}).to_string();
+    let _slow = http::open(addr, "POST", "/v1/completions", &["Content-Type: application/json"], slow.as_bytes());
     // A request running the whole time, beside the bad ones.
     std::thread::scope(|s| {
         let good = s.spawn(move || post_json(addr, "/v1/completions", &completion(PROMPTS[0], 16)));
@@ -131,6 +135,7 @@ fn bad_requests_get_a_4xx_naming_the_field_and_the_others_keep_their_tokens() {
             (json!({"prompt": long_prompt}).to_string().into_bytes(), "/v1/completions", 400, Some("prompt")),
             (json!({"prompt": [1, 2, 99999999]}).to_string().into_bytes(), "/v1/completions", 400, Some("prompt")),
             (json!({"prompt": "x", "n": 2}).to_string().into_bytes(), "/v1/completions", 400, Some("n")),
+            (json!({"prompt": "x", "stop": 7}).to_string().into_bytes(), "/v1/completions", 400, Some("stop")),
             (json!({"prompt": "x", "logprobs": 50}).to_string().into_bytes(), "/v1/completions", 400, Some("logprobs")),
             (json!({"prompt": "x", "model": "gpt-4"}).to_string().into_bytes(), "/v1/completions", 404, Some("model")),
             (json!({"messages": "hi"}).to_string().into_bytes(), "/v1/chat/completions", 400, Some("messages")),
@@ -154,6 +159,11 @@ fn bad_requests_get_a_4xx_naming_the_field_and_the_others_keep_their_tokens() {
         assert_eq!(good.status, 200);
         assert_eq!(tokens_of(&good.json()), want);
     });
+    // A huge max_tokens is cut to what the context holds: `length`, not an error.
+    let huge = post_json(addr, "/v1/completions", &json!({"prompt": PROMPTS[3], "max_tokens": 1u64 << 40, "temperature": 0, "stop": ["\n\n"]}));
+    assert_eq!(huge.status, 200, "{}", huge.body);
+    let usage = &huge.json()["usage"];
+    assert!(usage["total_tokens"].as_u64().unwrap() <= 256, "{usage}");
     assert_eq!(get(addr, "/health").json()["status"], "ok");
     server.shutdown().unwrap();
 }

@@ -415,6 +415,8 @@ fn real_main() -> Result<()> {
                 let v = serde_json::json!({
                     "prompt_ids": prompt_ids,
                     "tokens": g.tokens,
+                    // Each token's own text (special tokens included), to compare token by token.
+                    "token_texts": tok.map(|t| g.tokens.iter().map(|&id| String::from_utf8_lossy(&t.decode_bytes(&[id], true)).into_owned()).collect::<Vec<_>>()),
                     "text": text,
                     "stopped_on_eos": g.stopped_on_eos,
                     "finish": finish_name(g.finish),

@@ -28,7 +28,7 @@ use crate::cpu::pool::{for_each_chunk_mut, SpinPool};
 const ELEMENTWISE_CHUNK: usize = 1 << 14;
 use crate::cpu::reference::{self, eval_dim};
 use crate::cpu::simd::{self, Isa};
-use crate::tensor::{Tensor, WeightSource};
+use crate::tensor::{Tensor, WeightRef, WeightSource};
 use graphc_ir::op::{Op, RopeScaling, RopeStyle};
 use graphc_ir::Graph;
 use std::collections::{BTreeMap, HashMap};
@@ -44,6 +44,9 @@ pub struct Fast {
     /// the fallback's rayon loops through a pool of their own.
     fallback: rayon::ThreadPool,
     counts: Mutex<BTreeMap<&'static str, AtomicU64>>,
+    /// Batch rows whose results no one reads this step (a server's free
+    /// slots riding along); empty = none. See `set_idle_rows`.
+    idle_rows: Mutex<Vec<bool>>,
 }
 
 impl Fast {
@@ -53,7 +56,7 @@ impl Fast {
             return Err(format!("this CPU cannot run {} kernels (best available: {})", isa.name(), Isa::best().name()));
         }
         let fallback = rayon::ThreadPoolBuilder::new().num_threads(threads).build().map_err(|e| format!("cannot start {threads} threads: {e}"))?;
-        Ok(Fast { isa, pool: SpinPool::new(threads), fallback, counts: Mutex::new(BTreeMap::new()) })
+        Ok(Fast { isa, pool: SpinPool::new(threads), fallback, counts: Mutex::new(BTreeMap::new()), idle_rows: Mutex::new(Vec::new()) })
     }
 
     /// How many times each fast kernel ran (`matmul_q`, `attention`, ...)
@@ -61,6 +64,21 @@ impl Fast {
     pub fn kernel_counts(&self) -> BTreeMap<&'static str, u64> {
         let c = self.counts.lock().unwrap_or_else(|e| e.into_inner());
         c.iter().map(|(k, v)| (*k, v.load(Ordering::Relaxed))).collect()
+    }
+
+    /// Mark batch rows whose results will not be read in the next runs
+    /// (empty: none). Matrix products whose activations lead with the
+    /// batch dimension (`idle.len()` rows) then compute only the other rows
+    /// and give zeros for these: a free slot costs no weight dot products.
+    /// Only for graphs where every matmul's activation leads with the
+    /// batch dimension (the caller checks the IR types), and whose idle
+    /// rows' values go nowhere that is read (no recurrent state).
+    pub fn set_idle_rows(&self, idle: &[bool]) {
+        let mut rows = self.idle_rows.lock().unwrap_or_else(|e| e.into_inner());
+        rows.clear();
+        if idle.iter().any(|&i| i) {
+            rows.extend_from_slice(idle);
+        }
     }
 
     fn count(&self, kernel: &'static str) {
@@ -101,6 +119,25 @@ impl Evaluator for Fast {
     }
 }
 
+/// `matmul` over the batch rows not marked idle (each batch row is
+/// `x.len() / idle.len()` elements); an idle row's outputs are zeros.
+fn matmul_busy_rows(pool: &SpinPool, isa: Isa, x: &[f32], idle: &[bool], k: usize, w: WeightRef<'_>) -> Vec<f32> {
+    let per_row = x.len() / idle.len();
+    let n = w.shape[0];
+    let busy: Vec<usize> = (0..idle.len()).filter(|&r| !idle[r]).collect();
+    let xs: Vec<f32> = busy.iter().flat_map(|&r| &x[r * per_row..(r + 1) * per_row]).copied().collect();
+    let mut out = vec![0f32; x.len() / k * n];
+    if busy.is_empty() {
+        return out;
+    }
+    let part = matmul::matmul(pool, isa, &xs, xs.len() / k, k, w);
+    let out_row = per_row / k * n;
+    for (i, &r) in busy.iter().enumerate() {
+        out[r * out_row..(r + 1) * out_row].copy_from_slice(&part[i * out_row..(i + 1) * out_row]);
+    }
+    out
+}
+
 type Fallback<'v, 'w> = Result<Tensor, Vec<Arg<'v, 'w>>>;
 
 impl Fast {
@@ -116,7 +153,13 @@ impl Fast {
                 }
                 let k = *shape.last().unwrap();
                 let m = data.len() / k.max(1);
-                let out = matmul::matmul(&self.pool, isa, data, m, k, *w);
+                let idle = self.idle_rows.lock().unwrap_or_else(|e| e.into_inner()).clone();
+                let out = if !idle.is_empty() && shape.len() >= 2 && shape[0] == idle.len() {
+                    self.count("matmul_idle_rows_skipped");
+                    matmul_busy_rows(&self.pool, isa, data, &idle, k, *w)
+                } else {
+                    matmul::matmul(&self.pool, isa, data, m, k, *w)
+                };
                 let mut s = shape.clone();
                 *s.last_mut().unwrap() = w.shape[0];
                 let row_dots = matmul::uses_row_dots(isa, w.dtype, m);

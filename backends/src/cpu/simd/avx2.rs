@@ -637,3 +637,246 @@ pub unsafe fn weighted_sum(p: &[f32], v: *const f32, o: &mut [f32]) {
         }
     }
 }
+
+/// 16 unsigned bytes as two f32 vectors (elements 0..8, 8..16).
+#[inline(always)]
+unsafe fn f32x16_u8(v: __m128i) -> [__m256; 2] {
+    [_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(v)), _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(v, 8)))]
+}
+
+/// 16 signed bytes as two f32 vectors.
+#[inline(always)]
+unsafe fn f32x16_i8(v: __m128i) -> [__m256; 2] {
+    [_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(v)), _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(v, 8)))]
+}
+
+/// `fma16_u8` / `fma16_i8` with the bytes already converted: the same two FMAs.
+#[inline(always)]
+unsafe fn fma16(w: &[__m256; 2], x: *const f32, acc: __m256) -> __m256 {
+    _mm256_fmadd_ps(w[1], _mm256_loadu_ps(x.add(8)), _mm256_fmadd_ps(w[0], _mm256_loadu_ps(x), acc))
+}
+
+/// `dot32_u8` / `dot32_i8` with the bytes converted (`w` = elements 0..16, 16..32).
+#[inline(always)]
+unsafe fn dot32(w: &[[__m256; 2]; 2], x: *const f32) -> __m256 {
+    fma16(&w[1], x.add(16), fma16(&w[0], x, _mm256_setzero_ps()))
+}
+
+/// 32 unsigned bytes (a `__m256i`) converted, as `dot32_u8` reads them.
+#[inline(always)]
+unsafe fn f32x32_u8(v: __m256i) -> [[__m256; 2]; 2] {
+    [f32x16_u8(_mm256_castsi256_si128(v)), f32x16_u8(_mm256_extracti128_si256(v, 1))]
+}
+
+#[inline(always)]
+unsafe fn f32x32_i8(v: __m256i) -> [[__m256; 2]; 2] {
+    [f32x16_i8(_mm256_castsi256_si128(v)), f32x16_i8(_mm256_extracti128_si256(v, 1))]
+}
+
+/// `dot_row` of each weight row in `rows` against `M` activation rows at
+/// once, for q4_0, q4_1, q5_0, q8_0, q4_k and q6_k: each block's integers
+/// are converted to f32 once and then go through, for every activation row,
+/// exactly the FMAs and additions `dot_row` does for that row alone, in the
+/// same order, so each result has the bits of `dot_row`. `out` is
+/// `[weight row][activation row]`; `false` (nothing written) for other types.
+///
+/// # Safety
+/// The CPU must have AVX2, FMA and F16C.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub unsafe fn dot_rows_multi<const M: usize>(dtype: DType, rows: &[u8], x: [&[f32]; M], xsums: [&[f32]; M], out: &mut [f32]) -> bool {
+    if !matches!(dtype, DType::Q4_0 | DType::Q4_1 | DType::Q5_0 | DType::Q8_0 | DType::Q4K | DType::Q6K) {
+        return false;
+    }
+    let n = x[0].len();
+    let Some(rb) = dtype.storage_bytes(n as u64).map(|b| b as usize) else { return false };
+    let count = out.len() / M;
+    assert!(out.len() == count * M && rows.len() == rb * count, "{dtype}: {} bytes for {count} rows of {rb}", rows.len());
+    assert!(x.iter().all(|r| r.len() == n) && xsums.iter().all(|s| s.len() * 32 >= n), "activation rows of unequal length");
+    let xp = x.map(|r| r.as_ptr());
+    for (j, o) in out.chunks_exact_mut(M).enumerate() {
+        let r = rows.as_ptr().add(j * rb);
+        o.copy_from_slice(&match dtype {
+            DType::Q4_0 => q4_0_multi::<M>(r, xp, xsums, n / 32),
+            DType::Q4_1 => q4_1_multi::<M>(r, xp, xsums, n / 32),
+            DType::Q5_0 => q5_0_multi::<M>(r, xp, n / 32),
+            DType::Q8_0 => q8_0_multi::<M>(r, xp, n / 32),
+            DType::Q4K => q4_k_multi::<M>(r, xp, xsums, n / 256),
+            _ => q6_k_multi::<M>(r, xp, n / 256),
+        });
+    }
+    true
+}
+
+/// `q4_0` for `M` activation rows.
+#[inline(always)]
+unsafe fn q4_0_multi<const M: usize>(r: *const u8, x: [*const f32; M], xsums: [&[f32]; M], nb: usize) -> [f32; M] {
+    let mask = _mm_set1_epi8(0x0F);
+    let mut acc = [_mm256_setzero_ps(); M];
+    let mut offset = [0f32; M];
+    for b in 0..nb {
+        let p = r.add(b * 18);
+        let d = f16_at(p);
+        let qs = _mm_loadu_si128(p.add(2) as *const __m128i);
+        let w = [f32x16_u8(_mm_and_si128(qs, mask)), f32x16_u8(_mm_and_si128(_mm_srli_epi16(qs, 4), mask))];
+        for i in 0..M {
+            acc[i] = _mm256_fmadd_ps(_mm256_set1_ps(d), dot32(&w, x[i].add(b * 32)), acc[i]);
+            offset[i] -= 8.0 * d * xsums[i][b];
+        }
+    }
+    std::array::from_fn(|i| hsum(acc[i]) + offset[i])
+}
+
+/// `q4_1` for `M` activation rows (its two accumulators and two offsets).
+#[inline(always)]
+unsafe fn q4_1_multi<const M: usize>(r: *const u8, x: [*const f32; M], xsums: [&[f32]; M], nb: usize) -> [f32; M] {
+    #[inline(always)]
+    unsafe fn decode(p: *const u8) -> [[__m256; 2]; 2] {
+        let mask = _mm_set1_epi8(0x0F);
+        let qs = _mm_loadu_si128(p.add(4) as *const __m128i);
+        [f32x16_u8(_mm_and_si128(qs, mask)), f32x16_u8(_mm_and_si128(_mm_srli_epi16(qs, 4), mask))]
+    }
+    let (mut acc0, mut acc1) = ([_mm256_setzero_ps(); M], [_mm256_setzero_ps(); M]);
+    let (mut off0, mut off1) = ([0f32; M], [0f32; M]);
+    let mut b = 0;
+    while b + 2 <= nb {
+        let p = r.add(b * 20);
+        let (w0, w1) = (decode(p), decode(p.add(20)));
+        let (d0, d1) = (_mm256_set1_ps(f16_at(p)), _mm256_set1_ps(f16_at(p.add(20))));
+        let (m0, m1) = (f16_at(p.add(2)), f16_at(p.add(22)));
+        for i in 0..M {
+            acc0[i] = _mm256_fmadd_ps(d0, dot32(&w0, x[i].add(b * 32)), acc0[i]);
+            acc1[i] = _mm256_fmadd_ps(d1, dot32(&w1, x[i].add(b * 32 + 32)), acc1[i]);
+            off0[i] += m0 * xsums[i][b];
+            off1[i] += m1 * xsums[i][b + 1];
+        }
+        b += 2;
+    }
+    if b < nb {
+        let p = r.add(b * 20);
+        let (w0, d0, m0) = (decode(p), _mm256_set1_ps(f16_at(p)), f16_at(p.add(2)));
+        for i in 0..M {
+            acc0[i] = _mm256_fmadd_ps(d0, dot32(&w0, x[i].add(b * 32)), acc0[i]);
+            off0[i] += m0 * xsums[i][b];
+        }
+    }
+    std::array::from_fn(|i| hsum(_mm256_add_ps(acc0[i], acc1[i])) + (off0[i] + off1[i]))
+}
+
+/// `q5_0` for `M` activation rows.
+#[inline(always)]
+unsafe fn q5_0_multi<const M: usize>(r: *const u8, x: [*const f32; M], nb: usize) -> [f32; M] {
+    #[inline(always)]
+    unsafe fn decode(p: *const u8) -> [[__m256; 2]; 2] {
+        let mask = _mm_set1_epi8(0x0F);
+        let qh = u32::from_le((p.add(2) as *const u32).read_unaligned());
+        let qs = _mm_loadu_si128(p.add(6) as *const __m128i);
+        let lo = _mm_and_si128(qs, mask);
+        let hi = _mm_and_si128(_mm_srli_epi16(qs, 4), mask);
+        let clear = _mm256_andnot_si256(bytes_from_bits(qh), _mm256_set1_epi8(-16));
+        f32x32_i8(_mm256_or_si256(_mm256_set_m128i(hi, lo), clear))
+    }
+    let (mut acc0, mut acc1) = ([_mm256_setzero_ps(); M], [_mm256_setzero_ps(); M]);
+    let mut b = 0;
+    while b + 2 <= nb {
+        let p = r.add(b * 22);
+        let (w0, w1) = (decode(p), decode(p.add(22)));
+        let (d0, d1) = (_mm256_set1_ps(f16_at(p)), _mm256_set1_ps(f16_at(p.add(22))));
+        for i in 0..M {
+            acc0[i] = _mm256_fmadd_ps(d0, dot32(&w0, x[i].add(b * 32)), acc0[i]);
+            acc1[i] = _mm256_fmadd_ps(d1, dot32(&w1, x[i].add(b * 32 + 32)), acc1[i]);
+        }
+        b += 2;
+    }
+    if b < nb {
+        let p = r.add(b * 22);
+        let (w0, d0) = (decode(p), _mm256_set1_ps(f16_at(p)));
+        for i in 0..M {
+            acc0[i] = _mm256_fmadd_ps(d0, dot32(&w0, x[i].add(b * 32)), acc0[i]);
+        }
+    }
+    std::array::from_fn(|i| hsum(_mm256_add_ps(acc0[i], acc1[i])))
+}
+
+/// `q8_0` for `M` activation rows.
+#[inline(always)]
+unsafe fn q8_0_multi<const M: usize>(r: *const u8, x: [*const f32; M], nb: usize) -> [f32; M] {
+    let decode = |p: *const u8| f32x32_i8(_mm256_loadu_si256(p.add(2) as *const __m256i));
+    let (mut acc0, mut acc1) = ([_mm256_setzero_ps(); M], [_mm256_setzero_ps(); M]);
+    let mut b = 0;
+    while b + 2 <= nb {
+        let p = r.add(b * 34);
+        let (w0, w1) = (decode(p), decode(p.add(34)));
+        let (d0, d1) = (_mm256_set1_ps(f16_at(p)), _mm256_set1_ps(f16_at(p.add(34))));
+        for i in 0..M {
+            acc0[i] = _mm256_fmadd_ps(d0, dot32(&w0, x[i].add(b * 32)), acc0[i]);
+            acc1[i] = _mm256_fmadd_ps(d1, dot32(&w1, x[i].add(b * 32 + 32)), acc1[i]);
+        }
+        b += 2;
+    }
+    if b < nb {
+        let p = r.add(b * 34);
+        let (w0, d0) = (decode(p), _mm256_set1_ps(f16_at(p)));
+        for i in 0..M {
+            acc0[i] = _mm256_fmadd_ps(d0, dot32(&w0, x[i].add(b * 32)), acc0[i]);
+        }
+    }
+    std::array::from_fn(|i| hsum(_mm256_add_ps(acc0[i], acc1[i])))
+}
+
+/// `q4_k` for `M` activation rows.
+#[inline(always)]
+unsafe fn q4_k_multi<const M: usize>(r: *const u8, x: [*const f32; M], xsums: [&[f32]; M], nb: usize) -> [f32; M] {
+    let mask = _mm256_set1_epi8(0x0F);
+    let mut acc = [_mm256_setzero_ps(); M];
+    let mut offset = [0f32; M];
+    for b in 0..nb {
+        let p = r.add(b * 144);
+        let (d, dmin) = (f16_at(p), f16_at(p.add(2)));
+        let (sc, mn) = scales_mins_k4(p.add(4));
+        let qs = p.add(16);
+        for c in 0..4 {
+            let q = _mm256_loadu_si256(qs.add(32 * c) as *const __m256i);
+            let lo = f32x32_u8(_mm256_and_si256(q, mask));
+            let hi = f32x32_u8(_mm256_and_si256(_mm256_srli_epi16(q, 4), mask));
+            let (s_lo, s_hi) = (_mm256_set1_ps(d * sc[2 * c] as f32), _mm256_set1_ps(d * sc[2 * c + 1] as f32));
+            for i in 0..M {
+                let xb = x[i].add(b * 256);
+                acc[i] = _mm256_fmadd_ps(s_lo, dot32(&lo, xb.add(64 * c)), acc[i]);
+                acc[i] = _mm256_fmadd_ps(s_hi, dot32(&hi, xb.add(64 * c + 32)), acc[i]);
+            }
+        }
+        for i in 0..M {
+            for j in 0..8 {
+                offset[i] -= dmin * mn[j] as f32 * xsums[i][b * 8 + j];
+            }
+        }
+    }
+    std::array::from_fn(|i| hsum(acc[i]) + offset[i])
+}
+
+/// `q6_k` for `M` activation rows.
+#[inline(always)]
+unsafe fn q6_k_multi<const M: usize>(r: *const u8, x: [*const f32; M], nb: usize) -> [f32; M] {
+    let mut acc = [_mm256_setzero_ps(); M];
+    for b in 0..nb {
+        let p = r.add(b * 210);
+        let d = f16_at(p.add(208));
+        let sc = p.add(192) as *const i8;
+        for n in 0..2 {
+            for (j, qj) in q6_k_values(p, n).into_iter().enumerate() {
+                let w0 = f32x16_i8(_mm256_castsi256_si128(qj));
+                let w1 = f32x16_i8(_mm256_extracti128_si256(qj, 1));
+                let (c0, c1) = (*sc.add(8 * n + 2 * j) as f32, *sc.add(8 * n + 2 * j + 1) as f32);
+                let (s0, s1) = (_mm256_set1_ps(d * c0), _mm256_set1_ps(d * c1));
+                for i in 0..M {
+                    let xn = x[i].add(b * 256 + 128 * n);
+                    let a = fma16(&w0, xn.add(32 * j), _mm256_setzero_ps());
+                    let e = fma16(&w1, xn.add(32 * j + 16), _mm256_setzero_ps());
+                    acc[i] = _mm256_fmadd_ps(s0, a, acc[i]);
+                    acc[i] = _mm256_fmadd_ps(s1, e, acc[i]);
+                }
+            }
+        }
+    }
+    std::array::from_fn(|i| hsum(acc[i]))
+}

@@ -147,10 +147,10 @@ pub fn dot_rows(isa: Isa, dtype: DType, rows: &[u8], x: &[f32], xsums: &[f32], o
     }
 }
 
-/// Whether `dot_rows_multi` has a kernel for `dtype` at `isa` (AVX-512:
-/// q4_0, q4_1, q5_0, q8_0, q4_k, q6_k).
+/// Whether `dot_rows_multi` has a kernel for `dtype` at `isa` (AVX-512 and
+/// AVX2: q4_0, q4_1, q5_0, q8_0, q4_k, q6_k).
 pub fn has_rows_multi(isa: Isa, dtype: DType) -> bool {
-    isa == Isa::Avx512 && matches!(dtype, DType::Q4_0 | DType::Q4_1 | DType::Q5_0 | DType::Q8_0 | DType::Q4K | DType::Q6K)
+    matches!(isa, Isa::Avx512 | Isa::Avx2) && matches!(dtype, DType::Q4_0 | DType::Q4_1 | DType::Q5_0 | DType::Q8_0 | DType::Q4K | DType::Q6K)
 }
 
 /// Most activation rows `dot_rows_multi` takes in one call.
@@ -162,6 +162,20 @@ pub const MULTI_ROWS: usize = 4;
 /// `[weight row][activation row]`, each value the bits `dot_rows` gives for
 /// that activation row alone. `false` (nothing written) elsewhere.
 pub fn dot_rows_multi(isa: Isa, dtype: DType, rows: &[u8], x: &[&[f32]], xsums: &[&[f32]], out: &mut [f32]) -> bool {
+    #[cfg(target_arch = "x86_64")]
+    if isa == Isa::Avx2 && has_rows_multi(isa, dtype) {
+        assert!(isa.available(), "{} kernels on a CPU without them", isa.name());
+        // SAFETY: AVX2/FMA/F16C (checked above); `avx2::dot_rows_multi`
+        // asserts the lengths.
+        return unsafe {
+            match (x, xsums) {
+                ([a, b], [sa, sb]) => avx2::dot_rows_multi::<2>(dtype, rows, [a, b], [sa, sb], out),
+                ([a, b, c], [sa, sb, sc]) => avx2::dot_rows_multi::<3>(dtype, rows, [a, b, c], [sa, sb, sc], out),
+                ([a, b, c, d], [sa, sb, sc, sd]) => avx2::dot_rows_multi::<4>(dtype, rows, [a, b, c, d], [sa, sb, sc, sd], out),
+                _ => false,
+            }
+        };
+    }
     #[cfg(target_arch = "x86_64")]
     if has_rows_multi(isa, dtype) {
         assert!(isa.available(), "{} kernels on a CPU without them", isa.name());
