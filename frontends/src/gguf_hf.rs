@@ -28,27 +28,13 @@ use crate::gguf::{GgufFile, TensorInfo};
 use crate::safetensors::SafetensorsFile;
 use serde_json::{json, Map, Value};
 
-/// The GGUF architectures read through this view, and the HF `model_type`
-/// each becomes.
-pub const ARCHES: &[(&str, &str)] = &[
-    ("qwen2", "qwen2"),
-    ("qwen3", "qwen3"),
-    ("qwen3moe", "qwen3_moe"),
-    ("qwen3next", "qwen3_next"),
-    ("gemma", "gemma"),
-    ("gemma2", "gemma2"),
-    ("phi2", "phi"),
-    ("phi3", "phi3"),
-    ("phimoe", "phimoe"),
-];
-
 /// A config key (not HF's) saying the norm weights already hold the `1 +`.
 pub const NORMS_INCLUDE_ONE: &str = "graphc_gguf_norms_include_one";
 
-/// `gguf` (of one of `ARCHES`) as an HF checkpoint.
+/// `gguf` (of an architecture the registry reads through HF names) as an HF checkpoint.
 pub fn hf_view(gguf: GgufFile) -> Result<SafetensorsFile, Diagnostic> {
     let arch = gguf.str("general.architecture")?.to_string();
-    let Some(&(_, model_type)) = ARCHES.iter().find(|(a, _)| *a == arch) else {
+    let Some(model_type) = crate::families::registry::by_gguf_arch(&arch).and_then(|f| f.model_type) else {
         return Err(Diagnostic::new(&gguf.path, format!("architecture `{arch}` is not read through the HF view")));
     };
     let config = config(&gguf, &arch, model_type)?;

@@ -29,6 +29,7 @@ pub use gguf::{GgufFile, TensorInfo};
 pub use safetensors::SafetensorsFile;
 pub use tokenizer::Tokenizer;
 
+use families::registry;
 use std::path::Path;
 
 /// A checkpoint file's tensors, whatever its format.
@@ -86,34 +87,9 @@ pub struct Checkpoint {
     pub family: String,
 }
 
-/// The GGUF architectures graphc lowers (`general.architecture`): `llama`
-/// and `gemma3` by their own lowerings, the rest through HF names
-/// (`gguf_hf::ARCHES`).
+/// Every GGUF architecture graphc reads (`families::registry`).
 pub fn gguf_architectures() -> Vec<&'static str> {
-    let mut all = vec!["llama", "gemma3"];
-    all.extend(gguf_hf::ARCHES.iter().map(|(a, _)| *a));
-    all
-}
-
-/// The families lowered from safetensors, by `config.json`'s `model_type`
-/// (`graphc_fused_kv` is graphc's own test family, not listed to users).
-pub const SAFETENSORS_FAMILIES: &[&str] = &[
-    families::llama_hf::LLAMA,
-    families::llama_hf::MISTRAL,
-    families::qwen2::MODEL_TYPE,
-    families::qwen3::MODEL_TYPE,
-    families::gemma::MODEL_TYPE,
-    families::gemma2::MODEL_TYPE,
-    families::phi2::MODEL_TYPE,
-    families::phi3::MODEL_TYPE,
-    families::qwen3_moe::MODEL_TYPE,
-    families::qwen3_next::MODEL_TYPE,
-    families::phimoe::MODEL_TYPE,
-    families::fused_kv::MODEL_TYPE,
-];
-
-fn user_safetensors_families() -> String {
-    SAFETENSORS_FAMILIES.iter().filter(|f| **f != families::fused_kv::MODEL_TYPE).copied().collect::<Vec<_>>().join(", ")
+    registry::gguf_architectures()
 }
 
 impl Checkpoint {
@@ -136,7 +112,7 @@ impl Checkpoint {
                 .note(format!("graphc lowers the GGUF architectures {}", gguf_architectures().join(", "))));
         }
         rules::check_gguf_keys(&gguf, &arch)?;
-        if let Some(&(_, model_type)) = gguf_hf::ARCHES.iter().find(|(a, _)| *a == arch) {
+        if let Some(model_type) = registry::by_gguf_arch(&arch).and_then(|f| f.model_type) {
             // A family lowered from HF names: the GGUF seen through them.
             let tokenizer = match gguf.get("tokenizer.ggml.model") {
                 Some(_) => Some(Tokenizer::from_gguf(&gguf)?),
@@ -163,9 +139,9 @@ impl Checkpoint {
     pub fn from_safetensors(st: SafetensorsFile) -> Result<Checkpoint, Diagnostic> {
         let model_type =
             st.config_value("model_type")?.as_str().ok_or_else(|| Diagnostic::new(&st.config_path, "key `model_type` is not a string"))?.to_string();
-        if !SAFETENSORS_FAMILIES.contains(&model_type.as_str()) {
+        if registry::by_model_type(&model_type).is_none() {
             return Err(Diagnostic::new(&st.config_path, format!("model_type `{model_type}` is not supported"))
-                .note(format!("graphc lowers from safetensors the model types {}", user_safetensors_families())));
+                .note(format!("graphc lowers from safetensors the model types {}", registry::model_types().join(", "))));
         }
         // The folder's own tokenizer, where it carries one.
         let dir = Path::new(&st.config_path).parent().unwrap_or(Path::new(".")).to_path_buf();
@@ -186,21 +162,14 @@ impl Checkpoint {
         if let Format::Safetensors(st) = &self.format {
             rules::check_config_keys(st, &self.family)?;
         }
-        let mut lowered = match (&self.format, self.family.as_str()) {
-            (Format::Gguf(g), "llama") => families::llama::lower(g)?,
-            (Format::Gguf(g), "gemma3") => families::gemma3::lower(g)?,
-            (Format::Safetensors(st), families::fused_kv::MODEL_TYPE) => families::fused_kv::lower(st)?,
-            (Format::Safetensors(st), families::qwen2::MODEL_TYPE) => families::qwen2::lower(st)?,
-            (Format::Safetensors(st), t @ (families::llama_hf::LLAMA | families::llama_hf::MISTRAL)) => families::llama_hf::lower(st, t)?,
-            (Format::Safetensors(st), families::qwen3::MODEL_TYPE) => families::qwen3::lower(st)?,
-            (Format::Safetensors(st), families::gemma::MODEL_TYPE) => families::gemma::lower(st)?,
-            (Format::Safetensors(st), families::gemma2::MODEL_TYPE) => families::gemma2::lower(st)?,
-            (Format::Safetensors(st), families::phi2::MODEL_TYPE) => families::phi2::lower(st)?,
-            (Format::Safetensors(st), families::phi3::MODEL_TYPE) => families::phi3::lower(st, max_seq)?,
-            (Format::Safetensors(st), families::qwen3_moe::MODEL_TYPE) => families::qwen3_moe::lower(st)?,
-            (Format::Safetensors(st), families::qwen3_next::MODEL_TYPE) => families::qwen3_next::lower(st)?,
-            (Format::Safetensors(st), families::phimoe::MODEL_TYPE) => families::phimoe::lower(st, max_seq)?,
-            (_, other) => unreachable!("family {other} was accepted by open()"),
+        let family = match &self.format {
+            Format::Gguf(_) => registry::by_gguf_arch(&self.family),
+            Format::Safetensors(_) => registry::by_model_type(&self.family),
+        };
+        let mut lowered = match (family.map(|f| &f.lower), &self.format) {
+            (Some(registry::Lower::Gguf(lower)), Format::Gguf(g)) => lower(g)?,
+            (Some(registry::Lower::Hf(lower)), Format::Safetensors(st)) => lower(st, &self.family, max_seq)?,
+            _ => unreachable!("family {} was accepted by open()", self.family),
         };
         rules::check_tensors_used(self.source(), &lowered, &self.family)?;
         if let Some(t) = &self.tokenizer {

@@ -158,30 +158,7 @@ pub const MATH_KEYS: &[&str] = &[
 
 /// The math keys each safetensors family reads (by `model_type`).
 fn config_reads(family: &str) -> &'static [&'static str] {
-    use crate::families::*;
-    match family {
-        llama_hf::LLAMA | llama_hf::MISTRAL => llama_hf::CONFIG_READS,
-        qwen2::MODEL_TYPE => qwen2::CONFIG_READS,
-        qwen3::MODEL_TYPE => &["use_sliding_window", "head_dim"],
-        qwen3_moe::MODEL_TYPE => &["head_dim", "num_experts", "num_local_experts"],
-        qwen3_next::MODEL_TYPE => &["head_dim", "layer_types", "partial_rotary_factor", "num_experts", "num_local_experts"],
-        gemma::MODEL_TYPE => &["head_dim", "hidden_act", "hidden_activation"],
-        gemma2::MODEL_TYPE => &[
-            "head_dim",
-            "hidden_act",
-            "hidden_activation",
-            "sliding_window",
-            "layer_types",
-            "attn_logit_softcapping",
-            "final_logit_softcapping",
-            "query_pre_attn_scalar",
-        ],
-        phi2::MODEL_TYPE => &["hidden_act", "partial_rotary_factor"],
-        phi3::MODEL_TYPE => &["rope_scaling", "rope_parameters"],
-        phimoe::MODEL_TYPE => &["rope_scaling", "rope_parameters", "attention_bias", "num_local_experts"],
-        fused_kv::MODEL_TYPE => &["head_dim"],
-        _ => &[],
-    }
+    crate::families::registry::by_model_type(family).map_or(&[], |f| f.config_reads)
 }
 
 /// Whether `config[key]` (a key the family does not read) changes nothing.

@@ -16,6 +16,7 @@ pub mod qwen2;
 pub mod qwen3;
 pub mod qwen3_moe;
 pub mod qwen3_next;
+pub mod registry;
 
 use crate::error::Diagnostic;
 use crate::TensorSource;

@@ -1,11 +1,33 @@
-//! `graphc serve`: options in, the server's resolved settings printed, then
-//! serve until SIGTERM or Ctrl-C, which drains the requests in flight.
+//! `graphc serve`: the OpenAI API over HTTP with continuous batching; SIGTERM or
+//! Ctrl-C answers the requests in flight, then exits.
 
+use crate::common::*;
 use anyhow::Result;
 use graphc::{Model, SessionOptions};
 use graphc_server::{ServeOptions, Server};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// A plan from `graphc compile`, or a checkpoint.
+    model: PathBuf,
+    #[command(flatten)]
+    serve: ServeArgs,
+    #[command(flatten)]
+    cpu: CpuArgs,
+    #[command(flatten)]
+    opts: CompileArgs,
+}
+
+impl Args {
+    pub fn run(self) -> Result<()> {
+        let Args { model: path, serve: args, cpu, opts } = self;
+        let model = open(&path, &opts.options())?;
+        serve(model, &path, &args, cpu.session_options()?)?;
+        Ok(())
+    }
+}
 
 #[derive(clap::Args, Clone)]
 pub struct ServeArgs {

@@ -1,0 +1,97 @@
+//! What several commands share: compile, CPU and sampling options, and
+//! opening a model with a progress bar.
+
+use anyhow::Result;
+use graphc::{CompileOptions, Kernels, Model, Penalties, Sampling, SessionOptions};
+use indicatif::{ProgressBar, ProgressStyle};
+use std::path::Path;
+
+#[derive(clap::Args, Clone)]
+pub struct CompileArgs {
+    /// Device to compile for (default: resolved from the machine: `cuda` on a verified GPU, sm_90, else `cpu`).
+    #[arg(long)]
+    device: Option<String>,
+    /// Longest sequence a session may hold (default: the checkpoint's context length).
+    #[arg(long)]
+    max_seq: Option<usize>,
+    /// Switch off a pass by name (repeatable).
+    #[arg(long = "disable-pass", value_name = "NAME")]
+    disable_pass: Vec<String>,
+}
+
+impl CompileArgs {
+    pub fn options(&self) -> CompileOptions {
+        CompileOptions { device: self.device.clone(), max_seq: self.max_seq, disabled_passes: self.disable_pass.clone() }
+    }
+}
+
+/// Where a session runs on the CPU (`run`, `chat`, `bench`).
+#[derive(clap::Args, Clone)]
+pub struct CpuArgs {
+    /// Worker threads (default: the machine's cores).
+    #[arg(long)]
+    threads: Option<usize>,
+    /// CPU kernels: `fast` (default: the widest instruction set this CPU
+    /// has), `avx512`, `avx2`, `portable`, or `reference` (the oracle).
+    #[arg(long)]
+    kernels: Option<String>,
+}
+
+impl CpuArgs {
+    pub fn session_options(&self) -> Result<SessionOptions> {
+        let kernels = self.kernels.as_deref().map(Kernels::parse).transpose()?;
+        Ok(SessionOptions { threads: self.threads, kernels, ..Default::default() })
+    }
+}
+
+/// How tokens are drawn (`run`, `chat`).
+#[derive(clap::Args, Clone)]
+pub struct SamplingArgs {
+    /// 0 is greedy.
+    #[arg(long, default_value_t = 0.0)]
+    temperature: f32,
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    #[arg(long)]
+    top_k: Option<usize>,
+    #[arg(long)]
+    top_p: Option<f32>,
+    /// Drop tokens less likely than this times the most likely one.
+    #[arg(long)]
+    min_p: Option<f32>,
+    /// llama.cpp's repeat penalty over the last 64 tokens (1 is off).
+    #[arg(long, default_value_t = 1.0)]
+    repeat_penalty: f32,
+    /// OpenAI's presence penalty on generated tokens.
+    #[arg(long, default_value_t = 0.0)]
+    presence_penalty: f32,
+    /// OpenAI's frequency penalty on generated tokens.
+    #[arg(long, default_value_t = 0.0)]
+    frequency_penalty: f32,
+}
+
+impl SamplingArgs {
+    pub fn sampling(&self) -> Sampling {
+        let penalties =
+            Penalties { presence: self.presence_penalty, frequency: self.frequency_penalty, repeat: self.repeat_penalty, ..Default::default() };
+        Sampling { temperature: self.temperature, top_k: self.top_k, top_p: self.top_p, min_p: self.min_p, seed: self.seed, penalties }
+    }
+}
+
+/// Run `load` with a progress bar over the checkpoint bytes it reads.
+pub fn with_progress<T>(load: impl FnOnce(graphc::model::Progress) -> Result<T, graphc::Error>) -> Result<T> {
+    let pb = ProgressBar::new(0);
+    pb.set_style(ProgressStyle::with_template("{msg} [{bar:30}] {bytes}/{total_bytes}").unwrap().progress_chars("=> "));
+    pb.set_message("reading weights");
+    let mut cb = |done: u64, total: u64| {
+        pb.set_length(total);
+        pb.set_position(done);
+    };
+    let out = load(Some(&mut cb))?;
+    pb.finish_and_clear();
+    Ok(out)
+}
+
+pub fn open(path: &Path, opts: &CompileOptions) -> Result<Model> {
+    with_progress(|p| Model::open(path, opts, p))
+}
