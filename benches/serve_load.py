@@ -15,21 +15,13 @@ library only.
 import argparse
 import http.client
 import json
+import os
 import statistics
 import threading
 import time
 import urllib.parse
 
-PROMPTS = [
-    "The capital of France is",
-    "def fibonacci(n):",
-    "Once upon a time, in a land far away,",
-    "1, 2, 3, 4,",
-    "The quick brown fox",
-    "In 1969, Neil Armstrong",
-    "My favourite recipe for pancakes starts with",
-    "import numpy as np\nx = np.",
-]
+PROMPTS = json.load(open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "fixtures", "serve", "prompts.json")))["prompts"]
 
 
 def one_request(url, model, prompt, max_tokens, stats, lock):

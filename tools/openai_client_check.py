@@ -12,6 +12,7 @@ mismatch, printing both sides.
 """
 import concurrent.futures
 import json
+import os
 import re
 import signal
 import subprocess
@@ -20,16 +21,7 @@ import sys
 import openai
 
 BIN, MODEL = sys.argv[1], sys.argv[2]
-PROMPTS = [
-    "The capital of France is",
-    "def fibonacci(n):",
-    "Once upon a time, in a land far away,",
-    "1, 2, 3, 4,",
-    "The quick brown fox",
-    "In 1969, Neil Armstrong",
-    "My favourite recipe for pancakes starts with",
-    "import numpy as np\nx = np.",
-]
+PROMPTS = json.load(open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "fixtures", "serve", "prompts.json")))["prompts"]
 failures = 0
 
 

@@ -350,3 +350,12 @@ pub fn fused_kv_checkpoint(dir: &Path) -> PathBuf {
     std::fs::write(dir.join("config.json"), serde_json::to_string_pretty(&config).unwrap()).unwrap();
     dir.to_path_buf()
 }
+
+/// The eight prompts the serving tests send together
+/// (`tests/fixtures/serve/prompts.json`, shared with the Python client check
+/// and the load bench).
+pub fn serve_prompts() -> Vec<String> {
+    let path = repo_root().join("tests/fixtures/serve/prompts.json");
+    let v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    v["prompts"].as_array().unwrap().iter().map(|p| p.as_str().unwrap().to_string()).collect()
+}

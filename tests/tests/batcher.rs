@@ -4,19 +4,10 @@
 
 use graphc::batcher::{Batcher, BatcherOptions, Event, FinishReason, Request, Sink};
 use graphc::{CompileOptions, Model, Sampling, SessionOptions};
-use graphc_tests::smollm2;
+use graphc_tests::{serve_prompts, smollm2};
 use std::sync::{Arc, Mutex};
 
-const PROMPTS: [&str; 8] = [
-    "The capital of France is",
-    "def fibonacci(n):",
-    "Once upon a time, in a land far away,",
-    "1, 2, 3, 4,",
-    "The quick brown fox",
-    "In 1969, Neil Armstrong",
-    "My favourite recipe for pancakes starts with",
-    "import numpy as np\nx = np.",
-];
+static PROMPTS: std::sync::LazyLock<Vec<String>> = std::sync::LazyLock::new(serve_prompts);
 
 fn model() -> Model {
     Model::compile(&smollm2(), &CompileOptions { max_seq: Some(256), ..Default::default() }, None).unwrap()
@@ -131,7 +122,7 @@ fn a_client_that_goes_away_frees_its_slot_and_the_others_keep_their_tokens() {
 #[test]
 fn stop_strings_end_the_text_before_them_and_logprobs_describe_the_chosen_token() {
     let m = model();
-    let prompt = m.encode(PROMPTS[3]).unwrap();
+    let prompt = m.encode(&PROMPTS[3]).unwrap();
     let want = alone(&m, &prompt, 12);
     let text = m.decode(&want).unwrap();
     // Stop at the second comma of the greedy continuation (" 5, 6, ...").

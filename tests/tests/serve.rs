@@ -7,21 +7,12 @@
 use graphc::{CompileOptions, Model, Sampling, SessionOptions};
 use graphc_server::{ServeOptions, Server};
 use graphc_tests::http::{self, get, post_json, read_chunk, read_head};
-use graphc_tests::smollm2;
+use graphc_tests::{serve_prompts, smollm2};
 use serde_json::{json, Value};
 use std::io::BufReader;
 use std::sync::Arc;
 
-const PROMPTS: [&str; 8] = [
-    "The capital of France is",
-    "def fibonacci(n):",
-    "Once upon a time, in a land far away,",
-    "1, 2, 3, 4,",
-    "The quick brown fox",
-    "In 1969, Neil Armstrong",
-    "My favourite recipe for pancakes starts with",
-    "import numpy as np\nx = np.",
-];
+static PROMPTS: std::sync::LazyLock<Vec<String>> = std::sync::LazyLock::new(serve_prompts);
 
 fn model() -> Arc<Model> {
     Arc::new(Model::compile(&smollm2(), &CompileOptions { max_seq: Some(256), ..Default::default() }, None).unwrap())
@@ -116,14 +107,14 @@ fn bad_requests_get_a_4xx_naming_the_field_and_the_others_keep_their_tokens() {
     let m = model();
     let server = start(&m, ServeOptions { slots: Some(2), ..Default::default() });
     let addr = server.addr();
-    let want = run_tokens(&m, PROMPTS[0], 16);
+    let want = run_tokens(&m, &PROMPTS[0], 16);
     // A slow client: it streams and never reads. The engine never waits on
     // a client (each has its own unbounded channel), so it slows no one.
-    let slow = json!({"prompt": PROMPTS[5], "max_tokens": 64, "temperature": 0, "stream": true}).to_string();
+    let slow = json!({"prompt": &PROMPTS[5], "max_tokens": 64, "temperature": 0, "stream": true}).to_string();
     let _slow = http::open(addr, "POST", "/v1/completions", &["Content-Type: application/json"], slow.as_bytes());
     // A request running the whole time, beside the bad ones.
     std::thread::scope(|s| {
-        let good = s.spawn(move || post_json(addr, "/v1/completions", &completion(PROMPTS[0], 16)));
+        let good = s.spawn(move || post_json(addr, "/v1/completions", &completion(&PROMPTS[0], 16)));
         let long_prompt = "word ".repeat(400);
         let cases: Vec<(Vec<u8>, &str, u16, Option<&str>)> = vec![
             (b"{\"prompt\": \"x\",".to_vec(), "/v1/completions", 400, None),
@@ -160,7 +151,7 @@ fn bad_requests_get_a_4xx_naming_the_field_and_the_others_keep_their_tokens() {
         assert_eq!(tokens_of(&good.json()), want);
     });
     // A huge max_tokens is cut to what the context holds: `length`, not an error.
-    let huge = post_json(addr, "/v1/completions", &json!({"prompt": PROMPTS[3], "max_tokens": 1u64 << 40, "temperature": 0, "stop": ["\n\n"]}));
+    let huge = post_json(addr, "/v1/completions", &json!({"prompt": &PROMPTS[3], "max_tokens": 1u64 << 40, "temperature": 0, "stop": ["\n\n"]}));
     assert_eq!(huge.status, 200, "{}", huge.body);
     let usage = &huge.json()["usage"];
     assert!(usage["total_tokens"].as_u64().unwrap() <= 256, "{usage}");
@@ -173,26 +164,26 @@ fn a_full_queue_gets_429_and_a_client_that_leaves_frees_its_slot() {
     let m = model();
     let server = start(&m, ServeOptions { slots: Some(1), max_queue: Some(1), ..Default::default() });
     let addr = server.addr();
-    let stream_body = json!({"prompt": PROMPTS[2], "max_tokens": 200, "temperature": 0, "stream": true}).to_string();
+    let stream_body = json!({"prompt": &PROMPTS[2], "max_tokens": 200, "temperature": 0, "stream": true}).to_string();
     // A takes the slot: its first chunk means it is running.
     let a = http::open(addr, "POST", "/v1/completions", &["Content-Type: application/json"], stream_body.as_bytes());
     let mut a = BufReader::new(a);
     assert_eq!(read_head(&mut a).0, 200);
     assert!(read_chunk(&mut a).is_some());
     // B waits in the queue ...
-    let b = std::thread::spawn(move || post_json(addr, "/v1/completions", &completion(PROMPTS[1], 4)));
+    let b = std::thread::spawn(move || post_json(addr, "/v1/completions", &completion(&PROMPTS[1], 4)));
     while get(addr, "/health").json()["queue_depth"] != 1 {
         std::thread::sleep(std::time::Duration::from_millis(5));
     }
     // ... so C is turned away.
-    let c = post_json(addr, "/v1/completions", &completion(PROMPTS[3], 4));
+    let c = post_json(addr, "/v1/completions", &completion(&PROMPTS[3], 4));
     assert_eq!(c.status, 429, "{}", c.body);
     assert_eq!(c.json()["error"]["code"], "queue_full");
     // A's client leaves mid-stream: its slot goes to B, which gets its tokens.
     drop(a);
     let b = b.join().unwrap();
     assert_eq!(b.status, 200);
-    assert_eq!(tokens_of(&b.json()), run_tokens(&m, PROMPTS[1], 4));
+    assert_eq!(tokens_of(&b.json()), run_tokens(&m, &PROMPTS[1], 4));
     let metrics = get(addr, "/metrics").body;
     assert!(metrics.contains("graphc_requests_total{outcome=\"cancelled\"} 1"), "{metrics}");
     assert!(metrics.contains("graphc_requests_total{outcome=\"queue_full\"} 1"));
@@ -204,7 +195,7 @@ fn an_api_key_is_required_when_set() {
     let m = model();
     let server = start(&m, ServeOptions { api_key: Some("sesame".into()), ..Default::default() });
     let addr = server.addr();
-    let body = completion(PROMPTS[0], 2).to_string();
+    let body = completion(&PROMPTS[0], 2).to_string();
     let none = http::send(addr, "POST", "/v1/completions", &[], body.as_bytes());
     assert_eq!(none.status, 401);
     let wrong = http::send(addr, "POST", "/v1/completions", &["Authorization: Bearer open"], body.as_bytes());
@@ -222,7 +213,7 @@ fn shutdown_answers_the_requests_in_flight_then_stops() {
     let m = model();
     let server = start(&m, ServeOptions::default());
     let addr = server.addr();
-    let body = json!({"prompt": PROMPTS[4], "max_tokens": 24, "temperature": 0, "stream": true}).to_string();
+    let body = json!({"prompt": &PROMPTS[4], "max_tokens": 24, "temperature": 0, "stream": true}).to_string();
     let mut r = BufReader::new(http::open(addr, "POST", "/v1/completions", &["Content-Type: application/json"], body.as_bytes()));
     assert_eq!(read_head(&mut r).0, 200);
     let mut text = String::from_utf8(read_chunk(&mut r).unwrap()).unwrap();
@@ -241,6 +232,6 @@ fn shutdown_answers_the_requests_in_flight_then_stops() {
         .filter(|d| *d != "[DONE]")
         .filter_map(|d| serde_json::from_str::<Value>(d).ok()?["choices"][0]["text"].as_str().map(str::to_string))
         .collect();
-    assert_eq!(streamed, run_tokens(&m, PROMPTS[4], 24).concat());
+    assert_eq!(streamed, run_tokens(&m, &PROMPTS[4], 24).concat());
     assert!(std::net::TcpStream::connect(addr).is_err(), "stopped listening");
 }

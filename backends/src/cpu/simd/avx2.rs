@@ -698,8 +698,8 @@ pub unsafe fn dot_rows_multi<const M: usize>(dtype: DType, rows: &[u8], x: [&[f3
         o.copy_from_slice(&match dtype {
             DType::Q4_0 => q4_0_multi::<M>(r, xp, xsums, n / 32),
             DType::Q4_1 => q4_1_multi::<M>(r, xp, xsums, n / 32),
-            DType::Q5_0 => q5_0_multi::<M>(r, xp, n / 32),
-            DType::Q8_0 => q8_0_multi::<M>(r, xp, n / 32),
+            DType::Q5_0 => two_acc_multi::<Q5_0Blocks, M>(r, xp, n / 32),
+            DType::Q8_0 => two_acc_multi::<Q8_0Blocks, M>(r, xp, n / 32),
             DType::Q4K => q4_k_multi::<M>(r, xp, xsums, n / 256),
             _ => q6_k_multi::<M>(r, xp, n / 256),
         });
@@ -762,9 +762,17 @@ unsafe fn q4_1_multi<const M: usize>(r: *const u8, x: [*const f32; M], xsums: [&
     std::array::from_fn(|i| hsum(_mm256_add_ps(acc0[i], acc1[i])) + (off0[i] + off1[i]))
 }
 
-/// `q5_0` for `M` activation rows.
-#[inline(always)]
-unsafe fn q5_0_multi<const M: usize>(r: *const u8, x: [*const f32; M], nb: usize) -> [f32; M] {
+/// A block type whose row dot is `Σ d · dot32(block)` over blocks taken two
+/// at a time into two accumulators (q5_0, q8_0: no min term).
+trait TwoAccBlocks {
+    const BYTES: usize;
+    /// The block's 32 values as f32, as the single-row kernel converts them.
+    unsafe fn decode(p: *const u8) -> [[__m256; 2]; 2];
+}
+
+struct Q5_0Blocks;
+impl TwoAccBlocks for Q5_0Blocks {
+    const BYTES: usize = 22;
     #[inline(always)]
     unsafe fn decode(p: *const u8) -> [[__m256; 2]; 2] {
         let mask = _mm_set1_epi8(0x0F);
@@ -775,38 +783,27 @@ unsafe fn q5_0_multi<const M: usize>(r: *const u8, x: [*const f32; M], nb: usize
         let clear = _mm256_andnot_si256(bytes_from_bits(qh), _mm256_set1_epi8(-16));
         f32x32_i8(_mm256_or_si256(_mm256_set_m128i(hi, lo), clear))
     }
-    let (mut acc0, mut acc1) = ([_mm256_setzero_ps(); M], [_mm256_setzero_ps(); M]);
-    let mut b = 0;
-    while b + 2 <= nb {
-        let p = r.add(b * 22);
-        let (w0, w1) = (decode(p), decode(p.add(22)));
-        let (d0, d1) = (_mm256_set1_ps(f16_at(p)), _mm256_set1_ps(f16_at(p.add(22))));
-        for i in 0..M {
-            acc0[i] = _mm256_fmadd_ps(d0, dot32(&w0, x[i].add(b * 32)), acc0[i]);
-            acc1[i] = _mm256_fmadd_ps(d1, dot32(&w1, x[i].add(b * 32 + 32)), acc1[i]);
-        }
-        b += 2;
-    }
-    if b < nb {
-        let p = r.add(b * 22);
-        let (w0, d0) = (decode(p), _mm256_set1_ps(f16_at(p)));
-        for i in 0..M {
-            acc0[i] = _mm256_fmadd_ps(d0, dot32(&w0, x[i].add(b * 32)), acc0[i]);
-        }
-    }
-    std::array::from_fn(|i| hsum(_mm256_add_ps(acc0[i], acc1[i])))
 }
 
-/// `q8_0` for `M` activation rows.
+struct Q8_0Blocks;
+impl TwoAccBlocks for Q8_0Blocks {
+    const BYTES: usize = 34;
+    #[inline(always)]
+    unsafe fn decode(p: *const u8) -> [[__m256; 2]; 2] {
+        f32x32_i8(_mm256_loadu_si256(p.add(2) as *const __m256i))
+    }
+}
+
+/// `q5_0` / `q8_0` for `M` activation rows: their kernels' two accumulators
+/// (even and odd blocks), each block decoded once.
 #[inline(always)]
-unsafe fn q8_0_multi<const M: usize>(r: *const u8, x: [*const f32; M], nb: usize) -> [f32; M] {
-    let decode = |p: *const u8| f32x32_i8(_mm256_loadu_si256(p.add(2) as *const __m256i));
+unsafe fn two_acc_multi<B: TwoAccBlocks, const M: usize>(r: *const u8, x: [*const f32; M], nb: usize) -> [f32; M] {
     let (mut acc0, mut acc1) = ([_mm256_setzero_ps(); M], [_mm256_setzero_ps(); M]);
     let mut b = 0;
     while b + 2 <= nb {
-        let p = r.add(b * 34);
-        let (w0, w1) = (decode(p), decode(p.add(34)));
-        let (d0, d1) = (_mm256_set1_ps(f16_at(p)), _mm256_set1_ps(f16_at(p.add(34))));
+        let p = r.add(b * B::BYTES);
+        let (w0, w1) = (B::decode(p), B::decode(p.add(B::BYTES)));
+        let (d0, d1) = (_mm256_set1_ps(f16_at(p)), _mm256_set1_ps(f16_at(p.add(B::BYTES))));
         for i in 0..M {
             acc0[i] = _mm256_fmadd_ps(d0, dot32(&w0, x[i].add(b * 32)), acc0[i]);
             acc1[i] = _mm256_fmadd_ps(d1, dot32(&w1, x[i].add(b * 32 + 32)), acc1[i]);
@@ -814,8 +811,8 @@ unsafe fn q8_0_multi<const M: usize>(r: *const u8, x: [*const f32; M], nb: usize
         b += 2;
     }
     if b < nb {
-        let p = r.add(b * 34);
-        let (w0, d0) = (decode(p), _mm256_set1_ps(f16_at(p)));
+        let p = r.add(b * B::BYTES);
+        let (w0, d0) = (B::decode(p), _mm256_set1_ps(f16_at(p)));
         for i in 0..M {
             acc0[i] = _mm256_fmadd_ps(d0, dot32(&w0, x[i].add(b * 32)), acc0[i]);
         }
