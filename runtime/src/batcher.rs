@@ -37,6 +37,10 @@ pub struct Request {
 
 #[derive(Clone, Debug, PartialEq)]
 pub enum Event {
+    /// The request left the queue for a slot; a sink that returns `false`
+    /// here (its client left while it waited) is dropped before its
+    /// prompt is run.
+    Admitted,
     /// One generated token and the text it completes (may be empty: part
     /// of a character, or text that may begin a stop string).
     Token { id: u32, text: String, logprobs: Option<(TokenLogprob, Vec<TokenLogprob>)> },
@@ -103,7 +107,8 @@ pub struct BatcherOptions {
 /// What one step did.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct StepReport {
-    /// Requests that left the queue for a slot.
+    /// Requests that left the queue: for a slot, or dropped because their
+    /// client had gone (counted in `cancelled` too).
     pub admitted: usize,
     pub prefill_tokens: usize,
     pub decode_tokens: usize,
@@ -235,9 +240,18 @@ impl<'m> Batcher<'m> {
             if self.slots[i].is_some() {
                 continue;
             }
-            let Some(req) = self.queue.pop_front() else { break };
+            // Skip requests whose client left while they waited.
+            let req = loop {
+                let Some(mut req) = self.queue.pop_front() else { break None };
+                report.admitted += 1;
+                if (req.sink)(Event::Admitted) {
+                    break Some(req);
+                }
+                report.ended += 1;
+                report.cancelled += 1;
+            };
+            let Some(mut req) = req else { break };
             if let Err(e) = self.session.reset_row(i) {
-                let mut req = req;
                 (req.sink)(Event::Failed(e.to_string()));
                 report.ended += 1;
                 continue;
@@ -248,7 +262,6 @@ impl<'m> Batcher<'m> {
             let detok = Detokenizer::new(tokenizer, false, &req.stop);
             let next = req.prompt.clone();
             self.slots[i] = Some(Active { req, sampler, detok, next, prefilling: true, generated: 0, budget });
-            report.admitted += 1;
         }
     }
 

@@ -313,6 +313,7 @@ async fn collect(reply: &mut Reply, mut rx: UnboundedReceiver<Event>) -> Result<
     let (mut text, mut entries, mut offsets) = (String::new(), Vec::new(), Vec::new());
     while let Some(event) = rx.recv().await {
         match event {
+            Event::Admitted => {}
             Event::Token { text: t, logprobs, .. } => {
                 reply.on_token();
                 if let Some((chosen, top)) = logprobs {
@@ -387,6 +388,7 @@ impl Streaming {
 
     fn on_event(&mut self, event: Event) {
         match event {
+            Event::Admitted => {}
             Event::Token { text, logprobs, .. } => {
                 let lp = match logprobs {
                     Some((chosen, top)) => {

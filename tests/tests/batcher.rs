@@ -105,14 +105,20 @@ fn a_client_that_goes_away_frees_its_slot_and_the_others_keep_their_tokens() {
     });
     b.submit(Request { prompt: prompts[0].clone(), max_tokens: 50, sampling: Sampling::greedy(), stop: vec![], logprobs: None, sink }).unwrap();
     let (r1, log1) = request(prompts[1].clone(), 8);
+    // A client that leaves while its request waits: never prefilled.
+    let gone = Request { prompt: vec![1; 40], max_tokens: 8, sampling: Sampling::greedy(), stop: vec![], logprobs: None, sink: Box::new(|_| false) };
     let (r2, log2) = request(prompts[2].clone(), 8);
     b.submit(r1).unwrap();
+    b.submit(gone).unwrap();
     b.submit(r2).unwrap();
-    let mut cancelled = 0;
+    let (mut cancelled, mut prefilled) = (0, 0);
     while !b.is_idle() {
-        cancelled += b.step().cancelled;
+        let r = b.step();
+        cancelled += r.cancelled;
+        prefilled += r.prefill_tokens;
     }
-    assert_eq!(cancelled, 1);
+    assert_eq!(cancelled, 2);
+    assert_eq!(prefilled, prompts[..3].iter().map(Vec::len).sum::<usize>(), "the gone request's 40 tokens were not run");
     assert_eq!(*seen.lock().unwrap(), 3, "no token after the client left");
     // Request 2 waited for a slot and got request 0's, reset.
     assert_eq!(tokens(&log1), alone(&m, &prompts[1], 8));
@@ -150,6 +156,7 @@ fn stop_strings_end_the_text_before_them_and_logprobs_describe_the_chosen_token(
                 out.push_str(text);
                 assert_eq!(*finish, FinishReason::Stop);
             }
+            Event::Admitted => {}
             other => panic!("unexpected {other:?}"),
         }
     }
