@@ -18,6 +18,7 @@ pub use conversation::{Conversation, Turn};
 pub use error::Error;
 pub use graphc_frontends::chat::{ChatOptions, Message};
 pub use graphc_frontends::detokenize::{Detokenizer, Emitted};
+pub use graphc_gpu::GpuSettings;
 pub use model::{CompileOptions, Model};
 pub use sampling::{Penalties, Sampling};
 pub use session::{Finish, Generation, GoOn, Kernels, Session, SessionOptions};

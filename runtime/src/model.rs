@@ -19,22 +19,25 @@ pub struct CompileOptions {
     pub device: Option<String>,
     pub max_seq: Option<usize>,
     pub disabled_passes: Vec<String>,
+    /// Which GPU devices may be picked or named (CUDA on an unverified
+    /// architecture, Metal); the library reads no environment for them.
+    pub gpu: graphc_gpu::GpuSettings,
 }
 
 /// The devices `--device` names. `cpu` and `wgpu` run here (`wgpu` is
 /// parity-checked on lavapipe, a CPU Vulkan driver, and passed on an H200's
 /// Vulkan driver); `cuda` passed its parity run on an H200 and is on for
-/// that architecture (sm_90), elsewhere only with `GRAPHC_CUDA=1`; `metal`
-/// has never run on its hardware, so it is off unless `GRAPHC_METAL=1`
-/// (and needs macOS). `device_unavailable` says why not.
+/// that architecture (sm_90), elsewhere only where `GpuSettings::cuda`
+/// says so; `metal` has never run on its hardware, so it is off unless
+/// `GpuSettings::metal` (and needs macOS). `device_unavailable` says why not.
 pub const DEVICES: &[&str] = &["cpu", "wgpu", "cuda", "metal"];
 
 /// Why `device` cannot run plans on this machine and build, if it cannot.
-pub fn device_unavailable(device: &str) -> Option<String> {
+pub fn device_unavailable(device: &str, gpu: &graphc_gpu::GpuSettings) -> Option<String> {
     match device {
         "cpu" | "wgpu" => None,
-        "cuda" => graphc_gpu::cuda_rt::device_check().err().map(|e| e.to_string()),
-        "metal" => graphc_gpu::metal_rt::device_check().err().map(|e| e.to_string()),
+        "cuda" => graphc_gpu::cuda_rt::device_check(gpu).err().map(|e| e.to_string()),
+        "metal" => graphc_gpu::metal_rt::device_check(gpu).err().map(|e| e.to_string()),
         other => Some(format!("unknown device `{other}`; expected one of {}", DEVICES.join(", "))),
     }
 }
@@ -64,7 +67,7 @@ fn checksum(ck: &Checkpoint, progress: Progress) -> String {
 
 fn resolve(opts: &CompileOptions, context_length: usize) -> Result<ResolvedOptions, Error> {
     let (device, device_source) = match &opts.device {
-        Some(d) => match device_unavailable(d) {
+        Some(d) => match device_unavailable(d, &opts.gpu) {
             None => (d.clone(), Source::Option),
             Some(why) => return Err(Error::Option(format!("device `{d}` is not available: {why}"))),
         },
@@ -74,11 +77,8 @@ fn resolve(opts: &CompileOptions, context_length: usize) -> Result<ResolvedOptio
         // side by side). wgpu is never picked alone: its adapter may be any
         // Vulkan driver, a CPU one too, and on the H200 its decode was
         // slower than the CPU's.
-        None => match graphc_gpu::cuda_rt::device_check() {
+        None => match graphc_gpu::cuda_rt::device_check(&opts.gpu) {
             Ok(()) => ("cuda".to_string(), Source::Machine),
-            // A flag that is neither 0 nor 1 is the user's mistake, not
-            // "no CUDA here" (the H200 run resolved GRAPHC_CUDA=2 to cpu).
-            Err(e @ graphc_gpu::GpuError::BadFlag { .. }) => return Err(Error::Option(e.to_string())),
             Err(_) => ("cpu".to_string(), Source::Machine),
         },
     };

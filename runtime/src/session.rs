@@ -32,6 +32,9 @@ pub struct SessionOptions {
     /// weights, ...) once when the session starts instead of every step;
     /// `None` = on. Off only to compare against (the arithmetic is the same).
     pub fold_weights: Option<bool>,
+    /// What the GPU backends are told (kernel caches, CUDA graphs, ...),
+    /// for a plan compiled for a GPU device.
+    pub gpu: graphc_gpu::GpuSettings,
 }
 
 /// The CPU kernels a session runs on.
@@ -159,7 +162,7 @@ impl<'m> Session<'m> {
                 if model.graph().find_input(LENGTHS_INPUT).is_none() {
                     return Err(Error::Option(format!("the {device} device needs the kv_append pass (caches appended in place on the device)")));
                 }
-                Executor::Device(std::cell::RefCell::new(graphc_gpu::exec::open(device, model.graph(), model)?))
+                Executor::Device(std::cell::RefCell::new(graphc_gpu::exec::open(device, model.graph(), model, &opts.gpu)?))
             }
             (_, Kernels::Reference) => Executor::Reference(
                 rayon::ThreadPoolBuilder::new()

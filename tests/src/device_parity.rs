@@ -92,7 +92,7 @@ pub fn within(distance: f32, bound: f32) -> bool {
 pub fn run(model: &std::path::Path, device: &str, prompt_len: usize, steps: usize) -> Result<Report, String> {
     let max_seq = Some(prompt_len + steps + 1);
     let compile = |device: &str| {
-        let opts = CompileOptions { device: Some(device.into()), max_seq, ..Default::default() };
+        let opts = CompileOptions { device: Some(device.into()), max_seq, gpu: crate::gpu(), ..Default::default() };
         Model::compile(model, &opts, None).map_err(|e| format!("compiling {} for {device}: {e}", model.display()))
     };
     let (cpu, gpu) = (compile("cpu")?, compile(device)?);
@@ -152,7 +152,7 @@ pub fn run(model: &std::path::Path, device: &str, prompt_len: usize, steps: usiz
 }
 
 fn session(model: &Model) -> Result<Session<'_>, String> {
-    model.session(&SessionOptions::default()).map_err(|e| e.to_string())
+    model.session(&crate::device_session()).map_err(|e| e.to_string())
 }
 
 #[cfg(test)]

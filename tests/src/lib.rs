@@ -359,3 +359,15 @@ pub fn serve_prompts() -> Vec<String> {
     let v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
     v["prompts"].as_array().unwrap().iter().map(|p| p.as_str().unwrap().to_string()).collect()
 }
+
+/// The GPU settings a test runs under: from the documented variables
+/// (`GRAPHC_CUDA=1`, `GRAPHC_PTX_CACHE`, ... as `tools/device-check` sets
+/// them), since the library reads none itself.
+pub fn gpu() -> graphc::GpuSettings {
+    graphc::GpuSettings::from_env().unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// Session options for a device test: defaults, with `gpu()`.
+pub fn device_session() -> graphc::SessionOptions {
+    graphc::SessionOptions { gpu: gpu(), ..Default::default() }
+}

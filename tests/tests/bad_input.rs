@@ -166,7 +166,7 @@ fn unknown_pass_and_device_are_named() {
     // architecture without GRAPHC_CUDA=1, GRAPHC_CUDA=0) is refused with
     // the reason; machine resolution never picks it then.
     let opts = CompileOptions { device: Some("cuda".into()), ..Default::default() };
-    match graphc_gpu::cuda_rt::device_check() {
+    match graphc_gpu::cuda_rt::device_check(&Default::default()) {
         Err(why) => {
             let e = Model::compile(&ck, &opts, None).err().unwrap().to_string();
             assert!(e.contains("device `cuda` is not available") && e.contains(&why.to_string()), "{e}");
@@ -175,12 +175,10 @@ fn unknown_pass_and_device_are_named() {
         }
         Ok(()) => eprintln!("a CUDA device is present and enabled here"),
     }
-    // Never run on real hardware: off unless enabled by value, and saying so.
-    if std::env::var_os("GRAPHC_METAL").is_none() {
-        let opts = CompileOptions { device: Some("metal".into()), ..Default::default() };
-        let e = Model::compile(&ck, &opts, None).err().unwrap().to_string();
-        assert!(e.contains("device `metal` is not available") && e.contains("GRAPHC_METAL=1"), "{e}");
-    }
+    // Never run on real hardware: off unless the settings enable it, and saying so.
+    let opts = CompileOptions { device: Some("metal".into()), ..Default::default() };
+    let e = Model::compile(&ck, &opts, None).err().unwrap().to_string();
+    assert!(e.contains("device `metal` is not available") && e.contains("GRAPHC_METAL=1"), "{e}");
 }
 
 /// A plan compiled for a GPU elsewhere (here: a CPU plan with its device

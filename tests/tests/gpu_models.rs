@@ -15,8 +15,8 @@
 //! `GRAPHC_REQUIRE_WGPU=1` (set by `.ci/run`, which installs lavapipe).
 
 use graphc::sampling::argmax;
-use graphc::{CompileOptions, Model, SessionOptions};
-use graphc_tests::{compare, reference_json, reference_logits, smollm2};
+use graphc::{CompileOptions, Model};
+use graphc_tests::{compare, device_session, gpu, reference_json, reference_logits, smollm2};
 
 /// Why 5e-4 (the CPU tests' bound): the GPU path computes in f32 over the
 /// same dequantized weights as the reference, in another summation order
@@ -36,7 +36,7 @@ fn have_device() -> bool {
     if test_device() != "wgpu" {
         return true; // a named device must work: compiling for it says why not
     }
-    match graphc_gpu::wgpu_rt::WgpuDevice::new() {
+    match graphc_gpu::wgpu_rt::WgpuDevice::new(&gpu()) {
         Ok(_) => true,
         Err(e) if std::env::var("GRAPHC_REQUIRE_WGPU").as_deref() == Ok("1") => panic!("GRAPHC_REQUIRE_WGPU=1 but {e}"),
         Err(e) => {
@@ -56,9 +56,9 @@ fn gemma3_on_the_gpu_matches_the_reference() {
     let ids: Vec<u32> = p["prompt_ids"].as_array().unwrap().iter().map(|v| v.as_u64().unwrap() as u32).collect();
     let n_stable = p["n_stable"].as_u64().unwrap() as usize;
     let want: Vec<u32> = p["generated_ids"].as_array().unwrap().iter().map(|v| v.as_u64().unwrap() as u32).collect();
-    let opts = CompileOptions { device: Some(test_device()), max_seq: Some(64), ..Default::default() };
+    let opts = CompileOptions { device: Some(test_device()), max_seq: Some(64), gpu: gpu(), ..Default::default() };
     let model = Model::compile(&graphc_tests::model("gemma-3-270m-q4_k_m.gguf"), &opts, None).unwrap();
-    let mut session = model.session(&SessionOptions::default()).unwrap();
+    let mut session = model.session(&device_session()).unwrap();
     let mut logits = session.prefill(&ids).unwrap();
     let (max, cos) = compare(&logits, &reference_logits(p["logits_file"].as_str().unwrap()));
     println!("gemma3 p1: max |Δlogit| = {max:.3e}, cosine = {cos:.9}");
@@ -103,10 +103,10 @@ fn smollm2_on_the_gpu_matches_the_reference_as_a_ragged_batch() {
         prompts.iter().map(|p| p["prompt_ids"].as_array().unwrap().iter().map(|v| v.as_u64().unwrap() as u32).collect()).collect();
     let n_stable: Vec<usize> = prompts.iter().map(|p| p["n_stable"].as_u64().unwrap() as usize).collect();
 
-    let opts = CompileOptions { device: Some(test_device()), max_seq: Some(128), ..Default::default() };
+    let opts = CompileOptions { device: Some(test_device()), max_seq: Some(128), gpu: gpu(), ..Default::default() };
     let model = Model::compile(&smollm2(), &opts, None).unwrap();
     assert_eq!(model.plan().options.device, test_device());
-    let mut session = model.batch_session(ids.len(), &SessionOptions::default()).unwrap();
+    let mut session = model.batch_session(ids.len(), &device_session()).unwrap();
     println!("kernels: {}", session.resolved().kernels);
     assert!(session.resolved().kernels.starts_with(&test_device()), "{}", session.resolved().kernels);
 
@@ -220,7 +220,7 @@ fn family_fixtures_on_the_gpu_match_transformers() {
     let ids = |v: &serde_json::Value| -> Vec<u32> { v.as_array().unwrap().iter().map(|x| x.as_u64().unwrap() as u32).collect() };
     // 64 rows of cache (the smallest context here): the prompts are short, and llama3's 131072-token
     // context would allocate its caches at that length.
-    let opts = CompileOptions { device: Some(test_device()), max_seq: Some(64), ..Default::default() };
+    let opts = CompileOptions { device: Some(test_device()), max_seq: Some(64), gpu: gpu(), ..Default::default() };
     for family in ["qwen2", "llama3", "qwen3", "gemma", "gemma2", "phi2", "phi3", "phi3_longrope", "qwen3_moe", "phimoe", "qwen3_next"] {
         let dir = graphc_tests::repo_root().join("tests/fixtures/families").join(family);
         let r: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(dir.join("reference.json")).unwrap()).unwrap();
@@ -230,13 +230,13 @@ fn family_fixtures_on_the_gpu_match_transformers() {
         // HF checkpoints store Gemma's norm weights without their `+ 1` and
         // Qwen3-Next's `A_log` before `-exp`: weight-only values the device
         // computes in the first step only (and these logits check them).
-        let folded = model.session(&SessionOptions::default()).unwrap().kernel_counts()["device_folded_nodes"];
+        let folded = model.session(&device_session()).unwrap().kernel_counts()["device_folded_nodes"];
         if matches!(family, "gemma" | "gemma2" | "qwen3_next") {
             assert!(folded > 0, "{family}: no weight-only node folded on the device");
         }
         for (p, prompt) in prompts.iter().enumerate() {
             let want: Vec<Vec<f32>> = r["logits"][p].as_array().unwrap().iter().map(floats).collect();
-            let mut s = model.session(&SessionOptions::default()).unwrap();
+            let mut s = model.session(&device_session()).unwrap();
             let mut got = vec![s.prefill(&prompt[..1]).unwrap()];
             for &t in &prompt[1..] {
                 got.push(s.decode(t).unwrap());
@@ -248,7 +248,7 @@ fn family_fixtures_on_the_gpu_match_transformers() {
             }
         }
         let ragged: Vec<Vec<f32>> = r["ragged_last_logits"].as_array().unwrap().iter().map(floats).collect();
-        let mut batch = model.batch_session(prompts.len(), &SessionOptions::default()).unwrap();
+        let mut batch = model.batch_session(prompts.len(), &device_session()).unwrap();
         let rows: Vec<&[u32]> = prompts.iter().map(|p| &p[..]).collect();
         for (i, (g, w)) in batch.prefill_rows(&rows).unwrap().iter().zip(&ragged).enumerate() {
             let d = max_diff(g, w);
@@ -275,10 +275,10 @@ fn kernel_timing_counts_every_launch_and_changes_no_bit() {
     if !have_device() {
         return;
     }
-    let opts = CompileOptions { device: Some(test_device()), max_seq: Some(64), ..Default::default() };
+    let opts = CompileOptions { device: Some(test_device()), max_seq: Some(64), gpu: gpu(), ..Default::default() };
     let model = Model::compile(&smollm2(), &opts, None).unwrap();
     let run = |profile: bool| {
-        let mut s = model.session(&SessionOptions::default()).unwrap();
+        let mut s = model.session(&device_session()).unwrap();
         s.set_profiling(profile).unwrap();
         let mut bits: Vec<u32> = s.prefill(&[1, 54, 34, 28]).unwrap().iter().map(|v| v.to_bits()).collect();
         let mut launches = s.kernel_counts()["device_launches_last_step"];

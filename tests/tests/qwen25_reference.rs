@@ -10,8 +10,8 @@
 //! embedding (q5_0): a lowering that tied them would read other numbers.
 
 use graphc::sampling::argmax;
-use graphc::{CompileOptions, Model, SessionOptions};
-use graphc_tests::{compare, model, reference_json, reference_logits};
+use graphc::{CompileOptions, Model};
+use graphc_tests::{compare, device_session, gpu, model, reference_json, reference_logits};
 
 const LABEL: &str = "qwen2.5-coder-0.5b-q4_k_m";
 const FILE: &str = "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf";
@@ -50,7 +50,7 @@ fn qwen25_fast_backend_matches_the_reference_tokens_and_logits() {
     assert_eq!(model.plan().family, "qwen2");
     assert_eq!(model.plan().model.facts["tied_output"], "false", "this GGUF stores output.weight");
     let tok = model.tokenizer().unwrap();
-    let mut session = model.session(&SessionOptions::default()).unwrap();
+    let mut session = model.session(&device_session()).unwrap();
     println!("kernels: {}", session.resolved().kernels);
     let mut chat_prompts = 0;
     for p in reference["prompts"].as_array().unwrap() {
@@ -100,7 +100,7 @@ fn qwen25_the_bound_separates_plausible_mistakes() {
     let path = dir.join("no-bias.gguf");
     std::fs::write(&path, &no_bias).unwrap();
     let m = Model::compile(&path, &CompileOptions { max_seq: Some(64), ..Default::default() }, None).unwrap();
-    let logits = m.session(&SessionOptions::default()).unwrap().prefill(&ids(&p["prompt_ids"])).unwrap();
+    let logits = m.session(&device_session()).unwrap().prefill(&ids(&p["prompt_ids"])).unwrap();
     let (gap, _) = compare(&logits, &want);
     println!("q/k/v biases zeroed: max |Δlogit| = {gap:.3}");
     assert!(gap > 10.0 * MAX_ABS_LOGIT_DIFF, "zeroed biases are only {gap} away");
@@ -110,7 +110,7 @@ fn qwen25_the_bound_separates_plausible_mistakes() {
 fn qwen25_on_wgpu_matches_the_reference_on_p1() {
     let device = std::env::var("GRAPHC_TEST_DEVICE").unwrap_or_else(|_| "wgpu".into());
     if device == "wgpu" {
-        if let Err(e) = graphc_gpu::wgpu_rt::WgpuDevice::new() {
+        if let Err(e) = graphc_gpu::wgpu_rt::WgpuDevice::new(&gpu()) {
             if std::env::var("GRAPHC_REQUIRE_WGPU").as_deref() == Ok("1") {
                 panic!("GRAPHC_REQUIRE_WGPU=1 but {e}");
             }
@@ -119,9 +119,9 @@ fn qwen25_on_wgpu_matches_the_reference_on_p1() {
         }
     }
     let reference = reference_json(LABEL);
-    let opts = CompileOptions { device: Some(device.clone()), max_seq: Some(64), ..Default::default() };
+    let opts = CompileOptions { device: Some(device.clone()), max_seq: Some(64), gpu: gpu(), ..Default::default() };
     let model = Model::compile(&model(FILE), &opts, None).unwrap();
-    let mut session = model.session(&SessionOptions::default()).unwrap();
+    let mut session = model.session(&device_session()).unwrap();
     // lavapipe runs this model at tens of seconds a token on 2 cores: p1's
     // logits and its first greedy tokens here (its whole 32-token run
     // passed by hand, as the README says).

@@ -20,8 +20,8 @@ pub struct CompileArgs {
 }
 
 impl CompileArgs {
-    pub fn options(&self) -> CompileOptions {
-        CompileOptions { device: self.device.clone(), max_seq: self.max_seq, disabled_passes: self.disable_pass.clone() }
+    pub fn options(&self) -> Result<CompileOptions> {
+        Ok(CompileOptions { device: self.device.clone(), max_seq: self.max_seq, disabled_passes: self.disable_pass.clone(), gpu: gpu_settings()? })
     }
 }
 
@@ -40,7 +40,7 @@ pub struct CpuArgs {
 impl CpuArgs {
     pub fn session_options(&self) -> Result<SessionOptions> {
         let kernels = self.kernels.as_deref().map(Kernels::parse).transpose()?;
-        Ok(SessionOptions { threads: self.threads, kernels, ..Default::default() })
+        Ok(SessionOptions { threads: self.threads, kernels, gpu: gpu_settings()?, ..Default::default() })
     }
 }
 
@@ -94,4 +94,11 @@ pub fn with_progress<T>(load: impl FnOnce(graphc::model::Progress) -> Result<T, 
 
 pub fn open(path: &Path, opts: &CompileOptions) -> Result<Model> {
     with_progress(|p| Model::open(path, opts, p))
+}
+
+/// The GPU settings from the variables the README documents
+/// (`GRAPHC_CUDA`, `GRAPHC_METAL`, `GRAPHC_CACHE`, ...): the command is
+/// where the environment is read, once, and passed down.
+pub fn gpu_settings() -> Result<graphc::GpuSettings> {
+    Ok(graphc::GpuSettings::from_env()?)
 }

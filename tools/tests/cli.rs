@@ -307,7 +307,7 @@ fn bench_profile_says_where_a_decode_step_goes() {
 /// without a wgpu adapter unless `GRAPHC_REQUIRE_WGPU=1` (`.ci/run`).
 #[test]
 fn bench_runs_on_wgpu_without_the_off_column() {
-    if let Err(e) = graphc_gpu::wgpu_rt::WgpuDevice::new() {
+    if let Err(e) = graphc_gpu::wgpu_rt::WgpuDevice::new(&graphc_tests::gpu()) {
         assert_ne!(std::env::var("GRAPHC_REQUIRE_WGPU").as_deref(), Ok("1"), "GRAPHC_REQUIRE_WGPU=1 but {e}");
         eprintln!("SKIPPED: no wgpu adapter on this machine ({e})");
         return;

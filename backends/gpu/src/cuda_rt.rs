@@ -1,12 +1,12 @@
 //! The CUDA side: kernels compiled at run time by NVRTC through `cudarc`
 //! (PTX cached by kernel hash and architecture in the process, and on disk
-//! by a hash of the CUDA source: `ptx_cache_dir`), and clean detection of
+//! by a hash of the CUDA source: `GpuSettings::ptx_cache`), and clean detection of
 //! what this machine lacks. cudarc *panics* when it cannot load a library,
 //! so every entry here first checks that the library loads.
 //!
 //! cudarc loads `libnvrtc.so.12` by bare name. Where it is not on the
-//! loader's path, `preload_nvrtc` loads it by absolute path first (from
-//! `GRAPHC_NVRTC_LIB`, else the venv `tools/setup.sh` makes); the dynamic
+//! loader's path, `preload_nvrtc` loads it by absolute path first (the
+//! caller's `GpuSettings`: its `nvrtc_lib`, else the wheels'); the dynamic
 //! loader then resolves the bare name to the already-loaded library.
 //!
 //! `CudaDevice` runs the same kernel calls as wgpu through cudarc's driver
@@ -16,15 +16,15 @@
 //! 2026-12-04: every kernel class against the CPU reference, the family
 //! fixtures, SmolLM2's and Gemma 3's shapes end to end), so it is on where
 //! the device is of a verified architecture ([`VERIFIED_ARCHS`]) and off
-//! elsewhere unless `GRAPHC_CUDA=1` (DESIGN.md: unmeasured paths start
-//! off); `GRAPHC_CUDA=0` turns it off everywhere. `tools/gpu-check` (or
+//! elsewhere unless `GpuSettings::cuda` is `Some(true)` (`GRAPHC_CUDA=1`;
+//! DESIGN.md: unmeasured paths start off); `Some(false)` turns it off. `tools/gpu-check` (or
 //! `tools/device-check`) is the run that verifies another architecture.
 //! Compiling kernels needs no device.
 #![allow(unsafe_code)]
 
 use crate::device::{grid, BindingLimits, Device, Launch};
 use crate::kir::Kernel;
-use crate::GpuError;
+use crate::{GpuError, GpuSettings};
 use cudarc::driver::{CudaContext, CudaFunction, CudaSlice, CudaStream, DevicePtr, LaunchConfig, PushKernelArg};
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -34,41 +34,16 @@ use std::sync::{Mutex, OnceLock};
 /// The architectures CI compiles every kernel for (A100, H100/H200).
 pub const ARCHS: [&str; 2] = ["sm_80", "sm_90"];
 
-/// Where the PyPI NVIDIA wheels are, if `tools/setup.sh` installed them:
-/// the `nvidia` package folder of `$GRAPHC_CACHE/gpu-venv` (default
-/// `~/.cache/graphc`).
-pub fn wheel_root() -> Option<PathBuf> {
-    let lib = graphc_cache()?.join("gpu-venv/lib");
-    let python = std::fs::read_dir(&lib).ok()?.filter_map(|e| e.ok()).find(|e| e.file_name().to_string_lossy().starts_with("python"))?;
-    let root = python.path().join("site-packages/nvidia");
-    root.is_dir().then_some(root)
+/// `ptxas`, if the settings say where (or the wheels have it).
+pub fn ptxas(settings: &GpuSettings) -> Option<PathBuf> {
+    settings.ptxas_path()
 }
 
-/// `$GRAPHC_CACHE`, else `~/.cache/graphc`.
-fn graphc_cache() -> Option<PathBuf> {
-    match std::env::var_os("GRAPHC_CACHE") {
-        Some(c) => Some(PathBuf::from(c)),
-        None => Some(PathBuf::from(std::env::var_os("HOME")?).join(".cache/graphc")),
-    }
-}
-
-/// `ptxas` from `nvidia-cuda-nvcc-cu12`, if installed (`GRAPHC_PTXAS` overrides).
-pub fn ptxas() -> Option<PathBuf> {
-    if let Some(p) = std::env::var_os("GRAPHC_PTXAS") {
-        return Some(PathBuf::from(p));
-    }
-    let p = wheel_root()?.join("cuda_nvcc/bin/ptxas");
-    p.is_file().then_some(p)
-}
-
-fn preload_nvrtc() -> bool {
+/// Load NVRTC by the settings' path once a process (the first path given wins).
+fn preload_nvrtc(settings: &GpuSettings) -> bool {
     static LOADED: OnceLock<bool> = OnceLock::new();
     *LOADED.get_or_init(|| {
-        let path = std::env::var_os("GRAPHC_NVRTC_LIB")
-            .map(PathBuf::from)
-            .or_else(|| Some(wheel_root()?.join("cuda_nvrtc/lib/libnvrtc.so.12")))
-            .filter(|p| p.is_file());
-        match path {
+        match settings.nvrtc_path() {
             // SAFETY: loading NVIDIA's NVRTC runs its initializers, which are
             // sound to run once; the handle is leaked so it stays loaded for
             // cudarc's by-name lookup.
@@ -79,17 +54,17 @@ fn preload_nvrtc() -> bool {
 }
 
 /// Whether NVRTC can be loaded here.
-pub fn nvrtc_available() -> bool {
-    preload_nvrtc();
+pub fn nvrtc_available(settings: &GpuSettings) -> bool {
+    preload_nvrtc(settings);
     // SAFETY: only tries to dlopen the library and closes it again.
     unsafe { cudarc::nvrtc::sys::is_culib_present() }
 }
 
 /// CUDA C for `kernel` compiled to PTX for `arch` (`sm_80`, ...): from the
-/// process's cache, else the disk cache ([`ptx_cache_dir`]), else NVRTC
+/// process's cache, else the disk cache (`settings.ptx_cache`), else NVRTC
 /// (whose PTX the disk cache then keeps). Entries are keyed by a hash of
 /// the CUDA source itself, so an emitter change never reads stale PTX.
-pub fn compile_ptx(kernel: &Kernel, arch: &'static str) -> Result<String, GpuError> {
+pub fn compile_ptx(kernel: &Kernel, arch: &'static str, settings: &GpuSettings) -> Result<String, GpuError> {
     static CACHE: OnceLock<Mutex<HashMap<(u64, &'static str), String>>> = OnceLock::new();
     let key = (kernel.hash(), arch);
     let cache = CACHE.get_or_init(Default::default);
@@ -97,12 +72,12 @@ pub fn compile_ptx(kernel: &Kernel, arch: &'static str) -> Result<String, GpuErr
         return Ok(ptx.clone());
     }
     let source = crate::emit(kernel, crate::Target::Cuda)?;
-    let file = ptx_cache_dir().map(|dir| dir.join(ptx_file_name(kernel, &source, arch)));
+    let file = settings.ptx_cache.as_ref().map(|dir| dir.join(ptx_file_name(kernel, &source, arch)));
     let cached = file.as_ref().and_then(|f| std::fs::read_to_string(f).ok()).filter(|ptx| ptx_is_for(ptx, kernel, arch));
     let ptx = match cached {
         Some(ptx) => ptx,
         None => {
-            let ptx = nvrtc_compile(kernel, &source, arch)?;
+            let ptx = nvrtc_compile(kernel, &source, arch, settings)?;
             if let Some(f) = &file {
                 // A cache that cannot be written only costs a recompile.
                 let _ = write_atomically(f, &ptx);
@@ -116,9 +91,9 @@ pub fn compile_ptx(kernel: &Kernel, arch: &'static str) -> Result<String, GpuErr
 
 /// CUDA C for `kernel` compiled by NVRTC to PTX for `arch`, bypassing
 /// every cache (what the codegen tests check NVRTC with).
-pub fn compile_ptx_uncached(kernel: &Kernel, arch: &'static str) -> Result<String, GpuError> {
+pub fn compile_ptx_uncached(kernel: &Kernel, arch: &'static str, settings: &GpuSettings) -> Result<String, GpuError> {
     let source = crate::emit(kernel, crate::Target::Cuda)?;
-    nvrtc_compile(kernel, &source, arch)
+    nvrtc_compile(kernel, &source, arch, settings)
 }
 
 /// NVRTC's flags for every kernel, part of the PTX cache key.
@@ -135,12 +110,12 @@ pub fn compile_ptx_uncached(kernel: &Kernel, arch: &'static str) -> Result<Strin
 /// root, no flush to zero), named so that the cache key holds them.
 pub const NVRTC_FLAGS: [&str; 4] = ["--fmad=false", "--ftz=false", "--prec-div=true", "--prec-sqrt=true"];
 
-fn nvrtc_compile(kernel: &Kernel, source: &str, arch: &'static str) -> Result<String, GpuError> {
-    if !nvrtc_available() {
+fn nvrtc_compile(kernel: &Kernel, source: &str, arch: &'static str, settings: &GpuSettings) -> Result<String, GpuError> {
+    if !nvrtc_available(settings) {
         return Err(GpuError::NoDevice {
             backend: "cuda",
             reason: format!(
-                "kernel `{}` for {arch} is not in the PTX cache and NVRTC (libnvrtc.so.12) is not loadable: run tools/setup.sh (PyPI nvidia-cuda-nvrtc-cu12) or set GRAPHC_NVRTC_LIB",
+                "kernel `{}` for {arch} is not in the PTX cache and NVRTC (libnvrtc.so.12) is not loadable: run tools/setup.sh (PyPI nvidia-cuda-nvrtc-cu12) or give its path (GRAPHC_NVRTC_LIB)",
                 kernel.name
             ),
         });
@@ -160,16 +135,6 @@ fn nvrtc_compile(kernel: &Kernel, source: &str, arch: &'static str) -> Result<St
         },
     })?;
     Ok(ptx.to_src())
-}
-
-/// The on-disk PTX cache: `GRAPHC_PTX_CACHE`, else `$GRAPHC_CACHE/ptx`
-/// (`~/.cache/graphc/ptx`). PTX compiled once is reused by every later
-/// process, and carried to machines without NVRTC (`tools/device-bundle`).
-pub fn ptx_cache_dir() -> Option<PathBuf> {
-    if let Some(dir) = std::env::var_os("GRAPHC_PTX_CACHE") {
-        return Some(PathBuf::from(dir));
-    }
-    Some(graphc_cache()?.join("ptx"))
 }
 
 /// `KERNEL-HASH-ARCH.ptx`: the hash is of [`NVRTC_FLAGS`] and the CUDA
@@ -195,21 +160,28 @@ fn write_atomically(path: &std::path::Path, text: &str) -> std::io::Result<()> {
     std::fs::rename(&tmp, path)
 }
 
-/// Compiles `kernel` into the PTX cache for every arch `GRAPHC_PTX_RECORD`
-/// names (`sm_90` or `sm_80,sm_90`; unset: nothing). The GPU executors
+/// Compiles `kernel` into the PTX cache for every arch `settings.ptx_record`
+/// names (`sm_90`, `sm_80`; none: nothing). The GPU executors
 /// call it for each kernel they lower, on any device, so a test run on
 /// wgpu here records the PTX a CUDA run of the same tests will need on a
 /// machine without NVRTC (`tools/device-bundle`).
-pub fn record(kernel: &Kernel) -> Result<(), GpuError> {
-    static ARCHS: OnceLock<Vec<&'static str>> = OnceLock::new();
-    let archs = ARCHS.get_or_init(|| {
-        let names = std::env::var("GRAPHC_PTX_RECORD").unwrap_or_default();
-        names.split(',').filter(|a| !a.is_empty()).map(|a| &*Box::leak(a.trim().to_string().into_boxed_str())).collect()
-    });
-    for arch in archs {
-        compile_ptx(kernel, arch)?;
+pub fn record(kernel: &Kernel, settings: &GpuSettings) -> Result<(), GpuError> {
+    for arch in &settings.ptx_record {
+        compile_ptx(kernel, static_arch(arch), settings)?;
     }
     Ok(())
+}
+
+/// NVRTC takes the arch as `&'static str`: each name leaked once a process.
+fn static_arch(arch: &str) -> &'static str {
+    static NAMES: OnceLock<Mutex<Vec<&'static str>>> = OnceLock::new();
+    let mut names = NAMES.get_or_init(Default::default).lock().expect("arch names");
+    if let Some(&a) = names.iter().find(|&&a| a == arch) {
+        return a;
+    }
+    let a: &'static str = Box::leak(arch.to_string().into_boxed_str());
+    names.push(a);
+    a
 }
 
 /// The architectures the CUDA path has passed its parity run on, with no
@@ -218,7 +190,7 @@ pub fn record(kernel: &Kernel) -> Result<(), GpuError> {
 pub const VERIFIED_ARCHS: [&str; 1] = ["sm_90"];
 
 /// Whether CUDA may run on a device of `arch` (`sm_XY`, named `device`)
-/// under `GRAPHC_CUDA`'s `setting`: `1` on anywhere, `0` off, unset on
+/// under `setting` (`GpuSettings::cuda`): on anywhere, off, or `None`: on
 /// only for a [`VERIFIED_ARCHS`] architecture.
 pub fn gate(setting: Option<bool>, arch: &str, device: &str) -> Result<(), GpuError> {
     match setting {
@@ -243,8 +215,8 @@ fn arch_of(ctx: &CudaContext) -> Result<String, GpuError> {
 /// A CUDA device can be used here: `GRAPHC_CUDA` is not `0`, the driver
 /// library loads, device 0 exists, and its architecture is verified or the
 /// flag is `1` ([`gate`]). Each "no" is an error saying which.
-pub fn device_check() -> Result<(), GpuError> {
-    let setting = crate::flag_setting("GRAPHC_CUDA")?;
+pub fn device_check(settings: &GpuSettings) -> Result<(), GpuError> {
+    let setting = settings.cuda;
     if setting == Some(false) {
         return Err(GpuError::SwitchedOff { backend: "cuda", flag: "GRAPHC_CUDA" });
     }
@@ -277,9 +249,10 @@ pub struct CudaDevice {
     arch: &'static str,
     name: String,
     functions: Mutex<HashMap<u64, CudaFunction>>,
-    /// `GRAPHC_CUDA_GRAPH=1`: replayed decode steps run as one captured
+    /// `GpuSettings::cuda_graph`: replayed decode steps run as one captured
     /// CUDA graph instead of their launches one by one ([`CapturedStep`]).
     graphs: bool,
+    settings: GpuSettings,
 }
 
 /// A replayed step's launches captured once as a CUDA graph: a decode step
@@ -288,7 +261,7 @@ pub struct CudaDevice {
 /// parameters, which a replay keeps (same buffers, states appended in
 /// place, positions and lengths in buffers: `exec::Replay`).
 ///
-/// Off unless `GRAPHC_CUDA_GRAPH=1`: written after the only GPU run this
+/// Off unless `GpuSettings::cuda_graph` (`GRAPHC_CUDA_GRAPH=1`): written after the only GPU run this
 /// project had (an H200), never run on one yet; `tools/device-check` runs
 /// the CUDA parity and speed steps with it on beside it off.
 struct CapturedStep(cudarc::driver::CudaGraph);
@@ -302,13 +275,13 @@ unsafe impl Sync for CapturedStep {}
 
 impl CudaDevice {
     /// Device 0, if [`device_check`] allows it.
-    pub fn new() -> Result<CudaDevice, GpuError> {
-        device_check()?;
+    pub fn new(settings: &GpuSettings) -> Result<CudaDevice, GpuError> {
+        device_check(settings)?;
         let ctx = CudaContext::new(0).map_err(driver_err)?;
         // NVRTC takes the arch as `&'static str`: one leaked name a device.
-        let arch: &'static str = Box::leak(arch_of(&ctx)?.into_boxed_str());
+        let arch = static_arch(&arch_of(&ctx)?);
         let name = ctx.name().unwrap_or_else(|_| "CUDA device 0".into());
-        let graphs = crate::flag("GRAPHC_CUDA_GRAPH")?;
+        let graphs = settings.cuda_graph;
         let stream = if graphs {
             // The legacy default stream cannot be captured: a stream of its
             // own. cudarc's event tracking (on once a context has streams)
@@ -321,14 +294,14 @@ impl CudaDevice {
         } else {
             ctx.default_stream()
         };
-        Ok(CudaDevice { ctx, stream, arch, name, functions: Mutex::new(HashMap::new()), graphs })
+        Ok(CudaDevice { ctx, stream, arch, name, functions: Mutex::new(HashMap::new()), graphs, settings: settings.clone() })
     }
 
     fn function(&self, kernel: &Kernel, key: u64) -> Result<CudaFunction, GpuError> {
         if let Some(f) = self.functions.lock().expect("function cache").get(&key) {
             return Ok(f.clone());
         }
-        let ptx = compile_ptx(kernel, self.arch)?;
+        let ptx = compile_ptx(kernel, self.arch, &self.settings)?;
         let module = self.ctx.load_module(cudarc::nvrtc::Ptx::from_src(ptx)).map_err(driver_err)?;
         let f = module.load_function(&kernel.name).map_err(driver_err)?;
         self.functions.lock().expect("function cache").insert(key, f.clone());
@@ -345,6 +318,9 @@ impl Device for CudaDevice {
     type Buffer = CudaBuffer;
     fn target(&self) -> &'static str {
         "cuda"
+    }
+    fn settings(&self) -> &GpuSettings {
+        &self.settings
     }
     fn label(&self) -> String {
         format!("{}, {}", self.name, self.arch)
@@ -420,7 +396,7 @@ impl Device for CudaDevice {
     fn wait(&self) -> Result<(), GpuError> {
         self.stream.synchronize().map_err(driver_err)
     }
-    /// With `GRAPHC_CUDA_GRAPH=1`: the launches captured as a CUDA graph
+    /// With `GpuSettings::cuda_graph`: the launches captured as a CUDA graph
     /// (every kernel loaded first: loading a module is no stream work a
     /// capture may hold), which then runs once; else they run.
     fn run_prepared(&self, launches: &[Launch<'_, CudaBuffer>], prepared: &mut Option<Box<dyn std::any::Any + Send + Sync>>) -> Result<(), GpuError> {

@@ -116,6 +116,8 @@ pub trait Device {
     type Buffer: Clone;
     /// The backend's name in errors and plans (`wgpu`, `cuda`).
     fn target(&self) -> &'static str;
+    /// What the caller told the GPU backends (the PTX to record, ...).
+    fn settings(&self) -> &crate::GpuSettings;
     /// The adapter or device as its driver names it.
     fn label(&self) -> String;
     fn upload(&self, bytes: &[u8]) -> Result<Self::Buffer, GpuError>;
@@ -187,7 +189,7 @@ pub trait Device {
         let infos: Vec<ArgInfo> = inputs.iter().map(|i| i.info()).collect();
         let calls = lower(op, &infos, self.target(), self.binding_limits())?;
         for c in &calls {
-            crate::cuda_rt::record(&c.kernel)?;
+            crate::cuda_rt::record(&c.kernel, self.settings())?;
         }
         if let graphc_ir::Op::KvAppend { axis, window, .. } = op {
             let lengths = match inputs[2] {

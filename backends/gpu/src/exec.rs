@@ -642,7 +642,7 @@ impl<D: Device> GpuGraph<D> {
                             };
                             let calls = calls.map_err(|e| node_err(graph, id, e.to_string()))?;
                             for c in &calls {
-                                crate::cuda_rt::record(&c.kernel).map_err(|e| node_err(graph, id, e.to_string()))?;
+                                crate::cuda_rt::record(&c.kernel, self.device.settings()).map_err(|e| node_err(graph, id, e.to_string()))?;
                             }
                             let keyed: KeyedCalls<D::Buffer> = Arc::new(
                                 calls
@@ -866,11 +866,11 @@ impl<D: Device> DeviceGraph for GpuGraph<D> {
 }
 
 /// Opens `device` (`wgpu`, `cuda` or `metal`) and uploads `graph`'s weights to it.
-pub fn open(device: &str, graph: &Graph, weights: &dyn WeightSource) -> Result<Box<dyn DeviceGraph>, GpuError> {
+pub fn open(device: &str, graph: &Graph, weights: &dyn WeightSource, settings: &crate::GpuSettings) -> Result<Box<dyn DeviceGraph>, GpuError> {
     match device {
-        "wgpu" => Ok(Box::new(GpuGraph::new(shared_wgpu_device()?, graph, weights)?)),
-        "cuda" => Ok(Box::new(GpuGraph::new(Arc::new(crate::cuda_rt::CudaDevice::new()?), graph, weights)?)),
-        "metal" => crate::metal_rt::open(graph, weights),
+        "wgpu" => Ok(Box::new(GpuGraph::new(shared_wgpu_device(settings)?, graph, weights)?)),
+        "cuda" => Ok(Box::new(GpuGraph::new(Arc::new(crate::cuda_rt::CudaDevice::new(settings)?), graph, weights)?)),
+        "metal" => crate::metal_rt::open(graph, weights, settings),
         other => Err(GpuError::NoDevice { backend: "gpu", reason: format!("`{other}` is not a GPU device graphc runs graphs on") }),
     }
 }
@@ -881,14 +881,18 @@ pub fn open(device: &str, graph: &Graph, weights: &dyn WeightSource) -> Result<B
 /// Vulkan driver (on an H200) refused to make more after about a dozen in
 /// one process: "vulkan drivers/libraries could not be loaded" half-way
 /// through the family fixtures. CUDA needs no such cache (cudarc's contexts
-/// are the device's one primary context).
-fn shared_wgpu_device() -> Result<Arc<crate::wgpu_rt::WgpuDevice>, GpuError> {
+/// are the device's one primary context). The first session's settings
+/// make it; a later session with other settings gets a device of its own.
+fn shared_wgpu_device(settings: &crate::GpuSettings) -> Result<Arc<crate::wgpu_rt::WgpuDevice>, GpuError> {
     static SHARED: std::sync::Mutex<Option<Arc<crate::wgpu_rt::WgpuDevice>>> = std::sync::Mutex::new(None);
     let mut shared = SHARED.lock().expect("shared wgpu device");
     if let Some(device) = &*shared {
-        return Ok(device.clone());
+        if device.settings() == settings {
+            return Ok(device.clone());
+        }
+        return Ok(Arc::new(crate::wgpu_rt::WgpuDevice::new(settings)?));
     }
-    let device = Arc::new(crate::wgpu_rt::WgpuDevice::new()?);
+    let device = Arc::new(crate::wgpu_rt::WgpuDevice::new(settings)?);
     *shared = Some(device.clone());
     Ok(device)
 }

@@ -18,10 +18,12 @@ pub mod kernels;
 pub mod kir;
 pub mod lower;
 pub mod metal_rt;
+pub mod settings;
 pub mod stack;
 pub mod wgpu_rt;
 
 pub use emit::{emit, EmitError, Target};
+pub use settings::GpuSettings;
 
 #[derive(Debug, thiserror::Error)]
 pub enum GpuError {
@@ -45,20 +47,4 @@ pub enum GpuError {
     Device { backend: &'static str, message: String },
     #[error("{name}={value:?}: flags are read by value, 1 (on) or 0 (off)")]
     BadFlag { name: &'static str, value: String },
-}
-
-/// A flag read by value: unset or `0` is off, `1` is on, anything else an error.
-pub fn flag(name: &'static str) -> Result<bool, GpuError> {
-    Ok(flag_setting(name)?.unwrap_or(false))
-}
-
-/// A flag read by value, unset kept apart: `None` unset, `Some(false)` for
-/// `0`, `Some(true)` for `1`, anything else an error.
-pub fn flag_setting(name: &'static str) -> Result<Option<bool>, GpuError> {
-    match std::env::var(name) {
-        Err(_) => Ok(None),
-        Ok(v) if v == "0" => Ok(Some(false)),
-        Ok(v) if v == "1" => Ok(Some(true)),
-        Ok(value) => Err(GpuError::BadFlag { name, value }),
-    }
 }

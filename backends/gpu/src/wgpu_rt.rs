@@ -8,7 +8,7 @@
 
 use crate::device::{grid, BindingLimits, Device, Launch};
 use crate::kir::Kernel;
-use crate::GpuError;
+use crate::{GpuError, GpuSettings};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
@@ -61,6 +61,7 @@ pub struct WgpuDevice {
     /// writing it and submitting, so concurrent runs cannot interleave).
     params_arena: Mutex<Option<GpuBuffer>>,
     bind_groups: Mutex<HashMap<BindGroupKey, CachedGroup>>,
+    settings: GpuSettings,
 }
 
 /// Launches made ready to encode: their parameters packed as the arena
@@ -97,14 +98,17 @@ struct CachedGroup {
 const MAX_BIND_GROUPS: usize = 8192;
 
 impl WgpuDevice {
-    /// The first adapter of the backends `WGPU_BACKEND` names (when it is
-    /// unset, Vulkan, or Metal on macOS: with every backend allowed, a
-    /// missing Vulkan silently falls back to a GL adapter with other limits).
-    pub fn new() -> Result<WgpuDevice, GpuError> {
-        let mut desc = wgpu::InstanceDescriptor::new_without_display_handle_from_env();
-        if std::env::var_os("WGPU_BACKEND").is_none() {
-            desc.backends = if cfg!(target_os = "macos") { wgpu::Backends::METAL } else { wgpu::Backends::VULKAN };
-        }
+    /// The first adapter of the backends `settings.wgpu_backends` names
+    /// (when it is `None`, Vulkan, or Metal on macOS: with every backend
+    /// allowed, a missing Vulkan silently falls back to a GL adapter with
+    /// other limits).
+    pub fn new(settings: &GpuSettings) -> Result<WgpuDevice, GpuError> {
+        let mut desc = wgpu::InstanceDescriptor::new_without_display_handle();
+        desc.backends = match &settings.wgpu_backends {
+            Some(names) => wgpu::Backends::from_comma_list(names),
+            None if cfg!(target_os = "macos") => wgpu::Backends::METAL,
+            None => wgpu::Backends::VULKAN,
+        };
         let instance = wgpu::Instance::new(desc);
         // A discrete GPU over an integrated one where a machine has both.
         let options = wgpu::RequestAdapterOptions { power_preference: wgpu::PowerPreference::HighPerformance, ..Default::default() };
@@ -127,6 +131,7 @@ impl WgpuDevice {
             max_buffers_override: None,
             params_arena: Mutex::new(None),
             bind_groups: Mutex::new(HashMap::new()),
+            settings: settings.clone(),
         })
     }
 
@@ -344,6 +349,9 @@ impl Device for WgpuDevice {
     type Buffer = GpuBuffer;
     fn target(&self) -> &'static str {
         "wgpu"
+    }
+    fn settings(&self) -> &GpuSettings {
+        &self.settings
     }
     fn label(&self) -> String {
         self.adapter_name.clone()

@@ -5,23 +5,28 @@
 //! a failure here, not a skip, because CI installs them. A machine without
 //! a CUDA device gets an error from `device_check`, never a panic.
 
-use graphc_gpu::cuda_rt;
+use graphc_gpu::{cuda_rt, GpuSettings};
+
+/// Where NVRTC and ptxas are: the test's environment (tools/setup.sh's wheels).
+fn settings() -> GpuSettings {
+    GpuSettings::from_env().unwrap()
+}
 use graphc_gpu::kernels::catalog;
 
 #[test]
 fn every_kernel_compiles_through_nvrtc_and_ptxas() {
     assert!(
-        cuda_rt::nvrtc_available(),
+        cuda_rt::nvrtc_available(&settings()),
         "NVRTC is not loadable: run tools/setup.sh (installs PyPI nvidia-cuda-nvrtc-cu12 into ~/.cache/graphc/gpu-venv) or set GRAPHC_NVRTC_LIB"
     );
-    let ptxas = cuda_rt::ptxas().expect("ptxas not found: run tools/setup.sh (PyPI nvidia-cuda-nvcc-cu12) or set GRAPHC_PTXAS");
+    let ptxas = cuda_rt::ptxas(&settings()).expect("ptxas not found: run tools/setup.sh (PyPI nvidia-cuda-nvcc-cu12) or set GRAPHC_PTXAS");
     let dir = std::env::temp_dir().join(format!("graphc-ptx-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let mut compiled = 0;
     let mut without_math = std::collections::BTreeSet::new();
     for (_, kernel) in catalog() {
         for arch in cuda_rt::ARCHS {
-            let ptx = cuda_rt::compile_ptx_uncached(&kernel, arch).unwrap_or_else(|e| panic!("{e}"));
+            let ptx = cuda_rt::compile_ptx_uncached(&kernel, arch, &settings()).unwrap_or_else(|e| panic!("{e}"));
             assert!(
                 ptx.contains(&format!(".target {arch}")) && ptx.contains(&format!(".entry {}", kernel.name)),
                 "{}: PTX lacks its entry",
@@ -65,18 +70,18 @@ const MATH_FUNCTIONS: [&str; 8] = ["expf", "logf", "sqrtf", "rsqrtf", "tanhf", "
 #[test]
 fn a_bad_kernel_is_a_compile_error_naming_it() {
     use graphc_gpu::kir::*;
-    if !cuda_rt::nvrtc_available() {
+    if !cuda_rt::nvrtc_available(&settings()) {
         panic!("NVRTC is not loadable: run tools/setup.sh");
     }
     // Type-correct, but its name is not a C identifier.
     let k = Kernel::new("not-an-identifier", 64).output("y", Ty::F32).body(vec![store("y", u(0), f(1.0))]);
-    let err = cuda_rt::compile_ptx_uncached(&k, "sm_80").unwrap_err().to_string();
+    let err = cuda_rt::compile_ptx_uncached(&k, "sm_80", &settings()).unwrap_err().to_string();
     assert!(err.contains("kernel `not-an-identifier` on cuda"), "{err}");
 }
 
 #[test]
 fn no_cuda_device_is_an_error_not_a_panic() {
-    match cuda_rt::device_check() {
+    match cuda_rt::device_check(&settings()) {
         Ok(()) => eprintln!("a CUDA device is present and enabled"),
         Err(e) => {
             let msg = e.to_string();
@@ -95,7 +100,7 @@ fn no_cuda_device_is_an_error_not_a_panic() {
 #[test]
 fn products_and_sums_are_never_contracted_into_an_fma() {
     use graphc_gpu::kir::*;
-    assert!(cuda_rt::nvrtc_available(), "NVRTC is not loadable: run tools/setup.sh");
+    assert!(cuda_rt::nvrtc_available(&settings()), "NVRTC is not loadable: run tools/setup.sh");
     let sum_of_product = |product: Expr| {
         Kernel::new("sum_of_product", 64)
             .input("a", Ty::F32)
@@ -106,7 +111,7 @@ fn products_and_sums_are_never_contracted_into_an_fma() {
             .body(vec![store("y", local_id(), load("a", local_id()) + product)])
     };
     let fmas = |kernel: &Kernel| {
-        let ptx = cuda_rt::compile_ptx_uncached(kernel, "sm_90").unwrap_or_else(|e| panic!("{e}"));
+        let ptx = cuda_rt::compile_ptx_uncached(kernel, "sm_90", &settings()).unwrap_or_else(|e| panic!("{e}"));
         ptx.matches("fma.rn.f32").count()
     };
     let (b, c) = (load("b", local_id()), load("c", local_id()));

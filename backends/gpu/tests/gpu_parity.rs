@@ -48,19 +48,25 @@ impl TestDevice {
     }
 }
 
+/// What the device under test is told: the test's environment
+/// (`GRAPHC_CUDA=1`, `GRAPHC_PTX_CACHE`, ... as `tools/device-check` sets them).
+fn settings() -> graphc_gpu::GpuSettings {
+    graphc_gpu::GpuSettings::from_env().unwrap_or_else(|e| panic!("{e}"))
+}
+
 fn device() -> Option<&'static TestDevice> {
     static DEVICE: OnceLock<Option<TestDevice>> = OnceLock::new();
     DEVICE
         .get_or_init(|| {
             if std::env::var("GRAPHC_TEST_DEVICE").as_deref() == Ok("cuda") {
-                let d = CudaDevice::new().unwrap_or_else(|e| panic!("GRAPHC_TEST_DEVICE=cuda: {e}"));
+                let d = CudaDevice::new(&settings()).unwrap_or_else(|e| panic!("GRAPHC_TEST_DEVICE=cuda: {e}"));
                 eprintln!("CUDA device: {}", d.label());
                 return Some(TestDevice::Cuda(d));
             }
             if std::env::var("GRAPHC_TEST_DEVICE").as_deref() == Ok("metal") {
                 #[cfg(any(target_os = "macos", graphc_metal_typecheck))]
                 {
-                    let d = graphc_gpu::metal_rt::MetalDevice::new().unwrap_or_else(|e| panic!("GRAPHC_TEST_DEVICE=metal: {e}"));
+                    let d = graphc_gpu::metal_rt::MetalDevice::new(&settings()).unwrap_or_else(|e| panic!("GRAPHC_TEST_DEVICE=metal: {e}"));
                     eprintln!("Metal device: {}", d.label());
                     return Some(TestDevice::Metal(d));
                 }
@@ -81,11 +87,11 @@ fn open_graph(graph: &graphc_ir::Graph, weights: &dyn WeightSource) -> Option<Bo
         Ok("metal") => "metal",
         _ => "wgpu",
     };
-    Some(graphc_gpu::exec::open(name, graph, weights).unwrap_or_else(|e| panic!("{name}: {e}")))
+    Some(graphc_gpu::exec::open(name, graph, weights, &settings()).unwrap_or_else(|e| panic!("{name}: {e}")))
 }
 
 fn wgpu_device() -> Option<WgpuDevice> {
-    match WgpuDevice::new() {
+    match WgpuDevice::new(&settings()) {
         Ok(d) => {
             eprintln!("wgpu adapter: {}", d.adapter_name);
             Some(d)

@@ -1,24 +1,18 @@
-//! The Metal path's gate, read by value: off unless `GRAPHC_METAL=1`, a bad
-//! value an error naming it, and on a system without Metal the reason —
-//! each an error, never a panic. (One test in its own process: it sets the
-//! variable.) The host itself is type-checked by `tools/metal-typecheck`
-//! and run by `tools/metal-check` on a Mac.
+//! The Metal path's gate: off unless the caller's settings enable it (the
+//! command maps `GRAPHC_METAL=1`, read by value: another value is an error
+//! naming it), and on a system without Metal the reason — each an error,
+//! never a panic. The host itself is type-checked by
+//! `tools/metal-typecheck` and run by `tools/metal-check` on a Mac.
 
-use graphc_gpu::metal_rt;
+use graphc_gpu::{metal_rt, GpuSettings};
 
 #[test]
-fn the_metal_flag_is_read_by_value_and_says_why_not() {
-    std::env::remove_var("GRAPHC_METAL");
-    let off = metal_rt::device_check().unwrap_err().to_string();
+fn metal_is_off_unless_enabled_and_says_why_not() {
+    let off = metal_rt::device_check(&GpuSettings::default()).unwrap_err().to_string();
     assert!(off.contains("metal is off") && off.contains("GRAPHC_METAL=1"), "{off}");
-    std::env::set_var("GRAPHC_METAL", "0");
-    assert_eq!(metal_rt::device_check().unwrap_err().to_string(), off);
-    std::env::set_var("GRAPHC_METAL", "yes");
-    let bad = metal_rt::device_check().unwrap_err().to_string();
-    assert!(bad.contains("GRAPHC_METAL=\"yes\"") && bad.contains("1 (on) or 0 (off)"), "{bad}");
-    std::env::set_var("GRAPHC_METAL", "1");
+    let on = GpuSettings { metal: true, ..Default::default() };
     let graph = graphc_ir::Graph::new("empty");
-    match (metal_rt::device_check(), graphc_gpu::exec::open("metal", &graph, &NoWeights)) {
+    match (metal_rt::device_check(&on), graphc_gpu::exec::open("metal", &graph, &NoWeights, &on)) {
         (Ok(()), _) if cfg!(target_os = "macos") => eprintln!("Metal is enabled on this Mac"),
         (Err(e), Err(opened)) => {
             let e = e.to_string();
@@ -27,6 +21,22 @@ fn the_metal_flag_is_read_by_value_and_says_why_not() {
         }
         (check, opened) => panic!("device_check {check:?} but open {:?}", opened.map(|g| g.label())),
     }
+}
+
+/// The variable is read by value: `1` on, `0` off, anything else an error
+/// naming it. (One process for the test: it sets the variable.)
+#[test]
+fn the_metal_variable_is_read_by_value() {
+    std::env::remove_var("GRAPHC_METAL");
+    assert!(!GpuSettings::from_env().unwrap().metal);
+    std::env::set_var("GRAPHC_METAL", "0");
+    assert!(!GpuSettings::from_env().unwrap().metal);
+    std::env::set_var("GRAPHC_METAL", "1");
+    assert!(GpuSettings::from_env().unwrap().metal);
+    std::env::set_var("GRAPHC_METAL", "yes");
+    let bad = GpuSettings::from_env().unwrap_err().to_string();
+    assert!(bad.contains("GRAPHC_METAL=\"yes\"") && bad.contains("1 (on) or 0 (off)"), "{bad}");
+    std::env::remove_var("GRAPHC_METAL");
 }
 
 struct NoWeights;

@@ -56,8 +56,12 @@ impl Args {
         let opts = cpu.session_options()?;
         let max = (contexts.iter().max().copied().unwrap_or(0) + steps + 1).max(prefill + 1);
         let compile = |disabled: &[&str]| {
-            let opts =
-                CompileOptions { device: device.clone(), max_seq: Some(max), disabled_passes: disabled.iter().map(|s| s.to_string()).collect() };
+            let opts = CompileOptions {
+                device: device.clone(),
+                max_seq: Some(max),
+                disabled_passes: disabled.iter().map(|s| s.to_string()).collect(),
+                gpu: opts.gpu.clone(),
+            };
             Model::compile(&checkpoint, &opts, None)
         };
         let on = compile(&[])?;

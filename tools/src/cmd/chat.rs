@@ -30,7 +30,7 @@ pub struct Args {
 impl Args {
     pub fn run(self) -> Result<()> {
         let Args { model, system, n, sampling, show_special, cpu, opts } = self;
-        let model = open(&model, &opts.options())?;
+        let model = open(&model, &opts.options()?)?;
         chat(&model, &cpu.session_options()?, system, n, &sampling.sampling(), show_special)?;
         Ok(())
     }

@@ -23,7 +23,8 @@ impl Args {
     pub fn run(self) -> Result<()> {
         let Args { checkpoint, output, opts, json } = self;
         let t0 = Instant::now();
-        let model = with_progress(|p| Model::compile(&checkpoint, &opts.options(), p))?;
+        let options = opts.options()?;
+        let model = with_progress(|p| Model::compile(&checkpoint, &options, p))?;
         model.write_plan(&output)?;
         let secs = t0.elapsed().as_secs_f64();
         let plan = model.plan();

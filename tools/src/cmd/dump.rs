@@ -23,7 +23,7 @@ pub struct Args {
 impl Args {
     pub fn run(self) -> Result<()> {
         let Args { model, stage, layers, format, opts } = self;
-        let m = open(&model, &opts.options())?;
+        let m = open(&model, &opts.options()?)?;
         let graph = match stage {
             Stage::Optimized => m.graph(),
             Stage::Lowered => m.lowered_graph().context("--stage lowered needs a checkpoint (a plan holds only the optimized graph)")?,

@@ -51,7 +51,7 @@ pub struct Args {
 impl Args {
     pub fn run(self) -> Result<()> {
         let Args { model, prompt, prompt_file, prompt_ids, n, sampling, chat, system, stop, show_special, cpu, check_finite, opts, json } = self;
-        let model = open(&model, &opts.options())?;
+        let model = open(&model, &opts.options()?)?;
         // With `--prompt-ids` the tokenizer is optional: without one, tokens are printed as ids.
         let tok = if prompt_ids.is_some() { model.tokenizer().ok() } else { Some(model.tokenizer()?) };
         let prompt_ids = match (prompt, prompt_file, prompt_ids, tok) {

@@ -23,7 +23,7 @@ pub struct Args {
 impl Args {
     pub fn run(self) -> Result<()> {
         let Args { model: path, serve: args, cpu, opts } = self;
-        let model = open(&path, &opts.options())?;
+        let model = open(&path, &opts.options()?)?;
         serve(model, &path, &args, cpu.session_options()?)?;
         Ok(())
     }

@@ -28,7 +28,7 @@
 use crate::device::{grid, BindingLimits, Device, Launch};
 use crate::emit::msl::{translate, MslKernel, SIZES_SLOT};
 use crate::kir::Kernel;
-use crate::GpuError;
+use crate::{GpuError, GpuSettings};
 use objc2::rc::Retained;
 use objc2::runtime::ProtocolObject;
 use objc2_foundation::NSString;
@@ -71,17 +71,18 @@ pub struct MetalDevice {
     queue: Retained<ProtocolObject<dyn MTLCommandQueue>>,
     name: String,
     pipelines: Mutex<HashMap<u64, Arc<Pipeline>>>,
+    settings: GpuSettings,
 }
 
 impl MetalDevice {
-    /// The default device, if `GRAPHC_METAL=1` and the system has one.
-    pub fn new() -> Result<MetalDevice, GpuError> {
-        super::device_check()?;
+    /// The default device, if `settings.metal` and the system has one.
+    pub fn new(settings: &GpuSettings) -> Result<MetalDevice, GpuError> {
+        super::device_check(settings)?;
         let device = MTLCreateSystemDefaultDevice()
             .ok_or_else(|| GpuError::NoDevice { backend: "metal", reason: "MTLCreateSystemDefaultDevice returned no device".into() })?;
         let queue = device.newCommandQueue().ok_or_else(|| device_err("newCommandQueue returned no queue".into()))?;
         let name = device.name().to_string();
-        Ok(MetalDevice { device, queue, name, pipelines: Mutex::new(HashMap::new()) })
+        Ok(MetalDevice { device, queue, name, pipelines: Mutex::new(HashMap::new()), settings: settings.clone() })
     }
 
     fn pipeline(&self, kernel: &Kernel, key: u64) -> Result<Arc<Pipeline>, GpuError> {
@@ -139,6 +140,9 @@ impl Device for MetalDevice {
     type Buffer = MetalBuffer;
     fn target(&self) -> &'static str {
         "metal"
+    }
+    fn settings(&self) -> &GpuSettings {
+        &self.settings
     }
     fn label(&self) -> String {
         self.name.clone()
