@@ -170,7 +170,6 @@ async fn answer(st: &Arc<AppState>, headers: &HeaderMap, endpoint: Endpoint, bod
     st.limits.check(&prompt).map_err(|e| ApiError::field(param, e.to_string()))?;
     let room = st.limits.max_seq - prompt.len();
     let max_tokens = g.max_tokens.unwrap_or(if endpoint == Endpoint::Chat { room } else { 16 }).min(room);
-    let prompt_tokens = prompt.len();
     let started = Instant::now();
     let rx = st.submit(prompt, &g, max_tokens)?;
     let reply =
@@ -182,7 +181,6 @@ async fn answer(st: &Arc<AppState>, headers: &HeaderMap, endpoint: Endpoint, bod
             out: VecDeque::new(),
             done: false,
             include_usage: g.include_usage,
-            prompt_tokens,
             sent: 0,
             _in_flight: InFlight::new(&st.metrics),
         };
@@ -342,7 +340,6 @@ struct Streaming {
     out: VecDeque<SseEvent>,
     done: bool,
     include_usage: bool,
-    prompt_tokens: usize,
     /// Bytes of text sent so far (completions' `text_offset`).
     sent: usize,
     _in_flight: InFlight,
@@ -404,7 +401,6 @@ impl Streaming {
                 self.reply.on_token();
             }
             Event::Done { finish, text, prompt_tokens, completion_tokens } => {
-                debug_assert_eq!(prompt_tokens, self.prompt_tokens);
                 let usage = self.reply.on_done(prompt_tokens, completion_tokens);
                 self.chunk(&text, Value::Null, Some(finish));
                 if self.include_usage {

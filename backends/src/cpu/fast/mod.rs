@@ -153,8 +153,14 @@ impl Fast {
                 }
                 let k = *shape.last().unwrap();
                 let m = data.len() / k.max(1);
-                let idle = self.idle_rows.lock().unwrap_or_else(|e| e.into_inner()).clone();
-                let out = if !idle.is_empty() && shape.len() >= 2 && shape[0] == idle.len() {
+                // Copied only on a step that has idle rows (rarely; no
+                // allocation on the usual path), so no lock is held while
+                // the product runs.
+                let idle = {
+                    let rows = self.idle_rows.lock().unwrap_or_else(|e| e.into_inner());
+                    (!rows.is_empty() && shape.len() >= 2 && shape[0] == rows.len()).then(|| rows.clone())
+                };
+                let out = if let Some(idle) = idle {
                     self.count("matmul_idle_rows_skipped");
                     matmul_busy_rows(&self.pool, isa, data, &idle, k, *w)
                 } else {

@@ -162,16 +162,14 @@ pub const MULTI_ROWS: usize = 4;
 /// `[weight row][activation row]`, each value the bits `dot_rows` gives for
 /// that activation row alone. `false` (nothing written) elsewhere.
 pub fn dot_rows_multi(isa: Isa, dtype: DType, rows: &[u8], x: &[&[f32]], xsums: &[&[f32]], out: &mut [f32]) -> bool {
+    // The ISA's kernel at the row count (its const parameter) of `x`.
     #[cfg(target_arch = "x86_64")]
-    if isa == Isa::Avx2 && has_rows_multi(isa, dtype) {
-        assert!(isa.available(), "{} kernels on a CPU without them", isa.name());
-        // SAFETY: AVX2/FMA/F16C (checked above); `avx2::dot_rows_multi`
-        // asserts the lengths.
-        return unsafe {
+    macro_rules! by_row_count {
+        ($isa:ident) => {
             match (x, xsums) {
-                ([a, b], [sa, sb]) => avx2::dot_rows_multi::<2>(dtype, rows, [a, b], [sa, sb], out),
-                ([a, b, c], [sa, sb, sc]) => avx2::dot_rows_multi::<3>(dtype, rows, [a, b, c], [sa, sb, sc], out),
-                ([a, b, c, d], [sa, sb, sc, sd]) => avx2::dot_rows_multi::<4>(dtype, rows, [a, b, c, d], [sa, sb, sc, sd], out),
+                ([a, b], [sa, sb]) => $isa::dot_rows_multi::<2>(dtype, rows, [a, b], [sa, sb], out),
+                ([a, b, c], [sa, sb, sc]) => $isa::dot_rows_multi::<3>(dtype, rows, [a, b, c], [sa, sb, sc], out),
+                ([a, b, c, d], [sa, sb, sc, sd]) => $isa::dot_rows_multi::<4>(dtype, rows, [a, b, c, d], [sa, sb, sc, sd], out),
                 _ => false,
             }
         };
@@ -179,14 +177,12 @@ pub fn dot_rows_multi(isa: Isa, dtype: DType, rows: &[u8], x: &[&[f32]], xsums: 
     #[cfg(target_arch = "x86_64")]
     if has_rows_multi(isa, dtype) {
         assert!(isa.available(), "{} kernels on a CPU without them", isa.name());
-        // SAFETY: AVX-512F and with it AVX2/FMA/F16C (checked above);
-        // `avx512::dot_rows_multi` asserts the lengths.
+        // SAFETY: the CPU has the ISA's features (checked above: AVX-512F
+        // brings AVX2/FMA/F16C); each `dot_rows_multi` asserts the lengths.
         return unsafe {
-            match (x, xsums) {
-                ([a, b], [sa, sb]) => avx512::dot_rows_multi::<2>(dtype, rows, [a, b], [sa, sb], out),
-                ([a, b, c], [sa, sb, sc]) => avx512::dot_rows_multi::<3>(dtype, rows, [a, b, c], [sa, sb, sc], out),
-                ([a, b, c, d], [sa, sb, sc, sd]) => avx512::dot_rows_multi::<4>(dtype, rows, [a, b, c, d], [sa, sb, sc, sd], out),
-                _ => false,
+            match isa {
+                Isa::Avx512 => by_row_count!(avx512),
+                _ => by_row_count!(avx2),
             }
         };
     }
