@@ -185,9 +185,15 @@ pub enum Op {
     /// `c * tanh(x / c)` first.
     Softmax { axis: usize, softcap: Option<f32> },
     /// `(gate, up)` of one shape: `act(gate) * up`, the gated-MLP product
-    /// (SwiGLU with `silu`, GeGLU with a GELU), formed by the `fuse_glu`
-    /// pass from `mul(act(gate), up)`; the same arithmetic, one pass.
+    /// (SwiGLU with `silu`, GeGLU with a GELU), formed by the `glu-*` rules
+    /// from `mul(act(gate), up)`; the same arithmetic, one pass.
     Glu { act: UnaryOp },
+    /// `(x [..., k], w_gate [n, k], w_up [n, k])`: `glu{act}(matmul(x,
+    /// w_gate), matmul(x, w_up))`, a gated MLP's two projections and their
+    /// product as one op (the `matmul-glu` rule): neither projection is
+    /// kept, and a backend may read `x` once for both. Each dot product
+    /// and the product are those of the unfused ops.
+    MatMulGlu { act: UnaryOp },
     /// `(x)`: 1.0 where an element is among the `k` largest of its line
     /// along `axis`, else 0.0 (ties go to the lower index). A MoE router's
     /// top-k choice, kept dense: `probs * mask` weights every expert.
@@ -219,7 +225,7 @@ pub enum Op {
     /// `(x [b, s, h, d], weight [d], positions i32[b, s])` → `[b, h, s, d]`:
     /// `rope(permute{[0, 2, 1, 3]}(norm{rms, eps}(x, weight)), positions)`,
     /// the per-head q/k norm, the heads-major transpose and the rotation in
-    /// one pass over each row. Formed by the `fuse_norm_rope` pass.
+    /// one pass over each row. Formed by the `norm-rope` rule.
     NormRope { eps: f32, style: RopeStyle, rotary_dim: usize, theta: f32, scaling: RopeScaling },
     /// `(q [b, n_heads, s, d], k [b, n_kv_heads, t, d], v [b, n_kv_heads, t, dv],
     /// positions i32[b, s])` → `[b, n_heads, s, dv]`. Query head `h` reads kv head
@@ -294,6 +300,7 @@ impl Op {
             Op::Softmax { .. } => "softmax".into(),
             Op::TopKMask { .. } => "top_k_mask".into(),
             Op::Glu { .. } => "glu".into(),
+            Op::MatMulGlu { .. } => "matmul_glu".into(),
             Op::SparseMixer { .. } => "sparse_mixer".into(),
             Op::Cast { .. } => "cast".into(),
             Op::MatMul => "matmul".into(),

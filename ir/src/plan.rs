@@ -139,6 +139,22 @@ pub struct PassRecord {
     pub name: String,
     pub enabled: bool,
     pub rewrites: u64,
+    /// A rule-based pass's rules, each with how often it fired (a rule that
+    /// fires may still lose to another form when the cheapest graph is
+    /// extracted: `rewrites` counts what the graph kept).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub rules: Vec<RuleRecord>,
+    /// Why a rule-based pass stopped before its rules were exhausted (an
+    /// iteration, node or time limit), when it did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stopped: Option<String>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RuleRecord {
+    pub name: String,
+    pub enabled: bool,
+    pub fired: u64,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

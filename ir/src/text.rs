@@ -142,7 +142,7 @@ fn op_attrs(op: &Op) -> Vec<(&'static str, Attr)> {
                 a.push(("softcap", tok(fmt_f32(*c))));
             }
         }
-        Op::Glu { act } => a.push(("act", tok(unary_name(*act)))),
+        Op::Glu { act } | Op::MatMulGlu { act } => a.push(("act", tok(unary_name(*act)))),
         Op::TopKMask { axis, k } => {
             a.push(("axis", tok(axis)));
             a.push(("k", tok(k)));
@@ -555,10 +555,15 @@ fn build_op(mnemonic: &str, mut a: Attrs, ty: Option<TensorType>) -> Result<Op, 
         },
         "softmax" => Op::Softmax { axis: a.need("axis")?, softcap: a.opt("softcap")? },
         "top_k_mask" => Op::TopKMask { axis: a.need("axis")?, k: a.need("k")? },
-        "glu" => {
+        "glu" | "matmul_glu" => {
             let act: String = a.need("act")?;
-            let act = UNARY.iter().find(|u| unary_name(**u) == act).ok_or_else(|| format!("`glu` attribute `act`: unknown activation `{act}`"))?;
-            Op::Glu { act: *act }
+            let act =
+                *UNARY.iter().find(|u| unary_name(**u) == act).ok_or_else(|| format!("`{mnemonic}` attribute `act`: unknown activation `{act}`"))?;
+            if mnemonic == "glu" {
+                Op::Glu { act }
+            } else {
+                Op::MatMulGlu { act }
+            }
         }
         "cast" => {
             let d: String = a.need("dtype")?;

@@ -273,6 +273,13 @@ pub fn infer(op: &Op, tys: &[TensorType]) -> Result<TensorType, String> {
             }
             Ok(t(0).clone())
         }
+        Op::MatMulGlu { .. } => {
+            arity(op, tys, 3..=3)?;
+            if t(1) != t(2) {
+                return Err(format!("gate weight {} and up weight {} differ in type or shape", t(1), t(2)));
+            }
+            matmul_type(t(0), t(1))
+        }
         Op::SparseMixer { jitter_eps } => {
             arity(op, tys, 1..=1)?;
             need_float("router scores", t(0))?;
@@ -304,16 +311,7 @@ pub fn infer(op: &Op, tys: &[TensorType]) -> Result<TensorType, String> {
         }
         Op::MatMul => {
             arity(op, tys, 2..=2)?;
-            need_float("matmul lhs", t(0))?;
-            need_rank("matmul rhs", t(1), 2)?;
-            let k = t(0).shape.last().ok_or("matmul lhs is a scalar")?;
-            if !t(1).dtype.is_float() && !t(1).dtype.is_quantized() {
-                return Err(format!("matmul rhs must be float or quantized, found {}", t(1)));
-            }
-            same_dim(&format!("matmul inner dims differ ({} · {}ᵀ)", t(0), t(1)), k, &t(1).shape[1])?;
-            let mut shape = t(0).shape.clone();
-            *shape.last_mut().unwrap() = t(1).shape[0].clone();
-            Ok(TensorType::new(DType::F32, shape))
+            matmul_type(t(0), t(1))
         }
         Op::Dequantize => {
             arity(op, tys, 1..=1)?;
@@ -496,4 +494,18 @@ pub fn infer(op: &Op, tys: &[TensorType]) -> Result<TensorType, String> {
             Ok(cache.clone())
         }
     }
+}
+
+/// `x · wᵀ`'s type: `x [..., k]` float, `w [n, k]` float or quantized.
+fn matmul_type(x: &TensorType, w: &TensorType) -> Result<TensorType, String> {
+    need_float("matmul lhs", x)?;
+    need_rank("matmul rhs", w, 2)?;
+    let k = x.shape.last().ok_or("matmul lhs is a scalar")?;
+    if !w.dtype.is_float() && !w.dtype.is_quantized() {
+        return Err(format!("matmul rhs must be float or quantized, found {w}"));
+    }
+    same_dim(&format!("matmul inner dims differ ({x} · {w}ᵀ)"), k, &w.shape[1])?;
+    let mut shape = x.shape.clone();
+    *shape.last_mut().unwrap() = w.shape[0].clone();
+    Ok(TensorType::new(DType::F32, shape))
 }

@@ -1,5 +1,6 @@
 //! graphc's passes. A pass is one file whose top comment states its rewrite,
-//! when it is legal and what it counts; the manager runs them in order,
+//! when it is legal and what it counts; fusions are rules (`rules/`, on an
+//! e-graph: `fuse.rs`, `egraph.rs`). The manager runs the passes in order,
 //! skips the ones switched off by name, re-verifies the graph after each, and
 //! records how many rewrites each performed.
 
@@ -7,12 +8,13 @@
 #![forbid(unsafe_code)]
 
 pub mod dead_code;
-pub mod fuse_glu;
-pub mod fuse_norm_rope;
+pub mod egraph;
+pub mod fuse;
 pub mod hoist_sync;
 pub mod kv_alias;
 pub mod kv_append;
 pub mod manager;
+pub mod rules;
 pub mod window_cache;
 
 pub use manager::{PassManager, PassReport};

@@ -1,18 +1,36 @@
 //! The pass manager: named passes in a fixed order, per-pass disable, and a
 //! count of rewrites per pass (what `graphc compile` prints and the plan stores).
 
-use graphc_ir::plan::PassRecord;
+use graphc_ir::plan::{PassRecord, RuleRecord};
 use graphc_ir::{verify, Graph, VerifyError};
 
 /// One rewrite pass over the graph; returns how many rewrites it performed.
 pub trait Pass {
     fn name(&self) -> &'static str;
     fn run(&self, graph: &mut Graph) -> u64;
+
+    /// A rule-based pass's rules by name (which `disabled` may name too).
+    fn rules(&self) -> Vec<String> {
+        vec![]
+    }
+
+    /// `run` with the rules named in `disabled` off, and what each rule did.
+    fn run_with(&self, graph: &mut Graph, disabled: &[String]) -> Outcome {
+        let _ = disabled;
+        Outcome { rewrites: self.run(graph), rules: vec![], stopped: None }
+    }
+}
+
+/// What a pass did: its rewrites, its rules' firings, why it stopped early.
+pub struct Outcome {
+    pub rewrites: u64,
+    pub rules: Vec<RuleRecord>,
+    pub stopped: Option<String>,
 }
 
 #[derive(Debug, thiserror::Error)]
 pub enum PassError {
-    #[error("unknown pass `{name}` in --disable-pass; the passes are: {known}")]
+    #[error("unknown pass or rule `{name}` in --disable-pass; the passes are: {known}")]
     UnknownPass { name: String, known: String },
     #[error("pass `{pass}` produced a graph that does not verify: {source}")]
     BrokeGraph { pass: String, source: VerifyError },
@@ -41,8 +59,7 @@ impl Default for PassManager {
                 Box::new(crate::kv_append::KvAppend),
                 Box::new(crate::window_cache::WindowCache),
                 Box::new(crate::hoist_sync::HoistSync),
-                Box::new(crate::fuse_glu::FuseGlu),
-                Box::new(crate::fuse_norm_rope::FuseNormRope),
+                Box::new(crate::fuse::Fuse),
                 Box::new(crate::dead_code::DeadCode),
             ],
         }
@@ -54,16 +71,24 @@ impl PassManager {
         self.passes.iter().map(|p| p.name()).collect()
     }
 
-    /// Run every pass not named in `disabled` on a verified graph.
+    /// Every rule of the rule-based passes, by name.
+    pub fn rule_names(&self) -> Vec<String> {
+        self.passes.iter().flat_map(|p| p.rules()).collect()
+    }
+
+    /// Run every pass not named in `disabled` on a verified graph (a rule
+    /// named there is off in its pass).
     pub fn run(&self, graph: &mut Graph, disabled: &[String]) -> Result<PassReport, PassError> {
         let names = self.names();
-        if let Some(bad) = disabled.iter().find(|d| !names.contains(&d.as_str())) {
-            return Err(PassError::UnknownPass { name: bad.clone(), known: names.join(", ") });
+        let rules = self.rule_names();
+        if let Some(bad) = disabled.iter().find(|d| !names.contains(&d.as_str()) && !rules.contains(d)) {
+            let known = format!("{}; the rules: {}", names.join(", "), rules.join(", "));
+            return Err(PassError::UnknownPass { name: bad.clone(), known });
         }
         let mut records = Vec::new();
         for p in &self.passes {
             let enabled = !disabled.iter().any(|d| d == p.name());
-            let rewrites = if enabled { p.run(graph) } else { 0 };
+            let outcome = if enabled { p.run_with(graph, disabled) } else { Outcome { rewrites: 0, rules: vec![], stopped: None } };
             // Types of derived values are re-inferred from scratch after a rewrite.
             for n in graph.g.node_weights_mut() {
                 if n.op.declared_type().is_none() {
@@ -71,7 +96,8 @@ impl PassManager {
                 }
             }
             verify(graph).map_err(|source| PassError::BrokeGraph { pass: p.name().into(), source })?;
-            records.push(PassRecord { name: p.name().into(), enabled, rewrites });
+            let Outcome { rewrites, rules, stopped } = outcome;
+            records.push(PassRecord { name: p.name().into(), enabled, rewrites, rules, stopped });
         }
         Ok(PassReport { records })
     }

@@ -744,7 +744,7 @@ fn matmuls_lead_with_batch(graph: &graphc_ir::Graph) -> bool {
     graph
         .g
         .node_indices()
-        .filter(|&id| matches!(graph.node(id).op, Op::MatMul))
+        .filter(|&id| matches!(graph.node(id).op, Op::MatMul | Op::MatMulGlu { .. }))
         .all(|id| graph.inputs(id).first().is_some_and(|&x| graph.node(x).ty.as_ref().and_then(|t| t.shape.first()) == Some(&batch)))
 }
 

@@ -73,14 +73,53 @@ fn hoist_sync_filetests() {
     pass_filetests("hoist_sync", 3);
 }
 
+/// `tests/filetests/fuse/*.gir`: `# test rule NAME` runs the fuse pass
+/// with that rule alone (the snapshot: its firings, the fused nodes kept,
+/// the graph); `# test pass fuse` runs every rule. A file whose name says
+/// `keeps` must keep no fused node, every other one at least one; every
+/// rule has a file of each kind (its negative case: a legality guard).
 #[test]
-fn fuse_glu_filetests() {
-    pass_filetests("fuse_glu", 2);
-}
-
-#[test]
-fn fuse_norm_rope_filetests() {
-    pass_filetests("fuse_norm_rope", 2);
+fn fuse_rule_filetests() {
+    let pm = PassManager::default();
+    let rules = pm.rule_names();
+    let mut seen: Vec<(String, bool)> = vec![];
+    for f in gir_files("fuse") {
+        let src = std::fs::read_to_string(&f).unwrap();
+        let header = src.lines().next().unwrap();
+        let only: Option<String> = match header.strip_prefix("# test rule ") {
+            Some(rule) => Some(rule.trim().to_string()),
+            None => {
+                assert_eq!(header, "# test pass fuse", "{}: header", f.display());
+                None
+            }
+        };
+        let mut g = text::parse(&src).expect("fuse filetests hold valid graphs");
+        verify(&mut g).expect("fuse filetests hold verified graphs");
+        let mut off: Vec<String> = pm.names().into_iter().filter(|n| *n != "fuse").map(String::from).collect();
+        if let Some(rule) = &only {
+            assert!(rules.contains(rule), "{}: no rule `{rule}`", f.display());
+            off.extend(rules.iter().filter(|r| *r != rule).cloned());
+        }
+        let report = pm.run(&mut g, &off).unwrap();
+        let record = report.records.iter().find(|r| r.name == "fuse").unwrap();
+        let fired: Vec<String> = record.rules.iter().filter(|r| r.enabled).map(|r| format!("{} fired {}", r.name, r.fired)).collect();
+        let out = format!("{}; fuse kept {}\n{}", fired.join(", "), record.rewrites, text::print(&g));
+        let name = f.file_stem().unwrap().to_str().unwrap().to_string();
+        let keeps = name.contains("keeps");
+        assert_eq!(record.rewrites == 0, keeps, "{name}: {out}");
+        assert_eq!(record.stopped, None, "{name}: the rules stopped early");
+        if let Some(rule) = only {
+            seen.push((rule, keeps));
+        }
+        insta::with_settings!({ snapshot_path => "../filetests/fuse/snapshots", prepend_module_to_snapshot => false, input_file => &f }, {
+            insta::assert_snapshot!(name, out);
+        });
+    }
+    for rule in &rules {
+        for keeps in [false, true] {
+            assert!(seen.contains(&(rule.clone(), keeps)), "rule `{rule}` has no {} filetest", if keeps { "negative" } else { "positive" });
+        }
+    }
 }
 
 #[test]

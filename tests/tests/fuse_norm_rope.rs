@@ -1,9 +1,9 @@
-//! `fuse_norm_rope` (passes/src/fuse_norm_rope.rs): `rope(permute(norm(x)))`
-//! → `norm_rope`. It fires on every q and k of the families with q/k norms
+//! The `norm-rope` rule (passes/src/rules/attention.rs):
+//! `rope(permute(norm(x)))` → `norm_rope`. It fires on every q and k of the families with q/k norms
 //! (Gemma 3 270M for real; the qwen3 and qwen3-next fixtures, the latter with
 //! partial rotary and `1 + w` norm weights), the fast backend's fused kernel
 //! runs (the path engaged), and no arithmetic changes: logits are
-//! bit-identical with the pass on and off, on the reference executor and on
+//! bit-identical with the rule on and off, on the reference executor and on
 //! every instruction set this CPU has.
 
 use graphc::{CompileOptions, Kernels, Model, SessionOptions};
@@ -19,8 +19,10 @@ fn run(model: &Model, kernels: Kernels, prompt: &[u32]) -> (Vec<u32>, BTreeMap<&
     (bits, s.kernel_counts())
 }
 
+/// How often the rule fired (each firing is kept: nothing else fuses a norm_rope).
 fn fused(model: &Model) -> u64 {
-    model.plan().passes.iter().find(|p| p.name == "fuse_norm_rope").unwrap().rewrites
+    let fuse = model.plan().passes.iter().find(|p| p.name == "fuse").unwrap();
+    fuse.rules.iter().find(|r| r.name == "norm-rope").unwrap().fired
 }
 
 fn check(path: &std::path::Path, rewrites: u64, prompt: &[u32], kernels: &[Kernels]) {
@@ -28,12 +30,12 @@ fn check(path: &std::path::Path, rewrites: u64, prompt: &[u32], kernels: &[Kerne
     assert_eq!(fused(&on), rewrites, "{}", path.display());
     let in_graph = on.graph().g.node_weights().filter(|n| matches!(n.op, graphc_ir::Op::NormRope { .. })).count();
     assert_eq!(in_graph as u64, rewrites);
-    let off = Model::compile(path, &CompileOptions { disabled_passes: vec!["fuse_norm_rope".into()], ..Default::default() }, None).unwrap();
+    let off = Model::compile(path, &CompileOptions { disabled_passes: vec!["norm-rope".into()], ..Default::default() }, None).unwrap();
     assert_eq!(fused(&off), 0);
     for &k in kernels {
         let (a, counts) = run(&on, k, prompt);
         let (b, counts_off) = run(&off, k, prompt);
-        assert!(a == b, "{}: {k:?}: logits differ with fuse_norm_rope off", path.display());
+        assert!(a == b, "{}: {k:?}: logits differ with norm-rope off", path.display());
         if k != Kernels::Reference {
             // Three steps (prefill, two decodes), every fused pair each step.
             assert!(counts.get("norm_rope").copied().unwrap_or(0) >= 3 * rewrites, "{k:?}: {counts:?}");

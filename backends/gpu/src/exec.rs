@@ -341,12 +341,6 @@ impl<D: Device> GpuGraph<D> {
         self.inner.iter().filter(|&&id| matches!(self.graph.node(id).op, Op::Unary(_) | Op::Binary(_))).count()
     }
 
-    /// Gated MLPs whose two projections and product run as one kernel
-    /// (`gated_matmuls`' count).
-    pub fn fused_gated_matmuls(&self) -> usize {
-        self.groups.values().filter(|g| matches!(g.group, Group::GatedMatMul(_))).count()
-    }
-
     /// Matmuls written by another matmul's kernel (`stacked_matmuls`'
     /// count: a layer's q and k, launched with its v).
     pub fn stacked_matmuls(&self) -> usize {
@@ -391,7 +385,6 @@ impl<D: Device> GpuGraph<D> {
             ("device_bindings_built", self.bindings_built as u64),
             ("device_aliased_permutes", self.aliased_permutes as u64),
             ("device_fused_elementwise", self.fused_elementwise() as u64),
-            ("device_fused_gated_matmuls", self.fused_gated_matmuls() as u64),
             ("device_fused_attention_inputs", self.fused_attention_inputs() as u64),
             ("device_fused_residual_norms", self.fused_residual_norms() as u64),
             ("device_fused_post_norms", self.fused_post_norms() as u64),
@@ -600,9 +593,6 @@ impl<D: Device> GpuGraph<D> {
                         _ => {
                             let calls = match self.groups.get(&id).map(|g| &g.group) {
                                 Some(Group::Chain(tree)) => crate::lower::lower_chain(tree, &infos, self.device.target()).map(|c| vec![c]),
-                                Some(Group::GatedMatMul(act)) => {
-                                    crate::lower::lower_matmul_glu(*act, &infos, self.device.target(), self.device.binding_limits())
-                                }
                                 Some(Group::NormAddNorm(eps_o, eps)) => {
                                     crate::lower::lower_norm_add_norm(*eps_o, *eps, &infos, self.device.target()).map(|c| vec![c])
                                 }

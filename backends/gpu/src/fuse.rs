@@ -14,7 +14,7 @@
 
 use crate::device::BindingLimits;
 use crate::kernels::elementwise::Chain;
-use graphc_ir::{BinaryOp, DType, Graph, NodeId, NormKind, Op, UnaryOp};
+use graphc_ir::{BinaryOp, DType, Graph, NodeId, NormKind, Op};
 use std::collections::{HashMap, HashSet};
 
 /// The groups of `graph` (in topological `order`), and the nodes that run
@@ -26,11 +26,6 @@ pub fn groups(graph: &Graph, order: &[NodeId], limits: BindingLimits) -> (Groups
     let (attention_inputs, projected) = attention_inputs(graph, order, &position, limits);
     groups.extend(attention_inputs);
     inner.extend(projected);
-    let gated = gated_matmuls(graph, order);
-    for &root in gated.keys() {
-        inner.extend(graph.inputs(root));
-    }
-    groups.extend(gated);
     let (residual, post_norms) = residual_norms(graph, order, &position, &groups, &inner);
     groups.extend(residual);
     inner.extend(post_norms);
@@ -59,9 +54,6 @@ pub fn launched_by(graph: &Graph, inner: &HashSet<NodeId>, written_at: &HashMap<
 pub enum Group {
     /// An elementwise chain (`elementwise_chains`).
     Chain(Chain),
-    /// `glu{act}` of two matmuls of one input (`gated_matmuls`): leaves
-    /// `x, w_gate, w_up`.
-    GatedMatMul(UnaryOp),
     /// `norm(add(a, b))` that also writes the sum (`residual_norms`):
     /// leaves `a, b, w[, bias]`, the add co-produced.
     AddNorm(NormKind, f32),
@@ -149,33 +141,6 @@ fn elementwise_chains(graph: &Graph, order: &[NodeId]) -> (Groups, HashSet<NodeI
         }
     }
     (chains, inner)
-}
-
-/// Gated MLPs: `glu{act}(matmul(x, w_gate), matmul(x, w_up))` where both
-/// matmuls read the same `x`, their weights are of one type and shape, and
-/// the glu is each one's only user, runs as one `matmul_glu` kernel: a
-/// decode step launches two kernels fewer per layer and writes neither
-/// projection. Each dot product and the product are formed as the three
-/// kernels form them.
-fn gated_matmuls(graph: &Graph, order: &[NodeId]) -> Groups {
-    let mut groups = HashMap::new();
-    for &id in order {
-        let Op::Glu { act } = graph.node(id).op else { continue };
-        let (gate, up) = match graph.inputs(id)[..] {
-            [gate, up] if gate != up => (gate, up),
-            _ => continue,
-        };
-        let projection = |m: NodeId| -> Option<(NodeId, NodeId)> {
-            let inputs = graph.inputs(m);
-            let is_weight = matches!(graph.node(*inputs.get(1)?).op, Op::Weight { .. });
-            (graph.node(m).op == Op::MatMul && is_weight && graph.users(m).len() == 1).then(|| (inputs[0], inputs[1]))
-        };
-        let (Some((x, w_gate)), Some((x_up, w_up))) = (projection(gate), projection(up)) else { continue };
-        if x == x_up && graph.ty(w_gate) == graph.ty(w_up) {
-            groups.insert(id, Fused { group: Group::GatedMatMul(act), leaves: vec![x, w_gate, w_up], also: vec![] });
-        }
-    }
-    groups
 }
 
 /// Whether `w` is a weight (checkpoint bytes, of constant shape) that one

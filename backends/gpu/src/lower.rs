@@ -93,11 +93,11 @@ pub fn check_graph(graph: &graphc_ir::Graph, target: &'static str) -> Result<(),
             Op::CausalConv1d { .. } | Op::GatedDeltaRule | Op::Concat { .. } => None,
             // The executor checks it on the host where the value is a step input.
             Op::ToHost { .. } => None,
-            Op::MatMul if WEIGHT_DTYPES.contains(&dtypes[1]) => None,
+            Op::MatMul | Op::MatMulGlu { .. } if WEIGHT_DTYPES.contains(&dtypes[1]) => None,
             Op::Gather if WEIGHT_DTYPES.contains(&dtypes[0]) => None,
-            Op::MatMul | Op::Gather => {
+            Op::MatMul | Op::MatMulGlu { .. } | Op::Gather => {
                 // The weight operand, named where it is a checkpoint tensor.
-                let w = graph.inputs(id)[if matches!(op, Op::MatMul) { 1 } else { 0 }];
+                let w = graph.inputs(id)[if matches!(op, Op::Gather) { 0 } else { 1 }];
                 let what = match &graph.node(w).op {
                     Op::Weight { name, .. } => format!("weight `{name}`"),
                     _ => "the weight operand".to_string(),
@@ -124,6 +124,7 @@ pub fn lower(op: &Op, args: &[ArgInfo], target: &'static str, limits: BindingLim
             let w = &args[if matches!(op, Op::MatMul) { 1 } else { 0 }];
             weight_runs(op, args, target, limits, w)
         }
+        Op::MatMulGlu { act } => lower_matmul_glu(*act, args, target, limits),
         Op::Concat { axis } => {
             // One strided write per input into its slab of the result.
             let mut out = shape0_of(args);
@@ -162,12 +163,11 @@ fn gcd(a: u64, b: u64) -> u64 {
     }
 }
 
-/// `glu{act}(matmul(x, w_gate), matmul(x, w_up))` as one kernel
-/// (`matmul_glu`): `args` are `x, w_gate, w_up`, the two weights of one
-/// type and shape (the executor fuses only such pairs), split into the same
-/// row runs where one binding cannot hold them.
-pub fn lower_matmul_glu(act: UnaryOp, args: &[ArgInfo], target: &'static str, limits: BindingLimits) -> Result<Vec<KernelCall>, LowerError> {
-    let op = Op::Glu { act };
+/// `matmul_glu{act}(x, w_gate, w_up)` as one kernel: the two weights of
+/// one type and shape (the `matmul-glu` rule fuses only such pairs), split
+/// into the same row runs where one binding cannot hold them.
+fn lower_matmul_glu(act: UnaryOp, args: &[ArgInfo], target: &'static str, limits: BindingLimits) -> Result<Vec<KernelCall>, LowerError> {
+    let op = Op::MatMulGlu { act };
     if args.len() != 3 || args[1] != args[2] {
         let why = format!("a gated pair needs x and two weights of one type and shape, got {args:?}");
         return Err(LowerError::NoKernel { op: op.mnemonic(), target, why });
@@ -368,11 +368,11 @@ fn weight_rows(op: &Op, args: &[ArgInfo], target: &'static str, lo: usize, n: us
     let range = |input: usize| Arg::InputRange { input, offset: lo as u64 * row_bytes, bytes: n as u64 * row_bytes };
     let numel = |s: &[usize]| s.iter().product::<usize>();
     let gated = match op {
-        Op::Glu { act } => Some(*act),
+        Op::MatMulGlu { act } => Some(*act),
         _ => None,
     };
     match op {
-        Op::MatMul | Op::Glu { .. } => {
+        Op::MatMul | Op::MatMulGlu { .. } => {
             let (x, w) = (&args[0].shape, &args[1]);
             if !WEIGHT_DTYPES.contains(&w.dtype) {
                 return Err(no(format!("weight type {}", w.dtype)));
@@ -424,7 +424,7 @@ fn lower_one(op: &Op, args: &[ArgInfo], target: &'static str) -> Result<KernelCa
         out_shape,
     };
     for (i, a) in args.iter().enumerate() {
-        let weight_operand = matches!((op, i), (Op::MatMul, 1) | (Op::Gather, 0));
+        let weight_operand = matches!((op, i), (Op::MatMul, 1) | (Op::MatMulGlu { .. }, 1 | 2) | (Op::Gather, 0));
         if !weight_operand && !matches!(a.dtype, DType::F32 | DType::I32) {
             return Err(no(format!("input {i} is {}; only weights may be stored quantized", a.dtype)));
         }

@@ -416,7 +416,7 @@ fn profile_class(graph: &Graph, id: NodeId) -> (String, u64, usize) {
         if let Op::Weight { ty, .. } = &graph.node(input).op {
             let shape: Vec<i64> = ty.shape.iter().filter_map(|d| d.as_const()).collect();
             class.push_str(&format!(" {}{shape:?}", ty.dtype));
-            if matches!(op, Op::MatMul) {
+            if matches!(op, Op::MatMul | Op::MatMulGlu { .. }) {
                 let elems = shape.iter().product::<i64>().max(0) as u64;
                 bytes += ty.dtype.storage_bytes(elems).unwrap_or(0);
                 k = shape.last().copied().unwrap_or(0).max(0) as usize;

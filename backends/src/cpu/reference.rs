@@ -34,7 +34,7 @@ impl Evaluator for Reference {
 /// Whether `op`'s definition below loops across rayon's threads (the rest
 /// run on the calling thread).
 pub fn runs_in_parallel(op: &Op) -> bool {
-    matches!(op, Op::MatMul | Op::Attention { .. })
+    matches!(op, Op::MatMul | Op::MatMulGlu { .. } | Op::Attention { .. })
 }
 
 /// One op on host tensors, by its definition (for checking kernels).
@@ -358,6 +358,12 @@ pub(crate) fn eval(op: &Op, args: &[&Val], env: &Env) -> Result<Tensor, String> 
                 (t, d) if t.dtype() == *d => t,
                 (t, d) => return Err(format!("cast from {} to {d} is not supported by the reference executor", t.dtype())),
             })
+        }
+        Op::MatMulGlu { act } => {
+            // Its definition: the two matmuls, then their glu.
+            let gate = Val::T(eval(&Op::MatMul, &[args[0], args[1]], env)?);
+            let up = Val::T(eval(&Op::MatMul, &[args[0], args[2]], env)?);
+            eval(&Op::Glu { act: *act }, &[&gate, &up], env)
         }
         Op::MatMul => {
             let shape = a0().shape();

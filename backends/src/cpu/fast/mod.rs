@@ -141,42 +141,87 @@ fn matmul_busy_rows(pool: &SpinPool, isa: Isa, x: &[f32], idle: &[bool], k: usiz
 type Fallback<'v, 'w> = Result<Tensor, Vec<Arg<'v, 'w>>>;
 
 impl Fast {
+    /// Whether a fast kernel multiplies by `w`.
+    fn has_matmul(&self, w: &WeightRef<'_>) -> bool {
+        w.shape.len() == 2 && simd::supports(w.dtype)
+    }
+
+    /// `x · wᵀ` (x of `shape`, f32), skipping idle batch rows.
+    fn matmul(&self, shape: &[usize], data: &[f32], w: &WeightRef<'_>) -> Tensor {
+        let isa = self.isa;
+        let k = *shape.last().unwrap();
+        let m = data.len() / k.max(1);
+        // Copied only on a step that has idle rows (rarely; no
+        // allocation on the usual path), so no lock is held while
+        // the product runs.
+        let idle = {
+            let rows = self.idle_rows.lock().unwrap_or_else(|e| e.into_inner());
+            (!rows.is_empty() && shape.len() >= 2 && shape[0] == rows.len()).then(|| rows.clone())
+        };
+        let out = if let Some(idle) = idle {
+            self.count("matmul_idle_rows_skipped");
+            matmul_busy_rows(&self.pool, isa, data, &idle, k, *w)
+        } else {
+            matmul::matmul(&self.pool, isa, data, m, k, *w)
+        };
+        let mut s = shape.to_vec();
+        *s.last_mut().unwrap() = w.shape[0];
+        let row_dots = matmul::uses_row_dots(isa, w.dtype, m);
+        self.count(if row_dots { "matmul_rows" } else { "matmul_tiled" });
+        if row_dots && simd::has_rows4(isa, w.dtype) {
+            self.count("matmul_rows4");
+        }
+        if row_dots && m >= 2 && simd::has_rows_multi(isa, w.dtype) {
+            self.count("matmul_rows_multi"); // the batch's rows decoded once a group
+        }
+        Tensor::f32(s, out)
+    }
+
+    /// `gate = act(gate) * up` with the arithmetic of the unfused `Unary`
+    /// and `Binary` arms (bit-identical with the fusion rules off).
+    fn glu_in_place(&self, act: graphc_ir::UnaryOp, gate: &mut [f32], up: &[f32]) {
+        let mul = reference::binary_fn(graphc_ir::BinaryOp::Mul);
+        let isa = self.isa;
+        for_each_chunk_mut(&self.pool, gate, ELEMENTWISE_CHUNK, |t, c| {
+            simd::unary(isa, act, c);
+            let u = &up[t * ELEMENTWISE_CHUNK..][..c.len()];
+            c.iter_mut().zip(u).for_each(|(x, &y)| *x = mul(*x, y));
+        });
+    }
+
     /// The fast kernel for `op`, or the operands back when it has none.
     fn try_fast<'v, 'w>(&self, op: &Op, mut args: Vec<Arg<'v, 'w>>, env: &Env) -> Result<Fallback<'v, 'w>, String> {
         let isa = self.isa;
         match op {
             Op::MatMul => {
-                let (x, w) = (args[0].val(), args[1].val());
-                let (Val::T(Tensor::F32 { shape, data }), Val::W(w)) = (x, w) else { return Ok(Err(args)) };
-                if w.shape.len() != 2 || !simd::supports(w.dtype) {
+                let (Val::T(Tensor::F32 { shape, data }), Val::W(w)) = (args[0].val(), args[1].val()) else { return Ok(Err(args)) };
+                if !self.has_matmul(w) {
                     return Ok(Err(args));
                 }
-                let k = *shape.last().unwrap();
-                let m = data.len() / k.max(1);
-                // Copied only on a step that has idle rows (rarely; no
-                // allocation on the usual path), so no lock is held while
-                // the product runs.
-                let idle = {
-                    let rows = self.idle_rows.lock().unwrap_or_else(|e| e.into_inner());
-                    (!rows.is_empty() && shape.len() >= 2 && shape[0] == rows.len()).then(|| rows.clone())
+                Ok(Ok(self.matmul(shape, data, w)))
+            }
+            Op::MatMulGlu { act } => {
+                let (Val::T(Tensor::F32 { shape, data }), Val::W(w_gate), Val::W(w_up)) = (args[0].val(), args[1].val(), args[2].val()) else {
+                    return Ok(Err(args));
                 };
-                let out = if let Some(idle) = idle {
-                    self.count("matmul_idle_rows_skipped");
-                    matmul_busy_rows(&self.pool, isa, data, &idle, k, *w)
-                } else {
-                    matmul::matmul(&self.pool, isa, data, m, k, *w)
+                // Each projection as `matmul` runs it alone (a fast kernel,
+                // or the reference's definition), then the glu arm's arithmetic.
+                let project = |w: &WeightRef<'_>| match self.has_matmul(w) {
+                    true => match self.matmul(shape, data, w) {
+                        Tensor::F32 { data, .. } => data,
+                        Tensor::I32 { .. } => unreachable!("a matmul is f32"),
+                    },
+                    false => {
+                        let k = *shape.last().unwrap();
+                        self.fallback.install(|| crate::cpu::kernels::matmul_weight(data, data.len() / k.max(1), k, *w))
+                    }
                 };
-                let mut s = shape.clone();
-                *s.last_mut().unwrap() = w.shape[0];
-                let row_dots = matmul::uses_row_dots(isa, w.dtype, m);
-                self.count(if row_dots { "matmul_rows" } else { "matmul_tiled" });
-                if row_dots && simd::has_rows4(isa, w.dtype) {
-                    self.count("matmul_rows4");
-                }
-                if row_dots && m >= 2 && simd::has_rows_multi(isa, w.dtype) {
-                    self.count("matmul_rows_multi"); // the batch's rows decoded once a group
-                }
-                Ok(Ok(Tensor::f32(s, out)))
+                let (mut gate, up) = (project(w_gate), project(w_up));
+                self.glu_in_place(*act, &mut gate, &up);
+                self.count("matmul_glu");
+                let mut out_shape = shape.clone();
+                *out_shape.last_mut().unwrap() = w_gate.shape[0];
+                Ok(Ok(Tensor::f32(out_shape, gate)))
             }
             Op::Attention { n_heads, n_kv_heads, scale, causal, window, softcap, ring } => {
                 let (qs, ks, vs) = (args[0].val().shape(), args[1].val().shape(), args[2].val().shape());
@@ -289,21 +334,14 @@ impl Fast {
             Op::Glu { act } => {
                 // `act(gate) * up` in one pass over the gate, in place, with
                 // the arithmetic of the unfused `Unary` and `Binary` arms
-                // above and below (bit-identical with `fuse_glu` off).
+                // above and below (bit-identical with the `glu-*` rules off).
                 let same = args[0].val().shape() == args[1].val().shape();
                 let (Arg::Own(Val::T(Tensor::F32 { .. })), Val::T(Tensor::F32 { .. }), true) = (&args[0], args[1].val(), same) else {
                     return Ok(Err(args));
                 };
                 let up = args.pop().unwrap();
                 let Tensor::F32 { shape, mut data } = args.pop().unwrap().into_tensor()? else { unreachable!() };
-                let mul = reference::binary_fn(graphc_ir::BinaryOp::Mul);
-                let up = up.val().f32s()?;
-                let isa = self.isa;
-                for_each_chunk_mut(&self.pool, &mut data, ELEMENTWISE_CHUNK, |t, c| {
-                    simd::unary(isa, *act, c);
-                    let u = &up[t * ELEMENTWISE_CHUNK..][..c.len()];
-                    c.iter_mut().zip(u).for_each(|(x, &y)| *x = mul(*x, y));
-                });
+                self.glu_in_place(*act, &mut data, &up.val().f32s()?);
                 self.count("glu");
                 Ok(Ok(Tensor::F32 { shape, data }))
             }
@@ -337,7 +375,7 @@ fn with_shape(t: Tensor, shape: Vec<usize>) -> Tensor {
 
 /// `norm_rope`: each `[b, s, h]` row of `x` normalized (the reference's
 /// `norm_rows`), written to its heads-major place `[b, h, s]` and rotated
-/// there with `rope`'s arithmetic (bit-identical with `fuse_norm_rope` off).
+/// there with `rope`'s arithmetic (bit-identical with the `norm-rope` rule off).
 /// One pass over q or k instead of three (norm, transpose, rope); each
 /// task is one `(b, h)` block of the output, the angles of each position
 /// computed once for all heads before the pass.
