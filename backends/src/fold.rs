@@ -13,9 +13,12 @@
 //! scaled copy of an embedding table is never kept; and so does every
 //! node that reads it, however small.
 
-use crate::cpu::exec::FOLD_MAX_ELEMS;
 use graphc_ir::{Graph, NodeId, Op};
 use std::collections::{HashMap, HashSet};
+
+/// The largest weight-only value `fold` keeps (elements): folding must not
+/// turn a quantized matrix into an f32 copy of it.
+pub const FOLD_MAX_ELEMS: usize = 1 << 20;
 
 pub struct Folding {
     /// Weight-only nodes (weights themselves excluded): computed once.

@@ -30,6 +30,39 @@ pub enum UnaryOp {
     Softplus,
 }
 
+impl UnaryOp {
+    pub const ALL: [UnaryOp; 11] = [
+        UnaryOp::Neg,
+        UnaryOp::Exp,
+        UnaryOp::Sqrt,
+        UnaryOp::Rsqrt,
+        UnaryOp::Recip,
+        UnaryOp::Tanh,
+        UnaryOp::Sigmoid,
+        UnaryOp::Silu,
+        UnaryOp::GeluTanh,
+        UnaryOp::GeluErf,
+        UnaryOp::Softplus,
+    ];
+
+    /// Its mnemonic in the text form.
+    pub fn name(self) -> &'static str {
+        match self {
+            UnaryOp::Neg => "neg",
+            UnaryOp::Exp => "exp",
+            UnaryOp::Sqrt => "sqrt",
+            UnaryOp::Rsqrt => "rsqrt",
+            UnaryOp::Recip => "recip",
+            UnaryOp::Tanh => "tanh",
+            UnaryOp::Sigmoid => "sigmoid",
+            UnaryOp::Silu => "silu",
+            UnaryOp::GeluTanh => "gelu_tanh",
+            UnaryOp::GeluErf => "gelu_erf",
+            UnaryOp::Softplus => "softplus",
+        }
+    }
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum BinaryOp {
     Add,
@@ -40,11 +73,38 @@ pub enum BinaryOp {
     Min,
 }
 
+impl BinaryOp {
+    pub const ALL: [BinaryOp; 6] = [BinaryOp::Add, BinaryOp::Sub, BinaryOp::Mul, BinaryOp::Div, BinaryOp::Max, BinaryOp::Min];
+
+    /// Its mnemonic in the text form.
+    pub fn name(self) -> &'static str {
+        match self {
+            BinaryOp::Add => "add",
+            BinaryOp::Sub => "sub",
+            BinaryOp::Mul => "mul",
+            BinaryOp::Div => "div",
+            BinaryOp::Max => "max",
+            BinaryOp::Min => "min",
+        }
+    }
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum ReduceOp {
     Sum,
     Max,
     Mean,
+}
+
+impl ReduceOp {
+    /// Its name in the text form's `reduce_*` mnemonics.
+    pub fn name(self) -> &'static str {
+        match self {
+            ReduceOp::Sum => "sum",
+            ReduceOp::Max => "max",
+            ReduceOp::Mean => "mean",
+        }
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -293,10 +353,10 @@ impl Op {
             Op::Concat { .. } => "concat".into(),
             Op::Gather => "gather".into(),
             Op::Contiguous => "contiguous".into(),
-            Op::Unary(u) => crate::text::unary_name(*u).into(),
-            Op::Binary(b) => crate::text::binary_name(*b).into(),
+            Op::Unary(u) => u.name().into(),
+            Op::Binary(b) => b.name().into(),
             Op::Clamp { .. } => "clamp".into(),
-            Op::Reduce { op, .. } => format!("reduce_{}", crate::text::reduce_name(*op)),
+            Op::Reduce { op, .. } => format!("reduce_{}", op.name()),
             Op::Softmax { .. } => "softmax".into(),
             Op::TopKMask { .. } => "top_k_mask".into(),
             Op::Glu { .. } => "glu".into(),

@@ -20,60 +20,11 @@ use crate::DType;
 use std::collections::HashMap;
 use std::fmt::Write;
 
-pub fn unary_name(u: UnaryOp) -> &'static str {
-    match u {
-        UnaryOp::Neg => "neg",
-        UnaryOp::Exp => "exp",
-        UnaryOp::Sqrt => "sqrt",
-        UnaryOp::Rsqrt => "rsqrt",
-        UnaryOp::Recip => "recip",
-        UnaryOp::Tanh => "tanh",
-        UnaryOp::Sigmoid => "sigmoid",
-        UnaryOp::Silu => "silu",
-        UnaryOp::GeluTanh => "gelu_tanh",
-        UnaryOp::GeluErf => "gelu_erf",
-        UnaryOp::Softplus => "softplus",
-    }
-}
-const UNARY: [UnaryOp; 11] = [
-    UnaryOp::Neg,
-    UnaryOp::Exp,
-    UnaryOp::Sqrt,
-    UnaryOp::Rsqrt,
-    UnaryOp::Recip,
-    UnaryOp::Tanh,
-    UnaryOp::Sigmoid,
-    UnaryOp::Silu,
-    UnaryOp::GeluTanh,
-    UnaryOp::GeluErf,
-    UnaryOp::Softplus,
-];
-
 /// A rope style as the text form spells it (`style=neox`, `style=gptj`).
 pub fn rope_style_name(style: RopeStyle) -> &'static str {
     match style {
         RopeStyle::Neox => "neox",
         RopeStyle::GptJ => "gptj",
-    }
-}
-
-pub fn binary_name(b: BinaryOp) -> &'static str {
-    match b {
-        BinaryOp::Add => "add",
-        BinaryOp::Sub => "sub",
-        BinaryOp::Mul => "mul",
-        BinaryOp::Div => "div",
-        BinaryOp::Max => "max",
-        BinaryOp::Min => "min",
-    }
-}
-const BINARY: [BinaryOp; 6] = [BinaryOp::Add, BinaryOp::Sub, BinaryOp::Mul, BinaryOp::Div, BinaryOp::Max, BinaryOp::Min];
-
-pub(crate) fn reduce_name(r: ReduceOp) -> &'static str {
-    match r {
-        ReduceOp::Sum => "sum",
-        ReduceOp::Max => "max",
-        ReduceOp::Mean => "mean",
     }
 }
 
@@ -142,7 +93,7 @@ fn op_attrs(op: &Op) -> Vec<(&'static str, Attr)> {
                 a.push(("softcap", tok(fmt_f32(*c))));
             }
         }
-        Op::Glu { act } | Op::MatMulGlu { act } => a.push(("act", tok(unary_name(*act)))),
+        Op::Glu { act } | Op::MatMulGlu { act } => a.push(("act", tok(act.name()))),
         Op::TopKMask { axis, k } => {
             a.push(("axis", tok(axis)));
             a.push(("k", tok(k)));
@@ -558,7 +509,7 @@ fn build_op(mnemonic: &str, mut a: Attrs, ty: Option<TensorType>) -> Result<Op, 
         "glu" | "matmul_glu" => {
             let act: String = a.need("act")?;
             let act =
-                *UNARY.iter().find(|u| unary_name(**u) == act).ok_or_else(|| format!("`{mnemonic}` attribute `act`: unknown activation `{act}`"))?;
+                *UnaryOp::ALL.iter().find(|u| u.name() == act).ok_or_else(|| format!("`{mnemonic}` attribute `act`: unknown activation `{act}`"))?;
             if mnemonic == "glu" {
                 Op::Glu { act }
             } else {
@@ -603,9 +554,9 @@ fn build_op(mnemonic: &str, mut a: Attrs, ty: Option<TensorType>) -> Result<Op, 
         "gated_delta_rule" => Op::GatedDeltaRule,
         "to_host" => Op::ToHost { nonempty: a.opt("nonempty")?.unwrap_or(false), bound: a.opt("bound")? },
         m => {
-            if let Some(u) = UNARY.iter().find(|u| unary_name(**u) == m) {
+            if let Some(u) = UnaryOp::ALL.iter().find(|u| u.name() == m) {
                 Op::Unary(*u)
-            } else if let Some(b) = BINARY.iter().find(|b| binary_name(**b) == m) {
+            } else if let Some(b) = BinaryOp::ALL.iter().find(|b| b.name() == m) {
                 Op::Binary(*b)
             } else {
                 return Err(format!("unknown op `{m}`"));

@@ -6,7 +6,7 @@
 //! not using (e.g. an untied output lowered before the tie is known); this
 //! keeps such nodes out of the plan and its weight manifest.
 
-use crate::manager::Pass;
+use crate::pass::Pass;
 use graphc_ir::Graph;
 use std::collections::HashSet;
 

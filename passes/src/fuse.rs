@@ -14,7 +14,7 @@
 //! Counts: fused nodes the graph kept, and each rule's firings.
 
 use crate::egraph;
-use crate::manager::{Outcome, Pass};
+use crate::pass::{Outcome, Pass};
 use egg::{Runner, SimpleScheduler, StopReason};
 use graphc_ir::plan::RuleRecord;
 use graphc_ir::Graph;

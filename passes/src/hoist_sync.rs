@@ -16,7 +16,7 @@
 //! Does not use `egg`: value identity in an SSA graph is node identity, and
 //! the loop-invariance test is a reachability walk, not a rewrite system.
 
-use crate::manager::Pass;
+use crate::pass::Pass;
 use graphc_ir::{Graph, NodeId, Op};
 use std::collections::{BTreeMap, HashMap};
 

@@ -21,7 +21,7 @@
 //! Does not use `egg`: hash-consing of a few view ops over an SSA graph is a
 //! map lookup; an e-graph would add saturation limits for no extra power here.
 
-use crate::manager::Pass;
+use crate::pass::Pass;
 use graphc_ir::{Graph, NodeId, Op};
 use std::collections::HashMap;
 

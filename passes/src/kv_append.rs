@@ -28,7 +28,7 @@
 //! Does not use `egg`: the pattern is a fixed three-node shape anchored on a
 //! named state, matched directly; there is nothing to saturate.
 
-use crate::manager::Pass;
+use crate::pass::Pass;
 use graphc_ir::{DType, Dim, Graph, NodeId, Op, TensorType};
 
 pub struct KvAppend;

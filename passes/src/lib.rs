@@ -14,7 +14,9 @@ pub mod hoist_sync;
 pub mod kv_alias;
 pub mod kv_append;
 pub mod manager;
+pub mod pass;
 pub mod rules;
 pub mod window_cache;
 
 pub use manager::{PassManager, PassReport};
+pub use pass::{Outcome, Pass};

@@ -1,32 +1,9 @@
 //! The pass manager: named passes in a fixed order, per-pass disable, and a
 //! count of rewrites per pass (what `graphc compile` prints and the plan stores).
 
-use graphc_ir::plan::{PassRecord, RuleRecord};
+use crate::pass::{Outcome, Pass};
+use graphc_ir::plan::PassRecord;
 use graphc_ir::{verify, Graph, VerifyError};
-
-/// One rewrite pass over the graph; returns how many rewrites it performed.
-pub trait Pass {
-    fn name(&self) -> &'static str;
-    fn run(&self, graph: &mut Graph) -> u64;
-
-    /// A rule-based pass's rules by name (which `disabled` may name too).
-    fn rules(&self) -> Vec<String> {
-        vec![]
-    }
-
-    /// `run` with the rules named in `disabled` off, and what each rule did.
-    fn run_with(&self, graph: &mut Graph, disabled: &[String]) -> Outcome {
-        let _ = disabled;
-        Outcome { rewrites: self.run(graph), rules: vec![], stopped: None }
-    }
-}
-
-/// What a pass did: its rewrites, its rules' firings, why it stopped early.
-pub struct Outcome {
-    pub rewrites: u64,
-    pub rules: Vec<RuleRecord>,
-    pub stopped: Option<String>,
-}
 
 #[derive(Debug, thiserror::Error)]
 pub enum PassError {

@@ -29,7 +29,7 @@
 //!
 //! Counts: one rewrite per cache (Gemma 3 270M: 15 local layers × K and V = 30).
 
-use crate::manager::Pass;
+use crate::pass::Pass;
 use graphc_ir::{Dim, Graph, NodeId, Op};
 
 pub struct WindowCache;

@@ -2,7 +2,6 @@
 //! checkpoint (refused when the file changed or the plan's version differs).
 
 use crate::error::Error;
-use crate::session::{Session, SessionOptions};
 use graphc_backends::{WeightRef, WeightSource};
 use graphc_frontends::chat::{ChatOptions, Message};
 use graphc_frontends::{Checkpoint, Tokenizer};
@@ -276,16 +275,6 @@ impl Model {
             let _ = std::fs::remove_file(&tmp);
             io(e)
         })
-    }
-
-    /// A session of one sequence.
-    pub fn session(&self, opts: &SessionOptions) -> Result<Session<'_>, Error> {
-        Session::new(self, 1, opts)
-    }
-
-    /// A session of `rows` sequences stepped together, each at its own length.
-    pub fn batch_session(&self, rows: usize, opts: &SessionOptions) -> Result<Session<'_>, Error> {
-        Session::new(self, rows, opts)
     }
 }
 

@@ -16,6 +16,19 @@ use graphc_passes::kv_append::{CAP, LENGTHS_INPUT};
 use std::collections::HashMap;
 use std::time::Instant;
 
+/// Sessions are opened on a model (here, beside what they run).
+impl Model {
+    /// A session of one sequence.
+    pub fn session(&self, opts: &SessionOptions) -> Result<Session<'_>, Error> {
+        Session::new(self, 1, opts)
+    }
+
+    /// A session of `rows` sequences stepped together, each at its own length.
+    pub fn batch_session(&self, rows: usize, opts: &SessionOptions) -> Result<Session<'_>, Error> {
+        Session::new(self, rows, opts)
+    }
+}
+
 /// Session options; `None` is resolved once in `Session::new` (see `resolved`).
 #[derive(Clone, Debug, Default)]
 pub struct SessionOptions {
@@ -154,7 +167,7 @@ impl<'m> Session<'m> {
             None => (Kernels::Fast(Isa::best()), "machine"),
         };
         let plan = model.plan();
-        // Every device but `cpu` runs on its GPU runtime (`exec::open`
+        // Every device but `cpu` runs on its GPU runtime (`open::open`
         // refuses one it does not know): a plan is never run on the CPU
         // in its place.
         let executor = match (plan.options.device.as_str(), kernels) {
@@ -162,7 +175,7 @@ impl<'m> Session<'m> {
                 if model.graph().find_input(LENGTHS_INPUT).is_none() {
                     return Err(Error::Option(format!("the {device} device needs the kv_append pass (caches appended in place on the device)")));
                 }
-                Executor::Device(std::cell::RefCell::new(graphc_gpu::exec::open(device, model.graph(), model, &opts.gpu)?))
+                Executor::Device(std::cell::RefCell::new(graphc_gpu::open::open(device, model.graph(), model, &opts.gpu)?))
             }
             (_, Kernels::Reference) => Executor::Reference(
                 rayon::ThreadPoolBuilder::new()

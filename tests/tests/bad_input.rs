@@ -158,7 +158,7 @@ fn unknown_pass_and_device_are_named() {
     let ck = GgufWriter::tiny_llama().write(&dir, "o.gguf");
     let opts = CompileOptions { disabled_passes: vec!["no_such_pass".into()], ..Default::default() };
     let e = Model::compile(&ck, &opts, None).err().unwrap().to_string();
-    assert!(e.contains("unknown pass `no_such_pass`") && e.contains("dead_code"), "{e}");
+    assert!(e.contains("unknown pass or rule `no_such_pass`") && e.contains("dead_code") && e.contains("matmul-glu"), "{e}");
     let opts = CompileOptions { device: Some("tpu".into()), ..Default::default() };
     let e = Model::compile(&ck, &opts, None).err().unwrap().to_string();
     assert!(e.contains("device `tpu` is not available: unknown device `tpu`; expected one of cpu, wgpu, cuda, metal"), "{e}");

@@ -2,36 +2,11 @@
 //! one-op runner the parity checks use are written once for every target:
 //! buffers (and byte ranges of them), batched launches, read-back.
 
+use crate::call::{Arg, ArgInfo};
+pub use crate::call::{BindingLimits, Value};
 use crate::kir::Kernel;
-use crate::lower::{lower, Arg, ArgInfo};
 use crate::GpuError;
 use graphc_backends::{Tensor, WeightRef};
-
-/// A scalar kernel parameter's value.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub enum Value {
-    U32(u32),
-    I32(i32),
-    F32(f32),
-}
-
-impl Value {
-    pub fn ty(self) -> crate::kir::Ty {
-        match self {
-            Value::U32(_) => crate::kir::Ty::U32,
-            Value::I32(_) => crate::kir::Ty::I32,
-            Value::F32(_) => crate::kir::Ty::F32,
-        }
-    }
-    /// The 4 bytes the kernel reads, as a word.
-    pub fn bits(self) -> u32 {
-        match self {
-            Value::U32(v) => v,
-            Value::I32(v) => v as u32,
-            Value::F32(v) => v.to_bits(),
-        }
-    }
-}
 
 /// One kernel launch: the kernel (and its `Kernel::hash`, computed once
 /// by whoever keeps the call), its buffers in binding order, its
@@ -64,23 +39,6 @@ impl<B> Launch<'_, B> {
     }
 }
 
-/// What the lowering must respect of a device.
-#[derive(Clone, Copy, Debug)]
-pub struct BindingLimits {
-    /// Largest storage buffer one binding may cover.
-    pub max_bytes: u64,
-    /// Storage binding offsets are multiples of this.
-    pub offset_alignment: u64,
-    /// Storage buffers one kernel may bind (a stacked pair over it runs
-    /// as its two calls).
-    pub max_buffers: u32,
-}
-
-/// Workgroups for one invocation per element of `n`.
-pub fn groups_for(n: usize) -> u32 {
-    n.div_ceil(crate::kernels::WORKGROUP as usize).max(1) as u32
-}
-
 /// `(x, y)` grid for `groups` workgroups: at most 65535 along x (every
 /// target's limit); the kernels' `group_index` undoes the split.
 pub fn grid(groups: u32) -> (u32, u32) {
@@ -96,7 +54,7 @@ pub enum OpInput<'a> {
 }
 
 impl OpInput<'_> {
-    fn info(&self) -> ArgInfo {
+    pub fn info(&self) -> ArgInfo {
         match self {
             OpInput::Tensor(t) => ArgInfo { dtype: t.dtype(), shape: t.shape().to_vec() },
             OpInput::Weight(w) => ArgInfo { dtype: w.dtype, shape: w.shape.to_vec() },
@@ -177,50 +135,6 @@ pub trait Device {
 
     fn read_f32(&self, buf: &Self::Buffer) -> Result<Vec<f32>, GpuError> {
         Ok(self.read(buf)?.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect())
-    }
-
-    /// Runs one op: uploads its inputs, launches its kernel(s), reads the
-    /// result back. (What the parity checks run every kernel class
-    /// through; the graph executor keeps buffers resident instead.)
-    fn run_op(&self, op: &graphc_ir::Op, inputs: &[OpInput<'_>]) -> Result<Tensor, GpuError>
-    where
-        Self: Sized,
-    {
-        let infos: Vec<ArgInfo> = inputs.iter().map(|i| i.info()).collect();
-        let calls = lower(op, &infos, self.target(), self.binding_limits())?;
-        for c in &calls {
-            crate::cuda_rt::record(&c.kernel, self.settings())?;
-        }
-        if let graphc_ir::Op::KvAppend { axis, window, .. } = op {
-            let lengths = match inputs[2] {
-                OpInput::Tensor(t) => t.as_i32().unwrap_or_default(),
-                OpInput::Weight(_) => &[],
-            };
-            crate::lower::check_append(infos[0].shape[*axis], infos[1].shape[*axis], *window, lengths)?;
-        }
-        let uploaded: Vec<Self::Buffer> = inputs
-            .iter()
-            .map(|i| match i {
-                OpInput::Tensor(t) => self.upload(tensor_bytes(t)),
-                OpInput::Weight(w) => self.upload(w.bytes),
-            })
-            .collect::<Result<_, _>>()?;
-        let out_shape = calls[0].out_shape.clone();
-        let result = match calls[0].args.iter().find_map(|a| if let Arg::InPlace(i) = a { Some(*i) } else { None }) {
-            Some(i) => uploaded[i].clone(),
-            None => self.zeros(out_shape.iter().product::<usize>() as u64 * 4)?,
-        };
-        let bound: Vec<Vec<Self::Buffer>> = calls
-            .iter()
-            .map(|c| Ok(bind_args(self, &c.args, &uploaded, &result, &[], &upload_constants(self, &c.args)?)))
-            .collect::<Result<_, GpuError>>()?;
-        let launches: Vec<Launch<'_, Self::Buffer>> = calls
-            .iter()
-            .zip(&bound)
-            .map(|(c, b)| Launch { kernel: &c.kernel, key: c.kernel.hash(), buffers: b.iter().collect(), params: c.params.clone(), groups: c.groups })
-            .collect();
-        self.run(&launches)?;
-        Ok(Tensor::f32(out_shape, self.read_f32(&result)?))
     }
 }
 

@@ -229,10 +229,6 @@ impl Kernel {
         self.body = body;
         self
     }
-    /// A stable hash of the kernel (its emitted WGSL), for pipeline and PTX caches.
-    pub fn hash(&self) -> u64 {
-        xxhash_rust::xxh3::xxh3_64(crate::emit::wgsl::emit(self).as_bytes())
-    }
 }
 
 // ---- building expressions ----

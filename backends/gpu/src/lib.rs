@@ -9,6 +9,7 @@
 #![deny(unsafe_code)]
 #![deny(clippy::undocumented_unsafe_blocks)]
 
+pub mod call;
 pub mod cuda_rt;
 pub mod device;
 pub mod emit;
@@ -18,6 +19,8 @@ pub mod kernels;
 pub mod kir;
 pub mod lower;
 pub mod metal_rt;
+pub mod open;
+pub mod run_op;
 pub mod settings;
 pub mod stack;
 pub mod wgpu_rt;

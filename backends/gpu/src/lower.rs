@@ -6,60 +6,23 @@
 //! An op with no kernel is an error naming the op and the target, never a
 //! silent fallback to the CPU.
 
-use crate::device::{groups_for, BindingLimits, Value};
+pub use crate::call::{Arg, ArgInfo, KernelCall};
+use crate::call::{BindingLimits, Value};
 use crate::kernels::{self, attention::MAX_HEAD_DIM, WEIGHT_DTYPES};
 use crate::kir::Kernel;
 use crate::GpuError;
 use graphc_backends::cpu::reference::strides;
 use graphc_ir::{DType, NormKind, Op, RopeScaling, UnaryOp};
 
-/// Where a kernel argument comes from.
-#[derive(Clone, Debug, PartialEq)]
-pub enum Arg {
-    /// The op's input `i`.
-    Input(usize),
-    /// Bytes `offset .. offset + bytes` of input `input` (a weight too large
-    /// for one binding, split by rows).
-    InputRange { input: usize, offset: u64, bytes: u64 },
-    /// The op's input `i`, written in place; it is also the op's result.
-    InPlace(usize),
-    /// A constant the host computes once per op (RoPE's `inv_freq`).
-    Constant(Vec<f32>),
-    /// The op's result, a fresh f32 buffer (all of an op's calls write
-    /// their parts of the same one).
-    Output,
-    /// A further result of a fused group, of this shape (f32): the `i`-th
-    /// `ExtraOutput` of a call is the value of the group's `i`-th
-    /// co-produced node (`add_norm`'s residual sum).
-    ExtraOutput(Vec<usize>),
-    /// A further result of a fused group written in place into input `i`
-    /// (the second of two stacked `kv_append`s): in order with the
-    /// `ExtraOutput`s, the value of the group's next co-produced node.
-    ExtraInPlace(usize),
-}
-
-/// One launch of one kernel for (part of) one op.
-#[derive(Clone, Debug)]
-pub struct KernelCall {
-    pub kernel: Kernel,
-    pub args: Vec<Arg>,
-    pub params: Vec<Value>,
-    pub groups: u32,
-    /// The result's shape (f32).
-    pub out_shape: Vec<usize>,
-}
-
-/// What the lowering needs of one input: its storage type and shape.
-#[derive(Clone, Debug, PartialEq)]
-pub struct ArgInfo {
-    pub dtype: DType,
-    pub shape: Vec<usize>,
-}
-
 #[derive(Debug, thiserror::Error)]
 pub enum LowerError {
     #[error("op `{op}` has no {target} kernel ({why})")]
     NoKernel { op: String, target: &'static str, why: String },
+}
+
+/// Workgroups for one invocation per element of `n`.
+pub fn groups_for(n: usize) -> u32 {
+    n.div_ceil(kernels::WORKGROUP as usize).max(1) as u32
 }
 
 /// The value of a kernel's `kir::ROUNDING_ONE` parameter (`Kernel::rounded_ops`).

@@ -17,9 +17,8 @@
 //! neither reads what the other writes (the graph executor pairs only
 //! such nodes).
 
-use crate::device::Value;
+use crate::call::{Arg, KernelCall, Value};
 use crate::kir::{group_index, param, Expr, Kernel, Shared, Stmt, Ty, ROUNDING_ONE};
-use crate::lower::{Arg, KernelCall};
 
 /// The name of the stacked kernel of `a` and `b`.
 fn stacked_name(a: &str, b: &str) -> String {

@@ -23,6 +23,7 @@ use graphc_backends::cpu::reference;
 use graphc_backends::{Tensor, WeightRef, WeightSource};
 use graphc_gpu::cuda_rt::CudaDevice;
 use graphc_gpu::device::{Device, OpInput};
+use graphc_gpu::run_op::RunOp;
 use graphc_gpu::wgpu_rt::WgpuDevice;
 use graphc_ir::{text, BinaryOp, DType, NormKind, Op, RopeScaling, RopeStyle, UnaryOp};
 use half::f16;
@@ -79,7 +80,7 @@ fn device() -> Option<&'static TestDevice> {
 }
 
 /// `graph` on the device under test, through the executor sessions use
-/// (`exec::open`); `None` where the wgpu tests skip.
+/// (`open::open`); `None` where the wgpu tests skip.
 fn open_graph(graph: &graphc_ir::Graph, weights: &dyn WeightSource) -> Option<Box<dyn graphc_gpu::exec::DeviceGraph>> {
     device()?;
     let name = match std::env::var("GRAPHC_TEST_DEVICE").as_deref() {
@@ -87,7 +88,7 @@ fn open_graph(graph: &graphc_ir::Graph, weights: &dyn WeightSource) -> Option<Bo
         Ok("metal") => "metal",
         _ => "wgpu",
     };
-    Some(graphc_gpu::exec::open(name, graph, weights, &settings()).unwrap_or_else(|e| panic!("{name}: {e}")))
+    Some(graphc_gpu::open::open(name, graph, weights, &settings()).unwrap_or_else(|e| panic!("{name}: {e}")))
 }
 
 fn wgpu_device() -> Option<WgpuDevice> {
@@ -1077,7 +1078,7 @@ fn a_permute_of_unit_axes_runs_as_no_copy() {
     }
 }
 
-/// Every session `exec::open` makes on wgpu shares the process's one
+/// Every session `open::open` makes on wgpu shares the process's one
 /// device (NVIDIA's Vulkan driver refused new ones after about a dozen in a
 /// process, on an H200), and each counts the bind groups its own steps
 /// built, not the shared device's: forty sessions in a row, each with the

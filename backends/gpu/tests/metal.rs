@@ -12,7 +12,7 @@ fn metal_is_off_unless_enabled_and_says_why_not() {
     assert!(off.contains("metal is off") && off.contains("GRAPHC_METAL=1"), "{off}");
     let on = GpuSettings { metal: true, ..Default::default() };
     let graph = graphc_ir::Graph::new("empty");
-    match (metal_rt::device_check(&on), graphc_gpu::exec::open("metal", &graph, &NoWeights, &on)) {
+    match (metal_rt::device_check(&on), graphc_gpu::open::open("metal", &graph, &NoWeights, &on)) {
         (Ok(()), _) if cfg!(target_os = "macos") => eprintln!("Metal is enabled on this Mac"),
         (Err(e), Err(opened)) => {
             let e = e.to_string();

@@ -149,7 +149,7 @@ impl<'w> Arg<'_, 'w> {
     pub fn into_tensor(self) -> Result<Tensor, String> {
         match self {
             Arg::Own(Val::T(t)) => Ok(t),
-            other => crate::cpu::reference::dense(other.val()),
+            other => dense(other.val()),
         }
     }
 }
@@ -178,10 +178,6 @@ pub struct Schedule {
     /// The folded values steps read, by position.
     folded_values: HashMap<usize, Val<'static>>,
 }
-
-/// The largest weight-only value `fold` keeps (elements): folding must not
-/// turn a quantized matrix into an f32 copy of it.
-pub const FOLD_MAX_ELEMS: usize = 1 << 20;
 
 struct Step {
     id: NodeId,
@@ -245,7 +241,7 @@ impl Schedule {
     /// weights and constants alone, with a shape that does not depend on
     /// the step, is computed here, once, by `evaluator`; a step reads the
     /// results (Gemma's `1 + w` norm weights, Qwen3-Next's `-exp(A_log)`).
-    /// A value a step would read that is larger than `FOLD_MAX_ELEMS` is
+    /// A value a step would read that is larger than `crate::fold::FOLD_MAX_ELEMS` is
     /// left to the steps. Returns how many nodes were folded.
     pub fn fold(&mut self, graph: &Graph, evaluator: &dyn Evaluator, weights: &dyn WeightSource) -> Result<usize, ExecError> {
         let n = self.steps.len();
@@ -476,4 +472,12 @@ pub fn bind_dims(ty: &graphc_ir::TensorType, shape: &[usize], env: &mut Env) -> 
         }
     }
     Ok(())
+}
+
+/// A value as a dense tensor (a weight dequantized).
+pub(crate) fn dense(v: &Val) -> Result<Tensor, String> {
+    match v {
+        Val::T(t) => Ok(t.clone()),
+        Val::W(w) => Ok(Tensor::f32(w.shape.to_vec(), v.f32s()?.into_owned())),
+    }
 }

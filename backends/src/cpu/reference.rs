@@ -2,7 +2,7 @@
 //! f32 with dense row-major tensors. Clarity over speed; it is the
 //! executable definition of every op (see `graphc_ir::op`).
 
-use super::exec::{self, Arg, Env, Evaluator, Val};
+use super::exec::{self, dense, Arg, Env, Evaluator, Val};
 pub use super::exec::{ExecError, StepOutput};
 use super::kernels::{dot, matmul_weight};
 use crate::tensor::{Tensor, WeightRef, WeightSource};
@@ -677,13 +677,6 @@ pub(crate) fn unary_fn(u: UnaryOp) -> fn(f32) -> f32 {
         },
         UnaryOp::GeluErf => |x| 0.5 * x * (1.0 + erf(x as f64 / std::f64::consts::SQRT_2) as f32),
         UnaryOp::Softplus => |x| if x > 20.0 { x } else { x.exp().ln_1p() },
-    }
-}
-
-pub(crate) fn dense(v: &Val) -> Result<Tensor, String> {
-    match v {
-        Val::T(t) => Ok(t.clone()),
-        Val::W(w) => Ok(Tensor::f32(w.shape.to_vec(), v.f32s()?.into_owned())),
     }
 }
 

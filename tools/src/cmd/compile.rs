@@ -69,6 +69,13 @@ impl Args {
             for p in &plan.passes {
                 let state = if p.enabled { "" } else { " (disabled)" };
                 println!("pass {:<12} {} rewrites{state}", p.name, p.rewrites);
+                for r in &p.rules {
+                    let state = if r.enabled { "" } else { " (disabled)" };
+                    println!("  rule {:<14} fired {}{state}", r.name, r.fired);
+                }
+                if let Some(why) = &p.stopped {
+                    println!("  stopped early: {why} (the graph is correct, maybe less fused)");
+                }
             }
             println!("wrote {} in {secs:.2}s", output.display());
         }

@@ -202,3 +202,10 @@ pub(crate) fn float_digits(v: f32) -> String {
         format!("{s}.0")
     }
 }
+
+impl crate::kir::Kernel {
+    /// A stable hash of the kernel (its emitted WGSL), for pipeline and PTX caches.
+    pub fn hash(&self) -> u64 {
+        xxhash_rust::xxh3::xxh3_64(wgsl::emit(self).as_bytes())
+    }
+}

@@ -44,23 +44,18 @@ fn erf(z: Expr) -> Expr {
 
 /// `y[i] = op(x[i])` for `i < n`. Grid: `ceil(n / 256)` groups.
 pub fn unary(op: UnaryOp) -> Kernel {
-    Kernel::new(&format!("unary_{}", graphc_ir::text::unary_name(op)), WORKGROUP).input("x", Ty::F32).output("y", Ty::F32).param("n", Ty::U32).body(
-        vec![
-            let_("i", Ty::U32, thread_index()),
-            if_(var("i").lt(param("n")), vec![let_("v", Ty::F32, load("x", var("i"))), store("y", var("i"), unary_expr(op, var("v")))]),
-        ],
-    )
+    Kernel::new(&format!("unary_{}", op.name()), WORKGROUP).input("x", Ty::F32).output("y", Ty::F32).param("n", Ty::U32).body(vec![
+        let_("i", Ty::U32, thread_index()),
+        if_(var("i").lt(param("n")), vec![let_("v", Ty::F32, load("x", var("i"))), store("y", var("i"), unary_expr(op, var("v")))]),
+    ])
 }
 
 /// `y = op(a, b)` with numpy broadcasting, up to rank 4: the output is
 /// `[n / (d1 d2 d3), d1, d2, d3]`; `a` and `b` are read through element
 /// strides `sa*`, `sb*` (0 along a broadcast axis). Grid: `ceil(n / 256)`.
 pub fn binary(op: BinaryOp) -> Kernel {
-    let mut k = Kernel::new(&format!("binary_{}", graphc_ir::text::binary_name(op)), WORKGROUP)
-        .input("a", Ty::F32)
-        .input("b", Ty::F32)
-        .output("y", Ty::F32)
-        .param("n", Ty::U32);
+    let mut k =
+        Kernel::new(&format!("binary_{}", op.name()), WORKGROUP).input("a", Ty::F32).input("b", Ty::F32).output("y", Ty::F32).param("n", Ty::U32);
     for p in ["d1", "d2", "d3", "sa0", "sa1", "sa2", "sa3", "sb0", "sb1", "sb2", "sb3"] {
         k = k.param(p, Ty::U32);
     }
@@ -87,18 +82,15 @@ pub fn binary(op: BinaryOp) -> Kernel {
 
 /// `y[i] = act(gate[i]) * up[i]` for `i < n`. Grid: `ceil(n / 256)`.
 pub fn glu(act: UnaryOp) -> Kernel {
-    Kernel::new(&format!("glu_{}", graphc_ir::text::unary_name(act)), WORKGROUP)
-        .input("gate", Ty::F32)
-        .input("up", Ty::F32)
-        .output("y", Ty::F32)
-        .param("n", Ty::U32)
-        .body(vec![
+    Kernel::new(&format!("glu_{}", act.name()), WORKGROUP).input("gate", Ty::F32).input("up", Ty::F32).output("y", Ty::F32).param("n", Ty::U32).body(
+        vec![
             let_("i", Ty::U32, thread_index()),
             if_(
                 var("i").lt(param("n")),
                 vec![let_("g", Ty::F32, load("gate", var("i"))), store("y", var("i"), unary_expr(act, var("g")) * load("up", var("i")))],
             ),
-        ])
+        ],
+    )
 }
 
 /// An elementwise expression over the inputs of a fused chain.
@@ -114,8 +106,8 @@ impl Chain {
     fn text(&self) -> String {
         match self {
             Chain::Input(i) => format!("in{i}"),
-            Chain::Unary(u, a) => format!("{}({})", graphc_ir::text::unary_name(*u), a.text()),
-            Chain::Binary(b, x, y) => format!("{}({}, {})", graphc_ir::text::binary_name(*b), x.text(), y.text()),
+            Chain::Unary(u, a) => format!("{}({})", u.name(), a.text()),
+            Chain::Binary(b, x, y) => format!("{}({}, {})", b.name(), x.text(), y.text()),
         }
     }
 

@@ -231,7 +231,7 @@ fn dense_of(dtype: DType, rows: u32, mode: Mode, mixed: &[DType]) -> Kernel {
     let suffix = if rows == 1 { String::new() } else { format!("_x{rows}") };
     let name = match mode {
         Mode::Plain => format!("matmul_{}{suffix}", type_name(dtype)),
-        Mode::Gated(act) => format!("matmul_glu_{}_{}{suffix}", graphc_ir::text::unary_name(act), type_name(dtype)),
+        Mode::Gated(act) => format!("matmul_glu_{}_{}{suffix}", act.name(), type_name(dtype)),
         Mode::Stacked(count) if !mixed.is_empty() => {
             format!("matmul{count}_{}{suffix}", mixed.iter().map(|&t| type_name(t)).collect::<Vec<_>>().join("_"))
         }
