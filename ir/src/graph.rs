@@ -29,7 +29,7 @@ pub struct Node {
 #[derive(Clone, Debug, Default)]
 pub struct Graph {
     pub name: String,
-    pub g: StableDiGraph<Node, u32, u32>,
+    pub(crate) g: StableDiGraph<Node, u32, u32>,
 }
 
 impl Graph {
@@ -44,6 +44,24 @@ impl Graph {
             self.g.add_edge(src, id, pos as u32);
         }
         id
+    }
+
+    /// Every node's id, in id order.
+    pub fn node_ids(&self) -> impl Iterator<Item = NodeId> + '_ {
+        self.g.node_indices()
+    }
+
+    /// Every node, in id order.
+    pub fn nodes(&self) -> impl Iterator<Item = &Node> + '_ {
+        self.g.node_weights()
+    }
+
+    pub fn nodes_mut(&mut self) -> impl Iterator<Item = &mut Node> + '_ {
+        self.g.node_weights_mut()
+    }
+
+    pub fn contains(&self, id: NodeId) -> bool {
+        self.g.contains_node(id)
     }
 
     pub fn node(&self, id: NodeId) -> &Node {

@@ -19,13 +19,13 @@ impl Pass for DeadCode {
 
     fn run(&self, graph: &mut Graph) -> u64 {
         let mut live = HashSet::new();
-        let mut stack: Vec<_> = graph.g.node_indices().filter(|&n| graph.node(n).op.is_sink()).collect();
+        let mut stack: Vec<_> = graph.node_ids().filter(|&n| graph.node(n).op.is_sink()).collect();
         while let Some(n) = stack.pop() {
             if live.insert(n) {
                 stack.extend(graph.inputs(n));
             }
         }
-        let dead: Vec<_> = graph.g.node_indices().filter(|n| !live.contains(n)).collect();
+        let dead: Vec<_> = graph.node_ids().filter(|n| !live.contains(n)).collect();
         for &n in &dead {
             graph.remove(n);
         }

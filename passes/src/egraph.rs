@@ -226,7 +226,7 @@ pub fn extract_into(egraph: &Egraph, loaded: &Loaded, graph: &mut Graph) -> u64 
     // Remove the replaced nodes and whatever only they read.
     let mut dead = replaced;
     while let Some(n) = dead.pop() {
-        if !graph.g.contains_node(n) || !graph.users(n).is_empty() || graph.node(n).op.is_sink() {
+        if !graph.contains(n) || !graph.users(n).is_empty() || graph.node(n).op.is_sink() {
             continue;
         }
         let inputs = graph.inputs(n);

@@ -41,7 +41,7 @@ impl Pass for HoistSync {
         let mut memo = HashMap::new();
         // (operand, nonempty, bound) → reads inside layers, in id order.
         let mut groups: BTreeMap<(NodeId, bool, Option<u64>), Vec<NodeId>> = BTreeMap::new();
-        let mut ids: Vec<NodeId> = g.g.node_indices().collect();
+        let mut ids: Vec<NodeId> = g.node_ids().collect();
         ids.sort();
         for id in ids {
             let node = g.node(id);

@@ -35,7 +35,7 @@ fn view_key(g: &Graph, id: NodeId) -> Option<String> {
 fn merge_views(g: &mut Graph) -> u64 {
     let mut merged = 0;
     loop {
-        let mut ids: Vec<NodeId> = g.g.node_indices().collect();
+        let mut ids: Vec<NodeId> = g.node_ids().collect();
         ids.sort();
         let mut seen: HashMap<String, NodeId> = HashMap::new();
         let mut changed = false;
@@ -72,7 +72,7 @@ fn cache_site(g: &Graph, state: NodeId) -> Option<(NodeId, usize, NodeId, NodeId
 }
 
 fn merge_caches(g: &mut Graph) -> u64 {
-    let mut states: Vec<NodeId> = g.g.node_indices().filter(|&n| matches!(g.node(n).op, Op::State { .. })).collect();
+    let mut states: Vec<NodeId> = g.node_ids().filter(|&n| matches!(g.node(n).op, Op::State { .. })).collect();
     states.sort();
     let mut by_new: HashMap<(NodeId, usize, String), NodeId> = HashMap::new();
     let mut merged = 0;

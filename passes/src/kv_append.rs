@@ -79,7 +79,7 @@ impl Pass for KvAppend {
     }
 
     fn run(&self, g: &mut Graph) -> u64 {
-        let mut states: Vec<NodeId> = g.g.node_indices().filter(|&n| matches!(g.node(n).op, Op::State { .. })).collect();
+        let mut states: Vec<NodeId> = g.node_ids().filter(|&n| matches!(g.node(n).op, Op::State { .. })).collect();
         states.sort();
         let mut lengths: Option<NodeId> = g.find_input(LENGTHS_INPUT);
         let mut fired = 0;

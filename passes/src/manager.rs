@@ -67,7 +67,7 @@ impl PassManager {
             let enabled = !disabled.iter().any(|d| d == p.name());
             let outcome = if enabled { p.run_with(graph, disabled) } else { Outcome { rewrites: 0, rules: vec![], stopped: None } };
             // Types of derived values are re-inferred from scratch after a rewrite.
-            for n in graph.g.node_weights_mut() {
+            for n in graph.nodes_mut() {
                 if n.op.declared_type().is_none() {
                     n.ty = None;
                 }

@@ -68,12 +68,12 @@ impl Pass for WindowCache {
     }
 
     fn run(&self, g: &mut Graph) -> u64 {
-        let mut appends: Vec<(NodeId, usize)> =
-            g.g.node_indices()
-                .filter(|&n| matches!(g.node(n).op, Op::KvAppend { window: None, .. }))
-                .filter(|&n| g.users(g.inputs(n)[0]).len() == 1 && matches!(g.node(g.inputs(n)[0]).op, Op::State { .. }))
-                .filter_map(|n| common_window(g, n).map(|w| (n, w)))
-                .collect();
+        let mut appends: Vec<(NodeId, usize)> = g
+            .node_ids()
+            .filter(|&n| matches!(g.node(n).op, Op::KvAppend { window: None, .. }))
+            .filter(|&n| g.users(g.inputs(n)[0]).len() == 1 && matches!(g.node(g.inputs(n)[0]).op, Op::State { .. }))
+            .filter_map(|n| common_window(g, n).map(|w| (n, w)))
+            .collect();
         appends.sort();
         // An attention's K and V turn into rings together or not at all:
         // drop a candidate whose reader also reads a cache that stays whole.

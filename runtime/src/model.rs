@@ -123,8 +123,7 @@ impl Model {
         }
         // Keep only the weights the optimized graph still uses.
         let used: std::collections::HashSet<String> = graph
-            .g
-            .node_weights()
+            .nodes()
             .filter_map(|n| match &n.op {
                 graphc_ir::Op::Weight { name, .. } => Some(name.clone()),
                 _ => None,
@@ -283,7 +282,7 @@ impl Model {
 /// vocabulary that bounds token ids, the cache capacity it allocates).
 fn check_plan(plan: &Plan, graph: &Graph) -> Result<(), String> {
     let manifest: HashMap<&str, &WeightEntry> = plan.manifest.iter().map(|w| (w.name.as_str(), w)).collect();
-    for n in graph.g.node_weights() {
+    for n in graph.nodes() {
         if let graphc_ir::Op::Weight { name, ty } = &n.op {
             let w = manifest.get(name.as_str()).ok_or_else(|| format!("its graph reads weight `{name}`, which its manifest lacks"))?;
             let shape: Option<Vec<usize>> = ty.shape.iter().map(|d| d.as_const().map(|c| c as usize)).collect();
@@ -293,8 +292,7 @@ fn check_plan(plan: &Plan, graph: &Graph) -> Result<(), String> {
         }
     }
     let logits = graph
-        .g
-        .node_indices()
+        .node_ids()
         .find(|&n| matches!(&graph.node(n).op, graphc_ir::Op::Output { name } if name == graphc_ir::io::LOGITS))
         .ok_or("its graph has no `logits` output")?;
     let input = *graph.inputs(logits).first().ok_or("its `logits` output has no operand")?;

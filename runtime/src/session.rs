@@ -217,8 +217,7 @@ impl<'m> Session<'m> {
         // A ring of `cap` rows for a window of `w` takes `cap - w + 1` rows a step.
         let step_rows = model
             .graph()
-            .g
-            .node_weights()
+            .nodes()
             .filter_map(|n| match &n.op {
                 Op::KvAppend { cap, window: Some(w), .. } => cap.as_const().map(|c| (c as usize + 1).saturating_sub(*w).max(1)),
                 _ => None,
@@ -318,7 +317,7 @@ impl<'m> Session<'m> {
     fn state_shapes(graph: &graphc_ir::Graph, batch: usize, max_seq: usize) -> Result<Vec<(String, Vec<usize>)>, Error> {
         let env: HashMap<String, i64> = [("batch".to_string(), batch as i64), ("past".to_string(), 0), (CAP.to_string(), max_seq as i64)].into();
         let mut shapes = Vec::new();
-        for n in graph.g.node_weights() {
+        for n in graph.nodes() {
             if let Op::State { name, ty } = &n.op {
                 let shape: Option<Vec<usize>> = ty.shape.iter().map(|d: &Dim| d.eval(&env).ok().and_then(|v| usize::try_from(v).ok())).collect();
                 let shape = shape.ok_or_else(|| Error::Input(format!("state `{name}`: its shape {ty} has no size at max_seq {max_seq}")))?;
@@ -755,8 +754,7 @@ impl<'m> Session<'m> {
 fn matmuls_lead_with_batch(graph: &graphc_ir::Graph) -> bool {
     let batch = Dim::sym("batch");
     graph
-        .g
-        .node_indices()
+        .node_ids()
         .filter(|&id| matches!(graph.node(id).op, Op::MatMul | Op::MatMulGlu { .. }))
         .all(|id| graph.inputs(id).first().is_some_and(|&x| graph.node(x).ty.as_ref().and_then(|t| t.shape.first()) == Some(&batch)))
 }

@@ -126,7 +126,7 @@ fn qwen3_plan_records_gqa_and_qk_norm() {
     assert_eq!((facts["n_heads"].as_str(), facts["n_kv_heads"].as_str()), ("4", "2"));
     // Two per-head norms (q, k) per layer, each fused with its rope
     // (`fuse_norm_rope`), beside the two block norms, plus the final norm.
-    let count = |f: fn(&graphc_ir::Op) -> bool| model.graph().g.node_weights().filter(|n| f(&n.op)).count();
+    let count = |f: fn(&graphc_ir::Op) -> bool| model.graph().nodes().filter(|n| f(&n.op)).count();
     assert_eq!(count(|op| matches!(op, graphc_ir::Op::NormRope { .. })), 2 * 2);
     assert_eq!(count(|op| matches!(op, graphc_ir::Op::Norm { .. })), 2 * 2 + 1);
     assert_eq!(model.plan().model.context_length, 512, "from config.json's max_position_embeddings");
@@ -250,7 +250,7 @@ fn phi3_splits_its_fused_weights_and_names_bad_rope_scaling() {
     let (dir, _) = fixture("phi3");
     let model = Model::compile(&dir, &CompileOptions::default(), None).unwrap();
     // One product per fused weight, narrowed: 3 slices of qkv and 2 of gate_up per layer.
-    let narrows = model.graph().g.node_weights().filter(|n| matches!(n.op, graphc_ir::Op::Narrow { .. })).count();
+    let narrows = model.graph().nodes().filter(|n| matches!(n.op, graphc_ir::Op::Narrow { .. })).count();
     assert_eq!(narrows, 2 * 5);
     insta::assert_snapshot!("phi3_optimized_layer0", graphc_ir::text::print_filtered(model.graph(), |l| l == 0));
     let with_scaling = |tag: &str, scaling: Value| {
@@ -319,8 +319,7 @@ fn gemma2_alternates_sliding_and_global_layers() {
     let model = Model::compile(&dir, &CompileOptions::default(), None).unwrap();
     let windows: Vec<Option<usize>> = model
         .graph()
-        .g
-        .node_weights()
+        .nodes()
         .filter_map(|n| match n.op {
             graphc_ir::Op::Attention { window, softcap, .. } => {
                 assert_eq!(softcap, Some(5.0), "every attention soft-caps its scores");
@@ -349,8 +348,7 @@ fn gemma2_keeps_window_caches_only_on_its_sliding_layer() {
     assert_eq!(fired, 2);
     let shape = |name: &str| {
         on.graph()
-            .g
-            .node_weights()
+            .nodes()
             .find_map(|n| match &n.op {
                 graphc_ir::Op::State { name: s, ty } if s == name => Some(ty.to_string()),
                 _ => None,
@@ -400,8 +398,7 @@ fn qwen3_moe_routes_layer_0_and_keeps_layer_1_dense() {
     assert_eq!(model.plan().model.facts["moe_layers"], "0", "mlp_only_layers = [1]");
     let masks: Vec<(Option<u32>, usize)> = model
         .graph()
-        .g
-        .node_weights()
+        .nodes()
         .filter_map(|n| match n.op {
             graphc_ir::Op::TopKMask { k, .. } => Some((n.layer, k)),
             _ => None,
@@ -433,7 +430,7 @@ fn qwen3_next_layers_states_and_one_host_read() {
     let kv = &model.plan().kv_cache;
     assert_eq!((kv.caches, kv.recurrent_states), (8, 6), "K, V of layer 3; conv and ssm states of layers 0-2");
     assert_eq!(kv.recurrent_bytes, 3 * (3 * 128 + 4 * 16 * 16) * 4, "per row: 3 x (conv 3 x 128 + ssm 4 x 16 x 16) floats");
-    let reads = |m: &Model| m.graph().g.node_weights().filter(|n| matches!(n.op, graphc_ir::Op::ToHost { .. })).map(|n| n.layer).collect::<Vec<_>>();
+    let reads = |m: &Model| m.graph().nodes().filter(|n| matches!(n.op, graphc_ir::Op::ToHost { .. })).map(|n| n.layer).collect::<Vec<_>>();
     assert_eq!(reads(&model), vec![None], "one host read, before the layer loop");
     let fired = model.plan().passes.iter().find(|p| p.name == "hoist_sync").unwrap().rewrites;
     assert_eq!(fired, 3);
@@ -450,7 +447,7 @@ fn phimoe_matches_transformers() {
     check_family("phimoe");
     let (dir, _) = fixture("phimoe");
     let model = Model::compile(&dir, &CompileOptions::default(), None).unwrap();
-    let mixers = model.graph().g.node_weights().filter(|n| matches!(n.op, graphc_ir::Op::SparseMixer { .. })).count();
+    let mixers = model.graph().nodes().filter(|n| matches!(n.op, graphc_ir::Op::SparseMixer { .. })).count();
     assert_eq!(mixers, 2, "one sparsemixer router per layer");
     insta::assert_snapshot!("phimoe_optimized_layer0", graphc_ir::text::print_filtered(model.graph(), |l| l == 0));
 }
@@ -493,8 +490,7 @@ fn gemma_folds_its_one_plus_w_norm_weights_once() {
     let model = Model::compile(&dir, &CompileOptions::default(), None).unwrap();
     let adds_of_weights = model
         .graph()
-        .g
-        .node_indices()
+        .node_ids()
         .filter(|&n| {
             matches!(model.graph().node(n).op, graphc_ir::Op::Binary(graphc_ir::BinaryOp::Add))
                 && model

@@ -20,7 +20,7 @@ fn logits(model: &Model, kernels: Kernels) -> (Vec<u32>, std::collections::BTree
 }
 
 fn count(model: &Model, pick: fn(&Op) -> bool) -> usize {
-    model.graph().g.node_weights().filter(|n| pick(&n.op)).count()
+    model.graph().nodes().filter(|n| pick(&n.op)).count()
 }
 
 fn fired(model: &Model, rule: &str) -> u64 {

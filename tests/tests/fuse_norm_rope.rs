@@ -28,7 +28,7 @@ fn fused(model: &Model) -> u64 {
 fn check(path: &std::path::Path, rewrites: u64, prompt: &[u32], kernels: &[Kernels]) {
     let on = Model::compile(path, &CompileOptions::default(), None).unwrap();
     assert_eq!(fused(&on), rewrites, "{}", path.display());
-    let in_graph = on.graph().g.node_weights().filter(|n| matches!(n.op, graphc_ir::Op::NormRope { .. })).count();
+    let in_graph = on.graph().nodes().filter(|n| matches!(n.op, graphc_ir::Op::NormRope { .. })).count();
     assert_eq!(in_graph as u64, rewrites);
     let off = Model::compile(path, &CompileOptions { disabled_passes: vec!["norm-rope".into()], ..Default::default() }, None).unwrap();
     assert_eq!(fused(&off), 0);

@@ -69,7 +69,7 @@ fn gemma3_layer_pattern_and_rope_bases_are_derived() {
     let g = m.graph();
     let mut windows = Vec::new();
     let mut thetas = Vec::new();
-    for n in g.g.node_indices() {
+    for n in g.node_ids() {
         let node = g.node(n);
         match &node.op {
             Op::Attention { window, .. } => windows.push((node.layer.unwrap(), *window)),

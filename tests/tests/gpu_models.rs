@@ -307,5 +307,5 @@ fn kernel_timing_counts_every_launch_and_changes_no_bit() {
 
 /// How many nodes of the model's optimized graph `pick` selects.
 fn count_ops(model: &graphc::Model, pick: impl Fn(&graphc_ir::Op) -> bool) -> usize {
-    model.graph().g.node_weights().filter(|n| pick(&n.op)).count()
+    model.graph().nodes().filter(|n| pick(&n.op)).count()
 }

@@ -47,7 +47,7 @@ fn qwen3_next_shaped() -> Graph {
 }
 
 fn to_host_reads(g: &Graph) -> (usize, usize) {
-    let reads: Vec<_> = g.g.node_weights().filter(|n| matches!(n.op, Op::ToHost { .. })).collect();
+    let reads: Vec<_> = g.nodes().filter(|n| matches!(n.op, Op::ToHost { .. })).collect();
     (reads.len(), reads.iter().filter(|n| n.layer.is_some()).count())
 }
 
@@ -97,6 +97,6 @@ fn the_bounds_check_moves_with_the_read() {
         assert!(e.contains("to_host: value 9 at index 1 is outside 0..4"), "{e}");
     }
     // Hoisted, it fails at the read before layer 0, not inside a layer.
-    let hoisted = on.g.node_weights().find(|n| matches!(n.op, Op::ToHost { bound: Some(_), .. })).unwrap();
+    let hoisted = on.nodes().find(|n| matches!(n.op, Op::ToHost { bound: Some(_), .. })).unwrap();
     assert_eq!(hoisted.layer, None);
 }

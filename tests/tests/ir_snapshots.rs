@@ -32,7 +32,7 @@ fn text_form_keeps_float_bits_and_symbolic_dims() {
     verify(&mut g).unwrap();
     let again = text::parse(&text::print(&g)).unwrap();
     let eps = |g: &graphc_ir::Graph| {
-        g.g.node_weights().find_map(|n| match n.op {
+        g.nodes().find_map(|n| match n.op {
             graphc_ir::Op::Norm { eps, .. } => Some(eps.to_bits()),
             _ => None,
         })

@@ -55,13 +55,13 @@ fn fused_kv_graph() -> Graph {
 
 /// (state count, f32 elements per token of cache over all states)
 fn kv_states(g: &Graph) -> (usize, usize) {
-    let states: Vec<_> =
-        g.g.node_weights()
-            .filter_map(|n| match &n.op {
-                Op::State { ty, .. } => Some(ty.shape.iter().filter_map(|d| d.as_const()).product::<i64>() as usize),
-                _ => None,
-            })
-            .collect();
+    let states: Vec<_> = g
+        .nodes()
+        .filter_map(|n| match &n.op {
+            Op::State { ty, .. } => Some(ty.shape.iter().filter_map(|d| d.as_const()).product::<i64>() as usize),
+            _ => None,
+        })
+        .collect();
     (states.len(), states.iter().sum())
 }
 
@@ -77,7 +77,7 @@ fn two_steps(g: &Graph) -> Vec<u32> {
     let vals = |n: usize, k: f32| (0..n).map(|i| ((i * 37 % 101) as f32 / 101.0 - 0.5) * k).collect::<Vec<f32>>();
     let in_place = g.find_input("kv_lengths").is_some();
     let mut states: HashMap<String, Tensor> = HashMap::new();
-    for n in g.g.node_weights() {
+    for n in g.nodes() {
         if let Op::State { name, .. } = &n.op {
             let rows = if in_place { 8 } else { 0 };
             states.insert(name.clone(), Tensor::f32(vec![1, 1, rows, 8], vec![0.0; rows * 8]));
@@ -111,7 +111,7 @@ fn fused_kv_keeps_one_cache_per_layer_and_half_the_bytes() {
     let (on, fired) = optimized(&[]);
     assert_eq!(fired, 2 * 3, "per layer: the V-side narrow and contiguous, and the V cache");
     assert_eq!(kv_states(&on), (2, 2 * 8), "one cache per layer: KV bytes per token halved");
-    let attn_reads_one_cache = on.g.node_indices().filter(|&n| matches!(on.node(n).op, Op::Attention { .. })).all(|n| {
+    let attn_reads_one_cache = on.node_ids().filter(|&n| matches!(on.node(n).op, Op::Attention { .. })).all(|n| {
         let ins = on.inputs(n);
         ins[1] == ins[2]
     });

@@ -53,8 +53,7 @@ fn smollm2_kv_append_fires_for_every_k_and_v() {
     assert_eq!(kv_append_count(&m), 60, "30 layers × (K, V)");
     let g = m.graph();
     let concat_into_cache =
-        g.g.node_indices()
-            .any(|n| matches!(g.node(n).op, Op::Concat { .. }) && g.inputs(n).iter().any(|&i| matches!(g.node(i).op, Op::State { .. })));
+        g.node_ids().any(|n| matches!(g.node(n).op, Op::Concat { .. }) && g.inputs(n).iter().any(|&i| matches!(g.node(i).op, Op::State { .. })));
     assert!(!concat_into_cache, "the optimized graph still concatenates into a cache");
     assert!(text::print(g).contains("kv_append{axis=2, cap=cap}"));
 }

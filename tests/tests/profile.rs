@@ -22,7 +22,7 @@ fn every_node_is_timed_once_a_forward_under_its_class_and_no_bit_changes() {
     let g = model.graph();
     // The graph's matmuls by weight type, counted here from the graph itself.
     let matmuls_of = |dtype: DType| {
-        g.g.node_indices()
+        g.node_ids()
             .filter(|&n| matches!(g.node(n).op, Op::MatMul))
             .filter(|&n| g.inputs(n).iter().any(|&i| matches!(&g.node(i).op, Op::Weight { ty, .. } if ty.dtype == dtype)))
             .count() as u64
