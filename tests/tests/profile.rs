@@ -28,7 +28,7 @@ fn every_node_is_timed_once_a_forward_under_its_class_and_no_bit_changes() {
             .count() as u64
     };
     let (q4_1, q8_0) = (matmuls_of(DType::Q4_1), matmuls_of(DType::Q8_0));
-    assert_eq!((q4_1, q8_0), (30 * 7, 1), "SmolLM2: seven q4_1 projections a layer, the tied q8_0 output");
+    assert_eq!((q4_1, q8_0), (30 * 5, 1), "SmolLM2: five q4_1 projections a layer (gate and up are a matmul_glu), the tied q8_0 output");
     for kernels in [Kernels::Reference, Kernels::parse("fast").unwrap()] {
         let (plain, none) = run(&model, kernels, false);
         assert!(none.is_none());
@@ -45,6 +45,10 @@ fn every_node_is_timed_once_a_forward_under_its_class_and_no_bit_changes() {
         assert_eq!(output.flops, 3.0 * 2.0 * 49152.0 * 576.0);
         // The down projections: 6 prompt rows, then 1 and 1, at k = 1536.
         assert_eq!(p.classes["matmul q4_1[576, 1536]"].flops, 30.0 * 2.0 * (6.0 + 1.0 + 1.0) * 576.0 * 1536.0);
+        // Gate and up in one op: two products of 1536 columns at k = 576, and both weights' bytes.
+        let mlp = &p.classes["matmul_glu q4_1[1536, 576] q4_1[1536, 576]"];
+        assert_eq!((mlp.calls, mlp.flops), (3 * 30, 30.0 * 2.0 * 2.0 * (6.0 + 1.0 + 1.0) * 1536.0 * 576.0));
+        assert_eq!(mlp.weight_bytes, 3 * 30 * 2 * 1536 * 576 / 32 * 20, "both weights' q4_1 bytes, once a forward");
         assert_eq!(p.classes["attention"].flops, 0.0);
         // A gather reads rows, not its table: no bytes (no GiB/s) for it.
         assert_eq!(p.classes["gather q8_0[49152, 576]"].weight_bytes, 0);

@@ -193,7 +193,8 @@ struct Step {
     class: String,
     /// Bytes of the checkpoint weights it reads (a matmul's).
     weight_bytes: u64,
-    /// A matmul on a weight: its inner dimension (flops = 2 · output · k).
+    /// A matmul on a weight: its inner dimension, summed over its weights
+    /// (flops = 2 · output · k; a matmul_glu has two).
     matmul_k: usize,
 }
 
@@ -415,7 +416,8 @@ fn profile_class(graph: &Graph, id: NodeId) -> (String, u64, usize) {
             if matches!(op, Op::MatMul | Op::MatMulGlu { .. }) {
                 let elems = shape.iter().product::<i64>().max(0) as u64;
                 bytes += ty.dtype.storage_bytes(elems).unwrap_or(0);
-                k = shape.last().copied().unwrap_or(0).max(0) as usize;
+                // A matmul_glu's two products over one output: 2k a column.
+                k += shape.last().copied().unwrap_or(0).max(0) as usize;
             }
         }
     }
