@@ -125,7 +125,7 @@ fn qwen3_plan_records_gqa_and_qk_norm() {
     let facts = &model.plan().model.facts;
     assert_eq!((facts["n_heads"].as_str(), facts["n_kv_heads"].as_str()), ("4", "2"));
     // Two per-head norms (q, k) per layer, each fused with its rope
-    // (`fuse_norm_rope`), beside the two block norms, plus the final norm.
+    // (the `norm-rope` rule), beside the two block norms, plus the final norm.
     let count = |f: fn(&graphc_ir::Op) -> bool| model.graph().nodes().filter(|n| f(&n.op)).count();
     assert_eq!(count(|op| matches!(op, graphc_ir::Op::NormRope { .. })), 2 * 2);
     assert_eq!(count(|op| matches!(op, graphc_ir::Op::Norm { .. })), 2 * 2 + 1);

@@ -98,10 +98,13 @@ impl Args {
         } else {
             None
         };
-        let time = |m: &Model, ctx: usize| -> Result<f64> {
+        // A decode step's median time, and on a device its launches and host µs (the last step's).
+        let time = |m: &Model, ctx: usize| -> Result<(f64, Option<u64>, Option<u64>)> {
             let mut s = m.session(&opts)?;
             s.assume_cached(ctx)?;
-            median_ms(steps, || s.decode(1).map(|_| ()).map_err(Into::into))
+            let ms = median_ms(steps, || s.decode(1).map(|_| ()).map_err(Into::into))?;
+            let counts = s.kernel_counts();
+            Ok((ms, counts.get("device_launches_last_step").copied(), counts.get("device_host_us_last_step").copied()))
         };
         // A batch's decode step, every row at `ctx`.
         let time_batch = |rows: usize, ctx: usize| -> Result<f64> {
@@ -126,8 +129,8 @@ impl Args {
         let profiles: Vec<serde_json::Value> = if profile { contexts.iter().map(|&c| profile_at(c)).collect::<Result<_>>()? } else { Vec::new() };
         let mut rows = Vec::new();
         for &ctx in &contexts {
-            let a = time(&on, ctx)?;
-            let b = off.as_ref().map(|m| time(m, ctx)).transpose()?;
+            let (a, launches, host_us) = time(&on, ctx)?;
+            let b = off.as_ref().map(|m| time(m, ctx).map(|t| t.0)).transpose()?;
             let batched = batch.map(|n| time_batch(n, ctx)).transpose()?;
             rows.push(serde_json::json!({
                 "context": ctx,
@@ -137,6 +140,8 @@ impl Args {
                 "on_over_off": b.map(|b| a / b),
                 "batch_ms": batched,
                 "batch_tok_s": batched.zip(batch).map(|(ms, n)| n as f64 * 1e3 / ms),
+                "launches_per_step": launches,
+                "host_us_per_step": host_us,
             }));
         }
         if json {
@@ -173,6 +178,12 @@ impl Args {
                     num(&r["kv_append_off_ms"]),
                     num(&r["on_over_off"]),
                     num(&r["decode_tok_s"])
+                );
+            }
+            for r in rows.iter().filter(|r| !r["launches_per_step"].is_null()) {
+                println!(
+                    "context {}: {} kernel launches a decode step, {} µs of host time",
+                    r["context"], r["launches_per_step"], r["host_us_per_step"]
                 );
             }
             for p in &profiles {
