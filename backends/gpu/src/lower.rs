@@ -42,33 +42,17 @@ pub fn check_graph(graph: &graphc_ir::Graph, target: &'static str) -> Result<(),
     for &id in &order {
         let op = &graph.node(id).op;
         let dtypes: Vec<DType> = graph.inputs(id).iter().map(|&i| graph.ty(i).dtype).collect();
-        let why = match op {
-            Op::Input { .. }
-            | Op::Weight { .. }
-            | Op::State { .. }
-            | Op::StateOut { .. }
-            | Op::Output { .. }
-            | Op::Const { .. }
-            | Op::Reshape { .. } => None,
-            Op::Unary(_) | Op::Binary(_) | Op::Glu { .. } | Op::Norm { .. } | Op::Rope { .. } | Op::NormRope { .. } | Op::Softmax { .. } => None,
-            Op::Attention { .. } | Op::KvAppend { .. } | Op::Permute { .. } | Op::Narrow { .. } | Op::Contiguous => None,
-            Op::Reduce { .. } | Op::TopKMask { .. } | Op::SparseMixer { .. } => None,
-            Op::CausalConv1d { .. } | Op::GatedDeltaRule | Op::Concat { .. } => None,
-            // The executor checks it on the host where the value is a step input.
-            Op::ToHost { .. } => None,
-            Op::MatMul | Op::MatMulGlu { .. } if WEIGHT_DTYPES.contains(&dtypes[1]) => None,
-            Op::Gather if WEIGHT_DTYPES.contains(&dtypes[0]) => None,
+        let why = has_kernel(op, &dtypes, target).err().map(|why| match op {
+            // The weight operand, named where it is a checkpoint tensor.
             Op::MatMul | Op::MatMulGlu { .. } | Op::Gather => {
-                // The weight operand, named where it is a checkpoint tensor.
                 let w = graph.inputs(id)[if matches!(op, Op::Gather) { 0 } else { 1 }];
-                let what = match &graph.node(w).op {
-                    Op::Weight { name, .. } => format!("weight `{name}`"),
-                    _ => "the weight operand".to_string(),
-                };
-                Some(format!("{what} is {}, a block type with no {target} decoding kernel", graph.ty(w).dtype))
+                match &graph.node(w).op {
+                    Op::Weight { name, .. } => format!("weight `{name}` {why}"),
+                    _ => format!("the weight operand {why}"),
+                }
             }
-            _ => Some("not written yet".to_string()),
-        };
+            _ => why,
+        });
         if let Some(why) = why {
             let line = graphc_ir::text::node_line(graph, id, &names);
             return Err(LowerError::NoKernel { op: op.mnemonic(), target, why: format!("{why}; at `{}`", line.trim()) });
@@ -77,11 +61,41 @@ pub fn check_graph(graph: &graphc_ir::Graph, target: &'static str) -> Result<(),
     Ok(())
 }
 
+/// The ops the GPU targets have kernels for, given their operands'
+/// storage types (shapes aside): the one list that `check_graph` (at
+/// compile time) and `lower` (at run time) both consult. A source or a
+/// view needs no kernel; the rest are lowered below.
+pub fn has_kernel(op: &Op, dtypes: &[DType], target: &str) -> Result<(), String> {
+    let weight = |i: usize| dtypes.get(i).copied();
+    match op {
+        Op::Input { .. } | Op::Weight { .. } | Op::State { .. } | Op::StateOut { .. } | Op::Output { .. } | Op::Const { .. } | Op::Reshape { .. } => {
+            Ok(())
+        }
+        Op::Unary(_) | Op::Binary(_) | Op::Glu { .. } | Op::Norm { .. } | Op::Rope { .. } | Op::NormRope { .. } | Op::Softmax { .. } => Ok(()),
+        Op::Attention { .. } | Op::KvAppend { .. } | Op::Permute { .. } | Op::Narrow { .. } | Op::Contiguous => Ok(()),
+        Op::Reduce { .. } | Op::TopKMask { .. } | Op::SparseMixer { .. } => Ok(()),
+        Op::CausalConv1d { .. } | Op::GatedDeltaRule | Op::Concat { .. } => Ok(()),
+        // The executor checks it on the host where the value is a step input.
+        Op::ToHost { .. } => Ok(()),
+        Op::MatMul | Op::MatMulGlu { .. } | Op::Gather => {
+            let w = weight(if matches!(op, Op::Gather) { 0 } else { 1 });
+            match w {
+                Some(d) if WEIGHT_DTYPES.contains(&d) => Ok(()),
+                Some(d) => Err(format!("is {d}, a block type with no {target} decoding kernel")),
+                None => Err("has no weight operand".into()),
+            }
+        }
+        _ => Err("not written yet".into()),
+    }
+}
+
 /// The kernel calls for `op` on inputs `args`, for `target` (a name for
 /// errors): one, or for a weight larger than one binding allows, one per
 /// run of its rows.
 pub fn lower(op: &Op, args: &[ArgInfo], target: &'static str, limits: BindingLimits) -> Result<Vec<KernelCall>, LowerError> {
     let no = |why: String| LowerError::NoKernel { op: op.mnemonic(), target, why };
+    let dtypes: Vec<DType> = args.iter().map(|a| a.dtype).collect();
+    has_kernel(op, &dtypes, target).map_err(&no)?;
     match op {
         Op::MatMul | Op::Gather => {
             let w = &args[if matches!(op, Op::MatMul) { 1 } else { 0 }];
@@ -526,7 +540,7 @@ fn lower_one(op: &Op, args: &[ArgInfo], target: &'static str) -> Result<KernelCa
             let params = vec![n32(rows), n32(len), Value::F32(2.0 * jitter_eps)];
             call(kernels::reduce::sparse_mixer(), io(1), params, groups_for(rows), shape0)
         }
-        _ => return Err(no("not written yet".into())),
+        _ => return Err(no("listed by `has_kernel` but not lowered: a bug".into())),
     })
 }
 
