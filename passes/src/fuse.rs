@@ -20,13 +20,26 @@ use graphc_ir::plan::RuleRecord;
 use graphc_ir::Graph;
 use std::time::Duration;
 
-/// The runner's limits: far above what a model needs (SmolLM2 saturates
-/// in 3 iterations), so a hit limit means a rule that keeps firing.
-pub const ITERATION_LIMIT: usize = 16;
-pub const NODE_LIMIT: usize = 500_000;
-pub const TIME_LIMIT: Duration = Duration::from_secs(2);
+/// The runner's limits.
+#[derive(Clone, Copy, Debug)]
+pub struct Limits {
+    pub iterations: usize,
+    pub nodes: usize,
+    pub time: Duration,
+}
 
-pub struct Fuse;
+impl Default for Limits {
+    /// Far above what a model needs (SmolLM2 saturates in 3 iterations),
+    /// so a hit limit means a rule that keeps firing.
+    fn default() -> Self {
+        Limits { iterations: 16, nodes: 500_000, time: Duration::from_secs(2) }
+    }
+}
+
+#[derive(Default)]
+pub struct Fuse {
+    pub limits: Limits,
+}
 
 impl Pass for Fuse {
     fn name(&self) -> &'static str {
@@ -47,9 +60,9 @@ impl Pass for Fuse {
         let (egraph, loaded) = egraph::load(graph);
         let mut runner = Runner::default()
             .with_scheduler(SimpleScheduler)
-            .with_iter_limit(ITERATION_LIMIT)
-            .with_node_limit(NODE_LIMIT)
-            .with_time_limit(TIME_LIMIT)
+            .with_iter_limit(self.limits.iterations)
+            .with_node_limit(self.limits.nodes)
+            .with_time_limit(self.limits.time)
             .with_egraph(egraph)
             .run(rules.iter().copied());
         runner.egraph.rebuild();
@@ -70,5 +83,55 @@ impl Pass for Fuse {
             .collect();
         let rewrites = egraph::extract_into(&runner.egraph, &loaded, graph);
         Outcome { rewrites, rules: records, stopped }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::pass::Pass;
+    use graphc_ir::{text, verify, Op};
+
+    const MLP: &str = r#"graph "mlp" {
+  %0 = input{name="x"} : f32[batch, seq, 64]
+  %1 = weight{name="w_gate"} : q4_0[96, 64]
+  %2 = weight{name="w_up"} : q4_0[96, 64]
+  %3 = matmul %0, %1
+  %4 = matmul %0, %2
+  %5 = silu %3
+  %6 = mul %5, %4
+  %7 = output{name="y"} %6
+}"#;
+
+    fn ops(g: &Graph) -> Vec<String> {
+        g.nodes().map(|n| n.op.mnemonic()).filter(|m| !matches!(m.as_str(), "input" | "weight" | "output")).collect()
+    }
+
+    /// A limit hit is recorded, and the graph is still correct: what the
+    /// rules found before the limit is kept (the glu), what they had not
+    /// reached yet is not (matmul-glu needs the glu first).
+    #[test]
+    fn an_iteration_limit_is_recorded_and_leaves_a_correct_graph() {
+        let mut g = text::parse(MLP).unwrap();
+        verify(&mut g).unwrap();
+        let one = Fuse { limits: Limits { iterations: 1, ..Limits::default() } };
+        let outcome = one.run_with(&mut g, &[]);
+        assert_eq!(outcome.stopped.as_deref(), Some("iteration limit (1) hit"));
+        let fired = |name: &str| outcome.rules.iter().find(|r| r.name == name).unwrap().fired;
+        assert_eq!((fired("glu-silu"), fired("matmul-glu")), (1, 0));
+        for n in g.nodes_mut() {
+            if n.op.declared_type().is_none() {
+                n.ty = None;
+            }
+        }
+        verify(&mut g).unwrap();
+        assert_eq!(ops(&g), ["matmul", "matmul", "glu"]);
+
+        let mut g = text::parse(MLP).unwrap();
+        verify(&mut g).unwrap();
+        let outcome = Fuse::default().run_with(&mut g, &[]);
+        assert_eq!(outcome.stopped, None, "saturates within the default limits");
+        assert_eq!(ops(&g), ["matmul_glu"]);
+        assert!(g.nodes().any(|n| matches!(n.op, Op::MatMulGlu { .. })));
     }
 }

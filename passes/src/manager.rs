@@ -36,7 +36,7 @@ impl Default for PassManager {
                 Box::new(crate::kv_append::KvAppend),
                 Box::new(crate::window_cache::WindowCache),
                 Box::new(crate::hoist_sync::HoistSync),
-                Box::new(crate::fuse::Fuse),
+                Box::new(crate::fuse::Fuse::default()),
                 Box::new(crate::dead_code::DeadCode),
             ],
         }
