@@ -38,7 +38,7 @@ pub fn start(
     Ok((jobs, limits, thread))
 }
 
-fn run(batcher: &mut Batcher, limits: Limits, rx: &mpsc::Receiver<Request>, metrics: &Metrics) {
+fn run(batcher: &mut Batcher, limits: Limits, rx: &mpsc::Receiver<Request>, metrics: &Arc<Metrics>) {
     let mut open = true;
     loop {
         if batcher.is_idle() {
@@ -61,7 +61,6 @@ fn run(batcher: &mut Batcher, limits: Limits, rx: &mpsc::Receiver<Request>, metr
             }
         }
         let report = batcher.step();
-        metrics.waiting.fetch_sub(report.admitted, Relaxed);
         metrics.slots_busy.store(batcher.busy_slots(), Relaxed);
         metrics.steps.fetch_add(1, Relaxed);
         metrics.requests_cancelled.fetch_add(report.cancelled as u64, Relaxed);
@@ -70,11 +69,22 @@ fn run(batcher: &mut Batcher, limits: Limits, rx: &mpsc::Receiver<Request>, metr
 
 /// Queue a request, or fail it where it does not fit (the HTTP side checks
 /// first; this is the engine not trusting it).
-fn take(batcher: &mut Batcher, limits: Limits, mut r: Request, metrics: &Metrics) {
+fn take(batcher: &mut Batcher, limits: Limits, mut r: Request, metrics: &Arc<Metrics>) {
     if let Err(e) = limits.check(&r.prompt) {
         metrics.waiting.fetch_sub(1, Relaxed);
         (r.sink)(Event::Failed(e.to_string()));
         return;
     }
+    // It stops waiting the moment it is admitted, before its prompt runs,
+    // not when the step that admitted it ends: by then its first tokens
+    // are streaming, and a request arriving meanwhile must not find the
+    // queue full of it.
+    let (waiting, mut sink) = (metrics.clone(), r.sink);
+    r.sink = Box::new(move |e| {
+        if matches!(e, Event::Admitted) {
+            waiting.waiting.fetch_sub(1, Relaxed);
+        }
+        sink(e)
+    });
     batcher.submit(r).expect("checked against the same limits");
 }
