@@ -254,6 +254,11 @@ pub enum Op {
     /// kept, and a backend may read `x` once for both. Each dot product
     /// and the product are those of the unfused ops.
     MatMulGlu { act: UnaryOp },
+    /// `(x [..., d], weight [d], w_gate [n, d], w_up [n, d])`:
+    /// `matmul_glu{act}(norm{rms, eps}(x, weight), w_gate, w_up)`, the
+    /// MLP's input norm in the same op (the `norm-matmul-glu` rule): the
+    /// normed row is formed as `norm` forms it, where the projections read it.
+    NormMatMulGlu { act: UnaryOp, eps: f32 },
     /// `(x)`: 1.0 where an element is among the `k` largest of its line
     /// along `axis`, else 0.0 (ties go to the lower index). A MoE router's
     /// top-k choice, kept dense: `probs * mask` weights every expert.
@@ -273,6 +278,19 @@ pub enum Op {
     /// `x · wᵀ` with `w` in checkpoint layout. `w` may be quantized:
     /// dequantizing it inside the kernel is the backend's job.
     MatMul,
+    /// `(x [..., d], weight [d], w [n, d])`: `matmul(norm{rms, eps}(x,
+    /// weight), w)`, a norm formed where the projection reads it (the
+    /// `norm-matmul` rule). Each reader of one norm recomputes it (a pass
+    /// over `d` values beside the product's `n·d`), so the normed values
+    /// never reach memory and the norm is no launch of its own.
+    NormMatMul { eps: f32 },
+    /// `(x [..., k], w [n, k], r [..., n])`: `add(r, matmul(x, w))`, the
+    /// residual add in the projection's epilogue (the `matmul-add` rules).
+    MatMulAdd,
+    /// `(a [..., d], o [..., d], weight [d])`: `add(a, norm{rms, eps}(o,
+    /// weight))`, a sandwich norm's residual add (Gemma 2/3's post-norms;
+    /// the `norm-add` rules).
+    NormAdd { eps: f32 },
     /// `(w)`: the f32 values of a quantized or half-precision tensor.
     Dequantize,
     /// `(x [..., d], weight [d], bias [d]?)`: normalization over the last axis.
@@ -361,9 +379,13 @@ impl Op {
             Op::TopKMask { .. } => "top_k_mask".into(),
             Op::Glu { .. } => "glu".into(),
             Op::MatMulGlu { .. } => "matmul_glu".into(),
+            Op::NormMatMulGlu { .. } => "norm_matmul_glu".into(),
             Op::SparseMixer { .. } => "sparse_mixer".into(),
             Op::Cast { .. } => "cast".into(),
             Op::MatMul => "matmul".into(),
+            Op::NormMatMul { .. } => "norm_matmul".into(),
+            Op::MatMulAdd => "matmul_add".into(),
+            Op::NormAdd { .. } => "norm_add".into(),
             Op::Dequantize => "dequantize".into(),
             Op::Norm { .. } => "norm".into(),
             Op::Rope { .. } => "rope".into(),
@@ -382,6 +404,26 @@ impl Op {
             Op::Input { ty, .. } | Op::Weight { ty, .. } | Op::State { ty, .. } | Op::Const { ty, .. } => Some(ty),
             _ => None,
         }
+    }
+
+    /// Ops that multiply by a weight matrix (`matmul` and the fused forms
+    /// around it): their first operand's rows are the rows they compute.
+    pub fn is_matmul(&self) -> bool {
+        matches!(self, Op::MatMul | Op::MatMulGlu { .. } | Op::NormMatMul { .. } | Op::NormMatMulGlu { .. } | Op::MatMulAdd)
+    }
+
+    /// Ops only the `fuse` pass makes (each defined as the ops it replaces).
+    pub fn is_fused(&self) -> bool {
+        matches!(
+            self,
+            Op::Glu { .. }
+                | Op::MatMulGlu { .. }
+                | Op::NormRope { .. }
+                | Op::NormMatMul { .. }
+                | Op::NormMatMulGlu { .. }
+                | Op::MatMulAdd
+                | Op::NormAdd { .. }
+        )
     }
 
     /// Ops whose value leaves the graph.

@@ -94,6 +94,11 @@ fn op_attrs(op: &Op) -> Vec<(&'static str, Attr)> {
             }
         }
         Op::Glu { act } | Op::MatMulGlu { act } => a.push(("act", tok(act.name()))),
+        Op::NormMatMulGlu { act, eps } => {
+            a.push(("act", tok(act.name())));
+            a.push(("eps", tok(fmt_f32(*eps))));
+        }
+        Op::NormMatMul { eps } | Op::NormAdd { eps } => a.push(("eps", tok(fmt_f32(*eps)))),
         Op::TopKMask { axis, k } => {
             a.push(("axis", tok(axis)));
             a.push(("k", tok(k)));
@@ -138,7 +143,7 @@ fn op_attrs(op: &Op) -> Vec<(&'static str, Attr)> {
         }
         Op::CausalConv1d { kernel } => a.push(("kernel", tok(kernel))),
         Op::SparseMixer { jitter_eps } => a.push(("jitter_eps", tok(fmt_f32(*jitter_eps)))),
-        Op::Gather | Op::Contiguous | Op::Unary(_) | Op::Binary(_) | Op::MatMul | Op::Dequantize | Op::GatedDeltaRule => {}
+        Op::Gather | Op::Contiguous | Op::Unary(_) | Op::Binary(_) | Op::MatMul | Op::MatMulAdd | Op::Dequantize | Op::GatedDeltaRule => {}
     }
     a
 }
@@ -506,16 +511,19 @@ fn build_op(mnemonic: &str, mut a: Attrs, ty: Option<TensorType>) -> Result<Op, 
         },
         "softmax" => Op::Softmax { axis: a.need("axis")?, softcap: a.opt("softcap")? },
         "top_k_mask" => Op::TopKMask { axis: a.need("axis")?, k: a.need("k")? },
-        "glu" | "matmul_glu" => {
+        "glu" | "matmul_glu" | "norm_matmul_glu" => {
             let act: String = a.need("act")?;
             let act =
                 *UnaryOp::ALL.iter().find(|u| u.name() == act).ok_or_else(|| format!("`{mnemonic}` attribute `act`: unknown activation `{act}`"))?;
-            if mnemonic == "glu" {
-                Op::Glu { act }
-            } else {
-                Op::MatMulGlu { act }
+            match mnemonic {
+                "glu" => Op::Glu { act },
+                "matmul_glu" => Op::MatMulGlu { act },
+                _ => Op::NormMatMulGlu { act, eps: a.need("eps")? },
             }
         }
+        "norm_matmul" => Op::NormMatMul { eps: a.need("eps")? },
+        "matmul_add" => Op::MatMulAdd,
+        "norm_add" => Op::NormAdd { eps: a.need("eps")? },
         "cast" => {
             let d: String = a.need("dtype")?;
             Op::Cast { dtype: DType::from_name(&d).ok_or_else(|| format!("unknown dtype `{d}`"))? }

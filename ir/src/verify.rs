@@ -313,6 +313,27 @@ pub fn infer(op: &Op, tys: &[TensorType]) -> Result<TensorType, String> {
             arity(op, tys, 2..=2)?;
             matmul_type(t(0), t(1))
         }
+        // The fused ops are typed as what they replace, step by step.
+        Op::NormMatMul { eps } => {
+            arity(op, tys, 3..=3)?;
+            let normed = infer(&Op::Norm { kind: NormKind::Rms, eps: *eps }, &tys[..2])?;
+            infer(&Op::MatMul, &[normed, t(2).clone()])
+        }
+        Op::NormMatMulGlu { act, eps } => {
+            arity(op, tys, 4..=4)?;
+            let normed = infer(&Op::Norm { kind: NormKind::Rms, eps: *eps }, &tys[..2])?;
+            infer(&Op::MatMulGlu { act: *act }, &[normed, t(2).clone(), t(3).clone()])
+        }
+        Op::MatMulAdd => {
+            arity(op, tys, 3..=3)?;
+            let product = infer(&Op::MatMul, &tys[..2])?;
+            same_operand("matmul_add residual", t(2), &product)
+        }
+        Op::NormAdd { eps } => {
+            arity(op, tys, 3..=3)?;
+            let normed = infer(&Op::Norm { kind: NormKind::Rms, eps: *eps }, &tys[1..])?;
+            same_operand("norm_add residual", t(0), &normed)
+        }
         Op::Dequantize => {
             arity(op, tys, 1..=1)?;
             if t(0).dtype.is_int() {
@@ -508,4 +529,13 @@ fn matmul_type(x: &TensorType, w: &TensorType) -> Result<TensorType, String> {
     let mut shape = x.shape.clone();
     *shape.last_mut().unwrap() = w.shape[0].clone();
     Ok(TensorType::new(DType::F32, shape))
+}
+
+/// A fused op's residual operand: exactly the type of the value it is
+/// added to (no broadcast: the fused kernels add element by element).
+fn same_operand(what: &str, residual: &TensorType, value: &TensorType) -> Result<TensorType, String> {
+    if residual != value {
+        return Err(format!("{what} {residual} is not of the sum's type {value}"));
+    }
+    Ok(value.clone())
 }

@@ -58,7 +58,7 @@ impl Analysis<SymbolLang> for Facts {
 
 /// Whether `op` is named by its mnemonic alone (no attribute leaf).
 fn is_bare(op: &Op) -> bool {
-    matches!(op, Op::Gather | Op::Contiguous | Op::Unary(_) | Op::Binary(_) | Op::MatMul | Op::Dequantize | Op::GatedDeltaRule)
+    matches!(op, Op::Gather | Op::Contiguous | Op::Unary(_) | Op::Binary(_) | Op::MatMul | Op::MatMulAdd | Op::Dequantize | Op::GatedDeltaRule)
 }
 
 /// Adds `op` over the classes `inputs`.
@@ -162,6 +162,14 @@ fn own_cost(op: &Op) -> u64 {
     }
 }
 
+/// Fused ops that form a shared input themselves (`fusion_recomputing`).
+/// A shared child costs nothing (above), so such an op ties with the
+/// nodes it replaces; it wins the tie, since once all readers of the
+/// shared value take it, that value's own launch is gone too.
+fn recomputes(op: &Op) -> bool {
+    matches!(op, Op::NormMatMul { .. } | Op::NormMatMulGlu { .. })
+}
+
 /// Writes the cheapest form of every class back into `graph`: a class
 /// whose cheapest e-node is a node of the input graph keeps it; any other
 /// becomes a new node that takes the old one's place and layer, and the
@@ -190,15 +198,16 @@ pub fn extract_into(egraph: &Egraph, loaded: &Loaded, graph: &mut Graph) -> u64 
         if cost.contains_key(&class) {
             continue;
         }
-        let mut choice: Option<(u64, bool, &SymbolLang)> = None;
+        let mut choice: Option<(u64, u8, &SymbolLang)> = None;
         for e in &egraph[class].nodes {
             let (op, operands) = op_of(egraph, e);
             let Some(children) = operands.iter().map(|&c| share(&cost, c)).sum::<Option<u64>>() else { continue };
             let c = own_cost(&op).saturating_add(children);
-            // Ties keep the input's node.
-            let is_original = original.contains_key(e);
-            if choice.is_none_or(|(bc, b_orig, _)| c < bc || (c == bc && is_original && !b_orig)) {
-                choice = Some((c, is_original, e));
+            // Ties keep the input's node, but go to a fused op that forms
+            // its own input (`recomputes`).
+            let rank = if recomputes(&op) { 2 } else { u8::from(original.contains_key(e)) };
+            if choice.is_none_or(|(bc, b_rank, _)| c < bc || (c == bc && rank > b_rank)) {
+                choice = Some((c, rank, e));
             }
         }
         let (c, _, e) = choice.expect("a class's input node has known operand costs");

@@ -755,7 +755,7 @@ fn matmuls_lead_with_batch(graph: &graphc_ir::Graph) -> bool {
     let batch = Dim::sym("batch");
     graph
         .node_ids()
-        .filter(|&id| matches!(graph.node(id).op, Op::MatMul | Op::MatMulGlu { .. }))
+        .filter(|&id| graph.node(id).op.is_matmul())
         .all(|id| graph.inputs(id).first().is_some_and(|&x| graph.node(x).ty.as_ref().and_then(|t| t.shape.first()) == Some(&batch)))
 }
 

@@ -28,8 +28,11 @@ fn fired(model: &Model, rule: &str) -> u64 {
     fuse.rules.iter().find(|r| r.name == rule).unwrap().fired
 }
 
+/// Compiled with the rules that fuse around the MLP (its input norm, its
+/// residual add: `fuse_residual_norm.rs`) off, and those of `disabled`.
 fn compile(path: &std::path::Path, disabled: &[&str]) -> Model {
-    let opts = CompileOptions { disabled_passes: disabled.iter().map(|d| d.to_string()).collect(), ..Default::default() };
+    let around = ["norm-matmul", "norm-matmul-glu", "matmul-add", "matmul-add-commuted", "norm-add", "norm-add-commuted"];
+    let opts = CompileOptions { disabled_passes: disabled.iter().chain(&around).map(|d| d.to_string()).collect(), ..Default::default() };
     Model::compile(path, &opts, None).unwrap()
 }
 

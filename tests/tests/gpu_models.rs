@@ -63,16 +63,22 @@ fn gemma3_on_the_gpu_matches_the_reference() {
     let (max, cos) = compare(&logits, &reference_logits(p["logits_file"].as_str().unwrap()));
     println!("gemma3 p1: max |Δlogit| = {max:.3e}, cosine = {cos:.9}");
     assert!(max <= MAX_ABS_LOGIT_DIFF, "gemma3 p1: max |Δlogit| {max} > {MAX_ABS_LOGIT_DIFF}");
-    // GeGLU over q5_0 gate and up projections: one `matmul_glu` op a layer
-    // (the `matmul-glu` rule), one kernel each.
-    assert_eq!(count_ops(&model, |op| matches!(op, graphc_ir::Op::MatMulGlu { .. })), 18, "one gated MLP a layer is fused");
-    // Sandwich norms: each residual add but the last is followed by a
-    // pre-norm (the last positions are gathered before the output norm).
-    assert_eq!(session.kernel_counts()["device_fused_residual_norms"], 2 * 18 - 1, "residual norms fused");
-    // Each of those adds sums the residual stream and a post-norm (the
-    // sandwich), which runs in the same kernel (`norm_add_norm`).
-    assert_eq!(session.kernel_counts()["device_fused_post_norms"], 2 * 18 - 1, "post-norms fused");
-    // q, k and v stack in every layer: all three q5_0 (9 layers), or q5_0
+    // GeGLU over q5_0 gate and up projections with their pre-norm: one
+    // `norm_matmul_glu` op a layer (the `matmul-glu` and `norm-matmul-glu`
+    // rules), one kernel each.
+    assert_eq!(count_ops(&model, |op| matches!(op, graphc_ir::Op::NormMatMulGlu { .. })), 18, "one gated MLP a layer is fused");
+    // Sandwich norms: each post-norm and its residual add are one
+    // `norm_add` op (the `norm-add` rules); each pre-norm is formed by the
+    // projections that read it (q/k/v, the MLP, the output matrix), so no
+    // norm is a launch of its own and no residual add is left to a norm.
+    assert_eq!(count_ops(&model, |op| matches!(op, graphc_ir::Op::NormAdd { .. })), 2 * 18, "post-norms fused");
+    assert_eq!(
+        count_ops(&model, |op| matches!(op, graphc_ir::Op::Norm { .. } | graphc_ir::Op::Binary(graphc_ir::BinaryOp::Add))),
+        0,
+        "no norm or add left"
+    );
+    assert_eq!(session.kernel_counts()["device_fused_residual_norms"], 0, "no residual add left to a norm's kernel");
+    // q, k and v (norm_matmuls of one norm) stack in every layer: all three q5_0 (9 layers), or q5_0
     // q and k beside a q8_0 v (the other 9; one block size, each weight
     // decoded as its own type).
     assert_eq!(session.kernel_counts()["device_stacked_matmuls"], 18 * 2, "q/k/v stacked");
@@ -90,7 +96,16 @@ fn gemma3_on_the_gpu_matches_the_reference() {
         }
     }
     assert_eq!(tokens[..], want[..n_stable], "gemma3 p1: the first {n_stable} greedy tokens on {}", test_device());
-    println!("gemma3: {} launches a decode step", session.kernel_counts()["device_launches_last_step"]);
+    // Nine launches a layer (two post-norms with their adds, the stacked
+    // normed q/k/v, the q/k norm_rope pair, the K/V append pair, attention,
+    // the output projection, the normed gated MLP, the down projection),
+    // then the embedding's gather, its scale, the last position's gather
+    // and the normed output matrix: the embedding and the output matrix
+    // (one 178 MB tensor) one launch each, or two where one binding cannot
+    // hold it (lavapipe's 128 MiB).
+    let launches = session.kernel_counts()["device_launches_last_step"];
+    println!("gemma3: {launches} launches a decode step");
+    assert!((18 * 9 + 4..=18 * 9 + 6).contains(&launches), "gemma3: {launches} launches a decode step");
 }
 
 #[test]
@@ -116,14 +131,19 @@ fn smollm2_on_the_gpu_matches_the_reference_as_a_ragged_batch() {
     let launches = session.kernel_counts()["device_launches_last_step"];
     assert!(launches > 100, "the device ran only {launches} kernels for a 30-layer forward");
     assert_eq!(session.kernel_counts()["device_aliased_permutes"], 0, "a prefill's head permutes move data");
-    // Each layer's gate and up projections and their SwiGLU are one
-    // `matmul_glu` op (the `matmul-glu` rule), one kernel: two launches
-    // fewer a layer.
-    assert_eq!(count_ops(&model, |op| matches!(op, graphc_ir::Op::MatMulGlu { .. })), 30, "one gated MLP a layer is fused");
-    // Every residual add but the last is written by the norm that follows
-    // it (the FFN norm, or the next layer's attention norm); the output
-    // norm reads the last positions gathered from the last add.
-    assert_eq!(session.kernel_counts()["device_fused_residual_norms"], 2 * 30 - 1, "residual norms fused");
+    // Each layer's FFN norm, gate and up projections and their SwiGLU are
+    // one `norm_matmul_glu` op (the `matmul-glu` and `norm-matmul-glu`
+    // rules), one kernel; both residual adds are in the epilogues of the
+    // projections before them (`matmul_add`), and the attention norm is
+    // formed in the layer head's kernel: five launches a layer.
+    assert_eq!(count_ops(&model, |op| matches!(op, graphc_ir::Op::NormMatMulGlu { .. })), 30, "one gated MLP a layer is fused");
+    assert_eq!(count_ops(&model, |op| matches!(op, graphc_ir::Op::MatMulAdd)), 2 * 30, "residual adds fused");
+    assert_eq!(
+        count_ops(&model, |op| matches!(op, graphc_ir::Op::Norm { .. } | graphc_ir::Op::Binary(graphc_ir::BinaryOp::Add))),
+        0,
+        "no norm or add left"
+    );
+    assert_eq!(session.kernel_counts()["device_fused_residual_norms"], 0, "no residual add left to a norm's kernel");
     // Each layer's q/k/v projections, q and k rotations and K and V
     // appends run as one kernel (`matmul_qkv_rope`), so none is left to
     // stack or pair.

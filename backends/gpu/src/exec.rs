@@ -344,13 +344,13 @@ impl<D: Device> GpuGraph<D> {
     /// Matmuls written by another matmul's kernel (`stacked_matmuls`'
     /// count: a layer's q and k, launched with its v).
     pub fn stacked_matmuls(&self) -> usize {
-        self.groups.values().filter(|g| matches!(g.group, Group::Stacked)).map(|g| g.also.len()).sum()
+        self.groups.values().filter(|g| matches!(g.group, Group::Stacked { .. })).map(|g| g.also.len()).sum()
     }
 
     /// Layers whose q/k/v projections, rotations and appends run as one
     /// kernel (`attention_inputs`' count).
     pub fn fused_attention_inputs(&self) -> usize {
-        self.groups.values().filter(|g| matches!(g.group, Group::QkvRope)).count()
+        self.groups.values().filter(|g| matches!(g.group, Group::QkvRope { .. })).count()
     }
 
     /// Ops launched stacked with another of their kind (`paired_ops`'
@@ -362,13 +362,7 @@ impl<D: Device> GpuGraph<D> {
     /// Residual adds written by the following norm's kernel
     /// (`residual_norms`' count).
     pub fn fused_residual_norms(&self) -> usize {
-        self.groups.values().filter(|g| matches!(g.group, Group::AddNorm(..) | Group::NormAddNorm(..))).count()
-    }
-
-    /// Of those, sandwich norms whose inner (post-)norm runs in the same
-    /// kernel too (`residual_norms`' `norm_add_norm`).
-    pub fn fused_post_norms(&self) -> usize {
-        self.groups.values().filter(|g| matches!(g.group, Group::NormAddNorm(..))).count()
+        self.groups.values().filter(|g| matches!(g.group, Group::AddNorm(..))).count()
     }
 
     /// Every counter, by the name sessions report it under: launches of the
@@ -387,7 +381,6 @@ impl<D: Device> GpuGraph<D> {
             ("device_fused_elementwise", self.fused_elementwise() as u64),
             ("device_fused_attention_inputs", self.fused_attention_inputs() as u64),
             ("device_fused_residual_norms", self.fused_residual_norms() as u64),
-            ("device_fused_post_norms", self.fused_post_norms() as u64),
             ("device_stacked_matmuls", self.stacked_matmuls() as u64),
             ("device_paired_ops", self.paired_ops() as u64),
             ("device_replayed_steps", self.replayed_steps as u64),
@@ -568,7 +561,7 @@ impl<D: Device> GpuGraph<D> {
                             checked.push((id, op.clone(), args.clone(), infos[..*root_inputs].to_vec()));
                             checked.push((other, other_op, graph.inputs(other), infos[*root_inputs..].to_vec()));
                         }
-                        Some(Fused { group: Group::QkvRope, also, .. }) => {
+                        Some(Fused { group: Group::QkvRope { .. }, also, .. }) => {
                             // Each append on its cache, new rows (inside the kernel) and lengths.
                             for &append in also {
                                 let append_op = resolve_dims(&graph.node(append).op, &env).map_err(|m| node_err(graph, append, m))?;
@@ -593,17 +586,17 @@ impl<D: Device> GpuGraph<D> {
                         _ => {
                             let calls = match self.groups.get(&id).map(|g| &g.group) {
                                 Some(Group::Chain(tree)) => crate::lower::lower_chain(tree, &infos, self.device.target()).map(|c| vec![c]),
-                                Some(Group::NormAddNorm(eps_o, eps)) => {
-                                    crate::lower::lower_norm_add_norm(*eps_o, *eps, &infos, self.device.target()).map(|c| vec![c])
-                                }
                                 Some(Group::AddNorm(kind, eps)) => {
                                     crate::lower::lower_add_norm(*kind, *eps, &infos, self.device.target()).map(|c| vec![c])
                                 }
-                                Some(Group::Stacked) => crate::lower::lower_stacked_matmuls(&infos, self.device.target()).map(|c| vec![c]),
-                                Some(Group::QkvRope) => {
+                                Some(Group::Stacked { norm }) => {
+                                    crate::lower::lower_stacked_matmuls(&infos, *norm, self.device.target()).map(|c| vec![c])
+                                }
+                                Some(Group::QkvRope { norm }) => {
+                                    let norm = *norm;
                                     let append = self.groups[&id].also[0];
                                     let append_op = resolve_dims(&graph.node(append).op, &env).map_err(|m| node_err(graph, append, m))?;
-                                    crate::lower::lower_qkv_rope(&op, &append_op, &infos, self.device.target()).map(|c| vec![c])
+                                    crate::lower::lower_qkv_rope(&op, &append_op, &infos, norm, self.device.target()).map(|c| vec![c])
                                 }
                                 Some(Group::Pair { root_inputs }) => {
                                     let other = self.groups[&id].also[0];

@@ -8,8 +8,9 @@
 //! step's order; nodes it writes besides the root (`also`) take their
 //! values there.
 //!
-//! With all of them a SmolLM2 decode step launches 215 kernels instead of
-//! 514 (each group's count on SmolLM2 and Gemma 3 is asserted in
+//! The IR's rules make the other fused ops (`passes/src/rules/`); with
+//! both, a SmolLM2 decode step launches 153 kernels instead of 514 (each
+//! group's count on SmolLM2 and Gemma 3 is asserted in
 //! `tests/tests/gpu_models.rs`).
 
 use crate::device::BindingLimits;
@@ -26,9 +27,7 @@ pub fn groups(graph: &Graph, order: &[NodeId], limits: BindingLimits) -> (Groups
     let (attention_inputs, projected) = attention_inputs(graph, order, &position, limits);
     groups.extend(attention_inputs);
     inner.extend(projected);
-    let (residual, post_norms) = residual_norms(graph, order, &position, &groups, &inner);
-    groups.extend(residual);
-    inner.extend(post_norms);
+    groups.extend(residual_norms(graph, order, &position, &groups, &inner));
     groups.extend(stacked_matmuls(graph, order, &position, &inner, limits));
     groups.extend(paired_ops(graph, order, &position, &groups, &inner));
     (groups, inner)
@@ -57,19 +56,19 @@ pub enum Group {
     /// `norm(add(a, b))` that also writes the sum (`residual_norms`):
     /// leaves `a, b, w[, bias]`, the add co-produced.
     AddNorm(NormKind, f32),
-    /// `rms_norm(add(a, rms_norm(o, w_o)))`, a sandwich norm's residual
-    /// step (`residual_norms`): leaves `a, o, w_o, w`, the add co-produced,
-    /// the inner norm run inside. Its epsilons: the inner norm's, the outer's.
-    NormAddNorm(f32, f32),
     /// Two or three matmuls of one `x` (`stacked_matmuls`): leaves `x`,
     /// the co-produced matmuls' weights, then the root's (the root is the
-    /// first of them in order; its weight's result is the main one).
-    Stacked,
+    /// first of them in order; its weight's result is the main one). With
+    /// `norm`, they are `norm_matmul`s of one norm (its epsilon), whose
+    /// weight is the leaf after `x`.
+    Stacked { norm: Option<f32> },
     /// A llama layer's q/k/v projections, the rotation of q and k and the
     /// appends of k and v (`attention_inputs`): leaves `x, w_q, w_k, w_v,
     /// positions, k_cache, v_cache, lengths`; the root is q's rotation,
-    /// the two appends co-produced (in place).
-    QkvRope,
+    /// the two appends co-produced (in place). With `norm`, the projections
+    /// are `norm_matmul`s of one norm (its epsilon), whose weight is a
+    /// last leaf.
+    QkvRope { norm: Option<f32> },
     /// Two independent ops of one kind, as one stacked launch
     /// (`paired_ops`, `stack`): leaves the root's operands (`root_inputs`
     /// of them), then the co-produced node's.
@@ -143,6 +142,29 @@ fn elementwise_chains(graph: &Graph, order: &[NodeId]) -> (Groups, HashSet<NodeI
     (chains, inner)
 }
 
+/// What a projection reads besides its weight: `x`, and the norm it forms
+/// (the norm's weight, its epsilon's bits), if any.
+type Source = (NodeId, Option<(NodeId, u32)>);
+
+/// What projections must share to stack: a source and a weight block size.
+type StackKey = (Source, usize);
+
+/// A projection, `matmul(x, w)` or `norm_matmul{eps}(x, g, w)`: its
+/// source and its weight.
+fn projection_of(graph: &Graph, m: NodeId) -> Option<(Source, NodeId)> {
+    let inputs = graph.inputs(m);
+    match graph.node(m).op {
+        Op::MatMul => Some(((inputs[0], None), inputs[1])),
+        Op::NormMatMul { eps } => Some(((inputs[0], Some((inputs[1], eps.to_bits()))), inputs[2])),
+        _ => None,
+    }
+}
+
+/// The epsilon of the norm a source's projections form (`None`: plain matmuls).
+fn source_norm(source: Source) -> Option<f32> {
+    source.1.map(|(_, eps)| f32::from_bits(eps))
+}
+
 /// Whether `w` is a weight (checkpoint bytes, of constant shape) that one
 /// binding holds whole: what a kernel reading several weights needs (a
 /// larger one runs as launches over row ranges, alone).
@@ -154,7 +176,7 @@ fn weight_in_one_binding(graph: &Graph, w: NodeId, limits: BindingLimits) -> boo
 }
 
 /// Stacked projections: two or three matmuls of the same `x` (a layer's
-/// q, k and v) whose weights share a block size (so one loop over blocks
+/// q, k and v; or `norm_matmul`s of the same `x` and norm) whose weights share a block size (so one loop over blocks
 /// serves them all; each is decoded as its own type: Gemma 3's q5_0 q and
 /// k beside a q8_0 v) and each fit one binding run as one `matmul_stacked`
 /// kernel, where the
@@ -165,31 +187,31 @@ fn weight_in_one_binding(graph: &Graph, w: NodeId, limits: BindingLimits) -> boo
 fn stacked_matmuls(graph: &Graph, order: &[NodeId], position: &Positions, inner: &HashSet<NodeId>, limits: BindingLimits) -> Groups {
     let mut fused: Groups = HashMap::new();
     for &x in order {
-        // x's projections by weight block size, in order.
-        let mut by_block: Vec<(usize, Vec<NodeId>)> = vec![];
+        // x's projections by source and weight block size, in order.
+        let mut by_block: Vec<(StackKey, Vec<(NodeId, NodeId)>)> = vec![];
         let mut users = graph.users(x);
         users.sort_by_key(|u| position[u]);
         users.dedup();
         for m in users {
-            let inputs = graph.inputs(m);
-            if graph.node(m).op != Op::MatMul || inputs[0] != x || inner.contains(&m) {
+            let Some((source, w)) = projection_of(graph, m) else { continue };
+            if source.0 != x || inner.contains(&m) || !weight_in_one_binding(graph, w, limits) {
                 continue;
             }
-            let w = graph.ty(inputs[1]);
-            if !weight_in_one_binding(graph, inputs[1], limits) {
-                continue;
-            }
-            match by_block.iter_mut().find(|(b, _)| *b == w.dtype.block_elems()) {
-                Some((_, ms)) => ms.push(m),
-                None => by_block.push((w.dtype.block_elems(), vec![m])),
+            let key = (source, graph.ty(w).dtype.block_elems());
+            match by_block.iter_mut().find(|(k, _)| *k == key) {
+                Some((_, ms)) => ms.push((m, w)),
+                None => by_block.push((key, vec![(m, w)])),
             }
         }
-        for (_, ms) in by_block {
+        for ((source, _), ms) in by_block {
             for stack in ms.chunks(3).filter(|c| c.len() >= 2) {
                 // The first runs the kernel; its weight goes last (the main result).
-                let (&root, later) = stack.split_first().unwrap();
-                let leaves = std::iter::once(x).chain(later.iter().chain([&root]).map(|&m| graph.inputs(m)[1])).collect();
-                fused.insert(root, Fused { group: Group::Stacked, leaves, also: later.to_vec() });
+                let (&(root, root_w), later) = stack.split_first().unwrap();
+                let mut leaves = vec![x];
+                leaves.extend(source.1.map(|(g, _)| g));
+                leaves.extend(later.iter().map(|&(_, w)| w).chain([root_w]));
+                let also = later.iter().map(|&(m, _)| m).collect();
+                fused.insert(root, Fused { group: Group::Stacked { norm: source_norm(source) }, leaves, also });
             }
         }
     }
@@ -239,15 +261,12 @@ fn paired_ops(graph: &Graph, order: &[NodeId], position: &Positions, groups: &Gr
 /// readers comes after the norm in `order` (the kernel runs where the norm
 /// stands). The sum and the norm are formed as the two kernels form them.
 ///
-/// Where the add's other operand is itself an RMS norm read by nothing
-/// else (Gemma 2/3's post-norms: `h = a + norm(o)`), that norm runs in the
-/// same kernel too (`norm_add_norm`, both norms RMS): another launch fewer
-/// per sandwich norm. Its value has no buffer (the second value returned:
-/// nodes run inside a group's kernel); `h` and the outer norm are the
-/// three kernels' bits.
-fn residual_norms(graph: &Graph, order: &[NodeId], position: &Positions, groups: &Groups, inner: &HashSet<NodeId>) -> (Groups, Vec<NodeId>) {
+/// The IR's rules take these first where the norm is RMS: its readers form
+/// it (`norm_matmul`) and the add goes into the projection before it
+/// (`matmul_add`) or the post-norm's kernel (`norm_add`). What is left
+/// here: layer norms (phi2), and graphs compiled with those rules off.
+fn residual_norms(graph: &Graph, order: &[NodeId], position: &Positions, groups: &Groups, inner: &HashSet<NodeId>) -> Groups {
     let mut fused: Groups = HashMap::new();
-    let mut post_norms = vec![];
     let mut taken = HashSet::new();
     for &id in order {
         let Op::Norm { kind, eps } = graph.node(id).op else { continue };
@@ -263,30 +282,11 @@ fn residual_norms(graph: &Graph, order: &[NodeId], position: &Positions, groups:
         if !(same_shape && !reads_weight && readers_after && taken.insert(add)) {
             continue;
         }
-        // A post-norm operand: RMS, read only by this add, in no group.
-        let post_norm = operands.iter().position(|&o| {
-            matches!(graph.node(o).op, Op::Norm { kind: NormKind::Rms, .. })
-                && graph.users(o) == [add]
-                && !groups.contains_key(&o)
-                && !inner.contains(&o)
-        });
-        match post_norm {
-            Some(i) if kind == NormKind::Rms && operands[0] != operands[1] => {
-                let o_norm = operands[i];
-                let Op::Norm { eps: eps_o, .. } = graph.node(o_norm).op else { unreachable!("matched above") };
-                let [o, w_o] = graph.inputs(o_norm)[..] else { continue };
-                let leaves = vec![operands[1 - i], o, w_o, inputs[1]];
-                post_norms.push(o_norm);
-                fused.insert(id, Fused { group: Group::NormAddNorm(eps_o, eps), leaves, also: vec![add] });
-            }
-            _ => {
-                let mut leaves = operands;
-                leaves.extend(&inputs[1..]);
-                fused.insert(id, Fused { group: Group::AddNorm(kind, eps), leaves, also: vec![add] });
-            }
-        }
+        let mut leaves = operands;
+        leaves.extend(&inputs[1..]);
+        fused.insert(id, Fused { group: Group::AddNorm(kind, eps), leaves, also: vec![add] });
     }
-    (fused, post_norms)
+    fused
 }
 
 /// Attention inputs: `rope(permute(reshape(matmul(x, w_q))))`, the same
@@ -312,24 +312,21 @@ fn attention_inputs(graph: &Graph, order: &[NodeId], position: &Positions, limit
         [user] => Some(user),
         _ => None,
     };
-    // `permute{0,2,1,3}(reshape(matmul(x, w)))` → (x, w, [matmul, reshape], head size), each with one user.
-    let projection = |permute: NodeId| -> Option<(NodeId, NodeId, [NodeId; 3], i64)> {
+    // `permute{0,2,1,3}(reshape(matmul(x, w)))` (or of a `norm_matmul`) → (its source, w, [matmul, reshape], head size), each with one user.
+    let projection = |permute: NodeId| -> Option<(Source, NodeId, [NodeId; 3], i64)> {
         (graph.node(permute).op == Op::Permute { perm: vec![0, 2, 1, 3] }).then_some(())?;
         let reshape = graph.inputs(permute)[0];
         let matmul = *graph.inputs(reshape).first()?;
-        let (Op::Reshape { .. }, Op::MatMul) = (&graph.node(reshape).op, &graph.node(matmul).op) else { return None };
+        let Op::Reshape { .. } = &graph.node(reshape).op else { return None };
+        let (x, w) = projection_of(graph, matmul)?;
         let (split, flat) = (&graph.ty(reshape).shape, &graph.ty(matmul).shape);
         let head_size = split.get(3)?.as_const()?;
         let splits_heads = split.len() == 4 && flat.len() == 3 && split[..2] == flat[..2] && split[2].as_const().is_some() && head_size % 2 == 0;
         let single = only_user(matmul) == Some(reshape) && only_user(reshape) == Some(permute);
-        let [x, w] = graph.inputs(matmul)[..] else { return None };
         (splits_heads && single && weight_in_one_binding(graph, w, limits)).then_some((x, w, [matmul, reshape, permute], head_size))
     };
     let mut groups: Groups = HashMap::new();
     let mut inner = vec![];
-    if limits.max_buffers < KERNEL_BUFFERS {
-        return (groups, inner);
-    }
     let mut taken: HashSet<NodeId> = HashSet::new();
     for &q_rope in order {
         let rope_op = &graph.node(q_rope).op;
@@ -338,8 +335,12 @@ fn attention_inputs(graph: &Graph, order: &[NodeId], position: &Positions, limit
         }
         let [q_in, positions] = graph.inputs(q_rope)[..] else { continue };
         let Some((x, w_q, q_chain, d)) = projection(q_in) else { continue };
+        // One buffer more where the kernel forms the norm (its weight).
+        if limits.max_buffers < KERNEL_BUFFERS + u32::from(x.1.is_some()) {
+            continue;
+        }
         // k: another projection of x, rotated the same way, whose rotation's one user is an append.
-        let k = graph.users(x).into_iter().find_map(|m| {
+        let k = graph.users(x.0).into_iter().find_map(|m| {
             let permute = only_user(only_user(m)?)?;
             let k_rope = only_user(permute)?;
             let append = only_user(k_rope)?;
@@ -352,7 +353,7 @@ fn attention_inputs(graph: &Graph, order: &[NodeId], position: &Positions, limit
         let k_append_inputs = graph.inputs(k_append);
         let (k_cache, lengths) = (k_append_inputs[0], k_append_inputs[2]);
         // v: a third projection of x, appended by the same op with the same lengths.
-        let v = graph.users(x).into_iter().find_map(|m| {
+        let v = graph.users(x.0).into_iter().find_map(|m| {
             let permute = only_user(only_user(m)?)?;
             let append = only_user(permute)?;
             let inputs = graph.inputs(append);
@@ -362,7 +363,8 @@ fn attention_inputs(graph: &Graph, order: &[NodeId], position: &Positions, limit
         });
         let Some((w_v, v_chain, v_append, v_cache)) = v else { continue };
         let one_type = graph.ty(w_k).dtype == graph.ty(w_q).dtype && graph.ty(w_v).dtype == graph.ty(w_q).dtype;
-        let leaves = vec![x, w_q, w_k, w_v, positions, k_cache, v_cache, lengths];
+        let mut leaves = vec![x.0, w_q, w_k, w_v, positions, k_cache, v_cache, lengths];
+        leaves.extend(x.1.map(|(g, _)| g));
         let at_hand = |leaf: &NodeId| {
             matches!(graph.node(*leaf).op, Op::Weight { .. } | Op::Input { .. } | Op::State { .. }) || position[leaf] < position[&q_rope]
         };
@@ -375,7 +377,7 @@ fn attention_inputs(graph: &Graph, order: &[NodeId], position: &Positions, limit
         if one_type && leaves.iter().all(at_hand) && readers_after && caches_private {
             taken.extend([q_rope, k_append, v_append]);
             inner.extend(q_chain.into_iter().chain(k_chain).chain(v_chain).chain([k_rope]));
-            groups.insert(q_rope, Fused { group: Group::QkvRope, leaves, also: vec![k_append, v_append] });
+            groups.insert(q_rope, Fused { group: Group::QkvRope { norm: source_norm(x) }, leaves, also: vec![k_append, v_append] });
         }
     }
     (groups, inner)

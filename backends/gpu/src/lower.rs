@@ -8,11 +8,11 @@
 
 pub use crate::call::{Arg, ArgInfo, KernelCall};
 use crate::call::{BindingLimits, Value};
-use crate::kernels::{self, attention::MAX_HEAD_DIM, WEIGHT_DTYPES};
+use crate::kernels::{self, attention::MAX_HEAD_DIM, matmul::Edges, WEIGHT_DTYPES};
 use crate::kir::Kernel;
 use crate::GpuError;
 use graphc_backends::cpu::reference::strides;
-use graphc_ir::{DType, NormKind, Op, RopeScaling, UnaryOp};
+use graphc_ir::{DType, NormKind, Op, RopeScaling};
 
 #[derive(Debug, thiserror::Error)]
 pub enum LowerError {
@@ -42,16 +42,13 @@ pub fn check_graph(graph: &graphc_ir::Graph, target: &'static str) -> Result<(),
     for &id in &order {
         let op = &graph.node(id).op;
         let dtypes: Vec<DType> = graph.inputs(id).iter().map(|&i| graph.ty(i).dtype).collect();
-        let why = has_kernel(op, &dtypes, target).err().map(|why| match op {
+        let why = has_kernel(op, &dtypes, target).err().map(|why| match weight_operand(op) {
             // The weight operand, named where it is a checkpoint tensor.
-            Op::MatMul | Op::MatMulGlu { .. } | Op::Gather => {
-                let w = graph.inputs(id)[if matches!(op, Op::Gather) { 0 } else { 1 }];
-                match &graph.node(w).op {
-                    Op::Weight { name, .. } => format!("weight `{name}` {why}"),
-                    _ => format!("the weight operand {why}"),
-                }
-            }
-            _ => why,
+            Some(i) => match &graph.node(graph.inputs(id)[i]).op {
+                Op::Weight { name, .. } => format!("weight `{name}` {why}"),
+                _ => format!("the weight operand {why}"),
+            },
+            None => why,
         });
         if let Some(why) = why {
             let line = graphc_ir::text::node_line(graph, id, &names);
@@ -66,7 +63,6 @@ pub fn check_graph(graph: &graphc_ir::Graph, target: &'static str) -> Result<(),
 /// compile time) and `lower` (at run time) both consult. A source or a
 /// view needs no kernel; the rest are lowered below.
 pub fn has_kernel(op: &Op, dtypes: &[DType], target: &str) -> Result<(), String> {
-    let weight = |i: usize| dtypes.get(i).copied();
     match op {
         Op::Input { .. } | Op::Weight { .. } | Op::State { .. } | Op::StateOut { .. } | Op::Output { .. } | Op::Const { .. } | Op::Reshape { .. } => {
             Ok(())
@@ -74,18 +70,28 @@ pub fn has_kernel(op: &Op, dtypes: &[DType], target: &str) -> Result<(), String>
         Op::Unary(_) | Op::Binary(_) | Op::Glu { .. } | Op::Norm { .. } | Op::Rope { .. } | Op::NormRope { .. } | Op::Softmax { .. } => Ok(()),
         Op::Attention { .. } | Op::KvAppend { .. } | Op::Permute { .. } | Op::Narrow { .. } | Op::Contiguous => Ok(()),
         Op::Reduce { .. } | Op::TopKMask { .. } | Op::SparseMixer { .. } => Ok(()),
-        Op::CausalConv1d { .. } | Op::GatedDeltaRule | Op::Concat { .. } => Ok(()),
+        Op::CausalConv1d { .. } | Op::GatedDeltaRule | Op::Concat { .. } | Op::NormAdd { .. } => Ok(()),
         // The executor checks it on the host where the value is a step input.
         Op::ToHost { .. } => Ok(()),
-        Op::MatMul | Op::MatMulGlu { .. } | Op::Gather => {
-            let w = weight(if matches!(op, Op::Gather) { 0 } else { 1 });
-            match w {
+        Op::MatMul | Op::MatMulGlu { .. } | Op::NormMatMul { .. } | Op::NormMatMulGlu { .. } | Op::MatMulAdd | Op::Gather => {
+            match weight_operand(op).and_then(|i| dtypes.get(i).copied()) {
                 Some(d) if WEIGHT_DTYPES.contains(&d) => Ok(()),
                 Some(d) => Err(format!("is {d}, a block type with no {target} decoding kernel")),
                 None => Err("has no weight operand".into()),
             }
         }
         _ => Err("not written yet".into()),
+    }
+}
+
+/// Which operand of a weight-reading op is its weight (the gate's, of a
+/// gated pair: the up weight follows it).
+fn weight_operand(op: &Op) -> Option<usize> {
+    match op {
+        Op::Gather => Some(0),
+        Op::MatMul | Op::MatMulGlu { .. } | Op::MatMulAdd => Some(1),
+        Op::NormMatMul { .. } | Op::NormMatMulGlu { .. } => Some(2),
+        _ => None,
     }
 }
 
@@ -97,11 +103,12 @@ pub fn lower(op: &Op, args: &[ArgInfo], target: &'static str, limits: BindingLim
     let dtypes: Vec<DType> = args.iter().map(|a| a.dtype).collect();
     has_kernel(op, &dtypes, target).map_err(&no)?;
     match op {
-        Op::MatMul | Op::Gather => {
-            let w = &args[if matches!(op, Op::MatMul) { 1 } else { 0 }];
-            weight_runs(op, args, target, limits, w)
+        Op::MatMul | Op::Gather | Op::NormMatMul { .. } | Op::MatMulAdd => {
+            let w = weight_operand(op).expect("a weight-reading op");
+            weight_runs(op, args, target, limits, &args[w])
         }
-        Op::MatMulGlu { act } => lower_matmul_glu(*act, args, target, limits),
+        Op::MatMulGlu { .. } | Op::NormMatMulGlu { .. } => lower_matmul_glu(op, args, target, limits),
+        Op::NormAdd { eps } => Ok(vec![lower_norm_add(*eps, args, target)?]),
         Op::Concat { axis } => {
             // One strided write per input into its slab of the result.
             let mut out = shape0_of(args);
@@ -140,16 +147,32 @@ fn gcd(a: u64, b: u64) -> u64 {
     }
 }
 
-/// `matmul_glu{act}(x, w_gate, w_up)` as one kernel: the two weights of
-/// one type and shape (the `matmul-glu` rule fuses only such pairs), split
-/// into the same row runs where one binding cannot hold them.
-fn lower_matmul_glu(act: UnaryOp, args: &[ArgInfo], target: &'static str, limits: BindingLimits) -> Result<Vec<KernelCall>, LowerError> {
-    let op = Op::MatMulGlu { act };
-    if args.len() != 3 || args[1] != args[2] {
+/// `matmul_glu{act}(x, w_gate, w_up)` (or `norm_matmul_glu`, with the
+/// norm's weight after x) as one kernel: the two weights of one type and
+/// shape (the `matmul-glu` rule fuses only such pairs), split into the
+/// same row runs where one binding cannot hold them.
+fn lower_matmul_glu(op: &Op, args: &[ArgInfo], target: &'static str, limits: BindingLimits) -> Result<Vec<KernelCall>, LowerError> {
+    let w = weight_operand(op).expect("a gated pair reads weights");
+    if args.len() != w + 2 || args[w] != args[w + 1] {
         let why = format!("a gated pair needs x and two weights of one type and shape, got {args:?}");
         return Err(LowerError::NoKernel { op: op.mnemonic(), target, why });
     }
-    weight_runs(&op, args, target, limits, &args[1])
+    weight_runs(op, args, target, limits, &args[w])
+}
+
+/// `norm_add{eps}(a, o, w_o)` = `a + rms_norm(o, w_o)` as one kernel
+/// (`a` and `o` of one shape).
+fn lower_norm_add(eps: f32, args: &[ArgInfo], target: &'static str) -> Result<KernelCall, LowerError> {
+    if args.len() != 3 || args[0] != args[1] || args[0].dtype != DType::F32 {
+        let why = format!("a post-norm's residual add needs a, o of one shape and the norm's weight, got {args:?}");
+        return Err(LowerError::NoKernel { op: "norm_add".into(), target, why });
+    }
+    let shape = args[0].shape.clone();
+    let d = *shape.last().unwrap_or(&1);
+    let rows = shape.iter().product::<usize>() / d.max(1);
+    let call_args = vec![Arg::Input(0), Arg::Input(1), Arg::Input(2), Arg::Output];
+    let params = vec![n32(rows), n32(d), Value::F32(eps), ROUNDING_ONE];
+    Ok(KernelCall { kernel: kernels::norm::norm_add(), args: call_args, params, groups: rows as u32, out_shape: shape })
 }
 
 /// `norm(add(a, b))` as one kernel (`add_norm`) that also writes the sum:
@@ -169,30 +192,20 @@ pub fn lower_add_norm(kind: NormKind, eps: f32, args: &[ArgInfo], target: &'stat
     Ok(KernelCall { kernel: kernels::norm::add_norm(kind), args: call_args, params, groups: rows as u32, out_shape: shape })
 }
 
-/// `rms_norm(a + rms_norm(o, w_o), w)` as one kernel (`norm_add_norm`)
-/// that also writes the sum: `args` are `a, o, w_o, w` (`a` and `o` of one
-/// shape).
-pub fn lower_norm_add_norm(eps_o: f32, eps: f32, args: &[ArgInfo], target: &'static str) -> Result<KernelCall, LowerError> {
-    if args.len() != 4 || args[0] != args[1] || args[0].dtype != DType::F32 {
-        let why = format!("a sandwich norm needs a, o of one shape and two norm weights, got {args:?}");
-        return Err(LowerError::NoKernel { op: "norm".into(), target, why });
-    }
-    let shape = args[0].shape.clone();
-    let d = *shape.last().unwrap_or(&1);
-    let rows = shape.iter().product::<usize>() / d.max(1);
-    let call_args = vec![Arg::Input(0), Arg::Input(1), Arg::Input(2), Arg::Input(3), Arg::ExtraOutput(shape.clone()), Arg::Output];
-    let params = vec![n32(rows), n32(d), Value::F32(eps_o), Value::F32(eps), ROUNDING_ONE];
-    Ok(KernelCall { kernel: kernels::norm::norm_add_norm(), args: call_args, params, groups: rows as u32, out_shape: shape })
-}
-
 /// Two or three matmuls of one `x` (`args`: `x, w0, w1[, w2]`, weights of
 /// one block size and row length, each within one binding) as one
 /// `matmul_stacked` kernel (`matmul_stacked_mixed` where their types differ): weight `i`'s result is the call's `i`-th
 /// output, the last one the main result (`Arg::Output`), the others
 /// `Arg::ExtraOutput` in order.
-pub fn lower_stacked_matmuls(args: &[ArgInfo], target: &'static str) -> Result<KernelCall, LowerError> {
-    let stack = stacked_shape(args, target)?;
-    let (x, weights) = (&args[0].shape, &args[1..]);
+///
+/// With `norm` (norm_matmuls of one `x` and norm), `args` are `x, g, w0,
+/// ..` and the kernel forms the norm.
+pub fn lower_stacked_matmuls(args: &[ArgInfo], norm: Option<f32>, target: &'static str) -> Result<KernelCall, LowerError> {
+    let first = if norm.is_some() { 2 } else { 1 };
+    let mut stacked_args = vec![args[0].clone()];
+    stacked_args.extend_from_slice(&args[first..]);
+    let mut stack = stacked_shape(&stacked_args, target)?;
+    let (x, weights) = (&args[0].shape, &args[first..]);
     let out_shape = |w: &ArgInfo| {
         let mut shape = x.clone();
         *shape.last_mut().unwrap() = w.shape[0];
@@ -201,12 +214,26 @@ pub fn lower_stacked_matmuls(args: &[ArgInfo], target: &'static str) -> Result<K
     let mut call_args: Vec<Arg> = (0..args.len()).map(Arg::Input).collect();
     call_args.extend(weights[..weights.len() - 1].iter().map(|w| Arg::ExtraOutput(out_shape(w))));
     call_args.push(Arg::Output);
+    let edges = Edges { norm: norm.is_some(), residual: false };
+    if let Some(eps) = norm {
+        check_norm_weight(&args[1], args[0].shape.last().copied().unwrap_or(0), target)?;
+        stack.params.push(Value::F32(eps));
+    }
     let kernel = if stack.mixed {
-        kernels::matmul::matmul_stacked_mixed(&weights.iter().map(|w| w.dtype).collect::<Vec<_>>(), stack.rows)
+        kernels::matmul::matmul_stacked_mixed(&weights.iter().map(|w| w.dtype).collect::<Vec<_>>(), stack.rows, edges)
     } else {
-        kernels::matmul::matmul_stacked(weights[0].dtype, stack.rows, weights.len() as u32)
+        kernels::matmul::matmul_stacked(weights[0].dtype, stack.rows, weights.len() as u32, edges)
     };
     Ok(KernelCall { kernel, args: call_args, params: stack.params, groups: stack.groups, out_shape: out_shape(&weights[weights.len() - 1]) })
+}
+
+/// A norm weight `g` that fits rows of `k` features.
+fn check_norm_weight(g: &ArgInfo, k: usize, target: &'static str) -> Result<(), LowerError> {
+    if g.dtype != DType::F32 || g.shape != [k] {
+        let why = format!("a norm weight of f32[{k}], got {} {:?}", g.dtype, g.shape);
+        return Err(LowerError::NoKernel { op: "norm_matmul".into(), target, why });
+    }
+    Ok(())
 }
 
 /// What every stacked projection kernel (`matmul_stacked`,
@@ -261,13 +288,20 @@ fn stacked_shape(args: &[ArgInfo], target: &'static str) -> Result<StackedShape,
 /// cap, d]`, `v_cache [b, hv, cap, dv]`, `lengths [b]`; `rope` is the
 /// rotation of q and k (either style), `append` the appends (axis 2).
 /// The main result is rotated q, `[b, hq, s, d]`; the caches are further
-/// results in place (k then v).
-pub fn lower_qkv_rope(rope: &Op, append: &Op, args: &[ArgInfo], target: &'static str) -> Result<KernelCall, LowerError> {
+/// results in place (k then v). With `norm`, the projections are
+/// norm_matmuls of one norm, whose weight is a ninth operand.
+pub fn lower_qkv_rope(rope: &Op, append: &Op, args: &[ArgInfo], norm: Option<f32>, target: &'static str) -> Result<KernelCall, LowerError> {
     let no = |why: String| LowerError::NoKernel { op: "matmul_qkv_rope".into(), target, why };
     let (Op::Rope { style, rotary_dim, theta, scaling }, Op::KvAppend { axis: 2, window, .. }) = (rope, append) else {
         return Err(no(format!("a rotation and appends along axis 2, got {} and {}", rope.mnemonic(), append.mnemonic())));
     };
-    let [x, wq, wk, wv, positions, k_cache, v_cache, lengths] = args else { return Err(no(format!("8 operands, got {}", args.len()))) };
+    let (args, g) = match norm {
+        Some(_) => args.split_at(args.len().saturating_sub(1)),
+        None => (args, &[][..]),
+    };
+    let [x, wq, wk, wv, positions, k_cache, v_cache, lengths] = args else {
+        return Err(no(format!("8 operands (and a norm's weight), got {}", args.len() + g.len())));
+    };
     if wk.dtype != wq.dtype || wv.dtype != wq.dtype {
         return Err(no(format!("q, k and v weights of one type, got {}, {} and {}", wq.dtype, wk.dtype, wv.dtype)));
     }
@@ -297,8 +331,13 @@ pub fn lower_qkv_rope(rope: &Op, append: &Op, args: &[ArgInfo], target: &'static
     let mut params = stack.params;
     params.extend([s, d, dv, hq, hk, hv, cap, usize::from(window.is_some())].map(n32));
     params.extend(rope_params(*rotary_dim, scaling));
-    let call_args = vec![
-        Arg::Input(0),
+    let mut call_args = vec![Arg::Input(0)];
+    if let (Some(eps), [g]) = (norm, g) {
+        check_norm_weight(g, k, target)?;
+        call_args.push(Arg::Input(8));
+        params.push(Value::F32(eps));
+    }
+    call_args.extend([
         Arg::Input(1),
         Arg::Input(2),
         Arg::Input(3),
@@ -308,8 +347,8 @@ pub fn lower_qkv_rope(rope: &Op, append: &Op, args: &[ArgInfo], target: &'static
         Arg::ExtraInPlace(5),
         Arg::ExtraInPlace(6),
         Arg::Input(7),
-    ];
-    let kernel = kernels::matmul::matmul_qkv_rope(wq.dtype, stack.rows, *style);
+    ]);
+    let kernel = kernels::matmul::matmul_qkv_rope(wq.dtype, stack.rows, *style, Edges { norm: norm.is_some(), residual: false });
     Ok(KernelCall { kernel, args: call_args, params, groups: stack.groups, out_shape: vec![b, hq, s, d] })
 }
 
@@ -345,12 +384,17 @@ fn weight_rows(op: &Op, args: &[ArgInfo], target: &'static str, lo: usize, n: us
     let range = |input: usize| Arg::InputRange { input, offset: lo as u64 * row_bytes, bytes: n as u64 * row_bytes };
     let numel = |s: &[usize]| s.iter().product::<usize>();
     let gated = match op {
-        Op::MatMulGlu { act } => Some(*act),
+        Op::MatMulGlu { act } | Op::NormMatMulGlu { act, .. } => Some(*act),
+        _ => None,
+    };
+    let norm = match op {
+        Op::NormMatMul { eps } | Op::NormMatMulGlu { eps, .. } => Some(*eps),
         _ => None,
     };
     match op {
-        Op::MatMul | Op::MatMulGlu { .. } => {
-            let (x, w) = (&args[0].shape, &args[1]);
+        Op::MatMul | Op::MatMulGlu { .. } | Op::NormMatMul { .. } | Op::NormMatMulGlu { .. } | Op::MatMulAdd => {
+            let wi = weight_operand(op).expect("a matmul reads a weight");
+            let (x, w) = (&args[0].shape, &args[wi]);
             if !WEIGHT_DTYPES.contains(&w.dtype) {
                 return Err(no(format!("weight type {}", w.dtype)));
             }
@@ -362,12 +406,32 @@ fn weight_rows(op: &Op, args: &[ArgInfo], target: &'static str, lo: usize, n: us
             let mut out_shape = x.clone();
             *out_shape.last_mut().unwrap() = n_total;
             let rows = if m == 1 { 1 } else { kernels::matmul::PREFILL_ROWS as usize };
-            let params = vec![n32(m), n32(n), n32(k), n32(row_bytes as usize), n32(n_total), n32(lo)];
+            let mut params = vec![n32(m), n32(n), n32(k), n32(row_bytes as usize), n32(n_total), n32(lo)];
             let groups = m.div_ceil(rows) * n.div_ceil(kernels::matmul::COLUMNS_PER_GROUP as usize);
-            let (kernel, args) = match gated {
-                None => (kernels::matmul::matmul(w.dtype, rows as u32), vec![Arg::Input(0), range(1), Arg::Output]),
-                Some(act) => (kernels::matmul::matmul_glu(w.dtype, rows as u32, act), vec![Arg::Input(0), range(1), range(2), Arg::Output]),
+            let residual = matches!(op, Op::MatMulAdd);
+            let edges = Edges { norm: norm.is_some(), residual };
+            let mut call_args = vec![Arg::Input(0)];
+            if let Some(eps) = norm {
+                check_norm_weight(&args[1], k, target)?;
+                call_args.push(Arg::Input(1));
+                params.push(Value::F32(eps));
+            }
+            call_args.push(range(wi));
+            if gated.is_some() {
+                call_args.push(range(wi + 1));
+            }
+            if residual {
+                if args[2].shape != out_shape || args[2].dtype != DType::F32 {
+                    return Err(no(format!("residual {} {:?} against the product's f32 {out_shape:?}", args[2].dtype, args[2].shape)));
+                }
+                call_args.push(Arg::Input(2));
+            }
+            call_args.push(Arg::Output);
+            let kernel = match gated {
+                None => kernels::matmul::matmul(w.dtype, rows as u32, edges),
+                Some(act) => kernels::matmul::matmul_glu(w.dtype, rows as u32, act, edges),
             };
+            let args = call_args;
             Ok(KernelCall { kernel, args, params, groups: groups as u32, out_shape })
         }
         Op::Gather => {
@@ -401,8 +465,9 @@ fn lower_one(op: &Op, args: &[ArgInfo], target: &'static str) -> Result<KernelCa
         out_shape,
     };
     for (i, a) in args.iter().enumerate() {
-        let weight_operand = matches!((op, i), (Op::MatMul, 1) | (Op::MatMulGlu { .. }, 1 | 2) | (Op::Gather, 0));
-        if !weight_operand && !matches!(a.dtype, DType::F32 | DType::I32) {
+        let gated = matches!(op, Op::MatMulGlu { .. } | Op::NormMatMulGlu { .. });
+        let is_weight = weight_operand(op).is_some_and(|w| i == w || (gated && i == w + 1));
+        if !is_weight && !matches!(a.dtype, DType::F32 | DType::I32) {
             return Err(no(format!("input {i} is {}; only weights may be stored quantized", a.dtype)));
         }
     }

@@ -915,57 +915,6 @@ fn attention_inputs_run_as_one_kernel() {
     }
 }
 
-/// A sandwich norm's residual step (Gemma 2/3: `h = x + rms_norm(o)`,
-/// then `rms_norm(h)`) runs as one kernel (`norm_add_norm`) writing `h`
-/// too, on rows longer than a workgroup, with the post-norm as either
-/// operand of the add: `h` and the outer norm bit for bit what the `norm`,
-/// `add` and `norm` kernels give one at a time (the inner product is
-/// rounded before the add, as stored). Where the post-norm is read
-/// elsewhere it keeps its own launch (same bits); dropping the post-norm
-/// is far away.
-#[test]
-fn sandwich_norms_run_as_one_kernel() {
-    let (rows, d) = (3, 300);
-    let Some(dev) = device() else { return };
-    let weight = |seed| OneWeight { dtype: DType::F32, shape: vec![d], bytes: weight_bytes(DType::F32, 1, d, seed) };
-    let weights = Weights(HashMap::from([("w_o".to_string(), weight(170)), ("w".to_string(), weight(171))]));
-    let inputs = HashMap::from([("x".to_string(), t(&[rows, d], 172)), ("o".to_string(), t(&[rows, d], 173))]);
-    let bits = |t: &Tensor| t.as_f32().unwrap().iter().map(|v| v.to_bits()).collect::<Vec<_>>();
-    // The kernels one at a time.
-    let (w_o, w) = (weights.weight("w_o").unwrap(), weights.weight("w").unwrap());
-    let post = dev.run_op(&Op::Norm { kind: NormKind::Rms, eps: 1e-6 }, &[OpInput::Tensor(&inputs["o"]), OpInput::Weight(w_o)]).unwrap();
-    let sum = dev.run_op(&Op::Binary(BinaryOp::Add), &[OpInput::Tensor(&inputs["x"]), OpInput::Tensor(&post)]).unwrap();
-    let normed = dev.run_op(&Op::Norm { kind: NormKind::Rms, eps: 1e-5 }, &[OpInput::Tensor(&sum), OpInput::Weight(w)]).unwrap();
-    for (what, add, extra_output, post_norms) in [
-        ("x + norm(o)", "%3 = add %0, %2", "", 1),
-        ("norm(o) + x", "%3 = add %2, %0", "", 1),
-        ("the post-norm read elsewhere", "%3 = add %0, %2", "\n  %9 = output{name=\"post\"} %2 : f32[3, 300]", 0),
-    ] {
-        let graph = text::parse(&format!(
-            "graph \"sandwich\" {{\n  %0 = input{{name=\"x\"}} : f32[{rows}, {d}]\n  %1 = input{{name=\"o\"}} : f32[{rows}, {d}]\n  %10 = weight{{name=\"w_o\"}} : f32[{d}]\n  %11 = weight{{name=\"w\"}} : f32[{d}]\n  %2 = norm{{kind=rms, eps=1e-6}} %1, %10 : f32[{rows}, {d}]\n  {add} : f32[{rows}, {d}]\n  %4 = norm{{kind=rms, eps=1e-5}} %3, %11 : f32[{rows}, {d}]\n  %5 = add %3, %4 : f32[{rows}, {d}]\n  %6 = output{{name=\"h\"}} %3 : f32[{rows}, {d}]\n  %7 = output{{name=\"n\"}} %4 : f32[{rows}, {d}]\n  %8 = output{{name=\"y\"}} %5 : f32[{rows}, {d}]{extra_output}\n}}\n"
-        ))
-        .unwrap();
-        let Some(mut g) = open_graph(&graph, &weights) else { return };
-        let got = g.step(&inputs).unwrap();
-        assert_eq!(g.counters()["device_fused_post_norms"], post_norms, "{what}: post-norms run inside");
-        assert_eq!(g.counters()["device_fused_residual_norms"], 1, "{what}: the add is written by the outer norm's kernel");
-        assert_eq!(g.counters()["device_launches_last_step"], 3 - post_norms, "{what}: launches");
-        let want = reference::run(&graph, &inputs, HashMap::new(), &weights).unwrap().outputs;
-        for name in ["h", "n", "y"] {
-            assert_close(&format!("{what} {name}"), &got[name], &want[name]);
-        }
-        assert!(bits(&got["h"]) == bits(&sum), "{what}: the sum differs from the norm and add kernels' in its bits");
-        assert!(bits(&got["n"]) == bits(&normed), "{what}: the outer norm differs from the norm kernel's in its bits");
-    }
-    let plain = dev.run_op(&Op::Binary(BinaryOp::Add), &[OpInput::Tensor(&inputs["x"]), OpInput::Tensor(&inputs["o"])]).unwrap();
-    assert_separates("the post-norm dropped", &sum, &plain);
-}
-
-/// A residual add and the norm after it run as one kernel (`add_norm`)
-/// that writes the sum too, for RMSNorm and LayerNorm, on rows longer than
-/// a workgroup; the sum and the norm are bit for bit what the `add` and
-/// `norm` kernels give, and the sum is read again after the norm (the next
-/// residual add), as in every layer.
 #[test]
 fn residual_norms_run_as_one_kernel() {
     let (rows, d) = (3, 300);
@@ -1217,6 +1166,158 @@ fn a_weight_of_a_type_without_a_gpu_kernel_is_refused_naming_tensor_type_and_tar
                 )),
                 "{e}"
             );
+        }
+    }
+}
+
+/// The ops the norm and residual rules make (`norm_matmul`,
+/// `norm_matmul_glu`, `matmul_add`, `norm_add`) run as one kernel each,
+/// for every weight type, decode and prefill shapes, rows longer than a
+/// workgroup (k = 512): each result bit for bit what the ops they replace
+/// give through their own kernels on the same device, and the
+/// reference's values. The controls (the norm dropped, the residual
+/// dropped, another epsilon) are far away.
+#[test]
+fn norm_and_residual_ops_run_as_one_kernel_each() {
+    let (n, k) = (37, 512);
+    let bits = |t: &Tensor| t.as_f32().unwrap().iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+    for dtype in graphc_gpu::kernels::WEIGHT_DTYPES {
+        let dt = dtype_name(dtype);
+        let w = |seed| OneWeight { dtype, shape: vec![n, k], bytes: weight_bytes(dtype, n, k, seed) };
+        let mut weights = HashMap::from([("w".to_string(), w(170)), ("w_gate".to_string(), w(171)), ("w_up".to_string(), w(172))]);
+        // A norm weight away from 1, so a dropped one shows.
+        weights.insert("g".to_string(), OneWeight { dtype: DType::F32, shape: vec![k], bytes: weight_bytes(DType::F32, 1, k, 173) });
+        let weights = Weights(weights);
+        for m in [1, 11] {
+            let head = format!(
+                "  %0 = input{{name=\"x\"}} : f32[{m}, {k}]\n  %1 = weight{{name=\"g\"}} : f32[{k}]\n  %2 = weight{{name=\"w\"}} : {dt}[{n}, {k}]\n  %3 = weight{{name=\"w_gate\"}} : {dt}[{n}, {k}]\n  %4 = weight{{name=\"w_up\"}} : {dt}[{n}, {k}]\n  %5 = input{{name=\"r\"}} : f32[{m}, {n}]\n  %6 = input{{name=\"a\"}} : f32[{m}, {k}]\n"
+            );
+            let fused = format!(
+                "graph \"fused\" {{\n{head}  %7 = norm_matmul{{eps=1e-5}} %0, %1, %2\n  %8 = norm_matmul_glu{{act=silu, eps=1e-5}} %0, %1, %3, %4\n  %9 = matmul_add %0, %2, %5\n  %10 = norm_add{{eps=1e-5}} %6, %0, %1\n  %11 = output{{name=\"y1\"}} %7\n  %12 = output{{name=\"y2\"}} %8\n  %13 = output{{name=\"y3\"}} %9\n  %14 = output{{name=\"y4\"}} %10\n}}\n"
+            );
+            let parts = format!(
+                "graph \"parts\" {{\n{head}  %7 = norm{{kind=rms, eps=1e-5}} %0, %1\n  %8 = matmul %7, %2\n  %9 = matmul_glu{{act=silu}} %7, %3, %4\n  %10 = matmul %0, %2\n  %11 = add %5, %10\n  %12 = add %6, %7\n  %13 = output{{name=\"y1\"}} %8\n  %14 = output{{name=\"y2\"}} %9\n  %15 = output{{name=\"y3\"}} %11\n  %16 = output{{name=\"y4\"}} %12\n}}\n"
+            );
+            let parse = |src: &str| {
+                let mut g = text::parse(src).unwrap();
+                graphc_ir::verify(&mut g).unwrap();
+                g
+            };
+            let (fused, parts) = (parse(&fused), parse(&parts));
+            let inputs = HashMap::from([
+                ("x".to_string(), t(&[m, k], 174 + m as u64)),
+                ("r".to_string(), t(&[m, n], 175)),
+                ("a".to_string(), t(&[m, k], 176)),
+            ]);
+            let Some(mut g) = open_graph(&fused, &weights) else { return };
+            let got = g.step(&inputs).unwrap();
+            let what = format!("{dt} m={m}");
+            assert_eq!(g.counters()["device_launches_last_step"], 4, "{what}: one launch an op");
+            let mut unfused = open_graph(&parts, &weights).unwrap();
+            let alone = unfused.step(&inputs).unwrap();
+            let want = reference::run(&fused, &inputs, HashMap::new(), &weights).unwrap().outputs;
+            for y in ["y1", "y2", "y3", "y4"] {
+                assert!(bits(&got[y]) == bits(&alone[y]), "{what} {y}: differs from the parts' own kernels in its bits");
+                let scale = want[y].as_f32().unwrap().iter().fold(1f32, |a, v| a.max(v.abs()));
+                let d = max_diff(&got[y], &want[y]);
+                assert!(d <= 4e-5 * scale, "{what} {y}: max |gpu - reference| = {d:e} (scale {scale})");
+            }
+            // The controls: the parts with one of them left out or changed.
+            let control = |from: &str, to: &str, y: &str| {
+                let src = text::print(&parts).replace(from, to);
+                reference::run(&parse(&src), &inputs, HashMap::new(), &weights).unwrap().outputs.remove(y).unwrap()
+            };
+            assert_separates(&format!("{what}: y1 without its norm"), &got["y1"], &control("matmul %7, %2", "matmul %0, %2", "y1"));
+            assert_separates(
+                &format!("{what}: y2 without its norm"),
+                &got["y2"],
+                &control("matmul_glu{act=silu} %7,", "matmul_glu{act=silu} %0,", "y2"),
+            );
+            assert_separates(&format!("{what}: y3 without its residual"), &got["y3"], &control("= add %5, %10", "= mul %5, %10", "y3"));
+            assert_separates_by(&format!("{what}: y4 with eps 1e-1"), &got["y4"], &control("eps=1e-5", "eps=1e-1", "y4"), 1e-4);
+        }
+    }
+}
+
+/// `norm_matmul`s of one input and norm stack as `matmul`s of one input
+/// do (`stacked_matmuls`, q/k/v of a Gemma layer) and, as a llama layer's
+/// rotated and appended q/k/v, run as its one `matmul_qkv_rope` kernel:
+/// both forming the norm inside, bit for bit what the graph with the norm
+/// as its own op gives on the same device (its projections stacked the
+/// same way, plus a norm launch), and the reference's values.
+#[test]
+fn normed_projections_stack_and_form_the_layer_head() {
+    let (k, hq, hk, d, cap) = (256, 3, 2, 10, 8);
+    let bits = |t: &Tensor| t.as_f32().unwrap().iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+    for dtype in [DType::Q4_1, DType::Q8_0, DType::F32] {
+        let dt = dtype_name(dtype);
+        let w = |n: usize, seed: u64| OneWeight { dtype, shape: vec![n, k], bytes: weight_bytes(dtype, n, k, seed) };
+        let g = OneWeight { dtype: DType::F32, shape: vec![k], bytes: weight_bytes(DType::F32, 1, k, 180) };
+        let weights = Weights(HashMap::from([
+            ("wq".to_string(), w(hq * d, 181)),
+            ("wk".to_string(), w(hk * d, 182)),
+            ("wv".to_string(), w(hk * d, 183)),
+            ("g".to_string(), g),
+        ]));
+        let (nq, nk) = (hq * d, hk * d);
+        for (b, s) in [(2, 1), (2, 5)] {
+            // The projections' source: the norm inside them, or as its own op (%20).
+            let graph = |normed: bool, rotated: bool| {
+                let project = |w: usize| match normed {
+                    true => format!("norm_matmul{{eps=1e-5}} %0, %6, %{w}"),
+                    false => format!("matmul %20, %{w}"),
+                };
+                let mut src = format!(
+                    "graph \"heads\" {{\n  %0 = input{{name=\"x\"}} : f32[{b}, {s}, {k}]\n  %1 = input{{name=\"positions\"}} : i32[{b}, {s}]\n  %2 = input{{name=\"lengths\"}} : i32[{b}]\n  %3 = weight{{name=\"wq\"}} : {dt}[{nq}, {k}]\n  %4 = weight{{name=\"wk\"}} : {dt}[{nk}, {k}]\n  %5 = weight{{name=\"wv\"}} : {dt}[{nk}, {k}]\n  %6 = weight{{name=\"g\"}} : f32[{k}]\n"
+                );
+                if !normed {
+                    src += "  %20 = norm{kind=rms, eps=1e-5} %0, %6\n";
+                }
+                src += &format!("  %7 = {}\n  %8 = {}\n  %9 = {}\n", project(3), project(4), project(5));
+                if rotated {
+                    src += &format!(
+                        "  %10 = reshape{{shape=[{b}, {s}, {hq}, {d}]}} %7\n  %11 = permute{{perm=[0, 2, 1, 3]}} %10\n  %12 = reshape{{shape=[{b}, {s}, {hk}, {d}]}} %8\n  %13 = permute{{perm=[0, 2, 1, 3]}} %12\n  %14 = reshape{{shape=[{b}, {s}, {hk}, {d}]}} %9\n  %15 = permute{{perm=[0, 2, 1, 3]}} %14\n  %16 = rope{{style=gptj, rotary_dim={d}, theta=10000.0}} %11, %1\n  %17 = rope{{style=gptj, rotary_dim={d}, theta=10000.0}} %13, %1\n  %18 = state{{name=\"k_cache\"}} : f32[{b}, {hk}, {cap}, {d}]\n  %19 = kv_append{{axis=2, cap={cap}}} %18, %17, %2\n  %21 = state_out{{name=\"k_cache\"}} %19\n  %22 = state{{name=\"v_cache\"}} : f32[{b}, {hk}, {cap}, {d}]\n  %23 = kv_append{{axis=2, cap={cap}}} %22, %15, %2\n  %24 = state_out{{name=\"v_cache\"}} %23\n  %25 = output{{name=\"q\"}} %16\n  %26 = output{{name=\"k\"}} %19\n  %27 = output{{name=\"v\"}} %23\n}}\n"
+                    );
+                } else {
+                    src += "  %25 = output{name=\"q\"} %7\n  %26 = output{name=\"k\"} %8\n  %27 = output{name=\"v\"} %9\n}\n";
+                }
+                let mut g = text::parse(&src).unwrap();
+                graphc_ir::verify(&mut g).unwrap();
+                g
+            };
+            let positions = Tensor::i32(vec![b, s], (0..b * s).map(|i| (i % s + 2 * (i / s)) as i32).collect());
+            let inputs = HashMap::from([
+                ("x".to_string(), t(&[b, s, k], 184 + s as u64)),
+                ("positions".to_string(), positions),
+                ("lengths".to_string(), Tensor::i32(vec![b], vec![0, 2])),
+            ]);
+            let caches = [("k_cache", t(&[b, hk, cap, d], 185)), ("v_cache", t(&[b, hk, cap, d], 186))];
+            for rotated in [false, true] {
+                let what = format!("{dt} b={b} s={s} rotated={rotated}");
+                let run = |normed: bool| {
+                    let graph = graph(normed, rotated);
+                    let mut g = open_graph(&graph, &weights)?;
+                    for (name, cache) in &caches {
+                        g.set_state(name, cache).unwrap();
+                    }
+                    let out = g.step(&inputs).unwrap();
+                    Some((graph, out, g.counters()))
+                };
+                let Some((fused_graph, got, counts)) = run(true) else { return };
+                let (_, alone, alone_counts) = run(false).unwrap();
+                let (group, launches) = if rotated { ("device_fused_attention_inputs", 1) } else { ("device_stacked_matmuls", 1) };
+                assert!(counts[group] > 0, "{what}: the group formed ({counts:?})");
+                assert_eq!(counts["device_launches_last_step"], launches, "{what}: one launch");
+                assert_eq!(alone_counts["device_launches_last_step"], launches + 1, "{what}: the control's norm is a launch of its own");
+                let states: HashMap<String, Tensor> = caches.iter().map(|(n, c)| (n.to_string(), c.clone())).collect();
+                let want = reference::run(&fused_graph, &inputs, states, &weights).unwrap().outputs;
+                for y in ["q", "k", "v"] {
+                    assert!(bits(&got[y]) == bits(&alone[y]), "{what} {y}: differs from the norm's own kernel's in its bits");
+                    let scale = want[y].as_f32().unwrap().iter().fold(1f32, |a, v| a.max(v.abs()));
+                    let diff = max_diff(&got[y], &want[y]);
+                    assert!(diff <= 4e-5 * scale, "{what} {y}: max |gpu - reference| = {diff:e} (scale {scale})");
+                }
+            }
         }
     }
 }

@@ -34,7 +34,7 @@ impl Evaluator for Reference {
 /// Whether `op`'s definition below loops across rayon's threads (the rest
 /// run on the calling thread).
 pub fn runs_in_parallel(op: &Op) -> bool {
-    matches!(op, Op::MatMul | Op::MatMulGlu { .. } | Op::Attention { .. })
+    op.is_matmul() || matches!(op, Op::Attention { .. })
 }
 
 /// One op on host tensors, by its definition (for checking kernels).
@@ -358,6 +358,25 @@ pub(crate) fn eval(op: &Op, args: &[&Val], env: &Env) -> Result<Tensor, String> 
                 (t, d) if t.dtype() == *d => t,
                 (t, d) => return Err(format!("cast from {} to {d} is not supported by the reference executor", t.dtype())),
             })
+        }
+        // The fused ops by their definitions: their parts, in order. An add
+        // takes the new value first (IEEE addition is commutative, bit for
+        // bit), as the fast backend forms it in place.
+        Op::NormMatMul { eps } => {
+            let normed = Val::T(eval(&Op::Norm { kind: NormKind::Rms, eps: *eps }, &args[..2], env)?);
+            eval(&Op::MatMul, &[&normed, args[2]], env)
+        }
+        Op::NormMatMulGlu { act, eps } => {
+            let normed = Val::T(eval(&Op::Norm { kind: NormKind::Rms, eps: *eps }, &args[..2], env)?);
+            eval(&Op::MatMulGlu { act: *act }, &[&normed, args[2], args[3]], env)
+        }
+        Op::MatMulAdd => {
+            let product = Val::T(eval(&Op::MatMul, &args[..2], env)?);
+            eval(&Op::Binary(BinaryOp::Add), &[&product, args[2]], env)
+        }
+        Op::NormAdd { eps } => {
+            let normed = Val::T(eval(&Op::Norm { kind: NormKind::Rms, eps: *eps }, &args[1..], env)?);
+            eval(&Op::Binary(BinaryOp::Add), &[&normed, args[0]], env)
         }
         Op::MatMulGlu { act } => {
             // Its definition: the two matmuls, then their glu.

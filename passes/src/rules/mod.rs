@@ -6,12 +6,16 @@
 //!
 //! Legal for every rule, checked here once: each node the left side
 //! matched below its root is read by that node alone (a fused op keeps no
-//! intermediate, so one someone else reads must stay). No rule changes
+//! intermediate, so one someone else reads must stay) — but for the rules
+//! made by `fusion_recomputing`, whose fused op forms that node again
+//! itself (a cheap norm), so it may have other readers. No rule changes
 //! arithmetic: a fused op is defined as its parts' own functions in their
 //! order, so logits are bit-identical with any rule off.
 
 mod attention;
 mod mlp;
+mod norm;
+mod residual;
 
 use crate::egraph::{attr_leaf, attr_of, matched_classes, ClassFacts, Egraph, Facts};
 use egg::{Applier, Id, PatternAst, Rewrite, Subst, Symbol, SymbolLang, Var};
@@ -21,7 +25,7 @@ type Pattern = egg::Pattern<SymbolLang>;
 
 /// Every rule, in the order they are tried.
 pub fn all() -> Vec<Rewrite<SymbolLang, Facts>> {
-    mlp::rules().into_iter().chain(attention::rules()).collect()
+    mlp::rules().into_iter().chain(attention::rules()).chain(norm::rules()).chain(residual::rules()).collect()
 }
 
 /// What a guard sees: the classes the left side's variables matched.
@@ -61,9 +65,19 @@ impl Match<'_> {
 /// A named fusion: `lhs` → `rhs`, where `rhs` is one node `?op` over the
 /// left side's variables, made by `build` (`None`: not legal here).
 pub fn fusion(name: &str, lhs: &str, rhs: &str, build: fn(&Match) -> Option<Op>) -> Rewrite<SymbolLang, Facts> {
+    rule(name, lhs, rhs, build, false)
+}
+
+/// A `fusion` whose fused op forms what it matched below the root itself,
+/// so that node may have other readers (it stays for them).
+pub fn fusion_recomputing(name: &str, lhs: &str, rhs: &str, build: fn(&Match) -> Option<Op>) -> Rewrite<SymbolLang, Facts> {
+    rule(name, lhs, rhs, build, true)
+}
+
+fn rule(name: &str, lhs: &str, rhs: &str, build: fn(&Match) -> Option<Op>, recomputes: bool) -> Rewrite<SymbolLang, Facts> {
     let lhs: Pattern = lhs.parse().unwrap_or_else(|e| panic!("rule {name}: left side: {e}"));
     let rhs: Pattern = rhs.parse().unwrap_or_else(|e| panic!("rule {name}: right side: {e}"));
-    let applier = Fuse { lhs: lhs.clone(), rhs, build };
+    let applier = Fuse { lhs: lhs.clone(), rhs, build, recomputes };
     Rewrite::new(name, lhs, applier).unwrap_or_else(|e| panic!("rule {name}: {e}"))
 }
 
@@ -71,6 +85,7 @@ struct Fuse {
     lhs: Pattern,
     rhs: Pattern,
     build: fn(&Match) -> Option<Op>,
+    recomputes: bool,
 }
 
 impl Applier<SymbolLang, Facts> for Fuse {
@@ -78,7 +93,7 @@ impl Applier<SymbolLang, Facts> for Fuse {
         let Some(classes) = matched_classes(egraph, &self.lhs, subst) else { return vec![] };
         let (_, below_root) = classes.split_last().expect("a pattern has a root");
         let private = below_root.iter().filter(|(_, is_op)| *is_op).all(|&(c, _)| egraph[c].data.as_ref().is_none_or(|f| f.users <= 1));
-        if !private {
+        if !private && !self.recomputes {
             return vec![];
         }
         let Some(op) = (self.build)(&Match { egraph, subst }) else { return vec![] };

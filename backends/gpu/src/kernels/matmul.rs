@@ -2,7 +2,7 @@
 //! the weight is read as checkpoint bytes and decoded inside the kernel
 //! (`dequant`), a group's scales once per group; no dequantized copy exists.
 
-use super::{dequant, elementwise, rope, thread_index, WORKGROUP};
+use super::{dequant, elementwise, norm, rope, thread_index, WORKGROUP};
 use crate::kir::*;
 use graphc_ir::{DType, RopeStyle, UnaryOp};
 
@@ -31,8 +31,32 @@ pub const COLUMNS_PER_GROUP: u32 = WORKGROUP / THREADS_PER_COLUMN;
 /// `ceil(n / COLUMNS_PER_GROUP) · ceil(m / rows)` groups. Each column's
 /// `THREADS_PER_COLUMN` invocations sum interleaved whole blocks; a
 /// segmented reduction adds their partial sums.
-pub fn matmul(dtype: DType, rows: u32) -> Kernel {
-    dense(dtype, rows, Mode::Plain)
+pub fn matmul(dtype: DType, rows: u32, edges: Edges) -> Kernel {
+    dense(dtype, rows, Mode::Plain, edges)
+}
+
+/// What a `dense` kernel does besides its products: before them, form the
+/// RMS norm of each row of `x` it reads (`norm`: the IR's `norm_matmul`,
+/// `norm_matmul_glu`); after them, add a residual to what it stores
+/// (`residual`: `matmul_add`; plain matmuls only).
+///
+/// The norm: buffer `norm_w` (its weight, `[k]`) after `x`, param `eps` last.
+/// Each workgroup sums its rows' squares by the loop and reduction the
+/// `norm` kernel uses (`norm::scale_of_row_at`) and reads `x` as
+/// `norm_w · (x · r)`, the `norm` kernel's expression: the products see the
+/// values the `norm` kernel would have stored, bit for bit, and no launch
+/// or round trip through memory is spent on them. The residual: buffer
+/// `r` (of `y`'s shape) after the weights, added to each stored sum.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Edges {
+    pub norm: bool,
+    pub residual: bool,
+}
+
+impl Edges {
+    pub const NONE: Edges = Edges { norm: false, residual: false };
+    pub const NORM: Edges = Edges { norm: true, residual: false };
+    pub const RESIDUAL: Edges = Edges { norm: false, residual: true };
 }
 
 /// The gated MLP's two projections and their product in one launch:
@@ -42,8 +66,8 @@ pub fn matmul(dtype: DType, rows: u32) -> Kernel {
 /// fewer launches and neither projection written to memory. Buffers
 /// `x, w_gate, w_up` (same type, same rows), `y`; params and grid as
 /// `matmul`'s.
-pub fn matmul_glu(dtype: DType, rows: u32, act: UnaryOp) -> Kernel {
-    dense(dtype, rows, Mode::Gated(act))
+pub fn matmul_glu(dtype: DType, rows: u32, act: UnaryOp, edges: Edges) -> Kernel {
+    dense(dtype, rows, Mode::Gated(act), edges)
 }
 
 /// Several projections of one `x` in one launch (a layer's q, k and v):
@@ -53,8 +77,8 @@ pub fn matmul_glu(dtype: DType, rows: u32, act: UnaryOp) -> Kernel {
 /// to that weight's own output. Buffers `x`, `w0 ..`, `y0 ..`; params
 /// `m, n` (all weights' rows), `k, row_bytes`, and `n0 ..` (each weight's
 /// rows but the last's). Grid as `matmul`'s over `n` columns.
-pub fn matmul_stacked(dtype: DType, rows: u32, count: u32) -> Kernel {
-    dense(dtype, rows, Mode::Stacked(count))
+pub fn matmul_stacked(dtype: DType, rows: u32, count: u32, edges: Edges) -> Kernel {
+    dense(dtype, rows, Mode::Stacked(count), edges)
 }
 
 /// `matmul_stacked` over weights of different types with one block size
@@ -62,10 +86,10 @@ pub fn matmul_stacked(dtype: DType, rows: u32, count: u32) -> Kernel {
 /// `types[i]`, its rows `row_bytes{i}` bytes apart; params `m, n, k,
 /// row_bytes0 ..`, then `n0 ..`. Each column is summed exactly as
 /// `matmul` over its own weight sums it.
-pub fn matmul_stacked_mixed(types: &[DType], rows: u32) -> Kernel {
+pub fn matmul_stacked_mixed(types: &[DType], rows: u32, edges: Edges) -> Kernel {
     let block_elems = types[0].block_elems();
     assert!(types.iter().all(|t| t.block_elems() == block_elems), "a mixed stack shares one block size: {types:?}");
-    dense_of(types[0], rows, Mode::Stacked(types.len() as u32), types)
+    dense_of(types[0], rows, Mode::Stacked(types.len() as u32), types, edges)
 }
 
 /// A llama layer's attention inputs in one launch: its q, k and v
@@ -94,8 +118,8 @@ pub fn matmul_stacked_mixed(types: &[DType], rows: u32) -> Kernel {
 /// feature `p`, column `2p + 1` feature `p + half`; features past the
 /// rotary part keep their place), so the partner is again the neighbouring
 /// column.
-pub fn matmul_qkv_rope(dtype: DType, rows: u32, style: RopeStyle) -> Kernel {
-    dense(dtype, rows, Mode::QkvRope(style))
+pub fn matmul_qkv_rope(dtype: DType, rows: u32, style: RopeStyle, edges: Edges) -> Kernel {
+    dense(dtype, rows, Mode::QkvRope(style), edges)
 }
 
 /// What one `dense` kernel computes per output column.
@@ -114,7 +138,16 @@ enum Mode {
 /// One weight's blocks `blk` of weight row `row` (a local), accumulated
 /// into `{prefix}{r}` for each of the tile's rows; `base` names the row's
 /// byte offset.
-fn accumulate(dtype: DType, rows: u32, w: &str, base: &str, row: &str, prefix: &str, row_bytes: &str) -> Vec<Stmt> {
+/// `x`'s rows a kernel reads: how many, and whether it reads them normed
+/// (`Edges::norm`).
+#[derive(Clone, Copy)]
+struct Tile {
+    rows: u32,
+    norm: bool,
+}
+
+fn accumulate(dtype: DType, tile: Tile, w: &str, base: &str, row: &str, prefix: &str, row_bytes: &str) -> Vec<Stmt> {
+    let Tile { rows, norm } = tile;
     let (be, bb, ge) = (dtype.block_elems() as u32, dtype.block_bytes() as u32, dequant::group_elems(dtype));
     let mut element = vec![
         let_("v", Ty::F32, dequant::group_element(dtype, w, var(base), var("grp"), var("l"))),
@@ -122,7 +155,11 @@ fn accumulate(dtype: DType, rows: u32, w: &str, base: &str, row: &str, prefix: &
     ];
     for r in 0..rows {
         let a = format!("{prefix}{r}");
-        let add = assign(&a, var(&a) + load("x", (var("r0") + u(r)) * param("k") + var("col")) * var("v"));
+        let mut x = load("x", (var("r0") + u(r)) * param("k") + var("col"));
+        if norm {
+            x = load("norm_w", var("col")) * (x * var(&format!("r_norm{r}")));
+        }
+        let add = assign(&a, var(&a) + x * var("v"));
         // Rows past `m` in the last tile are not read.
         element.push(if r == 0 { add } else { if_((var("r0") + u(r)).lt(param("m")), vec![add]) });
     }
@@ -134,12 +171,14 @@ fn accumulate(dtype: DType, rows: u32, w: &str, base: &str, row: &str, prefix: &
 /// `matmul`, `matmul_glu` or `matmul_stacked` (`mode`): the sums kept
 /// per row are `acc{r}` (one weight, or the stack's weight of the
 /// column), or `gate{r}` and `up{r}`.
-fn dense(dtype: DType, rows: u32, mode: Mode) -> Kernel {
-    dense_of(dtype, rows, mode, &[])
+fn dense(dtype: DType, rows: u32, mode: Mode, edges: Edges) -> Kernel {
+    dense_of(dtype, rows, mode, &[], edges)
 }
 
 /// `dense`, with a stack's weights of the `mixed` types where not empty.
-fn dense_of(dtype: DType, rows: u32, mode: Mode, mixed: &[DType]) -> Kernel {
+fn dense_of(dtype: DType, rows: u32, mode: Mode, mixed: &[DType], edges: Edges) -> Kernel {
+    assert!(!edges.residual || matches!(mode, Mode::Plain), "a residual epilogue is a plain matmul's");
+    let tile = Tile { rows, norm: edges.norm };
     let be = dtype.block_elems() as u32;
     // Weight `i`'s type and row stride parameter.
     let weight = |i: u32| match mixed.get(i as usize) {
@@ -158,6 +197,15 @@ fn dense_of(dtype: DType, rows: u32, mode: Mode, mixed: &[DType]) -> Kernel {
     ];
     for prefix in prefixes {
         out.extend((0..rows).map(|r| let_(&format!("{prefix}{r}"), Ty::F32, f(0.0))));
+    }
+    if edges.norm {
+        // Each tile row's norm scale `r_norm{r}`; a row past `m` takes the
+        // last row's (never stored), as every invocation must reach the
+        // reduction's barriers.
+        for r in 0..rows {
+            let row = select((var("r0") + u(r)).lt(param("m")), var("r0") + u(r), param("m") - u(1));
+            out.extend(norm::scale_of_row_at("x", row * param("k"), param("k"), &format!("_norm{r}"), "eps", false));
+        }
     }
     // For a stack: which weight column `j` falls in (`which`), and its row there (`jl`).
     let count = match mode {
@@ -186,17 +234,17 @@ fn dense_of(dtype: DType, rows: u32, mode: Mode, mixed: &[DType]) -> Kernel {
         "jl"
     };
     let blocks: Vec<Stmt> = match mode {
-        Mode::Plain => accumulate(dtype, rows, "w", "base", "j", "acc", "row_bytes"),
+        Mode::Plain => accumulate(dtype, tile, "w", "base", "j", "acc", "row_bytes"),
         // The dequantizer's locals live in each weight's own group loop.
         Mode::Gated(_) => [
-            accumulate(dtype, rows, "w_gate", "base_gate", "j", "gate", "row_bytes"),
-            accumulate(dtype, rows, "w_up", "base_up", "j", "up", "row_bytes"),
+            accumulate(dtype, tile, "w_gate", "base_gate", "j", "gate", "row_bytes"),
+            accumulate(dtype, tile, "w_up", "base_up", "j", "up", "row_bytes"),
         ]
         .concat(),
         Mode::Stacked(_) | Mode::QkvRope(_) => (0..count)
             .map(|i| {
                 let (t, row_bytes) = weight(i);
-                if_(var("which").eq(u(i)), accumulate(t, rows, &format!("w{i}"), "base", row_of_column, "acc", &row_bytes))
+                if_(var("which").eq(u(i)), accumulate(t, tile, &format!("w{i}"), "base", row_of_column, "acc", &row_bytes))
             })
             .collect(),
     };
@@ -224,12 +272,18 @@ fn dense_of(dtype: DType, rows: u32, mode: Mode, mixed: &[DType]) -> Kernel {
                 })
                 .collect(),
             Mode::QkvRope(style) => qkv_rope_stores(r, value, style),
-            _ => vec![store("y", (var("r0") + u(r)) * param("y_cols") + param("j0") + var("j"), value)],
+            _ => {
+                let at = (var("r0") + u(r)) * param("y_cols") + param("j0") + var("j");
+                let value = if edges.residual { value + load("r", at.clone()) } else { value };
+                vec![store("y", at, value)]
+            }
         };
         out.push(if_(row_ok, stores));
     }
     let suffix = if rows == 1 { String::new() } else { format!("_x{rows}") };
+    let prefix = if edges.norm { "norm_" } else { "" };
     let name = match mode {
+        Mode::Plain if edges.residual => format!("matmul_add_{}{suffix}", type_name(dtype)),
         Mode::Plain => format!("matmul_{}{suffix}", type_name(dtype)),
         Mode::Gated(act) => format!("matmul_glu_{}_{}{suffix}", act.name(), type_name(dtype)),
         Mode::Stacked(count) if !mixed.is_empty() => {
@@ -238,9 +292,14 @@ fn dense_of(dtype: DType, rows: u32, mode: Mode, mixed: &[DType]) -> Kernel {
         Mode::Stacked(count) => format!("matmul{count}_{}{suffix}", type_name(dtype)),
         Mode::QkvRope(style) => format!("matmul_qkv_rope_{}_{}{suffix}", graphc_ir::text::rope_style_name(style), type_name(dtype)),
     };
+    let name = format!("{prefix}{name}");
     let tiles = (param("m") + u(rows - 1)) / u(rows);
     let mut kernel = Kernel::new(&name, WORKGROUP).input("x", Ty::F32);
+    if edges.norm {
+        kernel = kernel.input("norm_w", Ty::F32);
+    }
     kernel = match mode {
+        Mode::Plain if edges.residual => kernel.input("w", Ty::U32).input("r", Ty::F32).output("y", Ty::F32),
         Mode::Plain => kernel.input("w", Ty::U32).output("y", Ty::F32),
         Mode::Gated(_) => kernel.input("w_gate", Ty::U32).input("w_up", Ty::U32).output("y", Ty::F32),
         Mode::Stacked(count) => {
@@ -270,6 +329,9 @@ fn dense_of(dtype: DType, rows: u32, mode: Mode, mixed: &[DType]) -> Kernel {
         }
         _ => kernel.param("y_cols", Ty::U32).param("j0", Ty::U32),
     };
+    if edges.norm {
+        kernel = kernel.param("eps", Ty::F32);
+    }
     kernel.shared("red", Ty::F32, WORKGROUP).body(vec![let_("g", Ty::U32, group_index()), if_(var("g").lt(column_groups * tiles), out)])
 }
 

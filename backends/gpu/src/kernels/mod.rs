@@ -72,7 +72,6 @@ pub fn catalog() -> Vec<(&'static str, Kernel)> {
     all.push(("norm", norm::norm(NormKind::Layer)));
     all.push(("norm", norm::add_norm(NormKind::Rms)));
     all.push(("norm", norm::add_norm(NormKind::Layer)));
-    all.push(("norm", norm::norm_add_norm()));
     all.push(("rope", rope::rope(RopeStyle::Neox)));
     all.push(("rope", rope::rope(RopeStyle::GptJ)));
     all.push(("rope", rope::norm_rope(RopeStyle::Neox)));
@@ -82,31 +81,39 @@ pub fn catalog() -> Vec<(&'static str, Kernel)> {
     }
     all.push(("router", reduce::top_k_mask()));
     all.push(("router", reduce::sparse_mixer()));
+    all.push(("norm", norm::norm_add()));
+    // Each matmul kind plain and with its input's norm (and a plain one with its residual add).
+    let (none, normed) = (matmul::Edges::NONE, matmul::Edges::NORM);
     for dtype in WEIGHT_DTYPES {
-        all.push(("matmul", matmul::matmul(dtype, 1)));
-        all.push(("matmul", matmul::matmul(dtype, matmul::PREFILL_ROWS)));
+        for rows in [1, matmul::PREFILL_ROWS] {
+            for edges in [none, normed, matmul::Edges::RESIDUAL] {
+                all.push(("matmul", matmul::matmul(dtype, rows, edges)));
+            }
+            for edges in [none, normed] {
+                all.push(("matmul_glu", matmul::matmul_glu(dtype, rows, UnaryOp::Silu, edges)));
+                all.push(("matmul_stacked", matmul::matmul_stacked(dtype, rows, 3, edges)));
+            }
+        }
         all.push(("gather", matmul::gather(dtype)));
-        all.push(("matmul_glu", matmul::matmul_glu(dtype, 1, UnaryOp::Silu)));
-        all.push(("matmul_glu", matmul::matmul_glu(dtype, matmul::PREFILL_ROWS, UnaryOp::Silu)));
     }
     for dtype in WEIGHT_DTYPES {
-        all.push(("matmul_stacked", matmul::matmul_stacked(dtype, 1, 3)));
-        all.push(("matmul_stacked", matmul::matmul_stacked(dtype, matmul::PREFILL_ROWS, 3)));
+        for edges in [none, normed] {
+            all.push(("matmul_qkv_rope", matmul::matmul_qkv_rope(dtype, 1, RopeStyle::GptJ, edges)));
+        }
     }
-    for dtype in WEIGHT_DTYPES {
-        all.push(("matmul_qkv_rope", matmul::matmul_qkv_rope(dtype, 1, RopeStyle::GptJ)));
+    for edges in [none, normed] {
+        all.push(("matmul_qkv_rope", matmul::matmul_qkv_rope(DType::Q4_1, matmul::PREFILL_ROWS, RopeStyle::GptJ, edges)));
+        // Rotating by halves (Gemma 1/2, Qwen2): one weight type, decode and prefill.
+        all.push(("matmul_qkv_rope", matmul::matmul_qkv_rope(DType::F32, 1, RopeStyle::Neox, edges)));
+        all.push(("matmul_qkv_rope", matmul::matmul_qkv_rope(DType::F32, matmul::PREFILL_ROWS, RopeStyle::Neox, edges)));
+        // Gemma 3's q and k beside a v of another type with the same block size.
+        all.push(("matmul_stacked", matmul::matmul_stacked_mixed(&[DType::Q5_0, DType::Q5_0, DType::Q8_0], 1, edges)));
+        all.push(("matmul_stacked", matmul::matmul_stacked_mixed(&[DType::Q5_0, DType::Q5_0, DType::Q8_0], matmul::PREFILL_ROWS, edges)));
+        // Two of a type where the third's block size differs.
+        all.push(("matmul_stacked", matmul::matmul_stacked(DType::Q5_0, 1, 2, edges)));
+        // GeGLU's (Gemma's) activation in the fused epilogue.
+        all.push(("matmul_glu", matmul::matmul_glu(DType::Q4K, 1, UnaryOp::GeluTanh, edges)));
     }
-    all.push(("matmul_qkv_rope", matmul::matmul_qkv_rope(DType::Q4_1, matmul::PREFILL_ROWS, RopeStyle::GptJ)));
-    // Rotating by halves (Gemma 1/2, Qwen2): one weight type, decode and prefill.
-    all.push(("matmul_qkv_rope", matmul::matmul_qkv_rope(DType::F32, 1, RopeStyle::Neox)));
-    all.push(("matmul_qkv_rope", matmul::matmul_qkv_rope(DType::F32, matmul::PREFILL_ROWS, RopeStyle::Neox)));
-    // Gemma 3's q and k beside a v of another type with the same block size.
-    all.push(("matmul_stacked", matmul::matmul_stacked_mixed(&[DType::Q5_0, DType::Q5_0, DType::Q8_0], 1)));
-    all.push(("matmul_stacked", matmul::matmul_stacked_mixed(&[DType::Q5_0, DType::Q5_0, DType::Q8_0], matmul::PREFILL_ROWS)));
-    // Two of a type where the third's block size differs.
-    all.push(("matmul_stacked", matmul::matmul_stacked(DType::Q5_0, 1, 2)));
-    // GeGLU's (Gemma's) activation in the fused epilogue.
-    all.push(("matmul_glu", matmul::matmul_glu(DType::Q4K, 1, UnaryOp::GeluTanh)));
     all.push(("attention", attention::attention()));
     all.push(("kv_append", kv_append::kv_append()));
     // Stacked pairs (`crate::stack`): a layer's K and V appends, its q and

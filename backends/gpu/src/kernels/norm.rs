@@ -58,34 +58,25 @@ fn norm_kernel(kind: NormKind, residual: bool) -> Kernel {
     k.body(vec![let_("row", Ty::U32, group_index()), if_(var("row").lt(param("rows")), row)])
 }
 
-/// A sandwich norm's residual step in one launch (Gemma 2/3: the block's
-/// output normed, added to the residual stream, and the sum normed for the
-/// next block): `h = a + rms_norm(o, w_o)` written out and `y =
-/// rms_norm(h, w)`, each norm formed as `norm` forms it (same strided sums
-/// and reduction), the product added to `a` rounded first
-/// (`Func::MulRounded`), so `h` and `y` are bit for bit what the `norm`,
-/// `add` and `norm` kernels give. Buffers `a, o, w_o, w, h, y` (`a`, `o`,
-/// `h`, `y` of one shape); params `rows, d, eps_o, eps`. Grid: `rows`
-/// groups. Each invocation reads back only the `h` elements it wrote.
-pub fn norm_add_norm() -> Kernel {
+/// A sandwich norm's residual add in one launch (the IR's `norm_add`):
+/// `h = a + rms_norm(o, w_o)`, the norm formed as `norm` forms it and the
+/// product rounded before the add (`Func::MulRounded`), so `h` is bit for
+/// bit what the `norm` and `add` kernels give. Buffers `a, o, w_o, h`;
+/// params `rows, d, eps_o`. Grid: `rows` groups.
+pub fn norm_add() -> Kernel {
     let at = || var("base") + var("c");
     let mut row = vec![let_("base", Ty::U32, var("row") * param("d"))];
     row.extend(scale_of_row("o", "_o", "eps_o", false));
     let normed_o = call(Func::MulRounded, vec![load("w_o", var("c")), load("o", at()) * var("r_o")]);
     row.push(strided("c", vec![store("h", at(), load("a", at()) + normed_o)]));
-    row.extend(scale_of_row("h", "", "eps", false));
-    row.push(strided("c", vec![store("y", at(), load("w", var("c")) * (load("h", at()) * var("r")))]));
-    Kernel::new("rms_norm_add_rms_norm", WORKGROUP)
+    Kernel::new("rms_norm_add", WORKGROUP)
         .input("a", Ty::F32)
         .input("o", Ty::F32)
         .input("w_o", Ty::F32)
-        .input("w", Ty::F32)
         .output("h", Ty::F32)
-        .output("y", Ty::F32)
         .param("rows", Ty::U32)
         .param("d", Ty::U32)
         .param("eps_o", Ty::F32)
-        .param("eps", Ty::F32)
         .rounded_ops()
         .shared("red", Ty::F32, WORKGROUP)
         .body(vec![let_("row", Ty::U32, group_index()), if_(var("row").lt(param("rows")), row)])
@@ -97,25 +88,34 @@ fn strided(var_name: &str, body: Vec<Stmt>) -> Stmt {
     for_(var_name, local_id(), param("d"), u(WORKGROUP), body)
 }
 
-/// The norm statistics of the row of buffer `x` at `base`: binds
+/// The norm statistics of the row of buffer `x` at `base` (a local),
+/// `d` features long: binds
 /// `mean{suffix}` (0 for RMS; the row's mean for `layer`) and
 /// `r{suffix}` = 1 / sqrt(mean((x - mean)²) + `eps`), summed by the
 /// strided loop and tree reduction every norm kernel here uses, so two
 /// kernels computing one row's norm agree in their bits.
 fn scale_of_row(x: &str, suffix: &str, eps: &str, layer: bool) -> Vec<Stmt> {
+    scale_of_row_at(x, var("base"), param("d"), suffix, eps, layer)
+}
+
+/// `scale_of_row` of the row at `base`, `len` features long (a kernel
+/// whose row is not the norm kernel's: the matmuls that form their
+/// input's RMS norm), by the same loop and reduction.
+pub(super) fn scale_of_row_at(x: &str, base: Expr, len: Expr, suffix: &str, eps: &str, layer: bool) -> Vec<Stmt> {
     let name = |n: &str| format!("{n}{suffix}");
     let (mean, sum, sq, dx) = (name("mean"), name("sum"), name("sq"), name("dx"));
-    let x_at = || load(x, var("base") + var("c"));
+    let x_at = || load(x, base.clone() + var("c"));
+    let strided = |name: &str, body: Vec<Stmt>| for_(name, local_id(), len.clone(), u(WORKGROUP), body);
     let mut s = vec![let_(&mean, Ty::F32, f(0.0))];
     if layer {
         s.push(let_(&sum, Ty::F32, f(0.0)));
         s.push(strided("c", vec![assign(&sum, var(&sum) + x_at())]));
         s.extend(workgroup_reduce("red", WORKGROUP, var(&sum), BinOp::Add));
-        s.push(assign(&mean, load_shared("red", u(0)) / param("d").cast(Ty::F32)));
+        s.push(assign(&mean, load_shared("red", u(0)) / len.clone().cast(Ty::F32)));
     }
     s.push(let_(&sq, Ty::F32, f(0.0)));
     s.push(strided("c", vec![let_(&dx, Ty::F32, x_at() - var(&mean)), assign(&sq, var(&sq) + var(&dx) * var(&dx))]));
     s.extend(workgroup_reduce("red", WORKGROUP, var(&sq), BinOp::Add));
-    s.push(let_(&name("r"), Ty::F32, f(1.0) / call(Func::Sqrt, vec![load_shared("red", u(0)) / param("d").cast(Ty::F32) + param(eps)])));
+    s.push(let_(&name("r"), Ty::F32, f(1.0) / call(Func::Sqrt, vec![load_shared("red", u(0)) / len.cast(Ty::F32) + param(eps)])));
     s
 }

@@ -101,6 +101,9 @@ impl Fast {
 
 impl Evaluator for Fast {
     fn eval(&self, op: &Op, args: Vec<Arg<'_, '_>>, env: &Env) -> Result<Tensor, String> {
+        if let Some(t) = self.composite(op, args.iter().map(|a| a.val()).collect(), env) {
+            return t;
+        }
         match self.try_fast(op, args, env)? {
             Ok(t) => Ok(t),
             Err(args) => {
@@ -187,6 +190,46 @@ impl Fast {
             let u = &up[t * ELEMENTWISE_CHUNK..][..c.len()];
             c.iter_mut().zip(u).for_each(|(x, &y)| *x = mul(*x, y));
         });
+    }
+
+    /// A fused op that is its parts run one after another (`None` for any
+    /// other op): each part through `eval`, so by the same kernels, hence
+    /// the same bits, as with its rule off. Only the fused op's own
+    /// intermediate is owned, and updated in place (an add takes it first:
+    /// IEEE addition is commutative, bit for bit).
+    fn composite(&self, op: &Op, args: Vec<&Val<'_>>, env: &Env) -> Option<Result<Tensor, String>> {
+        let rms = |eps: f32| Op::Norm { kind: graphc_ir::NormKind::Rms, eps };
+        let own = |t: Tensor| Arg::Own(Val::T(t));
+        let add = Op::Binary(graphc_ir::BinaryOp::Add);
+        let run = || -> Result<Tensor, String> {
+            let t = match *op {
+                Op::NormMatMul { eps } => {
+                    let normed = self.eval(&rms(eps), vec![Arg::Ref(args[0]), Arg::Ref(args[1])], env)?;
+                    self.eval(&Op::MatMul, vec![own(normed), Arg::Ref(args[2])], env)?
+                }
+                Op::NormMatMulGlu { act, eps } => {
+                    let normed = self.eval(&rms(eps), vec![Arg::Ref(args[0]), Arg::Ref(args[1])], env)?;
+                    self.eval(&Op::MatMulGlu { act }, vec![own(normed), Arg::Ref(args[2]), Arg::Ref(args[3])], env)?
+                }
+                Op::MatMulAdd => {
+                    let product = self.eval(&Op::MatMul, vec![Arg::Ref(args[0]), Arg::Ref(args[1])], env)?;
+                    self.eval(&add, vec![own(product), Arg::Ref(args[2])], env)?
+                }
+                Op::NormAdd { eps } => {
+                    let normed = self.eval(&rms(eps), vec![Arg::Ref(args[1]), Arg::Ref(args[2])], env)?;
+                    self.eval(&add, vec![own(normed), Arg::Ref(args[0])], env)?
+                }
+                _ => unreachable!("only the ops matched below"),
+            };
+            self.count(match op {
+                Op::NormMatMul { .. } => "norm_matmul",
+                Op::NormMatMulGlu { .. } => "norm_matmul_glu",
+                Op::MatMulAdd => "matmul_add",
+                _ => "norm_add",
+            });
+            Ok(t)
+        };
+        matches!(op, Op::NormMatMul { .. } | Op::NormMatMulGlu { .. } | Op::MatMulAdd | Op::NormAdd { .. }).then(run)
     }
 
     /// The fast kernel for `op`, or the operands back when it has none.
