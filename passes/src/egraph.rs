@@ -14,6 +14,7 @@
 //! cost here counts only what it computes alone — a child read by other
 //! nodes too costs nothing, it is computed anyway.
 
+use crate::cost::CostModel;
 use egg::{Analysis, DidMerge, EGraph, Id, Language, Pattern, Symbol, SymbolLang};
 use graphc_ir::{Graph, NodeId, Op, TensorType};
 use std::collections::HashMap;
@@ -162,10 +163,12 @@ fn own_cost(op: &Op) -> u64 {
     }
 }
 
-/// Fused ops that form a shared input themselves (`fusion_recomputing`).
-/// A shared child costs nothing (above), so such an op ties with the
-/// nodes it replaces; it wins the tie, since once all readers of the
-/// shared value take it, that value's own launch is gone too.
+/// Fused ops that form an input themselves (`fusion_recomputing`), which
+/// other nodes may read too. A shared child costs nothing (above), so
+/// under `CostModel::Launches` such an op ties with the nodes it replaces;
+/// it wins the tie, since once all readers of the shared value take it,
+/// that value's own launch is gone too. `CostModel::Passes` charges the
+/// recomputation, so there it wins only where its input had one reader.
 fn recomputes(op: &Op) -> bool {
     matches!(op, Op::NormMatMul { .. } | Op::NormMatMulGlu { .. })
 }
@@ -174,7 +177,7 @@ fn recomputes(op: &Op) -> bool {
 /// whose cheapest e-node is a node of the input graph keeps it; any other
 /// becomes a new node that takes the old one's place and layer, and the
 /// nodes only it read are removed. Returns the number of new nodes.
-pub fn extract_into(egraph: &Egraph, loaded: &Loaded, graph: &mut Graph) -> u64 {
+pub fn extract_into(egraph: &Egraph, loaded: &Loaded, graph: &mut Graph, model: CostModel) -> u64 {
     // Which input node each canonical e-node is (the first, where two were one).
     let mut original: HashMap<SymbolLang, NodeId> = HashMap::new();
     for &n in &loaded.order {
@@ -202,7 +205,8 @@ pub fn extract_into(egraph: &Egraph, loaded: &Loaded, graph: &mut Graph) -> u64 
         for e in &egraph[class].nodes {
             let (op, operands) = op_of(egraph, e);
             let Some(children) = operands.iter().map(|&c| share(&cost, c)).sum::<Option<u64>>() else { continue };
-            let c = own_cost(&op).saturating_add(children);
+            let recomputed = if recomputes(&op) { model.recompute() } else { 0 };
+            let c = own_cost(&op).saturating_add(children).saturating_add(recomputed);
             // Ties keep the input's node, but go to a fused op that forms
             // its own input (`recomputes`).
             let rank = if recomputes(&op) { 2 } else { u8::from(original.contains_key(e)) };

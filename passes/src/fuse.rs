@@ -6,7 +6,8 @@
 //! is found, under an iteration, node and time limit (a hit limit is
 //! recorded in the plan, and the graph is still correct: every form in the
 //! e-graph computes the same value). Extraction keeps a node of the input
-//! wherever a fused form is not cheaper (in launches; `egraph.rs`).
+//! wherever a fused form is not cheaper, by the plan's backend's cost
+//! (`cost.rs`: launches on a GPU, passes over memory on the CPU; `egraph.rs`).
 //!
 //! Legal: see `rules/` — no rule changes arithmetic, so logits are
 //! bit-identical with the pass or any rule off.
@@ -39,6 +40,8 @@ impl Default for Limits {
 #[derive(Default)]
 pub struct Fuse {
     pub limits: Limits,
+    /// What extraction minimizes: the plan's backend's cost.
+    pub cost: crate::cost::CostModel,
 }
 
 impl Pass for Fuse {
@@ -81,7 +84,7 @@ impl Pass for Fuse {
                 fired: runner.iterations.iter().filter_map(|it| it.applied.get(&r.name)).sum::<usize>() as u64,
             })
             .collect();
-        let rewrites = egraph::extract_into(&runner.egraph, &loaded, graph);
+        let rewrites = egraph::extract_into(&runner.egraph, &loaded, graph, self.cost);
         Outcome { rewrites, rules: records, stopped }
     }
 }
@@ -89,6 +92,7 @@ impl Pass for Fuse {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cost::CostModel;
     use crate::pass::Pass;
     use graphc_ir::{text, verify, Op};
 
@@ -114,7 +118,7 @@ mod tests {
     fn an_iteration_limit_is_recorded_and_leaves_a_correct_graph() {
         let mut g = text::parse(MLP).unwrap();
         verify(&mut g).unwrap();
-        let one = Fuse { limits: Limits { iterations: 1, ..Limits::default() } };
+        let one = Fuse { limits: Limits { iterations: 1, ..Limits::default() }, ..Fuse::default() };
         let outcome = one.run_with(&mut g, &[]);
         assert_eq!(outcome.stopped.as_deref(), Some("iteration limit (1) hit"));
         let fired = |name: &str| outcome.rules.iter().find(|r| r.name == name).unwrap().fired;
@@ -133,5 +137,46 @@ mod tests {
         assert_eq!(outcome.stopped, None, "saturates within the default limits");
         assert_eq!(ops(&g), ["matmul_glu"]);
         assert!(g.nodes().any(|n| matches!(n.op, Op::MatMulGlu { .. })));
+    }
+
+    const QKV: &str = r#"graph "qkv" {
+  %0 = input{name="x"} : f32[batch, seq, 64]
+  %1 = weight{name="norm"} : f32[64]
+  %2 = weight{name="w_q"} : q4_0[64, 64]
+  %3 = weight{name="w_k"} : q4_0[32, 64]
+  %4 = weight{name="w_head"} : q4_0[96, 64]
+  %5 = weight{name="head_norm"} : f32[64]
+  %6 = norm{kind=rms, eps=1e-5} %0, %1
+  %7 = matmul %6, %2
+  %8 = matmul %6, %3
+  %9 = norm{kind=rms, eps=1e-5} %0, %5
+  %10 = matmul %9, %4
+  %11 = output{name="q"} %7
+  %12 = output{name="k"} %8
+  %13 = output{name="head"} %10
+}"#;
+
+    /// Extraction by the plan's device: counted in launches, both readers
+    /// of a shared norm form it and the norm goes; counted in passes over
+    /// memory, the shared norm stays (recomputing it costs a pass) while a
+    /// norm read once still fuses.
+    #[test]
+    fn the_cost_model_decides_whether_a_shared_norm_is_recomputed() {
+        for (cost, want) in [
+            (CostModel::Launches, vec!["norm_matmul", "norm_matmul", "norm_matmul"]),
+            (CostModel::Passes, vec!["norm", "matmul", "matmul", "norm_matmul"]),
+        ] {
+            let mut g = text::parse(QKV).unwrap();
+            verify(&mut g).unwrap();
+            let outcome = Fuse { cost, ..Fuse::default() }.run_with(&mut g, &[]);
+            for n in g.nodes_mut() {
+                if n.op.declared_type().is_none() {
+                    n.ty = None;
+                }
+            }
+            verify(&mut g).unwrap();
+            assert_eq!(ops(&g), want, "{cost:?}");
+            assert_eq!(outcome.rules.iter().find(|r| r.name == "norm-matmul").unwrap().fired, 3, "{cost:?}: the rule fires either way");
+        }
     }
 }

@@ -7,6 +7,7 @@
 // No `unsafe` here: it is confined to named modules (SIMD, the pool, mmap).
 #![forbid(unsafe_code)]
 
+pub mod cost;
 pub mod dead_code;
 pub mod egraph;
 pub mod fuse;
@@ -18,5 +19,6 @@ pub mod pass;
 pub mod rules;
 pub mod window_cache;
 
+pub use cost::CostModel;
 pub use manager::{PassManager, PassReport};
 pub use pass::{Outcome, Pass};

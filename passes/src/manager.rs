@@ -1,6 +1,7 @@
 //! The pass manager: named passes in a fixed order, per-pass disable, and a
 //! count of rewrites per pass (what `graphc compile` prints and the plan stores).
 
+use crate::cost::CostModel;
 use crate::pass::{Outcome, Pass};
 use graphc_ir::plan::PassRecord;
 use graphc_ir::{verify, Graph, VerifyError};
@@ -29,21 +30,27 @@ impl PassReport {
 }
 
 impl Default for PassManager {
+    /// The passes for a GPU plan (fusion extracted by launches).
     fn default() -> Self {
+        PassManager::for_cost(CostModel::default())
+    }
+}
+
+impl PassManager {
+    /// The passes, fusion extracted by `cost` (`CostModel::for_device`).
+    pub fn for_cost(cost: CostModel) -> Self {
         PassManager {
             passes: vec![
                 Box::new(crate::kv_alias::KvAlias),
                 Box::new(crate::kv_append::KvAppend),
                 Box::new(crate::window_cache::WindowCache),
                 Box::new(crate::hoist_sync::HoistSync),
-                Box::new(crate::fuse::Fuse::default()),
+                Box::new(crate::fuse::Fuse { cost, ..Default::default() }),
                 Box::new(crate::dead_code::DeadCode),
             ],
         }
     }
-}
 
-impl PassManager {
     pub fn names(&self) -> Vec<&'static str> {
         self.passes.iter().map(|p| p.name()).collect()
     }

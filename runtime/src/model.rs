@@ -7,7 +7,7 @@ use graphc_frontends::chat::{ChatOptions, Message};
 use graphc_frontends::{Checkpoint, Tokenizer};
 use graphc_ir::plan::{CheckpointRef, Plan, ResolvedOptions, Source, WeightEntry, PLAN_FORMAT_VERSION};
 use graphc_ir::{text, verify, Graph};
-use graphc_passes::PassManager;
+use graphc_passes::{CostModel, PassManager};
 use std::collections::HashMap;
 use std::path::Path;
 
@@ -109,7 +109,8 @@ impl Model {
         verify(&mut graph)?;
         let lowered_graph = graph.clone();
         let options = resolve(opts, lowered.meta.context_length)?;
-        let report = PassManager::default().run(&mut graph, &opts.disabled_passes)?;
+        // Fusion's choices are the device's (`CostModel`): same bits, its speed.
+        let report = PassManager::for_cost(CostModel::for_device(&options.device)).run(&mut graph, &opts.disabled_passes)?;
         // A GPU plan must have a kernel for every op: refused here, naming
         // the node, rather than discovered (or silently run on the CPU) later.
         let gpu_target = match options.device.as_str() {

@@ -34,6 +34,9 @@ pub struct Args {
     /// Device to compile for and run on, as for `compile` (default: resolved).
     #[arg(long)]
     device: Option<String>,
+    /// Switch off a pass or a fusion rule by name in every plan timed (repeatable).
+    #[arg(long = "disable-pass", value_name = "NAME")]
+    disable_pass: Vec<String>,
     /// Also time each op of `--steps` decode steps at each context (and
     /// of a second prefill, with `--prefill`) and print where the time
     /// goes, by op class (op, and the type and shape of the weight it
@@ -49,7 +52,8 @@ pub struct Args {
 
 impl Args {
     pub fn run(self) -> Result<()> {
-        let Args { checkpoint, contexts, steps, prefill, prompt_file, prompt_ids_file, no_ab, batch, device, profile, cpu, json } = self;
+        let Args { checkpoint, contexts, steps, prefill, prompt_file, prompt_ids_file, no_ab, batch, device, disable_pass, profile, cpu, json } =
+            self;
         if batch == Some(0) {
             bail!("--batch must be at least 1 row");
         }
@@ -59,7 +63,7 @@ impl Args {
             let opts = CompileOptions {
                 device: device.clone(),
                 max_seq: Some(max),
-                disabled_passes: disabled.iter().map(|s| s.to_string()).collect(),
+                disabled_passes: disable_pass.iter().cloned().chain(disabled.iter().map(|s| s.to_string())).collect(),
                 gpu: opts.gpu.clone(),
             };
             Model::compile(&checkpoint, &opts, None)
