@@ -125,10 +125,13 @@ fn qwen3_plan_records_gqa_and_qk_norm() {
     let facts = &model.plan().model.facts;
     assert_eq!((facts["n_heads"].as_str(), facts["n_kv_heads"].as_str()), ("4", "2"));
     // Two per-head norms (q, k) per layer, each fused with its rope
-    // (the `norm-rope` rule), beside the two block norms, plus the final norm.
+    // (the `norm-rope` rule), beside the two block norms (ops of their own
+    // in a CPU plan: q/k/v, and gate/up, read each), and the final norm,
+    // formed by the output head (`norm-matmul`).
     let count = |f: fn(&graphc_ir::Op) -> bool| model.graph().nodes().filter(|n| f(&n.op)).count();
     assert_eq!(count(|op| matches!(op, graphc_ir::Op::NormRope { .. })), 2 * 2);
-    assert_eq!(count(|op| matches!(op, graphc_ir::Op::Norm { .. })), 2 * 2 + 1);
+    assert_eq!(count(|op| matches!(op, graphc_ir::Op::Norm { .. })), 2 * 2);
+    assert_eq!(count(|op| matches!(op, graphc_ir::Op::NormMatMul { .. })), 1);
     assert_eq!(model.plan().model.context_length, 512, "from config.json's max_position_embeddings");
 }
 

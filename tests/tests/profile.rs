@@ -23,7 +23,7 @@ fn every_node_is_timed_once_a_forward_under_its_class_and_no_bit_changes() {
     // The graph's matmuls by weight type, counted here from the graph itself.
     let matmuls_of = |dtype: DType| {
         g.node_ids()
-            .filter(|&n| matches!(g.node(n).op, Op::MatMul))
+            .filter(|&n| g.node(n).op.is_matmul() && !matches!(g.node(n).op, Op::MatMulGlu { .. }))
             .filter(|&n| g.inputs(n).iter().any(|&i| matches!(&g.node(i).op, Op::Weight { ty, .. } if ty.dtype == dtype)))
             .count() as u64
     };
@@ -37,14 +37,17 @@ fn every_node_is_timed_once_a_forward_under_its_class_and_no_bit_changes() {
         let p = profile.expect("profiling was on");
         assert_eq!(p.forwards, 3, "a prefill and two decode steps");
         let calls = |prefix: &str| p.classes.iter().filter(|(c, _)| c.starts_with(prefix)).map(|(_, t)| t.calls).sum::<u64>();
-        assert_eq!(calls("matmul q4_1["), 3 * q4_1, "{kernels:?}: {:#?}", p.classes.keys());
-        let output = &p.classes["matmul q8_0[49152, 576]"];
+        // q, k and v plain matmuls; the output and down projections adding the residual.
+        let q4_1_calls = calls("matmul q4_1[") + calls("matmul_add q4_1[");
+        assert_eq!(q4_1_calls, 3 * q4_1, "{kernels:?}: {:#?}", p.classes.keys());
+        // The output head forms the final norm (its weight a vector: no bytes or flops of its own).
+        let output = &p.classes["norm_matmul f32[576] q8_0[49152, 576]"];
         assert_eq!(output.calls, 3);
         assert_eq!(output.weight_bytes, 3 * 49152 * 576 / 32 * 34, "the output matrix's q8_0 bytes, once a forward");
         // Logits of each forward's last row only: 2 · 49152 · 576 flops a forward.
         assert_eq!(output.flops, 3.0 * 2.0 * 49152.0 * 576.0);
         // The down projections: 6 prompt rows, then 1 and 1, at k = 1536.
-        assert_eq!(p.classes["matmul q4_1[576, 1536]"].flops, 30.0 * 2.0 * (6.0 + 1.0 + 1.0) * 576.0 * 1536.0);
+        assert_eq!(p.classes["matmul_add q4_1[576, 1536]"].flops, 30.0 * 2.0 * (6.0 + 1.0 + 1.0) * 576.0 * 1536.0);
         // Gate and up in one op: two products of 1536 columns at k = 576, and both weights' bytes.
         let mlp = &p.classes["matmul_glu q4_1[1536, 576] q4_1[1536, 576]"];
         assert_eq!((mlp.calls, mlp.flops), (3 * 30, 30.0 * 2.0 * 2.0 * (6.0 + 1.0 + 1.0) * 1536.0 * 576.0));

@@ -284,18 +284,20 @@ fn bench_profile_says_where_a_decode_step_goes() {
     let v = json_of(&out);
     // The prefill's profile: 8 rows through each down projection.
     let prefill = v["prefill"]["profile"]["classes"].as_array().unwrap();
-    let down = prefill.iter().find(|c| c["class"] == "matmul q4_1[576, 1536]").unwrap();
+    let down = prefill.iter().find(|c| c["class"] == "matmul_add q4_1[576, 1536]").unwrap();
     assert_eq!(down["calls_per_step"], 30.0);
     assert!(down["gflop_s"].as_f64().unwrap() > 0.0);
     let p = &v["profile"][0];
     assert_eq!(p["context"], 16);
     let classes = p["classes"].as_array().unwrap();
     let class = |name: &str| classes.iter().find(|c| c["class"] == name).unwrap_or_else(|| panic!("no `{name}` in {classes:#?}"));
-    // One tied output projection a step; 30 layers' q4_1 down projections.
-    assert_eq!(class("matmul q8_0[49152, 576]")["calls_per_step"], 1.0);
-    assert_eq!(class("matmul q4_1[576, 1536]")["calls_per_step"], 30.0);
-    assert!(class("matmul q8_0[49152, 576]")["weight_gib_s"].as_f64().unwrap() > 0.0);
-    assert!(class("matmul q8_0[49152, 576]")["gflop_s"].as_f64().unwrap() > 0.0);
+    // One tied output projection a step (forming the final norm); 30
+    // layers' q4_1 down projections (adding the residual).
+    let output = "norm_matmul f32[576] q8_0[49152, 576]";
+    assert_eq!(class(output)["calls_per_step"], 1.0);
+    assert_eq!(class("matmul_add q4_1[576, 1536]")["calls_per_step"], 30.0);
+    assert!(class(output)["weight_gib_s"].as_f64().unwrap() > 0.0);
+    assert!(class(output)["gflop_s"].as_f64().unwrap() > 0.0);
     assert!(class("attention")["weight_gib_s"].is_null() && class("attention")["gflop_s"].is_null(), "no weight, no GiB/s or GFLOP/s");
     let shares: f64 = classes.iter().map(|c| c["share"].as_f64().unwrap()).sum();
     assert!((shares - 1.0).abs() < 1e-9, "shares add up to the step: {shares}");
