@@ -69,9 +69,10 @@ impl Args {
             for p in &plan.passes {
                 let state = if p.enabled { "" } else { " (disabled)" };
                 println!("pass {:<12} {} rewrites{state}", p.name, p.rewrites);
+                let width = p.rules.iter().map(|r| r.name.len()).max().unwrap_or(0);
                 for r in &p.rules {
                     let state = if r.enabled { "" } else { " (disabled)" };
-                    println!("  rule {:<14} fired {}{state}", r.name, r.fired);
+                    println!("  rule {:<width$} fired {}{state}", r.name, r.fired);
                 }
                 if let Some(why) = &p.stopped {
                     println!("  stopped early: {why} (the graph is correct, maybe less fused)");
