@@ -862,3 +862,52 @@ fn erf_f64(x: f64) -> f64 {
     let y = 1.0 - (((((1.061405429 * t - 1.453152027) * t) + 1.421413741) * t - 0.284496736) * t + 0.254829592) * t * (-x * x).exp();
     y.copysign(x)
 }
+
+/// The AVX2 row kernels' results, pinned on bit patterns: a kernel rewritten
+/// for speed (another instruction mix, the same FMAs in the same order) must
+/// not change one bit. Each value folds the bits of `dot_row` on 8 rows of
+/// 512 random elements; the expectations are what the kernels gave at commit
+/// fa0516b, before the q4_0, q4_1, q4_k, q5_0, q5_1 and q8_0 kernels moved
+/// to 128-bit halves converted from memory. Any change of summation order
+/// (the likely mistake) changes them.
+#[test]
+fn avx2_row_kernels_keep_their_bits() {
+    if !Isa::Avx2.available() {
+        println!("skipped: this CPU has no AVX2");
+        return;
+    }
+    let fold = |dtype: DType| {
+        let mut rng = Rng(0xa0761d6478bd642f);
+        let (rows, k) = (8, 512);
+        let bytes = random_weights(dtype, rows, k, &mut rng);
+        let x: Vec<f32> = (0..k).map(|_| rng.f32()).collect();
+        let sums = simd::group_sums(&x);
+        let rb = bytes.len() / rows;
+        // FNV-1a over the results' bits.
+        bytes.chunks_exact(rb).fold(0xcbf29ce484222325u64, |h, row| {
+            let v = simd::dot_row_at(Isa::Avx2, dtype, row, &x, &sums).expect("an AVX2 kernel");
+            (h ^ v.to_bits() as u64).wrapping_mul(0x100000001b3)
+        })
+    };
+    let want = [
+        (DType::F32, 0xcefd960cb358af70),
+        (DType::F16, 0xbecb02d9326d7743),
+        (DType::Q4_0, 0x09a5629d7a51b3d3),
+        (DType::Q4_1, 0x96fe7873b3516cdf),
+        (DType::Q5_0, 0x761ba1d9232f46f3),
+        (DType::Q8_0, 0x0e59e8265ed6388f),
+        (DType::Q4K, 0x80fce7f56b92d748),
+        (DType::Q5K, 0x73fd617462f2da01),
+        (DType::Q6K, 0x1be841c07dc14e71),
+        (DType::Q5_1, 0xd45c8178b8bec9bf),
+        (DType::Q2K, 0xb4ffee2bf3f8da0e),
+        (DType::Q3K, 0x47e25829d1e25194),
+        (DType::IQ4NL, 0xc823f05b189f9c0b),
+        (DType::IQ4XS, 0xbb225fac6437621b),
+    ];
+    let got: Vec<(DType, u64)> = weight_types().filter(|&t| t != DType::BF16).map(|t| (t, fold(t))).collect();
+    for ((t, h), (_, w)) in got.iter().zip(&want) {
+        println!("{t}: {h:#018x} (pinned {w:#018x})");
+    }
+    assert_eq!(got, want);
+}

@@ -49,12 +49,6 @@ unsafe fn dot32_u8(v: __m256i, x: *const f32) -> __m256 {
     fma16_u8(_mm256_extracti128_si256(v, 1), x.add(16), a)
 }
 
-#[inline(always)]
-unsafe fn dot32_i8(v: __m256i, x: *const f32) -> __m256 {
-    let a = fma16_i8(_mm256_castsi256_si128(v), x, _mm256_setzero_ps());
-    fma16_i8(_mm256_extracti128_si256(v, 1), x.add(16), a)
-}
-
 /// One weight row of `dtype` dotted with `x`; `None` for types without an
 /// AVX2 kernel (the caller falls back to the portable one).
 ///
@@ -142,66 +136,145 @@ unsafe fn dot_f16(w: *const u8, x: *const f32, n: usize) -> f32 {
     s
 }
 
+/// Four bytes at `p` widened to 32-bit lanes: a byte's nibbles are then
+/// `v & 15` and `v >> 4`, one instruction each.
+#[inline(always)]
+unsafe fn u32x4_bytes(p: *const u8) -> __m128i {
+    _mm_cvtepu8_epi32(_mm_cvtsi32_si128((p as *const i32).read_unaligned()))
+}
+
+/// `dot32_u8` of a q4_0 / q4_1 block's 16 nibble bytes at `qs` (low
+/// nibbles are elements 0..16, high ones 16..32), as two 128-bit halves
+/// (`dot_bytes`): the bytes are widened once and split in 32-bit lanes.
+#[inline(always)]
+unsafe fn dot32_nibbles(qs: *const u8, x: *const f32) -> [__m128; 2] {
+    let v = [u32x4_bytes(qs), u32x4_bytes(qs.add(4)), u32x4_bytes(qs.add(8)), u32x4_bytes(qs.add(12))];
+    let mut s = [_mm_setzero_ps(); 2];
+    for i in 0..4 {
+        s[i % 2] = _mm_fmadd_ps(_mm_cvtepi32_ps(_mm_and_si128(v[i], _mm_set1_epi32(0x0F))), _mm_loadu_ps(x.add(4 * i)), s[i % 2]);
+    }
+    for i in 0..4 {
+        s[i % 2] = _mm_fmadd_ps(_mm_cvtepi32_ps(_mm_srli_epi32(v[i], 4)), _mm_loadu_ps(x.add(16 + 4 * i)), s[i % 2]);
+    }
+    s
+}
+
 /// q4_0: `(nibble - 8) * d`; low nibbles are elements 0..16, high 16..32.
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn q4_0(r: *const u8, x: *const f32, xsums: &[f32], nb: usize) -> f32 {
-    let mask = _mm_set1_epi8(0x0F);
-    let mut acc = _mm256_setzero_ps();
+    let mut acc = [_mm_setzero_ps(); 2];
     let mut offset = 0f32;
     for b in 0..nb {
         let p = r.add(b * 18);
         let d = f16_at(p);
-        let qs = _mm_loadu_si128(p.add(2) as *const __m128i);
-        let lo = _mm_and_si128(qs, mask);
-        let hi = _mm_and_si128(_mm_srli_epi16(qs, 4), mask);
-        let xb = x.add(b * 32);
-        let s = fma16_u8(hi, xb.add(16), fma16_u8(lo, xb, _mm256_setzero_ps()));
-        acc = _mm256_fmadd_ps(_mm256_set1_ps(d), s, acc);
+        acc = fma_halves(d, dot32_nibbles(p.add(2), x.add(b * 32)), acc);
         offset -= 8.0 * d * xsums[b];
     }
-    hsum(acc) + offset
+    hsum(_mm256_set_m128(acc[1], acc[0])) + offset
 }
 
 /// q4_1: `nibble * d + m`.
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn q4_1(r: *const u8, x: *const f32, xsums: &[f32], nb: usize) -> f32 {
-    #[inline(always)]
-    unsafe fn block(p: *const u8, xb: *const f32, acc: __m256) -> __m256 {
-        let mask = _mm_set1_epi8(0x0F);
-        let qs = _mm_loadu_si128(p.add(4) as *const __m128i);
-        let lo = _mm_and_si128(qs, mask);
-        let hi = _mm_and_si128(_mm_srli_epi16(qs, 4), mask);
-        let s = fma16_u8(hi, xb.add(16), fma16_u8(lo, xb, _mm256_setzero_ps()));
-        _mm256_fmadd_ps(_mm256_set1_ps(f16_at(p)), s, acc)
-    }
     // Two blocks per iteration into two accumulators (kept in registers), so
     // consecutive blocks do not wait on each other's FMA.
-    let (mut acc0, mut acc1) = (_mm256_setzero_ps(), _mm256_setzero_ps());
+    let (mut acc0, mut acc1) = ([_mm_setzero_ps(); 2], [_mm_setzero_ps(); 2]);
     let (mut off0, mut off1) = (0f32, 0f32);
     let mut b = 0;
     while b + 2 <= nb {
         let p = r.add(b * 20);
-        acc0 = block(p, x.add(b * 32), acc0);
-        acc1 = block(p.add(20), x.add(b * 32 + 32), acc1);
+        acc0 = fma_halves(f16_at(p), dot32_nibbles(p.add(4), x.add(b * 32)), acc0);
+        acc1 = fma_halves(f16_at(p.add(20)), dot32_nibbles(p.add(24), x.add(b * 32 + 32)), acc1);
         off0 += f16_at(p.add(2)) * xsums[b];
         off1 += f16_at(p.add(22)) * xsums[b + 1];
         b += 2;
     }
     if b < nb {
         let p = r.add(b * 20);
-        acc0 = block(p, x.add(b * 32), acc0);
+        acc0 = fma_halves(f16_at(p), dot32_nibbles(p.add(4), x.add(b * 32)), acc0);
         off0 += f16_at(p.add(2)) * xsums[b];
     }
-    hsum(_mm256_add_ps(acc0, acc1)) + (off0 + off1)
+    hsum_halves(acc0, acc1) + (off0 + off1)
 }
 
-/// 32 bits → 32 bytes, 0xFF where the bit is set (byte `i` ← bit `i`).
+/// Byte `i` of entry `v` is q5_0's `0xF0` where bit `i` of `v` is clear
+/// (the high bit that makes a nibble `nibble - 16` as a signed byte), else
+/// 0: eight elements' high bits by one lookup.
+static Q5_CLEAR_HIGH_BYTES: [u64; 256] = {
+    let mut table = [0u64; 256];
+    let mut v = 0;
+    while v < 256 {
+        let mut i = 0;
+        while i < 8 {
+            if v & (1 << i) == 0 {
+                table[v] |= 0xF0 << (8 * i);
+            }
+            i += 1;
+        }
+        v += 1;
+    }
+    table
+};
+
+/// The 32 five-bit values of a q5_0 / q5_1 block (`qh`: the 32 high bits,
+/// `qs`: the 16 nibble bytes) as bytes, in element order, the high bits as
+/// `high` makes them of `Q5_CLEAR_HIGH_BYTES`' entry. Put together in
+/// general-purpose registers (nibbles or-ed with one lookup per 8 high
+/// bits), which leaves the vector units to the conversions and FMAs
+/// (`dot_bytes`): the vector form (bits → bytes by a shuffle and compare)
+/// costs about a fifth more a block on a core with 128-bit vector units.
 #[inline(always)]
-unsafe fn bytes_from_bits(bits: u32) -> __m256i {
-    let shuf = _mm256_setr_epi64x(0, 0x0101010101010101, 0x0202020202020202, 0x0303030303030303);
-    let v = _mm256_shuffle_epi8(_mm256_set1_epi32(bits as i32), shuf);
-    let v = _mm256_or_si256(v, _mm256_set1_epi64x(0x7fbfdfeff7fbfdfe));
-    _mm256_cmpeq_epi8(v, _mm256_set1_epi64x(-1))
+unsafe fn q5_bytes(qh: *const u8, qs: *const u8, high: impl Fn(u64) -> u64) -> [u64; 4] {
+    const NIBBLES: u64 = 0x0F0F_0F0F_0F0F_0F0F;
+    let (q0, q1) = ((qs as *const u64).read_unaligned(), (qs.add(8) as *const u64).read_unaligned());
+    let h = |i: usize| high(Q5_CLEAR_HIGH_BYTES[*qh.add(i) as usize]);
+    [(q0 & NIBBLES) | h(0), (q1 & NIBBLES) | h(1), ((q0 >> 4) & NIBBLES) | h(2), ((q1 >> 4) & NIBBLES) | h(3)]
+}
+
+/// q5_0's values as signed bytes: `nibble | 0xF0` (`nibble - 16`) where
+/// the high bit is clear.
+#[inline(always)]
+unsafe fn q5_0_bytes(p: *const u8) -> [u64; 4] {
+    q5_bytes(p.add(2), p.add(6), |clear| clear)
+}
+
+/// Four bytes at `p` (signed if `SIGNED`), as f32.
+#[inline(always)]
+unsafe fn f32x4_bytes<const SIGNED: bool>(p: *const u8) -> __m128 {
+    let v = _mm_cvtsi32_si128((p as *const i32).read_unaligned());
+    _mm_cvtepi32_ps(if SIGNED { _mm_cvtepi8_epi32(v) } else { _mm_cvtepu8_epi32(v) })
+}
+
+/// `s + Σ q[i] * x[i]` for the `N` bytes at `q` (a multiple of 8), lane
+/// `l` of the 8 taking elements `l, l + 8, ...` as `fma16_u8`/`_i8` do,
+/// kept as two 128-bit halves (lanes 0..4 and 4..8: the same FMAs, so the
+/// same bits). Converting four bytes at a time straight from memory takes
+/// fewer instructions than extracting them from a 256-bit register.
+#[inline(always)]
+unsafe fn dot_bytes<const N: usize, const SIGNED: bool>(q: *const u8, x: *const f32, mut s: [__m128; 2]) -> [__m128; 2] {
+    for i in 0..N / 4 {
+        s[i % 2] = _mm_fmadd_ps(f32x4_bytes::<SIGNED>(q.add(4 * i)), _mm_loadu_ps(x.add(4 * i)), s[i % 2]);
+    }
+    s
+}
+
+/// `dot32_i8` of the 32 signed bytes at `q`, as two halves (`dot_bytes`).
+#[inline(always)]
+unsafe fn dot32_i8_bytes(q: *const u8, x: *const f32) -> [__m128; 2] {
+    dot_bytes::<32, true>(q, x, [_mm_setzero_ps(); 2])
+}
+
+/// `acc + d * s`, a 256-bit accumulator kept as two 128-bit halves.
+#[inline(always)]
+unsafe fn fma_halves(d: f32, s: [__m128; 2], acc: [__m128; 2]) -> [__m128; 2] {
+    let d = _mm_set1_ps(d);
+    [_mm_fmadd_ps(d, s[0], acc[0]), _mm_fmadd_ps(d, s[1], acc[1])]
+}
+
+/// `hsum(acc0 + acc1)` of two accumulators kept as halves.
+#[inline(always)]
+unsafe fn hsum_halves(acc0: [__m128; 2], acc1: [__m128; 2]) -> f32 {
+    hsum(_mm256_add_ps(_mm256_set_m128(acc0[1], acc0[0]), _mm256_set_m128(acc1[1], acc1[0])))
 }
 
 /// q5_0: `((nibble | high bit << 4) - 16) * d`; element `i`'s high bit is bit `i` of `qh`.
@@ -211,17 +284,11 @@ unsafe fn bytes_from_bits(bits: u32) -> __m256i {
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn q5_0(r: *const u8, x: *const f32, nb: usize) -> f32 {
     #[inline(always)]
-    unsafe fn block(p: *const u8, xb: *const f32, acc: __m256) -> __m256 {
-        let mask = _mm_set1_epi8(0x0F);
-        let qh = u32::from_le((p.add(2) as *const u32).read_unaligned());
-        let qs = _mm_loadu_si128(p.add(6) as *const __m128i);
-        let lo = _mm_and_si128(qs, mask);
-        let hi = _mm_and_si128(_mm_srli_epi16(qs, 4), mask);
-        let clear = _mm256_andnot_si256(bytes_from_bits(qh), _mm256_set1_epi8(-16));
-        let q = _mm256_or_si256(_mm256_set_m128i(hi, lo), clear);
-        _mm256_fmadd_ps(_mm256_set1_ps(f16_at(p)), dot32_i8(q, xb), acc)
+    unsafe fn block(p: *const u8, xb: *const f32, acc: [__m128; 2]) -> [__m128; 2] {
+        let q = q5_0_bytes(p);
+        fma_halves(f16_at(p), dot32_i8_bytes(q.as_ptr() as *const u8, xb), acc)
     }
-    let (mut acc0, mut acc1) = (_mm256_setzero_ps(), _mm256_setzero_ps());
+    let (mut acc0, mut acc1) = ([_mm_setzero_ps(); 2], [_mm_setzero_ps(); 2]);
     let mut b = 0;
     while b + 2 <= nb {
         acc0 = block(r.add(b * 22), x.add(b * 32), acc0);
@@ -231,18 +298,17 @@ unsafe fn q5_0(r: *const u8, x: *const f32, nb: usize) -> f32 {
     if b < nb {
         acc0 = block(r.add(b * 22), x.add(b * 32), acc0);
     }
-    hsum(_mm256_add_ps(acc0, acc1))
+    hsum_halves(acc0, acc1)
 }
 
 /// q8_0: `q * d`.
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn q8_0(r: *const u8, x: *const f32, nb: usize) -> f32 {
     #[inline(always)]
-    unsafe fn block(p: *const u8, xb: *const f32, acc: __m256) -> __m256 {
-        let q = _mm256_loadu_si256(p.add(2) as *const __m256i);
-        _mm256_fmadd_ps(_mm256_set1_ps(f16_at(p)), dot32_i8(q, xb), acc)
+    unsafe fn block(p: *const u8, xb: *const f32, acc: [__m128; 2]) -> [__m128; 2] {
+        fma_halves(f16_at(p), dot32_i8_bytes(p.add(2), xb), acc)
     }
-    let (mut acc0, mut acc1) = (_mm256_setzero_ps(), _mm256_setzero_ps());
+    let (mut acc0, mut acc1) = ([_mm_setzero_ps(); 2], [_mm_setzero_ps(); 2]);
     let mut b = 0;
     while b + 2 <= nb {
         acc0 = block(r.add(b * 34), x.add(b * 32), acc0);
@@ -252,7 +318,7 @@ unsafe fn q8_0(r: *const u8, x: *const f32, nb: usize) -> f32 {
     if b < nb {
         acc0 = block(r.add(b * 34), x.add(b * 32), acc0);
     }
-    hsum(_mm256_add_ps(acc0, acc1))
+    hsum_halves(acc0, acc1)
 }
 
 /// The 6-bit scales and mins of a q4_k / q5_k block (`graphc_ir::quant`).
@@ -267,11 +333,15 @@ unsafe fn scales_mins_k4(q: *const u8) -> ([u8; 8], [u8; 8]) {
     (sc, mn)
 }
 
-/// q4_k: 8 sub-blocks of 32, each `d*sc * nibble - dmin*m`.
+/// q4_k: 8 sub-blocks of 32, each `d*sc * nibble - dmin*m`. Four bytes at
+/// a time are widened to 32-bit lanes straight from memory and split into
+/// their two nibbles there (an `and` and a shift; a byte's high nibble
+/// needs no mask once widened), each half of a 32-byte run feeding its own
+/// sub-block's `dot32_u8` chain.
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn q4_k(r: *const u8, x: *const f32, xsums: &[f32], nb: usize) -> f32 {
-    let mask = _mm256_set1_epi8(0x0F);
-    let mut acc = _mm256_setzero_ps();
+    let mask = _mm_set1_epi32(0x0F);
+    let mut acc = [_mm_setzero_ps(); 2];
     let mut offset = 0f32;
     for b in 0..nb {
         let p = r.add(b * 144);
@@ -280,17 +350,21 @@ unsafe fn q4_k(r: *const u8, x: *const f32, xsums: &[f32], nb: usize) -> f32 {
         let qs = p.add(16);
         let xb = x.add(b * 256);
         for c in 0..4 {
-            let q = _mm256_loadu_si256(qs.add(32 * c) as *const __m256i);
-            let lo = _mm256_and_si256(q, mask);
-            let hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), mask);
-            acc = _mm256_fmadd_ps(_mm256_set1_ps(d * sc[2 * c] as f32), dot32_u8(lo, xb.add(64 * c)), acc);
-            acc = _mm256_fmadd_ps(_mm256_set1_ps(d * sc[2 * c + 1] as f32), dot32_u8(hi, xb.add(64 * c + 32)), acc);
+            let (mut lo, mut hi) = ([_mm_setzero_ps(); 2], [_mm_setzero_ps(); 2]);
+            let xc = xb.add(64 * c);
+            for i in 0..8 {
+                let v = u32x4_bytes(qs.add(32 * c + 4 * i));
+                lo[i % 2] = _mm_fmadd_ps(_mm_cvtepi32_ps(_mm_and_si128(v, mask)), _mm_loadu_ps(xc.add(4 * i)), lo[i % 2]);
+                hi[i % 2] = _mm_fmadd_ps(_mm_cvtepi32_ps(_mm_srli_epi32(v, 4)), _mm_loadu_ps(xc.add(32 + 4 * i)), hi[i % 2]);
+            }
+            acc = fma_halves(d * sc[2 * c] as f32, lo, acc);
+            acc = fma_halves(d * sc[2 * c + 1] as f32, hi, acc);
         }
         for j in 0..8 {
             offset -= dmin * mn[j] as f32 * xsums[b * 8 + j];
         }
     }
-    hsum(acc) + offset
+    hsum(_mm256_set_m128(acc[1], acc[0])) + offset
 }
 
 /// q5_k: q4_k with a fifth bit per element from `qh`.
@@ -372,23 +446,19 @@ unsafe fn q6_k(r: *const u8, x: *const f32, nb: usize) -> f32 {
 /// min goes through the block's `Σx`, as q4_1's does.
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn q5_1(r: *const u8, x: *const f32, xsums: &[f32], nb: usize) -> f32 {
-    let (mask, high_bit) = (_mm_set1_epi8(0x0F), _mm256_set1_epi8(0x10));
     // A block's halves into their own accumulator (as iq4_nl).
-    let (mut acc0, mut acc1) = (_mm256_setzero_ps(), _mm256_setzero_ps());
+    let (mut acc0, mut acc1) = ([_mm_setzero_ps(); 2], [_mm_setzero_ps(); 2]);
     let mut offset = 0f32;
     for b in 0..nb {
         let p = r.add(b * 24);
-        let qh = u32::from_le_bytes([*p.add(4), *p.add(5), *p.add(6), *p.add(7)]);
-        let qs = _mm_loadu_si128(p.add(8) as *const __m128i);
-        let lo = _mm_and_si128(qs, mask);
-        let hi = _mm_and_si128(_mm_srli_epi16(qs, 4), mask);
-        let q = _mm256_or_si256(_mm256_set_m128i(hi, lo), _mm256_and_si256(bytes_from_bits(qh), high_bit));
-        let (xb, d) = (x.add(b * 32), _mm256_set1_ps(f16_at(p)));
-        acc0 = _mm256_fmadd_ps(d, fma16_u8(_mm256_castsi256_si128(q), xb, _mm256_setzero_ps()), acc0);
-        acc1 = _mm256_fmadd_ps(d, fma16_u8(_mm256_extracti128_si256(q, 1), xb.add(16), _mm256_setzero_ps()), acc1);
+        // A set high bit adds 16: `0x10` where `Q5_CLEAR_HIGH_BYTES` has 0.
+        let q = q5_bytes(p.add(4), p.add(8), |clear| !clear & 0x1010_1010_1010_1010);
+        let (q, xb, d) = (q.as_ptr() as *const u8, x.add(b * 32), f16_at(p));
+        acc0 = fma_halves(d, dot_bytes::<16, false>(q, xb, [_mm_setzero_ps(); 2]), acc0);
+        acc1 = fma_halves(d, dot_bytes::<16, false>(q.add(16), xb.add(16), [_mm_setzero_ps(); 2]), acc1);
         offset += f16_at(p.add(2)) * xsums[b];
     }
-    hsum(_mm256_add_ps(acc0, acc1)) + offset
+    hsum_halves(acc0, acc1) + offset
 }
 
 /// The 16 values `scale * u8(v[i])` of the bytes of `v`, as f32.
@@ -775,13 +845,7 @@ impl TwoAccBlocks for Q5_0Blocks {
     const BYTES: usize = 22;
     #[inline(always)]
     unsafe fn decode(p: *const u8) -> [[__m256; 2]; 2] {
-        let mask = _mm_set1_epi8(0x0F);
-        let qh = u32::from_le((p.add(2) as *const u32).read_unaligned());
-        let qs = _mm_loadu_si128(p.add(6) as *const __m128i);
-        let lo = _mm_and_si128(qs, mask);
-        let hi = _mm_and_si128(_mm_srli_epi16(qs, 4), mask);
-        let clear = _mm256_andnot_si256(bytes_from_bits(qh), _mm256_set1_epi8(-16));
-        f32x32_i8(_mm256_or_si256(_mm256_set_m128i(hi, lo), clear))
+        f32x32_i8(_mm256_loadu_si256(q5_0_bytes(p).as_ptr() as *const __m256i))
     }
 }
 
