@@ -56,29 +56,50 @@ unsafe fn dot32_u8(v: __m256i, x: *const f32) -> __m256 {
 /// The CPU must have AVX2, FMA and F16C.
 #[target_feature(enable = "avx2,fma,f16c")]
 pub unsafe fn dot_row(dtype: DType, row: &[u8], x: &[f32], xsums: &[f32]) -> Option<f32> {
+    let mut out = [0f32];
+    dot_rows(dtype, row, x, xsums, &mut out).then_some(out[0])
+}
+
+/// `dot_row` of each of the `out.len()` consecutive weight rows in `rows`,
+/// the lengths checked once for all of them (a short row's dot costs little
+/// more than the checks and dispatch around it); `false` (nothing written)
+/// for types without an AVX2 kernel.
+///
+/// # Safety
+/// The CPU must have AVX2, FMA and F16C.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub unsafe fn dot_rows(dtype: DType, rows: &[u8], x: &[f32], xsums: &[f32], out: &mut [f32]) -> bool {
+    if dtype == DType::BF16 || !(dtype.is_float() || dtype.is_quantized()) {
+        return false;
+    }
     let n = x.len();
-    assert_eq!(Some(row.len() as u64), dtype.storage_bytes(n as u64), "{dtype} row of {} bytes for {n} elements", row.len());
+    let rb = dtype.storage_bytes(n as u64).map(|b| b as usize);
+    assert_eq!(rb.map(|b| b * out.len()), Some(rows.len()), "{dtype}: {} bytes for {} rows of {n} elements", rows.len(), out.len());
     if dtype.is_quantized() {
         assert!(xsums.len() * 32 >= n, "group sums cover {} of {n} elements", xsums.len() * 32);
     }
-    let (r, xp) = (row.as_ptr(), x.as_ptr());
-    Some(match dtype {
-        DType::F32 => dot_f32(r as *const f32, xp, n),
-        DType::F16 => dot_f16(r, xp, n),
-        DType::Q4_0 => q4_0(r, xp, xsums, n / 32),
-        DType::Q4_1 => q4_1(r, xp, xsums, n / 32),
-        DType::Q5_0 => q5_0(r, xp, n / 32),
-        DType::Q8_0 => q8_0(r, xp, n / 32),
-        DType::Q4K => q4_k(r, xp, xsums, n / 256),
-        DType::Q5K => q5_k(r, xp, xsums, n / 256),
-        DType::Q6K => q6_k(r, xp, n / 256),
-        DType::Q5_1 => q5_1(r, xp, xsums, n / 32),
-        DType::Q2K => q2_k(r, xp, n / 256),
-        DType::Q3K => q3_k(r, xp, n / 256),
-        DType::IQ4NL => iq4_nl(r, xp, n / 32),
-        DType::IQ4XS => iq4_xs(r, xp, n / 256),
-        _ => return None,
-    })
+    let (rb, xp) = (rb.unwrap_or(0), x.as_ptr());
+    for (i, o) in out.iter_mut().enumerate() {
+        let r = rows.as_ptr().add(i * rb);
+        *o = match dtype {
+            DType::F32 => dot_f32(r as *const f32, xp, n),
+            DType::F16 => dot_f16(r, xp, n),
+            DType::Q4_0 => q4_0(r, xp, xsums, n / 32),
+            DType::Q4_1 => q4_1(r, xp, xsums, n / 32),
+            DType::Q5_0 => q5_0(r, xp, n / 32),
+            DType::Q8_0 => q8_0(r, xp, n / 32),
+            DType::Q4K => q4_k(r, xp, xsums, n / 256),
+            DType::Q5K => q5_k(r, xp, xsums, n / 256),
+            DType::Q6K => q6_k(r, xp, n / 256),
+            DType::Q5_1 => q5_1(r, xp, xsums, n / 32),
+            DType::Q2K => q2_k(r, xp, n / 256),
+            DType::Q3K => q3_k(r, xp, n / 256),
+            DType::IQ4NL => iq4_nl(r, xp, n / 32),
+            DType::IQ4XS => iq4_xs(r, xp, n / 256),
+            _ => unreachable!("{dtype} has no AVX2 kernel (checked above)"),
+        };
+    }
+    true
 }
 
 /// f32 dot of `n` elements; `a` may be unaligned.

@@ -141,6 +141,16 @@ pub fn dot_rows(isa: Isa, dtype: DType, rows: &[u8], x: &[f32], xsums: &[f32], o
             return;
         }
     }
+    // AVX-512 without its own kernel for `dtype` runs AVX2's (`dot_row`).
+    #[cfg(target_arch = "x86_64")]
+    if isa >= Isa::Avx2 {
+        assert!(isa.available(), "{} kernels on a CPU without them", isa.name());
+        // SAFETY: the CPU has AVX2, FMA and F16C (checked above; AVX-512F
+        // brings them); `avx2::dot_rows` asserts the lengths.
+        if unsafe { avx2::dot_rows(dtype, rows, x, xsums, out) } {
+            return;
+        }
+    }
     let rb = rows.len() / out.len().max(1);
     for (o, row) in out.iter_mut().zip(rows.chunks_exact(rb.max(1))) {
         *o = dot_row(isa, dtype, row, x, xsums);
