@@ -191,7 +191,7 @@ unsafe fn q4_0(r: *const u8, x: *const f32, xsums: &[f32], nb: usize) -> f32 {
         acc = fma_halves(d, dot32_nibbles(p.add(2), x.add(b * 32)), acc);
         offset -= 8.0 * d * xsums[b];
     }
-    hsum(_mm256_set_m128(acc[1], acc[0])) + offset
+    hsum(joined(acc)) + offset
 }
 
 /// q4_1: `nibble * d + m`.
@@ -292,10 +292,16 @@ unsafe fn fma_halves(d: f32, s: [__m128; 2], acc: [__m128; 2]) -> [__m128; 2] {
     [_mm_fmadd_ps(d, s[0], acc[0]), _mm_fmadd_ps(d, s[1], acc[1])]
 }
 
+/// A 256-bit accumulator kept as two 128-bit halves, put back together.
+#[inline(always)]
+unsafe fn joined(acc: [__m128; 2]) -> __m256 {
+    _mm256_set_m128(acc[1], acc[0])
+}
+
 /// `hsum(acc0 + acc1)` of two accumulators kept as halves.
 #[inline(always)]
 unsafe fn hsum_halves(acc0: [__m128; 2], acc1: [__m128; 2]) -> f32 {
-    hsum(_mm256_add_ps(_mm256_set_m128(acc0[1], acc0[0]), _mm256_set_m128(acc1[1], acc1[0])))
+    hsum(_mm256_add_ps(joined(acc0), joined(acc1)))
 }
 
 /// q5_0: `((nibble | high bit << 4) - 16) * d`; element `i`'s high bit is bit `i` of `qh`.
@@ -385,7 +391,7 @@ unsafe fn q4_k(r: *const u8, x: *const f32, xsums: &[f32], nb: usize) -> f32 {
             offset -= dmin * mn[j] as f32 * xsums[b * 8 + j];
         }
     }
-    hsum(_mm256_set_m128(acc[1], acc[0])) + offset
+    hsum(joined(acc)) + offset
 }
 
 /// q5_k: q4_k with a fifth bit per element from `qh`.
