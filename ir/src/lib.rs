@@ -12,11 +12,12 @@ pub mod op;
 pub mod plan;
 pub mod quant;
 pub mod shape;
+pub mod signature;
 pub mod text;
 pub mod verify;
 
 pub use dtype::DType;
 pub use graph::{Graph, Node, NodeId};
-pub use op::{BinaryOp, NormKind, Op, ReduceOp, RopeScaling, RopeStyle, UnaryOp};
+pub use op::{BinaryOp, NormKind, Op, OpKind, ReduceOp, RopeScaling, RopeStyle, UnaryOp};
 pub use shape::{Dim, Shape, TensorType};
 pub use verify::{verify, VerifyError};

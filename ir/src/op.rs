@@ -96,17 +96,6 @@ pub enum ReduceOp {
     Mean,
 }
 
-impl ReduceOp {
-    /// Its name in the text form's `reduce_*` mnemonics.
-    pub fn name(self) -> &'static str {
-        match self {
-            ReduceOp::Sum => "sum",
-            ReduceOp::Max => "max",
-            ReduceOp::Mean => "mean",
-        }
-    }
-}
-
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum NormKind {
     /// `x / sqrt(mean(x^2) + eps) * weight`
@@ -122,6 +111,16 @@ pub enum RopeStyle {
     /// Rotates adjacent pairs `(2i, 2i+1)` (GPT-J, and llama GGUFs, whose
     /// converter permuted Q/K rows for this form).
     GptJ,
+}
+
+impl RopeStyle {
+    /// Its spelling in the text form (`style=neox`, `style=gptj`).
+    pub fn name(self) -> &'static str {
+        match self {
+            RopeStyle::Neox => "neox",
+            RopeStyle::GptJ => "gptj",
+        }
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -355,46 +354,91 @@ pub enum Op {
     ToHost { nonempty: bool, bound: Option<u64> },
 }
 
+/// The groups ops are declared in (`signature/`, one file each).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OpKind {
+    /// Inputs, weights, state, constants, results and host reads.
+    Source,
+    /// Reshape, permute, narrow, concat, copies, gathers and conversions.
+    Layout,
+    /// Per-element (or per-line) math.
+    Elementwise,
+    /// Products with a weight matrix, plain and fused.
+    MatMul,
+    /// Normalizations, plain and fused.
+    Norm,
+    /// Rotary embeddings, plain and fused.
+    Rope,
+    /// Attention and its cache writes.
+    Attention,
+    /// Ops that carry state along the sequence.
+    Recurrent,
+}
+
 impl Op {
-    /// The op's name in the text form.
+    /// The op's name in the text form, as its signature states it
+    /// (`signature/`).
     pub fn mnemonic(&self) -> String {
+        struct NameOf(&'static str);
+        impl crate::signature::Attributes for NameOf {
+            fn name(&mut self, name: &'static str) -> Result<(), String> {
+                self.0 = name;
+                // Nothing past the name is needed.
+                Err(String::new())
+            }
+            fn value<T: crate::signature::AttrValue>(&mut self, _: &'static str, _: &mut T) -> Result<(), String> {
+                Ok(())
+            }
+            fn optional<T: crate::signature::AttrValue>(&mut self, _: &'static str, _: &mut Option<T>) -> Result<(), String> {
+                Ok(())
+            }
+            fn flag(&mut self, _: &'static str, _: &mut bool) -> Result<(), String> {
+                Ok(())
+            }
+            fn declared_type(&mut self, _: &mut TensorType) -> Result<(), String> {
+                Ok(())
+            }
+            fn given(&self, _: &str) -> Option<bool> {
+                None
+            }
+        }
+        let mut name = NameOf("");
+        let _ = crate::signature::attributes(&mut self.clone(), &mut name);
+        name.0.into()
+    }
+
+    /// Which group of ops this one belongs to: the file of `signature/`
+    /// that declares its name, attributes and type rule.
+    pub fn kind(&self) -> OpKind {
         match self {
-            Op::Input { .. } => "input".into(),
-            Op::Weight { .. } => "weight".into(),
-            Op::State { .. } => "state".into(),
-            Op::StateOut { .. } => "state_out".into(),
-            Op::Output { .. } => "output".into(),
-            Op::Const { .. } => "const".into(),
-            Op::Reshape { .. } => "reshape".into(),
-            Op::Permute { .. } => "permute".into(),
-            Op::Narrow { .. } => "narrow".into(),
-            Op::Concat { .. } => "concat".into(),
-            Op::Gather => "gather".into(),
-            Op::Contiguous => "contiguous".into(),
-            Op::Unary(u) => u.name().into(),
-            Op::Binary(b) => b.name().into(),
-            Op::Clamp { .. } => "clamp".into(),
-            Op::Reduce { op, .. } => format!("reduce_{}", op.name()),
-            Op::Softmax { .. } => "softmax".into(),
-            Op::TopKMask { .. } => "top_k_mask".into(),
-            Op::Glu { .. } => "glu".into(),
-            Op::MatMulGlu { .. } => "matmul_glu".into(),
-            Op::NormMatMulGlu { .. } => "norm_matmul_glu".into(),
-            Op::SparseMixer { .. } => "sparse_mixer".into(),
-            Op::Cast { .. } => "cast".into(),
-            Op::MatMul => "matmul".into(),
-            Op::NormMatMul { .. } => "norm_matmul".into(),
-            Op::MatMulAdd => "matmul_add".into(),
-            Op::NormAdd { .. } => "norm_add".into(),
-            Op::Dequantize => "dequantize".into(),
-            Op::Norm { .. } => "norm".into(),
-            Op::Rope { .. } => "rope".into(),
-            Op::NormRope { .. } => "norm_rope".into(),
-            Op::Attention { .. } => "attention".into(),
-            Op::KvAppend { .. } => "kv_append".into(),
-            Op::CausalConv1d { .. } => "causal_conv1d".into(),
-            Op::GatedDeltaRule => "gated_delta_rule".into(),
-            Op::ToHost { .. } => "to_host".into(),
+            Op::Input { .. }
+            | Op::Weight { .. }
+            | Op::State { .. }
+            | Op::StateOut { .. }
+            | Op::Output { .. }
+            | Op::Const { .. }
+            | Op::ToHost { .. } => OpKind::Source,
+            Op::Reshape { .. }
+            | Op::Permute { .. }
+            | Op::Narrow { .. }
+            | Op::Concat { .. }
+            | Op::Contiguous
+            | Op::Gather
+            | Op::Cast { .. }
+            | Op::Dequantize => OpKind::Layout,
+            Op::Unary(_)
+            | Op::Binary(_)
+            | Op::Clamp { .. }
+            | Op::Glu { .. }
+            | Op::Softmax { .. }
+            | Op::Reduce { .. }
+            | Op::TopKMask { .. }
+            | Op::SparseMixer { .. } => OpKind::Elementwise,
+            Op::MatMul | Op::MatMulGlu { .. } | Op::NormMatMul { .. } | Op::NormMatMulGlu { .. } | Op::MatMulAdd => OpKind::MatMul,
+            Op::Norm { .. } | Op::NormAdd { .. } => OpKind::Norm,
+            Op::Rope { .. } | Op::NormRope { .. } => OpKind::Rope,
+            Op::Attention { .. } | Op::KvAppend { .. } => OpKind::Attention,
+            Op::CausalConv1d { .. } | Op::GatedDeltaRule => OpKind::Recurrent,
         }
     }
 

@@ -14,138 +14,57 @@
 //! same graph always prints the same text. `#` starts a comment.
 
 use crate::graph::{Graph, NodeId};
-use crate::op::{BinaryOp, NormKind, Op, ReduceOp, RopeScaling, RopeStyle, UnaryOp};
+use crate::op::Op;
 use crate::shape::{Dim, TensorType};
+use crate::signature::{self, AttrValue, Attributes};
 use crate::DType;
 use std::collections::HashMap;
 use std::fmt::Write;
 
-/// A rope style as the text form spells it (`style=neox`, `style=gptj`).
-pub fn rope_style_name(style: RopeStyle) -> &'static str {
-    match style {
-        RopeStyle::Neox => "neox",
-        RopeStyle::GptJ => "gptj",
-    }
-}
-
 /// An attribute value in the text form.
 #[derive(Clone, Debug, PartialEq)]
-enum Attr {
+pub(crate) enum Attr {
     Str(String),
     Token(String),
     List(Vec<Attr>),
 }
 
-fn fmt_f32(x: f32) -> String {
-    // `{:?}` is the shortest text that parses back to the same bits.
-    format!("{x:?}")
-}
+/// Reads an op's attributes off it, in its signature's order.
+struct Printer(Vec<(&'static str, Attr)>);
 
-fn tok(s: impl ToString) -> Attr {
-    Attr::Token(s.to_string())
-}
-
-fn push_rope(a: &mut Vec<(&'static str, Attr)>, style: RopeStyle, rotary_dim: usize, theta: f32, scaling: &RopeScaling) {
-    a.push(("style", tok(rope_style_name(style))));
-    a.push(("rotary_dim", tok(rotary_dim)));
-    a.push(("theta", tok(fmt_f32(theta))));
-    match scaling {
-        RopeScaling::None => {}
-        RopeScaling::Linear { factor } => a.push(("linear_factor", tok(fmt_f32(*factor)))),
-        RopeScaling::FreqFactors { factors, attention_factor } => {
-            a.push(("freq_factors", Attr::List(factors.iter().map(|f| tok(fmt_f32(*f))).collect())));
-            a.push(("attention_factor", tok(fmt_f32(*attention_factor))));
+impl Attributes for Printer {
+    fn name(&mut self, _: &'static str) -> Result<(), String> {
+        Ok(())
+    }
+    fn value<T: AttrValue>(&mut self, key: &'static str, value: &mut T) -> Result<(), String> {
+        self.0.push((key, value.to_attr()));
+        Ok(())
+    }
+    fn optional<T: AttrValue>(&mut self, key: &'static str, value: &mut Option<T>) -> Result<(), String> {
+        if let Some(v) = value {
+            self.value(key, v)?;
         }
-        RopeScaling::Llama3 { factor, low_freq_factor, high_freq_factor, original_context } => {
-            a.push(("llama3_factor", tok(fmt_f32(*factor))));
-            a.push(("low_freq_factor", tok(fmt_f32(*low_freq_factor))));
-            a.push(("high_freq_factor", tok(fmt_f32(*high_freq_factor))));
-            a.push(("original_context", tok(original_context)));
+        Ok(())
+    }
+    fn flag(&mut self, key: &'static str, value: &mut bool) -> Result<(), String> {
+        if *value {
+            self.value(key, value)?;
         }
+        Ok(())
+    }
+    fn declared_type(&mut self, _: &mut TensorType) -> Result<(), String> {
+        Ok(()) // printed after `:` with every node's type
+    }
+    fn given(&self, _: &str) -> Option<bool> {
+        None
     }
 }
 
 fn op_attrs(op: &Op) -> Vec<(&'static str, Attr)> {
-    let mut a: Vec<(&'static str, Attr)> = Vec::new();
-    match op {
-        Op::Input { name, .. } | Op::Weight { name, .. } | Op::State { name, .. } => a.push(("name", Attr::Str(name.clone()))),
-        Op::StateOut { name } | Op::Output { name } => a.push(("name", Attr::Str(name.clone()))),
-        Op::Const { value, .. } => a.push(("value", tok(fmt_f32(*value)))),
-        Op::Reshape { shape } => a.push(("shape", Attr::List(shape.iter().map(tok).collect()))),
-        Op::Permute { perm } => a.push(("perm", Attr::List(perm.iter().map(tok).collect()))),
-        Op::Narrow { axis, start, len } => {
-            a.push(("axis", tok(axis)));
-            a.push(("start", tok(start)));
-            a.push(("len", tok(len)));
-        }
-        Op::Concat { axis } | Op::Reduce { axis, .. } => a.push(("axis", tok(axis))),
-        Op::Clamp { min, max } => {
-            if let Some(m) = min {
-                a.push(("min", tok(fmt_f32(*m))));
-            }
-            if let Some(m) = max {
-                a.push(("max", tok(fmt_f32(*m))));
-            }
-        }
-        Op::Softmax { axis, softcap } => {
-            a.push(("axis", tok(axis)));
-            if let Some(c) = softcap {
-                a.push(("softcap", tok(fmt_f32(*c))));
-            }
-        }
-        Op::Glu { act } | Op::MatMulGlu { act } => a.push(("act", tok(act.name()))),
-        Op::NormMatMulGlu { act, eps } => {
-            a.push(("act", tok(act.name())));
-            a.push(("eps", tok(fmt_f32(*eps))));
-        }
-        Op::NormMatMul { eps } | Op::NormAdd { eps } => a.push(("eps", tok(fmt_f32(*eps)))),
-        Op::TopKMask { axis, k } => {
-            a.push(("axis", tok(axis)));
-            a.push(("k", tok(k)));
-        }
-        Op::Cast { dtype } => a.push(("dtype", tok(dtype))),
-        Op::Norm { kind, eps } => {
-            a.push(("kind", tok(if *kind == NormKind::Rms { "rms" } else { "layer" })));
-            a.push(("eps", tok(fmt_f32(*eps))));
-        }
-        Op::Rope { style, rotary_dim, theta, scaling } => push_rope(&mut a, *style, *rotary_dim, *theta, scaling),
-        Op::NormRope { eps, style, rotary_dim, theta, scaling } => {
-            a.push(("eps", tok(fmt_f32(*eps))));
-            push_rope(&mut a, *style, *rotary_dim, *theta, scaling);
-        }
-        Op::Attention { n_heads, n_kv_heads, scale, causal, window, softcap, ring } => {
-            a.push(("n_heads", tok(n_heads)));
-            a.push(("n_kv_heads", tok(n_kv_heads)));
-            a.push(("scale", tok(fmt_f32(*scale))));
-            a.push(("causal", tok(causal)));
-            if let Some(w) = window {
-                a.push(("window", tok(w)));
-            }
-            if let Some(c) = softcap {
-                a.push(("softcap", tok(fmt_f32(*c))));
-            }
-            if *ring {
-                a.push(("ring", tok(ring)));
-            }
-        }
-        Op::KvAppend { axis, cap, window } => {
-            a.push(("axis", tok(axis)));
-            a.push(("cap", tok(cap)));
-            if let Some(w) = window {
-                a.push(("window", tok(w)));
-            }
-        }
-        Op::ToHost { nonempty, bound } => {
-            a.push(("nonempty", tok(nonempty)));
-            if let Some(b) = bound {
-                a.push(("bound", tok(b)));
-            }
-        }
-        Op::CausalConv1d { kernel } => a.push(("kernel", tok(kernel))),
-        Op::SparseMixer { jitter_eps } => a.push(("jitter_eps", tok(fmt_f32(*jitter_eps)))),
-        Op::Gather | Op::Contiguous | Op::Unary(_) | Op::Binary(_) | Op::MatMul | Op::MatMulAdd | Op::Dequantize | Op::GatedDeltaRule => {}
-    }
-    a
+    let mut printer = Printer(Vec::new());
+    // Reading attributes off an op cannot fail.
+    let _ = signature::attributes(&mut op.clone(), &mut printer);
+    printer.0
 }
 
 fn write_attr(out: &mut String, a: &Attr) {
@@ -367,93 +286,18 @@ impl<'a> Cursor<'a> {
     }
 }
 
-/// The attributes `rope` and `norm_rope` share.
-fn parse_rope(a: &mut Attrs) -> Result<(RopeStyle, usize, f32, RopeScaling), String> {
-    let style: String = a.need("style")?;
-    let style = match style.as_str() {
-        "neox" => RopeStyle::Neox,
-        "gptj" => RopeStyle::GptJ,
-        s => return Err(format!("rope style must be `neox` or `gptj`, found `{s}`")),
-    };
-    let llama3 = a.opt::<f32>("llama3_factor")?;
-    if llama3.is_some() && (a.has("linear_factor") || a.has("freq_factors")) {
-        return Err("`rope` takes one of `linear_factor`, `freq_factors`, `llama3_factor`".into());
-    }
-    if let Some(factor) = llama3 {
-        let scaling = RopeScaling::Llama3 {
-            factor,
-            low_freq_factor: a.need("low_freq_factor")?,
-            high_freq_factor: a.need("high_freq_factor")?,
-            original_context: a.need("original_context")?,
-        };
-        return Ok((style, a.need("rotary_dim")?, a.need("theta")?, scaling));
-    }
-    let scaling = match (a.opt::<f32>("linear_factor")?, a.has("freq_factors")) {
-        (Some(factor), false) => RopeScaling::Linear { factor },
-        (None, true) => {
-            let factors = a
-                .list("freq_factors")?
-                .iter()
-                .map(|f| f.parse::<f32>().map_err(|_| format!("`rope` attribute `freq_factors`: cannot read `{f}`")))
-                .collect::<Result<Vec<f32>, String>>()?;
-            RopeScaling::FreqFactors { factors, attention_factor: a.need("attention_factor")? }
-        }
-        (None, false) => RopeScaling::None,
-        (Some(_), true) => return Err("`rope` takes `linear_factor` or `freq_factors`, not both".into()),
-    };
-    Ok((style, a.need("rotary_dim")?, a.need("theta")?, scaling))
-}
-
-struct Attrs {
+/// Writes an op's attributes from a parsed line: each key the signature
+/// names is taken from the line, and a key it does not name is an error.
+struct Reader {
     map: Vec<(String, Attr)>,
     op: String,
+    ty: Option<TensorType>,
 }
 
-impl Attrs {
+impl Reader {
     fn take(&mut self, key: &str) -> Option<Attr> {
         let i = self.map.iter().position(|(k, _)| k == key)?;
         Some(self.map.remove(i).1)
-    }
-    fn has(&self, key: &str) -> bool {
-        self.map.iter().any(|(k, _)| k == key)
-    }
-    fn token(&mut self, key: &str) -> Result<Option<String>, String> {
-        match self.take(key) {
-            None => Ok(None),
-            Some(Attr::Token(t)) => Ok(Some(t)),
-            Some(other) => Err(format!("`{}` attribute `{key}` must be a plain value, found {other:?}", self.op)),
-        }
-    }
-    fn need<T: std::str::FromStr>(&mut self, key: &str) -> Result<T, String> {
-        self.opt(key)?.ok_or_else(|| format!("`{}` needs attribute `{key}`", self.op))
-    }
-    fn opt<T: std::str::FromStr>(&mut self, key: &str) -> Result<Option<T>, String> {
-        match self.token(key)? {
-            None => Ok(None),
-            Some(t) => t.parse().map(Some).map_err(|_| format!("`{}` attribute `{key}`: cannot read `{t}`", self.op)),
-        }
-    }
-    fn name(&mut self) -> Result<String, String> {
-        match self.take("name") {
-            Some(Attr::Str(s)) => Ok(s),
-            _ => Err(format!("`{}` needs a string attribute `name`", self.op)),
-        }
-    }
-    fn dim(&mut self, key: &str) -> Result<Dim, String> {
-        let t: String = self.need(key)?;
-        Dim::parse(&t).ok_or_else(|| format!("`{}` attribute `{key}`: `{t}` is not a dimension", self.op))
-    }
-    fn list(&mut self, key: &str) -> Result<Vec<String>, String> {
-        match self.take(key) {
-            Some(Attr::List(items)) => items
-                .into_iter()
-                .map(|a| match a {
-                    Attr::Token(t) => Ok(t),
-                    other => Err(format!("`{}` attribute `{key}`: unexpected {other:?}", self.op)),
-                })
-                .collect(),
-            _ => Err(format!("`{}` needs a list attribute `{key}`", self.op)),
-        }
     }
     fn finish(self) -> Result<(), String> {
         if let Some((k, _)) = self.map.first() {
@@ -461,6 +305,48 @@ impl Attrs {
         }
         Ok(())
     }
+}
+
+impl Attributes for Reader {
+    fn name(&mut self, _: &'static str) -> Result<(), String> {
+        Ok(())
+    }
+    fn value<T: AttrValue>(&mut self, key: &'static str, value: &mut T) -> Result<(), String> {
+        let mut read = None;
+        self.optional(key, &mut read)?;
+        *value = read.ok_or_else(|| format!("`{}` needs attribute `{key}`", self.op))?;
+        Ok(())
+    }
+    fn optional<T: AttrValue>(&mut self, key: &'static str, value: &mut Option<T>) -> Result<(), String> {
+        *value = match self.take(key) {
+            None => None,
+            Some(attr) => Some(T::from_attr(attr).map_err(|e| format!("`{}` attribute `{key}`: {e}", self.op))?),
+        };
+        Ok(())
+    }
+    fn flag(&mut self, key: &'static str, value: &mut bool) -> Result<(), String> {
+        let mut read = None;
+        self.optional(key, &mut read)?;
+        *value = read.unwrap_or(false);
+        Ok(())
+    }
+    fn declared_type(&mut self, ty: &mut TensorType) -> Result<(), String> {
+        *ty = self.ty.clone().ok_or_else(|| format!("`{}` must declare its type after `:`", self.op))?;
+        Ok(())
+    }
+    fn given(&self, key: &str) -> Option<bool> {
+        Some(self.map.iter().any(|(k, _)| k == key))
+    }
+}
+
+/// The op a line names, its attributes read by its signature.
+fn build_op(mnemonic: &str, mut reader: Reader) -> Result<Op, String> {
+    static PROTOTYPES: std::sync::OnceLock<HashMap<String, Op>> = std::sync::OnceLock::new();
+    let prototypes = PROTOTYPES.get_or_init(|| signature::prototypes().into_iter().map(|op| (op.mnemonic(), op)).collect());
+    let mut op = prototypes.get(mnemonic).cloned().ok_or_else(|| format!("unknown op `{mnemonic}`"))?;
+    signature::attributes(&mut op, &mut reader)?;
+    reader.finish()?;
+    Ok(op)
 }
 
 fn parse_type(c: &mut Cursor) -> Result<TensorType, String> {
@@ -479,100 +365,6 @@ fn parse_type(c: &mut Cursor) -> Result<TensorType, String> {
         }
     }
     Ok(TensorType::new(dtype, shape))
-}
-
-fn build_op(mnemonic: &str, mut a: Attrs, ty: Option<TensorType>) -> Result<Op, String> {
-    let need_ty = |ty: Option<TensorType>| ty.ok_or_else(|| format!("`{mnemonic}` must declare its type after `:`"));
-    let op = match mnemonic {
-        "input" => Op::Input { name: a.name()?, ty: need_ty(ty)? },
-        "weight" => Op::Weight { name: a.name()?, ty: need_ty(ty)? },
-        "state" => Op::State { name: a.name()?, ty: need_ty(ty)? },
-        "state_out" => Op::StateOut { name: a.name()? },
-        "output" => Op::Output { name: a.name()? },
-        "const" => Op::Const { value: a.need("value")?, ty: need_ty(ty)? },
-        "reshape" => Op::Reshape {
-            shape: a.list("shape")?.iter().map(|t| Dim::parse(t).ok_or_else(|| format!("`{t}` is not a dimension"))).collect::<Result<_, _>>()?,
-        },
-        "permute" => {
-            Op::Permute { perm: a.list("perm")?.iter().map(|t| t.parse().map_err(|_| format!("`{t}` is not an axis"))).collect::<Result<_, _>>()? }
-        }
-        "narrow" => Op::Narrow { axis: a.need("axis")?, start: a.dim("start")?, len: a.dim("len")? },
-        "concat" => Op::Concat { axis: a.need("axis")? },
-        "gather" => Op::Gather,
-        "contiguous" => Op::Contiguous,
-        "clamp" => Op::Clamp { min: a.opt("min")?, max: a.opt("max")? },
-        "reduce_sum" | "reduce_max" | "reduce_mean" => Op::Reduce {
-            op: match mnemonic {
-                "reduce_sum" => ReduceOp::Sum,
-                "reduce_max" => ReduceOp::Max,
-                _ => ReduceOp::Mean,
-            },
-            axis: a.need("axis")?,
-        },
-        "softmax" => Op::Softmax { axis: a.need("axis")?, softcap: a.opt("softcap")? },
-        "top_k_mask" => Op::TopKMask { axis: a.need("axis")?, k: a.need("k")? },
-        "glu" | "matmul_glu" | "norm_matmul_glu" => {
-            let act: String = a.need("act")?;
-            let act =
-                *UnaryOp::ALL.iter().find(|u| u.name() == act).ok_or_else(|| format!("`{mnemonic}` attribute `act`: unknown activation `{act}`"))?;
-            match mnemonic {
-                "glu" => Op::Glu { act },
-                "matmul_glu" => Op::MatMulGlu { act },
-                _ => Op::NormMatMulGlu { act, eps: a.need("eps")? },
-            }
-        }
-        "norm_matmul" => Op::NormMatMul { eps: a.need("eps")? },
-        "matmul_add" => Op::MatMulAdd,
-        "norm_add" => Op::NormAdd { eps: a.need("eps")? },
-        "cast" => {
-            let d: String = a.need("dtype")?;
-            Op::Cast { dtype: DType::from_name(&d).ok_or_else(|| format!("unknown dtype `{d}`"))? }
-        }
-        "matmul" => Op::MatMul,
-        "dequantize" => Op::Dequantize,
-        "norm" => {
-            let kind: String = a.need("kind")?;
-            let kind = match kind.as_str() {
-                "rms" => NormKind::Rms,
-                "layer" => NormKind::Layer,
-                k => return Err(format!("norm kind must be `rms` or `layer`, found `{k}`")),
-            };
-            Op::Norm { kind, eps: a.need("eps")? }
-        }
-        "rope" => {
-            let (style, rotary_dim, theta, scaling) = parse_rope(&mut a)?;
-            Op::Rope { style, rotary_dim, theta, scaling }
-        }
-        "norm_rope" => {
-            let (style, rotary_dim, theta, scaling) = parse_rope(&mut a)?;
-            Op::NormRope { eps: a.need("eps")?, style, rotary_dim, theta, scaling }
-        }
-        "attention" => Op::Attention {
-            n_heads: a.need("n_heads")?,
-            n_kv_heads: a.need("n_kv_heads")?,
-            scale: a.need("scale")?,
-            causal: a.need("causal")?,
-            window: a.opt("window")?,
-            softcap: a.opt("softcap")?,
-            ring: a.opt("ring")?.unwrap_or(false),
-        },
-        "kv_append" => Op::KvAppend { axis: a.need("axis")?, cap: a.dim("cap")?, window: a.opt("window")? },
-        "sparse_mixer" => Op::SparseMixer { jitter_eps: a.need("jitter_eps")? },
-        "causal_conv1d" => Op::CausalConv1d { kernel: a.need("kernel")? },
-        "gated_delta_rule" => Op::GatedDeltaRule,
-        "to_host" => Op::ToHost { nonempty: a.opt("nonempty")?.unwrap_or(false), bound: a.opt("bound")? },
-        m => {
-            if let Some(u) = UnaryOp::ALL.iter().find(|u| u.name() == m) {
-                Op::Unary(*u)
-            } else if let Some(b) = BinaryOp::ALL.iter().find(|b| b.name() == m) {
-                Op::Binary(*b)
-            } else {
-                return Err(format!("unknown op `{m}`"));
-            }
-        }
-    };
-    a.finish()?;
-    Ok(op)
 }
 
 /// Parse the text form. Types after `:` on non-source nodes are kept and
@@ -626,7 +418,7 @@ pub fn parse(text: &str) -> Result<Graph, ParseError> {
         }
         c.expect(b'=').map_err(perr)?;
         let mnemonic = c.word();
-        let mut attrs = Attrs { map: Vec::new(), op: mnemonic.clone() };
+        let mut attrs = Reader { map: Vec::new(), op: mnemonic.clone(), ty: None };
         if c.eat(b'{') && !c.eat(b'}') {
             loop {
                 let k = c.word();
@@ -655,7 +447,8 @@ pub fn parse(text: &str) -> Result<Graph, ParseError> {
         if !c.rest_is_empty() {
             return Err(perr(format!("unexpected text at column {}", c.i + 1)));
         }
-        let op = build_op(&mnemonic, attrs, ty.clone()).map_err(perr)?;
+        attrs.ty = ty.clone();
+        let op = build_op(&mnemonic, attrs).map_err(perr)?;
         let id = g.add(op, &inputs, layer);
         if g.node(id).ty.is_none() {
             g.node_mut(id).ty = ty;

@@ -803,7 +803,7 @@ fn attention_inputs_run_as_one_kernel() {
         .chain([(DType::F32, RopeStyle::Neox), (DType::Q4_1, RopeStyle::Neox)]);
     for (dtype, style) in cases {
         let rope = Op::Rope { style, rotary_dim, theta: 10000.0, scaling: RopeScaling::None };
-        let style_name = text::rope_style_name(style);
+        let style_name = style.name();
         let w = |n: usize, seed: u64| OneWeight { dtype, shape: vec![n, k], bytes: weight_bytes(dtype, n, k, seed) };
         let weights =
             Weights(HashMap::from([("wq".to_string(), w(hq * d, 160)), ("wk".to_string(), w(hk * d, 161)), ("wv".to_string(), w(hv * dv, 162))]));

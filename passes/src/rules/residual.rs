@@ -11,7 +11,7 @@
 
 use super::{fusion, Match};
 use egg::{Rewrite, SymbolLang};
-use graphc_ir::{verify::infer, NormKind, Op};
+use graphc_ir::{signature::infer, NormKind, Op};
 
 pub fn rules() -> Vec<Rewrite<SymbolLang, crate::egraph::Facts>> {
     vec![

@@ -290,7 +290,7 @@ fn dense_of(dtype: DType, rows: u32, mode: Mode, mixed: &[DType], edges: Edges) 
             format!("matmul{count}_{}{suffix}", mixed.iter().map(|&t| type_name(t)).collect::<Vec<_>>().join("_"))
         }
         Mode::Stacked(count) => format!("matmul{count}_{}{suffix}", type_name(dtype)),
-        Mode::QkvRope(style) => format!("matmul_qkv_rope_{}_{}{suffix}", graphc_ir::text::rope_style_name(style), type_name(dtype)),
+        Mode::QkvRope(style) => format!("matmul_qkv_rope_{}_{}{suffix}", style.name(), type_name(dtype)),
     };
     let name = format!("{prefix}{name}");
     let tiles = (param("m") + u(rows - 1)) / u(rows);

@@ -87,7 +87,7 @@ pub(super) fn with_rope_params(k: Kernel) -> Kernel {
 /// `pos_divisor` (the linear scaling factor, else 1), `magnitude`.
 /// Grid: `ceil(n / 256)`, one output feature per invocation.
 pub fn rope(style: RopeStyle) -> Kernel {
-    let k = Kernel::new(&format!("rope_{}", graphc_ir::text::rope_style_name(style)), WORKGROUP)
+    let k = Kernel::new(&format!("rope_{}", style.name()), WORKGROUP)
         .input("x", Ty::F32)
         .input("positions", Ty::I32)
         .input("inv_freq", Ty::F32)
@@ -112,7 +112,7 @@ pub fn rope(style: RopeStyle) -> Kernel {
 /// (b·s·h), `h`, `s`, `d`, `eps`, then the rope params. Grid: `rows`
 /// groups, one input row (a head of a token) per group.
 pub fn norm_rope(style: RopeStyle) -> Kernel {
-    let k = Kernel::new(&format!("norm_rope_{}", graphc_ir::text::rope_style_name(style)), WORKGROUP)
+    let k = Kernel::new(&format!("norm_rope_{}", style.name()), WORKGROUP)
         .input("x", Ty::F32)
         .input("w", Ty::F32)
         .input("positions", Ty::I32)

@@ -1,0 +1,86 @@
+//! Products with a weight matrix: `matmul` and the fused forms the rules
+//! build around it, each typed as what it replaces, step by step.
+
+use super::{arity, infer as infer_op, need_float, need_rank, other_kind, same_dim, same_operand, Attributes};
+use crate::op::{NormKind, Op, UnaryOp};
+use crate::shape::TensorType;
+use crate::DType;
+
+pub(super) fn prototypes() -> Vec<Op> {
+    vec![
+        Op::MatMul,
+        Op::MatMulGlu { act: UnaryOp::Silu },
+        Op::NormMatMul { eps: 0.0 },
+        Op::NormMatMulGlu { act: UnaryOp::Silu, eps: 0.0 },
+        Op::MatMulAdd,
+    ]
+}
+
+pub(super) fn attributes<A: Attributes>(op: &mut Op, a: &mut A) -> Result<(), String> {
+    match op {
+        Op::MatMul => a.name("matmul"),
+        Op::MatMulGlu { act } => {
+            a.name("matmul_glu")?;
+            a.value("act", act)
+        }
+        Op::NormMatMul { eps } => {
+            a.name("norm_matmul")?;
+            a.value("eps", eps)
+        }
+        Op::NormMatMulGlu { act, eps } => {
+            a.name("norm_matmul_glu")?;
+            a.value("act", act)?;
+            a.value("eps", eps)
+        }
+        Op::MatMulAdd => a.name("matmul_add"),
+        _ => other_kind(op),
+    }
+}
+
+pub(super) fn infer(op: &Op, tys: &[TensorType]) -> Result<TensorType, String> {
+    let t = |i: usize| &tys[i];
+    let rms = |eps: &f32| Op::Norm { kind: NormKind::Rms, eps: *eps };
+    match op {
+        Op::MatMul => {
+            arity(op, tys, 2..=2)?;
+            matmul_type(t(0), t(1))
+        }
+        Op::MatMulGlu { .. } => {
+            arity(op, tys, 3..=3)?;
+            if t(1) != t(2) {
+                return Err(format!("gate weight {} and up weight {} differ in type or shape", t(1), t(2)));
+            }
+            matmul_type(t(0), t(1))
+        }
+        Op::NormMatMul { eps } => {
+            arity(op, tys, 3..=3)?;
+            let normed = infer_op(&rms(eps), &tys[..2])?;
+            infer_op(&Op::MatMul, &[normed, t(2).clone()])
+        }
+        Op::NormMatMulGlu { act, eps } => {
+            arity(op, tys, 4..=4)?;
+            let normed = infer_op(&rms(eps), &tys[..2])?;
+            infer_op(&Op::MatMulGlu { act: *act }, &[normed, t(2).clone(), t(3).clone()])
+        }
+        Op::MatMulAdd => {
+            arity(op, tys, 3..=3)?;
+            let product = infer_op(&Op::MatMul, &tys[..2])?;
+            same_operand("matmul_add residual", t(2), &product)
+        }
+        _ => other_kind(op),
+    }
+}
+
+/// `x · wᵀ`'s type: `x [..., k]` float, `w [n, k]` float or quantized.
+fn matmul_type(x: &TensorType, w: &TensorType) -> Result<TensorType, String> {
+    need_float("matmul lhs", x)?;
+    need_rank("matmul rhs", w, 2)?;
+    let k = x.shape.last().ok_or("matmul lhs is a scalar")?;
+    if !w.dtype.is_float() && !w.dtype.is_quantized() {
+        return Err(format!("matmul rhs must be float or quantized, found {w}"));
+    }
+    same_dim(&format!("matmul inner dims differ ({x} · {w}ᵀ)"), k, &w.shape[1])?;
+    let mut shape = x.shape.clone();
+    *shape.last_mut().unwrap() = w.shape[0].clone();
+    Ok(TensorType::new(DType::F32, shape))
+}
