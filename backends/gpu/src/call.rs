@@ -17,6 +17,10 @@ pub enum Arg {
     InPlace(usize),
     /// A constant the host computes once per op (RoPE's `inv_freq`).
     Constant(Vec<f32>),
+    /// A device buffer of this many bytes that the op's calls share and
+    /// nothing else reads: written by one call, read by a later one (split
+    /// attention's blocks). It lives as long as the op's calls.
+    Scratch(u64),
     /// The op's result, a fresh f32 buffer (all of an op's calls write
     /// their parts of the same one).
     Output,

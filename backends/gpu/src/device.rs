@@ -2,7 +2,7 @@
 //! one-op runner the parity checks use are written once for every target:
 //! buffers (and byte ranges of them), batched launches, read-back.
 
-use crate::call::{Arg, ArgInfo};
+use crate::call::{Arg, ArgInfo, KernelCall};
 pub use crate::call::{BindingLimits, Value};
 use crate::kir::Kernel;
 use crate::GpuError;
@@ -139,33 +139,49 @@ pub trait Device {
 }
 
 /// The buffers a call binds, in order: its inputs (or byte ranges of them),
-/// its host constants (already uploaded), the op's `result`, and a fused
-/// group's further results (`extra`, in order).
+/// the buffers it owns (`call_buffers`: its uploaded constants and its
+/// op's scratch), the op's `result`, and a fused group's further results
+/// (`extra`, in order).
 pub fn bind_args<D: Device>(
     dev: &D,
     args: &[Arg],
     inputs: &[D::Buffer],
     result: &D::Buffer,
     extra: &[D::Buffer],
-    constants: &[D::Buffer],
+    owned: &[D::Buffer],
 ) -> Vec<D::Buffer> {
-    let mut constants = constants.iter();
+    let mut owned = owned.iter();
     let mut extra = extra.iter();
     args.iter()
         .map(|a| match a {
             Arg::Input(i) => inputs[*i].clone(),
             Arg::InputRange { input, offset, bytes } => dev.view(&inputs[*input], *offset, *bytes),
             Arg::InPlace(_) | Arg::Output => result.clone(),
-            Arg::Constant(_) => constants.next().expect("one uploaded buffer per constant (upload_constants)").clone(),
+            Arg::Constant(_) | Arg::Scratch(_) => owned.next().expect("one owned buffer per constant and scratch (call_buffers)").clone(),
             Arg::ExtraOutput(_) => extra.next().expect("one buffer per further result").clone(),
             Arg::ExtraInPlace(i) => inputs[*i].clone(),
         })
         .collect()
 }
 
-/// A call's host constants (`Arg::Constant`: RoPE's frequencies), uploaded
-/// in argument order; the graph executor keeps them with the cached call,
-/// so each is uploaded once and its bindings stay the same across steps.
-pub fn upload_constants<D: Device>(dev: &D, args: &[Arg]) -> Result<Vec<D::Buffer>, GpuError> {
-    args.iter().filter_map(|a| if let Arg::Constant(v) = a { Some(dev.upload(bytemuck::cast_slice(v))) } else { None }).collect()
+/// The buffers a call owns, in argument order: each host constant
+/// (`Arg::Constant`: RoPE's frequencies) uploaded, and its op's `scratch`
+/// (`op_scratch`) where it names one. The graph executor keeps them with
+/// the cached call, so each is made once and its bindings stay the same
+/// across steps.
+pub fn call_buffers<D: Device>(dev: &D, args: &[Arg], scratch: Option<&D::Buffer>) -> Result<Vec<D::Buffer>, GpuError> {
+    args.iter()
+        .filter_map(|a| match a {
+            Arg::Constant(v) => Some(dev.upload(bytemuck::cast_slice(v))),
+            Arg::Scratch(_) => Some(Ok(scratch.expect("an op's scratch is made before its calls' buffers (op_scratch)").clone())),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The scratch buffer an op's calls share: as large as the largest any of
+/// them names, or none.
+pub fn op_scratch<D: Device>(dev: &D, calls: &[KernelCall]) -> Result<Option<D::Buffer>, GpuError> {
+    let bytes = calls.iter().flat_map(|c| &c.args).filter_map(|a| if let Arg::Scratch(b) = a { Some(*b) } else { None }).max();
+    bytes.map(|b| dev.zeros(b.max(4))).transpose()
 }

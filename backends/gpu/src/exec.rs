@@ -24,7 +24,7 @@
 //! every kernel of the step is placed. Replay: a step with the recorded
 //! step's dims and input shapes runs its launches again (`Replay`).
 
-use crate::device::{bind_args, tensor_bytes, upload_constants, Device, Launch};
+use crate::device::{bind_args, call_buffers, op_scratch, tensor_bytes, Device, Launch};
 use crate::fuse::{Fused, Group, Groups};
 use crate::lower::{lower, Arg, ArgInfo, KernelCall};
 use crate::GpuError;
@@ -129,8 +129,8 @@ enum HostCheck {
     ToHost { node: NodeId, input: String, nonempty: bool, bound: Option<u64> },
 }
 
-/// An op's kernel calls, each with its kernel's hash and its host
-/// constants, uploaded once.
+/// An op's kernel calls, each with its kernel's hash and the buffers it
+/// owns (host constants, uploaded once; the op's scratch), made once.
 type KeyedCalls<B> = Arc<Vec<(KernelCall, u64, Vec<B>)>>;
 
 /// Per node: the op and input shapes its calls were lowered for.
@@ -627,13 +627,14 @@ impl<D: Device> GpuGraph<D> {
                             for c in &calls {
                                 crate::cuda_rt::record(&c.kernel, self.device.settings()).map_err(|e| node_err(graph, id, e.to_string()))?;
                             }
+                            let scratch = op_scratch(self.device.as_ref(), &calls)?;
                             let keyed: KeyedCalls<D::Buffer> = Arc::new(
                                 calls
                                     .into_iter()
                                     .map(|c| {
                                         let key = c.kernel.hash();
-                                        let constants = upload_constants(self.device.as_ref(), &c.args)?;
-                                        Ok((c, key, constants))
+                                        let owned = call_buffers(self.device.as_ref(), &c.args, scratch.as_ref())?;
+                                        Ok((c, key, owned))
                                     })
                                     .collect::<Result<_, GpuError>>()?,
                             );

@@ -109,6 +109,7 @@ pub fn lower(op: &Op, args: &[ArgInfo], target: &'static str, limits: BindingLim
         }
         Op::MatMulGlu { .. } | Op::NormMatMulGlu { .. } => lower_matmul_glu(op, args, target, limits),
         Op::NormAdd { eps } => Ok(vec![lower_norm_add(*eps, args, target)?]),
+        Op::Attention { .. } => lower_attention(op, args, target),
         Op::Concat { axis } => {
             // One strided write per input into its slab of the result.
             let mut out = shape0_of(args);
@@ -451,6 +452,59 @@ fn weight_rows(op: &Op, args: &[ArgInfo], target: &'static str, lo: usize, n: us
     }
 }
 
+/// Attention as one kernel, or, where few queries meet many keys, as a
+/// workgroup per (query, block of keys) and a merge (`kernels::attention`).
+fn lower_attention(op: &Op, args: &[ArgInfo], target: &'static str) -> Result<Vec<KernelCall>, LowerError> {
+    let no = |why: String| LowerError::NoKernel { op: op.mnemonic(), target, why };
+    let Op::Attention { n_heads, n_kv_heads, scale, causal, window, softcap, ring } = op else { unreachable!("lower_attention of {op:?}") };
+    let (qs, ks, vs) = (&args[0].shape, &args[1].shape, &args[2].shape);
+    let (b, s, d, t, dv) = (qs[0], qs[2], qs[3], ks[2], vs[3]);
+    if dv as u32 > MAX_HEAD_DIM {
+        return Err(no(format!("value head size {dv} (the kernel holds up to {MAX_HEAD_DIM})")));
+    }
+    let queries = b * n_heads * s;
+    let params = vec![
+        n32(queries),
+        n32(*n_heads),
+        n32(*n_kv_heads),
+        n32(s),
+        n32(t),
+        n32(d),
+        n32(dv),
+        Value::F32(*scale),
+        Value::F32(softcap.unwrap_or(0.0)),
+        n32(usize::from(*causal)),
+        n32(window.unwrap_or(0)),
+        n32(usize::from(*ring && window.is_some())),
+    ];
+    let out_shape = vec![b, *n_heads, s, dv];
+    let splits = kernels::attention::split_attention(queries, t);
+    if splits == 1 {
+        let args = vec![Arg::Input(0), Arg::Input(1), Arg::Input(2), Arg::Input(3), Arg::Output];
+        return Ok(vec![KernelCall { kernel: kernels::attention::attention(), args, params, groups: queries as u32, out_shape }]);
+    }
+    // Flash-decoding: a workgroup per (query, block of keys), then one merge.
+    let part_bytes = (queries * splits * kernels::attention::part_floats(dv) * 4) as u64;
+    let mut part_params = params;
+    part_params.push(n32(splits));
+    let part_args = vec![Arg::Input(0), Arg::Input(1), Arg::Input(2), Arg::Input(3), Arg::Scratch(part_bytes)];
+    let part = KernelCall {
+        kernel: kernels::attention::attention_part(),
+        args: part_args,
+        params: part_params,
+        groups: (queries * splits) as u32,
+        out_shape: out_shape.clone(),
+    };
+    let merge = KernelCall {
+        kernel: kernels::attention::attention_merge(),
+        args: vec![Arg::Scratch(part_bytes), Arg::Output],
+        params: vec![n32(queries), n32(splits), n32(dv)],
+        groups: queries as u32,
+        out_shape,
+    };
+    Ok(vec![part, merge])
+}
+
 fn lower_one(op: &Op, args: &[ArgInfo], target: &'static str) -> Result<KernelCall, LowerError> {
     let no = |why: String| LowerError::NoKernel { op: op.mnemonic(), target, why };
     let shape0 = args.first().map(|a| a.shape.clone()).unwrap_or_default();
@@ -520,29 +574,6 @@ fn lower_one(op: &Op, args: &[ArgInfo], target: &'static str) -> Result<KernelCa
             let d = last(&shape0);
             let rows = numel(&shape0) / d.max(1);
             call(kernels::softmax::softmax(), io(1), vec![n32(rows), n32(d), Value::F32(softcap.unwrap_or(0.0))], rows as u32, shape0)
-        }
-        Op::Attention { n_heads, n_kv_heads, scale, causal, window, softcap, ring } => {
-            let (qs, ks, vs) = (&args[0].shape, &args[1].shape, &args[2].shape);
-            let (b, s, d, t, dv) = (qs[0], qs[2], qs[3], ks[2], vs[3]);
-            if dv as u32 > MAX_HEAD_DIM {
-                return Err(no(format!("value head size {dv} (the kernel holds up to {MAX_HEAD_DIM})")));
-            }
-            let queries = b * n_heads * s;
-            let params = vec![
-                n32(queries),
-                n32(*n_heads),
-                n32(*n_kv_heads),
-                n32(s),
-                n32(t),
-                n32(d),
-                n32(dv),
-                Value::F32(*scale),
-                Value::F32(softcap.unwrap_or(0.0)),
-                n32(usize::from(*causal)),
-                n32(window.unwrap_or(0)),
-                n32(usize::from(*ring && window.is_some())),
-            ];
-            call(kernels::attention::attention(), io(4), params, queries as u32, vec![b, *n_heads, s, dv])
         }
         Op::KvAppend { axis, window, .. } => {
             let (cache, new) = (&args[0].shape, &args[1].shape);

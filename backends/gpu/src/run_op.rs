@@ -2,7 +2,7 @@
 //! kernel class through (the graph executor keeps buffers resident instead).
 
 use crate::call::{Arg, ArgInfo};
-use crate::device::{bind_args, tensor_bytes, upload_constants, Device, Launch, OpInput};
+use crate::device::{bind_args, call_buffers, op_scratch, tensor_bytes, Device, Launch, OpInput};
 use crate::lower::lower;
 use crate::GpuError;
 use graphc_backends::Tensor;
@@ -36,9 +36,10 @@ pub trait RunOp: Device + Sized {
             Some(i) => uploaded[i].clone(),
             None => self.zeros(out_shape.iter().product::<usize>() as u64 * 4)?,
         };
+        let scratch = op_scratch(self, &calls)?;
         let bound: Vec<Vec<Self::Buffer>> = calls
             .iter()
-            .map(|c| Ok(bind_args(self, &c.args, &uploaded, &result, &[], &upload_constants(self, &c.args)?)))
+            .map(|c| Ok(bind_args(self, &c.args, &uploaded, &result, &[], &call_buffers(self, &c.args, scratch.as_ref())?)))
             .collect::<Result<_, GpuError>>()?;
         let launches: Vec<Launch<'_, Self::Buffer>> = calls
             .iter()

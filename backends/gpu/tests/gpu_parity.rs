@@ -296,6 +296,99 @@ fn attention_gqa_ragged_windowed_ring() {
     check("attention non-causal", &bidirectional, &[&q, &k, &v, &pos]);
 }
 
+/// The kernels an attention of these shapes lowers to, by name.
+fn attention_kernels(op: &Op, q: &Tensor, k: &Tensor, v: &Tensor) -> Vec<String> {
+    let info = |t: &Tensor, dtype| graphc_gpu::call::ArgInfo { dtype, shape: t.shape().to_vec() };
+    let pos = graphc_gpu::call::ArgInfo { dtype: DType::I32, shape: vec![q.shape()[0], q.shape()[2]] };
+    let infos = [info(q, DType::F32), info(k, DType::F32), info(v, DType::F32), pos];
+    let limits = graphc_gpu::call::BindingLimits { max_bytes: 1 << 27, offset_alignment: 256, max_buffers: 8 };
+    graphc_gpu::lower::lower(op, &infos, "wgpu", limits).unwrap().iter().map(|c| c.kernel.name.clone()).collect()
+}
+
+/// Few queries over a long cache split their keys into blocks of
+/// `KEYS_PER_SPLIT` (a workgroup each) and merge the blocks
+/// (flash-decoding): two decode rows, one deep into three blocks, one
+/// inside the first (so two of its blocks are empty); a window whose
+/// first key is not on a block boundary, with a soft-cap; a ring cache.
+/// The control sees only the first block of keys (a merge that kept one
+/// block) and is far away. Many queries (a prefill) over the same cache
+/// stay one kernel.
+#[test]
+fn attention_splits_a_long_context_into_merged_blocks() {
+    use graphc_gpu::kernels::attention::KEYS_PER_SPLIT;
+    let (b, nh, nkv, t_len, d) = (2, 4, 2, 2 * KEYS_PER_SPLIT + 100, 16);
+    let q = t(&[b, nh, 1, d], 21);
+    let (k, v) = (t(&[b, nkv, t_len, d], 22), t(&[b, nkv, t_len, d], 23));
+    let pos = Tensor::i32(vec![b, 1], vec![(2 * KEYS_PER_SPLIT + 50) as i32, 300]);
+    let attention = |window: Option<usize>, softcap: Option<f32>, ring: bool| Op::Attention {
+        n_heads: nh,
+        n_kv_heads: nkv,
+        scale: 0.25,
+        causal: true,
+        window,
+        softcap,
+        ring,
+    };
+    let base = attention(None, None, false);
+    assert_eq!(attention_kernels(&base, &q, &k, &v), ["attention_part", "attention_merge"], "a decode step's keys are split");
+    let Some(got) = check("attention split", &base, &[&q, &k, &v, &pos]) else { return };
+    let first_block = Tensor::i32(vec![b, 1], vec![(KEYS_PER_SPLIT - 1) as i32, 300]);
+    assert_separates("attention split: every block counts", &got, &reference_op(&base, &[&q, &k, &v, &first_block]));
+
+    check("attention split window + softcap", &attention(Some(KEYS_PER_SPLIT + 37), Some(3.0), false), &[&q, &k, &v, &pos]);
+    let ring = attention(Some(KEYS_PER_SPLIT + 37), None, true);
+    let ring_rows = KEYS_PER_SPLIT + 60;
+    let (k_ring, v_ring) = (t(&[b, nkv, ring_rows, d], 24), t(&[b, nkv, ring_rows, d], 25));
+    let deep = Tensor::i32(vec![b, 1], vec![(3 * ring_rows + 5) as i32, 40]);
+    assert_eq!(attention_kernels(&ring, &q, &k_ring, &v_ring), ["attention_part", "attention_merge"]);
+    check("attention split ring", &ring, &[&q, &k_ring, &v_ring, &deep]);
+
+    // A prefill's queries fill the device already: one kernel.
+    let s = graphc_gpu::kernels::attention::SPLIT_BELOW_QUERIES / nh / b + 1;
+    let q_prefill = t(&[b, nh, s, d], 26);
+    let positions: Vec<i32> = (0..b * s).map(|i| (2 * KEYS_PER_SPLIT + i) as i32).collect();
+    assert_eq!(attention_kernels(&base, &q_prefill, &k, &v), ["attention"]);
+    check("attention prefill over a long cache", &base, &[&q_prefill, &k, &v, &Tensor::i32(vec![b, s], positions)]);
+}
+
+/// Split attention through the graph executor: its blocks live in a
+/// scratch buffer the op's two launches share, made once and reused by
+/// every step (each step at new positions matches the reference).
+#[test]
+fn split_attention_runs_in_a_graph_step_after_step() {
+    use graphc_gpu::kernels::attention::KEYS_PER_SPLIT;
+    let (b, nh, nkv, cap, d) = (2, 4, 2, 2 * KEYS_PER_SPLIT + 100, 16);
+    let graph = text::parse(&format!(
+        "graph \"split_attention\" {{
+  %0 = input{{name=\"q\"}} : f32[{b}, {nh}, 1, {d}]
+  %1 = input{{name=\"positions\"}} : i32[{b}, 1]
+  %2 = state{{name=\"k\"}} : f32[{b}, {nkv}, {cap}, {d}]
+  %3 = state{{name=\"v\"}} : f32[{b}, {nkv}, {cap}, {d}]
+  %4 = attention{{n_heads={nh}, n_kv_heads={nkv}, scale=0.25, causal=true}} %0, %2, %3, %1 : f32[{b}, {nh}, 1, {d}]
+  %5 = state_out{{name=\"k\"}} %2
+  %6 = state_out{{name=\"v\"}} %3
+  %7 = output{{name=\"y\"}} %4
+}}
+"
+    ))
+    .unwrap();
+    let Some(mut g) = open_graph(&graph, &Weights(HashMap::new())) else { return };
+    let states = HashMap::from([("k".to_string(), t(&[b, nkv, cap, d], 31)), ("v".to_string(), t(&[b, nkv, cap, d], 32))]);
+    for (name, cache) in &states {
+        g.set_state(name, cache).unwrap();
+    }
+    for (step, rows) in [[2 * KEYS_PER_SPLIT + 50, 7], [KEYS_PER_SPLIT + 3, 2 * KEYS_PER_SPLIT + 99]].iter().enumerate() {
+        let inputs = HashMap::from([
+            ("q".to_string(), t(&[b, nh, 1, d], 33 + step as u64)),
+            ("positions".to_string(), Tensor::i32(vec![b, 1], rows.iter().map(|&p| p as i32).collect())),
+        ]);
+        let got = g.step(&inputs).unwrap();
+        assert_eq!(g.counters()["device_launches_last_step"], 2, "step {step}: the blocks and their merge");
+        let want = reference::run(&graph, &inputs, states.clone(), &Weights(HashMap::new())).unwrap().outputs;
+        assert_close(&format!("split attention, step {step}"), &got["y"], &want["y"]);
+    }
+}
+
 /// Checkpoint bytes for `rows × cols` of `dtype`: random quants with small,
 /// valid f16 scales (random bytes there would be NaNs and infinities).
 fn weight_bytes(dtype: DType, rows: usize, cols: usize, seed: u64) -> Vec<u8> {

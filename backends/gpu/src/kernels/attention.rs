@@ -9,6 +9,14 @@
 //! length fits the fixed workgroup memory. The accumulator row lives in
 //! workgroup memory, one slot per output feature, each owned by one
 //! invocation. No infinities are used: a masked score is never exponentiated.
+//!
+//! A decode step has few queries (a workgroup each) and, deep into a long
+//! context, many keys: one workgroup a query would walk them all alone
+//! while the device idles. There the keys are split (flash-decoding):
+//! `attention_part` runs a workgroup per (query, block of
+//! `KEYS_PER_SPLIT` keys) and writes each block's running max, sum and
+//! unnormalized accumulator; `attention_merge` rescales the blocks to
+//! their common max and divides once. `split_attention` says when.
 
 use super::WORKGROUP;
 use crate::kir::*;
@@ -17,34 +25,64 @@ use crate::kir::*;
 pub const MAX_HEAD_DIM: u32 = 512;
 const NEG_BIG: f32 = -3.0e38;
 
+/// Keys one workgroup of `attention_part` visits (a whole number of chunks).
+pub const KEYS_PER_SPLIT: usize = 2 * WORKGROUP as usize;
+
+/// Fewer queries than this leave a device's cores idle, so their keys are
+/// split where there are more than one block of them.
+pub const SPLIT_BELOW_QUERIES: usize = 128;
+
+/// How many key blocks an attention of `queries` queries over caches of
+/// `t` rows runs as (1: not split). Fixed by the shapes, so every decode
+/// step of a session launches the same kernels.
+pub fn split_attention(queries: usize, t: usize) -> usize {
+    if queries < SPLIT_BELOW_QUERIES {
+        t.div_ceil(KEYS_PER_SPLIT).max(1)
+    } else {
+        1
+    }
+}
+
+/// Floats `attention_part` writes a (query, block): the accumulator's
+/// `dv`, then the block's max and sum.
+pub fn part_floats(dv: usize) -> usize {
+    dv + 2
+}
+
 /// Buffers `q [b, n_heads, s, d]`, `k [b, n_kv_heads, t, d]`,
 /// `v [b, n_kv_heads, t, dv]`, `positions i32 [b, s]`, `y [b, n_heads, s, dv]`.
 /// Params `queries` (b·n_heads·s), `n_heads`, `n_kv_heads`, `s`, `t`, `d`,
 /// `dv`, `scale`, `softcap` (0: none), `causal` (0/1), `window` (0: none),
 /// `ring` (0/1). Grid: `queries` groups.
 pub fn attention() -> Kernel {
-    let mut k = Kernel::new("attention", WORKGROUP)
-        .input("q", Ty::F32)
-        .input("k", Ty::F32)
-        .input("v", Ty::F32)
-        .input("positions", Ty::I32)
-        .output("y", Ty::F32);
+    attention_kernel(false)
+}
+
+/// `attention` over one block of keys per workgroup: the same buffers and
+/// params, then `splits`, writing `part [queries, splits, dv + 2]` (each
+/// block's accumulator, max and sum; an empty block's are 0, `NEG_BIG`
+/// and 0) instead of `y`. Grid: `queries · splits` groups.
+pub fn attention_part() -> Kernel {
+    attention_kernel(true)
+}
+
+fn attention_kernel(split: bool) -> Kernel {
+    let (name, out) = if split { ("attention_part", "part") } else { ("attention", "y") };
+    let mut k =
+        Kernel::new(name, WORKGROUP).input("q", Ty::F32).input("k", Ty::F32).input("v", Ty::F32).input("positions", Ty::I32).output(out, Ty::F32);
     for p in ["queries", "n_heads", "n_kv_heads", "s", "t", "d", "dv"] {
         k = k.param(p, Ty::U32);
     }
-    k = k
-        .param("scale", Ty::F32)
-        .param("softcap", Ty::F32)
-        .param("causal", Ty::U32)
-        .param("window", Ty::U32)
-        .param("ring", Ty::U32)
-        .shared("red", Ty::F32, WORKGROUP)
-        .shared("probs", Ty::F32, WORKGROUP)
-        .shared("acc", Ty::F32, MAX_HEAD_DIM);
+    k = k.param("scale", Ty::F32).param("softcap", Ty::F32).param("causal", Ty::U32).param("window", Ty::U32).param("ring", Ty::U32);
+    if split {
+        k = k.param("splits", Ty::U32);
+    }
+    k = k.shared("red", Ty::F32, WORKGROUP).shared("probs", Ty::F32, WORKGROUP).shared("acc", Ty::F32, MAX_HEAD_DIM);
 
-    // Which keys a query at position `pos` sees, as positions `lo..hi`;
-    // position x is cache row x, or x % t in a ring (which holds exactly
-    // the window's last positions, causal by construction).
+    // Which keys a query at position `pos` sees, as positions
+    // `seen_lo..seen_hi`; position x is cache row x, or x % t in a ring (which
+    // holds exactly the window's last positions, causal by construction).
+    // A workgroup visits `lo..hi`: all of them, or its block's.
     let pos = || var("pos");
     let row_of = |x: Expr| select(param("ring").eq(u(1)), x.clone() % param("t"), x);
     let mut query = vec![
@@ -56,15 +94,25 @@ pub fn attention() -> Kernel {
         let_("q_base", Ty::U32, var("qi") * param("d")),
         let_("pos", Ty::U32, load("positions", var("bi") * param("s") + var("si")).max(i(0)).cast(Ty::U32)),
         let_(
-            "hi",
+            "seen_hi",
             Ty::U32,
             select(param("ring").eq(u(1)), pos() + u(1), select(param("causal").eq(u(1)), (pos() + u(1)).min(param("t")), param("t"))),
         ),
-        let_("lo", Ty::U32, select(param("window").gt(u(0)).and(pos().ge(param("window"))), pos() + u(1) - param("window"), u(0))),
+        let_("seen_lo", Ty::U32, select(param("window").gt(u(0)).and(pos().ge(param("window"))), pos() + u(1) - param("window"), u(0))),
+    ];
+    if split {
+        query.extend([
+            let_("lo", Ty::U32, var("seen_lo") + var("blk") * u(KEYS_PER_SPLIT as u32)),
+            let_("hi", Ty::U32, var("seen_hi").min(var("lo") + u(KEYS_PER_SPLIT as u32))),
+        ]);
+    } else {
+        query.extend([let_("lo", Ty::U32, var("seen_lo")), let_("hi", Ty::U32, var("seen_hi"))]);
+    }
+    query.extend([
         for_("c", local_id(), param("dv"), u(WORKGROUP), vec![store_shared("acc", var("c"), f(0.0))]),
         let_("m", Ty::F32, f(NEG_BIG)),
         let_("l", Ty::F32, f(0.0)),
-    ];
+    ]);
     let mut chunk = vec![
         let_("x", Ty::U32, var("c0") + local_id()),
         let_("valid", Ty::Bool, var("x").lt(var("hi"))),
@@ -122,12 +170,64 @@ pub fn attention() -> Kernel {
         ),
     ]);
     query.push(for_("c0", var("lo"), var("hi"), u(WORKGROUP), chunk));
-    query.push(for_(
-        "c",
-        local_id(),
-        param("dv"),
-        u(WORKGROUP),
-        vec![store("y", var("qi") * param("dv") + var("c"), select(var("l").gt(f(0.0)), load_shared("acc", var("c")) / var("l"), f(0.0)))],
-    ));
+    if split {
+        // This block's accumulator as it stands (relative to its max `m`),
+        // then `m` and `l`, for `attention_merge`.
+        let base = || var("gi") * (param("dv") + u(2));
+        query.push(for_("c", local_id(), param("dv"), u(WORKGROUP), vec![store("part", base() + var("c"), load_shared("acc", var("c")))]));
+        query.push(if_(
+            local_id().eq(u(0)),
+            vec![store("part", base() + param("dv"), var("m")), store("part", base() + param("dv") + u(1), var("l"))],
+        ));
+        k.body(vec![
+            let_("gi", Ty::U32, group_index()),
+            let_("qi", Ty::U32, var("gi") / param("splits")),
+            let_("blk", Ty::U32, var("gi") % param("splits")),
+            if_(var("qi").lt(param("queries")), query),
+        ])
+    } else {
+        query.push(for_(
+            "c",
+            local_id(),
+            param("dv"),
+            u(WORKGROUP),
+            vec![store("y", var("qi") * param("dv") + var("c"), select(var("l").gt(f(0.0)), load_shared("acc", var("c")) / var("l"), f(0.0)))],
+        ));
+        k.body(vec![let_("qi", Ty::U32, group_index()), if_(var("qi").lt(param("queries")), query)])
+    }
+}
+
+/// The blocks of `attention_part` merged: with `M` the largest block max,
+/// each block's accumulator and sum weigh `exp(m - M)`, and `y` is their
+/// weighted accumulators over their weighted sums (0 where no key was
+/// visible). Buffers `part [queries, splits, dv + 2]`, `y [queries, dv]`;
+/// params `queries`, `splits`, `dv`. Grid: `queries` groups.
+pub fn attention_merge() -> Kernel {
+    let k = Kernel::new("attention_merge", WORKGROUP)
+        .input("part", Ty::F32)
+        .output("y", Ty::F32)
+        .param("queries", Ty::U32)
+        .param("splits", Ty::U32)
+        .param("dv", Ty::U32);
+    let block = |sp: Expr| (var("qi") * param("splits") + sp) * (param("dv") + u(2));
+    let max_of = |sp: Expr| load("part", block(sp) + param("dv"));
+    let weight = |sp: &str| call(Func::Exp, vec![max_of(var(sp)) - var("m")]);
+    let query = vec![
+        let_("m", Ty::F32, f(NEG_BIG)),
+        for_("sp", u(0), param("splits"), u(1), vec![assign("m", var("m").max(max_of(var("sp"))))]),
+        let_("l", Ty::F32, f(0.0)),
+        for_("sp", u(0), param("splits"), u(1), vec![assign("l", var("l") + load("part", block(var("sp")) + param("dv") + u(1)) * weight("sp"))]),
+        for_(
+            "c",
+            local_id(),
+            param("dv"),
+            u(WORKGROUP),
+            vec![
+                let_("sum", Ty::F32, f(0.0)),
+                for_("sp", u(0), param("splits"), u(1), vec![assign("sum", var("sum") + load("part", block(var("sp")) + var("c")) * weight("sp"))]),
+                store("y", var("qi") * param("dv") + var("c"), select(var("l").gt(f(0.0)), var("sum") / var("l"), f(0.0))),
+            ],
+        ),
+    ];
     k.body(vec![let_("qi", Ty::U32, group_index()), if_(var("qi").lt(param("queries")), query)])
 }

@@ -115,6 +115,8 @@ pub fn catalog() -> Vec<(&'static str, Kernel)> {
         all.push(("matmul_glu", matmul::matmul_glu(DType::Q4K, 1, UnaryOp::GeluTanh, edges)));
     }
     all.push(("attention", attention::attention()));
+    all.push(("attention", attention::attention_part()));
+    all.push(("attention", attention::attention_merge()));
     all.push(("kv_append", kv_append::kv_append()));
     // Stacked pairs (`crate::stack`): a layer's K and V appends, its q and
     // k rotations (with and without the q/k norm).
