@@ -376,39 +376,9 @@ pub enum OpKind {
 }
 
 impl Op {
-    /// The op's name in the text form, as its signature states it
-    /// (`signature/`).
-    pub fn mnemonic(&self) -> String {
-        struct NameOf(&'static str);
-        impl crate::signature::Attributes for NameOf {
-            fn name(&mut self, name: &'static str) -> Result<(), String> {
-                self.0 = name;
-                // Nothing past the name is needed.
-                Err(String::new())
-            }
-            fn value<T: crate::signature::AttrValue>(&mut self, _: &'static str, _: &mut T) -> Result<(), String> {
-                Ok(())
-            }
-            fn optional<T: crate::signature::AttrValue>(&mut self, _: &'static str, _: &mut Option<T>) -> Result<(), String> {
-                Ok(())
-            }
-            fn flag(&mut self, _: &'static str, _: &mut bool) -> Result<(), String> {
-                Ok(())
-            }
-            fn declared_type(&mut self, _: &mut TensorType) -> Result<(), String> {
-                Ok(())
-            }
-            fn given(&self, _: &str) -> Option<bool> {
-                None
-            }
-        }
-        let mut name = NameOf("");
-        let _ = crate::signature::attributes(&mut self.clone(), &mut name);
-        name.0.into()
-    }
-
     /// Which group of ops this one belongs to: the file of `signature/`
-    /// that declares its name, attributes and type rule.
+    /// that declares its name, attributes and type rule (`mnemonic` is
+    /// defined there too).
     pub fn kind(&self) -> OpKind {
         match self {
             Op::Input { .. }

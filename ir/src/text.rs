@@ -16,18 +16,10 @@
 use crate::graph::{Graph, NodeId};
 use crate::op::Op;
 use crate::shape::{Dim, TensorType};
-use crate::signature::{self, AttrValue, Attributes};
+use crate::signature::{self, Attr, AttrValue, Attributes};
 use crate::DType;
 use std::collections::HashMap;
 use std::fmt::Write;
-
-/// An attribute value in the text form.
-#[derive(Clone, Debug, PartialEq)]
-pub(crate) enum Attr {
-    Str(String),
-    Token(String),
-    List(Vec<Attr>),
-}
 
 /// Reads an op's attributes off it, in its signature's order.
 struct Printer(Vec<(&'static str, Attr)>);

@@ -1,7 +1,8 @@
 //! Attention over a key/value cache, and the in-place cache write the
 //! `kv_append` pass makes.
 
-use super::{arity, need_float, need_rank, other_kind, same_dim, Attributes};
+use super::attr::Attributes;
+use super::check::{arity, need_float, need_rank, other_kind, same_dim};
 use crate::op::Op;
 use crate::shape::{Dim, TensorType};
 use crate::DType;
@@ -39,7 +40,7 @@ pub(super) fn infer(op: &Op, tys: &[TensorType]) -> Result<TensorType, String> {
     let t = |i: usize| &tys[i];
     match op {
         Op::Attention { n_heads, n_kv_heads, window, causal, ring, .. } => {
-            arity(op, tys, 4..=4)?;
+            arity(tys, 4..=4)?;
             for (i, what) in [(0, "q"), (1, "k"), (2, "v")] {
                 need_float(what, t(i))?;
                 need_rank(what, t(i), 4)?;
@@ -71,7 +72,7 @@ pub(super) fn infer(op: &Op, tys: &[TensorType]) -> Result<TensorType, String> {
             Ok(TensorType::new(DType::F32, shape))
         }
         Op::KvAppend { axis, cap, window } => {
-            arity(op, tys, 3..=3)?;
+            arity(tys, 3..=3)?;
             if let Some(w) = window {
                 match cap.as_const() {
                     Some(c) if *w >= 1 && c >= *w as i64 => {}

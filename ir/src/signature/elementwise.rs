@@ -2,10 +2,10 @@
 //! place in their operands: unary and binary math, clamp, the gated
 //! product, softmax, reductions, top-k and the sparse-mixer router.
 
-use super::{arity, broadcast, need_axis, need_float, other_kind, word_attr, AttrValue, Attributes};
+use super::attr::{word_attr, Attr, AttrValue, Attributes};
+use super::check::{arity, broadcast, need_axis, need_float, other_kind};
 use crate::op::{BinaryOp, Op, ReduceOp, UnaryOp};
 use crate::shape::{Dim, TensorType};
-use crate::text::Attr;
 use crate::DType;
 
 impl AttrValue for UnaryOp {
@@ -75,7 +75,7 @@ pub(super) fn infer(op: &Op, tys: &[TensorType]) -> Result<TensorType, String> {
     let t = |i: usize| &tys[i];
     match op {
         Op::Unary(_) | Op::Clamp { .. } | Op::Softmax { .. } => {
-            arity(op, tys, 1..=1)?;
+            arity(tys, 1..=1)?;
             need_float("operand", t(0))?;
             if let Op::Softmax { axis, .. } = op {
                 need_axis(*axis, t(0))?;
@@ -88,7 +88,7 @@ pub(super) fn infer(op: &Op, tys: &[TensorType]) -> Result<TensorType, String> {
             Ok(t(0).clone())
         }
         Op::Binary(_) => {
-            arity(op, tys, 2..=2)?;
+            arity(tys, 2..=2)?;
             if t(0).dtype != t(1).dtype {
                 return Err(format!("operand dtypes differ: {} vs {}", t(0), t(1)));
             }
@@ -98,7 +98,7 @@ pub(super) fn infer(op: &Op, tys: &[TensorType]) -> Result<TensorType, String> {
             Ok(TensorType::new(t(0).dtype, broadcast(&t(0).shape, &t(1).shape)?))
         }
         Op::Glu { .. } => {
-            arity(op, tys, 2..=2)?;
+            arity(tys, 2..=2)?;
             need_float("gate", t(0))?;
             need_float("up", t(1))?;
             if t(0).shape != t(1).shape {
@@ -107,7 +107,7 @@ pub(super) fn infer(op: &Op, tys: &[TensorType]) -> Result<TensorType, String> {
             Ok(t(0).clone())
         }
         Op::Reduce { axis, .. } => {
-            arity(op, tys, 1..=1)?;
+            arity(tys, 1..=1)?;
             need_float("operand", t(0))?;
             need_axis(*axis, t(0))?;
             let mut shape = t(0).shape.clone();
@@ -115,7 +115,7 @@ pub(super) fn infer(op: &Op, tys: &[TensorType]) -> Result<TensorType, String> {
             Ok(TensorType::new(DType::F32, shape))
         }
         Op::TopKMask { axis, k } => {
-            arity(op, tys, 1..=1)?;
+            arity(tys, 1..=1)?;
             need_float("operand", t(0))?;
             let len = need_axis(*axis, t(0))?;
             if *k == 0 || len.as_const().is_some_and(|n| (*k as i64) > n) {
@@ -124,7 +124,7 @@ pub(super) fn infer(op: &Op, tys: &[TensorType]) -> Result<TensorType, String> {
             Ok(t(0).clone())
         }
         Op::SparseMixer { jitter_eps } => {
-            arity(op, tys, 1..=1)?;
+            arity(tys, 1..=1)?;
             need_float("router scores", t(0))?;
             if t(0).shape.last().and_then(|d| d.as_const()).is_none_or(|e| e < 2) {
                 return Err(format!("sparse_mixer picks 2 experts: the last axis of {} must be at least 2", t(0)));

@@ -1,7 +1,8 @@
 //! Ops that move, pick or convert elements without arithmetic on them:
 //! reshape, permute, narrow, concat, contiguous, gather, cast, dequantize.
 
-use super::{arity, need_axis, need_rank, other_kind, Attributes};
+use super::attr::Attributes;
+use super::check::{arity, need_axis, need_rank, other_kind};
 use crate::op::Op;
 use crate::shape::{numel, shape_to_string, Dim, TensorType};
 use crate::DType;
@@ -54,7 +55,7 @@ pub(super) fn infer(op: &Op, tys: &[TensorType]) -> Result<TensorType, String> {
     let t = |i: usize| &tys[i];
     match op {
         Op::Reshape { shape } => {
-            arity(op, tys, 1..=1)?;
+            arity(tys, 1..=1)?;
             let (a, b) = (numel(&t(0).shape), numel(shape));
             if a != b {
                 return Err(format!("reshape of {} to {} changes the element count ({a} vs {b})", t(0), shape_to_string(shape)));
@@ -62,7 +63,7 @@ pub(super) fn infer(op: &Op, tys: &[TensorType]) -> Result<TensorType, String> {
             Ok(TensorType::new(t(0).dtype, shape.clone()))
         }
         Op::Permute { perm } => {
-            arity(op, tys, 1..=1)?;
+            arity(tys, 1..=1)?;
             let rank = t(0).shape.len();
             let mut seen = vec![false; rank];
             if perm.len() != rank || perm.iter().any(|&p| p >= rank || std::mem::replace(&mut seen[p], true)) {
@@ -71,7 +72,7 @@ pub(super) fn infer(op: &Op, tys: &[TensorType]) -> Result<TensorType, String> {
             Ok(TensorType::new(t(0).dtype, perm.iter().map(|&p| t(0).shape[p].clone()).collect()))
         }
         Op::Narrow { axis, start, len } => {
-            arity(op, tys, 1..=1)?;
+            arity(tys, 1..=1)?;
             let d = need_axis(*axis, t(0))?;
             if let (Some(d), Some(s), Some(l)) = (d.as_const(), start.as_const(), len.as_const()) {
                 if s < 0 || l < 0 || s + l > d {
@@ -105,11 +106,11 @@ pub(super) fn infer(op: &Op, tys: &[TensorType]) -> Result<TensorType, String> {
             Ok(TensorType::new(first.dtype, shape))
         }
         Op::Contiguous => {
-            arity(op, tys, 1..=1)?;
+            arity(tys, 1..=1)?;
             Ok(t(0).clone())
         }
         Op::Gather => {
-            arity(op, tys, 2..=2)?;
+            arity(tys, 2..=2)?;
             need_rank("gather table", t(0), 2)?;
             if t(1).dtype != DType::I32 {
                 return Err(format!("gather ids must be i32, found {}", t(1)));
@@ -119,14 +120,14 @@ pub(super) fn infer(op: &Op, tys: &[TensorType]) -> Result<TensorType, String> {
             Ok(TensorType::new(DType::F32, shape))
         }
         Op::Cast { dtype } => {
-            arity(op, tys, 1..=1)?;
+            arity(tys, 1..=1)?;
             if dtype.is_quantized() || t(0).dtype.is_quantized() {
                 return Err(format!("cast to or from a quantized type ({} -> {dtype}); use dequantize", t(0)));
             }
             Ok(TensorType::new(*dtype, t(0).shape.clone()))
         }
         Op::Dequantize => {
-            arity(op, tys, 1..=1)?;
+            arity(tys, 1..=1)?;
             if t(0).dtype.is_int() {
                 return Err(format!("dequantize of an integer tensor {}", t(0)));
             }

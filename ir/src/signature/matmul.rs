@@ -1,7 +1,8 @@
 //! Products with a weight matrix: `matmul` and the fused forms the rules
 //! build around it, each typed as what it replaces, step by step.
 
-use super::{arity, infer as infer_op, need_float, need_rank, other_kind, same_dim, same_operand, Attributes};
+use super::attr::Attributes;
+use super::check::{arity, need_float, need_rank, other_kind, same_dim, same_operand};
 use crate::op::{NormKind, Op, UnaryOp};
 use crate::shape::TensorType;
 use crate::DType;
@@ -42,29 +43,29 @@ pub(super) fn infer(op: &Op, tys: &[TensorType]) -> Result<TensorType, String> {
     let rms = |eps: &f32| Op::Norm { kind: NormKind::Rms, eps: *eps };
     match op {
         Op::MatMul => {
-            arity(op, tys, 2..=2)?;
+            arity(tys, 2..=2)?;
             matmul_type(t(0), t(1))
         }
         Op::MatMulGlu { .. } => {
-            arity(op, tys, 3..=3)?;
+            arity(tys, 3..=3)?;
             if t(1) != t(2) {
                 return Err(format!("gate weight {} and up weight {} differ in type or shape", t(1), t(2)));
             }
             matmul_type(t(0), t(1))
         }
         Op::NormMatMul { eps } => {
-            arity(op, tys, 3..=3)?;
-            let normed = infer_op(&rms(eps), &tys[..2])?;
-            infer_op(&Op::MatMul, &[normed, t(2).clone()])
+            arity(tys, 3..=3)?;
+            let normed = super::norm::infer(&rms(eps), &tys[..2])?;
+            infer(&Op::MatMul, &[normed, t(2).clone()])
         }
         Op::NormMatMulGlu { act, eps } => {
-            arity(op, tys, 4..=4)?;
-            let normed = infer_op(&rms(eps), &tys[..2])?;
-            infer_op(&Op::MatMulGlu { act: *act }, &[normed, t(2).clone(), t(3).clone()])
+            arity(tys, 4..=4)?;
+            let normed = super::norm::infer(&rms(eps), &tys[..2])?;
+            infer(&Op::MatMulGlu { act: *act }, &[normed, t(2).clone(), t(3).clone()])
         }
         Op::MatMulAdd => {
-            arity(op, tys, 3..=3)?;
-            let product = infer_op(&Op::MatMul, &tys[..2])?;
+            arity(tys, 3..=3)?;
+            let product = infer(&Op::MatMul, &tys[..2])?;
             same_operand("matmul_add residual", t(2), &product)
         }
         _ => other_kind(op),

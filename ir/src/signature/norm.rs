@@ -1,10 +1,10 @@
 //! Normalization over the last axis, and the sandwich norm's residual add
 //! the `norm-add` rules fuse into it.
 
-use super::{arity, infer as infer_op, need_float, need_rank, other_kind, same_dim, same_operand, word_attr, AttrValue, Attributes};
+use super::attr::{word_attr, Attr, AttrValue, Attributes};
+use super::check::{arity, need_float, need_rank, other_kind, same_dim, same_operand};
 use crate::op::{NormKind, Op};
 use crate::shape::TensorType;
-use crate::text::Attr;
 
 const NORM_KINDS: [(NormKind, &str); 2] = [(NormKind::Rms, "rms"), (NormKind::Layer, "layer")];
 
@@ -40,7 +40,7 @@ pub(super) fn infer(op: &Op, tys: &[TensorType]) -> Result<TensorType, String> {
     let t = |i: usize| &tys[i];
     match op {
         Op::Norm { kind, eps } => {
-            arity(op, tys, 2..=3)?;
+            arity(tys, 2..=3)?;
             need_float("norm input", t(0))?;
             if eps.partial_cmp(&0.0) != Some(std::cmp::Ordering::Greater) || !eps.is_finite() {
                 return Err(format!("norm eps must be a positive number, found {eps:?}"));
@@ -59,8 +59,8 @@ pub(super) fn infer(op: &Op, tys: &[TensorType]) -> Result<TensorType, String> {
         }
         Op::NormAdd { eps } => {
             // Typed as what it replaces: the norm of `o`, then the add.
-            arity(op, tys, 3..=3)?;
-            let normed = infer_op(&Op::Norm { kind: NormKind::Rms, eps: *eps }, &tys[1..])?;
+            arity(tys, 3..=3)?;
+            let normed = infer(&Op::Norm { kind: NormKind::Rms, eps: *eps }, &tys[1..])?;
             same_operand("norm_add residual", t(0), &normed)
         }
         _ => other_kind(op),

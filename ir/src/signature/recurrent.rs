@@ -1,7 +1,8 @@
 //! Ops that carry state along the sequence inside one op: the short causal
 //! convolution and the gated delta rule (Qwen3-Next's linear attention).
 
-use super::{arity, need_float, need_rank, other_kind, same_dim, Attributes};
+use super::attr::Attributes;
+use super::check::{arity, need_float, need_rank, other_kind, same_dim};
 use crate::op::Op;
 use crate::shape::{Dim, TensorType};
 use crate::DType;
@@ -25,7 +26,7 @@ pub(super) fn infer(op: &Op, tys: &[TensorType]) -> Result<TensorType, String> {
     let t = |i: usize| &tys[i];
     match op {
         Op::CausalConv1d { kernel } => {
-            arity(op, tys, 4..=4)?;
+            arity(tys, 4..=4)?;
             let (x, w, state, lengths) = (t(0), t(1), t(2), t(3));
             need_rank("conv input", x, 3)?;
             need_rank("conv state", state, 3)?;
@@ -48,7 +49,7 @@ pub(super) fn infer(op: &Op, tys: &[TensorType]) -> Result<TensorType, String> {
             Ok(TensorType::new(DType::F32, shape))
         }
         Op::GatedDeltaRule => {
-            arity(op, tys, 7..=7)?;
+            arity(tys, 7..=7)?;
             let (q, k, v, g, beta, state, lengths) = (t(0), t(1), t(2), t(3), t(4), t(5), t(6));
             for (what, x, rank) in [("q", q, 4), ("k", k, 4), ("v", v, 4), ("g", g, 3), ("beta", beta, 3), ("state", state, 4)] {
                 need_float(what, x)?;

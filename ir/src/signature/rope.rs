@@ -1,10 +1,10 @@
 //! Rotary position embedding, and the per-head q/k norm the `norm-rope`
 //! rule fuses in front of it.
 
-use super::{arity, infer as infer_op, need_float, need_rank, other_kind, same_dim, word_attr, AttrValue, Attributes};
+use super::attr::{word_attr, Attr, AttrValue, Attributes};
+use super::check::{arity, need_float, need_rank, other_kind, same_dim};
 use crate::op::{NormKind, Op, RopeScaling, RopeStyle};
 use crate::shape::TensorType;
-use crate::text::Attr;
 use crate::DType;
 
 impl AttrValue for RopeStyle {
@@ -78,7 +78,7 @@ pub(super) fn infer(op: &Op, tys: &[TensorType]) -> Result<TensorType, String> {
     let t = |i: usize| &tys[i];
     match op {
         Op::Rope { rotary_dim, scaling, .. } => {
-            arity(op, tys, 2..=2)?;
+            arity(tys, 2..=2)?;
             need_float("rope input", t(0))?;
             need_rank("rope input", t(0), 4)?;
             need_rank("rope positions", t(1), 2)?;
@@ -97,12 +97,12 @@ pub(super) fn infer(op: &Op, tys: &[TensorType]) -> Result<TensorType, String> {
         }
         Op::NormRope { eps, style, rotary_dim, theta, scaling } => {
             // Typed as what it replaces, step by step.
-            arity(op, tys, 3..=3)?;
+            arity(tys, 3..=3)?;
             need_rank("norm_rope input", t(0), 4)?;
-            let normed = infer_op(&Op::Norm { kind: NormKind::Rms, eps: *eps }, &tys[..2])?;
-            let heads_major = infer_op(&Op::Permute { perm: vec![0, 2, 1, 3] }, &[normed])?;
+            let normed = super::norm::infer(&Op::Norm { kind: NormKind::Rms, eps: *eps }, &tys[..2])?;
+            let heads_major = super::layout::infer(&Op::Permute { perm: vec![0, 2, 1, 3] }, &[normed])?;
             let rope = Op::Rope { style: *style, rotary_dim: *rotary_dim, theta: *theta, scaling: scaling.clone() };
-            infer_op(&rope, &[heads_major, t(2).clone()])
+            infer(&rope, &[heads_major, t(2).clone()])
         }
         _ => other_kind(op),
     }

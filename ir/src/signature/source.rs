@@ -2,7 +2,8 @@
 //! constants (sources, which declare their type), the graph's results, and
 //! the host read with its checks.
 
-use super::{arity, other_kind, Attributes};
+use super::attr::Attributes;
+use super::check::{arity, other_kind};
 use crate::op::Op;
 use crate::shape::TensorType;
 use crate::DType;
@@ -57,15 +58,15 @@ fn declared<A: Attributes>(a: &mut A, op: &'static str, name: &mut String, ty: &
 pub(super) fn infer(op: &Op, tys: &[TensorType]) -> Result<TensorType, String> {
     match op {
         Op::Input { ty, .. } | Op::Weight { ty, .. } | Op::State { ty, .. } | Op::Const { ty, .. } => {
-            arity(op, tys, 0..=0)?;
+            arity(tys, 0..=0)?;
             Ok(ty.clone())
         }
         Op::StateOut { .. } | Op::Output { .. } => {
-            arity(op, tys, 1..=1)?;
+            arity(tys, 1..=1)?;
             Ok(tys[0].clone())
         }
         Op::ToHost { bound, .. } => {
-            arity(op, tys, 1..=1)?;
+            arity(tys, 1..=1)?;
             if bound.is_some() && tys[0].dtype != DType::I32 {
                 return Err(format!("to_host with a bound check needs i32 values, found {}", tys[0]));
             }

@@ -1,10 +1,10 @@
 //! The text form derived from the signatures: every op is found by its
 //! name, and every attribute survives print → parse.
 
-use super::prototypes;
-use crate::op::{BinaryOp, NormKind, Op, ReduceOp, RopeScaling, RopeStyle, UnaryOp};
-use crate::shape::{Dim, TensorType};
-use crate::{text, DType, Graph};
+use graphc_ir::op::{BinaryOp, NormKind, Op, ReduceOp, RopeScaling, RopeStyle, UnaryOp};
+use graphc_ir::signature::prototypes;
+use graphc_ir::{text, DType, Graph};
+use graphc_ir::{Dim, TensorType};
 use std::collections::HashSet;
 
 /// `op` printed as a one-node graph and parsed back.
