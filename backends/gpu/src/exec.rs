@@ -26,7 +26,7 @@
 
 use crate::device::{bind_args, call_buffers, op_scratch, tensor_bytes, Device, Launch};
 use crate::fuse::{Fused, Group, Groups};
-use crate::lower::{lower, Arg, ArgInfo, KernelCall};
+use crate::lower::{lower, lower_with, Arg, ArgInfo, KernelCall, StepHints};
 use crate::GpuError;
 use graphc_backends::{Tensor, WeightSource};
 use graphc_ir::{DType, Dim, Graph, NodeId, Op};
@@ -78,6 +78,10 @@ pub struct GpuGraph<D: Device> {
     /// symbolic bounds resolved) and input shapes it last ran on: a decode
     /// step lowers nothing anew.
     call_cache: CallCache<D::Buffer>,
+    /// The step inputs every attention reads its positions from, where
+    /// each reads a step input: the keys a step's queries see are then
+    /// known on the host (`StepHints`).
+    attention_positions: Option<Vec<String>>,
     /// The last recorded step (`Replay`), where the graph allows one: its
     /// states are all appended in place and no state keeps a step input.
     replay: Option<Replay<D::Buffer>>,
@@ -133,8 +137,8 @@ enum HostCheck {
 /// owns (host constants, uploaded once; the op's scratch), made once.
 type KeyedCalls<B> = Arc<Vec<(KernelCall, u64, Vec<B>)>>;
 
-/// Per node: the op and input shapes its calls were lowered for.
-type CallCache<B> = HashMap<NodeId, (Op, Vec<ArgInfo>, KeyedCalls<B>)>;
+/// Per node: the op, input shapes and hints its calls were lowered for.
+type CallCache<B> = HashMap<NodeId, (Op, Vec<ArgInfo>, StepHints, KeyedCalls<B>)>;
 
 /// Which kernel results share a buffer, from the graph alone.
 struct BufferPlan {
@@ -294,6 +298,14 @@ impl<D: Device> GpuGraph<D> {
                 }
             }
         };
+        let attention_positions = order
+            .iter()
+            .filter(|&&id| matches!(graph.node(id).op, Op::Attention { .. }))
+            .map(|&id| match &graph.node(graph.inputs(id)[3]).op {
+                Op::Input { name, .. } => Some(name.clone()),
+                _ => None,
+            })
+            .collect();
         let replayable = plan.kept_inputs.is_empty()
             && order.iter().all(|&id| match &graph.node(id).op {
                 Op::StateOut { name } => in_place(id, name),
@@ -317,6 +329,7 @@ impl<D: Device> GpuGraph<D> {
             aliased_permutes: 0,
             result_allocations: 0,
             call_cache: HashMap::new(),
+            attention_positions,
             replay: None,
             replayable,
             replayed_steps: 0,
@@ -435,7 +448,15 @@ impl<D: Device> GpuGraph<D> {
             input_values.insert(id, DeviceValue { buffer, dtype: t.dtype(), shape: t.shape().to_vec() });
             key_inputs.push((name.clone(), t.dtype(), t.shape().to_vec()));
         }
+        // The keys this step's attentions can see, in whole blocks
+        // (`keys_bound`): a step past the bound lowers and records anew.
+        let attention_keys = self.attention_positions.as_ref().map(|names| {
+            let last = names.iter().flat_map(|n| inputs[n].as_i32().unwrap_or_default()).fold(0, |m, &p| m.max(p.max(0) as usize));
+            crate::kernels::attention::keys_bound(last)
+        });
+        let hints = StepHints { attention_keys };
         let mut key_dims: Vec<(String, i64)> = env.iter().map(|(k, v)| (k.clone(), *v)).collect();
+        key_dims.extend(attention_keys.map(|k| ("attention keys".to_string(), k as i64)));
         key_dims.sort();
         let key = (key_dims, key_inputs);
         if let Some(mut replay) = self.replay.take_if(|r| r.key == key && !self.timing) {
@@ -581,8 +602,12 @@ impl<D: Device> GpuGraph<D> {
                             checks.push(HostCheck::Op { node, op: node_op, args: node_args, infos: node_infos });
                         }
                     }
+                    // Only an attention's calls depend on the step's hints.
+                    let hints = if matches!(op, Op::Attention { .. }) { hints } else { StepHints::default() };
                     let op_calls = match self.call_cache.get(&id) {
-                        Some((cached_op, cached, calls)) if *cached == infos && *cached_op == op => calls.clone(),
+                        Some((cached_op, cached, cached_hints, calls)) if *cached == infos && *cached_op == op && *cached_hints == hints => {
+                            calls.clone()
+                        }
                         _ => {
                             let calls = match self.groups.get(&id).map(|g| &g.group) {
                                 Some(Group::Chain(tree)) => crate::lower::lower_chain(tree, &infos, self.device.target()).map(|c| vec![c]),
@@ -621,7 +646,7 @@ impl<D: Device> GpuGraph<D> {
                                         }
                                     })
                                 }
-                                None => lower(&op, &infos, self.device.target(), self.device.binding_limits()),
+                                None => lower_with(&op, &infos, self.device.target(), self.device.binding_limits(), hints),
                             };
                             let calls = calls.map_err(|e| node_err(graph, id, e.to_string()))?;
                             for c in &calls {
@@ -638,7 +663,7 @@ impl<D: Device> GpuGraph<D> {
                                     })
                                     .collect::<Result<_, GpuError>>()?,
                             );
-                            self.call_cache.insert(id, (op.clone(), infos.clone(), keyed.clone()));
+                            self.call_cache.insert(id, (op.clone(), infos.clone(), hints, keyed.clone()));
                             keyed
                         }
                     };

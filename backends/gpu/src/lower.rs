@@ -95,10 +95,25 @@ fn weight_operand(op: &Op) -> Option<usize> {
     }
 }
 
+/// What the lowering may know of a step besides its shapes, from its
+/// inputs on the host.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct StepHints {
+    /// Keys a causal attention's queries see at most this step (each
+    /// query's position + 1, bucketed by the caller so that one lowering
+    /// serves many steps). Without it, a whole cache's rows.
+    pub attention_keys: Option<usize>,
+}
+
 /// The kernel calls for `op` on inputs `args`, for `target` (a name for
 /// errors): one, or for a weight larger than one binding allows, one per
 /// run of its rows.
 pub fn lower(op: &Op, args: &[ArgInfo], target: &'static str, limits: BindingLimits) -> Result<Vec<KernelCall>, LowerError> {
+    lower_with(op, args, target, limits, StepHints::default())
+}
+
+/// `lower`, knowing more of the step (`StepHints`).
+pub fn lower_with(op: &Op, args: &[ArgInfo], target: &'static str, limits: BindingLimits, hints: StepHints) -> Result<Vec<KernelCall>, LowerError> {
     let no = |why: String| LowerError::NoKernel { op: op.mnemonic(), target, why };
     let dtypes: Vec<DType> = args.iter().map(|a| a.dtype).collect();
     has_kernel(op, &dtypes, target).map_err(&no)?;
@@ -109,7 +124,7 @@ pub fn lower(op: &Op, args: &[ArgInfo], target: &'static str, limits: BindingLim
         }
         Op::MatMulGlu { .. } | Op::NormMatMulGlu { .. } => lower_matmul_glu(op, args, target, limits),
         Op::NormAdd { eps } => Ok(vec![lower_norm_add(*eps, args, target)?]),
-        Op::Attention { .. } => lower_attention(op, args, target),
+        Op::Attention { .. } => lower_attention(op, args, target, hints),
         Op::Concat { axis } => {
             // One strided write per input into its slab of the result.
             let mut out = shape0_of(args);
@@ -454,7 +469,7 @@ fn weight_rows(op: &Op, args: &[ArgInfo], target: &'static str, lo: usize, n: us
 
 /// Attention as one kernel, or, where few queries meet many keys, as a
 /// workgroup per (query, block of keys) and a merge (`kernels::attention`).
-fn lower_attention(op: &Op, args: &[ArgInfo], target: &'static str) -> Result<Vec<KernelCall>, LowerError> {
+fn lower_attention(op: &Op, args: &[ArgInfo], target: &'static str, hints: StepHints) -> Result<Vec<KernelCall>, LowerError> {
     let no = |why: String| LowerError::NoKernel { op: op.mnemonic(), target, why };
     let Op::Attention { n_heads, n_kv_heads, scale, causal, window, softcap, ring } = op else { unreachable!("lower_attention of {op:?}") };
     let (qs, ks, vs) = (&args[0].shape, &args[1].shape, &args[2].shape);
@@ -478,7 +493,12 @@ fn lower_attention(op: &Op, args: &[ArgInfo], target: &'static str) -> Result<Ve
         n32(usize::from(*ring && window.is_some())),
     ];
     let out_shape = vec![b, *n_heads, s, dv];
-    let splits = kernels::attention::split_attention(queries, t);
+    // A causal query sees no key past its position: the step's bound, where known.
+    let keys = match (hints.attention_keys, causal) {
+        (Some(bound), true) => bound.min(t),
+        _ => t,
+    };
+    let splits = kernels::attention::split_attention(queries, keys);
     if splits == 1 {
         let args = vec![Arg::Input(0), Arg::Input(1), Arg::Input(2), Arg::Input(3), Arg::Output];
         return Ok(vec![KernelCall { kernel: kernels::attention::attention(), args, params, groups: queries as u32, out_shape }]);

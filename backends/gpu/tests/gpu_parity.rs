@@ -353,7 +353,9 @@ fn attention_splits_a_long_context_into_merged_blocks() {
 
 /// Split attention through the graph executor: its blocks live in a
 /// scratch buffer the op's two launches share, made once and reused by
-/// every step (each step at new positions matches the reference).
+/// every step; a step is split by the keys its positions can see, so
+/// steps near the start of the cache run one kernel, and a step past a
+/// bound lowers anew (each step matches the reference).
 #[test]
 fn split_attention_runs_in_a_graph_step_after_step() {
     use graphc_gpu::kernels::attention::KEYS_PER_SPLIT;
@@ -377,13 +379,19 @@ fn split_attention_runs_in_a_graph_step_after_step() {
     for (name, cache) in &states {
         g.set_state(name, cache).unwrap();
     }
-    for (step, rows) in [[2 * KEYS_PER_SPLIT + 50, 7], [KEYS_PER_SPLIT + 3, 2 * KEYS_PER_SPLIT + 99]].iter().enumerate() {
+    let steps = [
+        ([2 * KEYS_PER_SPLIT + 50, 7], 2),
+        ([KEYS_PER_SPLIT + 3, 2 * KEYS_PER_SPLIT + 99], 2),
+        ([5, KEYS_PER_SPLIT - 1], 1),
+        ([9, KEYS_PER_SPLIT], 2),
+    ];
+    for (step, (rows, launches)) in steps.iter().enumerate() {
         let inputs = HashMap::from([
             ("q".to_string(), t(&[b, nh, 1, d], 33 + step as u64)),
             ("positions".to_string(), Tensor::i32(vec![b, 1], rows.iter().map(|&p| p as i32).collect())),
         ]);
         let got = g.step(&inputs).unwrap();
-        assert_eq!(g.counters()["device_launches_last_step"], 2, "step {step}: the blocks and their merge");
+        assert_eq!(g.counters()["device_launches_last_step"], *launches, "step {step} at positions {rows:?}");
         let want = reference::run(&graph, &inputs, states.clone(), &Weights(HashMap::new())).unwrap().outputs;
         assert_close(&format!("split attention, step {step}"), &got["y"], &want["y"]);
     }

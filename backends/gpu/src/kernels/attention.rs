@@ -16,7 +16,10 @@
 //! `attention_part` runs a workgroup per (query, block of
 //! `KEYS_PER_SPLIT` keys) and writes each block's running max, sum and
 //! unnormalized accumulator; `attention_merge` rescales the blocks to
-//! their common max and divides once. `split_attention` says when.
+//! their common max and divides once. `split_attention` says when: from
+//! the keys the step's positions can see (`keys_bound`, known on the host
+//! before a graph step is lowered), so a short context stays one launch
+//! over a long cache.
 
 use super::WORKGROUP;
 use crate::kir::*;
@@ -32,15 +35,22 @@ pub const KEYS_PER_SPLIT: usize = 2 * WORKGROUP as usize;
 /// split where there are more than one block of them.
 pub const SPLIT_BELOW_QUERIES: usize = 128;
 
-/// How many key blocks an attention of `queries` queries over caches of
-/// `t` rows runs as (1: not split). Fixed by the shapes, so every decode
-/// step of a session launches the same kernels.
-pub fn split_attention(queries: usize, t: usize) -> usize {
+/// How many key blocks an attention of `queries` queries that see at most
+/// `keys` keys runs as (1: not split).
+pub fn split_attention(queries: usize, keys: usize) -> usize {
     if queries < SPLIT_BELOW_QUERIES {
-        t.div_ceil(KEYS_PER_SPLIT).max(1)
+        keys.div_ceil(KEYS_PER_SPLIT).max(1)
     } else {
         1
     }
+}
+
+/// The keys bound a step whose queries sit at positions up to `max_position`
+/// is lowered for: whole blocks, their count rounded up to a power of two,
+/// so that a generation crosses few bounds (each one lowers and records
+/// the step anew).
+pub fn keys_bound(max_position: usize) -> usize {
+    (max_position + 1).div_ceil(KEYS_PER_SPLIT).next_power_of_two() * KEYS_PER_SPLIT
 }
 
 /// Floats `attention_part` writes a (query, block): the accumulator's
