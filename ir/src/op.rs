@@ -202,7 +202,9 @@ fn llama3_inv_freq(inv_freq: f32, factor: f32, low: f32, high: f32, original: us
     (1.0 - smooth) * scaled / factor + smooth * scaled
 }
 
-/// One operation. A node is an op plus its ordered inputs; it produces one value.
+/// One operation. A node is an op plus its ordered inputs; it produces one
+/// value, its result 0. An op with further results (`qkv_rope`) gives each
+/// to the `result{index}` nodes that read it.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub enum Op {
     /// A runtime input (`tokens`, `positions`, `last_rows`, ...) of the declared type.
@@ -217,6 +219,9 @@ pub enum Op {
     Output { name: String },
     /// A tensor of the given type with every element equal to `value`.
     Const { value: f32, ty: TensorType },
+    /// `(producer)`: result `index` (1 or more) of a node with further
+    /// results; the producer's own value is its result 0.
+    Result { index: usize },
     /// `(x)`: same elements, row-major order, new shape (element counts must agree).
     Reshape { shape: Shape },
     /// `(x)`: `out[i_perm[0], ..] = x[i_0, ..]`: output axis `k` is input axis `perm[k]`.
@@ -328,6 +333,19 @@ pub enum Op {
     /// (its last `w` positions) from being overwritten by a later row of the
     /// same step; more is an error naming the rows and the limit.
     KvAppend { axis: usize, cap: Dim, window: Option<usize> },
+    /// `(x [b, s, k], w_q [hq·d, k], w_k [hk·d, k], w_v [hk·dv, k], positions
+    /// i32[b, s], k_cache [b, hk, cap, d], v_cache [b, hk, cap, dv], lengths
+    /// i32[b], weight [k]?)` → `[b, hq, s, d]`, an attention layer's head:
+    /// with `p(w) = matmul(x, w)`, or `norm_matmul{eps}(x, weight, w)` when
+    /// `eps` is set, and `heads(y) = permute{[0, 2, 1, 3]}(reshape(y))`
+    /// splitting the features into heads, result 0 is
+    /// `rope(heads(p(w_q)), positions)`; results 1 and 2 (`result{index}`)
+    /// are `kv_append{axis=2, cap, window}(k_cache, rope(heads(p(w_k)),
+    /// positions), lengths)` and the same of `v_cache` and `heads(p(w_v))`,
+    /// written in place. Formed by the `attention_head` pass; each value is
+    /// computed as those ops compute it, so a backend may run it as one
+    /// kernel (q, k and v never reach memory) or as its parts.
+    QkvRope { eps: Option<f32>, style: RopeStyle, rotary_dim: usize, theta: f32, scaling: RopeScaling, cap: Dim, window: Option<usize> },
     /// `(x [b, s, c], w [c, kernel], state [b, kernel-1, c], lengths i32[b])`
     /// → `[b, s + kernel - 1, c]`: a depthwise causal convolution over each
     /// row's new tokens after the `kernel - 1` inputs before them (`state`).
@@ -387,7 +405,8 @@ impl Op {
             | Op::StateOut { .. }
             | Op::Output { .. }
             | Op::Const { .. }
-            | Op::ToHost { .. } => OpKind::Source,
+            | Op::ToHost { .. }
+            | Op::Result { .. } => OpKind::Source,
             Op::Reshape { .. }
             | Op::Permute { .. }
             | Op::Narrow { .. }
@@ -407,7 +426,7 @@ impl Op {
             Op::MatMul | Op::MatMulGlu { .. } | Op::NormMatMul { .. } | Op::NormMatMulGlu { .. } | Op::MatMulAdd => OpKind::MatMul,
             Op::Norm { .. } | Op::NormAdd { .. } => OpKind::Norm,
             Op::Rope { .. } | Op::NormRope { .. } => OpKind::Rope,
-            Op::Attention { .. } | Op::KvAppend { .. } => OpKind::Attention,
+            Op::Attention { .. } | Op::KvAppend { .. } | Op::QkvRope { .. } => OpKind::Attention,
             Op::CausalConv1d { .. } | Op::GatedDeltaRule => OpKind::Recurrent,
         }
     }
@@ -426,7 +445,7 @@ impl Op {
         matches!(self, Op::MatMul | Op::MatMulGlu { .. } | Op::NormMatMul { .. } | Op::NormMatMulGlu { .. } | Op::MatMulAdd)
     }
 
-    /// Ops only the `fuse` pass makes (each defined as the ops it replaces).
+    /// Ops only the optimizer makes (each defined as the ops it replaces).
     pub fn is_fused(&self) -> bool {
         matches!(
             self,
@@ -437,7 +456,37 @@ impl Op {
                 | Op::NormMatMulGlu { .. }
                 | Op::MatMulAdd
                 | Op::NormAdd { .. }
+                | Op::QkvRope { .. }
         )
+    }
+
+    /// How many results the op has: 1, or more for an op whose further
+    /// results `result{index}` nodes read.
+    pub fn results(&self) -> usize {
+        match self {
+            Op::QkvRope { .. } => 3,
+            _ => 1,
+        }
+    }
+
+    /// The operand that result `index` is written over in place, where it
+    /// is (a cache appended to: `kv_append`'s result 0, `qkv_rope`'s 1 and 2).
+    pub fn written_over(&self, index: usize) -> Option<usize> {
+        match (self, index) {
+            (Op::KvAppend { .. }, 0) => Some(0),
+            (Op::QkvRope { .. }, 1) => Some(5),
+            (Op::QkvRope { .. }, 2) => Some(6),
+            _ => None,
+        }
+    }
+
+    /// A cache append's capacity and window (`kv_append`, and the appends
+    /// inside `qkv_rope`).
+    pub fn cache_append(&self) -> Option<(&Dim, Option<usize>)> {
+        match self {
+            Op::KvAppend { cap, window, .. } | Op::QkvRope { cap, window, .. } => Some((cap, *window)),
+            _ => None,
+        }
     }
 
     /// Ops whose value leaves the graph.

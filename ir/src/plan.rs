@@ -58,7 +58,7 @@ impl KvCacheSummary {
     /// Count a graph's `state` inputs by what reads them. A cache that a
     /// `concat` or an unwindowed `kv_append` extends grows: a token's share
     /// of it is the product of its constant dims times the element size.
-    /// One a windowed `kv_append` writes is a fixed-size ring; any other
+    /// One a windowed append (`kv_append`, `qkv_rope`) writes is a fixed-size ring; any other
     /// state is recurrent (its whole size is per batch row).
     pub fn of(graph: &crate::Graph) -> KvCacheSummary {
         let mut s = KvCacheSummary::default();
@@ -68,10 +68,10 @@ impl KvCacheSummary {
             let consts: u64 = ty.shape.iter().filter_map(|d| d.as_const()).map(|d| d as u64).product();
             let bytes = consts.saturating_mul(ty.dtype.block_bytes() as u64);
             let users: Vec<&crate::Op> = graph.users(id).into_iter().map(|u| &graph.node(u).op).collect();
-            if users.iter().any(|op| matches!(op, crate::Op::KvAppend { window: Some(_), .. })) {
+            if users.iter().any(|op| matches!(op.cache_append(), Some((_, Some(_))))) {
                 s.window_caches += 1;
                 s.window_bytes += bytes;
-            } else if users.iter().any(|op| matches!(op, crate::Op::KvAppend { window: None, .. } | crate::Op::Concat { .. })) {
+            } else if users.iter().any(|op| matches!(op.cache_append(), Some((_, None))) || matches!(op, crate::Op::Concat { .. })) {
                 s.bytes_per_token += bytes;
             } else {
                 s.recurrent_states += 1;

@@ -5,7 +5,7 @@
 use crate::graph::{Graph, NodeId};
 use crate::op::Op;
 use crate::shape::TensorType;
-use crate::signature::infer;
+use crate::signature::{infer, results};
 use std::collections::{HashMap, HashSet};
 
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -25,6 +25,7 @@ pub fn verify(graph: &mut Graph) -> Result<(), VerifyError> {
         message: "the graph has a cycle through this node".into(),
     })?;
     let names: HashMap<NodeId, String> = order.iter().enumerate().map(|(i, &n)| (n, format!("%{i}"))).collect();
+    let position: HashMap<NodeId, usize> = order.iter().enumerate().map(|(i, &n)| (n, i)).collect();
     let mut state_in: HashMap<String, TensorType> = HashMap::new();
     let mut state_node: HashMap<String, NodeId> = HashMap::new();
     let mut state_out: HashSet<String> = HashSet::new();
@@ -40,7 +41,31 @@ pub fn verify(graph: &mut Graph) -> Result<(), VerifyError> {
         if let Some(declared) = node.op.declared_type() {
             crate::shape::check_range(&declared.shape).map_err(&err)?;
         }
-        let inferred = infer(&node.op, &in_tys).map_err(&err)?;
+        let inferred = match node.op {
+            // The producer's result `index`, from the producer's operands.
+            Op::Result { index } => {
+                let [producer] = inputs[..] else { return Err(err(format!("takes 1 input(s), found {}", inputs.len()))) };
+                if let Some(twin) = graph.users(producer).into_iter().find(|&u| position[&u] < position[&id] && graph.node(u).op == node.op) {
+                    return Err(err(format!(
+                        "result {index} of {} is read by {} already: one `result` node a result",
+                        names[&producer], names[&twin]
+                    )));
+                }
+                let operand_tys: Vec<TensorType> = graph.inputs(producer).iter().map(|i| graph.node(*i).ty.clone().unwrap()).collect();
+                let mut results = results(&graph.node(producer).op, &operand_tys).map_err(&err)?;
+                if index == 0 || index >= results.len() {
+                    let n = results.len();
+                    return Err(err(format!(
+                        "{} (operand {}) has {n} result(s): index {index} is not one of its further results, 1..={}",
+                        graph.node(producer).op.mnemonic(),
+                        names[&producer],
+                        n - 1
+                    )));
+                }
+                results.swap_remove(index)
+            }
+            _ => infer(&node.op, &in_tys).map_err(&err)?,
+        };
         crate::shape::check_range(&inferred.shape).map_err(&err)?;
         if let Op::Weight { name, ty } = &node.op {
             let row = ty.shape.last().and_then(|d| d.as_const()).unwrap_or(0);

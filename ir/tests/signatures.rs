@@ -71,6 +71,16 @@ fn ops_with_every_attribute_set() -> Vec<Op> {
         Op::NormRope { eps: 1e-6, style: RopeStyle::Neox, rotary_dim: 64, theta: 5e5, scaling: RopeScaling::Linear { factor: 2.0 } },
         Op::Attention { n_heads: 8, n_kv_heads: 2, scale: 0.125, causal: true, window: Some(512), softcap: Some(30.0), ring: true },
         Op::KvAppend { axis: 2, cap: Dim::sym("cap"), window: Some(512) },
+        Op::QkvRope {
+            eps: Some(1e-5),
+            style: RopeStyle::GptJ,
+            rotary_dim: 32,
+            theta: 5e5,
+            scaling: RopeScaling::Llama3 { factor: 8.0, low_freq_factor: 1.0, high_freq_factor: 4.0, original_context: 8192 },
+            cap: Dim::konst(600),
+            window: Some(512),
+        },
+        Op::Result { index: 2 },
         Op::CausalConv1d { kernel: 4 },
     ]
 }

@@ -7,6 +7,7 @@
 // No `unsafe` here: it is confined to named modules (SIMD, the pool, mmap).
 #![forbid(unsafe_code)]
 
+pub mod attention_head;
 pub mod cost;
 pub mod dead_code;
 pub mod egraph;

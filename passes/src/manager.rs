@@ -46,6 +46,7 @@ impl PassManager {
                 Box::new(crate::window_cache::WindowCache),
                 Box::new(crate::hoist_sync::HoistSync),
                 Box::new(crate::fuse::Fuse { cost, ..Default::default() }),
+                Box::new(crate::attention_head::AttentionHead { cost }),
                 Box::new(crate::dead_code::DeadCode),
             ],
         }

@@ -218,8 +218,8 @@ impl<'m> Session<'m> {
         let step_rows = model
             .graph()
             .nodes()
-            .filter_map(|n| match &n.op {
-                Op::KvAppend { cap, window: Some(w), .. } => cap.as_const().map(|c| (c as usize + 1).saturating_sub(*w).max(1)),
+            .filter_map(|n| match n.op.cache_append() {
+                Some((cap, Some(w))) => cap.as_const().map(|c| (c as usize + 1).saturating_sub(w).max(1)),
                 _ => None,
             })
             .fold(PREFILL_CHUNK, usize::min);

@@ -128,6 +128,11 @@ fn window_cache_filetests() {
 }
 
 #[test]
+fn attention_head_filetests() {
+    pass_filetests("attention_head", 10);
+}
+
+#[test]
 fn dead_code_filetests() {
     pass_filetests("dead_code", 2);
 }
@@ -136,17 +141,15 @@ fn dead_code_filetests() {
 fn verify_filetests() {
     let files = gir_files("verify");
     assert!(files.len() >= 10, "expected the verify filetests");
-    let mut ok = 0;
     for f in files {
         let src = std::fs::read_to_string(&f).unwrap();
         assert!(src.starts_with("# test verify"), "{}: header", f.display());
         let out = run_verify(&src);
-        ok += out.starts_with("ok") as usize;
         let name = f.file_stem().unwrap().to_str().unwrap().to_string();
+        // Exactly the files named ok_* verify; every other one is an error case.
+        assert_eq!(out.starts_with("ok"), name.starts_with("ok_"), "{name}: {out}");
         insta::with_settings!({ snapshot_path => "../filetests/verify/snapshots", prepend_module_to_snapshot => false, input_file => &f }, {
             insta::assert_snapshot!(name, out);
         });
     }
-    // Exactly the files named ok_* verify; every other one is an error case.
-    assert_eq!(ok, 1);
 }

@@ -172,6 +172,11 @@ impl BufferPlan {
             let inputs = graph.inputs(id);
             let r = match &graph.node(id).op {
                 Op::Reshape { .. } | Op::KvAppend { .. } | Op::ToHost { .. } => root[&inputs[0]],
+                // A cache appended in place by its producer (`qkv_rope`'s).
+                Op::Result { index } => match graph.node(inputs[0]).op.written_over(*index) {
+                    Some(i) => root[&graph.inputs(inputs[0])[i]],
+                    None => id,
+                },
                 Op::Input { .. } | Op::Weight { .. } | Op::State { .. } | Op::Const { .. } | Op::StateOut { .. } | Op::Output { .. } => id,
                 _ => {
                     pooled.insert(id);
@@ -293,6 +298,10 @@ impl<D: Device> GpuGraph<D> {
             loop {
                 match &graph.node(v).op {
                     Op::KvAppend { .. } | Op::Reshape { .. } => v = graph.inputs(v)[0],
+                    Op::Result { index } => match graph.node(graph.inputs(v)[0]).op.written_over(*index) {
+                        Some(i) => v = graph.inputs(graph.inputs(v)[0])[i],
+                        None => return false,
+                    },
                     Op::State { name: n, .. } => return n == name,
                     _ => return false,
                 }
@@ -360,10 +369,10 @@ impl<D: Device> GpuGraph<D> {
         self.groups.values().filter(|g| matches!(g.group, Group::Stacked { .. })).map(|g| g.also.len()).sum()
     }
 
-    /// Layers whose q/k/v projections, rotations and appends run as one
-    /// kernel (`attention_inputs`' count).
+    /// Layer heads (`qkv_rope`: q/k/v projections, rotations and appends)
+    /// run as one kernel (`attention_heads`' count).
     pub fn fused_attention_inputs(&self) -> usize {
-        self.groups.values().filter(|g| matches!(g.group, Group::QkvRope { .. })).count()
+        self.groups.values().filter(|g| matches!(g.group, Group::QkvRope)).count()
     }
 
     /// Ops launched stacked with another of their kind (`paired_ops`'
@@ -582,23 +591,13 @@ impl<D: Device> GpuGraph<D> {
                             checked.push((id, op.clone(), args.clone(), infos[..*root_inputs].to_vec()));
                             checked.push((other, other_op, graph.inputs(other), infos[*root_inputs..].to_vec()));
                         }
-                        Some(Fused { group: Group::QkvRope { .. }, also, .. }) => {
-                            // Each append on its cache, new rows (inside the kernel) and lengths.
-                            for &append in also {
-                                let append_op = resolve_dims(&graph.node(append).op, &env).map_err(|m| node_err(graph, append, m))?;
-                                let append_args = graph.inputs(append);
-                                let append_infos = append_args
-                                    .iter()
-                                    .map(|&a| Ok(ArgInfo { dtype: graph.ty(a).dtype, shape: concrete(a)? }))
-                                    .collect::<Result<Vec<_>, GpuError>>()?;
-                                checked.push((append, append_op, append_args, append_infos));
-                            }
-                        }
+                        // Its appends' checks, on its own operands.
+                        Some(Fused { group: Group::QkvRope, .. }) => checked.push((id, op.clone(), args.clone(), infos.clone())),
                         Some(_) => {}
                     }
                     for (node, node_op, node_args, node_infos) in checked {
                         self.host_checks(&node_op, &node_args, &node_infos, inputs).map_err(|m| node_err(graph, node, m))?;
-                        if matches!(node_op, Op::KvAppend { .. } | Op::CausalConv1d { .. } | Op::GatedDeltaRule | Op::Gather) {
+                        if matches!(node_op, Op::KvAppend { .. } | Op::QkvRope { .. } | Op::CausalConv1d { .. } | Op::GatedDeltaRule | Op::Gather) {
                             checks.push(HostCheck::Op { node, op: node_op, args: node_args, infos: node_infos });
                         }
                     }
@@ -617,11 +616,8 @@ impl<D: Device> GpuGraph<D> {
                                 Some(Group::Stacked { norm }) => {
                                     crate::lower::lower_stacked_matmuls(&infos, *norm, self.device.target()).map(|c| vec![c])
                                 }
-                                Some(Group::QkvRope { norm }) => {
-                                    let norm = *norm;
-                                    let append = self.groups[&id].also[0];
-                                    let append_op = resolve_dims(&graph.node(append).op, &env).map_err(|m| node_err(graph, append, m))?;
-                                    crate::lower::lower_qkv_rope(&op, &append_op, &infos, norm, self.device.target()).map(|c| vec![c])
+                                Some(Group::QkvRope) => {
+                                    crate::lower::lower_qkv_rope(&op, &infos, self.device.target(), self.device.binding_limits()).map(|c| vec![c])
                                 }
                                 Some(Group::Pair { root_inputs }) => {
                                     let other = self.groups[&id].also[0];
@@ -783,6 +779,12 @@ impl<D: Device> GpuGraph<D> {
             Op::KvAppend { axis, window, .. } => {
                 let lengths = host_i32(args[2]).ok_or("kv_append's lengths are not a step input")?;
                 let (cap, rows) = (infos[0].shape[*axis], infos[1].shape[*axis]);
+                crate::lower::check_append(cap, rows, *window, lengths).map_err(|e| e.to_string())
+            }
+            // Its appends: the step's rows of `x [b, s, k]` into the caches' axis 2.
+            Op::QkvRope { window, .. } => {
+                let lengths = host_i32(args[7]).ok_or("qkv_rope's lengths are not a step input")?;
+                let (cap, rows) = (infos[5].shape[2], infos[0].shape[1]);
                 crate::lower::check_append(cap, rows, *window, lengths).map_err(|e| e.to_string())
             }
             Op::CausalConv1d { .. } | Op::GatedDeltaRule => {

@@ -8,7 +8,8 @@
 //! step's order; nodes it writes besides the root (`also`) take their
 //! values there.
 //!
-//! The IR's rules make the other fused ops (`passes/src/rules/`); with
+//! The IR's rules make the other fused ops (`passes/src/rules/`), and its
+//! `attention_head` pass the layer heads, each run here as one kernel; with
 //! both, a SmolLM2 decode step launches 153 kernels instead of 514 (each
 //! group's count on SmolLM2 and Gemma 3 is asserted in
 //! `tests/tests/gpu_models.rs`).
@@ -23,10 +24,8 @@ use std::collections::{HashMap, HashSet};
 pub fn groups(graph: &Graph, order: &[NodeId], limits: BindingLimits) -> (Groups, HashSet<NodeId>) {
     // Each node's place in `order`, which the legality checks compare.
     let position: Positions = order.iter().enumerate().map(|(i, &n)| (n, i)).collect();
-    let (mut groups, mut inner) = elementwise_chains(graph, order);
-    let (attention_inputs, projected) = attention_inputs(graph, order, &position, limits);
-    groups.extend(attention_inputs);
-    inner.extend(projected);
+    let (mut groups, inner) = elementwise_chains(graph, order);
+    groups.extend(attention_heads(graph, order));
     groups.extend(residual_norms(graph, order, &position, &groups, &inner));
     groups.extend(stacked_matmuls(graph, order, &position, &inner, limits));
     groups.extend(paired_ops(graph, order, &position, &groups, &inner));
@@ -62,13 +61,9 @@ pub enum Group {
     /// `norm`, they are `norm_matmul`s of one norm (its epsilon), whose
     /// weight is the leaf after `x`.
     Stacked { norm: Option<f32> },
-    /// A llama layer's q/k/v projections, the rotation of q and k and the
-    /// appends of k and v (`attention_inputs`): leaves `x, w_q, w_k, w_v,
-    /// positions, k_cache, v_cache, lengths`; the root is q's rotation,
-    /// the two appends co-produced (in place). With `norm`, the projections
-    /// are `norm_matmul`s of one norm (its epsilon), whose weight is a
-    /// last leaf.
-    QkvRope { norm: Option<f32> },
+    /// An IR `qkv_rope` (`attention_heads`): leaves its operands, its two
+    /// `result` nodes (the caches, in place) co-produced.
+    QkvRope,
     /// Two independent ops of one kind, as one stacked launch
     /// (`paired_ops`, `stack`): leaves the root's operands (`root_inputs`
     /// of them), then the co-produced node's.
@@ -289,96 +284,20 @@ fn residual_norms(graph: &Graph, order: &[NodeId], position: &Positions, groups:
     fused
 }
 
-/// Attention inputs: `rope(permute(reshape(matmul(x, w_q))))`, the same
-/// rotation of `k = matmul(x, w_k)` appended to its cache, and `v =
-/// matmul(x, w_v)` appended to its own (a llama, Gemma 1/2 or Qwen2
-/// layer's head, rotated by adjacent pairs or by halves) run as one `matmul_qkv_rope`
-/// kernel where q's rotation stands: a decode layer's projections,
-/// rotations and appends are one launch instead of five (three matmuls
-/// stacked, two stacked pairs), and q, k, v and rotated k never reach
-/// memory. Legal when each projection, reshape, permute and k's rotation
-/// has its one user in the chain; the reshapes split `[b, s, h·d]` into
-/// `[b, s, h, d]` and the permutes swap `s` and `h`; both rotations are
-/// one op (an even rotary_dim) of one `positions`; both appends are one op along
-/// the cache's axis 2 with one `lengths`; the weights share a type and
-/// each fits one binding; head sizes are even (a pair's two columns sit
-/// in one workgroup); every leaf is a weight, step input or state, or
-/// stands before the root; and every reader of the appended caches (but
-/// `state_out`) stands after the root. The second value is the nodes
-/// that run inside the kernel with no value of their own.
-fn attention_inputs(graph: &Graph, order: &[NodeId], position: &Positions, limits: BindingLimits) -> (Groups, Vec<NodeId>) {
-    const KERNEL_BUFFERS: u32 = 10;
-    let only_user = |id: NodeId| match graph.users(id)[..] {
-        [user] => Some(user),
-        _ => None,
-    };
-    // `permute{0,2,1,3}(reshape(matmul(x, w)))` (or of a `norm_matmul`) → (its source, w, [matmul, reshape], head size), each with one user.
-    let projection = |permute: NodeId| -> Option<(Source, NodeId, [NodeId; 3], i64)> {
-        (graph.node(permute).op == Op::Permute { perm: vec![0, 2, 1, 3] }).then_some(())?;
-        let reshape = graph.inputs(permute)[0];
-        let matmul = *graph.inputs(reshape).first()?;
-        let Op::Reshape { .. } = &graph.node(reshape).op else { return None };
-        let (x, w) = projection_of(graph, matmul)?;
-        let (split, flat) = (&graph.ty(reshape).shape, &graph.ty(matmul).shape);
-        let head_size = split.get(3)?.as_const()?;
-        let splits_heads = split.len() == 4 && flat.len() == 3 && split[..2] == flat[..2] && split[2].as_const().is_some() && head_size % 2 == 0;
-        let single = only_user(matmul) == Some(reshape) && only_user(reshape) == Some(permute);
-        (splits_heads && single && weight_in_one_binding(graph, w, limits)).then_some((x, w, [matmul, reshape, permute], head_size))
-    };
+/// Attention heads: an IR `qkv_rope` (the `attention_head` pass) runs as
+/// one `matmul_qkv_rope` kernel where it stands, its leaves its operands;
+/// its `result` nodes (the caches, appended in place) are co-produced.
+fn attention_heads(graph: &Graph, order: &[NodeId]) -> Groups {
     let mut groups: Groups = HashMap::new();
-    let mut inner = vec![];
-    let mut taken: HashSet<NodeId> = HashSet::new();
-    for &q_rope in order {
-        let rope_op = &graph.node(q_rope).op;
-        if !matches!(rope_op, Op::Rope { rotary_dim, .. } if rotary_dim % 2 == 0) || taken.contains(&q_rope) {
+    for &head in order {
+        if !matches!(graph.node(head).op, Op::QkvRope { .. }) {
             continue;
         }
-        let [q_in, positions] = graph.inputs(q_rope)[..] else { continue };
-        let Some((x, w_q, q_chain, d)) = projection(q_in) else { continue };
-        // One buffer more where the kernel forms the norm (its weight).
-        if limits.max_buffers < KERNEL_BUFFERS + u32::from(x.1.is_some()) {
-            continue;
-        }
-        // k: another projection of x, rotated the same way, whose rotation's one user is an append.
-        let k = graph.users(x.0).into_iter().find_map(|m| {
-            let permute = only_user(only_user(m)?)?;
-            let k_rope = only_user(permute)?;
-            let append = only_user(k_rope)?;
-            let rotated_alike = graph.node(k_rope).op == *rope_op && k_rope != q_rope && graph.inputs(k_rope) == [permute, positions];
-            let appends = matches!(graph.node(append).op, Op::KvAppend { axis: 2, .. }) && graph.inputs(append)[1] == k_rope;
-            let (kx, w, chain, kd) = projection(permute)?;
-            (rotated_alike && appends && kx == x && kd == d && !taken.contains(&append)).then_some((w, chain, k_rope, append))
-        });
-        let Some((w_k, k_chain, k_rope, k_append)) = k else { continue };
-        let k_append_inputs = graph.inputs(k_append);
-        let (k_cache, lengths) = (k_append_inputs[0], k_append_inputs[2]);
-        // v: a third projection of x, appended by the same op with the same lengths.
-        let v = graph.users(x.0).into_iter().find_map(|m| {
-            let permute = only_user(only_user(m)?)?;
-            let append = only_user(permute)?;
-            let inputs = graph.inputs(append);
-            let appends = graph.node(append).op == graph.node(k_append).op && append != k_append && inputs[1] == permute && inputs[2] == lengths;
-            let (vx, w, chain, _) = projection(permute)?;
-            (appends && vx == x && !taken.contains(&append)).then_some((w, chain, append, inputs[0]))
-        });
-        let Some((w_v, v_chain, v_append, v_cache)) = v else { continue };
-        let one_type = graph.ty(w_k).dtype == graph.ty(w_q).dtype && graph.ty(w_v).dtype == graph.ty(w_q).dtype;
-        let mut leaves = vec![x.0, w_q, w_k, w_v, positions, k_cache, v_cache, lengths];
-        leaves.extend(x.1.map(|(g, _)| g));
-        let at_hand = |leaf: &NodeId| {
-            matches!(graph.node(*leaf).op, Op::Weight { .. } | Op::Input { .. } | Op::State { .. }) || position[leaf] < position[&q_rope]
-        };
-        let readers_after = [k_append, v_append]
-            .iter()
-            .flat_map(|&a| graph.users(a))
-            .all(|r| matches!(graph.node(r).op, Op::StateOut { .. }) || position[&r] > position[&q_rope]);
-        // The caches are written in place: nothing else may read their old values.
-        let caches_private = [(k_cache, k_append), (v_cache, v_append)].iter().all(|&(c, a)| graph.users(c) == [a]);
-        if one_type && leaves.iter().all(at_hand) && readers_after && caches_private {
-            taken.extend([q_rope, k_append, v_append]);
-            inner.extend(q_chain.into_iter().chain(k_chain).chain(v_chain).chain([k_rope]));
-            groups.insert(q_rope, Fused { group: Group::QkvRope { norm: source_norm(x) }, leaves, also: vec![k_append, v_append] });
+        let result = |index: usize| graph.users(head).into_iter().find(|&u| graph.node(u).op == Op::Result { index });
+        // Each further result has its node (a cache's next value is a state_out's).
+        if let (Some(k_cache), Some(v_cache)) = (result(1), result(2)) {
+            groups.insert(head, Fused { group: Group::QkvRope, leaves: graph.inputs(head), also: vec![k_cache, v_cache] });
         }
     }
-    (groups, inner)
+    groups
 }

@@ -71,9 +71,11 @@ pub fn has_kernel(op: &Op, dtypes: &[DType], target: &str) -> Result<(), String>
         Op::Attention { .. } | Op::KvAppend { .. } | Op::Permute { .. } | Op::Narrow { .. } | Op::Contiguous => Ok(()),
         Op::Reduce { .. } | Op::TopKMask { .. } | Op::SparseMixer { .. } => Ok(()),
         Op::CausalConv1d { .. } | Op::GatedDeltaRule | Op::Concat { .. } | Op::NormAdd { .. } => Ok(()),
+        // A further result is written by its producer's kernel.
+        Op::Result { .. } => Ok(()),
         // The executor checks it on the host where the value is a step input.
         Op::ToHost { .. } => Ok(()),
-        Op::MatMul | Op::MatMulGlu { .. } | Op::NormMatMul { .. } | Op::NormMatMulGlu { .. } | Op::MatMulAdd | Op::Gather => {
+        Op::MatMul | Op::MatMulGlu { .. } | Op::NormMatMul { .. } | Op::NormMatMulGlu { .. } | Op::MatMulAdd | Op::Gather | Op::QkvRope { .. } => {
             match weight_operand(op).and_then(|i| dtypes.get(i).copied()) {
                 Some(d) if WEIGHT_DTYPES.contains(&d) => Ok(()),
                 Some(d) => Err(format!("is {d}, a block type with no {target} decoding kernel")),
@@ -89,7 +91,7 @@ pub fn has_kernel(op: &Op, dtypes: &[DType], target: &str) -> Result<(), String>
 fn weight_operand(op: &Op) -> Option<usize> {
     match op {
         Op::Gather => Some(0),
-        Op::MatMul | Op::MatMulGlu { .. } | Op::MatMulAdd => Some(1),
+        Op::MatMul | Op::MatMulGlu { .. } | Op::MatMulAdd | Op::QkvRope { .. } => Some(1),
         Op::NormMatMul { .. } | Op::NormMatMulGlu { .. } => Some(2),
         _ => None,
     }
@@ -298,19 +300,24 @@ fn stacked_shape(args: &[ArgInfo], target: &'static str) -> Result<StackedShape,
     Ok(StackedShape { rows, mixed, params, groups: groups as u32 })
 }
 
-/// A llama layer's q/k/v projections with the rotation of q and k and the
-/// appends of k and v as one `matmul_qkv_rope` call. `args`: `x, w_q, w_k,
-/// w_v` (one type and row length), `positions [b, s]`, `k_cache [b, hk,
-/// cap, d]`, `v_cache [b, hv, cap, dv]`, `lengths [b]`; `rope` is the
-/// rotation of q and k (either style), `append` the appends (axis 2).
+/// An IR `qkv_rope` (a layer's q/k/v projections with the rotation of q
+/// and k and the appends of k and v) as one `matmul_qkv_rope` call.
+/// `args`: `x, w_q, w_k, w_v` (one type and row length), `positions [b,
+/// s]`, `k_cache [b, hk, cap, d]`, `v_cache [b, hv, cap, dv]`, `lengths
+/// [b]`.
 /// The main result is rotated q, `[b, hq, s, d]`; the caches are further
 /// results in place (k then v). With `norm`, the projections are
 /// norm_matmuls of one norm, whose weight is a ninth operand.
-pub fn lower_qkv_rope(rope: &Op, append: &Op, args: &[ArgInfo], norm: Option<f32>, target: &'static str) -> Result<KernelCall, LowerError> {
+///
+/// The one kernel binds each weight whole and ten or eleven buffers; a
+/// device that allows less refuses the head here, naming the limit (the
+/// plan can be compiled with `--disable-pass attention_head`).
+pub fn lower_qkv_rope(head: &Op, args: &[ArgInfo], target: &'static str, limits: BindingLimits) -> Result<KernelCall, LowerError> {
     let no = |why: String| LowerError::NoKernel { op: "matmul_qkv_rope".into(), target, why };
-    let (Op::Rope { style, rotary_dim, theta, scaling }, Op::KvAppend { axis: 2, window, .. }) = (rope, append) else {
-        return Err(no(format!("a rotation and appends along axis 2, got {} and {}", rope.mnemonic(), append.mnemonic())));
+    let Op::QkvRope { eps: norm, style, rotary_dim, theta, scaling, window, .. } = head else {
+        return Err(no(format!("a qkv_rope, got {}", head.mnemonic())));
     };
+    let norm = *norm;
     let (args, g) = match norm {
         Some(_) => args.split_at(args.len().saturating_sub(1)),
         None => (args, &[][..]),
@@ -365,6 +372,16 @@ pub fn lower_qkv_rope(rope: &Op, append: &Op, args: &[ArgInfo], norm: Option<f32
         Arg::Input(7),
     ]);
     let kernel = kernels::matmul::matmul_qkv_rope(wq.dtype, stack.rows, *style, Edges { norm: norm.is_some(), residual: false });
+    let too_big = [wq, wk, wv].into_iter().map(|w| w.shape.iter().product::<usize>() / w.dtype.block_elems() * w.dtype.block_bytes()).max();
+    if too_big.is_some_and(|bytes| bytes as u64 > limits.max_bytes) || kernel.buffers.len() as u32 > limits.max_buffers {
+        return Err(no(format!(
+            "its weights (up to {} bytes) and {} buffers in one kernel exceed this device's binding limits ({} bytes, {} buffers); compile the plan with `--disable-pass attention_head`",
+            too_big.unwrap_or(0),
+            kernel.buffers.len(),
+            limits.max_bytes,
+            limits.max_buffers
+        )));
+    }
     Ok(KernelCall { kernel, args: call_args, params, groups: stack.groups, out_shape: vec![b, hq, s, d] })
 }
 

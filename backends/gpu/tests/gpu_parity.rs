@@ -26,6 +26,8 @@ use graphc_gpu::device::{Device, OpInput};
 use graphc_gpu::run_op::RunOp;
 use graphc_gpu::wgpu_rt::WgpuDevice;
 use graphc_ir::{text, BinaryOp, DType, NormKind, Op, RopeScaling, RopeStyle, UnaryOp};
+use graphc_passes::attention_head::AttentionHead;
+use graphc_passes::{CostModel, Pass};
 use half::f16;
 use std::collections::HashMap;
 use std::sync::OnceLock;
@@ -881,7 +883,8 @@ fn heads_major(x: &Tensor, h: usize, d: usize) -> Tensor {
     Tensor::f32(vec![b, h, s, d], out)
 }
 
-/// A llama layer's attention inputs run as one kernel (`matmul_qkv_rope`):
+/// A llama layer's head, made one `qkv_rope` op by the `attention_head`
+/// pass, runs as one kernel (`matmul_qkv_rope`):
 /// q, k and v projected from one `x`, q and k rotated by adjacent pairs
 /// with a rotary_dim short of the head (features past it pass through),
 /// k and v appended at each batch row's own offset, for every weight type,
@@ -890,7 +893,9 @@ fn heads_major(x: &Tensor, h: usize, d: usize) -> Tensor {
 /// inside a workgroup's columns, and GQA has 3 q heads to 2 k heads. Every
 /// result is bit for bit what the ops' own kernels give one at a time on
 /// the same device, and the reference's values; the controls (k appended
-/// unrotated, q unrotated) are far away.
+/// unrotated, q unrotated) are far away. On the CPU, the reference and the
+/// fast executor run the op as its parts (`cpu::parts`) to the bits of the
+/// graph the pass started from.
 #[test]
 fn attention_inputs_run_as_one_kernel() {
     let (k, hq, hk, hv, d, dv, cap, rotary_dim) = (256, 3, 2, 2, 10, 6, 8, 8);
@@ -950,15 +955,33 @@ fn attention_inputs_run_as_one_kernel() {
             let inputs =
                 HashMap::from([("x".to_string(), x.clone()), ("positions".to_string(), positions.clone()), ("lengths".to_string(), lengths.clone())]);
             let caches = [("k_cache", t(&[b, hk, cap, d], 164)), ("v_cache", t(&[b, hv, cap, dv], 165))];
-            let Some(mut g) = open_graph(&graph, &weights) else { return };
+            let mut head = graph.clone();
+            assert_eq!(AttentionHead { cost: CostModel::Launches }.run(&mut head), 1, "{what}: the head formed");
+            graphc_ir::verify(&mut head).unwrap();
+            let states: HashMap<String, Tensor> = caches.iter().map(|(n, c)| (n.to_string(), c.clone())).collect();
+            let want = reference::run(&graph, &inputs, states.clone(), &weights).unwrap().outputs;
+            // The CPU executors run the op as its parts, to the unfused bits.
+            let fast = graphc_backends::cpu::fast::Fast::new(graphc_backends::cpu::simd::Isa::best(), 2).unwrap();
+            let fast_want = fast.run(&graph, &inputs, states.clone(), &weights).unwrap().outputs;
+            let on_cpu = [
+                ("reference", reference::run(&head, &inputs, states.clone(), &weights).unwrap().outputs, &want),
+                ("fast", fast.run(&head, &inputs, states.clone(), &weights).unwrap().outputs, &fast_want),
+            ];
+            for (executor, fused, unfused) in &on_cpu {
+                for name in ["q_rot", "k_out", "v_out"] {
+                    assert!(
+                        bits(&fused[name]) == bits(&unfused[name]),
+                        "{what} {name}: the {executor} executor's qkv_rope differs from its parts in its bits"
+                    );
+                }
+            }
+            let Some(mut g) = open_graph(&head, &weights) else { return };
             for (name, cache) in &caches {
                 g.set_state(name, cache).unwrap();
             }
             let got = g.step(&inputs).unwrap();
-            assert_eq!(g.counters()["device_fused_attention_inputs"], 1, "{what}: the group formed");
+            assert_eq!(g.counters()["device_fused_attention_inputs"], 1, "{what}: the head runs as one kernel");
             assert_eq!(g.counters()["device_launches_last_step"], 1, "{what}: one launch");
-            let states: HashMap<String, Tensor> = caches.iter().map(|(n, c)| (n.to_string(), c.clone())).collect();
-            let want = reference::run(&graph, &inputs, states, &weights).unwrap().outputs;
             for name in ["q_rot", "k_out", "v_out"] {
                 let scale = want[name].as_f32().unwrap().iter().fold(1f32, |a, v| a.max(v.abs()));
                 let diff = max_diff(&got[name], &want[name]);
@@ -989,18 +1012,32 @@ fn attention_inputs_run_as_one_kernel() {
             past_cap.insert("lengths".to_string(), Tensor::i32(vec![b], vec![0, cap as i32]));
             let err = g.step(&past_cap).unwrap_err().to_string();
             assert!(err.contains("capacity") && err.contains("kv_append"), "{what}: an offset past the capacity must be refused: {err}");
-            // Where the group is not legal it does not form, and the
+            // Where the head is not legal it does not form, and the
             // results stay the same bits: q's projection read elsewhere
-            // too (it would never be written), or a device that binds
-            // fewer than the kernel's 10 buffers.
+            // too (it would never be written). The unfused graph runs to
+            // the same bits on a device that binds fewer than the kernel's
+            // 10 buffers, which refuses the head, naming its limit.
             let text_with_q_raw = text::print(&graph).replace("\n}", "\n  %26 = output{name=\"q_raw\"} %6 : f32[2, 1, 30]\n}");
-            let read_twice = text::parse(&text_with_q_raw).unwrap();
+            let mut read_twice = text::parse(&text_with_q_raw).unwrap();
+            assert_eq!(AttentionHead { cost: CostModel::Launches }.run(&mut read_twice), 0, "{what}: q's projection is read twice");
             let mut controls = vec![("q projection read twice", open_graph(&read_twice, &weights).unwrap())];
-            if let Some(mut small) = wgpu_device().filter(|_| std::env::var("GRAPHC_TEST_DEVICE").map_or(true, |d| d == "wgpu")) {
-                small.limit_buffers(9);
-                let g: Box<dyn graphc_gpu::exec::DeviceGraph> =
-                    Box::new(graphc_gpu::exec::GpuGraph::new(std::sync::Arc::new(small), &graph, &weights).unwrap());
-                controls.push(("9 buffers a kernel", g));
+            if let Some(small) = wgpu_device().filter(|_| std::env::var("GRAPHC_TEST_DEVICE").map_or(true, |d| d == "wgpu")) {
+                let small = std::sync::Arc::new({
+                    let mut small = small;
+                    small.limit_buffers(9);
+                    small
+                });
+                let mut refused = graphc_gpu::exec::GpuGraph::new(small.clone(), &head, &weights).unwrap();
+                for (name, cache) in &caches {
+                    refused.set_state(name, cache).unwrap();
+                }
+                let err = refused.step(&inputs).unwrap_err().to_string();
+                assert!(
+                    err.contains("binding limits") && err.contains("--disable-pass attention_head"),
+                    "{what}: the head refused on 9 buffers: {err}"
+                );
+                let g: Box<dyn graphc_gpu::exec::DeviceGraph> = Box::new(graphc_gpu::exec::GpuGraph::new(small, &graph, &weights).unwrap());
+                controls.push(("9 buffers a kernel, the pass off", g));
             }
             for (control, mut g) in controls {
                 for (name, cache) in &caches {

@@ -323,6 +323,9 @@ pub fn run_scheduled(
     let mut op_secs = Vec::new();
     let mut vals: Vec<Option<Val>> = Vec::with_capacity(schedule.steps.len());
     vals.resize_with(schedule.steps.len(), || None);
+    // The further results of an op that has several, by the producer's
+    // position, until their `result` nodes take them.
+    let mut further: HashMap<usize, Vec<Option<Tensor>>> = HashMap::new();
     for (i, step) in schedule.steps.iter().enumerate() {
         let node = graph.node(step.id);
         let err = |message: String| ExecError { node: step.name.clone(), op: node.op.mnemonic(), message };
@@ -345,6 +348,10 @@ pub fn run_scheduled(
                 }
                 Val::W(w)
             }
+            Op::Result { index } => {
+                let taken = further.get_mut(&step.inputs[0]).and_then(|r| r.get_mut(index - 1)).and_then(Option::take);
+                Val::T(taken.ok_or_else(|| err(format!("result {index} of its operand was not computed")))?)
+            }
             op => {
                 // Operands that die here are moved to the kernel; the rest are borrowed.
                 let mut owned: Vec<Option<Val>> = step
@@ -363,7 +370,13 @@ pub fn run_scheduled(
                     })
                     .collect();
                 let started = schedule.profile.then(std::time::Instant::now);
-                let t = evaluator.eval(op, args, &env).map_err(err)?;
+                let t = if op.results() > 1 {
+                    let mut results = super::parts::results(evaluator, op, args, &env).map_err(err)?;
+                    further.insert(i, results.drain(1..).map(Some).collect());
+                    results.swap_remove(0)
+                } else {
+                    evaluator.eval(op, args, &env).map_err(err)?
+                };
                 if let Some(started) = started {
                     let secs = started.elapsed().as_secs_f64();
                     let flops = 2.0 * t.shape().iter().product::<usize>() as f64 * step.matmul_k as f64;

@@ -4,6 +4,7 @@
 pub mod exec;
 pub mod fast;
 pub mod kernels;
+pub mod parts;
 #[allow(unsafe_code)] // a region's closure borrows the caller's stack (see the module)
 pub mod pool;
 pub mod reference;

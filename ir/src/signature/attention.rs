@@ -1,9 +1,11 @@
-//! Attention over a key/value cache, and the in-place cache write the
-//! `kv_append` pass makes.
+//! Attention over a key/value cache, the in-place cache write the
+//! `kv_append` pass makes, and the attention head (q/k/v projections,
+//! rotations and appends) the `attention_head` pass makes.
 
 use super::attr::Attributes;
 use super::check::{arity, need_float, need_rank, other_kind, same_dim};
 use crate::op::Op;
+use crate::op::{RopeScaling, RopeStyle};
 use crate::shape::{Dim, TensorType};
 use crate::DType;
 
@@ -11,6 +13,7 @@ pub(super) fn prototypes() -> Vec<Op> {
     vec![
         Op::Attention { n_heads: 0, n_kv_heads: 0, scale: 0.0, causal: false, window: None, softcap: None, ring: false },
         Op::KvAppend { axis: 0, cap: Dim::konst(0), window: None },
+        Op::QkvRope { eps: None, style: RopeStyle::Neox, rotary_dim: 0, theta: 0.0, scaling: RopeScaling::None, cap: Dim::konst(0), window: None },
     ]
 }
 
@@ -29,6 +32,13 @@ pub(super) fn attributes<A: Attributes>(op: &mut Op, a: &mut A) -> Result<(), St
         Op::KvAppend { axis, cap, window } => {
             a.name("kv_append")?;
             a.value("axis", axis)?;
+            a.value("cap", cap)?;
+            a.optional("window", window)
+        }
+        Op::QkvRope { eps, style, rotary_dim, theta, scaling, cap, window } => {
+            a.name("qkv_rope")?;
+            a.optional("eps", eps)?;
+            super::rope::rotation(a, style, rotary_dim, theta, scaling)?;
             a.value("cap", cap)?;
             a.optional("window", window)
         }
@@ -91,6 +101,47 @@ pub(super) fn infer(op: &Op, tys: &[TensorType]) -> Result<TensorType, String> {
             }
             Ok(cache.clone())
         }
+        Op::QkvRope { .. } => Ok(qkv_rope_results(op, tys)?.swap_remove(0)),
         _ => other_kind(op),
     }
+}
+
+/// `qkv_rope`'s three results (q rotated, the caches after the appends),
+/// typed as the ops it replaces, step by step.
+pub(super) fn qkv_rope_results(op: &Op, tys: &[TensorType]) -> Result<Vec<TensorType>, String> {
+    let &Op::QkvRope { eps, style, rotary_dim, theta, ref scaling, ref cap, window } = op else { other_kind(op) };
+    arity(tys, if eps.is_some() { 9..=9 } else { 8..=8 })?;
+    let t = |i: usize| &tys[i];
+    let (positions, k_cache, v_cache, lengths) = (t(4), t(5), t(6), t(7));
+    need_rank("k_cache", k_cache, 4)?;
+    need_rank("v_cache", v_cache, 4)?;
+    // p(w), then split into heads of the caches' head sizes.
+    let heads = |w: usize, what: &str, head_dim: &Dim| -> Result<TensorType, String> {
+        let projected = match eps {
+            Some(eps) => super::matmul::infer(&Op::NormMatMul { eps }, &[t(0).clone(), t(8).clone(), t(w).clone()])?,
+            None => super::matmul::infer(&Op::MatMul, &[t(0).clone(), t(w).clone()])?,
+        };
+        need_rank(&format!("{what} projection"), &projected, 3)?;
+        let (n, d) = match (projected.shape[2].as_const(), head_dim.as_const()) {
+            (Some(n), Some(d)) if d > 0 && n % d == 0 => (n, d),
+            _ => {
+                return Err(format!(
+                    "the {what} projection's {} features do not split into heads of {head_dim} (the cache's head size)",
+                    projected.shape[2]
+                ))
+            }
+        };
+        let mut shape = projected.shape[..2].to_vec();
+        shape.extend([Dim::konst(n / d), Dim::konst(d)]);
+        let split = super::layout::infer(&Op::Reshape { shape }, &[projected])?;
+        super::layout::infer(&Op::Permute { perm: vec![0, 2, 1, 3] }, &[split])
+    };
+    let rope = Op::Rope { style, rotary_dim, theta, scaling: scaling.clone() };
+    let append = Op::KvAppend { axis: 2, cap: cap.clone(), window };
+    let q = super::rope::infer(&rope, &[heads(1, "q", &k_cache.shape[3])?, positions.clone()])?;
+    let k = super::rope::infer(&rope, &[heads(2, "k", &k_cache.shape[3])?, positions.clone()])?;
+    let v = heads(3, "v", &v_cache.shape[3])?;
+    let k_cache = infer(&append, &[k_cache.clone(), k, lengths.clone()])?;
+    let v_cache = infer(&append, &[v_cache.clone(), v, lengths.clone()])?;
+    Ok(vec![q, k_cache, v_cache])
 }

@@ -68,6 +68,15 @@ pub fn infer(op: &Op, tys: &[TensorType]) -> Result<TensorType, String> {
     }
 }
 
+/// Every result of `op` (its own value first, then those `result{index}`
+/// nodes read) from inputs of types `tys`.
+pub fn results(op: &Op, tys: &[TensorType]) -> Result<Vec<TensorType>, String> {
+    match op {
+        Op::QkvRope { .. } => attention::qkv_rope_results(op, tys),
+        _ => Ok(vec![infer(op, tys)?]),
+    }
+}
+
 impl Op {
     /// The op's name in the text form, as its signature states it.
     pub fn mnemonic(&self) -> String {

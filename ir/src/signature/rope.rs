@@ -36,10 +36,10 @@ pub(super) fn attributes<A: Attributes>(op: &mut Op, a: &mut A) -> Result<(), St
     }
 }
 
-/// The attributes `rope` and `norm_rope` share. The scaling's keys name
+/// The attributes `rope`, `norm_rope` and `qkv_rope` share. The scaling's keys name
 /// its variant: none, `linear_factor`, `freq_factors` with
 /// `attention_factor`, or `llama3_factor` with the llama3 parameters.
-fn rotation<A: Attributes>(
+pub(super) fn rotation<A: Attributes>(
     a: &mut A,
     style: &mut RopeStyle,
     rotary_dim: &mut usize,

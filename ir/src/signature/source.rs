@@ -1,6 +1,7 @@
 //! Where values enter and leave a step: runtime inputs, weights, state and
-//! constants (sources, which declare their type), the graph's results, and
-//! the host read with its checks.
+//! constants (sources, which declare their type), the graph's results, the
+//! further results of a node that has several, and the host read with its
+//! checks.
 
 use super::attr::Attributes;
 use super::check::{arity, other_kind};
@@ -18,6 +19,7 @@ pub(super) fn prototypes() -> Vec<Op> {
         Op::Output { name },
         Op::Const { value: 0.0, ty },
         Op::ToHost { nonempty: false, bound: None },
+        Op::Result { index: 1 },
     ]
 }
 
@@ -43,6 +45,10 @@ pub(super) fn attributes<A: Attributes>(op: &mut Op, a: &mut A) -> Result<(), St
             a.name("to_host")?;
             a.flag("nonempty", nonempty)?;
             a.optional("bound", bound)
+        }
+        Op::Result { index } => {
+            a.name("result")?;
+            a.value("index", index)
         }
         _ => other_kind(op),
     }
@@ -72,6 +78,9 @@ pub(super) fn infer(op: &Op, tys: &[TensorType]) -> Result<TensorType, String> {
             }
             Ok(tys[0].clone())
         }
+        // Its type is its producer's result `index` (`super::results`),
+        // which the producer's type alone does not say.
+        Op::Result { index } => Err(format!("result{{index={index}}} is typed from its producer's operands (signature::results)")),
         _ => other_kind(op),
     }
 }

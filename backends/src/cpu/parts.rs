@@ -1,0 +1,53 @@
+//! Ops with further results, run on the CPU as the ops they are defined
+//! as, each through the executor's own `eval`: the same kernels in the
+//! same order, hence the bits of the graph the optimizer started from.
+//! On the CPU the fused form saves no pass over memory (its parts are the
+//! passes), so only GPU plans form these ops; the CPU runs them for plans
+//! made elsewhere and for checking the GPU against the reference.
+
+use super::exec::{Arg, Env, Evaluator, Val};
+use crate::tensor::Tensor;
+use graphc_ir::shape::const_shape;
+use graphc_ir::Op;
+
+/// Every result of `op`, an op with further results (`Op::results`).
+pub fn results(evaluator: &dyn Evaluator, op: &Op, args: Vec<Arg<'_, '_>>, env: &Env) -> Result<Vec<Tensor>, String> {
+    match op {
+        Op::QkvRope { .. } => qkv_rope(evaluator, op, args, env),
+        _ => Err(format!("{} has one result", op.mnemonic())),
+    }
+}
+
+/// `qkv_rope` as its definition in `Op::QkvRope`: each projection, its
+/// split into heads, the rotations, and the appends into the caches (in
+/// place where the run loop handed the cache over).
+fn qkv_rope(evaluator: &dyn Evaluator, op: &Op, args: Vec<Arg<'_, '_>>, env: &Env) -> Result<Vec<Tensor>, String> {
+    let Op::QkvRope { eps, style, rotary_dim, theta, scaling, cap, window } = op else { unreachable!("matched by `results`") };
+    let mut args: Vec<Option<Arg>> = args.into_iter().map(Some).collect();
+    let mut take = |i: usize| args[i].take().expect("each operand taken once");
+    let (x, w_q, w_k, w_v, positions) = (take(0), take(1), take(2), take(3), take(4));
+    let (k_cache, v_cache, lengths) = (take(5), take(6), take(7));
+    let norm_weight = eps.map(|_| take(8));
+    let own = |t: Tensor| Arg::Own(Val::T(t));
+    let heads = |w: &Arg<'_, '_>, head_dim: usize| -> Result<Tensor, String> {
+        let projected = match (eps, &norm_weight) {
+            (Some(eps), Some(g)) => {
+                evaluator.eval(&Op::NormMatMul { eps: *eps }, vec![Arg::Ref(x.val()), Arg::Ref(g.val()), Arg::Ref(w.val())], env)?
+            }
+            _ => evaluator.eval(&Op::MatMul, vec![Arg::Ref(x.val()), Arg::Ref(w.val())], env)?,
+        };
+        let &[b, s, n] = projected.shape() else { return Err(format!("qkv_rope: a projection of shape {:?}", projected.shape())) };
+        let split = Op::Reshape { shape: const_shape(&[b, s, n / head_dim, head_dim]) };
+        let split = evaluator.eval(&split, vec![own(projected)], env)?;
+        evaluator.eval(&Op::Permute { perm: vec![0, 2, 1, 3] }, vec![own(split)], env)
+    };
+    let rope = Op::Rope { style: *style, rotary_dim: *rotary_dim, theta: *theta, scaling: scaling.clone() };
+    let append = Op::KvAppend { axis: 2, cap: cap.clone(), window: *window };
+    let (head_dim, v_head_dim) = (k_cache.val().shape()[3], v_cache.val().shape()[3]);
+    let q = evaluator.eval(&rope, vec![own(heads(&w_q, head_dim)?), Arg::Ref(positions.val())], env)?;
+    let k = evaluator.eval(&rope, vec![own(heads(&w_k, head_dim)?), Arg::Ref(positions.val())], env)?;
+    let k_cache = evaluator.eval(&append, vec![k_cache, own(k), Arg::Ref(lengths.val())], env)?;
+    let v = heads(&w_v, v_head_dim)?;
+    let v_cache = evaluator.eval(&append, vec![v_cache, own(v), Arg::Ref(lengths.val())], env)?;
+    Ok(vec![q, k_cache, v_cache])
+}
