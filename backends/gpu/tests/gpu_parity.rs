@@ -1379,7 +1379,8 @@ fn norm_and_residual_ops_run_as_one_kernel_each() {
 
 /// `norm_matmul`s of one input and norm stack as `matmul`s of one input
 /// do (`stacked_matmuls`, q/k/v of a Gemma layer) and, as a llama layer's
-/// rotated and appended q/k/v, run as its one `matmul_qkv_rope` kernel:
+/// rotated and appended q/k/v (a `qkv_rope` of the `attention_head` pass),
+/// run as its one `matmul_qkv_rope` kernel:
 /// both forming the norm inside, bit for bit what the graph with the norm
 /// as its own op gives on the same device (its projections stacked the
 /// same way, plus a norm launch), and the reference's values.
@@ -1433,7 +1434,12 @@ fn normed_projections_stack_and_form_the_layer_head() {
             for rotated in [false, true] {
                 let what = format!("{dt} b={b} s={s} rotated={rotated}");
                 let run = |normed: bool| {
-                    let graph = graph(normed, rotated);
+                    let mut graph = graph(normed, rotated);
+                    // The layer head is the attention_head pass's op.
+                    if rotated {
+                        assert_eq!(AttentionHead { cost: CostModel::Launches }.run(&mut graph), 1, "the head formed");
+                        graphc_ir::verify(&mut graph).unwrap();
+                    }
                     let mut g = open_graph(&graph, &weights)?;
                     for (name, cache) in &caches {
                         g.set_state(name, cache).unwrap();
