@@ -295,6 +295,13 @@ pub enum Op {
     /// weight))`, a sandwich norm's residual add (Gemma 2/3's post-norms;
     /// the `norm-add` rules).
     NormAdd { eps: f32 },
+    /// `(a [..., d], b [..., d], weight [d], bias [d]?)` →
+    /// `norm{kind, eps}(add(a, b), weight, bias)`, with result 1 (read
+    /// through `result{index=1}`) the sum `add(a, b)`, the residual stream's
+    /// next value: a pre-norm and the residual add before it, the sum
+    /// written once and normed as it is written (the `residual_norm` pass;
+    /// layer norms, which no rule folds into their readers).
+    AddNorm { kind: NormKind, eps: f32 },
     /// `(w)`: the f32 values of a quantized or half-precision tensor.
     Dequantize,
     /// `(x [..., d], weight [d], bias [d]?)`: normalization over the last axis.
@@ -424,7 +431,7 @@ impl Op {
             | Op::TopKMask { .. }
             | Op::SparseMixer { .. } => OpKind::Elementwise,
             Op::MatMul | Op::MatMulGlu { .. } | Op::NormMatMul { .. } | Op::NormMatMulGlu { .. } | Op::MatMulAdd => OpKind::MatMul,
-            Op::Norm { .. } | Op::NormAdd { .. } => OpKind::Norm,
+            Op::Norm { .. } | Op::NormAdd { .. } | Op::AddNorm { .. } => OpKind::Norm,
             Op::Rope { .. } | Op::NormRope { .. } => OpKind::Rope,
             Op::Attention { .. } | Op::KvAppend { .. } | Op::QkvRope { .. } => OpKind::Attention,
             Op::CausalConv1d { .. } | Op::GatedDeltaRule => OpKind::Recurrent,
@@ -457,6 +464,7 @@ impl Op {
                 | Op::MatMulAdd
                 | Op::NormAdd { .. }
                 | Op::QkvRope { .. }
+                | Op::AddNorm { .. }
         )
     }
 
@@ -465,6 +473,7 @@ impl Op {
     pub fn results(&self) -> usize {
         match self {
             Op::QkvRope { .. } => 3,
+            Op::AddNorm { .. } => 2,
             _ => 1,
         }
     }

@@ -17,6 +17,7 @@ pub mod kv_alias;
 pub mod kv_append;
 pub mod manager;
 pub mod pass;
+pub mod residual_norm;
 pub mod rules;
 pub mod window_cache;
 

@@ -47,6 +47,7 @@ impl PassManager {
                 Box::new(crate::hoist_sync::HoistSync),
                 Box::new(crate::fuse::Fuse { cost, ..Default::default() }),
                 Box::new(crate::attention_head::AttentionHead { cost }),
+                Box::new(crate::residual_norm::ResidualNorm { cost }),
                 Box::new(crate::dead_code::DeadCode),
             ],
         }

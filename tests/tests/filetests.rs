@@ -133,6 +133,11 @@ fn attention_head_filetests() {
 }
 
 #[test]
+fn residual_norm_filetests() {
+    pass_filetests("residual_norm", 7);
+}
+
+#[test]
 fn dead_code_filetests() {
     pass_filetests("dead_code", 2);
 }

@@ -9,14 +9,15 @@
 //! values there.
 //!
 //! The IR's rules make the other fused ops (`passes/src/rules/`), and its
-//! `attention_head` pass the layer heads, each run here as one kernel; with
+//! `attention_head` and `residual_norm` passes the layer heads and the
+//! layer norms with their residual adds, each run here as one kernel; with
 //! both, a SmolLM2 decode step launches 153 kernels instead of 514 (each
 //! group's count on SmolLM2 and Gemma 3 is asserted in
 //! `tests/tests/gpu_models.rs`).
 
 use crate::device::BindingLimits;
 use crate::kernels::elementwise::Chain;
-use graphc_ir::{BinaryOp, DType, Graph, NodeId, NormKind, Op};
+use graphc_ir::{DType, Graph, NodeId, NormKind, Op};
 use std::collections::{HashMap, HashSet};
 
 /// The groups of `graph` (in topological `order`), and the nodes that run
@@ -26,7 +27,7 @@ pub fn groups(graph: &Graph, order: &[NodeId], limits: BindingLimits) -> (Groups
     let position: Positions = order.iter().enumerate().map(|(i, &n)| (n, i)).collect();
     let (mut groups, inner) = elementwise_chains(graph, order);
     groups.extend(attention_heads(graph, order));
-    groups.extend(residual_norms(graph, order, &position, &groups, &inner));
+    groups.extend(residual_norms(graph, order));
     groups.extend(stacked_matmuls(graph, order, &position, &inner, limits));
     groups.extend(paired_ops(graph, order, &position, &groups, &inner));
     (groups, inner)
@@ -52,8 +53,8 @@ pub fn launched_by(graph: &Graph, inner: &HashSet<NodeId>, written_at: &HashMap<
 pub enum Group {
     /// An elementwise chain (`elementwise_chains`).
     Chain(Chain),
-    /// `norm(add(a, b))` that also writes the sum (`residual_norms`):
-    /// leaves `a, b, w[, bias]`, the add co-produced.
+    /// An IR `add_norm` (`residual_norms`): leaves `a, b, w[, bias]`, the
+    /// sum co-produced.
     AddNorm(NormKind, f32),
     /// Two or three matmuls of one `x` (`stacked_matmuls`): leaves `x`,
     /// the co-produced matmuls' weights, then the root's (the root is the
@@ -248,40 +249,18 @@ fn paired_ops(graph: &Graph, order: &[NodeId], position: &Positions, groups: &Gr
     fused
 }
 
-/// Residual norms: `norm(add(a, b))`, where `a` and `b` have the add's
-/// shape, runs as one `add_norm` kernel that writes the sum too (the
-/// residual stream's next value, read again by the next residual add): a
-/// launch fewer per norm after a residual add, two a layer. Legal when the
-/// add is in no other group, reads no weight, and each of its other
-/// readers comes after the norm in `order` (the kernel runs where the norm
-/// stands). The sum and the norm are formed as the two kernels form them.
-///
-/// The IR's rules take these first where the norm is RMS: its readers form
-/// it (`norm_matmul`) and the add goes into the projection before it
-/// (`matmul_add`) or the post-norm's kernel (`norm_add`). What is left
-/// here: layer norms (phi2), and graphs compiled with those rules off.
-fn residual_norms(graph: &Graph, order: &[NodeId], position: &Positions, groups: &Groups, inner: &HashSet<NodeId>) -> Groups {
-    let mut fused: Groups = HashMap::new();
-    let mut taken = HashSet::new();
+/// Residual norms: an IR `add_norm` (the `residual_norm` pass) runs as one
+/// `add_norm` kernel where it stands, its leaves its operands; its `result`
+/// node (the sum) is co-produced.
+fn residual_norms(graph: &Graph, order: &[NodeId]) -> Groups {
+    let mut groups: Groups = HashMap::new();
     for &id in order {
-        let Op::Norm { kind, eps } = graph.node(id).op else { continue };
-        let inputs = graph.inputs(id);
-        let add = inputs[0];
-        if graph.node(add).op != Op::Binary(BinaryOp::Add) || groups.contains_key(&id) || groups.contains_key(&add) || inner.contains(&add) {
-            continue;
+        let Op::AddNorm { kind, eps } = graph.node(id).op else { continue };
+        if let Some(sum) = graph.users(id).into_iter().find(|&u| graph.node(u).op == Op::Result { index: 1 }) {
+            groups.insert(id, Fused { group: Group::AddNorm(kind, eps), leaves: graph.inputs(id), also: vec![sum] });
         }
-        let operands = graph.inputs(add);
-        let same_shape = operands.iter().all(|&o| graph.ty(o).shape == graph.ty(add).shape && graph.ty(o).dtype == DType::F32);
-        let reads_weight = operands.iter().any(|&o| matches!(graph.node(o).op, Op::Weight { .. } | Op::Const { .. }));
-        let readers_after = graph.users(add).iter().all(|u| *u == id || position[u] > position[&id]);
-        if !(same_shape && !reads_weight && readers_after && taken.insert(add)) {
-            continue;
-        }
-        let mut leaves = operands;
-        leaves.extend(&inputs[1..]);
-        fused.insert(id, Fused { group: Group::AddNorm(kind, eps), leaves, also: vec![add] });
     }
-    fused
+    groups
 }
 
 /// Attention heads: an IR `qkv_rope` (the `attention_head` pass) runs as

@@ -27,6 +27,7 @@ use graphc_gpu::run_op::RunOp;
 use graphc_gpu::wgpu_rt::WgpuDevice;
 use graphc_ir::{text, BinaryOp, DType, NormKind, Op, RopeScaling, RopeStyle, UnaryOp};
 use graphc_passes::attention_head::AttentionHead;
+use graphc_passes::residual_norm::ResidualNorm;
 use graphc_passes::{CostModel, Pass};
 use half::f16;
 use std::collections::HashMap;
@@ -1053,6 +1054,10 @@ fn attention_inputs_run_as_one_kernel() {
     }
 }
 
+/// A norm of a residual add whose sum is read again, made one `add_norm`
+/// by the `residual_norm` pass, runs as one kernel that writes the sum and
+/// its norm, bit for bit the add and norm kernels one at a time; the
+/// reference runs the op as its parts to the unfused graph's bits.
 #[test]
 fn residual_norms_run_as_one_kernel() {
     let (rows, d) = (3, 300);
@@ -1064,11 +1069,20 @@ fn residual_norms_run_as_one_kernel() {
         let weight = |seed| OneWeight { dtype: DType::F32, shape: vec![d], bytes: weight_bytes(DType::F32, 1, d, seed) };
         let weights = Weights(HashMap::from([("w".to_string(), weight(100)), ("bias".to_string(), weight(101))]));
         let inputs = HashMap::from([("x".to_string(), t(&[rows, d], 102)), ("delta".to_string(), t(&[rows, d], 103))]);
-        let Some(mut g) = open_graph(&graph, &weights) else { return };
+        let bits = |t: &Tensor| t.as_f32().unwrap().iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+        let mut fused = graph.clone();
+        assert_eq!(ResidualNorm { cost: CostModel::Launches }.run(&mut fused), 1, "{kind:?}: the add_norm formed");
+        graphc_ir::verify(&mut fused).unwrap();
+        let want = reference::run(&graph, &inputs, HashMap::new(), &weights).unwrap().outputs;
+        // The reference runs the op as its parts, to the unfused bits.
+        let parts = reference::run(&fused, &inputs, HashMap::new(), &weights).unwrap().outputs;
+        for name in ["h", "n", "y"] {
+            assert!(bits(&parts[name]) == bits(&want[name]), "{kind:?} {name}: the reference's add_norm differs from its parts in its bits");
+        }
+        let Some(mut g) = open_graph(&fused, &weights) else { return };
         let mut got = g.step(&inputs).unwrap();
         assert_eq!(g.counters()["device_fused_residual_norms"], 1, "{kind:?}: the first add is written by the norm's kernel");
         assert_eq!(g.counters()["device_launches_last_step"], 2, "{kind:?}: add_norm, then the mul + add chain");
-        let want = reference::run(&graph, &inputs, HashMap::new(), &weights).unwrap().outputs;
         for name in ["h", "n", "y"] {
             assert_close(&format!("{kind:?} {name}"), &got[name], &want[name]);
         }
@@ -1085,7 +1099,6 @@ fn residual_norms_run_as_one_kernel() {
             norm_inputs.push(OpInput::Weight(b));
         }
         let normed = dev.run_op(&norm_op, &norm_inputs).unwrap();
-        let bits = |t: &Tensor| t.as_f32().unwrap().iter().map(|v| v.to_bits()).collect::<Vec<_>>();
         let (h, n) = (got.remove("h").unwrap(), got.remove("n").unwrap());
         assert!(bits(&h) == bits(&sum), "{kind:?}: the fused sum differs from the add kernel's in its bits");
         assert!(bits(&n) == bits(&normed), "{kind:?}: the fused norm differs from the norm kernel's in its bits");

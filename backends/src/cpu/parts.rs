@@ -8,12 +8,24 @@
 use super::exec::{Arg, Env, Evaluator, Val};
 use crate::tensor::Tensor;
 use graphc_ir::shape::const_shape;
-use graphc_ir::Op;
+use graphc_ir::{BinaryOp, Op};
 
 /// Every result of `op`, an op with further results (`Op::results`).
 pub fn results(evaluator: &dyn Evaluator, op: &Op, args: Vec<Arg<'_, '_>>, env: &Env) -> Result<Vec<Tensor>, String> {
     match op {
         Op::QkvRope { .. } => qkv_rope(evaluator, op, args, env),
+        Op::AddNorm { kind, eps } => {
+            // The sum, then its norm (the sum is kept: result 1).
+            let mut args = args.into_iter();
+            let (a, b) = (args.next().expect("a"), args.next().expect("b"));
+            let sum = evaluator.eval(&Op::Binary(BinaryOp::Add), vec![a, b], env)?;
+            let sum = Val::T(sum);
+            let mut norm_args = vec![Arg::Ref(&sum)];
+            norm_args.extend(args);
+            let normed = evaluator.eval(&Op::Norm { kind: *kind, eps: *eps }, norm_args, env)?;
+            let Val::T(sum) = sum else { unreachable!("a tensor") };
+            Ok(vec![normed, sum])
+        }
         _ => Err(format!("{} has one result", op.mnemonic())),
     }
 }

@@ -1,5 +1,6 @@
-//! Normalization over the last axis, and the sandwich norm's residual add
-//! the `norm-add` rules fuse into it.
+//! Normalization over the last axis, the sandwich norm's residual add
+//! the `norm-add` rules fuse into it, and the residual add before a norm
+//! the `residual_norm` pass fuses into it (two results).
 
 use super::attr::{word_attr, Attr, AttrValue, Attributes};
 use super::check::{arity, need_float, need_rank, other_kind, same_dim, same_operand};
@@ -18,7 +19,7 @@ impl AttrValue for NormKind {
 }
 
 pub(super) fn prototypes() -> Vec<Op> {
-    vec![Op::Norm { kind: NormKind::Rms, eps: 0.0 }, Op::NormAdd { eps: 0.0 }]
+    vec![Op::Norm { kind: NormKind::Rms, eps: 0.0 }, Op::NormAdd { eps: 0.0 }, Op::AddNorm { kind: NormKind::Rms, eps: 0.0 }]
 }
 
 pub(super) fn attributes<A: Attributes>(op: &mut Op, a: &mut A) -> Result<(), String> {
@@ -30,6 +31,11 @@ pub(super) fn attributes<A: Attributes>(op: &mut Op, a: &mut A) -> Result<(), St
         }
         Op::NormAdd { eps } => {
             a.name("norm_add")?;
+            a.value("eps", eps)
+        }
+        Op::AddNorm { kind, eps } => {
+            a.name("add_norm")?;
+            a.value("kind", kind)?;
             a.value("eps", eps)
         }
         _ => other_kind(op),
@@ -63,6 +69,18 @@ pub(super) fn infer(op: &Op, tys: &[TensorType]) -> Result<TensorType, String> {
             let normed = infer(&Op::Norm { kind: NormKind::Rms, eps: *eps }, &tys[1..])?;
             same_operand("norm_add residual", t(0), &normed)
         }
+        Op::AddNorm { .. } => Ok(add_norm_results(op, tys)?.swap_remove(0)),
         _ => other_kind(op),
     }
+}
+
+/// `add_norm`'s two results (the normed sum, the sum), typed as the add
+/// (of one shape: no broadcast) and the norm it replaces.
+pub(super) fn add_norm_results(op: &Op, tys: &[TensorType]) -> Result<Vec<TensorType>, String> {
+    let &Op::AddNorm { kind, eps } = op else { other_kind(op) };
+    arity(tys, 3..=4)?;
+    let sum = same_operand("add_norm's b", &tys[1], &tys[0])?;
+    let mut norm_operands = vec![sum.clone()];
+    norm_operands.extend_from_slice(&tys[2..]);
+    Ok(vec![infer(&Op::Norm { kind, eps }, &norm_operands)?, sum])
 }
