@@ -142,8 +142,10 @@ fn a_cpu_plan_keeps_the_shared_norm_and_a_gpu_plan_fuses_it() {
     let count = |m: &Model, pick: fn(&Op) -> bool| m.graph().nodes().filter(|n| pick(&n.op)).count();
     let cpu = Model::compile(&graphc_tests::smollm2(), &CompileOptions { device: Some("cpu".into()), ..Default::default() }, None).unwrap();
     let gpu = Model::compile(&graphc_tests::smollm2(), &CompileOptions { device: Some("wgpu".into()), ..Default::default() }, None).unwrap();
-    // The GPU plan: q, k, v and the output head as norm_matmuls.
-    assert_eq!(count(&gpu, |op| matches!(op, Op::NormMatMul { .. })), 30 * 3 + 1);
+    // The GPU plan: q, k and v forming their norm inside each layer's
+    // `qkv_rope` (the `attention_head` pass), the output head a norm_matmul.
+    assert_eq!(count(&gpu, |op| matches!(op, Op::QkvRope { eps: Some(_), .. })), 30);
+    assert_eq!(count(&gpu, |op| matches!(op, Op::NormMatMul { .. })), 1);
     assert_eq!(count(&gpu, |op| matches!(op, Op::Norm { .. })), 0);
     // The CPU plan: each layer's attention norm one op read by three
     // matmuls; the MLP's norm, read by gate and up in the input graph, one

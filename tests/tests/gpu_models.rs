@@ -329,3 +329,43 @@ fn kernel_timing_counts_every_launch_and_changes_no_bit() {
 fn count_ops(model: &graphc::Model, pick: impl Fn(&graphc_ir::Op) -> bool) -> usize {
     model.graph().nodes().filter(|n| pick(&n.op)).count()
 }
+
+/// The GPU plan's structural fusions change no bit: with the
+/// `attention_head` and `residual_norm` passes on (their `qkv_rope` and
+/// `add_norm` each one launch) and off (the same values by the unfused
+/// kernels), logits of a prefill and two decode steps are identical bit for
+/// bit, on fixtures with layer heads rotated by pairs (llama3) and by halves
+/// (gemma2), with a layer norm after a residual add (phi2), and on SmolLM2.
+/// Each model is asserted to have the ops with the passes on, and none off.
+#[test]
+fn the_layer_head_and_residual_norm_passes_change_no_logit_bit() {
+    if !have_device() {
+        return;
+    }
+    let bits = |model: &Model, prompt: &[u32]| -> Vec<u32> {
+        let mut s = model.session(&device_session()).unwrap();
+        let mut out: Vec<u32> = s.prefill(prompt).unwrap().iter().map(|v| v.to_bits()).collect();
+        for t in [5, 7] {
+            out.extend(s.decode(t).unwrap().iter().map(|v| v.to_bits()));
+        }
+        out
+    };
+    let fixture = |name: &str| graphc_tests::repo_root().join("tests/fixtures/families").join(name);
+    let opts = CompileOptions { device: Some(test_device()), max_seq: Some(64), gpu: gpu(), ..Default::default() };
+    let off = CompileOptions { disabled_passes: vec!["attention_head".into(), "residual_norm".into()], ..opts.clone() };
+    let prompt = [1, 9, 4, 2, 7];
+    for (path, prompt, heads, norms) in [
+        (fixture("llama3"), &prompt[..], 2, 0),
+        (fixture("gemma2"), &prompt[..], 2, 0),
+        (fixture("phi2"), &prompt[..], 0, 1),
+        (smollm2(), &[1, 54, 34, 28, 46, 31][..], 30, 0),
+    ] {
+        let what = path.file_name().unwrap().to_string_lossy().to_string();
+        let on = Model::compile(&path, &opts, None).unwrap();
+        let plain = Model::compile(&path, &off, None).unwrap();
+        assert_eq!(count_ops(&on, |op| matches!(op, graphc_ir::Op::QkvRope { .. })), heads, "{what}: layer heads");
+        assert_eq!(count_ops(&on, |op| matches!(op, graphc_ir::Op::AddNorm { .. })), norms, "{what}: residual norms");
+        assert_eq!(count_ops(&plain, |op| op.results() > 1), 0, "{what}: the passes off");
+        assert!(bits(&on, prompt) == bits(&plain, prompt), "{what}: logits differ with attention_head and residual_norm off");
+    }
+}
