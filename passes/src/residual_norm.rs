@@ -86,10 +86,14 @@ impl Pass for ResidualNorm {
             let layer = g.node(norm).layer;
             let mut fused_inputs = operands;
             fused_inputs.extend(&inputs[1..]);
+            // Typed as the values they take over, so later matches in this
+            // run can read them.
             let fused = g.add(Op::AddNorm { kind, eps }, &fused_inputs, layer);
+            g.node_mut(fused).ty = g.node(norm).ty.clone();
             g.take_place(fused, norm);
             g.replace_uses(norm, fused);
             let result = g.add(Op::Result { index: 1 }, &[fused], layer);
+            g.node_mut(result).ty = g.node(sum).ty.clone();
             g.take_place(result, sum);
             g.replace_uses(sum, result);
             g.remove(norm);
