@@ -4,6 +4,7 @@
 // No `unsafe` here: it is confined to named modules (SIMD, the pool, mmap).
 #![forbid(unsafe_code)]
 
+pub mod chain;
 pub mod dot;
 pub mod dtype;
 pub mod graph;
@@ -16,6 +17,7 @@ pub mod signature;
 pub mod text;
 pub mod verify;
 
+pub use chain::ChainExpr;
 pub use dtype::DType;
 pub use graph::{Graph, Node, NodeId};
 pub use op::{BinaryOp, NormKind, Op, OpKind, ReduceOp, RopeScaling, RopeStyle, UnaryOp};

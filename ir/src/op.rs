@@ -240,6 +240,11 @@ pub enum Op {
     Unary(UnaryOp),
     /// `(a, b)`: elementwise with numpy broadcasting (right-aligned, 1 stretches).
     Binary(BinaryOp),
+    /// `(in0, in1, ...)`: the elementwise expression `expr` over its
+    /// operands (broadcast as `binary` does), each op with its own
+    /// arithmetic, in one pass: a chain of unary and binary ops whose
+    /// intermediates never reach memory (the `elementwise_chain` pass).
+    Chain { expr: crate::chain::ChainExpr },
     /// `(x)`: `min(max(x, min), max)`; a bound that is `None` is not applied.
     /// `clamp(min = t)` alone is `max(x, t)`.
     Clamp { min: Option<f32>, max: Option<f32> },
@@ -424,6 +429,7 @@ impl Op {
             | Op::Dequantize => OpKind::Layout,
             Op::Unary(_)
             | Op::Binary(_)
+            | Op::Chain { .. }
             | Op::Clamp { .. }
             | Op::Glu { .. }
             | Op::Softmax { .. }
@@ -465,6 +471,7 @@ impl Op {
                 | Op::NormAdd { .. }
                 | Op::QkvRope { .. }
                 | Op::AddNorm { .. }
+                | Op::Chain { .. }
         )
     }
 

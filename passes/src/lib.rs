@@ -11,6 +11,7 @@ pub mod attention_head;
 pub mod cost;
 pub mod dead_code;
 pub mod egraph;
+pub mod elementwise_chain;
 pub mod fuse;
 pub mod hoist_sync;
 pub mod kv_alias;

@@ -26,7 +26,9 @@
 //!
 //! Runs after `fuse`, whose rules already fold RMS norms into their readers
 //! (`norm_matmul`) and residual adds into their producers (`matmul_add`):
-//! what is left are layer norms (phi2). GPU plans only: on the CPU the op is
+//! what is left are layer norms (phi2). And before `elementwise_chain`, so
+//! the norm takes the last add of a sum of several (phi2's parallel
+//! attention and MLP) and the rest chain. GPU plans only: on the CPU the op is
 //! its parts (`backends/src/cpu/parts.rs`) and saves nothing.
 //!
 //! Counts: norms formed with their residual add (SmolLM2, Gemma 3: 0).
@@ -68,6 +70,10 @@ impl Pass for ResidualNorm {
         let Ok(order) = g.topo_order() else { return 0 };
         let mut formed = 0;
         for norm in order {
+            // A node removed above (or its id given to a new one) is skipped.
+            if !g.contains(norm) {
+                continue;
+            }
             let Op::Norm { kind, eps } = g.node(norm).op else { continue };
             let inputs = g.inputs(norm);
             let sum = inputs[0];

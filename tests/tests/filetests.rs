@@ -138,6 +138,11 @@ fn residual_norm_filetests() {
 }
 
 #[test]
+fn elementwise_chain_filetests() {
+    pass_filetests("elementwise_chain", 5);
+}
+
+#[test]
 fn dead_code_filetests() {
     pass_filetests("dead_code", 2);
 }

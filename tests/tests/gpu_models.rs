@@ -331,14 +331,16 @@ fn count_ops(model: &graphc::Model, pick: impl Fn(&graphc_ir::Op) -> bool) -> us
 }
 
 /// The GPU plan's structural fusions change no bit: with the
-/// `attention_head` and `residual_norm` passes on (their `qkv_rope` and
-/// `add_norm` each one launch) and off (the same values by the unfused
-/// kernels), logits of a prefill and two decode steps are identical bit for
-/// bit, on fixtures with layer heads rotated by pairs (llama3) and by halves
-/// (gemma2), with a layer norm after a residual add (phi2), and on SmolLM2.
-/// Each model is asserted to have the ops with the passes on, and none off.
+/// `attention_head`, `elementwise_chain` and `residual_norm` passes on
+/// (their `qkv_rope`, `chain` and `add_norm` each one launch) and off (the
+/// same values by the unfused kernels), logits of a prefill and two decode
+/// steps are identical bit for bit, on fixtures with layer heads rotated by
+/// pairs (llama3) and by halves (gemma2, with its logit soft-cap a chain),
+/// with a layer norm after a residual add and bias chains (phi2), with
+/// expert sums (qwen3_moe), and on SmolLM2. Each model is asserted to have
+/// the ops with the passes on, and none off.
 #[test]
-fn the_layer_head_and_residual_norm_passes_change_no_logit_bit() {
+fn the_structural_fusion_passes_change_no_logit_bit() {
     if !have_device() {
         return;
     }
@@ -352,20 +354,25 @@ fn the_layer_head_and_residual_norm_passes_change_no_logit_bit() {
     };
     let fixture = |name: &str| graphc_tests::repo_root().join("tests/fixtures/families").join(name);
     let opts = CompileOptions { device: Some(test_device()), max_seq: Some(64), gpu: gpu(), ..Default::default() };
-    let off = CompileOptions { disabled_passes: vec!["attention_head".into(), "residual_norm".into()], ..opts.clone() };
+    let passes = ["attention_head", "elementwise_chain", "residual_norm"];
+    let off = CompileOptions { disabled_passes: passes.map(String::from).to_vec(), ..opts.clone() };
     let prompt = [1, 9, 4, 2, 7];
-    for (path, prompt, heads, norms) in [
-        (fixture("llama3"), &prompt[..], 2, 0),
-        (fixture("gemma2"), &prompt[..], 2, 0),
-        (fixture("phi2"), &prompt[..], 0, 1),
-        (smollm2(), &[1, 54, 34, 28, 46, 31][..], 30, 0),
+    // (checkpoint, prompt, layer heads, chains, residual norms)
+    for (path, prompt, heads, chains, norms) in [
+        (fixture("llama3"), &prompt[..], 2, 0, 0),
+        (fixture("gemma2"), &prompt[..], 2, 1, 0),
+        (fixture("phi2"), &prompt[..], 0, 4, 1),
+        (fixture("qwen3_moe"), &prompt[..], 0, 1, 0),
+        (smollm2(), &[1, 54, 34, 28, 46, 31][..], 30, 0, 0),
     ] {
         let what = path.file_name().unwrap().to_string_lossy().to_string();
         let on = Model::compile(&path, &opts, None).unwrap();
         let plain = Model::compile(&path, &off, None).unwrap();
         assert_eq!(count_ops(&on, |op| matches!(op, graphc_ir::Op::QkvRope { .. })), heads, "{what}: layer heads");
+        assert_eq!(count_ops(&on, |op| matches!(op, graphc_ir::Op::Chain { .. })), chains, "{what}: chains");
         assert_eq!(count_ops(&on, |op| matches!(op, graphc_ir::Op::AddNorm { .. })), norms, "{what}: residual norms");
-        assert_eq!(count_ops(&plain, |op| op.results() > 1), 0, "{what}: the passes off");
+        let fused = |op: &graphc_ir::Op| matches!(op, graphc_ir::Op::QkvRope { .. } | graphc_ir::Op::Chain { .. } | graphc_ir::Op::AddNorm { .. });
+        assert_eq!(count_ops(&plain, fused), 0, "{what}: the passes off");
         assert!(bits(&on, prompt) == bits(&plain, prompt), "{what}: logits differ with attention_head and residual_norm off");
     }
 }

@@ -56,7 +56,6 @@ pub struct GpuGraph<D: Device> {
     /// Fused groups (`fuse`), by root.
     groups: Groups,
     /// Nodes folded into a group's root (no launch of their own).
-    inner: std::collections::HashSet<NodeId>,
     /// Nodes a group's kernel writes besides its root's value → that root.
     written_at: HashMap<NodeId, NodeId>,
     /// Each slot's buffers, by size in bytes.
@@ -149,21 +148,14 @@ struct BufferPlan {
 }
 
 impl BufferPlan {
-    /// `inner` nodes run inside their chain root's kernel, and
     /// `written_at` nodes are written by their group root's kernel, so
-    /// what either reads is used at the root's position, and a
-    /// `written_at` node takes its slot there too (before or after its own
-    /// position in `order`).
+    /// what they read is used at the root's position, and a `written_at`
+    /// node takes its slot there too (before or after its own position in
+    /// `order`).
     /// `kept` values (the folded frontier) never return to the pool.
-    fn new(
-        graph: &Graph,
-        order: &[NodeId],
-        inner: &std::collections::HashSet<NodeId>,
-        written_at: &HashMap<NodeId, NodeId>,
-        kept: &std::collections::HashSet<NodeId>,
-    ) -> BufferPlan {
+    fn new(graph: &Graph, order: &[NodeId], written_at: &HashMap<NodeId, NodeId>, kept: &std::collections::HashSet<NodeId>) -> BufferPlan {
         let position: HashMap<NodeId, usize> = order.iter().enumerate().map(|(i, &n)| (n, i)).collect();
-        let runs_at = |id: NodeId| position[&crate::fuse::launched_by(graph, inner, written_at, id)];
+        let runs_at = |id: NodeId| position[&crate::fuse::launched_by(written_at, id)];
         // The node whose buffer a value lives in: itself, or through
         // `reshape` and in-place `kv_append` the value it aliases.
         let mut root = HashMap::new();
@@ -232,8 +224,7 @@ impl BufferPlan {
         }
         // Hand out slots in order (a released slot first, the last released
         // first); a slot frees after its value's last use, never within the
-        // node that takes it. Chain-inner nodes run inside their root's
-        // kernel and take none. Output values are never released.
+        // node that takes it. Output values are never released.
         let mut slot = HashMap::new();
         let (mut free, mut slots) = (vec![], 0);
         // The nodes a group root's kernel writes: the root, then the rest.
@@ -246,7 +237,7 @@ impl BufferPlan {
         }
         for (pos, &id) in order.iter().enumerate() {
             let written = std::iter::once(id).chain(written_by.get(&id).into_iter().flatten().copied());
-            for node in written.filter(|n| pooled.contains(n) && !inner.contains(n) && (*n != id || !written_at.contains_key(n))) {
+            for node in written.filter(|n| pooled.contains(n) && (*n != id || !written_at.contains_key(n))) {
                 let s = free.pop().unwrap_or_else(|| {
                     slots += 1;
                     slots - 1
@@ -285,13 +276,13 @@ impl<D: Device> GpuGraph<D> {
                 uploaded.insert(name.clone(), device.upload(w.bytes)?);
             }
         }
-        let (groups, inner) = crate::fuse::groups(graph, &order, device.binding_limits());
+        let groups = crate::fuse::groups(graph, &order, device.binding_limits());
         // Where each co-produced node's value is written: its group's root.
         let written_at: HashMap<NodeId, NodeId> = groups.iter().flat_map(|(&root, g)| g.also.iter().map(move |&n| (n, root))).collect();
         let operands = |id: NodeId| groups.get(&id).map_or_else(|| graph.inputs(id), |g| g.leaves.clone());
-        let launched = |id: NodeId| !inner.contains(&id) && !written_at.contains_key(&id);
+        let launched = |id: NodeId| !written_at.contains_key(&id);
         let folding = graphc_backends::fold::plan(graph, &order, &operands, &launched);
-        let plan = BufferPlan::new(graph, &order, &inner, &written_at, &folding.frontier);
+        let plan = BufferPlan::new(graph, &order, &written_at, &folding.frontier);
         // Every state's next value is its own buffer, appended in place.
         let in_place = |state_out: NodeId, name: &str| {
             let mut v = graph.inputs(state_out)[0];
@@ -328,7 +319,6 @@ impl<D: Device> GpuGraph<D> {
             states: HashMap::new(),
             plan,
             groups,
-            inner,
             written_at,
             slot_buffers: HashMap::new(),
             input_buffers: HashMap::new(),
@@ -358,9 +348,10 @@ impl<D: Device> GpuGraph<D> {
         Ok(())
     }
 
-    /// Elementwise ops folded into another's kernel (the chain fusion's count).
+    /// Elementwise ops folded into another's kernel: each `chain`'s ops
+    /// but the one its kernel is launched for.
     pub fn fused_elementwise(&self) -> usize {
-        self.inner.iter().filter(|&&id| matches!(self.graph.node(id).op, Op::Unary(_) | Op::Binary(_))).count()
+        self.graph.nodes().filter_map(|n| if let Op::Chain { expr } = &n.op { Some(expr.ops() - 1) } else { None }).sum()
     }
 
     /// Matmuls written by another matmul's kernel (`stacked_matmuls`'
@@ -537,7 +528,7 @@ impl<D: Device> GpuGraph<D> {
                 continue;
             }
             // Written by its group's kernel, at the group's root.
-            if self.inner.contains(&id) || self.written_at.contains_key(&id) {
+            if self.written_at.contains_key(&id) {
                 continue;
             }
             let node = graph.node(id);
@@ -609,7 +600,6 @@ impl<D: Device> GpuGraph<D> {
                         }
                         _ => {
                             let calls = match self.groups.get(&id).map(|g| &g.group) {
-                                Some(Group::Chain(tree)) => crate::lower::lower_chain(tree, &infos, self.device.target()).map(|c| vec![c]),
                                 Some(Group::AddNorm(kind, eps)) => {
                                     crate::lower::lower_add_norm(*kind, *eps, &infos, self.device.target()).map(|c| vec![c])
                                 }

@@ -1,58 +1,43 @@
-//! Which nodes of a graph run as one kernel on the GPU: the graph
-//! executor's fusion groups, each formed by one function below that states
-//! its pattern, when it is legal, and what it saves. Every group computes
-//! each of its values with the expressions the unfused kernels use, so
-//! results are bit for bit the same (`backends/gpu/tests/gpu_parity.rs`
-//! checks each against the unfused kernels); only launches and round trips
-//! through memory go away. A group runs where its root stands in the
-//! step's order; nodes it writes besides the root (`also`) take their
-//! values there.
-//!
-//! The IR's rules make the other fused ops (`passes/src/rules/`), and its
-//! `attention_head` and `residual_norm` passes the layer heads and the
-//! layer norms with their residual adds, each run here as one kernel; with
-//! both, a SmolLM2 decode step launches 153 kernels instead of 514 (each
-//! group's count on SmolLM2 and Gemma 3 is asserted in
+//! Launch packing: which nodes of a graph run as one kernel on the GPU,
+//! each group formed by one function below that states its pattern, when
+//! it is legal, and what it saves. Every fusion is an IR op made by a pass
+//! (the `fuse` pass's rules, `attention_head`, `residual_norm`,
+//! `elementwise_chain`); what is decided here is how many launches they
+//! become: independent ops of one kind side by side in one launch (stacked
+//! projections, paired ropes and appends), and an op of several results
+//! (`qkv_rope`, `add_norm`) as its one kernel that writes them all. Every
+//! group computes each value with the expressions the kernels use alone,
+//! so results are bit for bit the same (`backends/gpu/tests/gpu_parity.rs`).
+//! A group runs where its root stands in the step's order; nodes it writes
+//! besides the root (`also`) take their values there. A SmolLM2 decode
+//! step launches 153 kernels instead of 514 (asserted in
+//! `tools/tests/cli.rs`; each group's count on SmolLM2 and Gemma 3 in
 //! `tests/tests/gpu_models.rs`).
 
 use crate::device::BindingLimits;
-use crate::kernels::elementwise::Chain;
-use graphc_ir::{DType, Graph, NodeId, NormKind, Op};
+use graphc_ir::{Graph, NodeId, NormKind, Op};
 use std::collections::{HashMap, HashSet};
 
-/// The groups of `graph` (in topological `order`), and the nodes that run
-/// inside another's kernel with no value of their own (`inner`).
-pub fn groups(graph: &Graph, order: &[NodeId], limits: BindingLimits) -> (Groups, HashSet<NodeId>) {
+/// The groups of `graph` (in topological `order`).
+pub fn groups(graph: &Graph, order: &[NodeId], limits: BindingLimits) -> Groups {
     // Each node's place in `order`, which the legality checks compare.
     let position: Positions = order.iter().enumerate().map(|(i, &n)| (n, i)).collect();
-    let (mut groups, inner) = elementwise_chains(graph, order);
-    groups.extend(attention_heads(graph, order));
+    let mut groups = attention_heads(graph, order);
     groups.extend(residual_norms(graph, order));
-    groups.extend(stacked_matmuls(graph, order, &position, &inner, limits));
-    groups.extend(paired_ops(graph, order, &position, &groups, &inner));
-    (groups, inner)
+    groups.extend(stacked_matmuls(graph, order, &position, limits));
+    groups.extend(paired_ops(graph, order, &position, &groups));
+    groups
 }
 
-/// The node whose launch computes `id`: the root of its chain for an
-/// `inner` node (its only user, recursively), its group's root for a node
-/// a group writes besides its root (`written_at`), else itself.
-pub fn launched_by(graph: &Graph, inner: &HashSet<NodeId>, written_at: &HashMap<NodeId, NodeId>, mut id: NodeId) -> NodeId {
-    loop {
-        if inner.contains(&id) {
-            id = graph.users(id)[0];
-        } else if let Some(&root) = written_at.get(&id) {
-            id = root;
-        } else {
-            return id;
-        }
-    }
+/// The node whose launch computes `id`: its group's root for a node a
+/// group writes besides its root (`written_at`), else itself.
+pub fn launched_by(written_at: &HashMap<NodeId, NodeId>, id: NodeId) -> NodeId {
+    written_at.get(&id).copied().unwrap_or(id)
 }
 
 /// What a fused group's one kernel computes.
 #[derive(Clone, Debug)]
 pub enum Group {
-    /// An elementwise chain (`elementwise_chains`).
-    Chain(Chain),
     /// An IR `add_norm` (`residual_norms`): leaves `a, b, w[, bias]`, the
     /// sum co-produced.
     AddNorm(NormKind, f32),
@@ -89,54 +74,6 @@ pub type Groups = HashMap<NodeId, Fused>;
 
 /// Each node's index in the topological order the groups are formed on.
 type Positions = HashMap<NodeId, usize>;
-
-/// Elementwise chains: a unary or binary op whose value has exactly one
-/// user, itself unary or binary and of the same shape, is folded into that
-/// user's kernel (recursively), so `c * tanh(x / c)` is one launch. The
-/// chain keeps each op's own arithmetic; only the rounding to memory
-/// between them goes away.
-fn elementwise_chains(graph: &Graph, order: &[NodeId]) -> (Groups, HashSet<NodeId>) {
-    let elementwise = |id: NodeId| matches!(graph.node(id).op, Op::Unary(_) | Op::Binary(_)) && graph.ty(id).dtype == DType::F32;
-    let mut inner = HashSet::new();
-    for &id in order {
-        let users = graph.users(id);
-        if elementwise(id) && users.len() == 1 && elementwise(users[0]) && graph.ty(id).shape == graph.ty(users[0]).shape {
-            inner.insert(id);
-        }
-    }
-    fn build(graph: &Graph, id: NodeId, inner: &HashSet<NodeId>, leaves: &mut Vec<NodeId>) -> Chain {
-        let mut operand = |input: NodeId| {
-            if inner.contains(&input) {
-                build(graph, input, inner, leaves)
-            } else {
-                let i = leaves.iter().position(|&l| l == input).unwrap_or_else(|| {
-                    leaves.push(input);
-                    leaves.len() - 1
-                });
-                Chain::Input(i)
-            }
-        };
-        let inputs = graph.inputs(id);
-        match graph.node(id).op {
-            Op::Unary(u) => Chain::Unary(u, Box::new(operand(inputs[0]))),
-            Op::Binary(b) => {
-                let x = operand(inputs[0]);
-                Chain::Binary(b, Box::new(x), Box::new(operand(inputs[1])))
-            }
-            _ => unreachable!("chains hold unary and binary ops"),
-        }
-    }
-    let mut chains = HashMap::new();
-    for &id in order {
-        let roots_a_chain = elementwise(id) && !inner.contains(&id) && graph.inputs(id).iter().any(|i| inner.contains(i));
-        if roots_a_chain {
-            let mut leaves = vec![];
-            let tree = build(graph, id, &inner, &mut leaves);
-            chains.insert(id, Fused { group: Group::Chain(tree), leaves, also: vec![] });
-        }
-    }
-    (chains, inner)
-}
 
 /// What a projection reads besides its weight: `x`, and the norm it forms
 /// (the norm's weight, its epsilon's bits), if any.
@@ -180,7 +117,7 @@ fn weight_in_one_binding(graph: &Graph, w: NodeId, limits: BindingLimits) -> boo
 /// whenever no matmul is in another group: all of them read only `x` and
 /// weights, which are there at the first one's position. Each output
 /// column is summed as `matmul` sums it.
-fn stacked_matmuls(graph: &Graph, order: &[NodeId], position: &Positions, inner: &HashSet<NodeId>, limits: BindingLimits) -> Groups {
+fn stacked_matmuls(graph: &Graph, order: &[NodeId], position: &Positions, limits: BindingLimits) -> Groups {
     let mut fused: Groups = HashMap::new();
     for &x in order {
         // x's projections by source and weight block size, in order.
@@ -190,7 +127,7 @@ fn stacked_matmuls(graph: &Graph, order: &[NodeId], position: &Positions, inner:
         users.dedup();
         for m in users {
             let Some((source, w)) = projection_of(graph, m) else { continue };
-            if source.0 != x || inner.contains(&m) || !weight_in_one_binding(graph, w, limits) {
+            if source.0 != x || !weight_in_one_binding(graph, w, limits) {
                 continue;
             }
             let key = (source, graph.ty(w).dtype.block_elems());
@@ -221,11 +158,11 @@ fn stacked_matmuls(graph: &Graph, order: &[NodeId], position: &Positions, inner:
 /// the earlier one (bar `state_out` and `output`, which take values once
 /// the step's kernels are placed) runs after the later one, so neither
 /// reads the other and the earlier one's value exists before it is read.
-fn paired_ops(graph: &Graph, order: &[NodeId], position: &Positions, groups: &Groups, inner: &HashSet<NodeId>) -> Groups {
+fn paired_ops(graph: &Graph, order: &[NodeId], position: &Positions, groups: &Groups) -> Groups {
     let written_at: HashMap<NodeId, NodeId> = groups.iter().flat_map(|(&root, g)| g.also.iter().map(move |&n| (n, root))).collect();
-    let runs_at = |id: NodeId| position[&launched_by(graph, inner, &written_at, id)];
+    let runs_at = |id: NodeId| position[&launched_by(&written_at, id)];
     let stackable = |id: NodeId| matches!(graph.node(id).op, Op::Rope { .. } | Op::NormRope { .. } | Op::KvAppend { .. });
-    let free = |id: NodeId| !groups.contains_key(&id) && !inner.contains(&id) && !written_at.contains_key(&id);
+    let free = |id: NodeId| !groups.contains_key(&id) && !written_at.contains_key(&id);
     let mut paired = HashSet::new();
     let mut fused: Groups = HashMap::new();
     for (at, &first) in order.iter().enumerate() {

@@ -67,7 +67,14 @@ pub fn has_kernel(op: &Op, dtypes: &[DType], target: &str) -> Result<(), String>
         Op::Input { .. } | Op::Weight { .. } | Op::State { .. } | Op::StateOut { .. } | Op::Output { .. } | Op::Const { .. } | Op::Reshape { .. } => {
             Ok(())
         }
-        Op::Unary(_) | Op::Binary(_) | Op::Glu { .. } | Op::Norm { .. } | Op::Rope { .. } | Op::NormRope { .. } | Op::Softmax { .. } => Ok(()),
+        Op::Unary(_)
+        | Op::Binary(_)
+        | Op::Chain { .. }
+        | Op::Glu { .. }
+        | Op::Norm { .. }
+        | Op::Rope { .. }
+        | Op::NormRope { .. }
+        | Op::Softmax { .. } => Ok(()),
         Op::Attention { .. } | Op::KvAppend { .. } | Op::Permute { .. } | Op::Narrow { .. } | Op::Contiguous => Ok(()),
         Op::Reduce { .. } | Op::TopKMask { .. } | Op::SparseMixer { .. } => Ok(()),
         Op::CausalConv1d { .. } | Op::GatedDeltaRule | Op::Concat { .. } | Op::NormAdd { .. } | Op::AddNorm { .. } => Ok(()),
@@ -571,6 +578,7 @@ fn lower_one(op: &Op, args: &[ArgInfo], target: &'static str) -> Result<KernelCa
             let n = numel(&shape0);
             call(kernels::elementwise::glu(*act), io(2), vec![n32(n)], groups_for(n), shape0)
         }
+        Op::Chain { expr } => lower_chain(&kernels::elementwise::Chain::from(expr), args, target)?,
         Op::Binary(b) => {
             let (out, strides) = broadcast(&[&args[0].shape, &args[1].shape]).map_err(no)?;
             let n = numel(&out);
@@ -724,7 +732,7 @@ pub fn broadcast(shapes: &[&Vec<usize>]) -> Result<(Vec<usize>, Vec<[usize; 4]>)
 
 /// One kernel for a fused chain of elementwise ops whose leaves have
 /// `leaves` shapes (the result is their broadcast).
-pub fn lower_chain(tree: &kernels::elementwise::Chain, leaves: &[ArgInfo], target: &'static str) -> Result<KernelCall, LowerError> {
+fn lower_chain(tree: &kernels::elementwise::Chain, leaves: &[ArgInfo], target: &'static str) -> Result<KernelCall, LowerError> {
     let no = |why: String| LowerError::NoKernel { op: "elementwise chain".into(), target, why };
     if let Some(l) = leaves.iter().find(|l| l.dtype != DType::F32) {
         return Err(no(format!("an input of type {}", l.dtype)));

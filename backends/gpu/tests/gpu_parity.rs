@@ -27,6 +27,7 @@ use graphc_gpu::run_op::RunOp;
 use graphc_gpu::wgpu_rt::WgpuDevice;
 use graphc_ir::{text, BinaryOp, DType, NormKind, Op, RopeScaling, RopeStyle, UnaryOp};
 use graphc_passes::attention_head::AttentionHead;
+use graphc_passes::elementwise_chain::ElementwiseChain;
 use graphc_passes::residual_norm::ResidualNorm;
 use graphc_passes::{CostModel, Pass};
 use half::f16;
@@ -577,18 +578,26 @@ fn an_op_without_a_kernel_is_an_error_naming_op_and_target() {
     assert!(err.contains("clamp") && err.contains("wgpu"), "{err}");
 }
 
-/// A chain of elementwise ops (Gemma 2's logit soft-cap plus a bias) runs
-/// as one kernel in the graph executor, with the reference's values.
+/// A chain of elementwise ops (Gemma 2's logit soft-cap plus a bias),
+/// made one `chain` op by the `elementwise_chain` pass, runs as one kernel
+/// in the graph executor, with the reference's values; the reference runs
+/// the op as its parts to the unfused graph's bits.
 #[test]
 fn elementwise_chains_run_as_one_kernel() {
-    let graph = text::parse(
+    let unfused = text::parse(
         "graph \"chain\" {\n  %0 = input{name=\"x\"} : f32[3, 37]\n  %1 = input{name=\"b\"} : f32[37]\n  %2 = const{value=5.0} : f32[1]\n  %3 = div %0, %2 : f32[3, 37]\n  %4 = tanh %3 : f32[3, 37]\n  %5 = mul %4, %2 : f32[3, 37]\n  %6 = add %5, %1 : f32[3, 37]\n  %7 = output{name=\"y\"} %6 : f32[3, 37]\n}\n",
     )
     .unwrap();
+    let mut graph = unfused.clone();
+    assert_eq!(ElementwiseChain { cost: CostModel::Launches }.run(&mut graph), 3, "div, tanh and mul fold into the add");
+    graphc_ir::verify(&mut graph).unwrap();
     let inputs = HashMap::from([("x".to_string(), Tensor::f32(vec![3, 37], values(50, 111, -30.0, 30.0))), ("b".to_string(), t(&[37], 51))]);
+    let want = reference::run(&unfused, &inputs, HashMap::new(), &graphc_tests_free::NoWeights).unwrap().outputs.remove("y").unwrap();
+    let parts = reference::run(&graph, &inputs, HashMap::new(), &graphc_tests_free::NoWeights).unwrap().outputs.remove("y").unwrap();
+    let bits = |t: &Tensor| t.as_f32().unwrap().iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+    assert!(bits(&parts) == bits(&want), "the reference's chain differs from its parts in its bits");
     let Some(mut g) = open_graph(&graph, &graphc_tests_free::NoWeights) else { return };
     let got = g.step(&inputs).unwrap().remove("y").unwrap();
-    let want = reference::run(&graph, &inputs, HashMap::new(), &graphc_tests_free::NoWeights).unwrap().outputs.remove("y").unwrap();
     assert_close("soft-cap chain", &got, &want);
     assert_eq!(g.counters()["device_fused_elementwise"], 3, "div, tanh and mul fold into the add's kernel");
     assert_eq!(g.counters()["device_launches_last_step"], 1, "the chain is one launch");
@@ -1055,7 +1064,7 @@ fn attention_inputs_run_as_one_kernel() {
 }
 
 /// A norm of a residual add whose sum is read again, made one `add_norm`
-/// by the `residual_norm` pass, runs as one kernel that writes the sum and
+/// by the `residual_norm` pass (and the rest one `chain`), runs as one kernel that writes the sum and
 /// its norm, bit for bit the add and norm kernels one at a time; the
 /// reference runs the op as its parts to the unfused graph's bits.
 #[test]
@@ -1072,6 +1081,8 @@ fn residual_norms_run_as_one_kernel() {
         let bits = |t: &Tensor| t.as_f32().unwrap().iter().map(|v| v.to_bits()).collect::<Vec<_>>();
         let mut fused = graph.clone();
         assert_eq!(ResidualNorm { cost: CostModel::Launches }.run(&mut fused), 1, "{kind:?}: the add_norm formed");
+        graphc_ir::verify(&mut fused).unwrap();
+        assert_eq!(ElementwiseChain { cost: CostModel::Launches }.run(&mut fused), 1, "{kind:?}: the mul folds into the second add");
         graphc_ir::verify(&mut fused).unwrap();
         let want = reference::run(&graph, &inputs, HashMap::new(), &weights).unwrap().outputs;
         // The reference runs the op as its parts, to the unfused bits.

@@ -370,7 +370,7 @@ pub fn run_scheduled(
                     })
                     .collect();
                 let started = schedule.profile.then(std::time::Instant::now);
-                let t = if op.results() > 1 {
+                let t = if super::parts::runs_as_parts(op) {
                     let mut results = super::parts::results(evaluator, op, args, &env).map_err(err)?;
                     further.insert(i, results.drain(1..).map(Some).collect());
                     results.swap_remove(0)

@@ -1,18 +1,28 @@
-//! Ops with further results, run on the CPU as the ops they are defined
-//! as, each through the executor's own `eval`: the same kernels in the
-//! same order, hence the bits of the graph the optimizer started from.
-//! On the CPU the fused form saves no pass over memory (its parts are the
-//! passes), so only GPU plans form these ops; the CPU runs them for plans
-//! made elsewhere and for checking the GPU against the reference.
+//! The GPU plans' structural fusions (ops with further results, and
+//! elementwise chains), run on the CPU as the ops they are defined as, each
+//! through the executor's own `eval`: the same kernels in the same order,
+//! hence the bits of the graph the optimizer started from. On the CPU the
+//! fused form saves no pass over memory (its parts are the passes), so only
+//! GPU plans form these ops; the CPU runs them for plans made elsewhere and
+//! for checking the GPU against the reference.
 
 use super::exec::{Arg, Env, Evaluator, Val};
 use crate::tensor::Tensor;
 use graphc_ir::shape::const_shape;
-use graphc_ir::{BinaryOp, Op};
+use graphc_ir::{BinaryOp, ChainExpr, Op};
 
-/// Every result of `op`, an op with further results (`Op::results`).
+/// Whether the run loop runs `op` as its parts (`results`).
+pub fn runs_as_parts(op: &Op) -> bool {
+    op.results() > 1 || matches!(op, Op::Chain { .. })
+}
+
+/// Every result of `op`, an op that runs as its parts (`runs_as_parts`).
 pub fn results(evaluator: &dyn Evaluator, op: &Op, args: Vec<Arg<'_, '_>>, env: &Env) -> Result<Vec<Tensor>, String> {
     match op {
+        Op::Chain { expr } => {
+            let operands: Vec<&Val> = args.iter().map(|a| a.val()).collect();
+            Ok(vec![chain(evaluator, expr, &operands, env)?])
+        }
         Op::QkvRope { .. } => qkv_rope(evaluator, op, args, env),
         Op::AddNorm { kind, eps } => {
             // The sum, then its norm (the sum is kept: result 1).
@@ -26,7 +36,23 @@ pub fn results(evaluator: &dyn Evaluator, op: &Op, args: Vec<Arg<'_, '_>>, env: 
             let Val::T(sum) = sum else { unreachable!("a tensor") };
             Ok(vec![normed, sum])
         }
-        _ => Err(format!("{} has one result", op.mnemonic())),
+        _ => Err(format!("{} is not run as its parts", op.mnemonic())),
+    }
+}
+
+/// A chain's expression, each op through `eval`: an operand borrowed, an
+/// inner op's value handed over (its only reader, as in the unfused graph).
+fn chain<'v, 'w>(evaluator: &dyn Evaluator, expr: &ChainExpr, operands: &[&'v Val<'w>], env: &Env) -> Result<Tensor, String> {
+    let step = |e: &ChainExpr| -> Result<Arg<'v, 'w>, String> {
+        Ok(match e {
+            ChainExpr::Input(i) => Arg::Ref(operands[*i]),
+            inner => Arg::Own(Val::T(chain(evaluator, inner, operands, env)?)),
+        })
+    };
+    match expr {
+        ChainExpr::Input(i) => crate::cpu::exec::dense(operands[*i]),
+        ChainExpr::Unary(u, a) => evaluator.eval(&Op::Unary(*u), vec![step(a)?], env),
+        ChainExpr::Binary(b, x, y) => evaluator.eval(&Op::Binary(*b), vec![step(x)?, step(y)?], env),
     }
 }
 

@@ -572,7 +572,7 @@ pub(crate) fn eval(op: &Op, args: &[&Val], env: &Env) -> Result<Tensor, String> 
             Ok(Tensor::f32(vec![b, hv, s + dk, dv], out))
         }
         Op::KvAppend { .. } => unreachable!("kv_append runs in place in run()"),
-        Op::QkvRope { .. } | Op::AddNorm { .. } | Op::Result { .. } => {
+        Op::QkvRope { .. } | Op::AddNorm { .. } | Op::Chain { .. } | Op::Result { .. } => {
             Err(format!("{} is one of an op's several results: the run loop runs it (cpu::parts)", op.mnemonic()))
         }
         Op::Input { .. } | Op::Weight { .. } | Op::State { .. } => unreachable!("sources are bound in run()"),

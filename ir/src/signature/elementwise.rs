@@ -4,6 +4,7 @@
 
 use super::attr::{word_attr, Attr, AttrValue, Attributes};
 use super::check::{arity, broadcast, need_axis, need_float, other_kind};
+use crate::chain::ChainExpr;
 use crate::op::{BinaryOp, Op, ReduceOp, UnaryOp};
 use crate::shape::{Dim, TensorType};
 use crate::DType;
@@ -18,12 +19,25 @@ impl AttrValue for UnaryOp {
     }
 }
 
+impl AttrValue for ChainExpr {
+    fn to_attr(&self) -> Attr {
+        Attr::Str(self.text())
+    }
+    fn from_attr(attr: Attr) -> Result<Self, String> {
+        match attr {
+            Attr::Str(text) => ChainExpr::parse(&text),
+            other => Err(format!("must be a quoted expression, found {other:?}")),
+        }
+    }
+}
+
 pub(super) fn prototypes() -> Vec<Op> {
     let mut ops: Vec<Op> = UnaryOp::ALL.iter().map(|u| Op::Unary(*u)).collect();
     ops.extend(BinaryOp::ALL.iter().map(|b| Op::Binary(*b)));
     ops.extend([ReduceOp::Sum, ReduceOp::Max, ReduceOp::Mean].map(|op| Op::Reduce { op, axis: 0 }));
     ops.extend([
         Op::Clamp { min: None, max: None },
+        Op::Chain { expr: ChainExpr::Input(0) },
         Op::Glu { act: UnaryOp::Silu },
         Op::Softmax { axis: 0, softcap: None },
         Op::TopKMask { axis: 0, k: 0 },
@@ -36,6 +50,10 @@ pub(super) fn attributes<A: Attributes>(op: &mut Op, a: &mut A) -> Result<(), St
     match op {
         Op::Unary(u) => a.name(u.name()),
         Op::Binary(b) => a.name(b.name()),
+        Op::Chain { expr } => {
+            a.name("chain")?;
+            a.value("expr", expr)
+        }
         Op::Clamp { min, max } => {
             a.name("clamp")?;
             a.optional("min", min)?;
@@ -97,6 +115,13 @@ pub(super) fn infer(op: &Op, tys: &[TensorType]) -> Result<TensorType, String> {
             }
             Ok(TensorType::new(t(0).dtype, broadcast(&t(0).shape, &t(1).shape)?))
         }
+        // Typed as the ops it replaces, step by step.
+        Op::Chain { expr } => {
+            if expr.max_input().map(|i| i + 1) != Some(tys.len()) {
+                return Err(format!("`{}` reads {} operand(s), given {}", expr.text(), expr.max_input().map_or(0, |i| i + 1), tys.len()));
+            }
+            chain_type(expr, tys)
+        }
         Op::Glu { .. } => {
             arity(tys, 2..=2)?;
             need_float("gate", t(0))?;
@@ -135,5 +160,13 @@ pub(super) fn infer(op: &Op, tys: &[TensorType]) -> Result<TensorType, String> {
             Ok(t(0).clone())
         }
         _ => other_kind(op),
+    }
+}
+
+fn chain_type(expr: &ChainExpr, tys: &[TensorType]) -> Result<TensorType, String> {
+    match expr {
+        ChainExpr::Input(i) => Ok(tys[*i].clone()),
+        ChainExpr::Unary(u, a) => infer(&Op::Unary(*u), &[chain_type(a, tys)?]),
+        ChainExpr::Binary(b, x, y) => infer(&Op::Binary(*b), &[chain_type(x, tys)?, chain_type(y, tys)?]),
     }
 }

@@ -102,6 +102,17 @@ pub enum Chain {
     Binary(BinaryOp, Box<Chain>, Box<Chain>),
 }
 
+impl From<&graphc_ir::ChainExpr> for Chain {
+    /// The IR's `chain` expression (the `elementwise_chain` pass).
+    fn from(expr: &graphc_ir::ChainExpr) -> Chain {
+        match expr {
+            graphc_ir::ChainExpr::Input(i) => Chain::Input(*i),
+            graphc_ir::ChainExpr::Unary(u, a) => Chain::Unary(*u, Box::new(Chain::from(&**a))),
+            graphc_ir::ChainExpr::Binary(b, x, y) => Chain::Binary(*b, Box::new(Chain::from(&**x)), Box::new(Chain::from(&**y))),
+        }
+    }
+}
+
 impl Chain {
     fn text(&self) -> String {
         match self {
