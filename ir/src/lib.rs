@@ -4,7 +4,6 @@
 // No `unsafe` here: it is confined to named modules (SIMD, the pool, mmap).
 #![forbid(unsafe_code)]
 
-pub mod chain;
 pub mod dot;
 pub mod dtype;
 pub mod graph;
@@ -17,9 +16,8 @@ pub mod signature;
 pub mod text;
 pub mod verify;
 
-pub use chain::ChainExpr;
 pub use dtype::DType;
 pub use graph::{Graph, Node, NodeId};
-pub use op::{BinaryOp, NormKind, Op, OpKind, ReduceOp, RopeScaling, RopeStyle, UnaryOp};
+pub use op::{BinaryOp, ChainExpr, NormKind, Op, OpKind, ReduceOp, RopeScaling, RopeStyle, UnaryOp};
 pub use shape::{Dim, Shape, TensorType};
 pub use verify::{verify, VerifyError};

@@ -202,6 +202,46 @@ fn llama3_inv_freq(inv_freq: f32, factor: f32, low: f32, high: f32, original: us
     (1.0 - smooth) * scaled / factor + smooth * scaled
 }
 
+/// The expression of a `chain` op: unary and binary elementwise ops over
+/// the op's operands, each with its own arithmetic. Its text form is the
+/// ops' own names, e.g. `mul(tanh(div(in0, in1)), in1)`, where `inN` is
+/// operand `N` (`signature/elementwise.rs` reads it back).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum ChainExpr {
+    /// Operand `i`, read with numpy broadcasting.
+    Input(usize),
+    Unary(UnaryOp, Box<ChainExpr>),
+    Binary(BinaryOp, Box<ChainExpr>, Box<ChainExpr>),
+}
+
+impl ChainExpr {
+    /// How many ops the expression computes.
+    pub fn ops(&self) -> usize {
+        match self {
+            ChainExpr::Input(_) => 0,
+            ChainExpr::Unary(_, a) => 1 + a.ops(),
+            ChainExpr::Binary(_, a, b) => 1 + a.ops() + b.ops(),
+        }
+    }
+
+    /// The largest operand index it reads, if any.
+    pub fn max_input(&self) -> Option<usize> {
+        match self {
+            ChainExpr::Input(i) => Some(*i),
+            ChainExpr::Unary(_, a) => a.max_input(),
+            ChainExpr::Binary(_, a, b) => a.max_input().max(b.max_input()),
+        }
+    }
+
+    pub fn text(&self) -> String {
+        match self {
+            ChainExpr::Input(i) => format!("in{i}"),
+            ChainExpr::Unary(u, a) => format!("{}({})", u.name(), a.text()),
+            ChainExpr::Binary(b, x, y) => format!("{}({}, {})", b.name(), x.text(), y.text()),
+        }
+    }
+}
+
 /// One operation. A node is an op plus its ordered inputs; it produces one
 /// value, its result 0. An op with further results (`qkv_rope`) gives each
 /// to the `result{index}` nodes that read it.
@@ -244,7 +284,7 @@ pub enum Op {
     /// operands (broadcast as `binary` does), each op with its own
     /// arithmetic, in one pass: a chain of unary and binary ops whose
     /// intermediates never reach memory (the `elementwise_chain` pass).
-    Chain { expr: crate::chain::ChainExpr },
+    Chain { expr: ChainExpr },
     /// `(x)`: `min(max(x, min), max)`; a bound that is `None` is not applied.
     /// `clamp(min = t)` alone is `max(x, t)`.
     Clamp { min: Option<f32>, max: Option<f32> },

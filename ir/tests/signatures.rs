@@ -1,7 +1,7 @@
 //! The text form derived from the signatures: every op is found by its
 //! name, and every attribute survives print → parse.
 
-use graphc_ir::op::{BinaryOp, NormKind, Op, ReduceOp, RopeScaling, RopeStyle, UnaryOp};
+use graphc_ir::op::{BinaryOp, ChainExpr, NormKind, Op, ReduceOp, RopeScaling, RopeStyle, UnaryOp};
 use graphc_ir::signature::prototypes;
 use graphc_ir::{text, DType, Graph};
 use graphc_ir::{Dim, TensorType};
@@ -81,6 +81,16 @@ fn ops_with_every_attribute_set() -> Vec<Op> {
             window: Some(512),
         },
         Op::Result { index: 2 },
+        Op::Chain {
+            expr: ChainExpr::Binary(
+                BinaryOp::Mul,
+                Box::new(ChainExpr::Unary(
+                    UnaryOp::Tanh,
+                    Box::new(ChainExpr::Binary(BinaryOp::Div, Box::new(ChainExpr::Input(0)), Box::new(ChainExpr::Input(1)))),
+                )),
+                Box::new(ChainExpr::Input(1)),
+            ),
+        },
         Op::CausalConv1d { kernel: 4 },
     ]
 }
@@ -110,4 +120,9 @@ fn a_line_with_a_key_the_signature_does_not_name_is_refused() {
     assert_eq!(err("kind=rms, eps=small"), "line 2: `norm` attribute `eps`: cannot read `small`");
     let rope = "graph \"g\" {\n  %0 = rope{style=neox, rotary_dim=4, theta=1.0, linear_factor=2.0, llama3_factor=8.0}\n}\n";
     assert!(text::parse(rope).unwrap_err().to_string().contains("at most one of"));
+    let chain = |expr: &str| text::parse(&format!("graph \"g\" {{\n  %0 = chain{{expr=\"{expr}\"}}\n}}\n")).map(|_| ()).map_err(|e| e.to_string());
+    assert!(chain("mul(tanh(div(in0, in1)), in1)").is_ok());
+    assert!(chain("mul(in0)").unwrap_err().contains("expected `,` after `in0`"));
+    assert!(chain("pow(in0, in1)").unwrap_err().contains("`pow` is not a unary or binary op"));
+    assert!(chain("tanh(in0) in1").unwrap_err().contains("unexpected `in1` at its end"));
 }

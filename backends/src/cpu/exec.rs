@@ -4,7 +4,9 @@
 //! can write in place (`kv_append` into its cache, a reshape without a
 //! copy). What each op computes is the `Evaluator`'s business.
 
-use crate::tensor::{Tensor, WeightRef, WeightSource};
+pub(crate) use super::eval::dense;
+pub use super::eval::{Arg, Env, Evaluator, Val};
+use crate::tensor::{Tensor, WeightSource};
 use graphc_ir::op::Op;
 use graphc_ir::{Graph, NodeId};
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -90,73 +92,6 @@ impl Profile {
     pub fn total_secs(&self) -> f64 {
         self.classes.values().map(|c| c.secs).sum()
     }
-}
-
-/// Values of the symbolic dims (`batch`, `seq`, `past`, `cap`) for one run.
-pub type Env = HashMap<String, i64>;
-
-/// A value in the executor: a host tensor, or a checkpoint weight in place.
-pub enum Val<'w> {
-    T(Tensor),
-    W(WeightRef<'w>),
-}
-
-impl Val<'_> {
-    pub fn shape(&self) -> Vec<usize> {
-        match self {
-            Val::T(t) => t.shape().to_vec(),
-            Val::W(w) => w.shape.to_vec(),
-        }
-    }
-    /// f32 values (weights dequantized: used for small weights like norm scales).
-    pub fn f32s(&self) -> Result<std::borrow::Cow<'_, [f32]>, String> {
-        match self {
-            Val::T(Tensor::F32 { data, .. }) => Ok(std::borrow::Cow::Borrowed(data)),
-            Val::T(Tensor::I32 { .. }) => Err("expected f32 values, found i32".into()),
-            Val::W(w) => {
-                let mut out = vec![0f32; w.shape.iter().product()];
-                if w.dtype.is_int() {
-                    return Err(format!("weight of integer type {}", w.dtype));
-                }
-                graphc_ir::quant::dequantize(w.dtype, w.bytes, &mut out);
-                Ok(std::borrow::Cow::Owned(out))
-            }
-        }
-    }
-    pub fn i32s(&self) -> Result<&[i32], String> {
-        match self {
-            Val::T(Tensor::I32 { data, .. }) => Ok(data),
-            _ => Err("expected i32 values".into()),
-        }
-    }
-}
-
-/// An operand: borrowed, or owned when this node is its last user (the
-/// kernel may then reuse its buffer).
-pub enum Arg<'v, 'w> {
-    Ref(&'v Val<'w>),
-    Own(Val<'w>),
-}
-
-impl<'w> Arg<'_, 'w> {
-    pub fn val(&self) -> &Val<'w> {
-        match self {
-            Arg::Ref(v) => v,
-            Arg::Own(v) => v,
-        }
-    }
-    /// The operand as a dense tensor: moved when owned, copied otherwise.
-    pub fn into_tensor(self) -> Result<Tensor, String> {
-        match self {
-            Arg::Own(Val::T(t)) => Ok(t),
-            other => dense(other.val()),
-        }
-    }
-}
-
-/// What an executor computes for each op.
-pub trait Evaluator: Sync {
-    fn eval(&self, op: &Op, args: Vec<Arg<'_, '_>>, env: &Env) -> Result<Tensor, String>;
 }
 
 /// What the run loop needs of a graph, computed once per graph: the
@@ -488,12 +423,4 @@ pub fn bind_dims(ty: &graphc_ir::TensorType, shape: &[usize], env: &mut Env) -> 
         }
     }
     Ok(())
-}
-
-/// A value as a dense tensor (a weight dequantized).
-pub(crate) fn dense(v: &Val) -> Result<Tensor, String> {
-    match v {
-        Val::T(t) => Ok(t.clone()),
-        Val::W(w) => Ok(Tensor::f32(w.shape.to_vec(), v.f32s()?.into_owned())),
-    }
 }

@@ -1,6 +1,7 @@
 //! CPU backends: the reference executor (the oracle) and the fast one
 //! (SIMD, multithreaded, fused), sharing one run loop.
 
+pub mod eval;
 pub mod exec;
 pub mod fast;
 pub mod kernels;

@@ -6,7 +6,7 @@
 //! GPU plans form these ops; the CPU runs them for plans made elsewhere and
 //! for checking the GPU against the reference.
 
-use super::exec::{Arg, Env, Evaluator, Val};
+use super::eval::{dense, Arg, Env, Evaluator, Val};
 use crate::tensor::Tensor;
 use graphc_ir::shape::const_shape;
 use graphc_ir::{BinaryOp, ChainExpr, Op};
@@ -50,7 +50,7 @@ fn chain<'v, 'w>(evaluator: &dyn Evaluator, expr: &ChainExpr, operands: &[&'v Va
         })
     };
     match expr {
-        ChainExpr::Input(i) => crate::cpu::exec::dense(operands[*i]),
+        ChainExpr::Input(i) => dense(operands[*i]),
         ChainExpr::Unary(u, a) => evaluator.eval(&Op::Unary(*u), vec![step(a)?], env),
         ChainExpr::Binary(b, x, y) => evaluator.eval(&Op::Binary(*b), vec![step(x)?, step(y)?], env),
     }

@@ -4,8 +4,7 @@
 
 use super::attr::{word_attr, Attr, AttrValue, Attributes};
 use super::check::{arity, broadcast, need_axis, need_float, other_kind};
-use crate::chain::ChainExpr;
-use crate::op::{BinaryOp, Op, ReduceOp, UnaryOp};
+use crate::op::{BinaryOp, ChainExpr, Op, ReduceOp, UnaryOp};
 use crate::shape::{Dim, TensorType};
 use crate::DType;
 
@@ -25,7 +24,7 @@ impl AttrValue for ChainExpr {
     }
     fn from_attr(attr: Attr) -> Result<Self, String> {
         match attr {
-            Attr::Str(text) => ChainExpr::parse(&text),
+            Attr::Str(text) => parse_chain(&text),
             other => Err(format!("must be a quoted expression, found {other:?}")),
         }
     }
@@ -169,4 +168,41 @@ fn chain_type(expr: &ChainExpr, tys: &[TensorType]) -> Result<TensorType, String
         ChainExpr::Unary(u, a) => infer(&Op::Unary(*u), &[chain_type(a, tys)?]),
         ChainExpr::Binary(b, x, y) => infer(&Op::Binary(*b), &[chain_type(x, tys)?, chain_type(y, tys)?]),
     }
+}
+
+/// A chain's expression read back from its text (what `ChainExpr::text`
+/// writes), or where it stopped.
+fn parse_chain(text: &str) -> Result<ChainExpr, String> {
+    let mut rest = text.trim();
+    let expr = parse_expr(&mut rest).map_err(|why| format!("chain expression `{text}`: {why}"))?;
+    if !rest.trim().is_empty() {
+        return Err(format!("chain expression `{text}`: unexpected `{}` at its end", rest.trim()));
+    }
+    Ok(expr)
+}
+
+/// One op or operand of a chain's text, and what follows it in `rest`.
+fn parse_expr(rest: &mut &str) -> Result<ChainExpr, String> {
+    *rest = rest.trim_start();
+    let end = rest.find(|c: char| !(c.is_ascii_alphanumeric() || c == '_')).unwrap_or(rest.len());
+    let (word, after) = rest.split_at(end);
+    *rest = after;
+    if let Some(i) = word.strip_prefix("in").and_then(|n| n.parse::<usize>().ok()) {
+        return Ok(ChainExpr::Input(i));
+    }
+    let operand = |rest: &mut &str, close: char| -> Result<ChainExpr, String> {
+        let e = parse_expr(rest)?;
+        *rest = rest.trim_start();
+        *rest = rest.strip_prefix(close).ok_or(format!("expected `{close}` after `{}`", e.text()))?;
+        Ok(e)
+    };
+    *rest = rest.trim_start().strip_prefix('(').ok_or(format!("expected `(` after `{word}`"))?;
+    if let Some(u) = UnaryOp::ALL.into_iter().find(|u| u.name() == word) {
+        return Ok(ChainExpr::Unary(u, Box::new(operand(rest, ')')?)));
+    }
+    if let Some(b) = BinaryOp::ALL.into_iter().find(|b| b.name() == word) {
+        let x = operand(rest, ',')?;
+        return Ok(ChainExpr::Binary(b, Box::new(x), Box::new(operand(rest, ')')?)));
+    }
+    Err(format!("`{word}` is not a unary or binary op"))
 }
