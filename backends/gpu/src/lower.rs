@@ -578,7 +578,7 @@ fn lower_one(op: &Op, args: &[ArgInfo], target: &'static str) -> Result<KernelCa
             let n = numel(&shape0);
             call(kernels::elementwise::glu(*act), io(2), vec![n32(n)], groups_for(n), shape0)
         }
-        Op::Chain { expr } => lower_chain(&kernels::elementwise::Chain::from(expr), args, target)?,
+        Op::Chain { expr } => lower_chain(expr, args, target)?,
         Op::Binary(b) => {
             let (out, strides) = broadcast(&[&args[0].shape, &args[1].shape]).map_err(no)?;
             let n = numel(&out);
@@ -732,7 +732,7 @@ pub fn broadcast(shapes: &[&Vec<usize>]) -> Result<(Vec<usize>, Vec<[usize; 4]>)
 
 /// One kernel for a fused chain of elementwise ops whose leaves have
 /// `leaves` shapes (the result is their broadcast).
-fn lower_chain(tree: &kernels::elementwise::Chain, leaves: &[ArgInfo], target: &'static str) -> Result<KernelCall, LowerError> {
+fn lower_chain(expr: &graphc_ir::ChainExpr, leaves: &[ArgInfo], target: &'static str) -> Result<KernelCall, LowerError> {
     let no = |why: String| LowerError::NoKernel { op: "elementwise chain".into(), target, why };
     if let Some(l) = leaves.iter().find(|l| l.dtype != DType::F32) {
         return Err(no(format!("an input of type {}", l.dtype)));
@@ -745,7 +745,7 @@ fn lower_chain(tree: &kernels::elementwise::Chain, leaves: &[ArgInfo], target: &
     params.extend(strides.iter().flatten().map(|&s| n32(s)));
     params.push(ROUNDING_ONE);
     let args = (0..leaves.len()).map(Arg::Input).chain([Arg::Output]).collect();
-    Ok(KernelCall { kernel: kernels::elementwise::chain(tree, leaves.len()), args, params, groups: groups_for(n), out_shape: out })
+    Ok(KernelCall { kernel: kernels::elementwise::chain(expr, leaves.len()), args, params, groups: groups_for(n), out_shape: out })
 }
 
 /// The strided-copy call producing `out` from input element `offset +

@@ -6,7 +6,7 @@
 
 use super::{thread_index, unravel4, WORKGROUP};
 use crate::kir::*;
-use graphc_ir::{BinaryOp, UnaryOp};
+use graphc_ir::{BinaryOp, ChainExpr, UnaryOp};
 
 /// `act(x)` for a scalar expression `x` (a local: it is read several times).
 pub fn unary_expr(op: UnaryOp, x: Expr) -> Expr {
@@ -93,71 +93,41 @@ pub fn glu(act: UnaryOp) -> Kernel {
     )
 }
 
-/// An elementwise expression over the inputs of a fused chain.
-#[derive(Clone, Debug, PartialEq)]
-pub enum Chain {
-    /// The chain's input `i`, read with numpy broadcasting.
-    Input(usize),
-    Unary(UnaryOp, Box<Chain>),
-    Binary(BinaryOp, Box<Chain>, Box<Chain>),
-}
-
-impl From<&graphc_ir::ChainExpr> for Chain {
-    /// The IR's `chain` expression (the `elementwise_chain` pass).
-    fn from(expr: &graphc_ir::ChainExpr) -> Chain {
-        match expr {
-            graphc_ir::ChainExpr::Input(i) => Chain::Input(*i),
-            graphc_ir::ChainExpr::Unary(u, a) => Chain::Unary(*u, Box::new(Chain::from(&**a))),
-            graphc_ir::ChainExpr::Binary(b, x, y) => Chain::Binary(*b, Box::new(Chain::from(&**x)), Box::new(Chain::from(&**y))),
-        }
-    }
-}
-
-impl Chain {
-    fn text(&self) -> String {
-        match self {
-            Chain::Input(i) => format!("in{i}"),
-            Chain::Unary(u, a) => format!("{}({})", u.name(), a.text()),
-            Chain::Binary(b, x, y) => format!("{}({}, {})", b.name(), x.text(), y.text()),
-        }
-    }
-
-    /// Statements computing the chain into locals `t0, t1, ...` in post
-    /// order (each op's arithmetic as its own kernel has it); returns the
-    /// local holding the result. Products, adds and subtractions are the
-    /// rounded forms: the unfused kernels store each op's value before the
-    /// next reads it, so no product may be contracted with a later add
-    /// (CUDA would make the two one FMA).
-    fn emit(&self, body: &mut Vec<Stmt>) -> Expr {
-        let value = match self {
-            Chain::Input(i) => load(&format!("in{i}"), var(&format!("at{i}"))),
-            Chain::Unary(u, a) => unary_expr(*u, a.emit(body)),
-            Chain::Binary(b, x, y) => {
-                let (x, y) = (x.emit(body), y.emit(body));
-                match b {
-                    BinaryOp::Add => call(Func::AddRounded, vec![x, y]),
-                    BinaryOp::Sub => call(Func::SubRounded, vec![x, y]),
-                    BinaryOp::Mul => call(Func::MulRounded, vec![x, y]),
-                    BinaryOp::Div => x / y,
-                    BinaryOp::Max => x.max(y),
-                    BinaryOp::Min => x.min(y),
-                }
+/// Statements computing a `chain` op's expression into locals `t0, t1,
+/// ...` in post order (each op's arithmetic as its own kernel has it);
+/// returns the local holding the result. Products, adds and subtractions
+/// are the rounded forms: the unfused kernels store each op's value before
+/// the next reads it, so no product may be contracted with a later add
+/// (CUDA would make the two one FMA).
+fn emit(expr: &ChainExpr, body: &mut Vec<Stmt>) -> Expr {
+    let value = match expr {
+        ChainExpr::Input(i) => load(&format!("in{i}"), var(&format!("at{i}"))),
+        ChainExpr::Unary(u, a) => unary_expr(*u, emit(a, body)),
+        ChainExpr::Binary(b, x, y) => {
+            let (x, y) = (emit(x, body), emit(y, body));
+            match b {
+                BinaryOp::Add => call(Func::AddRounded, vec![x, y]),
+                BinaryOp::Sub => call(Func::SubRounded, vec![x, y]),
+                BinaryOp::Mul => call(Func::MulRounded, vec![x, y]),
+                BinaryOp::Div => x / y,
+                BinaryOp::Max => x.max(y),
+                BinaryOp::Min => x.min(y),
             }
-        };
-        let name = format!("t{}", body.len());
-        body.push(let_(&name, Ty::F32, value));
-        var(&name)
-    }
+        }
+    };
+    let name = format!("t{}", body.len());
+    body.push(let_(&name, Ty::F32, value));
+    var(&name)
 }
 
-/// A chain of elementwise ops in one kernel: `y = chain(in0, .., in{k-1})`
+/// An IR `chain` op in one kernel: `y = expr(in0, .., in{k-1})`
 /// over the output `[n / (d1 d2 d3), d1, d2, d3]`, input `i` read through
 /// element strides `s{i}_0..3` (0 along a broadcast axis). Buffers
 /// `in0..in{k-1}, y`; params `n, d1, d2, d3`, then each input's four
 /// strides. Grid: `ceil(n / 256)`. Named by a hash of the chain, so equal
 /// chains share one pipeline.
-pub fn chain(tree: &Chain, inputs: usize) -> Kernel {
-    let text = tree.text();
+pub fn chain(expr: &ChainExpr, inputs: usize) -> Kernel {
+    let text = expr.text();
     let name = format!("chain_{:08x}", xxhash_rust::xxh3::xxh3_64(text.as_bytes()) as u32);
     let mut k = Kernel::new(&name, WORKGROUP);
     for i in 0..inputs {
@@ -176,7 +146,7 @@ pub fn chain(tree: &Chain, inputs: usize) -> Kernel {
         body.push(let_(&format!("at{i}"), Ty::U32, var("i0") * s(0) + var("i1") * s(1) + var("i2") * s(2) + var("i3") * s(3)));
     }
     let mut temps = vec![];
-    let result = tree.emit(&mut temps);
+    let result = emit(expr, &mut temps);
     body.extend(temps);
     body.push(store("y", var("i"), result));
     k.body(vec![let_("i", Ty::U32, thread_index()), if_(var("i").lt(param("n")), body)])

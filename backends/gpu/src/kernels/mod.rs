@@ -17,7 +17,7 @@ pub mod rope;
 pub mod softmax;
 
 use crate::kir::{group_index, local_id, u, Expr, Kernel};
-use graphc_ir::{BinaryOp, DType, NormKind, ReduceOp, RopeStyle, UnaryOp};
+use graphc_ir::{BinaryOp, ChainExpr, DType, NormKind, ReduceOp, RopeStyle, UnaryOp};
 
 /// Invocations per workgroup for every kernel here: a power of two (the
 /// tree reductions need one) that every target and lavapipe allow.
@@ -57,13 +57,13 @@ pub fn catalog() -> Vec<(&'static str, Kernel)> {
         all.push(("elementwise", elementwise::binary(op)));
     }
     // Gemma 2's final logit soft-cap, `c * tanh(x / c)`, as one chain.
-    let softcap = elementwise::Chain::Binary(
+    let softcap = ChainExpr::Binary(
         BinaryOp::Mul,
-        Box::new(elementwise::Chain::Unary(
+        Box::new(ChainExpr::Unary(
             UnaryOp::Tanh,
-            Box::new(elementwise::Chain::Binary(BinaryOp::Div, Box::new(elementwise::Chain::Input(0)), Box::new(elementwise::Chain::Input(1)))),
+            Box::new(ChainExpr::Binary(BinaryOp::Div, Box::new(ChainExpr::Input(0)), Box::new(ChainExpr::Input(1)))),
         )),
-        Box::new(elementwise::Chain::Input(1)),
+        Box::new(ChainExpr::Input(1)),
     );
     all.push(("elementwise", elementwise::chain(&softcap, 2)));
     all.push(("glu", elementwise::glu(UnaryOp::Silu)));
