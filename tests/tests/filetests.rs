@@ -147,6 +147,16 @@ fn dead_code_filetests() {
     pass_filetests("dead_code", 2);
 }
 
+/// Every pass the manager runs has filetests of its own (a pass added
+/// without them fails here).
+#[test]
+fn every_pass_has_filetests() {
+    for pass in PassManager::default().names() {
+        let dir = repo_root().join("tests/filetests").join(pass);
+        assert!(dir.is_dir() && !gir_files(pass).is_empty(), "pass `{pass}` has no filetests in tests/filetests/{pass}/");
+    }
+}
+
 #[test]
 fn verify_filetests() {
     let files = gir_files("verify");
