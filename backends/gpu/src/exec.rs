@@ -55,7 +55,6 @@ pub struct GpuGraph<D: Device> {
     plan: BufferPlan,
     /// Fused groups (`fuse`), by root.
     groups: Groups,
-    /// Nodes folded into a group's root (no launch of their own).
     /// Nodes a group's kernel writes besides its root's value → that root.
     written_at: HashMap<NodeId, NodeId>,
     /// Each slot's buffers, by size in bytes.
