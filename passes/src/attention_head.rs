@@ -42,7 +42,6 @@
 use crate::cost::CostModel;
 use crate::pass::Pass;
 use graphc_ir::{Graph, NodeId, Op};
-use std::collections::HashSet;
 
 pub struct AttentionHead {
     /// Heads form for a plan counted in launches (a GPU's).
@@ -134,19 +133,6 @@ fn find_head(g: &Graph, q_rope: NodeId) -> Option<Head> {
     Some(Head { op, operands, replaced })
 }
 
-/// Whether any of `operands` is computed from one of `replaced` (the new
-/// op would then read its own result).
-fn reads_its_own_result(g: &Graph, operands: &[NodeId], replaced: &[NodeId]) -> bool {
-    let mut seen: HashSet<NodeId> = HashSet::new();
-    let mut stack: Vec<NodeId> = replaced.to_vec();
-    while let Some(n) = stack.pop() {
-        if seen.insert(n) {
-            stack.extend(g.users(n));
-        }
-    }
-    operands.iter().any(|o| seen.contains(o))
-}
-
 impl Pass for AttentionHead {
     fn name(&self) -> &'static str {
         "attention_head"
@@ -163,7 +149,8 @@ impl Pass for AttentionHead {
                 continue;
             }
             let Some(Head { op, operands, replaced }) = find_head(g, q_rope) else { continue };
-            if reads_its_own_result(g, &operands, &replaced) {
+            // The op would read its own result.
+            if crate::reach::computed_from(g, &operands, &replaced) {
                 continue;
             }
             let layer = g.node(q_rope).layer;

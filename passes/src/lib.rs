@@ -18,6 +18,7 @@ pub mod kv_alias;
 pub mod kv_append;
 pub mod manager;
 pub mod pass;
+pub mod reach;
 pub mod residual_norm;
 pub mod rules;
 pub mod window_cache;

@@ -35,27 +35,11 @@
 
 use crate::cost::CostModel;
 use crate::pass::Pass;
-use graphc_ir::{BinaryOp, DType, Graph, NodeId, NormKind, Op};
-use std::collections::HashSet;
+use graphc_ir::{BinaryOp, DType, Graph, NormKind, Op};
 
 pub struct ResidualNorm {
     /// Norms form with their add in a plan counted in launches (a GPU's).
     pub cost: CostModel,
-}
-
-/// Whether `of` is computed from `from` (the new op would read its own result).
-fn depends_on(g: &Graph, of: NodeId, from: NodeId) -> bool {
-    let mut seen = HashSet::new();
-    let mut stack = vec![of];
-    while let Some(n) = stack.pop() {
-        if n == from {
-            return true;
-        }
-        if seen.insert(n) {
-            stack.extend(g.inputs(n));
-        }
-    }
-    false
 }
 
 impl Pass for ResidualNorm {
@@ -85,7 +69,7 @@ impl Pass for ResidualNorm {
             let computed = operands.iter().all(|&o| !matches!(g.node(o).op, Op::Weight { .. } | Op::Const { .. }));
             let read_again = g.users(sum).iter().any(|&u| u != norm);
             let kernel_form = inputs.len() == if kind == NormKind::Layer { 3 } else { 2 };
-            let acyclic = inputs[1..].iter().all(|&w| !depends_on(g, w, sum));
+            let acyclic = !crate::reach::computed_from(g, &inputs[1..], &[sum]);
             if !(same_shape && computed && read_again && kernel_form && acyclic) {
                 continue;
             }
