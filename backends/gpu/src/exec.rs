@@ -360,9 +360,9 @@ impl<D: Device> GpuGraph<D> {
     }
 
     /// Layer heads (`qkv_rope`: q/k/v projections, rotations and appends)
-    /// run as one kernel (`attention_heads`' count).
+    /// run as one kernel.
     pub fn fused_attention_inputs(&self) -> usize {
-        self.groups.values().filter(|g| matches!(g.group, Group::QkvRope)).count()
+        self.groups.keys().filter(|&&id| matches!(self.graph.node(id).op, Op::QkvRope { .. })).count()
     }
 
     /// Ops launched stacked with another of their kind (`paired_ops`'
@@ -371,10 +371,9 @@ impl<D: Device> GpuGraph<D> {
         self.groups.values().filter(|g| matches!(g.group, Group::Pair { .. })).count()
     }
 
-    /// Residual adds written by the following norm's kernel
-    /// (`residual_norms`' count).
+    /// Residual adds written by the following norm's kernel (`add_norm`).
     pub fn fused_residual_norms(&self) -> usize {
-        self.groups.values().filter(|g| matches!(g.group, Group::AddNorm(..))).count()
+        self.groups.keys().filter(|&&id| matches!(self.graph.node(id).op, Op::AddNorm { .. })).count()
     }
 
     /// Every counter, by the name sessions report it under: launches of the
@@ -571,6 +570,14 @@ impl<D: Device> GpuGraph<D> {
                     let infos: Vec<ArgInfo> =
                         operand_ids.iter().map(|a| ArgInfo { dtype: values[a].dtype, shape: values[a].shape.clone() }).collect();
                     let op = resolve_dims(op, &env).map_err(|m| node_err(graph, id, m))?;
+                    // Its kernel writes every further result into a `result` node's value.
+                    if op.results() > 1 && !self.groups.contains_key(&id) {
+                        return Err(node_err(
+                            graph,
+                            id,
+                            format!("{} has {} results, and not each is read by a `result` node", op.mnemonic(), op.results()),
+                        ));
+                    }
                     // The host checks of each op the launch runs on its own operands.
                     let mut checked = vec![];
                     match self.groups.get(&id) {
@@ -581,8 +588,8 @@ impl<D: Device> GpuGraph<D> {
                             checked.push((id, op.clone(), args.clone(), infos[..*root_inputs].to_vec()));
                             checked.push((other, other_op, graph.inputs(other), infos[*root_inputs..].to_vec()));
                         }
-                        // Its appends' checks, on its own operands.
-                        Some(Fused { group: Group::QkvRope, .. }) => checked.push((id, op.clone(), args.clone(), infos.clone())),
+                        // Its own checks (a `qkv_rope`'s appends), on its own operands.
+                        Some(Fused { group: Group::Results, .. }) => checked.push((id, op.clone(), args.clone(), infos.clone())),
                         Some(_) => {}
                     }
                     for (node, node_op, node_args, node_infos) in checked {
@@ -599,14 +606,8 @@ impl<D: Device> GpuGraph<D> {
                         }
                         _ => {
                             let calls = match self.groups.get(&id).map(|g| &g.group) {
-                                Some(Group::AddNorm(kind, eps)) => {
-                                    crate::lower::lower_add_norm(*kind, *eps, &infos, self.device.target()).map(|c| vec![c])
-                                }
                                 Some(Group::Stacked { norm }) => {
                                     crate::lower::lower_stacked_matmuls(&infos, *norm, self.device.target()).map(|c| vec![c])
-                                }
-                                Some(Group::QkvRope) => {
-                                    crate::lower::lower_qkv_rope(&op, &infos, self.device.target(), self.device.binding_limits()).map(|c| vec![c])
                                 }
                                 Some(Group::Pair { root_inputs }) => {
                                     let other = self.groups[&id].also[0];
@@ -631,7 +632,7 @@ impl<D: Device> GpuGraph<D> {
                                         }
                                     })
                                 }
-                                None => lower_with(&op, &infos, self.device.target(), self.device.binding_limits(), hints),
+                                Some(Group::Results) | None => lower_with(&op, &infos, self.device.target(), self.device.binding_limits(), hints),
                             };
                             let calls = calls.map_err(|e| node_err(graph, id, e.to_string()))?;
                             for c in &calls {

@@ -15,15 +15,14 @@
 //! `tests/tests/gpu_models.rs`).
 
 use crate::device::BindingLimits;
-use graphc_ir::{Graph, NodeId, NormKind, Op};
+use graphc_ir::{Graph, NodeId, Op};
 use std::collections::{HashMap, HashSet};
 
 /// The groups of `graph` (in topological `order`).
 pub fn groups(graph: &Graph, order: &[NodeId], limits: BindingLimits) -> Groups {
     // Each node's place in `order`, which the legality checks compare.
     let position: Positions = order.iter().enumerate().map(|(i, &n)| (n, i)).collect();
-    let mut groups = attention_heads(graph, order);
-    groups.extend(residual_norms(graph, order));
+    let mut groups = further_results(graph, order);
     groups.extend(stacked_matmuls(graph, order, &position, limits));
     groups.extend(paired_ops(graph, order, &position, &groups));
     groups
@@ -38,18 +37,15 @@ pub fn launched_by(written_at: &HashMap<NodeId, NodeId>, id: NodeId) -> NodeId {
 /// What a fused group's one kernel computes.
 #[derive(Clone, Debug)]
 pub enum Group {
-    /// An IR `add_norm` (`residual_norms`): leaves `a, b, w[, bias]`, the
-    /// sum co-produced.
-    AddNorm(NormKind, f32),
     /// Two or three matmuls of one `x` (`stacked_matmuls`): leaves `x`,
     /// the co-produced matmuls' weights, then the root's (the root is the
     /// first of them in order; its weight's result is the main one). With
     /// `norm`, they are `norm_matmul`s of one norm (its epsilon), whose
     /// weight is the leaf after `x`.
     Stacked { norm: Option<f32> },
-    /// An IR `qkv_rope` (`attention_heads`): leaves its operands, its two
-    /// `result` nodes (the caches, in place) co-produced.
-    QkvRope,
+    /// An op of several results (`further_results`): leaves its operands,
+    /// its `result` nodes co-produced.
+    Results,
     /// Two independent ops of one kind, as one stacked launch
     /// (`paired_ops`, `stack`): leaves the root's operands (`root_inputs`
     /// of them), then the co-produced node's.
@@ -186,33 +182,21 @@ fn paired_ops(graph: &Graph, order: &[NodeId], position: &Positions, groups: &Gr
     fused
 }
 
-/// Residual norms: an IR `add_norm` (the `residual_norm` pass) runs as one
-/// `add_norm` kernel where it stands, its leaves its operands; its `result`
-/// node (the sum) is co-produced.
-fn residual_norms(graph: &Graph, order: &[NodeId]) -> Groups {
+/// Ops of several results (`qkv_rope`, `add_norm`) run as their one kernel
+/// where they stand, their leaves their operands; their `result` nodes are
+/// co-produced (in index order, as the kernel's further results are). An
+/// op whose further results are not all read keeps no group, and the
+/// executor refuses it.
+fn further_results(graph: &Graph, order: &[NodeId]) -> Groups {
     let mut groups: Groups = HashMap::new();
     for &id in order {
-        let Op::AddNorm { kind, eps } = graph.node(id).op else { continue };
-        if let Some(sum) = graph.users(id).into_iter().find(|&u| graph.node(u).op == Op::Result { index: 1 }) {
-            groups.insert(id, Fused { group: Group::AddNorm(kind, eps), leaves: graph.inputs(id), also: vec![sum] });
-        }
-    }
-    groups
-}
-
-/// Attention heads: an IR `qkv_rope` (the `attention_head` pass) runs as
-/// one `matmul_qkv_rope` kernel where it stands, its leaves its operands;
-/// its `result` nodes (the caches, appended in place) are co-produced.
-fn attention_heads(graph: &Graph, order: &[NodeId]) -> Groups {
-    let mut groups: Groups = HashMap::new();
-    for &head in order {
-        if !matches!(graph.node(head).op, Op::QkvRope { .. }) {
+        let results = graph.node(id).op.results();
+        if results < 2 {
             continue;
         }
-        let result = |index: usize| graph.users(head).into_iter().find(|&u| graph.node(u).op == Op::Result { index });
-        // Each further result has its node (a cache's next value is a state_out's).
-        if let (Some(k_cache), Some(v_cache)) = (result(1), result(2)) {
-            groups.insert(head, Fused { group: Group::QkvRope, leaves: graph.inputs(head), also: vec![k_cache, v_cache] });
+        let result = |index: usize| graph.users(id).into_iter().find(|&u| graph.node(u).op == Op::Result { index });
+        if let Some(also) = (1..results).map(result).collect::<Option<Vec<NodeId>>>() {
+            groups.insert(id, Fused { group: Group::Results, leaves: graph.inputs(id), also });
         }
     }
     groups

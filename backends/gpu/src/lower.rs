@@ -133,6 +133,10 @@ pub fn lower_with(op: &Op, args: &[ArgInfo], target: &'static str, limits: Bindi
         }
         Op::MatMulGlu { .. } | Op::NormMatMulGlu { .. } => lower_matmul_glu(op, args, target, limits),
         Op::NormAdd { eps } => Ok(vec![lower_norm_add(*eps, args, target)?]),
+        // Their further results are written where the graph executor's
+        // group for them (`fuse::further_results`) puts them.
+        Op::AddNorm { kind, eps } => Ok(vec![lower_add_norm(*kind, *eps, args, target)?]),
+        Op::QkvRope { .. } => Ok(vec![lower_qkv_rope(op, args, target, limits)?]),
         Op::Attention { .. } => lower_attention(op, args, target, hints),
         Op::Concat { axis } => {
             // One strided write per input into its slab of the result.

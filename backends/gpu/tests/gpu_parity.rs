@@ -1122,6 +1122,22 @@ fn residual_norms_run_as_one_kernel() {
     }
 }
 
+/// An op of several results whose further result no `result` node reads
+/// has nowhere to write it: the executor refuses it, naming the op.
+#[test]
+fn an_op_with_an_unread_further_result_is_refused() {
+    let graph = text::parse(
+        "graph \"sum_unread\" {\n  %0 = input{name=\"x\"} : f32[3, 64]\n  %1 = input{name=\"delta\"} : f32[3, 64]\n  %2 = weight{name=\"w\"} : f32[64]\n  %3 = add_norm{kind=rms, eps=1e-6} %0, %1, %2 : f32[3, 64]\n  %4 = output{name=\"n\"} %3 : f32[3, 64]\n}\n",
+    )
+    .unwrap();
+    let weights =
+        Weights(HashMap::from([("w".to_string(), OneWeight { dtype: DType::F32, shape: vec![64], bytes: weight_bytes(DType::F32, 1, 64, 7) })]));
+    let inputs = HashMap::from([("x".to_string(), t(&[3, 64], 8)), ("delta".to_string(), t(&[3, 64], 9))]);
+    let Some(mut g) = open_graph(&graph, &weights) else { return };
+    let err = g.step(&inputs).unwrap_err().to_string();
+    assert!(err.contains("add_norm has 2 results, and not each is read by a `result` node"), "{err}");
+}
+
 /// Weight-only values (Gemma's `1 + w` norm weights) run in the first step
 /// only: later steps launch the norm alone, read the kept `1 + w`, and give
 /// bit for bit what a first step gives on the same input.

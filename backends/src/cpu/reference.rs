@@ -573,7 +573,7 @@ pub(crate) fn eval(op: &Op, args: &[&Val], env: &Env) -> Result<Tensor, String> 
         }
         Op::KvAppend { .. } => unreachable!("kv_append runs in place in run()"),
         Op::QkvRope { .. } | Op::AddNorm { .. } | Op::Chain { .. } | Op::Result { .. } => {
-            Err(format!("{} is one of an op's several results: the run loop runs it (cpu::parts)", op.mnemonic()))
+            Err(format!("`{}` is run by the run loop itself (cpu::parts), not by an evaluator", op.mnemonic()))
         }
         Op::Input { .. } | Op::Weight { .. } | Op::State { .. } => unreachable!("sources are bound in run()"),
         Op::StateOut { .. } | Op::Output { .. } => unreachable!("sinks are collected in run()"),
