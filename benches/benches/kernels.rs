@@ -81,6 +81,32 @@ fn matvec(c: &mut Criterion) {
     g.finish();
 }
 
+/// The row kernels' own rate, on one thread, with the weights in the
+/// core's L2 (512 rows of 896, Qwen2.5's width, or of 1024 for the 256-element
+/// blocks: about 250–550 KiB): what a
+/// kernel costs in instructions, apart from memory. Beside `matvec_64Mi`
+/// (from memory, all threads) it tells a kernel that waits on memory from
+/// one that waits on its own arithmetic.
+fn matvec_hot(c: &mut Criterion) {
+    let pool = SpinPool::new(1);
+    let mut g = c.benchmark_group("matvec_hot_1thread");
+    g.sample_size(20);
+    for dtype in [DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q8_0, DType::Q4K, DType::Q6K] {
+        let (n, k) = (512, if dtype.block_elems() == 256 { 1024 } else { 896 });
+        let x: Vec<f32> = (0..k).map(|i| (i as f32 * 0.37).sin()).collect();
+        let bytes = pseudo_bytes(dtype.storage_bytes((n * k) as u64).unwrap() as usize);
+        let shape = [n, k];
+        let w = WeightRef { dtype, shape: &shape, bytes: &bytes };
+        g.throughput(Throughput::Bytes(bytes.len() as u64));
+        for isa in isas() {
+            g.bench_with_input(BenchmarkId::new(dtype.name(), isa.name()), &isa, |b, &isa| {
+                b.iter(|| black_box(matmul::matmul(&pool, isa, &x, 1, k, w)))
+            });
+        }
+    }
+    g.finish();
+}
+
 /// Gemma 3's tied output matrix (262144 × 640, q8_0: 178 MB), half of its
 /// decode step: short rows, so a row's fixed costs (its reduction, the
 /// task split) weigh more than in `matvec_64Mi`'s 1024-wide rows.
@@ -246,5 +272,5 @@ fn norm_and_glu(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, bandwidth, matvec, matvec_gemma3_output, matvec_cold, prefill_tile, decode_attention, norm_rope, norm_and_glu);
+criterion_group!(benches, bandwidth, matvec, matvec_hot, matvec_gemma3_output, matvec_cold, prefill_tile, decode_attention, norm_rope, norm_and_glu);
 criterion_main!(benches);

@@ -914,3 +914,55 @@ fn avx2_row_kernels_keep_their_bits() {
     }
     assert_eq!(got, want);
 }
+
+/// The AVX-512 row kernels' results, pinned on bit patterns as
+/// `avx2_row_kernels_keep_their_bits` pins AVX2's: a kernel rewritten for
+/// speed (another instruction mix or prefetch, the same FMAs in the same
+/// order) must not change one bit. Each value folds the bits of one row at a
+/// time (`dot_row`), of a run of 7 rows in one call (`dot_rows`: the
+/// four-row kernels for q4_0, q4_1 and q5_0, a padded last group), and of a
+/// batch of 2 and of 3 activation rows (`dot_rows_multi`). The expectations
+/// are what the kernels gave at commit 068b589, before the four-row kernels
+/// took `d` from memory and prefetched the next group as one run.
+#[test]
+fn avx512_row_kernels_keep_their_bits() {
+    if !Isa::Avx512.available() {
+        println!("skipped: this CPU has no AVX-512");
+        return;
+    }
+    let fold = |dtype: DType| {
+        let mut rng = Rng(0x1d8e4e27c47d124f);
+        let (rows, k) = (7, 512);
+        let bytes = random_weights(dtype, rows, k, &mut rng);
+        let xs: Vec<Vec<f32>> = (0..3).map(|_| (0..k).map(|_| rng.f32()).collect()).collect();
+        let sums: Vec<Vec<f32>> = xs.iter().map(|x| simd::group_sums(x)).collect();
+        let rb = bytes.len() / rows;
+        let mut values: Vec<f32> =
+            bytes.chunks_exact(rb).map(|row| simd::dot_row_at(Isa::Avx512, dtype, row, &xs[0], &sums[0]).expect("an AVX-512 kernel")).collect();
+        let mut run = vec![0f32; rows];
+        simd::dot_rows(Isa::Avx512, dtype, &bytes, &xs[0], &sums[0], &mut run);
+        values.extend(run);
+        for m in [2, 3] {
+            let x: Vec<&[f32]> = xs[..m].iter().map(|v| &v[..]).collect();
+            let s: Vec<&[f32]> = sums[..m].iter().map(|v| &v[..]).collect();
+            let mut out = vec![0f32; rows * m];
+            assert!(simd::dot_rows_multi(Isa::Avx512, dtype, &bytes, &x, &s, &mut out), "{dtype}: a multi-row kernel");
+            values.extend(out);
+        }
+        // FNV-1a over the results' bits.
+        values.iter().fold(0xcbf29ce484222325u64, |h, v| (h ^ v.to_bits() as u64).wrapping_mul(0x100000001b3))
+    };
+    let want = [
+        (DType::Q4_0, 0x7d4443e931a2f577),
+        (DType::Q4_1, 0x2f729570c7280b74),
+        (DType::Q5_0, 0x60d5b81d0bd94bb3),
+        (DType::Q8_0, 0xe0a9097d6757021a),
+        (DType::Q4K, 0xbc16a059f355b064),
+        (DType::Q6K, 0xa0820b61e5518f05),
+    ];
+    let got: Vec<(DType, u64)> = want.iter().map(|&(t, _)| (t, fold(t))).collect();
+    for ((t, h), (_, w)) in got.iter().zip(&want) {
+        println!("{t}: {h:#018x} (pinned {w:#018x})");
+    }
+    assert_eq!(got, want);
+}

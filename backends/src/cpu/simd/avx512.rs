@@ -441,11 +441,16 @@ unsafe fn u32_at(p: *const u8) -> i32 {
     (p as *const i32).read_unaligned()
 }
 
-/// How far ahead a four-row kernel prefetches each row: the same place in
-/// the row four rows on, which is where the next group reads (matrices are
-/// row-major, a task's rows consecutive). A fixed distance would land in
-/// the rows being read now: the four streams are only `row_bytes` apart.
-fn rows4_prefetch_distance(row_bytes: usize) -> usize {
+/// Where a four-row kernel prefetches: the next group's rows (matrices
+/// are row-major, a task's rows consecutive, so the next group is the
+/// `4 · row_bytes` after this group's first row), read as one linear run,
+/// two cache lines a block. Per-row prefetches (the same place in each of
+/// the next four rows) left four interleaved streams that reached about
+/// four fifths of the linear run's bytes/s from memory (measured with
+/// Qwen2.5's 896-wide q5_0 rows, 2 threads); the linear run outpaces the
+/// group (128 bytes a block against a row's 18–22), so it is ahead of the
+/// next group's reads by the time they start.
+fn rows4_prefetch_start(row_bytes: usize) -> usize {
     4 * row_bytes
 }
 
@@ -530,27 +535,28 @@ unsafe fn rows4_multi<const KIND: u8, const M: usize>(p: [*const u8; 4], x: [*co
         _ => 22,
     };
     let (mask, sixteen) = (_mm512_set1_epi32(0x0F), _mm512_set1_epi32(16));
-    let ahead = rows4_prefetch_distance(nb * bb);
+    let next_group = p[0].add(rows4_prefetch_start(nb * bb));
     let mut acc = [[_mm512_setzero_ps(); 4]; M];
     let mut offsets = [_mm256_setzero_ps(); M];
+    // The four rows' `(d, m)` pairs, stored so that each row's `d` is
+    // broadcast from memory (a load) rather than out of a register (a
+    // shuffle, on the ports the conversions need).
+    let mut dm_lanes = [0f32; 8];
     for b in 0..nb {
         let pb = p.map(|q| q.add(b * bb));
-        if b % 3 == 0 {
-            for q in pb {
-                _mm_prefetch::<_MM_HINT_T0>(q.add(ahead) as *const i8);
-                _mm_prefetch::<_MM_HINT_T0>(q.add(ahead + 64) as *const i8);
-            }
-        }
+        _mm_prefetch::<_MM_HINT_T0>(next_group.add(128 * b) as *const i8);
+        _mm_prefetch::<_MM_HINT_T0>(next_group.add(128 * b + 64) as *const i8);
         // The odd lanes are quant bytes (q4_0) or `qh` bits (q5_0), unused.
         let dm = _mm256_cvtph_ps(_mm_set_epi32(u32_at(pb[3]), u32_at(pb[2]), u32_at(pb[1]), u32_at(pb[0])));
         for i in 0..M {
             offsets[i] = _mm256_fmadd_ps(dm, _mm256_set1_ps(*xsums[i].add(b)), offsets[i]);
         }
-        let dz = _mm512_castps256_ps512(dm);
-        let xb: [(__m512, __m512); M] = std::array::from_fn(|i| {
-            let xb = x[i].add(b * 32);
-            (_mm512_loadu_ps(xb), _mm512_loadu_ps(xb.add(16)))
-        });
+        _mm256_storeu_ps(dm_lanes.as_mut_ptr(), dm);
+        let mut xb = [(_mm512_setzero_ps(), _mm512_setzero_ps()); M];
+        for i in 0..M {
+            let xi = x[i].add(b * 32);
+            xb[i] = (_mm512_loadu_ps(xi), _mm512_loadu_ps(xi.add(16)));
+        }
         for r in 0..4 {
             let q = _mm512_cvtepu8_epi32(_mm_loadu_si128(pb[r].add(bb - 16) as *const __m128i));
             let (mut lo, mut hi) = (_mm512_and_si512(q, mask), _mm512_srli_epi32(q, 4));
@@ -560,7 +566,9 @@ unsafe fn rows4_multi<const KIND: u8, const M: usize>(p: [*const u8; 4], x: [*co
                 hi = _mm512_mask_or_epi32(hi, (qh >> 16) as u16, hi, sixteen);
             }
             let (lo, hi) = (_mm512_cvtepi32_ps(lo), _mm512_cvtepi32_ps(hi));
-            let d = _mm512_permutexvar_ps(_mm512_set1_epi32(2 * r as i32), dz);
+            // Volatile: the compiler would otherwise take the value from
+            // `dm` with shuffles.
+            let d = _mm512_set1_ps(std::ptr::read_volatile(dm_lanes.as_ptr().add(2 * r)));
             for i in 0..M {
                 let (x0, x1) = xb[i];
                 let s = _mm512_fmadd_ps(hi, x1, _mm512_mul_ps(lo, x0));
@@ -568,18 +576,22 @@ unsafe fn rows4_multi<const KIND: u8, const M: usize>(p: [*const u8; 4], x: [*co
             }
         }
     }
-    std::array::from_fn(|i| {
+    // Plain loops, not `array::from_fn`: a closure over `acc` that is not
+    // inlined makes it a stack array, stored every block.
+    let mut out = [[0f32; 4]; M];
+    for i in 0..M {
         let mut off = [0f32; 8];
         _mm256_storeu_ps(off.as_mut_ptr(), offsets[i]);
-        std::array::from_fn(|r| {
-            _mm512_reduce_add_ps(acc[i][r])
+        for r in 0..4 {
+            out[i][r] = _mm512_reduce_add_ps(acc[i][r])
                 + match KIND {
                     Q4_0_ROWS => -8.0 * off[2 * r],
                     Q4_1_ROWS => off[2 * r + 1],
                     _ => -16.0 * off[2 * r],
-                }
-        })
-    })
+                };
+        }
+    }
+    out
 }
 
 /// `dot_rows` for 2 or 3 activation rows at once, for q4_0, q4_1, q5_0
