@@ -326,6 +326,7 @@ unsafe fn q4_k_multi<const M: usize>(r: *const u8, x: [*const f32; M], xsums: [*
     // of eight subtractions a block, the kernel waited on latency.
     let mut acc = [[_mm512_setzero_ps(); 8]; M];
     let mut offsets = [_mm256_setzero_ps(); M];
+    let mut scales = [0f32; 8];
     for b in 0..nb {
         let p = r.add(b * 144);
         _mm_prefetch::<_MM_HINT_T0>(p.add(PREFETCH_AHEAD) as *const i8);
@@ -333,14 +334,17 @@ unsafe fn q4_k_multi<const M: usize>(r: *const u8, x: [*const f32; M], xsums: [*
         _mm_prefetch::<_MM_HINT_T0>(p.add(PREFETCH_AHEAD + 128) as *const i8);
         let (d, dmin) = f16_pair(p);
         let (sc, mn) = scales_mins_k4(p.add(4));
-        let mins = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64(mn.as_ptr() as *const __m128i)));
-        let scaled_mins = _mm256_mul_ps(_mm256_set1_ps(dmin), mins);
+        let widen = |v: [u8; 8]| _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64(v.as_ptr() as *const __m128i)));
+        let scaled_mins = _mm256_mul_ps(_mm256_set1_ps(dmin), widen(mn));
         for i in 0..M {
             offsets[i] = _mm256_fmadd_ps(scaled_mins, _mm256_loadu_ps(xsums[i].add(b * 8)), offsets[i]);
         }
+        // `d · sc[j]` for the eight sub-blocks (the products a scalar
+        // multiply gives), each broadcast from memory below.
+        _mm256_storeu_ps(scales.as_mut_ptr(), _mm256_mul_ps(_mm256_set1_ps(d), widen(sc)));
         let qs = p.add(16);
         for c in 0..4 {
-            let (dl, dh) = (_mm512_set1_ps(d * sc[2 * c] as f32), _mm512_set1_ps(d * sc[2 * c + 1] as f32));
+            let (dl, dh) = (broadcast_lane(&scales, 2 * c), broadcast_lane(&scales, 2 * c + 1));
             for half in 0..2 {
                 let q = _mm512_cvtepu8_epi32(_mm_loadu_si128(qs.add(32 * c + 16 * half) as *const __m128i));
                 let (q_lo, q_hi) = (_mm512_cvtepi32_ps(_mm512_and_si512(q, mask)), _mm512_cvtepi32_ps(_mm512_srli_epi32(q, 4)));
@@ -381,6 +385,7 @@ unsafe fn q4_k_multi<const M: usize>(r: *const u8, x: [*const f32; M], xsums: [*
 #[target_feature(enable = "avx512f,avx2,fma,f16c")]
 unsafe fn q6_k_multi<const M: usize>(r: *const u8, x: [*const f32; M], nb: usize) -> [f32; M] {
     let mut acc = [[_mm512_setzero_ps(); 8]; M];
+    let mut scales = [0f32; 16];
     for b in 0..nb {
         let p = r.add(b * 210);
         _mm_prefetch::<_MM_HINT_T0>(p.add(PREFETCH_AHEAD) as *const i8);
@@ -391,13 +396,15 @@ unsafe fn q6_k_multi<const M: usize>(r: *const u8, x: [*const f32; M], nb: usize
             let bits = u16::from_le_bytes([*p.add(208), *p.add(209)]);
             _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(bits as i32)))
         };
-        let sc = p.add(192) as *const i8;
+        // `d · sc[j]` for the sixteen sub-blocks (the products a scalar
+        // multiply gives), each broadcast from memory below.
+        let sc = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(p.add(192) as *const __m128i)));
+        _mm512_storeu_ps(scales.as_mut_ptr(), _mm512_mul_ps(_mm512_set1_ps(d), sc));
         for n in 0..2 {
             for (k, qk) in super::avx2::q6_k_values(p, n).into_iter().enumerate() {
                 let lo = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm256_castsi256_si128(qk)));
                 let hi = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm256_extracti128_si256::<1>(qk)));
-                let (c0, c1) = (*sc.add(8 * n + 2 * k) as f32, *sc.add(8 * n + 2 * k + 1) as f32);
-                let (d0, d1) = (_mm512_set1_ps(d * c0), _mm512_set1_ps(d * c1));
+                let (d0, d1) = (broadcast_lane(&scales, 8 * n + 2 * k), broadcast_lane(&scales, 8 * n + 2 * k + 1));
                 for i in 0..M {
                     let xn = x[i].add(b * 256 + 128 * n);
                     let s0 = _mm512_mul_ps(lo, _mm512_loadu_ps(xn.add(32 * k)));
@@ -432,6 +439,17 @@ pub unsafe fn weighted_sum_rows<const R: usize>(p: *const f32, stride: usize, n:
     for col in (0..dv).step_by(super::PANEL) {
         outer_product::<R, true>(p, stride, v.add(col), dv, n, o.add(col), dv);
     }
+}
+
+/// `lanes[i]` in all 16 lanes, by a broadcast load: where a kernel has a
+/// few scales per block for its FMAs, storing them once and loading each
+/// keeps the shuffle ports free for the conversions (a broadcast out of a
+/// register is a shuffle). Volatile, or the compiler forwards the stored
+/// vector through shuffles again.
+#[inline(always)]
+unsafe fn broadcast_lane(lanes: &[f32], i: usize) -> __m512 {
+    debug_assert!(i < lanes.len());
+    _mm512_set1_ps(std::ptr::read_volatile(lanes.as_ptr().add(i)))
 }
 
 /// The 32 bits at `p` (a block's leading f16 scale, and its min or first
@@ -566,9 +584,7 @@ unsafe fn rows4_multi<const KIND: u8, const M: usize>(p: [*const u8; 4], x: [*co
                 hi = _mm512_mask_or_epi32(hi, (qh >> 16) as u16, hi, sixteen);
             }
             let (lo, hi) = (_mm512_cvtepi32_ps(lo), _mm512_cvtepi32_ps(hi));
-            // Volatile: the compiler would otherwise take the value from
-            // `dm` with shuffles.
-            let d = _mm512_set1_ps(std::ptr::read_volatile(dm_lanes.as_ptr().add(2 * r)));
+            let d = broadcast_lane(&dm_lanes, 2 * r);
             for i in 0..M {
                 let (x0, x1) = xb[i];
                 let s = _mm512_fmadd_ps(hi, x1, _mm512_mul_ps(lo, x0));
