@@ -107,21 +107,25 @@ fn matvec_hot(c: &mut Criterion) {
     g.finish();
 }
 
-/// Gemma 3's tied output matrix (262144 × 640, q8_0: 178 MB), half of its
-/// decode step: short rows, so a row's fixed costs (its reduction, the
+/// The output matrices of Gemma 3 (262144 × 640, tied, q8_0: 178 MB, half
+/// its decode step) and Qwen2.5-0.5B (151936 × 896, q8_0: 145 MB, a quarter
+/// of its step): short rows, so a row's fixed costs (its reduction, the
 /// task split) weigh more than in `matvec_64Mi`'s 1024-wide rows.
-fn matvec_gemma3_output(c: &mut Criterion) {
+fn matvec_output(c: &mut Criterion) {
     let pool = pool();
-    let (n, k) = (262144 / ROWS_DIV, 640);
-    let x: Vec<f32> = (0..k).map(|i| (i as f32 * 0.37).sin()).collect();
-    let bytes = pseudo_bytes(DType::Q8_0.storage_bytes((n * k) as u64).unwrap() as usize);
-    let shape = [n, k];
-    let w = WeightRef { dtype: DType::Q8_0, shape: &shape, bytes: &bytes };
-    let mut g = c.benchmark_group("matvec_gemma3_output");
+    let mut g = c.benchmark_group("matvec_output");
     g.sample_size(10);
-    g.throughput(Throughput::Bytes(bytes.len() as u64));
-    for isa in isas() {
-        g.bench_with_input(BenchmarkId::new("q8_0", isa.name()), &isa, |b, &isa| b.iter(|| black_box(matmul::matmul(&pool, isa, &x, 1, k, w))));
+    for (name, n, k) in [("gemma3", 262144 / ROWS_DIV, 640), ("qwen25", 151936 / ROWS_DIV, 896)] {
+        let x: Vec<f32> = (0..k).map(|i| (i as f32 * 0.37).sin()).collect();
+        let bytes = pseudo_bytes(DType::Q8_0.storage_bytes((n * k) as u64).unwrap() as usize);
+        let shape = [n, k];
+        let w = WeightRef { dtype: DType::Q8_0, shape: &shape, bytes: &bytes };
+        g.throughput(Throughput::Bytes(bytes.len() as u64));
+        for isa in isas() {
+            g.bench_with_input(BenchmarkId::new(format!("{name}_q8_0"), isa.name()), &isa, |b, &isa| {
+                b.iter(|| black_box(matmul::matmul(&pool, isa, &x, 1, k, w)))
+            });
+        }
     }
     g.finish();
 }
@@ -272,5 +276,5 @@ fn norm_and_glu(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, bandwidth, matvec, matvec_hot, matvec_gemma3_output, matvec_cold, prefill_tile, decode_attention, norm_rope, norm_and_glu);
+criterion_group!(benches, bandwidth, matvec, matvec_hot, matvec_output, matvec_cold, prefill_tile, decode_attention, norm_rope, norm_and_glu);
 criterion_main!(benches);
