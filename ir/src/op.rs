@@ -387,9 +387,11 @@ pub enum Op {
     KvAppend { axis: usize, cap: Dim, window: Option<usize> },
     /// `(x [b, s, k], w_q [hq·d, k], w_k [hk·d, k], w_v [hk·dv, k], positions
     /// i32[b, s], k_cache [b, hk, cap, d], v_cache [b, hk, cap, dv], lengths
-    /// i32[b], weight [k]?)` → `[b, hq, s, d]`, an attention layer's head:
+    /// i32[b], weight [k]?, b_q [hq·d]?, b_k [hk·d]?, b_v [hk·dv]?)` →
+    /// `[b, hq, s, d]`, an attention layer's head:
     /// with `p(w) = matmul(x, w)`, or `norm_matmul{eps}(x, weight, w)` when
-    /// `eps` is set, and `heads(y) = permute{[0, 2, 1, 3]}(reshape(y))`
+    /// `eps` is set, then `add(p(w), b)` with each projection's bias when
+    /// `bias` is set (Qwen2's q/k/v), and `heads(y) = permute{[0, 2, 1, 3]}(reshape(y))`
     /// splitting the features into heads, result 0 is
     /// `rope(heads(p(w_q)), positions)`; results 1 and 2 (`result{index}`)
     /// are `kv_append{axis=2, cap, window}(k_cache, rope(heads(p(w_k)),
@@ -397,7 +399,7 @@ pub enum Op {
     /// written in place. Formed by the `attention_head` pass; each value is
     /// computed as those ops compute it, so a backend may run it as one
     /// kernel (q, k and v never reach memory) or as its parts.
-    QkvRope { eps: Option<f32>, style: RopeStyle, rotary_dim: usize, theta: f32, scaling: RopeScaling, cap: Dim, window: Option<usize> },
+    QkvRope { eps: Option<f32>, bias: bool, style: RopeStyle, rotary_dim: usize, theta: f32, scaling: RopeScaling, cap: Dim, window: Option<usize> },
     /// `(x [b, s, c], w [c, kernel], state [b, kernel-1, c], lengths i32[b])`
     /// → `[b, s + kernel - 1, c]`: a depthwise causal convolution over each
     /// row's new tokens after the `kernel - 1` inputs before them (`state`).

@@ -73,6 +73,7 @@ fn ops_with_every_attribute_set() -> Vec<Op> {
         Op::KvAppend { axis: 2, cap: Dim::sym("cap"), window: Some(512) },
         Op::QkvRope {
             eps: Some(1e-5),
+            bias: true,
             style: RopeStyle::GptJ,
             rotary_dim: 32,
             theta: 5e5,

@@ -3,8 +3,9 @@
 //! three results, which a GPU runs as one kernel (q, k and v never reach
 //! memory: a decode layer's head is one launch instead of five).
 //!
-//! Rewrite, with `p(w) = matmul(x, w)` or `norm_matmul{eps}(x, g, w)` and
-//! `heads(y) = permute{[0, 2, 1, 3]}(reshape(y))`:
+//! Rewrite, with `p(w) = matmul(x, w)` or `norm_matmul{eps}(x, g, w)` (or,
+//! for every projection of the head alike, `add(p(w), b)` with a bias `b`
+//! of its features: Qwen2's), and `heads(y) = permute{[0, 2, 1, 3]}(reshape(y))`:
 //! ```text
 //! %q  = rope %heads(p(w_q)), %pos
 //! %kr = rope %heads(p(w_k)), %pos
@@ -13,7 +14,7 @@
 //! ```
 //! becomes
 //! ```text
-//! %q  = qkv_rope{eps, <the rope's attributes>, cap=C, window=W} %x, %w_q, %w_k, %w_v, %pos, %k_cache, %v_cache, %len[, %g]
+//! %q  = qkv_rope{eps, bias, <the rope's attributes>, cap=C, window=W} %x, %w_q, %w_k, %w_v, %pos, %k_cache, %v_cache, %len[, %g][, %b_q, %b_k, %b_v]
 //! %k2 = result{index=1} %q
 //! %v2 = result{index=2} %q
 //! ```
@@ -33,14 +34,16 @@
 //!
 //! Launch packing asks two things more, checked here because only a GPU
 //! plan runs this pass (the CPU runs the op as its parts, which saves
-//! nothing there): the three weights share a type (one kernel decodes
-//! them; Gemma 3's q5_0 q and k beside a q8_0 v stay apart), and the head
-//! size is even (a rotated pair's two columns sit in one workgroup).
+//! nothing there): the three weights share a block size (one kernel
+//! walks their blocks; Qwen2.5's q5_0 q and k beside a q8_0 v are one
+//! head, a q4_k q beside a q8_0 v is not), and the head size is even (a
+//! rotated pair's two columns sit in one workgroup).
 //!
-//! Counts: heads formed (SmolLM2-135M: 30, one a layer).
+//! Counts: heads formed (SmolLM2-135M: 30, Qwen2.5-0.5B: 24; one a layer).
 
 use crate::cost::CostModel;
 use crate::pass::Pass;
+use graphc_ir::op::BinaryOp;
 use graphc_ir::{Graph, NodeId, Op};
 
 pub struct AttentionHead {
@@ -48,22 +51,37 @@ pub struct AttentionHead {
     pub cost: CostModel,
 }
 
-/// A projection `p(w)` under `heads(..)`: what it reads besides the weight
-/// (`x`, and the norm's weight and epsilon bits), the weight, the
-/// nodes from the projection up to the permute, and the head size.
+/// A projection `p(w)` (or `add(p(w), b)`) under `heads(..)`: what it reads
+/// besides the weight (`x`, and the norm's weight and epsilon bits), the
+/// weight, its bias, the nodes from the projection up to the permute, and
+/// the head size.
 struct Projection {
     source: (NodeId, Option<(NodeId, u32)>),
     weight: NodeId,
-    chain: [NodeId; 3],
+    bias: Option<NodeId>,
+    chain: Vec<NodeId>,
     head_dim: i64,
 }
 
-/// `permute{[0, 2, 1, 3]}(reshape(p(w)))`, each with one reader.
+/// `permute{[0, 2, 1, 3]}(reshape(p(w)))`, or with `add(p(w), b)` for a
+/// bias `b` of the projection's features, each with one reader.
 fn projection(g: &Graph, permute: NodeId) -> Option<Projection> {
     (g.node(permute).op == Op::Permute { perm: vec![0, 2, 1, 3] }).then_some(())?;
     let reshape = g.inputs(permute)[0];
     let Op::Reshape { .. } = g.node(reshape).op else { return None };
-    let matmul = g.inputs(reshape)[0];
+    let mut chain = vec![reshape, permute];
+    let mut matmul = g.inputs(reshape)[0];
+    let mut bias = None;
+    if g.node(matmul).op == Op::Binary(BinaryOp::Add) {
+        let [projected, b] = g.inputs(matmul)[..] else { return None };
+        let features = g.ty(projected).shape.last().cloned();
+        let is_bias = g.ty(b).shape.len() == 1 && Some(&g.ty(b).shape[0]) == features.as_ref() && g.ty(b).dtype == graphc_ir::DType::F32;
+        (is_bias && only_user(g, projected) == Some(matmul) && only_user(g, matmul) == Some(reshape)).then_some(())?;
+        chain.insert(0, matmul);
+        bias = Some(b);
+        matmul = projected;
+    }
+    chain.insert(0, matmul);
     let inputs = g.inputs(matmul);
     let (source, weight) = match g.node(matmul).op {
         Op::MatMul => ((inputs[0], None), inputs[1]),
@@ -73,8 +91,19 @@ fn projection(g: &Graph, permute: NodeId) -> Option<Projection> {
     let (split, flat) = (&g.ty(reshape).shape, &g.ty(matmul).shape);
     let head_dim = split.get(3)?.as_const()?;
     let splits_heads = split.len() == 4 && flat.len() == 3 && split[..2] == flat[..2] && split[2].as_const().is_some();
-    let single = only_user(g, matmul) == Some(reshape) && only_user(g, reshape) == Some(permute);
-    (splits_heads && single).then_some(Projection { source, weight, chain: [matmul, reshape, permute], head_dim })
+    let single = only_user(g, matmul) == Some(chain[1]) && only_user(g, reshape) == Some(permute);
+    (splits_heads && single).then_some(Projection { source, weight, bias, chain, head_dim })
+}
+
+/// The permute a projection `m` of x reaches through its one reader after
+/// another (a bias add, if any, then the reshape); `projection` checks the
+/// shape of the chain.
+fn heads_of(g: &Graph, m: NodeId) -> Option<NodeId> {
+    let mut n = only_user(g, only_user(g, m)?)?;
+    if !matches!(g.node(n).op, Op::Permute { .. }) {
+        n = only_user(g, n)?;
+    }
+    Some(n)
 }
 
 fn only_user(g: &Graph, id: NodeId) -> Option<NodeId> {
@@ -100,7 +129,7 @@ fn find_head(g: &Graph, q_rope: NodeId) -> Option<Head> {
     let x = q.source;
     // k: another projection of x, rotated alike, whose rotation's one reader is an append.
     let (k, k_rope, k_append) = g.users(x.0).into_iter().find_map(|m| {
-        let permute = only_user(g, only_user(g, m)?)?;
+        let permute = heads_of(g, m)?;
         let k_rope = only_user(g, permute)?;
         let append = only_user(g, k_rope)?;
         let rotated_alike = k_rope != q_rope && g.node(k_rope).op == *rope_op && g.inputs(k_rope) == [permute, positions];
@@ -112,22 +141,26 @@ fn find_head(g: &Graph, q_rope: NodeId) -> Option<Head> {
     let [k_cache, _, lengths] = g.inputs(k_append)[..] else { return None };
     // v: a third projection of x, appended by the same op with the same lengths.
     let (v, v_append, v_cache) = g.users(x.0).into_iter().find_map(|m| {
-        let permute = only_user(g, only_user(g, m)?)?;
+        let permute = heads_of(g, m)?;
         let append = only_user(g, permute)?;
         let inputs = g.inputs(append);
         let appends = append != k_append && g.node(append).op == g.node(k_append).op && inputs[1] == permute && inputs[2] == lengths;
         let v = projection(g, permute)?;
         (appends && v.source == x).then_some((v, append, inputs[0]))
     })?;
-    let one_type = [k.weight, v.weight].iter().all(|&w| g.ty(w).dtype == g.ty(q.weight).dtype);
+    let block_elems = |w: NodeId| g.ty(w).dtype.block_elems();
+    let one_block_size = [k.weight, v.weight].iter().all(|&w| block_elems(w) == block_elems(q.weight));
     let caches_private = [(k_cache, k_append), (v_cache, v_append)].iter().all(|&(c, a)| g.users(c) == [a]);
-    if !(one_type && caches_private && q.head_dim % 2 == 0) {
+    let biases = [q.bias, k.bias, v.bias];
+    let all_or_none = biases.iter().all(Option::is_some) || biases.iter().all(Option::is_none);
+    if !(one_block_size && caches_private && all_or_none && q.head_dim % 2 == 0) {
         return None;
     }
     let mut operands = vec![x.0, q.weight, k.weight, v.weight, positions, k_cache, v_cache, lengths];
     operands.extend(x.1.map(|(norm_weight, _)| norm_weight));
+    operands.extend(biases.into_iter().flatten());
     let eps = x.1.map(|(_, bits)| f32::from_bits(bits));
-    let op = Op::QkvRope { eps, style, rotary_dim, theta, scaling, cap, window };
+    let op = Op::QkvRope { eps, bias: q.bias.is_some(), style, rotary_dim, theta, scaling, cap, window };
     let mut replaced = vec![q_rope, k_append, v_append, k_rope];
     replaced.extend(q.chain.into_iter().chain(k.chain).chain(v.chain));
     Some(Head { op, operands, replaced })

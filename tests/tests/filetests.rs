@@ -129,7 +129,7 @@ fn window_cache_filetests() {
 
 #[test]
 fn attention_head_filetests() {
-    pass_filetests("attention_head", 10);
+    pass_filetests("attention_head", 12);
 }
 
 #[test]

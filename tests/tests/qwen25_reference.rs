@@ -133,4 +133,15 @@ fn qwen25_on_wgpu_matches_the_reference_on_p1() {
     assert!(max <= MAX_ABS_LOGIT_DIFF, "p1 on {device}: max |Δlogit| {max} > {MAX_ABS_LOGIT_DIFF}");
     assert_eq!(tokens[..], ids(&p["generated_ids"])[..steps], "p1 on {device}: the first {steps} greedy tokens");
     println!("p1 on {device}: {steps} greedy tokens equal");
+    // Each layer's head (q5_0 q and k beside a q8_0 v, each with its bias)
+    // runs as one `matmul_qkv_rope`.
+    assert_eq!(session.kernel_counts()["device_fused_attention_inputs"], 24, "one head a layer");
+    // Five launches a layer (the head, attention, the output projection with
+    // its residual, the normed gated MLP, the down projection with its
+    // residual), then the embedding's gather, the last position's gather and
+    // the normed output matrix (one 145 MB tensor: one launch, or two where
+    // one binding cannot hold it, as on lavapipe's 128 MiB).
+    let launches = session.kernel_counts()["device_launches_last_step"];
+    println!("qwen2.5: {launches} launches a decode step");
+    assert!((24 * 5 + 3..=24 * 5 + 4).contains(&launches), "qwen2.5: {launches} launches a decode step");
 }

@@ -325,19 +325,19 @@ fn stacked_shape(args: &[ArgInfo], target: &'static str) -> Result<StackedShape,
 /// plan can be compiled with `--disable-pass attention_head`).
 pub fn lower_qkv_rope(head: &Op, args: &[ArgInfo], target: &'static str, limits: BindingLimits) -> Result<KernelCall, LowerError> {
     let no = |why: String| LowerError::NoKernel { op: "matmul_qkv_rope".into(), target, why };
-    let Op::QkvRope { eps: norm, style, rotary_dim, theta, scaling, window, .. } = head else {
+    let Op::QkvRope { eps: norm, bias, style, rotary_dim, theta, scaling, window, .. } = head else {
         return Err(no(format!("a qkv_rope, got {}", head.mnemonic())));
     };
-    let norm = *norm;
-    let (args, g) = match norm {
-        Some(_) => args.split_at(args.len().saturating_sub(1)),
-        None => (args, &[][..]),
-    };
-    let [x, wq, wk, wv, positions, k_cache, v_cache, lengths] = args else {
-        return Err(no(format!("8 operands (and a norm's weight), got {}", args.len() + g.len())));
-    };
-    if wk.dtype != wq.dtype || wv.dtype != wq.dtype {
-        return Err(no(format!("q, k and v weights of one type, got {}, {} and {}", wq.dtype, wk.dtype, wv.dtype)));
+    let (norm, bias) = (*norm, *bias);
+    let bias_at = 8 + usize::from(norm.is_some());
+    if args.len() != bias_at + if bias { 3 } else { 0 } {
+        return Err(no(format!("8 operands (and a norm's weight, and three biases), got {}", args.len())));
+    }
+    let (args, biases) = args.split_at(bias_at);
+    let (args, g) = args.split_at(8);
+    let [x, wq, wk, wv, positions, k_cache, v_cache, lengths] = args else { unreachable!("split at 8") };
+    if wk.dtype.block_elems() != wq.dtype.block_elems() || wv.dtype.block_elems() != wq.dtype.block_elems() {
+        return Err(no(format!("q, k and v weights of one block size, got {}, {} and {}", wq.dtype, wk.dtype, wv.dtype)));
     }
     let stack = stacked_shape(&[x.clone(), wq.clone(), wk.clone(), wv.clone()], target)?;
     let (Some(&k), &[b, hk, cap, d], &[vb, hv, vcap, dv]) = (x.shape.last(), &k_cache.shape[..], &v_cache.shape[..]) else {
@@ -382,7 +382,15 @@ pub fn lower_qkv_rope(head: &Op, args: &[ArgInfo], target: &'static str, limits:
         Arg::ExtraInPlace(6),
         Arg::Input(7),
     ]);
-    let kernel = kernels::matmul::matmul_qkv_rope(wq.dtype, stack.rows, *style, Edges { norm: norm.is_some(), residual: false });
+    for (i, b) in biases.iter().enumerate() {
+        let n = [nq, nk, nv][i];
+        if b.shape != [n] {
+            return Err(no(format!("a bias of {n} features for weight {i}, got {:?}", b.shape)));
+        }
+        call_args.push(Arg::Input(bias_at + i));
+    }
+    let kernel =
+        kernels::matmul::matmul_qkv_rope([wq.dtype, wk.dtype, wv.dtype], bias, stack.rows, *style, Edges { norm: norm.is_some(), residual: false });
     let too_big = [wq, wk, wv].into_iter().map(|w| w.shape.iter().product::<usize>() / w.dtype.block_elems() * w.dtype.block_bytes()).max();
     if too_big.is_some_and(|bytes| bytes as u64 > limits.max_bytes) || kernel.buffers.len() as u32 > limits.max_buffers {
         return Err(no(format!(

@@ -893,6 +893,121 @@ fn heads_major(x: &Tensor, h: usize, d: usize) -> Tensor {
     Tensor::f32(vec![b, h, s, d], out)
 }
 
+/// Qwen2's head: each projection followed by its bias, q5_0 q and k beside
+/// a q8_0 v (Qwen2.5's file), rotating by halves with a rotary_dim short of
+/// the head. The `attention_head` pass makes it one `qkv_rope{bias}`; the
+/// CPU executors run it as its parts to the unfused graph's bits, and the
+/// device runs it as one kernel to the bits of the unfused graph on the
+/// same device (its matmul, add, rope and append kernels). Control: the
+/// same graph without the biases is far away.
+#[test]
+fn a_biased_head_of_mixed_types_runs_as_one_kernel() {
+    let (k, hq, hk, d, cap, rotary_dim) = (256, 3, 2, 10, 8, 8);
+    let (nq, nk) = (hq * d, hk * d);
+    let bits = |t: &Tensor| t.as_f32().unwrap().iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+    let w = |dtype: DType, n: usize, seed: u64| OneWeight { dtype, shape: vec![n, k], bytes: weight_bytes(dtype, n, k, seed) };
+    let b = |n: usize, seed: u64| OneWeight { dtype: DType::F32, shape: vec![n], bytes: weight_bytes(DType::F32, 1, n, seed) };
+    let weights = Weights(HashMap::from([
+        ("wq".to_string(), w(DType::Q5_0, nq, 170)),
+        ("wk".to_string(), w(DType::Q5_0, nk, 171)),
+        ("wv".to_string(), w(DType::Q8_0, nk, 172)),
+        ("bq".to_string(), b(nq, 173)),
+        ("bk".to_string(), b(nk, 174)),
+        ("bv".to_string(), b(nk, 175)),
+    ]));
+    for (bsz, s, positions, lengths) in [(2, 1, vec![5, 2], vec![5, 2]), (2, 5, vec![0, 1, 2, 3, 4, 3, 4, 5, 6, 7], vec![0, 3])] {
+        let graph_text = |biased: bool| {
+            let add = |n: usize, from: &str, bias: usize| match biased {
+                true => format!("add %{from}, %{bias} : f32[{bsz}, {s}, {n}]"),
+                false => format!("reshape{{shape=[{bsz}, {s}, {n}]}} %{from} : f32[{bsz}, {s}, {n}]"),
+            };
+            format!(
+                "graph \"biased_head\" {{
+  %0 = input{{name=\"x\"}} : f32[{bsz}, {s}, {k}]
+  %1 = input{{name=\"positions\"}} : i32[{bsz}, {s}]
+  %2 = input{{name=\"lengths\"}} : i32[{bsz}]
+  %3 = weight{{name=\"wq\"}} : q5_0[{nq}, {k}]
+  %4 = weight{{name=\"wk\"}} : q5_0[{nk}, {k}]
+  %5 = weight{{name=\"wv\"}} : q8_0[{nk}, {k}]
+  %6 = weight{{name=\"bq\"}} : f32[{nq}]
+  %7 = weight{{name=\"bk\"}} : f32[{nk}]
+  %8 = weight{{name=\"bv\"}} : f32[{nk}]
+  %9 = matmul %0, %3 : f32[{bsz}, {s}, {nq}]
+  %10 = {aq}
+  %11 = matmul %0, %4 : f32[{bsz}, {s}, {nk}]
+  %12 = {ak}
+  %13 = matmul %0, %5 : f32[{bsz}, {s}, {nk}]
+  %14 = {av}
+  %15 = reshape{{shape=[{bsz}, {s}, {hq}, {d}]}} %10 : f32[{bsz}, {s}, {hq}, {d}]
+  %16 = permute{{perm=[0, 2, 1, 3]}} %15 : f32[{bsz}, {hq}, {s}, {d}]
+  %17 = reshape{{shape=[{bsz}, {s}, {hk}, {d}]}} %12 : f32[{bsz}, {s}, {hk}, {d}]
+  %18 = permute{{perm=[0, 2, 1, 3]}} %17 : f32[{bsz}, {hk}, {s}, {d}]
+  %19 = reshape{{shape=[{bsz}, {s}, {hk}, {d}]}} %14 : f32[{bsz}, {s}, {hk}, {d}]
+  %20 = permute{{perm=[0, 2, 1, 3]}} %19 : f32[{bsz}, {hk}, {s}, {d}]
+  %21 = rope{{style=neox, rotary_dim={rotary_dim}, theta=10000.0}} %16, %1 : f32[{bsz}, {hq}, {s}, {d}]
+  %22 = rope{{style=neox, rotary_dim={rotary_dim}, theta=10000.0}} %18, %1 : f32[{bsz}, {hk}, {s}, {d}]
+  %23 = state{{name=\"k_cache\"}} : f32[{bsz}, {hk}, {cap}, {d}]
+  %24 = kv_append{{axis=2, cap={cap}}} %23, %22, %2 : f32[{bsz}, {hk}, {cap}, {d}]
+  %25 = state_out{{name=\"k_cache\"}} %24 : f32[{bsz}, {hk}, {cap}, {d}]
+  %26 = state{{name=\"v_cache\"}} : f32[{bsz}, {hk}, {cap}, {d}]
+  %27 = kv_append{{axis=2, cap={cap}}} %26, %20, %2 : f32[{bsz}, {hk}, {cap}, {d}]
+  %28 = state_out{{name=\"v_cache\"}} %27 : f32[{bsz}, {hk}, {cap}, {d}]
+  %29 = output{{name=\"q_rot\"}} %21 : f32[{bsz}, {hq}, {s}, {d}]
+  %30 = output{{name=\"k_out\"}} %24 : f32[{bsz}, {hk}, {cap}, {d}]
+  %31 = output{{name=\"v_out\"}} %27 : f32[{bsz}, {hk}, {cap}, {d}]
+}}
+",
+                aq = add(nq, "9", 6),
+                ak = add(nk, "11", 7),
+                av = add(nk, "13", 8),
+            )
+        };
+        let graph = text::parse(&graph_text(true)).unwrap();
+        let what = format!("b={bsz} s={s}");
+        let (positions, lengths) = (Tensor::i32(vec![bsz, s], positions), Tensor::i32(vec![bsz], lengths));
+        let inputs = HashMap::from([
+            ("x".to_string(), t(&[bsz, s, k], 176 + s as u64)),
+            ("positions".to_string(), positions),
+            ("lengths".to_string(), lengths),
+        ]);
+        let caches = [("k_cache", t(&[bsz, hk, cap, d], 178)), ("v_cache", t(&[bsz, hk, cap, d], 179))];
+        let states: HashMap<String, Tensor> = caches.iter().map(|(n, c)| (n.to_string(), c.clone())).collect();
+        let mut head = graph.clone();
+        assert_eq!(AttentionHead { cost: CostModel::Launches }.run(&mut head), 1, "{what}: the head formed");
+        graphc_ir::verify(&mut head).unwrap();
+        assert!(text::print(&head).contains("qkv_rope{bias=true"), "{what}: a biased head");
+        let want = reference::run(&graph, &inputs, states.clone(), &weights).unwrap().outputs;
+        let fast = graphc_backends::cpu::fast::Fast::new(graphc_backends::cpu::simd::Isa::best(), 2).unwrap();
+        let fast_want = fast.run(&graph, &inputs, states.clone(), &weights).unwrap().outputs;
+        let on_cpu = [
+            ("reference", reference::run(&head, &inputs, states.clone(), &weights).unwrap().outputs, &want),
+            ("fast", fast.run(&head, &inputs, states.clone(), &weights).unwrap().outputs, &fast_want),
+        ];
+        let unbiased = reference::run(&text::parse(&graph_text(false)).unwrap(), &inputs, states.clone(), &weights).unwrap().outputs;
+        for name in ["q_rot", "k_out", "v_out"] {
+            for (executor, fused, unfused) in &on_cpu {
+                assert!(
+                    bits(&fused[name]) == bits(&unfused[name]),
+                    "{what} {name}: the {executor} executor's qkv_rope differs from its parts in its bits"
+                );
+            }
+            assert_separates(&format!("{what} {name}: the biases"), &want[name], &unbiased[name]);
+        }
+        let Some(mut fused) = open_graph(&head, &weights) else { return };
+        let mut plain = open_graph(&graph, &weights).unwrap();
+        for (name, cache) in &caches {
+            fused.set_state(name, cache).unwrap();
+            plain.set_state(name, cache).unwrap();
+        }
+        let got = fused.step(&inputs).unwrap();
+        assert_eq!(fused.counters()["device_launches_last_step"], 1, "{what}: one launch");
+        let alone = plain.step(&inputs).unwrap();
+        for name in ["q_rot", "k_out", "v_out"] {
+            assert!(bits(&got[name]) == bits(&alone[name]), "{what} {name}: differs from the unfused graph on the device in its bits");
+        }
+    }
+}
+
 /// A llama layer's head, made one `qkv_rope` op by the `attention_head`
 /// pass, runs as one kernel (`matmul_qkv_rope`):
 /// q, k and v projected from one `x`, q and k rotated by adjacent pairs

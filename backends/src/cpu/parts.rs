@@ -60,19 +60,25 @@ fn chain<'v, 'w>(evaluator: &dyn Evaluator, expr: &ChainExpr, operands: &[&'v Va
 /// split into heads, the rotations, and the appends into the caches (in
 /// place where the run loop handed the cache over).
 fn qkv_rope(evaluator: &dyn Evaluator, op: &Op, args: Vec<Arg<'_, '_>>, env: &Env) -> Result<Vec<Tensor>, String> {
-    let Op::QkvRope { eps, style, rotary_dim, theta, scaling, cap, window } = op else { unreachable!("matched by `results`") };
+    let Op::QkvRope { eps, bias, style, rotary_dim, theta, scaling, cap, window } = op else { unreachable!("matched by `results`") };
     let mut args: Vec<Option<Arg>> = args.into_iter().map(Some).collect();
     let mut take = |i: usize| args[i].take().expect("each operand taken once");
     let (x, w_q, w_k, w_v, positions) = (take(0), take(1), take(2), take(3), take(4));
     let (k_cache, v_cache, lengths) = (take(5), take(6), take(7));
     let norm_weight = eps.map(|_| take(8));
+    let bias_at = 8 + usize::from(eps.is_some());
+    let [b_q, b_k, b_v] = [0, 1, 2].map(|i| bias.then(|| take(bias_at + i)));
     let own = |t: Tensor| Arg::Own(Val::T(t));
-    let heads = |w: &Arg<'_, '_>, head_dim: usize| -> Result<Tensor, String> {
+    let heads = |w: &Arg<'_, '_>, b: &Option<Arg<'_, '_>>, head_dim: usize| -> Result<Tensor, String> {
         let projected = match (eps, &norm_weight) {
             (Some(eps), Some(g)) => {
                 evaluator.eval(&Op::NormMatMul { eps: *eps }, vec![Arg::Ref(x.val()), Arg::Ref(g.val()), Arg::Ref(w.val())], env)?
             }
             _ => evaluator.eval(&Op::MatMul, vec![Arg::Ref(x.val()), Arg::Ref(w.val())], env)?,
+        };
+        let projected = match b {
+            Some(b) => evaluator.eval(&Op::Binary(BinaryOp::Add), vec![own(projected), Arg::Ref(b.val())], env)?,
+            None => projected,
         };
         let &[b, s, n] = projected.shape() else { return Err(format!("qkv_rope: a projection of shape {:?}", projected.shape())) };
         let split = Op::Reshape { shape: const_shape(&[b, s, n / head_dim, head_dim]) };
@@ -82,10 +88,10 @@ fn qkv_rope(evaluator: &dyn Evaluator, op: &Op, args: Vec<Arg<'_, '_>>, env: &En
     let rope = Op::Rope { style: *style, rotary_dim: *rotary_dim, theta: *theta, scaling: scaling.clone() };
     let append = Op::KvAppend { axis: 2, cap: cap.clone(), window: *window };
     let (head_dim, v_head_dim) = (k_cache.val().shape()[3], v_cache.val().shape()[3]);
-    let q = evaluator.eval(&rope, vec![own(heads(&w_q, head_dim)?), Arg::Ref(positions.val())], env)?;
-    let k = evaluator.eval(&rope, vec![own(heads(&w_k, head_dim)?), Arg::Ref(positions.val())], env)?;
+    let q = evaluator.eval(&rope, vec![own(heads(&w_q, &b_q, head_dim)?), Arg::Ref(positions.val())], env)?;
+    let k = evaluator.eval(&rope, vec![own(heads(&w_k, &b_k, head_dim)?), Arg::Ref(positions.val())], env)?;
     let k_cache = evaluator.eval(&append, vec![k_cache, own(k), Arg::Ref(lengths.val())], env)?;
-    let v = heads(&w_v, v_head_dim)?;
+    let v = heads(&w_v, &b_v, v_head_dim)?;
     let v_cache = evaluator.eval(&append, vec![v_cache, own(v), Arg::Ref(lengths.val())], env)?;
     Ok(vec![q, k_cache, v_cache])
 }

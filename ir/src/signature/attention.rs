@@ -13,7 +13,16 @@ pub(super) fn prototypes() -> Vec<Op> {
     vec![
         Op::Attention { n_heads: 0, n_kv_heads: 0, scale: 0.0, causal: false, window: None, softcap: None, ring: false },
         Op::KvAppend { axis: 0, cap: Dim::konst(0), window: None },
-        Op::QkvRope { eps: None, style: RopeStyle::Neox, rotary_dim: 0, theta: 0.0, scaling: RopeScaling::None, cap: Dim::konst(0), window: None },
+        Op::QkvRope {
+            eps: None,
+            bias: false,
+            style: RopeStyle::Neox,
+            rotary_dim: 0,
+            theta: 0.0,
+            scaling: RopeScaling::None,
+            cap: Dim::konst(0),
+            window: None,
+        },
     ]
 }
 
@@ -35,9 +44,10 @@ pub(super) fn attributes<A: Attributes>(op: &mut Op, a: &mut A) -> Result<(), St
             a.value("cap", cap)?;
             a.optional("window", window)
         }
-        Op::QkvRope { eps, style, rotary_dim, theta, scaling, cap, window } => {
+        Op::QkvRope { eps, bias, style, rotary_dim, theta, scaling, cap, window } => {
             a.name("qkv_rope")?;
             a.optional("eps", eps)?;
+            a.flag("bias", bias)?;
             super::rope::rotation(a, style, rotary_dim, theta, scaling)?;
             a.value("cap", cap)?;
             a.optional("window", window)
@@ -109,8 +119,11 @@ pub(super) fn infer(op: &Op, tys: &[TensorType]) -> Result<TensorType, String> {
 /// `qkv_rope`'s three results (q rotated, the caches after the appends),
 /// typed as the ops it replaces, step by step.
 pub(super) fn qkv_rope_results(op: &Op, tys: &[TensorType]) -> Result<Vec<TensorType>, String> {
-    let &Op::QkvRope { eps, style, rotary_dim, theta, ref scaling, ref cap, window } = op else { other_kind(op) };
-    arity(tys, if eps.is_some() { 9..=9 } else { 8..=8 })?;
+    let &Op::QkvRope { eps, bias, style, rotary_dim, theta, ref scaling, ref cap, window } = op else { other_kind(op) };
+    // The biases follow the norm's weight.
+    let bias_at = 8 + usize::from(eps.is_some());
+    let operands = bias_at + if bias { 3 } else { 0 };
+    arity(tys, operands..=operands)?;
     let t = |i: usize| &tys[i];
     let (positions, k_cache, v_cache, lengths) = (t(4), t(5), t(6), t(7));
     need_rank("k_cache", k_cache, 4)?;
@@ -122,6 +135,15 @@ pub(super) fn qkv_rope_results(op: &Op, tys: &[TensorType]) -> Result<Vec<Tensor
             None => super::matmul::infer(&Op::MatMul, &[t(0).clone(), t(w).clone()])?,
         };
         need_rank(&format!("{what} projection"), &projected, 3)?;
+        let projected = match bias {
+            true => {
+                let b = t(bias_at + w - 1);
+                need_rank(&format!("{what} bias"), b, 1)?;
+                same_dim(&format!("{what} bias and projection features"), &b.shape[0], &projected.shape[2])?;
+                super::elementwise::infer(&Op::Binary(crate::op::BinaryOp::Add), &[projected, b.clone()])?
+            }
+            false => projected,
+        };
         let (n, d) = match (projected.shape[2].as_const(), head_dim.as_const()) {
             (Some(n), Some(d)) if d > 0 && n % d == 0 => (n, d),
             _ => {

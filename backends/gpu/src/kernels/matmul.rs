@@ -118,8 +118,17 @@ pub fn matmul_stacked_mixed(types: &[DType], rows: u32, edges: Edges) -> Kernel 
 /// feature `p`, column `2p + 1` feature `p + half`; features past the
 /// rotary part keep their place), so the partner is again the neighbouring
 /// column.
-pub fn matmul_qkv_rope(dtype: DType, rows: u32, style: RopeStyle, edges: Edges) -> Kernel {
-    dense(dtype, rows, Mode::QkvRope(style), edges)
+///
+/// `types`: the three weights' types (one block size; where they differ,
+/// each weight's rows are `row_bytes{i}` apart, as `matmul_stacked_mixed`
+/// takes them). `bias`: buffers `b0 b1 b2` after `lengths`, each
+/// projection's bias, added to a column's sum before the rotation (as the
+/// `add` that follows the projection in the graph adds it).
+pub fn matmul_qkv_rope(types: [DType; 3], bias: bool, rows: u32, style: RopeStyle, edges: Edges) -> Kernel {
+    let block_elems = types[0].block_elems();
+    assert!(types.iter().all(|t| t.block_elems() == block_elems), "a head's weights share one block size: {types:?}");
+    let mixed: &[DType] = if types.iter().all(|&t| t == types[0]) { &[] } else { &types };
+    dense_of(types[0], rows, Mode::QkvRope(style, bias), mixed, edges)
 }
 
 /// What one `dense` kernel computes per output column.
@@ -131,8 +140,9 @@ enum Mode {
     Gated(UnaryOp),
     /// Column ranges of `count` weights, each to its own output.
     Stacked(u32),
-    /// The stack of q, k, v with rotation and cache appends (`matmul_qkv_rope`).
-    QkvRope(RopeStyle),
+    /// The stack of q, k, v with rotation and cache appends (`matmul_qkv_rope`),
+    /// and with each projection's bias where set.
+    QkvRope(RopeStyle, bool),
 }
 
 /// One weight's blocks `blk` of weight row `row` (a local), accumulated
@@ -210,7 +220,7 @@ fn dense_of(dtype: DType, rows: u32, mode: Mode, mixed: &[DType], edges: Edges) 
     // For a stack: which weight column `j` falls in (`which`), and its row there (`jl`).
     let count = match mode {
         Mode::Stacked(count) => count,
-        Mode::QkvRope(_) => 3,
+        Mode::QkvRope(..) => 3,
         _ => 0,
     };
     // The stack's first column of weight `i` (i ≥ 1).
@@ -224,7 +234,7 @@ fn dense_of(dtype: DType, rows: u32, mode: Mode, mixed: &[DType], edges: Edges) 
         }
     }
     // Rotating by halves: the weight row a q or k column computes (`jr`).
-    let row_of_column = if let Mode::QkvRope(RopeStyle::Neox) = mode {
+    let row_of_column = if let Mode::QkvRope(RopeStyle::Neox, _) = mode {
         let within = || var("jl") % param("d");
         let pair_member = (var("jl") / param("d")) * param("d") + within() / u(2) + (within() % u(2)) * param("half");
         out.push(let_("jr", Ty::U32, var("jl")));
@@ -241,7 +251,7 @@ fn dense_of(dtype: DType, rows: u32, mode: Mode, mixed: &[DType], edges: Edges) 
             accumulate(dtype, tile, "w_up", "base_up", "j", "up", "row_bytes"),
         ]
         .concat(),
-        Mode::Stacked(_) | Mode::QkvRope(_) => (0..count)
+        Mode::Stacked(_) | Mode::QkvRope(..) => (0..count)
             .map(|i| {
                 let (t, row_bytes) = weight(i);
                 if_(var("which").eq(u(i)), accumulate(t, tile, &format!("w{i}"), "base", row_of_column, "acc", &row_bytes))
@@ -251,8 +261,19 @@ fn dense_of(dtype: DType, rows: u32, mode: Mode, mixed: &[DType], edges: Edges) 
     out.push(if_(var("j").lt(param("n")), vec![for_("blk", var("lane"), param("k") / u(be), u(THREADS_PER_COLUMN), blocks)]));
     for r in 0..rows {
         let value = match mode {
-            Mode::Plain | Mode::Stacked(_) | Mode::QkvRope(_) => {
+            Mode::Plain | Mode::Stacked(_) | Mode::QkvRope(..) => {
                 out.extend(segmented_reduce("red", WORKGROUP, THREADS_PER_COLUMN, var(&format!("acc{r}")), BinOp::Add));
+                if let Mode::QkvRope(_, true) = mode {
+                    // The bias joins the sum where the partner column reads it.
+                    let add_bias = (0..count)
+                        .map(|i| {
+                            let biased = load_shared("red", local_id()) + load(&format!("b{i}"), var(row_of_column));
+                            if_(var("which").eq(u(i)), vec![store_shared("red", local_id(), biased)])
+                        })
+                        .collect();
+                    out.push(if_(var("lane").eq(u(0)).and(var("j").lt(param("n"))), add_bias));
+                    out.push(Stmt::Barrier);
+                }
                 load_shared("red", local_id())
             }
             Mode::Gated(act) => {
@@ -271,7 +292,7 @@ fn dense_of(dtype: DType, rows: u32, mode: Mode, mixed: &[DType], edges: Edges) 
                     if_(var("which").eq(u(i)), vec![store(&format!("y{i}"), (var("r0") + u(r)) * n_i + var("jl"), value.clone())])
                 })
                 .collect(),
-            Mode::QkvRope(style) => qkv_rope_stores(r, value, style),
+            Mode::QkvRope(style, _) => qkv_rope_stores(r, value, style),
             _ => {
                 let at = (var("r0") + u(r)) * param("y_cols") + param("j0") + var("j");
                 let value = if edges.residual { value + load("r", at.clone()) } else { value };
@@ -290,7 +311,11 @@ fn dense_of(dtype: DType, rows: u32, mode: Mode, mixed: &[DType], edges: Edges) 
             format!("matmul{count}_{}{suffix}", mixed.iter().map(|&t| type_name(t)).collect::<Vec<_>>().join("_"))
         }
         Mode::Stacked(count) => format!("matmul{count}_{}{suffix}", type_name(dtype)),
-        Mode::QkvRope(style) => format!("matmul_qkv_rope_{}_{}{suffix}", style.name(), type_name(dtype)),
+        Mode::QkvRope(style, bias) => {
+            let types =
+                if mixed.is_empty() { type_name(dtype).to_string() } else { mixed.iter().map(|&t| type_name(t)).collect::<Vec<_>>().join("_") };
+            format!("matmul_qkv_rope_{}_{types}{}{suffix}", style.name(), if bias { "_bias" } else { "" })
+        }
     };
     let name = format!("{prefix}{name}");
     let tiles = (param("m") + u(rows - 1)) / u(rows);
@@ -306,14 +331,20 @@ fn dense_of(dtype: DType, rows: u32, mode: Mode, mixed: &[DType], edges: Edges) 
             let with_weights = (0..count).fold(kernel, |k, i| k.input(&format!("w{i}"), Ty::U32));
             (0..count).fold(with_weights, |k, i| k.output(&format!("y{i}"), Ty::F32))
         }
-        Mode::QkvRope(_) => (0..3)
-            .fold(kernel, |k, i| k.input(&format!("w{i}"), Ty::U32))
-            .input("positions", Ty::I32)
-            .input("inv_freq", Ty::F32)
-            .output("q", Ty::F32)
-            .output("k_cache", Ty::F32)
-            .output("v_cache", Ty::F32)
-            .input("lengths", Ty::I32),
+        Mode::QkvRope(_, bias) => {
+            let head = (0..3)
+                .fold(kernel, |k, i| k.input(&format!("w{i}"), Ty::U32))
+                .input("positions", Ty::I32)
+                .input("inv_freq", Ty::F32)
+                .output("q", Ty::F32)
+                .output("k_cache", Ty::F32)
+                .output("v_cache", Ty::F32)
+                .input("lengths", Ty::I32);
+            match bias {
+                true => (0..3).fold(head, |k, i| k.input(&format!("b{i}"), Ty::F32)),
+                false => head,
+            }
+        }
     };
     kernel = kernel.param("m", Ty::U32).param("n", Ty::U32).param("k", Ty::U32);
     kernel = match mixed.len() {
@@ -322,7 +353,7 @@ fn dense_of(dtype: DType, rows: u32, mode: Mode, mixed: &[DType], edges: Edges) 
     };
     kernel = match mode {
         Mode::Stacked(count) => (0..count - 1).fold(kernel, |k, i| k.param(&format!("n{i}"), Ty::U32)),
-        Mode::QkvRope(_) => {
+        Mode::QkvRope(..) => {
             let stacked = kernel.param("n0", Ty::U32).param("n1", Ty::U32);
             let shape = ["s", "d", "dv", "hq", "hk", "hv", "cap", "ring"].iter().fold(stacked, |k, p| k.param(p, Ty::U32));
             rope::with_rope_params(shape)

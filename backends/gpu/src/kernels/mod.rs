@@ -98,14 +98,18 @@ pub fn catalog() -> Vec<(&'static str, Kernel)> {
     }
     for dtype in WEIGHT_DTYPES {
         for edges in [none, normed] {
-            all.push(("matmul_qkv_rope", matmul::matmul_qkv_rope(dtype, 1, RopeStyle::GptJ, edges)));
+            all.push(("matmul_qkv_rope", matmul::matmul_qkv_rope([dtype; 3], false, 1, RopeStyle::GptJ, edges)));
         }
     }
     for edges in [none, normed] {
-        all.push(("matmul_qkv_rope", matmul::matmul_qkv_rope(DType::Q4_1, matmul::PREFILL_ROWS, RopeStyle::GptJ, edges)));
+        all.push(("matmul_qkv_rope", matmul::matmul_qkv_rope([DType::Q4_1; 3], false, matmul::PREFILL_ROWS, RopeStyle::GptJ, edges)));
         // Rotating by halves (Gemma 1/2, Qwen2): one weight type, decode and prefill.
-        all.push(("matmul_qkv_rope", matmul::matmul_qkv_rope(DType::F32, 1, RopeStyle::Neox, edges)));
-        all.push(("matmul_qkv_rope", matmul::matmul_qkv_rope(DType::F32, matmul::PREFILL_ROWS, RopeStyle::Neox, edges)));
+        all.push(("matmul_qkv_rope", matmul::matmul_qkv_rope([DType::F32; 3], false, 1, RopeStyle::Neox, edges)));
+        all.push(("matmul_qkv_rope", matmul::matmul_qkv_rope([DType::F32; 3], false, matmul::PREFILL_ROWS, RopeStyle::Neox, edges)));
+        // Qwen2.5's head: q5_0 q and k beside a q8_0 v, with biases.
+        let qwen25 = [DType::Q5_0, DType::Q5_0, DType::Q8_0];
+        all.push(("matmul_qkv_rope", matmul::matmul_qkv_rope(qwen25, true, 1, RopeStyle::Neox, edges)));
+        all.push(("matmul_qkv_rope", matmul::matmul_qkv_rope(qwen25, true, matmul::PREFILL_ROWS, RopeStyle::Neox, edges)));
         // Gemma 3's q and k beside a v of another type with the same block size.
         all.push(("matmul_stacked", matmul::matmul_stacked_mixed(&[DType::Q5_0, DType::Q5_0, DType::Q8_0], 1, edges)));
         all.push(("matmul_stacked", matmul::matmul_stacked_mixed(&[DType::Q5_0, DType::Q5_0, DType::Q8_0], matmul::PREFILL_ROWS, edges)));
