@@ -87,6 +87,10 @@ pub struct GgufFile {
     pub path: String,
     pub version: u32,
     pub alignment: u64,
+    /// Where the tensor infos end, and where the data section starts (the
+    /// next multiple of `alignment`): tensor offsets count from there.
+    pub infos_end: u64,
+    pub data_start: u64,
     pub metadata: BTreeMap<String, MetaValue>,
     /// The tensors graphc computes, in file order.
     pub tensors: Vec<TensorInfo>,
@@ -360,7 +364,7 @@ impl GgufFile {
     }
 
     fn parse(path: String, mmap: FileBytes) -> Result<GgufFile, Diagnostic> {
-        let (version, alignment, metadata, infos, data_start) = {
+        let (version, alignment, metadata, infos, infos_end, data_start) = {
             let mut r = Reader { b: &mmap, pos: 0, path: &path };
             let magic = r.take(4, "the magic number")?;
             if magic != b"GGUF" {
@@ -405,7 +409,7 @@ impl GgufFile {
                 infos.push((name, ne, ty, offset));
             }
             let data_start = (r.pos as u64).div_ceil(alignment) * alignment;
-            (version, alignment, metadata, infos, data_start)
+            (version, alignment, metadata, infos, r.pos as u64, data_start)
         };
         let file_len = mmap.len() as u64;
         let mut tensors = Vec::with_capacity(infos.len());
@@ -463,7 +467,7 @@ impl GgufFile {
                 }
             }
         }
-        Ok(GgufFile { path, version, alignment, metadata, tensors, uncomputable, mmap })
+        Ok(GgufFile { path, version, alignment, infos_end, data_start, metadata, tensors, uncomputable, mmap })
     }
 
     pub fn get(&self, key: &str) -> Option<&MetaValue> {

@@ -24,7 +24,7 @@ use serde_json::{Map, Value};
 /// every family reads or checks are in `GGUF_COMMON`.
 const GGUF_READS: &[(&str, &[&str])] = &[
     ("llama", &["rope.scaling.type", "rope.scaling.factor"]),
-    ("gemma3", &["attention.sliding_window"]),
+    ("gemma3", &["attention.sliding_window", "rope.scaling.type", "rope.scaling.factor"]),
     ("qwen2", &[]),
     ("qwen3", &[]),
     ("qwen3moe", &["expert_count", "expert_used_count", "expert_feed_forward_length"]),

@@ -16,6 +16,16 @@ Usage (in the transformers environment):
   python make_reference.py --model PATH.gguf --out DIR \
       [--prompts public|FILE.json] [--suffix .extra] \
       [--logits all|none|p1,p4] [--llama-python /path/to/llama-venv/bin/python]
+      [--gemma3-global-rope-linear FACTOR]
+
+--gemma3-global-rope-linear FACTOR (Gemma 3 only): the model as the file
+would be with `gemma3.rope.scaling.type = linear` and `.factor = FACTOR`
+(what llama.cpp's converter writes for Gemma 3 4B and larger, HF
+`rope_scaling: {rope_type: linear, factor: 8}`): transformers' RoPE
+parameters of the full-attention (global) layers set to linear scaling by
+FACTOR and its rotary embedding rebuilt; the sliding-window layers keep
+theirs. The 270M checkpoint has no scaling of its own, so this is how the
+scaled arithmetic gets a reference on a file CI can fetch.
 
 FILE.json is a list of {"name", "text"} or {"name", "user_message",
 "chat": true} entries, or an earlier output of this script (its "prompts").
@@ -206,6 +216,7 @@ def main():
     ap.add_argument("--llama-python", help="python of an environment with llama-cpp-python")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--n-new", type=int, default=N_NEW)
+    ap.add_argument("--gemma3-global-rope-linear", type=float, help=argparse.SUPPRESS)
     ap.add_argument("--llama-worker", nargs=2, metavar=("IN", "OUT"), help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.llama_worker:
@@ -269,6 +280,18 @@ def main():
         assert rp["sliding_attention"]["rope_theta"] == 10000.0 and rp["full_attention"]["rope_theta"] == 1e6, rp
         assert abs(float(emb.embed_scale) - cfg.hidden_size ** 0.5) < 1e-4
         assert hasattr(model.model.layers[0].self_attn, "q_norm") and hasattr(model.model.layers[0].self_attn, "k_norm")
+        if args.gemma3_global_rope_linear:
+            full = dict(rp["full_attention"])
+            full.update({"rope_type": "linear", "factor": args.gemma3_global_rope_linear})
+            cfg.rope_parameters["full_attention"] = full
+            model.model.rotary_emb = type(model.model.rotary_emb)(cfg)
+            re = model.model.rotary_emb
+            assert re.rope_type == {"full_attention": "linear", "sliding_attention": "default"}, re.rope_type
+            base = 1.0 / (1e6 ** (torch.arange(0, 256, 2, dtype=torch.float) / 256))
+            assert torch.equal(re.full_attention_inv_freq, base / args.gemma3_global_rope_linear)
+            model_info["rope_parameters"] = cfg.rope_parameters
+            model_info["patched"] = ("full_attention rope_parameters set to linear scaling, factor %g, and the "
+                                     "rotary embedding rebuilt (--gemma3-global-rope-linear)" % args.gemma3_global_rope_linear)
     if cfg.model_type == "qwen2":
         # Qwen2.5-Coder-0.5B: check that transformers read the GGUF as the model it is.
         attn = model.model.layers[0].self_attn

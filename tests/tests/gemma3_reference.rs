@@ -221,3 +221,118 @@ fn gemma3_tokenizer_gives_the_reference_prompt_ids_and_round_trips() {
     let p1 = &reference["prompts"][0];
     assert_eq!(tok.decode(&ids(&p1["generated_ids"])).unwrap(), p1["generated_text"].as_str().unwrap());
 }
+
+/// A copy of the Gemma 3 GGUF with `keys` added (string or f32 values), as
+/// llama.cpp's converter writes them: the new key/value pairs go after the
+/// header, everything else is copied byte for byte, and the data section
+/// moves to the next multiple of the alignment (tensor offsets count from
+/// it, so they stay valid).
+fn gemma3_with_keys(tag: &str, keys: &[(&str, serde_json::Value)]) -> std::path::PathBuf {
+    let src = gemma3();
+    let g = graphc_frontends::gguf::GgufFile::open(&src).unwrap();
+    let bytes = std::fs::read(&src).unwrap();
+    let mut added = Vec::new();
+    for (key, value) in keys {
+        added.extend((key.len() as u64).to_le_bytes());
+        added.extend(key.as_bytes());
+        match value {
+            serde_json::Value::String(s) => {
+                added.extend(8u32.to_le_bytes());
+                added.extend((s.len() as u64).to_le_bytes());
+                added.extend(s.as_bytes());
+            }
+            v => {
+                added.extend(6u32.to_le_bytes());
+                added.extend((v.as_f64().unwrap() as f32).to_le_bytes());
+            }
+        }
+    }
+    let n_kv = u64::from_le_bytes(bytes[16..24].try_into().unwrap()) + keys.len() as u64;
+    let mut out = bytes[..16].to_vec();
+    out.extend(n_kv.to_le_bytes());
+    out.extend(&added);
+    out.extend(&bytes[24..g.infos_end as usize]);
+    out.resize(out.len().next_multiple_of(g.alignment as usize), 0);
+    out.extend(&bytes[g.data_start as usize..]);
+    let path = graphc_tests::temp_dir(tag).join("gemma-3-270m-q4_k_m.gguf");
+    std::fs::write(&path, out).unwrap();
+    path
+}
+
+/// Gemma 3 4B and larger scale RoPE linearly (factor 8) on their global
+/// layers only. The 270M file with llama.cpp's two keys for that added
+/// (`rope.scaling.type = linear`, `.factor = 8`) against transformers with
+/// the same scaling on its full-attention layers
+/// (`tests/reference/gemma3-270m-q4_k_m.rope-linear8.json`, made by
+/// `make_reference.py --gemma3-global-rope-linear 8`): p1's logits within
+/// the bound and every prompt's `n_stable` greedy tokens. Controls: the
+/// unscaled file, and the scaling applied to every layer, are each far
+/// outside the bound on p1.
+#[test]
+fn gemma3_global_rope_scaling_matches_its_reference() {
+    let reference = reference_json("gemma3-270m-q4_k_m.rope-linear8");
+    let scaled =
+        gemma3_with_keys("gemma3-rope-linear8", &[("gemma3.rope.scaling.type", "linear".into()), ("gemma3.rope.scaling.factor", 8.0.into())]);
+    let m = Model::compile(&scaled, &CompileOptions::default(), None).unwrap();
+    let fact = m.plan().model.facts.get("rope_scaling_global").cloned();
+    assert_eq!(fact.as_deref(), Some("linear, factor 8.0 (global layers only)"));
+    // Scaled ropes on the three global layers only.
+    let scaled_layers: Vec<u32> = m
+        .graph()
+        .node_ids()
+        .filter(
+            |&n| matches!(&m.graph().node(n).op, Op::Rope { scaling, .. } | Op::NormRope { scaling, .. } if *scaling != graphc_ir::RopeScaling::None),
+        )
+        .map(|n| m.graph().node(n).layer.unwrap())
+        .collect();
+    assert_eq!(scaled_layers.iter().collect::<std::collections::BTreeSet<_>>().into_iter().copied().collect::<Vec<_>>(), [5, 11, 17]);
+    let mut s = m.session(&SessionOptions::default()).unwrap();
+    let p1 = &reference["prompts"][0];
+    let want_p1 = reference_logits(p1["logits_file"].as_str().unwrap());
+    for p in reference["prompts"].as_array().unwrap() {
+        let name = p["name"].as_str().unwrap();
+        let n_stable = p["n_stable"].as_u64().unwrap() as usize;
+        let want = ids(&p["generated_ids"]);
+        let mut logits = s.prefill(&ids(&p["prompt_ids"])).unwrap();
+        if p["logits_file"].is_string() {
+            let (max, cos) = compare(&logits, &want_p1);
+            println!("{name}: max |Δlogit| = {max:.3e}, cosine = {cos:.9}");
+            assert!(max <= MAX_ABS_LOGIT_DIFF, "{name}: max |Δlogit| {max}");
+        }
+        let mut got = Vec::new();
+        while got.len() < n_stable {
+            let t = argmax(&logits);
+            got.push(t);
+            if got.len() < n_stable {
+                logits = s.decode(t).unwrap();
+            }
+        }
+        assert_eq!(got[..], want[..n_stable], "{name}: the first {n_stable} greedy tokens");
+        s = m.session(&SessionOptions::default()).unwrap();
+    }
+    // Controls on p1: no scaling, and scaling on every layer.
+    let prompt = ids(&p1["prompt_ids"]);
+    let unscaled = Model::compile(&gemma3(), &CompileOptions::default(), None).unwrap();
+    let (none, _) = compare(&unscaled.session(&SessionOptions::default()).unwrap().prefill(&prompt).unwrap(), &want_p1);
+    let mut everywhere = m.plan().clone();
+    everywhere.graph = everywhere.graph.replace("theta=10000.0}", "theta=10000.0, linear_factor=8.0}");
+    assert_ne!(everywhere.graph, m.plan().graph, "the local layers' rope text");
+    let path = graphc_tests::temp_dir("gemma3-rope-everywhere").join("everywhere.plan");
+    std::fs::write(&path, everywhere.to_json()).unwrap();
+    let all_layers = Model::load(&path, None).unwrap();
+    let (all, _) = compare(&all_layers.session(&SessionOptions::default()).unwrap().prefill(&prompt).unwrap(), &want_p1);
+    println!("p1 controls: max |Δlogit| unscaled {none:.3}, scaled on every layer {all:.3}");
+    assert!(none > 10.0 * MAX_ABS_LOGIT_DIFF && all > 10.0 * MAX_ABS_LOGIT_DIFF, "the controls must be far outside the bound");
+}
+
+/// Scaling Gemma 3 does not have is refused, naming the key: another type,
+/// and a factor with no type (llama.cpp would take it as linear).
+#[test]
+fn gemma3_refuses_rope_scaling_it_does_not_implement() {
+    let yarn = gemma3_with_keys("gemma3-rope-yarn", &[("gemma3.rope.scaling.type", "yarn".into()), ("gemma3.rope.scaling.factor", 8.0.into())]);
+    let err = Model::compile(&yarn, &CompileOptions::default(), None).err().expect("refused").to_string();
+    assert!(err.contains("gemma3.rope.scaling.type") && err.contains("yarn") && err.contains("linear"), "{err}");
+    let bare = gemma3_with_keys("gemma3-rope-bare", &[("gemma3.rope.scaling.factor", 8.0.into())]);
+    let err = Model::compile(&bare, &CompileOptions::default(), None).err().expect("refused").to_string();
+    assert!(err.contains("gemma3.rope.scaling.factor") && err.contains("is not"), "{err}");
+}

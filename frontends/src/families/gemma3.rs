@@ -16,6 +16,12 @@
 //! - the local layers' RoPE base, 10000 (HF `rope_local_base_freq`; the
 //!   GGUF's `rope.freq_base` is the global layers' 1e6).
 //!
+//! RoPE scaling (Gemma 3 4B and larger: `rope.scaling.type = linear`,
+//! `rope.scaling.factor = 8`, HF `rope_scaling`) applies to the global
+//! layers only, as in transformers (`rotary_emb` against the local layers'
+//! `rotary_emb_local`) and llama.cpp (`rope_freq_scale_train_swa` = 1 for
+//! the sliding-window layers). Any other scaling type is refused.
+//!
 //! Sliding-window layers attend to the last `attention.sliding_window` keys
 //! (`window` on their attention); global layers to all. Both keep a cache at
 //! the plan's capacity (a window-sized ring cache for local layers is not
@@ -54,6 +60,27 @@ pub fn lower(g: &GgufFile) -> Result<Lowered, Diagnostic> {
     let eps = g.float(&k("attention.layer_norm_rms_epsilon"))? as f32;
     let window = u("attention.sliding_window")?;
     let global_theta = g.float(&k("rope.freq_base"))? as f32;
+    let global_scaling = match g.get(&k("rope.scaling.type")).map(|v| v.as_str()) {
+        // A factor with no type: llama.cpp would take it as linear; graphc
+        // does not guess.
+        None if g.get(&k("rope.scaling.factor")).and_then(|v| v.as_f64()).is_some_and(|f| f != 1.0) => {
+            return Err(Diagnostic::new(&g.path, format!("`{}` is set but `{}` is not", k("rope.scaling.factor"), k("rope.scaling.type")))
+                .note("graphc lowers Gemma 3's RoPE scaling `none` and `linear` (on the global layers)"));
+        }
+        None | Some(Some("none")) => RopeScaling::None,
+        Some(Some("linear")) => {
+            let factor = g.float(&k("rope.scaling.factor"))? as f32;
+            if !(factor.is_finite() && factor > 0.0) {
+                return Err(Diagnostic::new(&g.path, format!("`{}` = {factor} is not a positive factor", k("rope.scaling.factor"))));
+            }
+            RopeScaling::Linear { factor }
+        }
+        Some(other) => {
+            let shown = other.map_or_else(|| "a non-string value".to_string(), |s| format!("{s:?}"));
+            return Err(Diagnostic::new(&g.path, format!("`{}` = {shown} is not implemented by the gemma3 family", k("rope.scaling.type")))
+                .note("graphc lowers Gemma 3's RoPE scaling `none` and `linear` (on the global layers)"));
+        }
+    };
     let vocab = g.array("tokenizer.ggml.tokens")?.len();
     let mut b = Builder::new("gemma3", g);
     let (tokens, positions, last_rows) = b.inputs();
@@ -72,7 +99,7 @@ pub fn lower(g: &GgufFile) -> Result<Lowered, Diagnostic> {
             style: RopeStyle::Neox,
             rotary_dim: hd,
             theta: if global { global_theta } else { LOCAL_ROPE_THETA },
-            scaling: RopeScaling::None,
+            scaling: if global { global_scaling.clone() } else { RopeScaling::None },
         };
         let cfg = AttentionCfg {
             d,
@@ -115,6 +142,13 @@ pub fn lower(g: &GgufFile) -> Result<Lowered, Diagnostic> {
         ("global_layers", globals.join(",")),
         ("rope_theta_global", format!("{global_theta:?}")),
         ("rope_theta_local", format!("{LOCAL_ROPE_THETA:?} (Gemma 3's rope_local_base_freq; not in the GGUF)")),
+        (
+            "rope_scaling_global",
+            match &global_scaling {
+                RopeScaling::Linear { factor } => format!("linear, factor {factor:?} (global layers only)"),
+                _ => "none".to_string(),
+            },
+        ),
     ];
     let context = u("context_length")?;
     Ok(b.finish(vocab, context, &facts))
