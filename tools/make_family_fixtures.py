@@ -21,6 +21,7 @@ of ~1e-2, where a 1e-4 bound separates nothing).
     venv/bin/python tools/make_family_fixtures.py   # writes tests/fixtures/families/
 """
 import json
+import math
 import pathlib
 
 import torch
@@ -679,6 +680,52 @@ def qwen2_tied():
     reference = rows(all_logits(model, PROMPTS[0]))
     controls = far_enough({"no_qkv_bias": qwen2_no_qkv_bias(model)}, reference, "qwen2_tied")
     write("qwen2_tied", model, config, controls)
+
+
+def qwen2_yarn():
+    # Qwen2.5 with the YaRN scaling its model cards give for long contexts
+    # (factor 4 over a 32768-token pretraining length). With head_dim 16 and
+    # theta 1e6 the correction range is pairs 2..5: pairs 0-2 keep their
+    # frequency, 5-7 turn 4 times slower, 3-4 are blended, and cos/sin are
+    # scaled by 0.1 ln 4 + 1.
+    import transformers.models.qwen2.modeling_qwen2 as m
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    kwargs = qwen2_kwargs(False)
+    kwargs.update(max_position_embeddings=131072, rope_parameters={
+        "rope_type": "yarn", "rope_theta": 1000000.0, "factor": 4.0, "original_max_position_embeddings": 32768})
+    config = Qwen2Config(**kwargs)
+    torch.manual_seed(0)
+    model = Qwen2ForCausalLM(config).eval()
+    randomize(model, 23)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if name.endswith(".bias"):
+                p.mul_(8.0)
+    rotary = model.model.rotary_emb
+    assert rotary.rope_type == "yarn" and abs(rotary.attention_scaling - (0.1 * math.log(4.0) + 1.0)) < 1e-12
+    reference = rows(all_logits(model, PROMPTS[0]))
+    plain_kwargs = dict(kwargs, rope_parameters={"rope_type": "default", "rope_theta": 1000000.0})
+    saved = (rotary.inv_freq.clone(), rotary.attention_scaling)
+
+    def with_rope(inv_freq, scaling):
+        rotary.inv_freq.copy_(inv_freq)
+        rotary.attention_scaling = scaling
+        out = rows(all_logits(model, PROMPTS[0]))
+        rotary.inv_freq.copy_(saved[0])
+        rotary.attention_scaling = saved[1]
+        return out
+
+    plain = m.Qwen2RotaryEmbedding(Qwen2Config(**plain_kwargs))
+    controls = far_enough({
+        # The scaling ignored (the unscaled frequencies, no attention factor).
+        "no_yarn": with_rope(plain.inv_freq, 1.0),
+        # YaRN's frequencies without its attention factor.
+        "no_attention_factor": with_rope(saved[0], 1.0),
+        # Every pair turned 4 times slower (linear scaling by the factor).
+        "linear_factor": with_rope(plain.inv_freq / 4.0, saved[1]),
+    }, reference, "qwen2_yarn")
+    write("qwen2_yarn", model, config, controls)
 
 
 LLAMA3_ROPE = {"rope_type": "llama3", "rope_theta": 500000.0, "factor": 32.0, "low_freq_factor": 1.0,

@@ -25,7 +25,8 @@ transforms:
   1/sqrt(head_dim)), so that value is lost, as in llama.cpp's own files;
 - qwen2 (`Qwen2Model`): the tensors as they are (no Q/K permutation:
   llama.cpp runs qwen2 with NEOX rope), biases as `blk.N.attn_{q,k,v}.bias`,
-  no `output.weight` when the output is tied;
+  no `output.weight` when the output is tied; YaRN as
+  `rope.scaling.type = yarn`, `.factor`, `.original_context_length`;
 - llama (`LlamaModel`): Q and K rows permuted by its `permute(w, n_head,
   n_head_kv)` (llama.cpp runs llama with GPT-J adjacent-pair rope),
   `llama.vocab_size` and `llama.rope.dimension_count` (head_dim) written,
@@ -170,6 +171,11 @@ def convert(family):
     names = gguf.get_tensor_name_map(arch, n_layers)
     out = {}
     experts = {}
+    if arch == gguf.MODEL_ARCH.QWEN2 and rope.get("rope_type") == "yarn":
+        # As the converter's Qwen2Model: type, factor, pretraining length.
+        w.add_rope_scaling_type(gguf.RopeScalingType.YARN)
+        w.add_rope_scaling_factor(rope["factor"])
+        w.add_rope_scaling_orig_ctx_len(rope["original_max_position_embeddings"])
     if arch == gguf.MODEL_ARCH.LLAMA and rope.get("rope_type", "").lower() == "llama3":
         out[gguf.TENSOR_NAMES[gguf.MODEL_TENSOR.ROPE_FREQS] + ".weight"] = llama3_rope_factors(config, rope)
     for hf, data in tensors.items():

@@ -146,7 +146,41 @@ fn config(g: &GgufFile, arch: &str, model_type: &str) -> Result<Value, Diagnosti
         }
         _ => {}
     }
+    if matches!(arch, "qwen2" | "qwen3") {
+        if let Some(scaling) = rope_scaling(g, arch)? {
+            c.insert("rope_scaling".into(), scaling);
+        }
+    }
     Ok(Value::Object(c))
+}
+
+/// llama.cpp's RoPE scaling keys as HF's `rope_scaling` (qwen2, qwen3):
+/// `linear` with its factor, `yarn` with its factor, pretraining length
+/// and, where written, `yarn_beta_fast/slow`. Another type is refused here,
+/// naming the key; YaRN keys graphc does not read (`yarn_log_multiplier`,
+/// `yarn_ext_factor`, `yarn_attn_factor`) by the family's key check.
+fn rope_scaling(g: &GgufFile, arch: &str) -> Result<Option<Value>, Diagnostic> {
+    let k = |s: &str| format!("{arch}.rope.scaling.{s}");
+    let factor = || g.float(&k("factor"));
+    match g.get(&k("type")).map(|v| v.as_str()) {
+        None | Some(Some("none")) => Ok(None),
+        Some(Some("linear")) => Ok(Some(json!({"rope_type": "linear", "factor": factor()?}))),
+        Some(Some("yarn")) => {
+            let mut s = json!({
+                "rope_type": "yarn",
+                "factor": factor()?,
+                "original_max_position_embeddings": g.uint(&k("original_context_length"))?,
+            });
+            for (key, hf) in [("yarn_beta_fast", "beta_fast"), ("yarn_beta_slow", "beta_slow")] {
+                if g.get(&k(key)).is_some() {
+                    s[hf] = json!(g.float(&k(key))?);
+                }
+            }
+            Ok(Some(s))
+        }
+        Some(other) => Err(Diagnostic::new(&g.path, format!("`{}` = {other:?} is not implemented by the {arch} family", k("type")))
+            .note("graphc lowers RoPE scaling `none`, `linear` and `yarn` here")),
+    }
 }
 
 /// An f32 tensor's values (LongRoPE's factors).

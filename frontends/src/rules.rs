@@ -25,8 +25,8 @@ use serde_json::{Map, Value};
 const GGUF_READS: &[(&str, &[&str])] = &[
     ("llama", &["rope.scaling.type", "rope.scaling.factor"]),
     ("gemma3", &["attention.sliding_window", "rope.scaling.type", "rope.scaling.factor"]),
-    ("qwen2", &[]),
-    ("qwen3", &[]),
+    ("qwen2", YARN_KEYS),
+    ("qwen3", YARN_KEYS),
     ("qwen3moe", &["expert_count", "expert_used_count", "expert_feed_forward_length"]),
     (
         "qwen3next",
@@ -49,6 +49,15 @@ const GGUF_READS: &[(&str, &[&str])] = &[
     ("phi2", &["attention.layer_norm_epsilon", "rope.dimension_count"]),
     ("phi3", &["rope.scaling.attn_factor", "rope.scaling.original_context_length"]),
     ("phimoe", &["rope.scaling.attn_factor", "rope.scaling.original_context_length", "expert_count", "expert_used_count"]),
+];
+
+/// The RoPE scaling keys the HF view reads (`gguf_hf::rope_scaling`).
+const YARN_KEYS: &[&str] = &[
+    "rope.scaling.type",
+    "rope.scaling.factor",
+    "rope.scaling.original_context_length",
+    "rope.scaling.yarn_beta_fast",
+    "rope.scaling.yarn_beta_slow",
 ];
 
 /// Keys every GGUF family reads: the dimensions and the norm epsilon.

@@ -150,12 +150,31 @@ pub enum RopeScaling {
         high_freq_factor: f32,
         original_context: usize,
     },
+    /// YaRN (HF `rope_type: "yarn"`, llama.cpp `rope.scaling.type = yarn`):
+    /// pairs that turn more than `beta_fast` times over `original_context`
+    /// positions keep their frequency, those turning fewer than `beta_slow`
+    /// times turn `factor` times slower, and a linear ramp over the pair
+    /// index blends the two between (its ends floored and ceiled when
+    /// `truncate`); the rotated features are multiplied by
+    /// `attention_factor` (HF's default `0.1 ln(factor) + 1`). Computed as
+    /// transformers' `_compute_yarn_parameters` computes it.
+    Yarn {
+        factor: f32,
+        original_context: usize,
+        beta_fast: f32,
+        beta_slow: f32,
+        attention_factor: f32,
+        truncate: bool,
+    },
 }
 
 impl RopeScaling {
     /// Each feature pair's inverse frequency: `theta^(-2i/rotary_dim)`,
     /// divided by its factor where the scaling has one (in f32, as HF).
     pub fn inv_freq(&self, rotary_dim: usize, theta: f32) -> Vec<f32> {
+        if let RopeScaling::Yarn { factor, original_context, beta_fast, beta_slow, truncate, .. } = *self {
+            return yarn_inv_freq(rotary_dim, theta, factor, original_context, (beta_fast, beta_slow), truncate);
+        }
         (0..rotary_dim / 2)
             .map(|i| {
                 let base = theta.powf((2 * i) as f32 / rotary_dim as f32);
@@ -181,7 +200,7 @@ impl RopeScaling {
     /// What the rotated features are multiplied by (1 but for LongRoPE).
     pub fn magnitude(&self) -> f32 {
         match self {
-            RopeScaling::FreqFactors { attention_factor, .. } => *attention_factor,
+            RopeScaling::FreqFactors { attention_factor, .. } | RopeScaling::Yarn { attention_factor, .. } => *attention_factor,
             _ => 1.0,
         }
     }
@@ -200,6 +219,30 @@ fn llama3_inv_freq(inv_freq: f32, factor: f32, low: f32, high: f32, original: us
     }
     let smooth = ((1.0 / wavelen) * original as f32 - low) / (high - low);
     (1.0 - smooth) * scaled / factor + smooth * scaled
+}
+
+/// YaRN's inverse frequencies, in transformers' steps: the correction range
+/// in f64 (Python floats), the frequencies, ramp and blend on f32 tensors.
+fn yarn_inv_freq(dim: usize, theta: f32, factor: f32, original: usize, (beta_fast, beta_slow): (f32, f32), truncate: bool) -> Vec<f32> {
+    let base = theta as f64;
+    let correction_dim = |rotations: f64| (dim as f64 * (original as f64 / (rotations * 2.0 * std::f64::consts::PI)).ln()) / (2.0 * base.ln());
+    let (mut low, mut high) = (correction_dim(beta_fast as f64), correction_dim(beta_slow as f64));
+    if truncate {
+        (low, high) = (low.floor(), high.ceil());
+    }
+    let (low, mut high) = (low.max(0.0), high.min(dim as f64 - 1.0));
+    if low == high {
+        high += 0.001;
+    }
+    (0..dim / 2)
+        .map(|i| {
+            let pos_freq = theta.powf((2 * i) as f32 / dim as f32);
+            let (extrapolation, interpolation) = (1.0 / pos_freq, 1.0 / (factor * pos_freq));
+            let ramp = ((i as f32 - low as f32) / (high - low) as f32).clamp(0.0, 1.0);
+            let keep = 1.0 - ramp;
+            interpolation * (1.0 - keep) + extrapolation * keep
+        })
+        .collect()
 }
 
 /// The expression of a `chain` op: unary and binary elementwise ops over

@@ -68,6 +68,8 @@ fn ops_with_every_attribute_set() -> Vec<Op> {
         rope(RopeScaling::Linear { factor: 4.0 }),
         rope(RopeScaling::FreqFactors { factors: vec![1.0, 2.5, 1.0 / 3.0], attention_factor: 1.2 }),
         rope(RopeScaling::Llama3 { factor: 32.0, low_freq_factor: 1.0, high_freq_factor: 4.0, original_context: 8192 }),
+        rope(RopeScaling::Yarn { factor: 4.0, original_context: 32768, beta_fast: 32.0, beta_slow: 1.0, attention_factor: 1.1386294, truncate: true }),
+        rope(RopeScaling::Yarn { factor: 40.0, original_context: 4096, beta_fast: 16.0, beta_slow: 2.0, attention_factor: 1.0, truncate: false }),
         Op::NormRope { eps: 1e-6, style: RopeStyle::Neox, rotary_dim: 64, theta: 5e5, scaling: RopeScaling::Linear { factor: 2.0 } },
         Op::Attention { n_heads: 8, n_kv_heads: 2, scale: 0.125, causal: true, window: Some(512), softcap: Some(30.0), ring: true },
         Op::KvAppend { axis: 2, cap: Dim::sym("cap"), window: Some(512) },

@@ -528,6 +528,47 @@ fn qwen2_matches_transformers() {
     check_family("qwen2");
 }
 
+/// YaRN (factor 4 over 32768 positions, Qwen2.5's long-context setting):
+/// the fixture's controls are the unscaled rope, YaRN without its attention
+/// factor, and every pair slowed by the factor.
+#[test]
+fn qwen2_yarn_matches_transformers() {
+    check_family("qwen2_yarn");
+    let model = Model::compile(&graphc_tests::repo_root().join("tests/fixtures/families/qwen2_yarn"), &CompileOptions::default(), None).unwrap();
+    assert!(model.plan().graph.contains("yarn_factor=4.0, original_context=32768, beta_fast=32.0, beta_slow=1.0"), "the plan's rope");
+}
+
+/// YaRN keys graphc does not implement are refused, naming them: DeepSeek's
+/// `mscale` (safetensors), and llama.cpp's `yarn_log_multiplier` (GGUF).
+#[test]
+fn qwen2_yarn_refuses_what_it_does_not_read() {
+    let (dir, _) = fixture("qwen2_yarn");
+    let tmp = graphc_tests::temp_dir("qwen2-yarn-mscale");
+    std::fs::copy(dir.join("model.safetensors"), tmp.join("model.safetensors")).unwrap();
+    let mut config: Value = serde_json::from_str(&std::fs::read_to_string(dir.join("config.json")).unwrap()).unwrap();
+    config["rope_parameters"]["mscale"] = 0.707.into();
+    std::fs::write(tmp.join("config.json"), config.to_string()).unwrap();
+    let err = Model::compile(&tmp, &CompileOptions::default(), None).err().expect("refused").to_string();
+    assert!(err.contains("rope_parameters.mscale") && err.contains("yarn"), "{err}");
+    // The GGUF with a YaRN key llama.cpp reads and graphc does not.
+    let bytes = std::fs::read(dir.join("model.gguf")).unwrap();
+    let g = graphc_frontends::gguf::GgufFile::open(&dir.join("model.gguf")).unwrap();
+    let key = "qwen2.rope.scaling.yarn_log_multiplier";
+    let mut out = bytes[..16].to_vec();
+    out.extend((u64::from_le_bytes(bytes[16..24].try_into().unwrap()) + 1).to_le_bytes());
+    out.extend((key.len() as u64).to_le_bytes());
+    out.extend(key.as_bytes());
+    out.extend(6u32.to_le_bytes());
+    out.extend(0.1f32.to_le_bytes());
+    out.extend(&bytes[24..g.infos_end as usize]);
+    out.resize(out.len().next_multiple_of(g.alignment as usize), 0);
+    out.extend(&bytes[g.data_start as usize..]);
+    let path = tmp.join("model.gguf");
+    std::fs::write(&path, out).unwrap();
+    let err = Model::compile(&path, &CompileOptions::default(), None).err().expect("refused").to_string();
+    assert!(err.contains(key), "{err}");
+}
+
 #[test]
 fn qwen2_tied_matches_transformers() {
     check_family("qwen2_tied");

@@ -152,7 +152,7 @@ pub fn rotary_dim(st: &SafetensorsFile, head_dim: usize, default: Option<f64>) -
 
 /// The RoPE scaling of a config: `rope_scaling` (transformers 4) or
 /// `rope_parameters` (transformers 5), by its `rope_type` (or `type`):
-/// absent, null or `default` is none; `linear` and `llama3` are lowered
+/// absent, null or `default` is none; `linear`, `llama3` and `yarn` are lowered
 /// (`family` names the caller in the error); any other type is refused,
 /// naming it, as is a known type with a key graphc does not read.
 pub fn rope_scaling(st: &SafetensorsFile, family: &str) -> Result<RopeScaling, Diagnostic> {
@@ -183,9 +183,40 @@ pub fn rope_scaling(st: &SafetensorsFile, family: &str) -> Result<RopeScaling, D
             };
             (scaling, &["factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings"])
         }
+        "yarn" => {
+            // As transformers: the pretraining length from the parameters,
+            // else the config's, else its `max_position_embeddings`.
+            let original = match params.get("original_max_position_embeddings") {
+                Some(_) => num("original_max_position_embeddings")?,
+                None => ["original_max_position_embeddings", "max_position_embeddings"]
+                    .iter()
+                    .find_map(|k| st.config.get(*k).and_then(|v| v.as_f64()))
+                    .ok_or_else(|| err(format!("`{key}.original_max_position_embeddings` is missing (rope_type `yarn`)")))?,
+            };
+            if original < 1.0 || original.fract() != 0.0 {
+                return Err(err(format!("`{key}.original_max_position_embeddings` = {original} is not a positive whole number")));
+            }
+            let factor = num("factor")?;
+            let or = |k: &str, default: f64| params.get(k).map_or(Ok(default), |_| num(k));
+            // transformers' `yarn_get_mscale(factor)` when not given.
+            let default_attention = if factor <= 1.0 { 1.0 } else { 0.1 * factor.ln() + 1.0 };
+            let truncate = match params.get("truncate") {
+                None => true,
+                Some(v) => v.as_bool().ok_or_else(|| err(format!("`{key}.truncate` is not a boolean")))?,
+            };
+            let scaling = RopeScaling::Yarn {
+                factor: factor as f32,
+                original_context: original as usize,
+                beta_fast: or("beta_fast", 32.0)? as f32,
+                beta_slow: or("beta_slow", 1.0)? as f32,
+                attention_factor: or("attention_factor", default_attention)? as f32,
+                truncate,
+            };
+            (scaling, &["factor", "original_max_position_embeddings", "beta_fast", "beta_slow", "attention_factor", "truncate"])
+        }
         other => {
             return Err(err(format!("`{key}.rope_type` = `{other}` is not implemented for the {family} family"))
-                .note("graphc lowers RoPE scaling types `default`, `linear` and `llama3` here"))
+                .note("graphc lowers RoPE scaling types `default`, `linear`, `llama3` and `yarn` here"))
         }
     };
     if let Some(obj) = params.as_object() {

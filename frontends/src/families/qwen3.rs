@@ -29,7 +29,7 @@ pub fn lower(st: &SafetensorsFile) -> Result<Lowered, Diagnostic> {
     if st.config.get("use_sliding_window").and_then(|v| v.as_bool()) == Some(true) {
         return Err(Diagnostic::new(&st.config_path, "`use_sliding_window` is true: Qwen3's sliding-window layers are not lowered yet"));
     }
-    let decoder = Decoder { qk_norm: true, ..Decoder::plain(rope_theta(st)?) };
+    let decoder = Decoder { qk_norm: true, scaling: super::hf::rope_scaling(st, "qwen3")?, ..Decoder::plain(rope_theta(st)?) };
     lower_decoder(st, "qwen3", dims, &decoder, &mut |b, l, h| dense_mlp(b, &dims, l, h), Vec::new())
 }
 

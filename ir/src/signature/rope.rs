@@ -38,7 +38,8 @@ pub(super) fn attributes<A: Attributes>(op: &mut Op, a: &mut A) -> Result<(), St
 
 /// The attributes `rope`, `norm_rope` and `qkv_rope` share. The scaling's keys name
 /// its variant: none, `linear_factor`, `freq_factors` with
-/// `attention_factor`, or `llama3_factor` with the llama3 parameters.
+/// `attention_factor`, `llama3_factor` with the llama3 parameters, or
+/// `yarn_factor` with YaRN's.
 pub(super) fn rotation<A: Attributes>(
     a: &mut A,
     style: &mut RopeStyle,
@@ -49,13 +50,17 @@ pub(super) fn rotation<A: Attributes>(
     a.value("style", style)?;
     a.value("rotary_dim", rotary_dim)?;
     a.value("theta", theta)?;
-    if let Some(given) = [a.given("linear_factor"), a.given("freq_factors"), a.given("llama3_factor")].into_iter().collect::<Option<Vec<bool>>>() {
+    let kinds = [a.given("linear_factor"), a.given("freq_factors"), a.given("llama3_factor"), a.given("yarn_factor")];
+    if let Some(given) = kinds.into_iter().collect::<Option<Vec<bool>>>() {
         *scaling = match given[..] {
-            [false, false, false] => RopeScaling::None,
-            [true, false, false] => RopeScaling::Linear { factor: 0.0 },
-            [false, true, false] => RopeScaling::FreqFactors { factors: vec![], attention_factor: 0.0 },
-            [false, false, true] => RopeScaling::Llama3 { factor: 0.0, low_freq_factor: 0.0, high_freq_factor: 0.0, original_context: 0 },
-            _ => return Err("`rope` takes at most one of `linear_factor`, `freq_factors`, `llama3_factor`".into()),
+            [false, false, false, false] => RopeScaling::None,
+            [true, false, false, false] => RopeScaling::Linear { factor: 0.0 },
+            [false, true, false, false] => RopeScaling::FreqFactors { factors: vec![], attention_factor: 0.0 },
+            [false, false, true, false] => RopeScaling::Llama3 { factor: 0.0, low_freq_factor: 0.0, high_freq_factor: 0.0, original_context: 0 },
+            [false, false, false, true] => {
+                RopeScaling::Yarn { factor: 0.0, original_context: 0, beta_fast: 0.0, beta_slow: 0.0, attention_factor: 0.0, truncate: false }
+            }
+            _ => return Err("`rope` takes at most one of `linear_factor`, `freq_factors`, `llama3_factor`, `yarn_factor`".into()),
         };
     }
     match scaling {
@@ -70,6 +75,14 @@ pub(super) fn rotation<A: Attributes>(
             a.value("low_freq_factor", low_freq_factor)?;
             a.value("high_freq_factor", high_freq_factor)?;
             a.value("original_context", original_context)
+        }
+        RopeScaling::Yarn { factor, original_context, beta_fast, beta_slow, attention_factor, truncate } => {
+            a.value("yarn_factor", factor)?;
+            a.value("original_context", original_context)?;
+            a.value("beta_fast", beta_fast)?;
+            a.value("beta_slow", beta_slow)?;
+            a.value("attention_factor", attention_factor)?;
+            a.flag("truncate", truncate)
         }
     }
 }
@@ -128,6 +141,14 @@ fn check_scaling(rotary_dim: usize, scaling: &RopeScaling) -> Result<(), String>
             }
             if let Some(f) = factors.iter().chain([attention_factor]).find(|f| !(f.is_finite() && **f > 0.0)) {
                 return Err(format!("rope scaling factor {f} is not a positive finite number"));
+            }
+        }
+        RopeScaling::Yarn { factor, original_context, beta_fast, beta_slow, attention_factor, .. } => {
+            let ok = |f: &f32| f.is_finite() && *f > 0.0;
+            if !(ok(factor) && ok(beta_fast) && ok(beta_slow) && ok(attention_factor) && *original_context > 0) {
+                return Err(format!(
+                    "yarn rope scaling needs positive factors and original_context > 0, found factor {factor}, beta_fast {beta_fast}, beta_slow {beta_slow}, attention_factor {attention_factor}, original_context {original_context}"
+                ));
             }
         }
         RopeScaling::None | RopeScaling::Linear { .. } => {}
