@@ -728,6 +728,41 @@ def qwen2_yarn():
     write("qwen2_yarn", model, config, controls)
 
 
+def mistral():
+    # Shaped like Mistral 7B v0.1 (GQA, theta 10000, untied, no biases) with
+    # its sliding window shrunk to 5 tokens, so that the 13-token prompt's
+    # later positions see only the window: each token attends to itself and
+    # the 4 before it.
+    from transformers import MistralConfig, MistralForCausalLM
+
+    config = MistralConfig(
+        vocab_size=256, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=2, head_dim=16, max_position_embeddings=32768,
+        rms_norm_eps=1e-5, rope_parameters={"rope_type": "default", "rope_theta": 10000.0}, sliding_window=5,
+        tie_word_embeddings=False, bos_token_id=None, eos_token_id=None, pad_token_id=None,
+        torch_dtype="float32", attn_implementation="eager",
+    )
+    torch.manual_seed(0)
+    model = MistralForCausalLM(config).eval()
+    randomize(model, 29)
+    reference = rows(all_logits(model, PROMPTS[0]))
+
+    def with_window(window):
+        model.config.sliding_window = window
+        out = rows(all_logits(model, PROMPTS[0]))
+        model.config.sliding_window = 5
+        return out
+
+    controls = far_enough({
+        # The window ignored (full causal attention).
+        "no_window": with_window(None),
+        # One token too many, and one too few.
+        "window_6": with_window(6),
+        "window_4": with_window(4),
+    }, reference, "mistral")
+    write("mistral", model, config, controls)
+
+
 LLAMA3_ROPE = {"rope_type": "llama3", "rope_theta": 500000.0, "factor": 32.0, "low_freq_factor": 1.0,
                "high_freq_factor": 4.0, "original_max_position_embeddings": 8192}
 LONG_LEN = 1200

@@ -569,6 +569,16 @@ fn qwen2_yarn_refuses_what_it_does_not_read() {
     assert!(err.contains(key), "{err}");
 }
 
+/// Mistral's sliding window (shrunk to 5 tokens in the fixture, so the
+/// 13-token prompt's later positions see only the window); the controls are
+/// full attention and windows of 6 and 4.
+#[test]
+fn mistral_matches_transformers_past_its_window() {
+    check_family("mistral");
+    let model = Model::compile(&graphc_tests::repo_root().join("tests/fixtures/families/mistral"), &CompileOptions::default(), None).unwrap();
+    assert!(model.plan().graph.contains("window=5"), "the plan's attention window");
+}
+
 #[test]
 fn qwen2_tied_matches_transformers() {
     check_family("qwen2_tied");
