@@ -146,6 +146,36 @@ def qwen3():
     write("qwen3", model, config, controls)
 
 
+def qwen3_yarn():
+    # Qwen3 with the YaRN scaling its model cards give past 32768 tokens
+    # (factor 4), read from a Qwen3 GGUF the same way as from Qwen2's.
+    from transformers import Qwen3Config, Qwen3ForCausalLM
+    import transformers.models.qwen3.modeling_qwen3 as m
+
+    kwargs = dict(
+        vocab_size=256, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=2, head_dim=16, max_position_embeddings=131072,
+        rms_norm_eps=1e-6, tie_word_embeddings=False, attention_bias=False,
+        rope_parameters={"rope_type": "yarn", "rope_theta": 1000000.0, "factor": 4.0, "original_max_position_embeddings": 32768},
+        torch_dtype="float32", attn_implementation="eager",
+    )
+    config = Qwen3Config(**kwargs)
+    torch.manual_seed(0)
+    model = Qwen3ForCausalLM(config).eval()
+    randomize(model, 31)
+    rotary = model.model.rotary_emb
+    assert rotary.rope_type == "yarn"
+    reference = rows(all_logits(model, PROMPTS[0]))
+    saved = (rotary.inv_freq.clone(), rotary.attention_scaling)
+    plain = m.Qwen3RotaryEmbedding(Qwen3Config(**dict(kwargs, rope_parameters={"rope_type": "default", "rope_theta": 1000000.0})))
+    rotary.inv_freq.copy_(plain.inv_freq)
+    rotary.attention_scaling = 1.0
+    unscaled = rows(all_logits(model, PROMPTS[0]))
+    rotary.inv_freq.copy_(saved[0])
+    rotary.attention_scaling = saved[1]
+    write("qwen3_yarn", model, config, far_enough({"no_yarn": unscaled}, reference, "qwen3_yarn"))
+
+
 def gemma():
     from transformers import GemmaConfig, GemmaForCausalLM
     import transformers.models.gemma.modeling_gemma as m

@@ -538,6 +538,12 @@ fn qwen2_yarn_matches_transformers() {
     assert!(model.plan().graph.contains("yarn_factor=4.0, original_context=32768, beta_fast=32.0, beta_slow=1.0"), "the plan's rope");
 }
 
+/// YaRN on Qwen3 (factor 4; the fixture's control: the unscaled rope).
+#[test]
+fn qwen3_yarn_matches_transformers() {
+    check_family("qwen3_yarn");
+}
+
 /// YaRN keys graphc does not implement are refused, naming them: DeepSeek's
 /// `mscale` (safetensors), and llama.cpp's `yarn_log_multiplier` (GGUF).
 #[test]
