@@ -99,6 +99,53 @@ fn put_str(out: &mut Vec<u8>, s: &str) {
     out.extend_from_slice(s.as_bytes());
 }
 
+/// One metadata entry: its key, its type and its value, as GGUF v3 writes them.
+pub fn put_kv(out: &mut Vec<u8>, k: &str, v: &Meta) {
+    put_str(out, k);
+    match v {
+        Meta::U32(x) => {
+            out.extend_from_slice(&4u32.to_le_bytes());
+            out.extend_from_slice(&x.to_le_bytes());
+        }
+        Meta::F32(x) => {
+            out.extend_from_slice(&6u32.to_le_bytes());
+            out.extend_from_slice(&x.to_le_bytes());
+        }
+        Meta::Bool(x) => {
+            out.extend_from_slice(&7u32.to_le_bytes());
+            out.push(*x as u8);
+        }
+        Meta::Str(s) => {
+            out.extend_from_slice(&8u32.to_le_bytes());
+            put_str(out, s);
+        }
+        Meta::StrArray(a) => {
+            out.extend_from_slice(&9u32.to_le_bytes());
+            out.extend_from_slice(&8u32.to_le_bytes());
+            out.extend_from_slice(&(a.len() as u64).to_le_bytes());
+            for s in a {
+                put_str(out, s);
+            }
+        }
+        Meta::I32Array(a) => {
+            out.extend_from_slice(&9u32.to_le_bytes());
+            out.extend_from_slice(&5u32.to_le_bytes());
+            out.extend_from_slice(&(a.len() as u64).to_le_bytes());
+            for x in a {
+                out.extend_from_slice(&x.to_le_bytes());
+            }
+        }
+        Meta::F32Array(a) => {
+            out.extend_from_slice(&9u32.to_le_bytes());
+            out.extend_from_slice(&6u32.to_le_bytes());
+            out.extend_from_slice(&(a.len() as u64).to_le_bytes());
+            for x in a {
+                out.extend_from_slice(&x.to_le_bytes());
+            }
+        }
+    }
+}
+
 impl GgufWriter {
     pub fn meta(mut self, k: &str, v: Meta) -> Self {
         self.meta.push((k.into(), v));
@@ -115,49 +162,7 @@ impl GgufWriter {
         out.extend_from_slice(&(self.tensors.len() as u64).to_le_bytes());
         out.extend_from_slice(&(self.meta.len() as u64).to_le_bytes());
         for (k, v) in &self.meta {
-            put_str(&mut out, k);
-            match v {
-                Meta::U32(x) => {
-                    out.extend_from_slice(&4u32.to_le_bytes());
-                    out.extend_from_slice(&x.to_le_bytes());
-                }
-                Meta::F32(x) => {
-                    out.extend_from_slice(&6u32.to_le_bytes());
-                    out.extend_from_slice(&x.to_le_bytes());
-                }
-                Meta::Bool(x) => {
-                    out.extend_from_slice(&7u32.to_le_bytes());
-                    out.push(*x as u8);
-                }
-                Meta::Str(s) => {
-                    out.extend_from_slice(&8u32.to_le_bytes());
-                    put_str(&mut out, s);
-                }
-                Meta::StrArray(a) => {
-                    out.extend_from_slice(&9u32.to_le_bytes());
-                    out.extend_from_slice(&8u32.to_le_bytes());
-                    out.extend_from_slice(&(a.len() as u64).to_le_bytes());
-                    for s in a {
-                        put_str(&mut out, s);
-                    }
-                }
-                Meta::I32Array(a) => {
-                    out.extend_from_slice(&9u32.to_le_bytes());
-                    out.extend_from_slice(&5u32.to_le_bytes());
-                    out.extend_from_slice(&(a.len() as u64).to_le_bytes());
-                    for x in a {
-                        out.extend_from_slice(&x.to_le_bytes());
-                    }
-                }
-                Meta::F32Array(a) => {
-                    out.extend_from_slice(&9u32.to_le_bytes());
-                    out.extend_from_slice(&6u32.to_le_bytes());
-                    out.extend_from_slice(&(a.len() as u64).to_le_bytes());
-                    for x in a {
-                        out.extend_from_slice(&x.to_le_bytes());
-                    }
-                }
-            }
+            put_kv(&mut out, k, v);
         }
         let mut offset = 0u64;
         let mut offsets = Vec::new();
@@ -267,6 +272,27 @@ impl GgufWriter {
         std::fs::write(&p, self.to_bytes()).unwrap();
         p
     }
+}
+
+/// A copy of the GGUF at `src`, written to `dst`, with `keys` added, as a
+/// converter would write them: the new entries go after the header and
+/// everything else is copied byte for byte (any tensor type), the data
+/// section moved to the next multiple of the alignment (tensor offsets
+/// count from it, so they stay valid).
+pub fn gguf_with_keys(src: &Path, dst: &Path, keys: &[(&str, Meta)]) -> PathBuf {
+    let g = graphc_frontends::gguf::GgufFile::open(src).unwrap();
+    let bytes = std::fs::read(src).unwrap();
+    let n_kv = u64::from_le_bytes(bytes[16..24].try_into().unwrap()) + keys.len() as u64;
+    let mut out = bytes[..16].to_vec();
+    out.extend(n_kv.to_le_bytes());
+    for (k, v) in keys {
+        put_kv(&mut out, k, v);
+    }
+    out.extend(&bytes[24..g.infos_end as usize]);
+    out.resize(out.len().next_multiple_of(g.alignment as usize), 0);
+    out.extend(&bytes[g.data_start as usize..]);
+    std::fs::write(dst, out).unwrap();
+    dst.to_path_buf()
 }
 
 /// A fresh temporary folder under the target dir (removed by the OS, not us:

@@ -557,20 +557,8 @@ fn qwen2_yarn_refuses_what_it_does_not_read() {
     let err = Model::compile(&tmp, &CompileOptions::default(), None).err().expect("refused").to_string();
     assert!(err.contains("rope_parameters.mscale") && err.contains("yarn"), "{err}");
     // The GGUF with a YaRN key llama.cpp reads and graphc does not.
-    let bytes = std::fs::read(dir.join("model.gguf")).unwrap();
-    let g = graphc_frontends::gguf::GgufFile::open(&dir.join("model.gguf")).unwrap();
     let key = "qwen2.rope.scaling.yarn_log_multiplier";
-    let mut out = bytes[..16].to_vec();
-    out.extend((u64::from_le_bytes(bytes[16..24].try_into().unwrap()) + 1).to_le_bytes());
-    out.extend((key.len() as u64).to_le_bytes());
-    out.extend(key.as_bytes());
-    out.extend(6u32.to_le_bytes());
-    out.extend(0.1f32.to_le_bytes());
-    out.extend(&bytes[24..g.infos_end as usize]);
-    out.resize(out.len().next_multiple_of(g.alignment as usize), 0);
-    out.extend(&bytes[g.data_start as usize..]);
-    let path = tmp.join("model.gguf");
-    std::fs::write(&path, out).unwrap();
+    let path = graphc_tests::gguf_with_keys(&dir.join("model.gguf"), &tmp.join("model.gguf"), &[(key, graphc_tests::Meta::F32(0.1))]);
     let err = Model::compile(&path, &CompileOptions::default(), None).err().expect("refused").to_string();
     assert!(err.contains(key), "{err}");
 }

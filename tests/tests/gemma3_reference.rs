@@ -9,7 +9,7 @@
 use graphc::sampling::argmax;
 use graphc::{CompileOptions, Model, SessionOptions};
 use graphc_ir::Op;
-use graphc_tests::{compare, model, reference_json, reference_logits};
+use graphc_tests::{compare, model, reference_json, reference_logits, Meta};
 
 fn gemma3() -> std::path::PathBuf {
     model("gemma-3-270m-q4_k_m.gguf")
@@ -43,24 +43,30 @@ fn gemma3_matches_the_reference_logits_and_greedy_tokens() {
         let prompt = ids(&p["prompt_ids"]);
         let n_stable = p["n_stable"].as_u64().unwrap() as usize;
         let want = ids(&p["generated_ids"]);
-        let mut logits = s.prefill(&prompt).unwrap();
+        let logits = s.prefill(&prompt).unwrap();
         if let Some(file) = p["logits_file"].as_str() {
             let (max, cos) = compare(&logits, &reference_logits(file));
             let lc = p["llama_cpp"]["last_logits_vs_transformers"]["max_abs_diff"].as_f64().unwrap_or(f64::NAN);
             println!("{name}: max |Δlogit| = {max:.3e}, cosine = {cos:.9} (llama.cpp: max |Δ| = {lc:.3})");
             assert!(max <= MAX_ABS_LOGIT_DIFF, "{name}: max |Δlogit| {max}");
         }
-        let mut got = Vec::new();
-        while got.len() < n_stable {
-            let t = argmax(&logits);
-            got.push(t);
-            if got.len() < n_stable {
-                logits = s.decode(t).unwrap();
-            }
-        }
+        let got = greedy_after(&mut s, logits, n_stable);
         assert_eq!(got[..], want[..n_stable], "{name}: the first {n_stable} greedy tokens");
         println!("{name}: {} prompt tokens, {n_stable} greedy tokens equal", prompt.len());
     }
+}
+
+/// `n` greedy tokens from `logits` (a prefill's), decoding each but the last.
+fn greedy_after(s: &mut graphc::Session, mut logits: Vec<f32>, n: usize) -> Vec<u32> {
+    let mut got = Vec::new();
+    while got.len() < n {
+        let t = argmax(&logits);
+        got.push(t);
+        if got.len() < n {
+            logits = s.decode(t).unwrap();
+        }
+    }
+    got
 }
 
 #[test]
@@ -222,41 +228,9 @@ fn gemma3_tokenizer_gives_the_reference_prompt_ids_and_round_trips() {
     assert_eq!(tok.decode(&ids(&p1["generated_ids"])).unwrap(), p1["generated_text"].as_str().unwrap());
 }
 
-/// A copy of the Gemma 3 GGUF with `keys` added (string or f32 values), as
-/// llama.cpp's converter writes them: the new key/value pairs go after the
-/// header, everything else is copied byte for byte, and the data section
-/// moves to the next multiple of the alignment (tensor offsets count from
-/// it, so they stay valid).
-fn gemma3_with_keys(tag: &str, keys: &[(&str, serde_json::Value)]) -> std::path::PathBuf {
-    let src = gemma3();
-    let g = graphc_frontends::gguf::GgufFile::open(&src).unwrap();
-    let bytes = std::fs::read(&src).unwrap();
-    let mut added = Vec::new();
-    for (key, value) in keys {
-        added.extend((key.len() as u64).to_le_bytes());
-        added.extend(key.as_bytes());
-        match value {
-            serde_json::Value::String(s) => {
-                added.extend(8u32.to_le_bytes());
-                added.extend((s.len() as u64).to_le_bytes());
-                added.extend(s.as_bytes());
-            }
-            v => {
-                added.extend(6u32.to_le_bytes());
-                added.extend((v.as_f64().unwrap() as f32).to_le_bytes());
-            }
-        }
-    }
-    let n_kv = u64::from_le_bytes(bytes[16..24].try_into().unwrap()) + keys.len() as u64;
-    let mut out = bytes[..16].to_vec();
-    out.extend(n_kv.to_le_bytes());
-    out.extend(&added);
-    out.extend(&bytes[24..g.infos_end as usize]);
-    out.resize(out.len().next_multiple_of(g.alignment as usize), 0);
-    out.extend(&bytes[g.data_start as usize..]);
-    let path = graphc_tests::temp_dir(tag).join("gemma-3-270m-q4_k_m.gguf");
-    std::fs::write(&path, out).unwrap();
-    path
+/// The Gemma 3 file with `keys` added (`graphc_tests::gguf_with_keys`).
+fn gemma3_with_keys(tag: &str, keys: &[(&str, Meta)]) -> std::path::PathBuf {
+    graphc_tests::gguf_with_keys(&gemma3(), &graphc_tests::temp_dir(tag).join("gemma-3-270m-q4_k_m.gguf"), keys)
 }
 
 /// Gemma 3 4B and larger scale RoPE linearly (factor 8) on their global
@@ -271,8 +245,10 @@ fn gemma3_with_keys(tag: &str, keys: &[(&str, serde_json::Value)]) -> std::path:
 #[test]
 fn gemma3_global_rope_scaling_matches_its_reference() {
     let reference = reference_json("gemma3-270m-q4_k_m.rope-linear8");
-    let scaled =
-        gemma3_with_keys("gemma3-rope-linear8", &[("gemma3.rope.scaling.type", "linear".into()), ("gemma3.rope.scaling.factor", 8.0.into())]);
+    let scaled = gemma3_with_keys(
+        "gemma3-rope-linear8",
+        &[("gemma3.rope.scaling.type", Meta::Str("linear".into())), ("gemma3.rope.scaling.factor", Meta::F32(8.0))],
+    );
     let m = Model::compile(&scaled, &CompileOptions::default(), None).unwrap();
     let fact = m.plan().model.facts.get("rope_scaling_global").cloned();
     assert_eq!(fact.as_deref(), Some("linear, factor 8.0 (global layers only)"));
@@ -293,20 +269,13 @@ fn gemma3_global_rope_scaling_matches_its_reference() {
         let name = p["name"].as_str().unwrap();
         let n_stable = p["n_stable"].as_u64().unwrap() as usize;
         let want = ids(&p["generated_ids"]);
-        let mut logits = s.prefill(&ids(&p["prompt_ids"])).unwrap();
+        let logits = s.prefill(&ids(&p["prompt_ids"])).unwrap();
         if p["logits_file"].is_string() {
             let (max, cos) = compare(&logits, &want_p1);
             println!("{name}: max |Δlogit| = {max:.3e}, cosine = {cos:.9}");
             assert!(max <= MAX_ABS_LOGIT_DIFF, "{name}: max |Δlogit| {max}");
         }
-        let mut got = Vec::new();
-        while got.len() < n_stable {
-            let t = argmax(&logits);
-            got.push(t);
-            if got.len() < n_stable {
-                logits = s.decode(t).unwrap();
-            }
-        }
+        let got = greedy_after(&mut s, logits, n_stable);
         assert_eq!(got[..], want[..n_stable], "{name}: the first {n_stable} greedy tokens");
         s = m.session(&SessionOptions::default()).unwrap();
     }
@@ -329,10 +298,13 @@ fn gemma3_global_rope_scaling_matches_its_reference() {
 /// and a factor with no type (llama.cpp would take it as linear).
 #[test]
 fn gemma3_refuses_rope_scaling_it_does_not_implement() {
-    let yarn = gemma3_with_keys("gemma3-rope-yarn", &[("gemma3.rope.scaling.type", "yarn".into()), ("gemma3.rope.scaling.factor", 8.0.into())]);
+    let yarn = gemma3_with_keys(
+        "gemma3-rope-yarn",
+        &[("gemma3.rope.scaling.type", Meta::Str("yarn".into())), ("gemma3.rope.scaling.factor", Meta::F32(8.0))],
+    );
     let err = Model::compile(&yarn, &CompileOptions::default(), None).err().expect("refused").to_string();
     assert!(err.contains("gemma3.rope.scaling.type") && err.contains("yarn") && err.contains("linear"), "{err}");
-    let bare = gemma3_with_keys("gemma3-rope-bare", &[("gemma3.rope.scaling.factor", 8.0.into())]);
+    let bare = gemma3_with_keys("gemma3-rope-bare", &[("gemma3.rope.scaling.factor", Meta::F32(8.0))]);
     let err = Model::compile(&bare, &CompileOptions::default(), None).err().expect("refused").to_string();
     assert!(err.contains("gemma3.rope.scaling.factor") && err.contains("is not"), "{err}");
 }

@@ -893,6 +893,36 @@ fn heads_major(x: &Tensor, h: usize, d: usize) -> Tensor {
     Tensor::f32(vec![b, h, s, d], out)
 }
 
+/// The CPU executors (the reference and the fast one) run a `qkv_rope`
+/// (`head`, the graph after the pass) as its parts, to the bits of the
+/// graph it was made from; the reference's outputs of that graph.
+fn head_runs_as_its_parts_on_the_cpu(
+    graph: &graphc_ir::Graph,
+    head: &graphc_ir::Graph,
+    inputs: &HashMap<String, Tensor>,
+    states: &HashMap<String, Tensor>,
+    weights: &Weights,
+    what: &str,
+) -> HashMap<String, Tensor> {
+    let bits = |t: &Tensor| t.as_f32().unwrap().iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+    let want = reference::run(graph, inputs, states.clone(), weights).unwrap().outputs;
+    let fast = graphc_backends::cpu::fast::Fast::new(graphc_backends::cpu::simd::Isa::best(), 2).unwrap();
+    let fast_want = fast.run(graph, inputs, states.clone(), weights).unwrap().outputs;
+    let on_cpu = [
+        ("reference", reference::run(head, inputs, states.clone(), weights).unwrap().outputs, &want),
+        ("fast", fast.run(head, inputs, states.clone(), weights).unwrap().outputs, &fast_want),
+    ];
+    for (executor, fused, unfused) in &on_cpu {
+        for name in ["q_rot", "k_out", "v_out"] {
+            assert!(
+                bits(&fused[name]) == bits(&unfused[name]),
+                "{what} {name}: the {executor} executor's qkv_rope differs from its parts in its bits"
+            );
+        }
+    }
+    want
+}
+
 /// Qwen2's head: each projection followed by its bias, q5_0 q and k beside
 /// a q8_0 v (Qwen2.5's file), rotating by halves with a rotary_dim short of
 /// the head. The `attention_head` pass makes it one `qkv_rope{bias}`; the
@@ -976,21 +1006,9 @@ fn a_biased_head_of_mixed_types_runs_as_one_kernel() {
         assert_eq!(AttentionHead { cost: CostModel::Launches }.run(&mut head), 1, "{what}: the head formed");
         graphc_ir::verify(&mut head).unwrap();
         assert!(text::print(&head).contains("qkv_rope{bias=true"), "{what}: a biased head");
-        let want = reference::run(&graph, &inputs, states.clone(), &weights).unwrap().outputs;
-        let fast = graphc_backends::cpu::fast::Fast::new(graphc_backends::cpu::simd::Isa::best(), 2).unwrap();
-        let fast_want = fast.run(&graph, &inputs, states.clone(), &weights).unwrap().outputs;
-        let on_cpu = [
-            ("reference", reference::run(&head, &inputs, states.clone(), &weights).unwrap().outputs, &want),
-            ("fast", fast.run(&head, &inputs, states.clone(), &weights).unwrap().outputs, &fast_want),
-        ];
+        let want = head_runs_as_its_parts_on_the_cpu(&graph, &head, &inputs, &states, &weights, &what);
         let unbiased = reference::run(&text::parse(&graph_text(false)).unwrap(), &inputs, states.clone(), &weights).unwrap().outputs;
         for name in ["q_rot", "k_out", "v_out"] {
-            for (executor, fused, unfused) in &on_cpu {
-                assert!(
-                    bits(&fused[name]) == bits(&unfused[name]),
-                    "{what} {name}: the {executor} executor's qkv_rope differs from its parts in its bits"
-                );
-            }
             assert_separates(&format!("{what} {name}: the biases"), &want[name], &unbiased[name]);
         }
         let Some(mut fused) = open_graph(&head, &weights) else { return };
@@ -1084,22 +1102,7 @@ fn attention_inputs_run_as_one_kernel() {
             assert_eq!(AttentionHead { cost: CostModel::Launches }.run(&mut head), 1, "{what}: the head formed");
             graphc_ir::verify(&mut head).unwrap();
             let states: HashMap<String, Tensor> = caches.iter().map(|(n, c)| (n.to_string(), c.clone())).collect();
-            let want = reference::run(&graph, &inputs, states.clone(), &weights).unwrap().outputs;
-            // The CPU executors run the op as its parts, to the unfused bits.
-            let fast = graphc_backends::cpu::fast::Fast::new(graphc_backends::cpu::simd::Isa::best(), 2).unwrap();
-            let fast_want = fast.run(&graph, &inputs, states.clone(), &weights).unwrap().outputs;
-            let on_cpu = [
-                ("reference", reference::run(&head, &inputs, states.clone(), &weights).unwrap().outputs, &want),
-                ("fast", fast.run(&head, &inputs, states.clone(), &weights).unwrap().outputs, &fast_want),
-            ];
-            for (executor, fused, unfused) in &on_cpu {
-                for name in ["q_rot", "k_out", "v_out"] {
-                    assert!(
-                        bits(&fused[name]) == bits(&unfused[name]),
-                        "{what} {name}: the {executor} executor's qkv_rope differs from its parts in its bits"
-                    );
-                }
-            }
+            let want = head_runs_as_its_parts_on_the_cpu(&graph, &head, &inputs, &states, &weights, &what);
             let Some(mut g) = open_graph(&head, &weights) else { return };
             for (name, cache) in &caches {
                 g.set_state(name, cache).unwrap();
