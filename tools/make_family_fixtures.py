@@ -793,6 +793,34 @@ def mistral():
     write("mistral", model, config, controls)
 
 
+def llama_yarn():
+    # A Llama with YaRN (factor 4 over 32768 positions, theta 10000): with
+    # head_dim 16 the correction range is pairs 4..8, so pairs 0-4 keep their
+    # frequency and 5-7 are blended toward 4 times slower.
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    kwargs = dict(
+        vocab_size=256, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=2, head_dim=16, max_position_embeddings=131072,
+        rms_norm_eps=1e-5, attention_bias=False, mlp_bias=False,
+        rope_parameters={"rope_type": "yarn", "rope_theta": 10000.0, "factor": 4.0, "original_max_position_embeddings": 32768},
+        tie_word_embeddings=False, bos_token_id=None, eos_token_id=None, pad_token_id=None,
+        torch_dtype="float32", attn_implementation="eager",
+    )
+    config = LlamaConfig(**kwargs)
+    torch.manual_seed(0)
+    model = LlamaForCausalLM(config).eval()
+    randomize(model, 37)
+    rotary = model.model.rotary_emb
+    assert rotary.rope_type == "yarn"
+    reference = rows(all_logits(model, PROMPTS[0]))
+    saved = rotary.attention_scaling
+    rotary.attention_scaling = 1.0
+    no_attention_factor = rows(all_logits(model, PROMPTS[0]))
+    rotary.attention_scaling = saved
+    write("llama_yarn", model, config, far_enough({"no_attention_factor": no_attention_factor}, reference, "llama_yarn"))
+
+
 LLAMA3_ROPE = {"rope_type": "llama3", "rope_theta": 500000.0, "factor": 32.0, "low_freq_factor": 1.0,
                "high_freq_factor": 4.0, "original_max_position_embeddings": 8192}
 LONG_LEN = 1200

@@ -171,8 +171,8 @@ def convert(family):
     names = gguf.get_tensor_name_map(arch, n_layers)
     out = {}
     experts = {}
-    if arch in (gguf.MODEL_ARCH.QWEN2, gguf.MODEL_ARCH.QWEN3) and rope.get("rope_type") == "yarn":
-        # As the converter's Qwen2Model (Qwen3Model's parent): type, factor, pretraining length.
+    if arch in (gguf.MODEL_ARCH.QWEN2, gguf.MODEL_ARCH.QWEN3, gguf.MODEL_ARCH.LLAMA) and rope.get("rope_type") == "yarn":
+        # As the converter writes YaRN: type, factor, pretraining length.
         w.add_rope_scaling_type(gguf.RopeScalingType.YARN)
         w.add_rope_scaling_factor(rope["factor"])
         w.add_rope_scaling_orig_ctx_len(rope["original_max_position_embeddings"])

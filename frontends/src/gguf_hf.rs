@@ -155,32 +155,55 @@ fn config(g: &GgufFile, arch: &str, model_type: &str) -> Result<Value, Diagnosti
 }
 
 /// llama.cpp's RoPE scaling keys as HF's `rope_scaling` (qwen2, qwen3):
-/// `linear` with its factor, `yarn` with its factor, pretraining length
-/// and, where written, `yarn_beta_fast/slow`. Another type is refused here,
-/// naming the key; YaRN keys graphc does not read (`yarn_log_multiplier`,
-/// `yarn_ext_factor`, `yarn_attn_factor`) by the family's key check.
+/// `linear` with its factor, `yarn` as `yarn_scaling` reads it. Another
+/// type is refused here, naming the key; YaRN keys graphc does not read
+/// (`yarn_log_multiplier`, `yarn_ext_factor`, `yarn_attn_factor`) by the
+/// family's key check.
 fn rope_scaling(g: &GgufFile, arch: &str) -> Result<Option<Value>, Diagnostic> {
     let k = |s: &str| format!("{arch}.rope.scaling.{s}");
-    let factor = || g.float(&k("factor"));
     match g.get(&k("type")).map(|v| v.as_str()) {
         None | Some(Some("none")) => Ok(None),
-        Some(Some("linear")) => Ok(Some(json!({"rope_type": "linear", "factor": factor()?}))),
-        Some(Some("yarn")) => {
-            let mut s = json!({
+        Some(Some("linear")) => Ok(Some(json!({"rope_type": "linear", "factor": g.float(&k("factor"))?}))),
+        Some(Some("yarn")) => match yarn_scaling(g, arch)? {
+            graphc_ir::RopeScaling::Yarn { factor, original_context, beta_fast, beta_slow, attention_factor, truncate } => Ok(Some(json!({
                 "rope_type": "yarn",
-                "factor": factor()?,
-                "original_max_position_embeddings": g.uint(&k("original_context_length"))?,
-            });
-            for (key, hf) in [("yarn_beta_fast", "beta_fast"), ("yarn_beta_slow", "beta_slow")] {
-                if g.get(&k(key)).is_some() {
-                    s[hf] = json!(g.float(&k(key))?);
-                }
-            }
-            Ok(Some(s))
-        }
+                "factor": factor,
+                "original_max_position_embeddings": original_context,
+                "beta_fast": beta_fast,
+                "beta_slow": beta_slow,
+                "attention_factor": attention_factor,
+                "truncate": truncate,
+            }))),
+            _ => unreachable!("yarn_scaling gives YaRN"),
+        },
         Some(other) => Err(Diagnostic::new(&g.path, format!("`{}` = {other:?} is not implemented by the {arch} family", k("type")))
             .note("graphc lowers RoPE scaling `none`, `linear` and `yarn` here")),
     }
+}
+
+/// YaRN as llama.cpp's converter writes it (`rope.scaling.type = yarn`):
+/// `.factor`, `.original_context_length`, and where written
+/// `.yarn_beta_fast/slow` (else transformers' 32 and 1); the attention
+/// factor transformers derives from the factor (`0.1 ln(factor) + 1`),
+/// which is llama.cpp's too with its `yarn_attn_factor` unset.
+pub(crate) fn yarn_scaling(g: &GgufFile, arch: &str) -> Result<graphc_ir::RopeScaling, Diagnostic> {
+    let k = |s: &str| format!("{arch}.rope.scaling.{s}");
+    let factor = g.float(&k("factor"))?;
+    let original = g.uint(&k("original_context_length"))?;
+    if !(factor.is_finite() && factor > 0.0) || original == 0 {
+        return Err(Diagnostic::new(
+            &g.path,
+            format!("`{}` = {factor} and `{}` = {original}: not a YaRN scaling", k("factor"), k("original_context_length")),
+        ));
+    }
+    Ok(graphc_ir::RopeScaling::Yarn {
+        factor: factor as f32,
+        original_context: original as usize,
+        beta_fast: g.float_or(&k("yarn_beta_fast"), 32.0)? as f32,
+        beta_slow: g.float_or(&k("yarn_beta_slow"), 1.0)? as f32,
+        attention_factor: if factor <= 1.0 { 1.0 } else { (0.1 * factor.ln() + 1.0) as f32 },
+        truncate: true,
+    })
 }
 
 /// An f32 tensor's values (LongRoPE's factors).

@@ -23,7 +23,7 @@ use serde_json::{Map, Value};
 /// The `{arch}.` keys each GGUF family reads (llama.cpp's names). Keys
 /// every family reads or checks are in `GGUF_COMMON`.
 const GGUF_READS: &[(&str, &[&str])] = &[
-    ("llama", &["rope.scaling.type", "rope.scaling.factor"]),
+    ("llama", YARN_KEYS),
     ("gemma3", &["attention.sliding_window", "rope.scaling.type", "rope.scaling.factor"]),
     ("qwen2", YARN_KEYS),
     ("qwen3", YARN_KEYS),

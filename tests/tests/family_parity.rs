@@ -538,6 +538,25 @@ fn qwen2_yarn_matches_transformers() {
     assert!(model.plan().graph.contains("yarn_factor=4.0, original_context=32768, beta_fast=32.0, beta_slow=1.0"), "the plan's rope");
 }
 
+/// YaRN on a Llama (factor 4, theta 10000), from config.json and from its
+/// GGUF (llama.cpp's Q/K row order and `rope.scaling.*` keys), every
+/// position of every prompt; the fixture's control: YaRN without its
+/// attention factor.
+#[test]
+fn llama_yarn_matches_transformers_from_safetensors_and_gguf() {
+    check_family("llama_yarn");
+    let (dir, r) = fixture("llama_yarn");
+    let gguf = Model::compile(&dir.join("model.gguf"), &CompileOptions::default(), None).unwrap();
+    assert!(gguf.plan().graph.contains("yarn_factor=4.0, original_context=32768"), "the GGUF plan's rope");
+    for (p, prompt) in r["prompts"].as_array().unwrap().iter().enumerate() {
+        let got = logits_at_every_position(&gguf, Kernels::parse("fast").unwrap(), &ids(prompt));
+        for (pos, (g, w)) in got.iter().zip(r["logits"][p].as_array().unwrap()).enumerate() {
+            let d = max_diff(g, &floats(w));
+            assert!(d <= TOL, "llama_yarn GGUF prompt {p} position {pos}: max |Δlogit| {d}");
+        }
+    }
+}
+
 /// YaRN on Qwen3 (factor 4; the fixture's control: the unscaled rope).
 #[test]
 fn qwen3_yarn_matches_transformers() {

@@ -244,7 +244,7 @@ fn every_gguf_family_refuses_keys_it_does_not_read() {
                     | ("qwen3next", "rope.dimension_count")
                     | ("qwen3moe" | "phimoe" | "qwen3next", "expert_count")
                     | ("llama", "rope.dimension_count")
-                    | ("qwen2" | "qwen3", "rope.scaling.type")
+                    | ("llama" | "qwen2" | "qwen3", "rope.scaling.type")
             );
             if implemented {
                 continue;

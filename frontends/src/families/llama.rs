@@ -61,6 +61,7 @@ impl LlamaConfig {
         let rope_scaling = match (g.get(&k("rope.scaling.type")).and_then(|v| v.as_str()), g.tensor(ROPE_FREQS)) {
             (None | Some("none"), None) => RopeScaling::None,
             (Some("linear"), None) => RopeScaling::Linear { factor: g.float(&k("rope.scaling.factor"))? as f32 },
+            (Some("yarn"), None) => crate::gguf_hf::yarn_scaling(g, &arch)?,
             // Llama 3.1+: the converter stores the frequency factors as a
             // tensor and writes no scaling type.
             (None | Some("none"), Some(t)) => {
@@ -82,7 +83,7 @@ impl LlamaConfig {
                     &g.path,
                     format!("`{}` = {other:?}{also} is not implemented by the llama family", k("rope.scaling.type")),
                 )
-                .note("graphc lowers llama RoPE scaling `none`, `linear`, and Llama 3's `rope_freqs` factors"));
+                .note("graphc lowers llama RoPE scaling `none`, `linear`, `yarn`, and Llama 3's `rope_freqs` factors"));
             }
         };
         let vocab_size = match g.get(&k("vocab_size")) {
