@@ -61,7 +61,7 @@ impl LlamaConfig {
         let rope_scaling = match (g.get(&k("rope.scaling.type")).and_then(|v| v.as_str()), g.tensor(ROPE_FREQS)) {
             (None | Some("none"), None) => RopeScaling::None,
             (Some("linear"), None) => RopeScaling::Linear { factor: g.float(&k("rope.scaling.factor"))? as f32 },
-            (Some("yarn"), None) => crate::gguf_hf::yarn_scaling(g, &arch)?,
+            (Some("yarn"), None) => crate::gguf_hf::yarn_scaling(g, arch)?,
             // Llama 3.1+: the converter stores the frequency factors as a
             // tensor and writes no scaling type.
             (None | Some("none"), Some(t)) => {
