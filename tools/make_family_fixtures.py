@@ -307,6 +307,33 @@ def phi3():
     write("phi3", model, config, controls)
 
 
+def phi3_window():
+    # Phi-3-mini-4k's sliding window (2047 of 4096) shrunk to 5 tokens, so
+    # the 13-token prompt's later positions see only the window.
+    from transformers import Phi3Config, Phi3ForCausalLM
+
+    config = Phi3Config(
+        vocab_size=256, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=4096,
+        original_max_position_embeddings=4096, rms_norm_eps=1e-5, rope_theta=10000.0,
+        rope_scaling=None, sliding_window=5, tie_word_embeddings=False, torch_dtype="float32",
+        attn_implementation="eager", pad_token_id=0,
+    )
+    torch.manual_seed(0)
+    model = Phi3ForCausalLM(config).eval()
+    randomize(model, 41)
+    reference = rows(all_logits(model, PROMPTS[0]))
+
+    def with_window(window):
+        model.config.sliding_window = window
+        out = rows(all_logits(model, PROMPTS[0]))
+        model.config.sliding_window = 5
+        return out
+
+    controls = far_enough({"no_window": with_window(None), "window_6": with_window(6)}, reference, "phi3_window")
+    write("phi3_window", model, config, controls)
+
+
 def gemma2():
     from transformers import Gemma2Config, Gemma2ForCausalLM
 

@@ -119,6 +119,12 @@ fn config(g: &GgufFile, arch: &str, model_type: &str) -> Result<Value, Diagnosti
                 c.insert("attention_bias".into(), json!(g.tensor("blk.0.attn_q.bias").is_some()));
                 c.insert("lm_head_bias".into(), json!(g.tensor("output.bias").is_some()));
             }
+            if arch == "phi3" {
+                // 0: none (the converter writes 0 where the config has null).
+                if let Some(w) = g.get(&k("attention.sliding_window")).and_then(|v| v.as_u64()).filter(|&w| w > 0) {
+                    c.insert("sliding_window".into(), json!(w));
+                }
+            }
             let original = g.uint_or(&k("rope.scaling.original_context_length"), g.uint(&k("context_length"))?)?;
             c.insert("original_max_position_embeddings".into(), json!(original));
             if let (Some(long), Some(short)) = (g.tensor("rope_factors_long.weight"), g.tensor("rope_factors_short.weight")) {

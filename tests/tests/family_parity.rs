@@ -538,6 +538,19 @@ fn qwen2_yarn_matches_transformers() {
     assert!(model.plan().graph.contains("yarn_factor=4.0, original_context=32768, beta_fast=32.0, beta_slow=1.0"), "the plan's rope");
 }
 
+/// Phi-3-mini-4k's sliding window (2047 there, 5 in the fixture), from its
+/// config and from its GGUF (`phi3.attention.sliding_window`); the controls
+/// are full attention and a window of 6.
+#[test]
+fn phi3_window_matches_transformers_past_its_window() {
+    check_family("phi3_window");
+    let (dir, _) = fixture("phi3_window");
+    for path in [dir.clone(), dir.join("model.gguf")] {
+        let model = Model::compile(&path, &CompileOptions::default(), None).unwrap();
+        assert!(model.plan().graph.contains("window=5"), "{}: the plan's attention window", path.display());
+    }
+}
+
 /// YaRN on a Llama (factor 4, theta 10000), from config.json and from its
 /// GGUF (llama.cpp's Q/K row order and `rope.scaling.*` keys), every
 /// position of every prompt; the fixture's control: YaRN without its

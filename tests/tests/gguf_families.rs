@@ -59,9 +59,21 @@ fn compile(path: &std::path::Path) -> Model {
 
 #[test]
 fn each_gguf_family_gives_its_safetensors_logits() {
-    for family in
-        ["qwen2", "qwen2_tied", "qwen2_yarn", "qwen3", "qwen3_yarn", "qwen3_moe", "qwen3_next", "gemma", "phi2", "phi3", "phi3_longrope", "phimoe"]
-    {
+    for family in [
+        "qwen2",
+        "qwen2_tied",
+        "qwen2_yarn",
+        "qwen3",
+        "qwen3_yarn",
+        "qwen3_moe",
+        "qwen3_next",
+        "gemma",
+        "phi2",
+        "phi3",
+        "phi3_longrope",
+        "phi3_window",
+        "phimoe",
+    ] {
         let st = compile(&dir(family));
         let gguf = compile(&dir(family).join("model.gguf"));
         assert_eq!(gguf.plan().family, st.plan().family, "{family}");

@@ -243,9 +243,22 @@ fn family_fixtures_on_the_gpu_match_transformers() {
     // 64 rows of cache (the smallest context here): the prompts are short, and llama3's 131072-token
     // context would allocate its caches at that length.
     let opts = CompileOptions { device: Some(test_device()), max_seq: Some(64), gpu: gpu(), ..Default::default() };
-    for family in
-        ["qwen2", "qwen2_yarn", "llama3", "mistral", "qwen3", "gemma", "gemma2", "phi2", "phi3", "phi3_longrope", "qwen3_moe", "phimoe", "qwen3_next"]
-    {
+    for family in [
+        "qwen2",
+        "qwen2_yarn",
+        "llama3",
+        "mistral",
+        "qwen3",
+        "gemma",
+        "gemma2",
+        "phi2",
+        "phi3",
+        "phi3_longrope",
+        "phi3_window",
+        "qwen3_moe",
+        "phimoe",
+        "qwen3_next",
+    ] {
         let dir = graphc_tests::repo_root().join("tests/fixtures/families").join(family);
         let r: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(dir.join("reference.json")).unwrap()).unwrap();
         let model = Model::compile(&dir, &opts, None).unwrap_or_else(|e| panic!("{family}: {e}"));

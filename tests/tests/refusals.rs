@@ -204,7 +204,8 @@ fn every_family_refuses_each_unimplemented_config_variant() {
         // the Qwen families, the window itself for the others).
         let (key, value) = match *family {
             "qwen2" | "qwen3" | "qwen3_moe" => ("use_sliding_window", json!(true)),
-            "gemma2" => continue,
+            // Implemented (`family_parity.rs` `phi3_window_*`).
+            "gemma2" | "phi3" => continue,
             _ => ("sliding_window", json!(16)),
         };
         let p = safetensors_copy(
@@ -240,6 +241,7 @@ fn every_gguf_family_refuses_keys_it_does_not_read() {
             let implemented = matches!(
                 (arch.as_str(), suffix),
                 ("gemma2", "attention.sliding_window" | "attn_logit_softcapping")
+                    | ("phi3", "attention.sliding_window")
                     | ("phi2", "attention.layer_norm_epsilon" | "rope.dimension_count")
                     | ("qwen3next", "rope.dimension_count")
                     | ("qwen3moe" | "phimoe" | "qwen3next", "expert_count")

@@ -150,6 +150,20 @@ pub fn rotary_dim(st: &SafetensorsFile, head_dim: usize, default: Option<f64>) -
     Ok(rotary)
 }
 
+/// A config's `sliding_window` (Mistral's, Phi-3's): each token attends
+/// to itself and the `window - 1` before it. Absent or null is none, and so
+/// is a window as long as the context (it slides nothing); 0 is refused.
+pub fn sliding_window(st: &SafetensorsFile, context: usize) -> Result<Option<usize>, Diagnostic> {
+    match st.config.get("sliding_window") {
+        None | Some(serde_json::Value::Null) => Ok(None),
+        Some(_) => match st.config_uint("sliding_window")? {
+            0 => Err(Diagnostic::new(&st.config_path, "`sliding_window` is 0")),
+            w if w >= context => Ok(None),
+            w => Ok(Some(w)),
+        },
+    }
+}
+
 /// The RoPE scaling of a config: `rope_scaling` (transformers 4) or
 /// `rope_parameters` (transformers 5), by its `rope_type` (or `type`):
 /// absent, null or `default` is none; `linear`, `llama3` and `yarn` are lowered

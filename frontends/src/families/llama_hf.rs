@@ -45,12 +45,7 @@ pub fn lower(st: &SafetensorsFile, model_type: &str) -> Result<Lowered, Diagnost
             return Err(Diagnostic::new(&st.config_path, "`sliding_window` is set on a llama config: transformers' Llama has no sliding window")
                 .note("a Mistral checkpoint says `model_type: \"mistral\"`"))
         }
-        Some(_) => match st.config_uint("sliding_window")? {
-            0 => return Err(Diagnostic::new(&st.config_path, "`sliding_window` is 0")),
-            // A window as long as the context slides nothing.
-            w if w >= dims.context => None,
-            w => Some(w),
-        },
+        Some(_) => super::hf::sliding_window(st, dims.context)?,
     };
     let bias = flag("attention_bias")?;
     let decoder = Decoder { qkv_bias: bias, out_bias: bias, scaling: rope_scaling(st, model_type)?, window, ..Decoder::plain(rope_theta(st)?) };

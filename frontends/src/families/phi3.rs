@@ -22,6 +22,10 @@
 //! agree on every sequence longer than the original length, and, with
 //! `--max-seq <= original`, on every sequence at all.
 //!
+//! Sliding window: the 4k models' `sliding_window` (2047: each token sees
+//! itself and the 2046 before it), on every layer, as transformers'
+//! `Phi3Model` masks it; GGUF `phi3.attention.sliding_window`.
+//!
 //! config.json keys: `hidden_size`, `num_hidden_layers`,
 //! `num_attention_heads`, `num_key_value_heads`, `intermediate_size`,
 //! `vocab_size`, `rms_norm_eps`, `max_position_embeddings`, the RoPE base
@@ -51,7 +55,11 @@ pub fn lower(st: &SafetensorsFile, max_seq: Option<usize>) -> Result<Lowered, Di
     let embd = b.weight("model.embed_tokens.weight", Some(&[vocab, d]))?;
     let mut x = b.op(Op::Gather, &[embd, tokens]);
     let norm = Op::Norm { kind: NormKind::Rms, eps };
-    let cfg = dims.attention(norm.clone(), Op::Rope { style: RopeStyle::Neox, rotary_dim, theta, scaling: rope.scaling.clone() });
+    let window = super::hf::sliding_window(st, context)?;
+    let cfg = super::AttentionCfg {
+        window,
+        ..dims.attention(norm.clone(), Op::Rope { style: RopeStyle::Neox, rotary_dim, theta, scaling: rope.scaling.clone() })
+    };
     for l in 0..n_layers {
         b.layer = Some(l as u32);
         let w = |s: &str| format!("model.layers.{l}.{s}.weight");
@@ -81,6 +89,7 @@ pub fn lower(st: &SafetensorsFile, max_seq: Option<usize>) -> Result<Lowered, Di
         ("rope_theta", format!("{theta:?}")),
         ("rope_scaling", rope.fact.clone()),
         ("fused_weights", "qkv_proj split q,k,v; gate_up_proj split gate,up".to_string()),
+        ("sliding_window", window.map_or("none".to_string(), |w| w.to_string())),
     ];
     Ok(b.finish(vocab, context, &[dims.facts(), facts.to_vec()].concat()))
 }
