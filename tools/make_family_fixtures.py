@@ -408,6 +408,36 @@ def qwen3_moe():
     write("qwen3_moe", model, config, controls)
 
 
+def qwen3_moe_yarn():
+    # Qwen3-30B-A3B's 128K setting: YaRN factor 4 over 32768 positions.
+    from transformers import Qwen3MoeConfig, Qwen3MoeForCausalLM
+
+    kwargs = dict(
+        vocab_size=256, hidden_size=64, intermediate_size=128, moe_intermediate_size=32,
+        num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, head_dim=16,
+        max_position_embeddings=131072, rms_norm_eps=1e-6, num_experts=4,
+        rope_parameters={"rope_type": "yarn", "rope_theta": 1000000.0, "factor": 4.0, "original_max_position_embeddings": 32768},
+        num_experts_per_tok=2, norm_topk_prob=True, decoder_sparse_step=1, mlp_only_layers=[1],
+        tie_word_embeddings=False, torch_dtype="float32", attn_implementation="eager",
+    )
+    config = Qwen3MoeConfig(**kwargs)
+    torch.manual_seed(0)
+    model = Qwen3MoeForCausalLM(config).eval()
+    randomize(model, 43)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if name.endswith("mlp.gate.weight"):
+                p.mul_(4.0)
+    rotary = model.model.rotary_emb
+    assert rotary.rope_type == "yarn"
+    reference = rows(all_logits(model, PROMPTS[0]))
+    saved = rotary.attention_scaling
+    rotary.attention_scaling = 1.0
+    no_attention_factor = rows(all_logits(model, PROMPTS[0]))
+    rotary.attention_scaling = saved
+    write("qwen3_moe_yarn", model, config, far_enough({"no_attention_factor": no_attention_factor}, reference, "qwen3_moe_yarn"))
+
+
 def phi3_longrope():
     from transformers import Phi3Config, Phi3ForCausalLM
 

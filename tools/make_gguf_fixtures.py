@@ -171,7 +171,7 @@ def convert(family):
     names = gguf.get_tensor_name_map(arch, n_layers)
     out = {}
     experts = {}
-    if arch in (gguf.MODEL_ARCH.QWEN2, gguf.MODEL_ARCH.QWEN3, gguf.MODEL_ARCH.LLAMA) and rope.get("rope_type") == "yarn":
+    if arch in (gguf.MODEL_ARCH.QWEN2, gguf.MODEL_ARCH.QWEN3, gguf.MODEL_ARCH.QWEN3MOE, gguf.MODEL_ARCH.LLAMA) and rope.get("rope_type") == "yarn":
         # As the converter writes YaRN: type, factor, pretraining length.
         w.add_rope_scaling_type(gguf.RopeScalingType.YARN)
         w.add_rope_scaling_factor(rope["factor"])

@@ -152,7 +152,7 @@ fn config(g: &GgufFile, arch: &str, model_type: &str) -> Result<Value, Diagnosti
         }
         _ => {}
     }
-    if matches!(arch, "qwen2" | "qwen3") {
+    if matches!(arch, "qwen2" | "qwen3" | "qwen3moe") {
         if let Some(scaling) = rope_scaling(g, arch)? {
             c.insert("rope_scaling".into(), scaling);
         }
@@ -160,7 +160,7 @@ fn config(g: &GgufFile, arch: &str, model_type: &str) -> Result<Value, Diagnosti
     Ok(Value::Object(c))
 }
 
-/// llama.cpp's RoPE scaling keys as HF's `rope_scaling` (qwen2, qwen3):
+/// llama.cpp's RoPE scaling keys as HF's `rope_scaling` (qwen2, qwen3, qwen3moe):
 /// `linear` with its factor, `yarn` as `yarn_scaling` reads it. Another
 /// type is refused here, naming the key; YaRN keys graphc does not read
 /// (`yarn_log_multiplier`, `yarn_ext_factor`, `yarn_attn_factor`) by the

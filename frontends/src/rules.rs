@@ -27,7 +27,19 @@ const GGUF_READS: &[(&str, &[&str])] = &[
     ("gemma3", &["attention.sliding_window", "rope.scaling.type", "rope.scaling.factor"]),
     ("qwen2", YARN_KEYS),
     ("qwen3", YARN_KEYS),
-    ("qwen3moe", &["expert_count", "expert_used_count", "expert_feed_forward_length"]),
+    (
+        "qwen3moe",
+        &[
+            "expert_count",
+            "expert_used_count",
+            "expert_feed_forward_length",
+            "rope.scaling.type",
+            "rope.scaling.factor",
+            "rope.scaling.original_context_length",
+            "rope.scaling.yarn_beta_fast",
+            "rope.scaling.yarn_beta_slow",
+        ],
+    ),
     (
         "qwen3next",
         &[

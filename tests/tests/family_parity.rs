@@ -570,6 +570,13 @@ fn llama_yarn_matches_transformers_from_safetensors_and_gguf() {
     }
 }
 
+/// YaRN on Qwen3-MoE (Qwen3-30B-A3B's 128K setting; control: without the
+/// attention factor).
+#[test]
+fn qwen3_moe_yarn_matches_transformers() {
+    check_family("qwen3_moe_yarn");
+}
+
 /// YaRN on Qwen3 (factor 4; the fixture's control: the unscaled rope).
 #[test]
 fn qwen3_yarn_matches_transformers() {

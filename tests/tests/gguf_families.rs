@@ -66,6 +66,7 @@ fn each_gguf_family_gives_its_safetensors_logits() {
         "qwen3",
         "qwen3_yarn",
         "qwen3_moe",
+        "qwen3_moe_yarn",
         "qwen3_next",
         "gemma",
         "phi2",

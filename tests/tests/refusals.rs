@@ -171,7 +171,7 @@ fn every_family_refuses_each_unimplemented_config_variant() {
             }
             // The decoders of llama, qwen2 and qwen3 implement YaRN
             // (`family_parity.rs` `qwen2_yarn_*`).
-            if *tag == "yarn" && matches!(*family, "llama" | "qwen2" | "qwen3") {
+            if *tag == "yarn" && matches!(*family, "llama" | "qwen2" | "qwen3" | "qwen3_moe") {
                 continue;
             }
             let p = safetensors_copy(
@@ -246,7 +246,7 @@ fn every_gguf_family_refuses_keys_it_does_not_read() {
                     | ("qwen3next", "rope.dimension_count")
                     | ("qwen3moe" | "phimoe" | "qwen3next", "expert_count")
                     | ("llama", "rope.dimension_count")
-                    | ("llama" | "qwen2" | "qwen3", "rope.scaling.type")
+                    | ("llama" | "qwen2" | "qwen3" | "qwen3moe", "rope.scaling.type")
             );
             if implemented {
                 continue;

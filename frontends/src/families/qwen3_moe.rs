@@ -66,7 +66,7 @@ pub fn lower(st: &SafetensorsFile) -> Result<Lowered, Diagnostic> {
         ("moe_layers", moe_layers.join(",")),
         ("moe_dispatch", "dense (every expert, unchosen weighted 0)".to_string()),
     ];
-    let decoder = Decoder { qk_norm: true, ..Decoder::plain(rope_theta(st)?) };
+    let decoder = Decoder { qk_norm: true, scaling: super::hf::rope_scaling(st, "qwen3_moe")?, ..Decoder::plain(rope_theta(st)?) };
     lower_decoder(st, "qwen3_moe", dims, &decoder, &mut mlp, facts)
 }
 
