@@ -33,7 +33,9 @@ transforms:
   and for `rope_type` "llama3" the `rope_freqs.weight` tensor of
   `generate_extra_tensors` (one factor per frequency: 1, `factor`, or
   `1 / ((1 - smooth) / factor + smooth)` in the band; float32), with no
-  `rope.scaling.*` key (the converter writes none for llama3).
+  `rope.scaling.*` key (the converter writes none for llama3);
+- mistral: as llama (the converter's class for it), with its sliding
+  window as `llama.attention.sliding_window`.
 
 No tokenizer keys are written: the fixtures have no tokenizer (graphc drives
 them by token ids). The output is the same bytes on every run.
@@ -62,6 +64,8 @@ ARCH = {
     "qwen3_next": gguf.MODEL_ARCH.QWEN3NEXT,
     "qwen2": gguf.MODEL_ARCH.QWEN2,
     "llama": gguf.MODEL_ARCH.LLAMA,
+    # Mistral's converter class is LlamaModel: arch llama.
+    "mistral": gguf.MODEL_ARCH.LLAMA,
 }
 
 
@@ -171,6 +175,8 @@ def convert(family):
     names = gguf.get_tensor_name_map(arch, n_layers)
     out = {}
     experts = {}
+    if arch == gguf.MODEL_ARCH.LLAMA and config.get("sliding_window"):
+        w.add_sliding_window(config["sliding_window"])
     if arch in (gguf.MODEL_ARCH.QWEN2, gguf.MODEL_ARCH.QWEN3, gguf.MODEL_ARCH.QWEN3MOE, gguf.MODEL_ARCH.LLAMA) and rope.get("rope_type") == "yarn":
         # As the converter writes YaRN: type, factor, pretraining length.
         w.add_rope_scaling_type(gguf.RopeScalingType.YARN)

@@ -23,7 +23,7 @@ use serde_json::{Map, Value};
 /// The `{arch}.` keys each GGUF family reads (llama.cpp's names). Keys
 /// every family reads or checks are in `GGUF_COMMON`.
 const GGUF_READS: &[(&str, &[&str])] = &[
-    ("llama", YARN_KEYS),
+    ("llama", LLAMA_KEYS),
     ("gemma3", &["attention.sliding_window", "rope.scaling.type", "rope.scaling.factor"]),
     ("qwen2", YARN_KEYS),
     ("qwen3", YARN_KEYS),
@@ -70,6 +70,16 @@ const YARN_KEYS: &[&str] = &[
     "rope.scaling.original_context_length",
     "rope.scaling.yarn_beta_fast",
     "rope.scaling.yarn_beta_slow",
+];
+
+/// llama's: YaRN's, and Mistral's sliding window.
+const LLAMA_KEYS: &[&str] = &[
+    "rope.scaling.type",
+    "rope.scaling.factor",
+    "rope.scaling.original_context_length",
+    "rope.scaling.yarn_beta_fast",
+    "rope.scaling.yarn_beta_slow",
+    "attention.sliding_window",
 ];
 
 /// Keys every GGUF family reads: the dimensions and the norm epsilon.

@@ -605,11 +605,24 @@ fn qwen2_yarn_refuses_what_it_does_not_read() {
 /// Mistral's sliding window (shrunk to 5 tokens in the fixture, so the
 /// 13-token prompt's later positions see only the window); the controls are
 /// full attention and windows of 6 and 4.
+/// From its GGUF too (`llama.attention.sliding_window`, llama.cpp's Q/K row
+/// order), at every position of every prompt.
 #[test]
 fn mistral_matches_transformers_past_its_window() {
     check_family("mistral");
-    let model = Model::compile(&graphc_tests::repo_root().join("tests/fixtures/families/mistral"), &CompileOptions::default(), None).unwrap();
-    assert!(model.plan().graph.contains("window=5"), "the plan's attention window");
+    let (dir, r) = fixture("mistral");
+    for path in [dir.clone(), dir.join("model.gguf")] {
+        let model = Model::compile(&path, &CompileOptions::default(), None).unwrap();
+        assert!(model.plan().graph.contains("window=5"), "{}: the plan's attention window", path.display());
+    }
+    let gguf = Model::compile(&dir.join("model.gguf"), &CompileOptions::default(), None).unwrap();
+    for (p, prompt) in r["prompts"].as_array().unwrap().iter().enumerate() {
+        let got = logits_at_every_position(&gguf, Kernels::parse("fast").unwrap(), &ids(prompt));
+        for (pos, (g, w)) in got.iter().zip(r["logits"][p].as_array().unwrap()).enumerate() {
+            let d = max_diff(g, &floats(w));
+            assert!(d <= TOL, "mistral GGUF prompt {p} position {pos}: max |Δlogit| {d}");
+        }
+    }
 }
 
 #[test]

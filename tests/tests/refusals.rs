@@ -247,6 +247,7 @@ fn every_gguf_family_refuses_keys_it_does_not_read() {
                     | ("qwen3moe" | "phimoe" | "qwen3next", "expert_count")
                     | ("llama", "rope.dimension_count")
                     | ("llama" | "qwen2" | "qwen3" | "qwen3moe", "rope.scaling.type")
+                    | ("llama", "attention.sliding_window")
             );
             if implemented {
                 continue;

@@ -37,6 +37,9 @@ pub struct LlamaConfig {
     pub context_length: usize,
     pub vocab_size: usize,
     pub tied_output: bool,
+    /// Mistral's sliding window (`attention.sliding_window`): each token
+    /// attends to itself and the `window - 1` before it, on every layer.
+    pub window: Option<usize>,
 }
 
 impl LlamaConfig {
@@ -90,6 +93,13 @@ impl LlamaConfig {
             Some(_) => u("vocab_size")?,
             None => g.array("tokenizer.ggml.tokens")?.len(),
         };
+        let context_length = match u("context_length")? {
+            0 => return Err(Diagnostic::new(&g.path, format!("`{}` is 0: no plan could run a single token", k("context_length")))),
+            n => n,
+        };
+        // 0, or a window as long as the context, slides nothing.
+        let window =
+            g.get(&k("attention.sliding_window")).map(|_| u("attention.sliding_window")).transpose()?.filter(|&w| w > 0 && w < context_length);
         Ok(LlamaConfig {
             n_layers: u("block_count")?,
             hidden,
@@ -101,12 +111,10 @@ impl LlamaConfig {
             rope_theta: g.float_or(&k("rope.freq_base"), 10000.0)? as f32,
             rope_scaling,
             norm_eps: g.float(&k("attention.layer_norm_rms_epsilon"))? as f32,
-            context_length: match u("context_length")? {
-                0 => return Err(Diagnostic::new(&g.path, format!("`{}` is 0: no plan could run a single token", k("context_length")))),
-                n => n,
-            },
+            context_length,
             vocab_size,
             tied_output: g.tensor("output.weight").is_none(),
+            window,
         })
     }
 }
@@ -163,7 +171,15 @@ pub fn lower(g: &GgufFile) -> Result<Lowered, Diagnostic> {
             kv.push(all);
         }
         let attn = b.op(
-            Op::Attention { n_heads: nh, n_kv_heads: nkv, scale: 1.0 / (hd as f32).sqrt(), causal: true, window: None, softcap: None, ring: false },
+            Op::Attention {
+                n_heads: nh,
+                n_kv_heads: nkv,
+                scale: 1.0 / (hd as f32).sqrt(),
+                causal: true,
+                window: c.window,
+                softcap: None,
+                ring: false,
+            },
             &[q, kv[0], kv[1], positions],
         );
         let attn = b.permute(attn, &[0, 2, 1, 3]);
@@ -197,6 +213,9 @@ pub fn lower(g: &GgufFile) -> Result<Lowered, Diagnostic> {
     }
     if c.rope_scaling != RopeScaling::None {
         facts.insert("rope_scaling".into(), format!("{:?}", c.rope_scaling));
+    }
+    if let Some(w) = c.window {
+        facts.insert("sliding_window".into(), w.to_string());
     }
     let read_at_lowering = if g.tensor(ROPE_FREQS).is_some() { vec![ROPE_FREQS.to_string()] } else { vec![] };
     let meta = ModelMeta { vocab_size: c.vocab_size, context_length: c.context_length, bos_id: None, add_bos: false, stop_ids: vec![], facts };
