@@ -166,13 +166,8 @@ def qwen3_yarn():
     rotary = model.model.rotary_emb
     assert rotary.rope_type == "yarn"
     reference = rows(all_logits(model, PROMPTS[0]))
-    saved = (rotary.inv_freq.clone(), rotary.attention_scaling)
     plain = m.Qwen3RotaryEmbedding(Qwen3Config(**dict(kwargs, rope_parameters={"rope_type": "default", "rope_theta": 1000000.0})))
-    rotary.inv_freq.copy_(plain.inv_freq)
-    rotary.attention_scaling = 1.0
-    unscaled = rows(all_logits(model, PROMPTS[0]))
-    rotary.inv_freq.copy_(saved[0])
-    rotary.attention_scaling = saved[1]
+    unscaled = rotary_logits(model, plain.inv_freq, 1.0)
     write("qwen3_yarn", model, config, far_enough({"no_yarn": unscaled}, reference, "qwen3_yarn"))
 
 
@@ -324,13 +319,7 @@ def phi3_window():
     randomize(model, 41)
     reference = rows(all_logits(model, PROMPTS[0]))
 
-    def with_window(window):
-        model.config.sliding_window = window
-        out = rows(all_logits(model, PROMPTS[0]))
-        model.config.sliding_window = 5
-        return out
-
-    controls = far_enough({"no_window": with_window(None), "window_6": with_window(6)}, reference, "phi3_window")
+    controls = far_enough({"no_window": window_logits(model, None), "window_6": window_logits(model, 6)}, reference, "phi3_window")
     write("phi3_window", model, config, controls)
 
 
@@ -431,10 +420,7 @@ def qwen3_moe_yarn():
     rotary = model.model.rotary_emb
     assert rotary.rope_type == "yarn"
     reference = rows(all_logits(model, PROMPTS[0]))
-    saved = rotary.attention_scaling
-    rotary.attention_scaling = 1.0
-    no_attention_factor = rows(all_logits(model, PROMPTS[0]))
-    rotary.attention_scaling = saved
+    no_attention_factor = rotary_logits(model, scaling=1.0)
     write("qwen3_moe_yarn", model, config, far_enough({"no_attention_factor": no_attention_factor}, reference, "qwen3_moe_yarn"))
 
 
@@ -694,6 +680,30 @@ def far_enough(controls, reference, family):
     return kept
 
 
+def rotary_logits(model, inv_freq=None, scaling=None):
+    """PROMPTS[0]'s logits with the rotary embedding's frequencies and/or
+    its attention factor (cos/sin scale) swapped in, then put back."""
+    rotary = model.model.rotary_emb
+    saved = (rotary.inv_freq.clone(), rotary.attention_scaling)
+    if inv_freq is not None:
+        rotary.inv_freq.copy_(inv_freq)
+    if scaling is not None:
+        rotary.attention_scaling = scaling
+    out = rows(all_logits(model, PROMPTS[0]))
+    rotary.inv_freq.copy_(saved[0])
+    rotary.attention_scaling = saved[1]
+    return out
+
+
+def window_logits(model, window):
+    """PROMPTS[0]'s logits with the config's sliding window swapped, then put back."""
+    saved = model.config.sliding_window
+    model.config.sliding_window = window
+    out = rows(all_logits(model, PROMPTS[0]))
+    model.config.sliding_window = saved
+    return out
+
+
 def qwen2_kwargs(tied):
     # Shaped like Qwen2/Qwen2.5: GQA, biased q/k/v, unbiased o_proj, theta
     # 1e6, no sliding window; Qwen2.5-0.5B ties its output to the embedding.
@@ -793,24 +803,14 @@ def qwen2_yarn():
     assert rotary.rope_type == "yarn" and abs(rotary.attention_scaling - (0.1 * math.log(4.0) + 1.0)) < 1e-12
     reference = rows(all_logits(model, PROMPTS[0]))
     plain_kwargs = dict(kwargs, rope_parameters={"rope_type": "default", "rope_theta": 1000000.0})
-    saved = (rotary.inv_freq.clone(), rotary.attention_scaling)
-
-    def with_rope(inv_freq, scaling):
-        rotary.inv_freq.copy_(inv_freq)
-        rotary.attention_scaling = scaling
-        out = rows(all_logits(model, PROMPTS[0]))
-        rotary.inv_freq.copy_(saved[0])
-        rotary.attention_scaling = saved[1]
-        return out
-
     plain = m.Qwen2RotaryEmbedding(Qwen2Config(**plain_kwargs))
     controls = far_enough({
         # The scaling ignored (the unscaled frequencies, no attention factor).
-        "no_yarn": with_rope(plain.inv_freq, 1.0),
+        "no_yarn": rotary_logits(model, plain.inv_freq, 1.0),
         # YaRN's frequencies without its attention factor.
-        "no_attention_factor": with_rope(saved[0], 1.0),
+        "no_attention_factor": rotary_logits(model, scaling=1.0),
         # Every pair turned 4 times slower (linear scaling by the factor).
-        "linear_factor": with_rope(plain.inv_freq / 4.0, saved[1]),
+        "linear_factor": rotary_logits(model, plain.inv_freq / 4.0),
     }, reference, "qwen2_yarn")
     write("qwen2_yarn", model, config, controls)
 
@@ -834,18 +834,12 @@ def mistral():
     randomize(model, 29)
     reference = rows(all_logits(model, PROMPTS[0]))
 
-    def with_window(window):
-        model.config.sliding_window = window
-        out = rows(all_logits(model, PROMPTS[0]))
-        model.config.sliding_window = 5
-        return out
-
     controls = far_enough({
         # The window ignored (full causal attention).
-        "no_window": with_window(None),
+        "no_window": window_logits(model, None),
         # One token too many, and one too few.
-        "window_6": with_window(6),
-        "window_4": with_window(4),
+        "window_6": window_logits(model, 6),
+        "window_4": window_logits(model, 4),
     }, reference, "mistral")
     write("mistral", model, config, controls)
 
@@ -871,10 +865,7 @@ def llama_yarn():
     rotary = model.model.rotary_emb
     assert rotary.rope_type == "yarn"
     reference = rows(all_logits(model, PROMPTS[0]))
-    saved = rotary.attention_scaling
-    rotary.attention_scaling = 1.0
-    no_attention_factor = rows(all_logits(model, PROMPTS[0]))
-    rotary.attention_scaling = saved
+    no_attention_factor = rotary_logits(model, scaling=1.0)
     write("llama_yarn", model, config, far_enough({"no_attention_factor": no_attention_factor}, reference, "llama_yarn"))
 
 
