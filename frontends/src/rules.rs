@@ -96,15 +96,18 @@ const GGUF_COMMON: &[&str] = &[
 ];
 
 /// Whether a key the family does not read holds the value that changes
-/// nothing (`head_dim`: the family's head size).
-fn gguf_neutral(suffix: &str, v: &MetaValue, head_dim: Option<u64>) -> bool {
+/// nothing (`head_dim`: the family's head size; `context`: its
+/// `context_length`).
+fn gguf_neutral(suffix: &str, v: &MetaValue, head_dim: Option<u64>, context: Option<u64>) -> bool {
     match suffix {
         // Checked against the embedding's rows by every family.
         "vocab_size" => true,
         // Informational: whether the checkpoint was fine-tuned at its scaled length.
         "rope.scaling.finetuned" => true,
-        // 0: no window (llama.cpp's phi3 converter writes 0 for none).
-        "expert_count" | "expert_used_count" | "attention.sliding_window" => v.as_u64() == Some(0),
+        // 0: no window (llama.cpp's phi3 converter writes 0 for none); a
+        // window as long as the context slides nothing.
+        "attention.sliding_window" => v.as_u64() == Some(0) || matches!((v.as_u64(), context), (Some(w), Some(c)) if w >= c),
+        "expert_count" | "expert_used_count" => v.as_u64() == Some(0),
         "rope.dimension_count" | "attention.value_length" => head_dim.is_some() && v.as_u64() == head_dim,
         "rope.scaling.type" => v.as_str() == Some("none"),
         "rope.scaling.factor" => v.as_f64() == Some(1.0),
@@ -129,7 +132,8 @@ pub fn check_gguf_keys(g: &GgufFile, arch: &str) -> Result<(), Diagnostic> {
     };
     for (key, v) in &g.metadata {
         let Some(suffix) = key.strip_prefix(&prefix) else { continue };
-        if GGUF_COMMON.contains(&suffix) || reads.contains(&suffix) || gguf_neutral(suffix, v, head_dim) {
+        let context = g.get(&format!("{arch}.context_length")).and_then(|c| c.as_u64());
+        if GGUF_COMMON.contains(&suffix) || reads.contains(&suffix) || gguf_neutral(suffix, v, head_dim, context) {
             continue;
         }
         let mut read: Vec<&str> = GGUF_COMMON.iter().chain(reads).copied().collect();
@@ -203,8 +207,13 @@ fn config_neutral(key: &str, v: &Value, config: &Map<String, Value>, reads: &[&s
         _ if v.is_null() => true,
         "rope_scaling" | "rope_parameters" => default_rope(v),
         "partial_rotary_factor" => v.as_f64() == Some(1.0),
-        // Qwen configs carry a window that applies only with `use_sliding_window`.
-        "sliding_window" => config.get("use_sliding_window").and_then(|u| u.as_bool()) == Some(false),
+        // Qwen configs carry a window that applies only with
+        // `use_sliding_window`; and a window as long as the context slides
+        // nothing (Phi-3.5-MoE's 131072 of 131072).
+        "sliding_window" => {
+            let context = config.get("max_position_embeddings").and_then(|c| c.as_u64());
+            config.get("use_sliding_window").and_then(|u| u.as_bool()) == Some(false) || matches!((v.as_u64(), context), (Some(w), Some(c)) if w >= c)
+        }
         "use_sliding_window" | "attention_bias" | "mlp_bias" | "qk_layernorm" | "use_qk_norm" => v.as_bool() == Some(false),
         "layer_types" => v.as_array().is_some_and(|a| a.iter().all(|t| t.as_str() == Some("full_attention"))),
         // The SwiGLU families: transformers' `silu`.

@@ -354,3 +354,31 @@ fn add_eos_token_is_refused() {
     assert!(e.contains("`tokenizer.ggml.add_eos_token` = true is not implemented"), "{e}");
     compiles(&GgufWriter::tiny_llama().set_meta("tokenizer.ggml.add_eos_token", Meta::Bool(false)).write(&dir, "no-eos.gguf"));
 }
+
+/// A sliding window as long as the context slides nothing, so a family
+/// that has none accepts it (Phi-3.5-MoE's config and GGUF say 131072 of
+/// 131072); one token shorter is refused.
+#[test]
+fn a_window_as_long_as_the_context_is_not_refused() {
+    let context = |dir: &str| -> u64 {
+        let config: Value = serde_json::from_str(&std::fs::read_to_string(fixture(dir).join("config.json")).unwrap()).unwrap();
+        config["max_position_embeddings"].as_u64().unwrap()
+    };
+    let n = context("gemma");
+    for (tag, window, refused) in [("whole", n, false), ("short", n - 1, true)] {
+        let p = safetensors_copy("gemma", &format!("window-{tag}"), |c| _ = c.insert("sliding_window".into(), json!(window)), None);
+        let got = Model::compile(&p, &CompileOptions { max_seq: Some(64), ..Default::default() }, None);
+        assert_eq!(got.is_err(), refused, "gemma, sliding_window {window} of {n}");
+    }
+    let (arch, w) = ggufs().into_iter().find(|(a, _)| a == "qwen3").unwrap();
+    let n = match w.meta.iter().find(|(k, _)| k == "qwen3.context_length").map(|(_, v)| v) {
+        Some(Meta::U32(n)) => *n,
+        _ => panic!("qwen3.context_length is not a u32"),
+    };
+    let dir = temp_dir("window-gguf");
+    for (tag, window, refused) in [("whole", n, false), ("short", n - 1, true)] {
+        let p = with(&w, |w| w.meta.push((format!("{arch}.attention.sliding_window"), Meta::U32(window)))).write(&dir, &format!("{tag}.gguf"));
+        let got = Model::compile(&p, &CompileOptions { max_seq: Some(64), ..Default::default() }, None);
+        assert_eq!(got.is_err(), refused, "qwen3 GGUF, attention.sliding_window {window} of {n}");
+    }
+}
