@@ -86,7 +86,7 @@ fn gemma3_on_the_gpu_matches_the_reference() {
     assert_eq!(session.kernel_counts()["device_paired_ops"], 2 * 18, "norm_rope and kv_append pairs");
     // Its q/k norms need a whole head's sum before rotating (`norm_rope`),
     // so no layer head runs as `matmul_qkv_rope`.
-    assert_eq!(session.kernel_counts()["device_fused_attention_inputs"], 0, "Gemma 3 rotates in norm_rope");
+    assert_eq!(session.kernel_counts()["device_qkv_rope_heads"], 0, "Gemma 3 rotates in norm_rope");
     let mut tokens = vec![];
     while tokens.len() < n_stable {
         let t = argmax(&logits);
@@ -147,7 +147,7 @@ fn smollm2_on_the_gpu_matches_the_reference_as_a_ragged_batch() {
     // Each layer's q/k/v projections, q and k rotations and K and V
     // appends run as one kernel (`matmul_qkv_rope`), so none is left to
     // stack or pair.
-    assert_eq!(session.kernel_counts()["device_fused_attention_inputs"], 30, "one layer head a layer is fused");
+    assert_eq!(session.kernel_counts()["device_qkv_rope_heads"], 30, "one layer head a layer is fused");
     assert_eq!(session.kernel_counts()["device_stacked_matmuls"], 0, "q/k/v are in the layer head's kernel");
     assert_eq!(session.kernel_counts()["device_paired_ops"], 0, "ropes and appends are in the layer head's kernel");
     for (p, l) in prompts.iter().zip(&logits) {
@@ -291,7 +291,7 @@ fn family_fixtures_on_the_gpu_match_transformers() {
             let d = max_diff(g, w);
             assert!(d <= TOL, "{family}: ragged row {i}: max |Δlogit| {d}");
         }
-        let heads = batch.kernel_counts()["device_fused_attention_inputs"];
+        let heads = batch.kernel_counts()["device_qkv_rope_heads"];
         // Gemma 1/2 rotate by halves with no q/k norm: their layer heads
         // run as `matmul_qkv_rope` (and these logits check it).
         if matches!(family, "gemma" | "gemma2") {

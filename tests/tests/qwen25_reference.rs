@@ -135,7 +135,7 @@ fn qwen25_on_wgpu_matches_the_reference_on_p1() {
     println!("p1 on {device}: {steps} greedy tokens equal");
     // Each layer's head (q5_0 q and k beside a q8_0 v, each with its bias)
     // runs as one `matmul_qkv_rope`.
-    assert_eq!(session.kernel_counts()["device_fused_attention_inputs"], 24, "one head a layer");
+    assert_eq!(session.kernel_counts()["device_qkv_rope_heads"], 24, "one head a layer");
     // Five launches a layer (the head, attention, the output projection with
     // its residual, the normed gated MLP, the down projection with its
     // residual), then the embedding's gather, the last position's gather and

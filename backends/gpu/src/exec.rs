@@ -361,7 +361,7 @@ impl<D: Device> GpuGraph<D> {
 
     /// Layer heads (`qkv_rope`: q/k/v projections, rotations and appends)
     /// run as one kernel.
-    pub fn fused_attention_inputs(&self) -> usize {
+    pub fn qkv_rope_heads(&self) -> usize {
         self.groups.keys().filter(|&&id| matches!(self.graph.node(id).op, Op::QkvRope { .. })).count()
     }
 
@@ -390,7 +390,7 @@ impl<D: Device> GpuGraph<D> {
             ("device_bindings_built", self.bindings_built as u64),
             ("device_aliased_permutes", self.aliased_permutes as u64),
             ("device_fused_elementwise", self.fused_elementwise() as u64),
-            ("device_fused_attention_inputs", self.fused_attention_inputs() as u64),
+            ("device_qkv_rope_heads", self.qkv_rope_heads() as u64),
             ("device_fused_residual_norms", self.fused_residual_norms() as u64),
             ("device_stacked_matmuls", self.stacked_matmuls() as u64),
             ("device_paired_ops", self.paired_ops() as u64),

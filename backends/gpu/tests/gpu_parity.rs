@@ -1108,7 +1108,7 @@ fn attention_inputs_run_as_one_kernel() {
                 g.set_state(name, cache).unwrap();
             }
             let got = g.step(&inputs).unwrap();
-            assert_eq!(g.counters()["device_fused_attention_inputs"], 1, "{what}: the head runs as one kernel");
+            assert_eq!(g.counters()["device_qkv_rope_heads"], 1, "{what}: the head runs as one kernel");
             assert_eq!(g.counters()["device_launches_last_step"], 1, "{what}: one launch");
             for name in ["q_rot", "k_out", "v_out"] {
                 let scale = want[name].as_f32().unwrap().iter().fold(1f32, |a, v| a.max(v.abs()));
@@ -1172,7 +1172,7 @@ fn attention_inputs_run_as_one_kernel() {
                     g.set_state(name, cache).unwrap();
                 }
                 let unfused = g.step(&inputs).unwrap();
-                assert_eq!(g.counters()["device_fused_attention_inputs"], 0, "{control}: the group must not form");
+                assert_eq!(g.counters()["device_qkv_rope_heads"], 0, "{control}: the group must not form");
                 for name in ["q_rot", "k_out", "v_out"] {
                     assert!(bits(&unfused[name]) == bits(&got[name]), "{control} {name}: differs from the fused kernel in its bits");
                 }
@@ -1607,7 +1607,7 @@ fn normed_projections_stack_and_form_the_layer_head() {
                 };
                 let Some((fused_graph, got, counts)) = run(true) else { return };
                 let (_, alone, alone_counts) = run(false).unwrap();
-                let (group, launches) = if rotated { ("device_fused_attention_inputs", 1) } else { ("device_stacked_matmuls", 1) };
+                let (group, launches) = if rotated { ("device_qkv_rope_heads", 1) } else { ("device_stacked_matmuls", 1) };
                 assert!(counts[group] > 0, "{what}: the group formed ({counts:?})");
                 assert_eq!(counts["device_launches_last_step"], launches, "{what}: one launch");
                 assert_eq!(alone_counts["device_launches_last_step"], launches + 1, "{what}: the control's norm is a launch of its own");
