@@ -167,10 +167,10 @@ fn config(g: &GgufFile, arch: &str, model_type: &str) -> Result<Value, Diagnosti
 /// family's key check.
 fn rope_scaling(g: &GgufFile, arch: &str) -> Result<Option<Value>, Diagnostic> {
     let k = |s: &str| format!("{arch}.rope.scaling.{s}");
-    match g.get(&k("type")).map(|v| v.as_str()) {
-        None | Some(Some("none")) => Ok(None),
-        Some(Some("linear")) => Ok(Some(json!({"rope_type": "linear", "factor": g.float(&k("factor"))?}))),
-        Some(Some("yarn")) => match yarn_scaling(g, arch)? {
+    match scaling_type(g, arch)? {
+        None => Ok(None),
+        Some("linear") => Ok(Some(json!({"rope_type": "linear", "factor": g.float(&k("factor"))?}))),
+        Some("yarn") => match yarn_scaling(g, arch)? {
             graphc_ir::RopeScaling::Yarn { factor, original_context, beta_fast, beta_slow, attention_factor, truncate } => Ok(Some(json!({
                 "rope_type": "yarn",
                 "factor": factor,
@@ -184,6 +184,23 @@ fn rope_scaling(g: &GgufFile, arch: &str) -> Result<Option<Value>, Diagnostic> {
         },
         Some(other) => Err(Diagnostic::new(&g.path, format!("`{}` = {other:?} is not implemented by the {arch} family", k("type")))
             .note("graphc lowers RoPE scaling `none`, `linear` and `yarn` here")),
+    }
+}
+
+/// `{arch}.rope.scaling.type`, `None` where absent or `none`. A factor
+/// other than 1 with no type is refused: llama.cpp would take it as linear
+/// scaling, and graphc does not guess (every family that reads the factor
+/// goes through here).
+pub(crate) fn scaling_type<'g>(g: &'g GgufFile, arch: &str) -> Result<Option<&'g str>, Diagnostic> {
+    let k = |s: &str| format!("{arch}.rope.scaling.{s}");
+    match g.get(&k("type")).map(|v| v.as_str()) {
+        None if g.get(&k("factor")).and_then(|v| v.as_f64()).is_some_and(|f| f != 1.0) => {
+            Err(Diagnostic::new(&g.path, format!("`{}` is set but `{}` is not", k("factor"), k("type")))
+                .note("llama.cpp would take a bare factor as linear scaling; graphc does not guess"))
+        }
+        None | Some(Some("none")) => Ok(None),
+        Some(Some(kind)) => Ok(Some(kind)),
+        Some(None) => Err(Diagnostic::new(&g.path, format!("`{}` is not a string", k("type")))),
     }
 }
 

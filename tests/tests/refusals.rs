@@ -382,3 +382,29 @@ fn a_window_as_long_as_the_context_is_not_refused() {
         assert_eq!(got.is_err(), refused, "qwen3 GGUF, attention.sliding_window {window} of {n}");
     }
 }
+
+/// A RoPE scaling factor with no scaling type (llama.cpp would take it as
+/// linear) is refused by every family that reads the factor, naming both
+/// keys; a factor of 1 changes nothing and is not.
+#[test]
+fn a_bare_rope_scaling_factor_is_refused() {
+    for (arch, w) in ggufs().into_iter().filter(|(a, _)| matches!(a.as_str(), "llama" | "qwen2" | "qwen3" | "qwen3moe")) {
+        let dir = temp_dir(&format!("bare-factor-{arch}"));
+        for (tag, factor, refused) in [("four", 4.0, true), ("one", 1.0, false)] {
+            let key = format!("{arch}.rope.scaling.factor");
+            let p = with(&w, |w| {
+                w.meta.retain(|(k, _)| !k.starts_with(&format!("{arch}.rope.scaling.")));
+                w.meta.push((key.clone(), Meta::F32(factor)));
+            })
+            .write(&dir, &format!("{tag}.gguf"));
+            match Model::compile(&p, &CompileOptions { max_seq: Some(64), ..Default::default() }, None) {
+                Err(e) => {
+                    let e = e.to_string();
+                    assert!(refused, "{arch}, factor {factor}: refused: {e}");
+                    assert!(e.contains(&key) && e.contains(&format!("{arch}.rope.scaling.type")), "{arch}: {e}");
+                }
+                Ok(_) => assert!(!refused, "{arch}, factor {factor} with no type compiled"),
+            }
+        }
+    }
+}

@@ -60,15 +60,9 @@ pub fn lower(g: &GgufFile) -> Result<Lowered, Diagnostic> {
     let eps = g.float(&k("attention.layer_norm_rms_epsilon"))? as f32;
     let window = u("attention.sliding_window")?;
     let global_theta = g.float(&k("rope.freq_base"))? as f32;
-    let global_scaling = match g.get(&k("rope.scaling.type")).map(|v| v.as_str()) {
-        // A factor with no type: llama.cpp would take it as linear; graphc
-        // does not guess.
-        None if g.get(&k("rope.scaling.factor")).and_then(|v| v.as_f64()).is_some_and(|f| f != 1.0) => {
-            return Err(Diagnostic::new(&g.path, format!("`{}` is set but `{}` is not", k("rope.scaling.factor"), k("rope.scaling.type")))
-                .note("graphc lowers Gemma 3's RoPE scaling `none` and `linear` (on the global layers)"));
-        }
-        None | Some(Some("none")) => RopeScaling::None,
-        Some(Some("linear")) => {
+    let global_scaling = match crate::gguf_hf::scaling_type(g, "gemma3")? {
+        None => RopeScaling::None,
+        Some("linear") => {
             let factor = g.float(&k("rope.scaling.factor"))? as f32;
             if !(factor.is_finite() && factor > 0.0) {
                 return Err(Diagnostic::new(&g.path, format!("`{}` = {factor} is not a positive factor", k("rope.scaling.factor"))));
@@ -76,8 +70,7 @@ pub fn lower(g: &GgufFile) -> Result<Lowered, Diagnostic> {
             RopeScaling::Linear { factor }
         }
         Some(other) => {
-            let shown = other.map_or_else(|| "a non-string value".to_string(), |s| format!("{s:?}"));
-            return Err(Diagnostic::new(&g.path, format!("`{}` = {shown} is not implemented by the gemma3 family", k("rope.scaling.type")))
+            return Err(Diagnostic::new(&g.path, format!("`{}` = {other:?} is not implemented by the gemma3 family", k("rope.scaling.type")))
                 .note("graphc lowers Gemma 3's RoPE scaling `none` and `linear` (on the global layers)"));
         }
     };

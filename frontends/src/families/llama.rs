@@ -61,13 +61,13 @@ impl LlamaConfig {
         }
         let head_dim = g.uint_or(&k("attention.key_length"), (hidden / n_heads) as u64)? as usize;
         let rotary_dim = g.uint_or(&k("rope.dimension_count"), head_dim as u64)? as usize;
-        let rope_scaling = match (g.get(&k("rope.scaling.type")).and_then(|v| v.as_str()), g.tensor(ROPE_FREQS)) {
-            (None | Some("none"), None) => RopeScaling::None,
+        let rope_scaling = match (crate::gguf_hf::scaling_type(g, arch)?, g.tensor(ROPE_FREQS)) {
+            (None, None) => RopeScaling::None,
             (Some("linear"), None) => RopeScaling::Linear { factor: g.float(&k("rope.scaling.factor"))? as f32 },
             (Some("yarn"), None) => crate::gguf_hf::yarn_scaling(g, arch)?,
             // Llama 3.1+: the converter stores the frequency factors as a
             // tensor and writes no scaling type.
-            (None | Some("none"), Some(t)) => {
+            (None, Some(t)) => {
                 let factors = crate::gguf_hf::f32_values(g, t)?;
                 if t.shape != [rotary_dim / 2] {
                     return Err(Diagnostic::new(
