@@ -644,6 +644,67 @@ def phimoe():
 
 
 
+def mixtral_hub_layout(state):
+    """Mixtral checkpoints on the Hub name the router `block_sparse_moe.gate`
+    and each expert's gate, down and up projections
+    `block_sparse_moe.experts.E.w1/w2/w3`; transformers 5 keeps them fused."""
+    out = {}
+    for k, v in state.items():
+        if k.endswith("mlp.gate.weight"):
+            out[k.replace("mlp.gate", "block_sparse_moe.gate")] = v
+        else:
+            out[k] = v
+    return phimoe_hub_layout(out)
+
+
+def mixtral():
+    # Shaped like Mixtral 8x7B (GQA, theta 1e6, untied, no biases, no
+    # window) with 4 experts, 2 per token: softmax over the router logits,
+    # the top 2 kept and renormalized to sum to 1.
+    from transformers import MixtralConfig, MixtralForCausalLM
+    import transformers.models.mixtral.modeling_mixtral as m
+
+    kwargs = dict(
+        vocab_size=256, hidden_size=64, intermediate_size=32, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=2, head_dim=16, max_position_embeddings=32768,
+        rms_norm_eps=1e-5, rope_parameters={"rope_type": "default", "rope_theta": 1000000.0},
+        num_local_experts=4, num_experts_per_tok=2, sliding_window=None, router_jitter_noise=0.0,
+        tie_word_embeddings=False, bos_token_id=None, eos_token_id=None, pad_token_id=None,
+        torch_dtype="float32", attn_implementation="eager",
+    )
+    config = MixtralConfig(**kwargs)
+    torch.manual_seed(0)
+    model = MixtralForCausalLM(config).eval()
+    randomize(model, 41)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            # Router logits spread out, so the top-2 choice is clear-cut.
+            if name.endswith("mlp.gate.weight"):
+                p.mul_(4.0)
+    reference = rows(all_logits(model, PROMPTS[0]))
+
+    def variant(**changes):
+        v = MixtralForCausalLM(MixtralConfig(**{**kwargs, **changes})).eval()
+        v.load_state_dict(model.state_dict())
+        return rows(all_logits(v, PROMPTS[0]))
+
+    def unnormalized(self, hidden_states):
+        hidden_states = hidden_states.reshape(-1, self.hidden_dim)
+        logits = torch.nn.functional.linear(hidden_states, self.weight)
+        probs = torch.softmax(logits.float(), dim=-1)
+        top, idx = torch.topk(probs, self.top_k, dim=-1)
+        return logits, top, idx
+
+    controls = far_enough({
+        "top_1": variant(num_experts_per_tok=1),
+        "all_experts": variant(num_experts_per_tok=4),
+        # The chosen two weighted by their softmax probabilities, not renormalized.
+        "no_renormalization": patched(model, m.MixtralTopKRouter, "forward", unnormalized),
+        "neox_as_gptj": patched(model, m, "apply_rotary_pos_emb", rope_gptj),
+    }, reference, "mixtral")
+    write("mixtral", model, config, controls, layout=mixtral_hub_layout)
+
+
 def patched(model, module, attr, fn, prompt=None):
     """Logits of `prompt` (PROMPTS[0]) with `module.attr` replaced by `fn`, then restored."""
     saved = getattr(module, attr)

@@ -35,7 +35,13 @@ transforms:
   `1 / ((1 - smooth) / factor + smooth)` in the band; float32), with no
   `rope.scaling.*` key (the converter writes none for llama3);
 - mistral: as llama (the converter's class for it), with its sliding
-  window as `llama.attention.sliding_window`.
+  window as `llama.attention.sliding_window`;
+- mixtral: as llama (the converter's class for it too), with
+  `llama.expert_count` / `expert_used_count`, the router as
+  `blk.N.ffn_gate_inp` and the experts stacked (w1, w3, w2 → gate, up,
+  down); and a second file, `model_split_experts.gguf`, in the layout
+  llama.cpp wrote before April 2024 (and still reads): one
+  `blk.N.ffn_{gate,up,down}.E.weight` per expert.
 
 No tokenizer keys are written: the fixtures have no tokenizer (graphc drives
 them by token ids). The output is the same bytes on every run.
@@ -66,6 +72,7 @@ ARCH = {
     "llama": gguf.MODEL_ARCH.LLAMA,
     # Mistral's converter class is LlamaModel: arch llama.
     "mistral": gguf.MODEL_ARCH.LLAMA,
+    "mixtral": gguf.MODEL_ARCH.LLAMA,
 }
 
 
@@ -110,14 +117,15 @@ def llama3_rope_factors(config, rope):
     return torch.tensor(factors, dtype=torch.float32).numpy()
 
 
-def convert(family):
+def convert(family, split_experts=False):
     d = ROOT / family
     config = json.loads((d / "config.json").read_text())
     tensors = load_file(d / "model.safetensors")
     arch = ARCH[config["model_type"]]
     name = gguf.MODEL_ARCH_NAMES[arch]
     n_layers = config["num_hidden_layers"]
-    w = gguf.GGUFWriter(d / "model.gguf", name)
+    file = d / ("model_split_experts.gguf" if split_experts else "model.gguf")
+    w = gguf.GGUFWriter(file, name)
     w.add_name(f"graphc parity fixture {family}")
     w.add_context_length(config["max_position_embeddings"])
     w.add_embedding_length(config["hidden_size"])
@@ -153,7 +161,7 @@ def convert(family):
             w.add_rope_scaling_attn_factors(attn_factor)
             w.add_tensor(gguf.TENSOR_NAMES[gguf.MODEL_TENSOR.ROPE_FACTORS_LONG] + ".weight", np.array(rope["long_factor"], dtype=np.float32))
             w.add_tensor(gguf.TENSOR_NAMES[gguf.MODEL_TENSOR.ROPE_FACTORS_SHORT] + ".weight", np.array(rope["short_factor"], dtype=np.float32))
-    if arch in (gguf.MODEL_ARCH.QWEN3MOE, gguf.MODEL_ARCH.QWEN3NEXT, gguf.MODEL_ARCH.PHIMOE):
+    if arch in (gguf.MODEL_ARCH.QWEN3MOE, gguf.MODEL_ARCH.QWEN3NEXT, gguf.MODEL_ARCH.PHIMOE) or "num_local_experts" in config:
         w.add_expert_count(config.get("num_experts", config.get("num_local_experts")))
         w.add_expert_used_count(config["num_experts_per_tok"])
         if "moe_intermediate_size" in config:
@@ -236,6 +244,12 @@ def convert(family):
             raise SystemExit(f"{family}: no GGUF name for {hf}")
         out[g] = data
     for (layer, block, proj), by_expert in sorted(experts.items()):
+        if split_experts:
+            # The old layout: `blk.N.ffn_gate.E.weight`, one per expert.
+            which = {"w1": "gate", "w3": "up", "w2": "down"}[proj]
+            for e in sorted(by_expert):
+                out[f"blk.{layer}.ffn_{which}.{e}.weight"] = by_expert[e]
+            continue
         stacked = np.stack([by_expert[e] for e in sorted(by_expert)])
         g = names.get_name(f"model.layers.{layer}.{block}.experts.{proj}.weight", try_suffixes=(".weight",))
         out[g] = stacked
@@ -245,7 +259,9 @@ def convert(family):
     w.write_kv_data_to_file()
     w.write_tensors_to_file()
     w.close()
-    print(family, "->", d / "model.gguf", len(out), "tensors")
+    print(family, "->", file, len(out), "tensors")
+    if family == "mixtral" and not split_experts:
+        convert(family, split_experts=True)
 
 
 if __name__ == "__main__":

@@ -98,6 +98,9 @@ pub struct GgufFile {
     /// refuses a file that has any), in file order.
     pub uncomputable: Vec<UncomputableTensor>,
     pub mmap: FileBytes,
+    /// Tensors presented as a slice of a file tensor (an expert of a
+    /// stacked `ffn_*_exps`, `split_stacked_experts`): name → the file's name.
+    pub slice_of: BTreeMap<String, String>,
 }
 
 /// A tensor of a block type the GGUF format defines but graphc does not
@@ -467,7 +470,7 @@ impl GgufFile {
                 }
             }
         }
-        Ok(GgufFile { path, version, alignment, infos_end, data_start, metadata, tensors, uncomputable, mmap })
+        Ok(GgufFile { path, version, alignment, infos_end, data_start, metadata, tensors, uncomputable, mmap, slice_of: BTreeMap::new() })
     }
 
     pub fn get(&self, key: &str) -> Option<&MetaValue> {

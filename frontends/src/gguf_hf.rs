@@ -310,18 +310,8 @@ fn rename(g: &GgufFile, arch: &str) -> Result<(Vec<TensorInfo>, std::collections
                         (_, "ffn_down") => ("mlp", "down_proj"),
                         _ => return Err(unknown()),
                     };
-                    let [experts, rows, cols] = t.shape[..] else {
-                        return Err(Diagnostic::new(&g.path, format!("tensor `{name}` has shape {:?}, expected [experts, rows, cols]", t.shape)));
-                    };
-                    let each = t.bytes / experts.max(1) as u64;
-                    for e in 0..experts {
-                        out.push(TensorInfo {
-                            name: format!("model.layers.{layer}.{block}.experts.{e}.{proj}.{kind}"),
-                            shape: vec![rows, cols],
-                            dtype: t.dtype,
-                            offset: t.offset + e as u64 * each,
-                            bytes: each,
-                        });
+                    for (e, slice) in crate::expert_slices::expert_slices(&g.path, t)?.into_iter().enumerate() {
+                        out.push(TensorInfo { name: format!("model.layers.{layer}.{block}.experts.{e}.{proj}.{kind}"), ..slice });
                     }
                     continue;
                 }

@@ -13,6 +13,7 @@ pub mod chat;
 pub mod detokenize;
 pub mod eog;
 pub mod error;
+pub mod expert_slices;
 pub mod families;
 pub mod gguf;
 pub mod gguf_hf;
@@ -55,6 +56,9 @@ impl TensorSource for GgufFile {
     }
     fn tensors(&self) -> &[TensorInfo] {
         &self.tensors
+    }
+    fn file_name<'a>(&'a self, name: &'a str) -> &'a str {
+        self.slice_of.get(name).map_or(name, |n| n.as_str())
     }
 }
 
@@ -105,7 +109,7 @@ impl Checkpoint {
     }
 
     /// A GGUF already read: its architecture checked, its tokenizer built.
-    pub fn from_gguf(gguf: GgufFile) -> Result<Checkpoint, Diagnostic> {
+    pub fn from_gguf(mut gguf: GgufFile) -> Result<Checkpoint, Diagnostic> {
         let arch = gguf.str("general.architecture")?.to_string();
         if !gguf_architectures().contains(&arch.as_str()) {
             return Err(Diagnostic::new(&gguf.path, format!("GGUF architecture `{arch}` is not supported"))
@@ -120,6 +124,10 @@ impl Checkpoint {
             };
             let view = gguf_hf::hf_view(gguf)?;
             return Ok(Checkpoint { format: Format::Safetensors(view), tokenizer, family: model_type.to_string() });
+        }
+        if arch == "llama" {
+            // Mixtral's experts, stacked or not, under one set of names.
+            gguf.split_stacked_experts()?;
         }
         // A GGUF without a vocabulary (the parity fixtures) runs from token ids.
         let mut tokenizer = match (arch.as_str(), gguf.get("tokenizer.ggml.model")) {

@@ -72,8 +72,10 @@ const YARN_KEYS: &[&str] = &[
     "rope.scaling.yarn_beta_slow",
 ];
 
-/// llama's: YaRN's, and Mistral's sliding window.
+/// llama's: YaRN's, Mistral's sliding window, Mixtral's experts.
 const LLAMA_KEYS: &[&str] = &[
+    "expert_count",
+    "expert_used_count",
     "rope.scaling.type",
     "rope.scaling.factor",
     "rope.scaling.original_context_length",

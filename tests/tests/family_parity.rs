@@ -625,6 +625,36 @@ fn mistral_matches_transformers_past_its_window() {
     }
 }
 
+/// Mixtral (4 experts, 2 per token, renormalized) from safetensors, and
+/// from both GGUF layouts llama.cpp writes for arch `llama`: the experts
+/// stacked (`ffn_*_exps`, read a slice per expert) and one tensor per
+/// expert (its layout before April 2024). Every position of every prompt;
+/// the two GGUF layouts give the same bits. The controls (in the
+/// reference): top-1, all four experts, the top two not renormalized, and
+/// NeoX RoPE read as GPT-J.
+#[test]
+fn mixtral_matches_transformers_from_safetensors_and_both_gguf_layouts() {
+    check_family("mixtral");
+    let (dir, r) = fixture("mixtral");
+    let mut layouts = Vec::new();
+    for file in ["model.gguf", "model_split_experts.gguf"] {
+        let gguf = Model::compile(&dir.join(file), &CompileOptions::default(), None).unwrap();
+        assert_eq!(gguf.plan().family, "llama", "{file}");
+        assert_eq!(gguf.plan().model.facts["experts"], "4, 2 per token, renormalized", "{file}");
+        let mut all = Vec::new();
+        for (p, prompt) in r["prompts"].as_array().unwrap().iter().enumerate() {
+            let got = logits_at_every_position(&gguf, Kernels::parse("fast").unwrap(), &ids(prompt));
+            for (pos, (g, w)) in got.iter().zip(r["logits"][p].as_array().unwrap()).enumerate() {
+                let d = max_diff(g, &floats(w));
+                assert!(d <= TOL, "mixtral {file} prompt {p} position {pos}: max |Δlogit| {d}");
+            }
+            all.extend(got.into_iter().flatten().map(f32::to_bits));
+        }
+        layouts.push(all);
+    }
+    assert!(layouts[0] == layouts[1], "the stacked and per-expert GGUF layouts differ");
+}
+
 #[test]
 fn qwen2_tied_matches_transformers() {
     check_family("qwen2_tied");

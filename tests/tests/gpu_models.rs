@@ -248,6 +248,7 @@ fn family_fixtures_on_the_gpu_match_transformers() {
         "qwen2_yarn",
         "llama3",
         "mistral",
+        "mixtral",
         "qwen3",
         "gemma",
         "gemma2",

@@ -20,6 +20,7 @@ fn fixture(family: &str) -> PathBuf {
 /// The safetensors fixtures (folder name, the family named in errors).
 const SAFETENSORS: &[(&str, &str)] = &[
     ("llama3", "llama"),
+    ("mixtral", "mixtral"),
     ("qwen2", "qwen2"),
     ("qwen2_tied", "qwen2"),
     ("qwen3", "qwen3"),
@@ -171,7 +172,7 @@ fn every_family_refuses_each_unimplemented_config_variant() {
             }
             // The decoders of llama, qwen2 and qwen3 implement YaRN
             // (`family_parity.rs` `qwen2_yarn_*`).
-            if *tag == "yarn" && matches!(*family, "llama" | "qwen2" | "qwen3" | "qwen3_moe") {
+            if *tag == "yarn" && matches!(*family, "llama" | "mixtral" | "qwen2" | "qwen3" | "qwen3_moe") {
                 continue;
             }
             let p = safetensors_copy(
@@ -205,7 +206,8 @@ fn every_family_refuses_each_unimplemented_config_variant() {
         let (key, value) = match *family {
             "qwen2" | "qwen3" | "qwen3_moe" => ("use_sliding_window", json!(true)),
             // Implemented (`family_parity.rs` `phi3_window_*`).
-            "gemma2" | "phi3" => continue,
+            // Mixtral's window is Mistral's (`family_parity.rs` `mistral_*`).
+            "gemma2" | "phi3" | "mixtral" => continue,
             _ => ("sliding_window", json!(16)),
         };
         let p = safetensors_copy(
@@ -244,7 +246,7 @@ fn every_gguf_family_refuses_keys_it_does_not_read() {
                     | ("phi3", "attention.sliding_window")
                     | ("phi2", "attention.layer_norm_epsilon" | "rope.dimension_count")
                     | ("qwen3next", "rope.dimension_count")
-                    | ("qwen3moe" | "phimoe" | "qwen3next", "expert_count")
+                    | ("qwen3moe" | "phimoe" | "qwen3next" | "llama", "expert_count")
                     | ("llama", "rope.dimension_count")
                     | ("llama" | "qwen2" | "qwen3" | "qwen3moe", "rope.scaling.type")
                     | ("llama", "attention.sliding_window")
@@ -407,4 +409,44 @@ fn a_bare_rope_scaling_factor_is_refused() {
             }
         }
     }
+}
+
+/// Mixtral's expert keys and tensors, held to what they must be: more
+/// experts a token than there are, a stacked tensor whose experts the
+/// router does not count, and one expert in both of llama.cpp's layouts.
+#[test]
+fn mixtral_expert_counts_and_layouts_are_checked() {
+    let dir = temp_dir("refuse-mixtral");
+    let w = gguf_writer(&fixture("mixtral").join("model.gguf"));
+    compiles(&w.write(&dir, "plain.gguf"));
+    let set = |key: &str, v: u32| with(&w, |w| w.meta.iter_mut().filter(|(k, _)| k == key).for_each(|(_, m)| *m = Meta::U32(v)));
+    let e = compile_err(&set("llama.expert_used_count", 5).write(&dir, "used.gguf"));
+    assert!(e.contains("`llama.expert_used_count` = 5 is not between 1 and `llama.expert_count` = 4"), "{e}");
+    // Three experts counted (and routed), four stacked: the fourth would be dropped.
+    let three = with(&set("llama.expert_count", 3), |w| {
+        for t in w.tensors.iter_mut().filter(|t| t.0.ends_with("ffn_gate_inp.weight")) {
+            t.1 = vec![3, 64];
+            t.3.truncate(3 * 64 * 4);
+        }
+    });
+    let e = compile_err(&three.write(&dir, "count.gguf"));
+    assert!(e.contains("tensor `blk.0.ffn_down_exps.weight` is not read by the llama family"), "{e}");
+    let e = compile_err(&set("llama.expert_count", 3).write(&dir, "count3.gguf"));
+    assert!(e.contains("tensor `blk.0.ffn_gate_inp.weight` has shape [4, 64], expected [3, 64]"), "{e}");
+    // Expert 0 of layer 0 both stacked and on its own.
+    let split = gguf_writer(&fixture("mixtral").join("model_split_experts.gguf"));
+    let one = split.tensors.iter().find(|t| t.0 == "blk.0.ffn_up.0.weight").unwrap().clone();
+    let e = compile_err(&with(&w, |w| w.tensors.push(one)).write(&dir, "both.gguf"));
+    assert!(e.contains("tensor `blk.0.ffn_up.0.weight` is in the file both on its own and as an expert of `blk.0.ffn_up_exps.weight`"), "{e}");
+    // From config.json: no expert a token.
+    let p = safetensors_copy(
+        "mixtral",
+        "top0",
+        |c| {
+            c.insert("num_experts_per_tok".into(), json!(0));
+        },
+        None,
+    );
+    let e = compile_err(&p);
+    assert!(e.contains("`num_experts_per_tok` = 0 is not between 1 and `num_local_experts` = 4"), "{e}");
 }

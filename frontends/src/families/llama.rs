@@ -1,7 +1,11 @@
-//! The llama family (llama 1/2/3, SmolLM2, Mistral-shaped GGUFs), lowered
-//! from GGUF metadata alone: layers, heads and kv heads (GQA), head dim,
-//! rope base and dimension, norm epsilon, context length, tied or untied
-//! output.
+//! The llama family (llama 1/2/3, SmolLM2, Mistral-shaped GGUFs, Mixtral),
+//! lowered from GGUF metadata alone: layers, heads and kv heads (GQA), head
+//! dim, rope base and dimension, norm epsilon, context length, tied or
+//! untied output, and for Mixtral the experts (`expert_count`,
+//! `expert_used_count`): each layer's MLP is `moe::moe_block` with
+//! llama.cpp's router `blk.N.ffn_gate_inp` and its chosen experts'
+//! weights renormalized (as llama.cpp and transformers' Mixtral do), the
+//! experts read per expert (`expert_slices`).
 //!
 //! One decode step (or a prefill) per forward. Inputs: `tokens` and
 //! `positions` `[batch, seq]`, and `last_rows` `[batch]`, the flat index
@@ -15,6 +19,7 @@
 //! weights (transformers un-permutes them on load and uses the NeoX form;
 //! the two compute the same).
 
+use super::moe::{moe_block, Moe};
 use super::{batch, past, seq, Builder};
 use crate::error::Diagnostic;
 use crate::gguf::GgufFile;
@@ -40,6 +45,8 @@ pub struct LlamaConfig {
     /// Mistral's sliding window (`attention.sliding_window`): each token
     /// attends to itself and the `window - 1` before it, on every layer.
     pub window: Option<usize>,
+    /// Mixtral's routed experts: `(expert_count, expert_used_count)`.
+    pub experts: Option<(usize, usize)>,
 }
 
 impl LlamaConfig {
@@ -100,6 +107,20 @@ impl LlamaConfig {
         // 0, or a window as long as the context, slides nothing.
         let window =
             g.get(&k("attention.sliding_window")).map(|_| u("attention.sliding_window")).transpose()?.filter(|&w| w > 0 && w < context_length);
+        // 0, or no key: a dense MLP.
+        let experts = match g.get(&k("expert_count")).map(|_| u("expert_count")).transpose()? {
+            None | Some(0) => None,
+            Some(n) => {
+                let used = u("expert_used_count")?;
+                if used == 0 || used > n {
+                    return Err(Diagnostic::new(
+                        &g.path,
+                        format!("`{}` = {used} is not between 1 and `{}` = {n}", k("expert_used_count"), k("expert_count")),
+                    ));
+                }
+                Some((n, used))
+            }
+        };
         Ok(LlamaConfig {
             n_layers: u("block_count")?,
             hidden,
@@ -115,6 +136,7 @@ impl LlamaConfig {
             vocab_size,
             tied_output: g.tensor("output.weight").is_none(),
             window,
+            experts,
         })
     }
 }
@@ -189,7 +211,14 @@ pub fn lower(g: &GgufFile) -> Result<Lowered, Diagnostic> {
         x = b.binary(BinaryOp::Add, x, o);
         let ffn_norm = b.weight(&w("ffn_norm"), Some(&[d]))?;
         let h = b.op(Op::Norm { kind: NormKind::Rms, eps: c.norm_eps }, &[x, ffn_norm]);
-        let down = b.gated_mlp(h, (&w("ffn_gate"), &w("ffn_up"), &w("ffn_down")), (c.ffn, d), UnaryOp::Silu)?;
+        let down = match c.experts {
+            None => b.gated_mlp(h, (&w("ffn_gate"), &w("ffn_up"), &w("ffn_down")), (c.ffn, d), UnaryOp::Silu)?,
+            Some((n_experts, top_k)) => {
+                let expert = |e: usize| ["ffn_gate", "ffn_up", "ffn_down"].map(|p| format!("blk.{l}.{p}.{e}.weight"));
+                let moe = Moe { n_experts, top_k, ffn: c.ffn, d, norm_topk: true };
+                moe_block(&mut b, &w("ffn_gate_inp"), &expert, h, &moe)?
+            }
+        };
         x = b.binary(BinaryOp::Add, x, down);
     }
     b.layer = None;
@@ -216,6 +245,10 @@ pub fn lower(g: &GgufFile) -> Result<Lowered, Diagnostic> {
     }
     if let Some(w) = c.window {
         facts.insert("sliding_window".into(), w.to_string());
+    }
+    if let Some((n, used)) = c.experts {
+        facts.insert("experts".into(), format!("{n}, {used} per token, renormalized"));
+        facts.insert("moe_dispatch".into(), "dense (every expert, unchosen weighted 0)".into());
     }
     let read_at_lowering = if g.tensor(ROPE_FREQS).is_some() { vec![ROPE_FREQS.to_string()] } else { vec![] };
     let meta = ModelMeta { vocab_size: c.vocab_size, context_length: c.context_length, bos_id: None, add_bos: false, stop_ids: vec![], facts };

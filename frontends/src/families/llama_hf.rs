@@ -1,21 +1,27 @@
-//! Llama 1/2/3.x and Mistral from safetensors (`config.json` `model_type =
-//! "llama"` or `"mistral"`), lowered with Hugging Face tensor names. (Llama
-//! GGUFs go through `llama.rs`, whose rows the converter permuted.)
+//! Llama 1/2/3.x, Mistral and Mixtral from safetensors (`config.json`
+//! `model_type = "llama"`, `"mistral"` or `"mixtral"`), lowered with Hugging
+//! Face tensor names. (Llama GGUFs go through `llama.rs`, whose rows the
+//! converter permuted.)
 //!
 //! Per layer (HF `LlamaDecoderLayer`): `x + attn(input_layernorm(x))`, then
 //! `x + mlp(post_attention_layernorm(x))`, every norm RMS. Attention: NeoX
 //! RoPE (HF `rotate_half`) with Llama 3's frequency scaling where the
 //! config asks for it, GQA, scale `1/sqrt(head_dim)`, biases on all four
 //! projections when `attention_bias`; Mistral's `sliding_window` (each
-//! token sees itself and the `window - 1` before it). The MLP is SwiGLU.
+//! token sees itself and the `window - 1` before it). The MLP is SwiGLU;
+//! Mixtral's is `moe::moe_block` (HF `MixtralSparseMoeBlock`: router
+//! `block_sparse_moe.gate`, experts `block_sparse_moe.experts.E.w1/w3/w2`,
+//! the chosen experts' weights renormalized).
 //!
 //! config.json keys: the dimensions (`head_dim` where given, else hidden /
 //! heads), `rms_norm_eps`, the RoPE base and `rope_scaling` (`default`,
 //! `linear`, `llama3`; others refused), `tie_word_embeddings`, `hidden_act`
-//! (`silu`), `attention_bias`, `mlp_bias` (must be false), and for mistral
-//! `sliding_window` (null or a window).
+//! (`silu`), `attention_bias`, `mlp_bias` (must be false), for mistral and
+//! mixtral `sliding_window` (null or a window), and for mixtral
+//! `num_local_experts` and `num_experts_per_tok`.
 
 use super::hf::{require_act, rope_scaling, rope_theta, HeadDim, HfDims};
+use super::moe::{moe_block, Moe};
 use super::qwen3::{dense_mlp, lower_decoder, Decoder};
 use crate::error::Diagnostic;
 use crate::families::llama::Lowered;
@@ -23,9 +29,14 @@ use crate::safetensors::SafetensorsFile;
 
 pub const LLAMA: &str = "llama";
 pub const MISTRAL: &str = "mistral";
+pub const MIXTRAL: &str = "mixtral";
 
 /// The math-relevant `config.json` keys these families read.
 pub const CONFIG_READS: &[&str] = &["rope_scaling", "rope_parameters", "hidden_act", "attention_bias", "mlp_bias", "sliding_window"];
+
+/// Mixtral's: Mistral's and the expert count.
+pub const MIXTRAL_READS: &[&str] =
+    &["rope_scaling", "rope_parameters", "hidden_act", "attention_bias", "mlp_bias", "sliding_window", "num_local_experts"];
 
 pub fn lower(st: &SafetensorsFile, model_type: &str) -> Result<Lowered, Diagnostic> {
     let dims = HfDims::read(st, HeadDim::KeyOrHiddenOverHeads, false)?;
@@ -53,5 +64,23 @@ pub fn lower(st: &SafetensorsFile, model_type: &str) -> Result<Lowered, Diagnost
     if let Some(w) = window {
         facts.push(("sliding_window", w.to_string()));
     }
-    lower_decoder(st, model_type, dims, &decoder, &mut |b, l, h| dense_mlp(b, &dims, l, h), facts)
+    if model_type != MIXTRAL {
+        return lower_decoder(st, model_type, dims, &decoder, &mut |b, l, h| dense_mlp(b, &dims, l, h), facts);
+    }
+    let (n_experts, top_k) = (st.config_uint("num_local_experts")?, st.config_uint("num_experts_per_tok")?);
+    if top_k == 0 || top_k > n_experts {
+        return Err(Diagnostic::new(
+            &st.config_path,
+            format!("`num_experts_per_tok` = {top_k} is not between 1 and `num_local_experts` = {n_experts}"),
+        ));
+    }
+    let moe = Moe { n_experts, top_k, ffn: dims.ffn, d: dims.d, norm_topk: true };
+    facts.push(("experts", format!("{n_experts}, {top_k} per token, renormalized")));
+    facts.push(("moe_dispatch", "dense (every expert, unchosen weighted 0)".to_string()));
+    let mut mlp = |b: &mut super::Builder, l: usize, h| {
+        let p = format!("model.layers.{l}.block_sparse_moe");
+        let expert = |e: usize| ["w1", "w3", "w2"].map(|w| format!("{p}.experts.{e}.{w}.weight"));
+        moe_block(b, &format!("{p}.gate.weight"), &expert, h, &moe)
+    };
+    lower_decoder(st, model_type, dims, &decoder, &mut mlp, facts)
 }

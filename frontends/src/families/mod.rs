@@ -9,6 +9,7 @@ pub mod gemma3;
 pub mod hf;
 pub mod llama;
 pub mod llama_hf;
+pub mod moe;
 pub mod phi2;
 pub mod phi3;
 pub mod phimoe;

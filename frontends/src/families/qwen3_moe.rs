@@ -3,26 +3,21 @@
 //! `down_proj` per expert, `mlp.gate` the router).
 //!
 //! Everything but the MLP is Qwen3's decoder (`qwen3::lower_decoder`:
-//! per-head q/k RMS norm, GQA). A MoE layer's MLP
-//! (HF `Qwen3MoeSparseMoeBlock`): router logits `h·Wgate`, softmax over the
-//! experts, the `num_experts_per_tok` largest kept (`top_k_mask`), divided
-//! by their sum when `norm_topk_prob`, and the output is `Σ_e w_e ·
-//! expert_e(h)`, each expert a SwiGLU of `moe_intermediate_size`. Layers in
-//! `mlp_only_layers`, or off the `decoder_sparse_step` grid, keep a dense
-//! SwiGLU of `intermediate_size`.
-//!
-//! This lowering is dense: every expert runs on every token and the
-//! unchosen ones are weighted by 0 (exact, and what the parity fixture
-//! checks; E/k times the work of sparse dispatch, which is not done yet).
+//! per-head q/k RMS norm, GQA). A MoE layer's MLP (HF
+//! `Qwen3MoeSparseMoeBlock`) is `moe::moe_block`: `num_experts_per_tok` of
+//! the experts, renormalized when `norm_topk_prob`, each a SwiGLU of
+//! `moe_intermediate_size`. Layers in `mlp_only_layers`, or off the
+//! `decoder_sparse_step` grid, keep a dense SwiGLU of `intermediate_size`.
 
 use super::hf::rope_theta;
 use super::hf::{HeadDim, HfDims};
+use super::moe::{qwen_moe_block, Moe};
 use super::qwen3::{dense_mlp, lower_decoder, Decoder};
 use super::Builder;
 use crate::error::Diagnostic;
 use crate::families::llama::Lowered;
 use crate::safetensors::SafetensorsFile;
-use graphc_ir::{BinaryOp, NodeId, Op, ReduceOp, UnaryOp};
+use graphc_ir::NodeId;
 
 pub const MODEL_TYPE: &str = "qwen3_moe";
 
@@ -58,7 +53,7 @@ pub fn lower(st: &SafetensorsFile) -> Result<Lowered, Diagnostic> {
         if !is_moe(l) {
             return dense_mlp(b, &dims, l, h);
         }
-        moe_block(b, &format!("model.layers.{l}.mlp"), h, &moe)
+        qwen_moe_block(b, &format!("model.layers.{l}.mlp"), h, &moe)
     };
     let moe_layers: Vec<String> = (0..n_layers).filter(|&l| is_moe(l)).map(|l| l.to_string()).collect();
     let facts = vec![
@@ -68,43 +63,4 @@ pub fn lower(st: &SafetensorsFile) -> Result<Lowered, Diagnostic> {
     ];
     let decoder = Decoder { qk_norm: true, scaling: super::hf::rope_scaling(st, "qwen3_moe")?, ..Decoder::plain(rope_theta(st)?) };
     lower_decoder(st, "qwen3_moe", dims, &decoder, &mut mlp, facts)
-}
-
-/// A routed MoE layer's shape.
-pub(crate) struct Moe {
-    pub n_experts: usize,
-    pub top_k: usize,
-    /// Each expert's intermediate size.
-    pub ffn: usize,
-    pub d: usize,
-    pub norm_topk: bool,
-}
-
-/// Qwen's routed experts on `h [batch, seq, d]`, weights under `prefix`
-/// (`PREFIX.gate` the router, `PREFIX.experts.E.{gate,up,down}_proj`):
-/// softmax over the router logits, the `top_k` largest kept
-/// (`top_k_mask`), renormalized when `norm_topk`, `Σ_e w_e · expert_e(h)`.
-/// Dense dispatch: every expert runs, unchosen ones weighted 0.
-pub(crate) fn moe_block(b: &mut Builder, prefix: &str, h: NodeId, moe: &Moe) -> Result<NodeId, Diagnostic> {
-    let router = b.weight(&format!("{prefix}.gate.weight"), Some(&[moe.n_experts, moe.d]))?;
-    let logits = b.matmul(h, router);
-    let probs = b.op(Op::Softmax { axis: 2, softcap: None }, &[logits]);
-    let chosen = b.op(Op::TopKMask { axis: 2, k: moe.top_k }, &[probs]);
-    let mut weights = b.binary(BinaryOp::Mul, probs, chosen);
-    if moe.norm_topk {
-        let sum = b.op(Op::Reduce { op: ReduceOp::Sum, axis: 2 }, &[weights]);
-        weights = b.binary(BinaryOp::Div, weights, sum);
-    }
-    let mut out = None;
-    for e in 0..moe.n_experts {
-        let ew = |s: &str| format!("{prefix}.experts.{e}.{s}.weight");
-        let y = b.gated_mlp(h, (&ew("gate_proj"), &ew("up_proj"), &ew("down_proj")), (moe.ffn, moe.d), UnaryOp::Silu)?;
-        let we = b.op(Op::Narrow { axis: 2, start: e.into(), len: 1usize.into() }, &[weights]);
-        let y = b.binary(BinaryOp::Mul, y, we);
-        out = Some(match out {
-            None => y,
-            Some(acc) => b.binary(BinaryOp::Add, acc, y),
-        });
-    }
-    Ok(out.expect("at least one expert"))
 }

@@ -24,7 +24,7 @@
 //! norms per head, RoPE on the first `partial_rotary_factor · head_dim`
 //! features, GQA; the merged heads times `sigmoid(gate)` before `o_proj`.
 //!
-//! MoE (HF `Qwen3NextSparseMoeBlock`): Qwen's router (`qwen3_moe::moe_block`,
+//! MoE (HF `Qwen3NextSparseMoeBlock`): Qwen's router (`moe::qwen_moe_block`,
 //! dense dispatch) plus `shared_expert(h) · sigmoid(shared_expert_gate(h))`.
 //!
 //! The recurrent layers advance each batch row by its real new tokens,
@@ -33,7 +33,7 @@
 
 use super::gemma::scalar;
 use super::hf::{rope_theta, rotary_dim, tied, HeadDim, HfDims};
-use super::qwen3_moe::{moe_block, Moe};
+use super::moe::{qwen_moe_block, Moe};
 use super::{batch, seq, Builder, NEW_LENGTHS_INPUT};
 use crate::error::Diagnostic;
 use crate::families::llama::Lowered;
@@ -142,7 +142,7 @@ pub fn lower(st: &SafetensorsFile) -> Result<Lowered, Diagnostic> {
         x = b.binary(BinaryOp::Add, x, mixed);
         let h = one_plus_norm(&mut b, x, &format!("{p}.post_attention_layernorm.weight"), d, eps)?;
         let out = if is_moe(l) {
-            let routed = moe_block(&mut b, &format!("{p}.mlp"), h, &moe)?;
+            let routed = qwen_moe_block(&mut b, &format!("{p}.mlp"), h, &moe)?;
             let sw = |s: &str| format!("{p}.mlp.shared_expert.{s}.weight");
             let shared = b.gated_mlp(h, (&sw("gate_proj"), &sw("up_proj"), &sw("down_proj")), (shared_ffn, d), UnaryOp::Silu)?;
             let gate_w = b.weight(&format!("{p}.mlp.shared_expert_gate.weight"), Some(&[1, d]))?;
