@@ -379,6 +379,18 @@ pub enum Op {
     /// `(x [..., k], w [n, k], r [..., n])`: `add(r, matmul(x, w))`, the
     /// residual add in the projection's epilogue (the `matmul-add` rules).
     MatMulAdd,
+    /// `(x [..., d], weights [..., E], w_gate_0 [f, d], w_up_0 [f, d],
+    /// w_down_0 [d, f], ..., w_down_{E-1})` → `[..., d]`: a routed MoE's
+    /// experts, run only where routed. With `y_e = matmul(matmul_glu{act}(x,
+    /// w_gate_e, w_up_e), w_down_e)`, each row is the sum, left to right over
+    /// `e = 0, 1, ...`, of `mul(y_e, weights[..., e])` (the dense form the
+    /// frontends build), except that an expert weighted exactly 0 in a row
+    /// is not run for that row: its term is a zero, which leaves the sum's
+    /// bits as they are (a nonzero sum plus ±0 is itself; the first routed
+    /// expert's term starts the sum). Each routed expert's products are
+    /// those `matmul` computes for the rows routed to it. Formed by the
+    /// `moe_dispatch` pass (E / top-k times less work than the dense form).
+    MoeExperts { act: UnaryOp },
     /// `(a [..., d], o [..., d], weight [d])`: `add(a, norm{rms, eps}(o,
     /// weight))`, a sandwich norm's residual add (Gemma 2/3's post-norms;
     /// the `norm-add` rules).
@@ -521,7 +533,9 @@ impl Op {
             | Op::Reduce { .. }
             | Op::TopKMask { .. }
             | Op::SparseMixer { .. } => OpKind::Elementwise,
-            Op::MatMul | Op::MatMulGlu { .. } | Op::NormMatMul { .. } | Op::NormMatMulGlu { .. } | Op::MatMulAdd => OpKind::MatMul,
+            Op::MatMul | Op::MatMulGlu { .. } | Op::NormMatMul { .. } | Op::NormMatMulGlu { .. } | Op::MatMulAdd | Op::MoeExperts { .. } => {
+                OpKind::MatMul
+            }
             Op::Norm { .. } | Op::NormAdd { .. } | Op::AddNorm { .. } => OpKind::Norm,
             Op::Rope { .. } | Op::NormRope { .. } => OpKind::Rope,
             Op::Attention { .. } | Op::KvAppend { .. } | Op::QkvRope { .. } => OpKind::Attention,
@@ -540,7 +554,7 @@ impl Op {
     /// Ops that multiply by a weight matrix (`matmul` and the fused forms
     /// around it): their first operand's rows are the rows they compute.
     pub fn is_matmul(&self) -> bool {
-        matches!(self, Op::MatMul | Op::MatMulGlu { .. } | Op::NormMatMul { .. } | Op::NormMatMulGlu { .. } | Op::MatMulAdd)
+        matches!(self, Op::MatMul | Op::MatMulGlu { .. } | Op::NormMatMul { .. } | Op::NormMatMulGlu { .. } | Op::MatMulAdd | Op::MoeExperts { .. })
     }
 
     /// Ops only the optimizer makes (each defined as the ops it replaces).
@@ -557,6 +571,7 @@ impl Op {
                 | Op::QkvRope { .. }
                 | Op::AddNorm { .. }
                 | Op::Chain { .. }
+                | Op::MoeExperts { .. }
         )
     }
 

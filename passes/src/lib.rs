@@ -17,6 +17,7 @@ pub mod hoist_sync;
 pub mod kv_alias;
 pub mod kv_append;
 pub mod manager;
+pub mod moe_dispatch;
 pub mod pass;
 pub mod reach;
 pub mod residual_norm;

@@ -45,6 +45,7 @@ impl PassManager {
                 Box::new(crate::kv_append::KvAppend),
                 Box::new(crate::window_cache::WindowCache),
                 Box::new(crate::hoist_sync::HoistSync),
+                Box::new(crate::moe_dispatch::MoeDispatch { cost }),
                 Box::new(crate::fuse::Fuse { cost, ..Default::default() }),
                 Box::new(crate::attention_head::AttentionHead { cost }),
                 Box::new(crate::residual_norm::ResidualNorm { cost }),

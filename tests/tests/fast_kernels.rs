@@ -466,6 +466,42 @@ fn batch_rows_give_the_bits_of_each_row_alone() {
     }
 }
 
+/// A MoE expert's rows, gathered out of a batch, are multiplied on the
+/// path the whole batch takes (`matmul_on_path`): on either path a row's
+/// bits do not depend on the other rows, so each gathered row gets the
+/// bits it has in the batch. Batches of 3 (row dots) and 13 (tiled: the
+/// f32 and block types without multi-row kernels), subsets of 1, 2, 5
+/// rows. The control: a subset of 5 on its own path (row dots), where
+/// the batch of 13 was tiled, differs for some type.
+#[test]
+fn gathered_rows_on_the_batch_path_keep_their_bits() {
+    let mut rng = Rng(19);
+    let (n, k) = (45, 256);
+    let mut own_path_differs = false;
+    for dtype in [DType::F32, DType::F16, DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q8_0, DType::Q4K, DType::Q6K].into_iter().chain(NEWER_TYPES) {
+        let bytes = random_weights(dtype, n, k, &mut rng);
+        let shape = [n, k];
+        let w = WeightRef { dtype, shape: &shape, bytes: &bytes };
+        for m in [3, 13] {
+            let x: Vec<f32> = (0..m * k).map(|_| rng.f32()).collect();
+            for isa in isas() {
+                let pool = SpinPool::new(2);
+                let batch: Vec<u32> = matmul::matmul(&pool, isa, &x, m, k, w).iter().map(|v| v.to_bits()).collect();
+                for subset in [&[1][..], &[0, 2], &[0, 3, 4, 9, 12]] {
+                    let subset: Vec<usize> = subset.iter().copied().filter(|&r| r < m).collect();
+                    let xs: Vec<f32> = subset.iter().flat_map(|&r| &x[r * k..(r + 1) * k]).copied().collect();
+                    let want: Vec<u32> = subset.iter().flat_map(|&r| &batch[r * n..(r + 1) * n]).copied().collect();
+                    let got: Vec<u32> = matmul::matmul_on_path(&pool, isa, &xs, subset.len(), k, w, m).iter().map(|v| v.to_bits()).collect();
+                    assert!(got == want, "{dtype} {} m={m} rows {subset:?}: gathered rows differ from the batch's", isa.name());
+                    let own: Vec<u32> = matmul::matmul(&pool, isa, &xs, subset.len(), k, w).iter().map(|v| v.to_bits()).collect();
+                    own_path_differs |= own != want;
+                }
+            }
+        }
+    }
+    assert!(own_path_differs, "no subset's own path differs: the test shows nothing");
+}
+
 fn attention_case(
     rng: &mut Rng,
     (b, nh, nkv, s, t, d): (usize, usize, usize, usize, usize, usize),

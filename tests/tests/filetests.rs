@@ -5,11 +5,11 @@
 //! `test verify`: parse and verify; the snapshot is the diagnostic, or `ok`
 //! and the graph as the printer normalizes it.
 //! `test pass NAME`: parse, verify, run that one pass (through the pass
-//! manager, with every other pass off); the snapshot is the rewrite count and
-//! the graph after it.
+//! manager, with every other pass off; `test pass NAME for cpu`, as a CPU
+//! plan's); the snapshot is the rewrite count and the graph after it.
 
 use graphc_ir::{text, verify};
-use graphc_passes::PassManager;
+use graphc_passes::{CostModel, PassManager};
 use graphc_tests::repo_root;
 
 fn run_verify(src: &str) -> String {
@@ -25,7 +25,9 @@ fn run_verify(src: &str) -> String {
 fn run_pass(src: &str, pass: &str) -> String {
     let mut g = text::parse(src).expect("pass filetests hold valid graphs");
     verify(&mut g).expect("pass filetests hold verified graphs");
-    let pm = PassManager::default();
+    // `# test pass NAME for cpu`: a CPU plan's passes; else a GPU plan's.
+    let cpu = src.lines().next().is_some_and(|l| l.ends_with(" for cpu"));
+    let pm = PassManager::for_cost(if cpu { CostModel::Passes } else { CostModel::Launches });
     let off: Vec<String> = pm.names().into_iter().filter(|n| *n != pass).map(String::from).collect();
     let report = pm.run(&mut g, &off).unwrap();
     format!("{pass}: {} rewrites\n{}", report.rewrites(pass).unwrap(), text::print(&g))
@@ -61,6 +63,11 @@ fn pass_filetests(pass: &str, expect_files: usize) {
 #[test]
 fn kv_append_filetests() {
     pass_filetests("kv_append", 3);
+}
+
+#[test]
+fn moe_dispatch_filetests() {
+    pass_filetests("moe_dispatch", 5);
 }
 
 #[test]

@@ -1,6 +1,6 @@
 //! The fusion rules change no arithmetic: on every family fixture and the
-//! three real checkpoints, logits with the `fuse` pass on are the logits
-//! with it off, bit for bit (a prefill and two decode steps), on the fast
+//! three real checkpoints, logits with the `fuse` pass (and `moe_dispatch`,
+//! whose op is a fused one too) on are the logits with them off, bit for bit (a prefill and two decode steps), on the fast
 //! backend and, for the fixtures, on the reference executor too. The test
 //! also asserts that the rules fired where the family has something to
 //! fuse, so the comparison is not between two identical graphs.
@@ -20,10 +20,11 @@ fn fused_nodes(model: &Model) -> usize {
     model.graph().nodes().filter(|n| n.op.is_fused()).count()
 }
 
-/// Compiles `path` with the fuse pass on and off and compares their logits' bits.
+/// Compiles `path` with the fusing passes on and off and compares their logits' bits.
 fn check(path: &std::path::Path, prompt: &[u32], kernels: &[Kernels]) -> usize {
     let on = Model::compile(path, &CompileOptions::default(), None).unwrap();
-    let off = Model::compile(path, &CompileOptions { disabled_passes: vec!["fuse".into()], ..Default::default() }, None).unwrap();
+    let off =
+        Model::compile(path, &CompileOptions { disabled_passes: vec!["fuse".into(), "moe_dispatch".into()], ..Default::default() }, None).unwrap();
     assert_eq!(fused_nodes(&off), 0, "{}: fused ops with the pass off", path.display());
     for &k in kernels {
         assert!(logit_bits(&on, k, prompt) == logit_bits(&off, k, prompt), "{}: {k:?}: logits differ with fuse off", path.display());

@@ -361,8 +361,10 @@ fn profile_class(graph: &Graph, id: NodeId) -> (String, u64, usize) {
         if let Op::Weight { ty, .. } = &graph.node(input).op {
             let shape: Vec<i64> = ty.shape.iter().filter_map(|d| d.as_const()).collect();
             class.push_str(&format!(" {}{shape:?}", ty.dtype));
-            // The matrices it multiplies by (a norm_matmul's norm weight is a vector).
-            if op.is_matmul() && shape.len() == 2 {
+            // The matrices it multiplies by (a norm_matmul's norm weight is
+            // a vector). A MoE's experts are read only where routed, so how
+            // much of them a step reads is not the class's to say.
+            if op.is_matmul() && shape.len() == 2 && !matches!(op, Op::MoeExperts { .. }) {
                 let elems = shape.iter().product::<i64>().max(0) as u64;
                 bytes += ty.dtype.storage_bytes(elems).unwrap_or(0);
                 // A matmul_glu's two products over one output: 2k a column.

@@ -5,6 +5,7 @@ pub mod eval;
 pub mod exec;
 pub mod fast;
 pub mod kernels;
+pub mod moe;
 pub mod parts;
 #[allow(unsafe_code)] // a region's closure borrows the caller's stack (see the module)
 pub mod pool;

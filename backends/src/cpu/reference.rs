@@ -378,6 +378,19 @@ pub(crate) fn eval(op: &Op, args: &[&Val], env: &Env) -> Result<Tensor, String> 
             let normed = Val::T(eval(&Op::Norm { kind: NormKind::Rms, eps: *eps }, &args[1..], env)?);
             eval(&Op::Binary(BinaryOp::Add), &[&normed, args[0]], env)
         }
+        Op::MoeExperts { act } => {
+            // Each expert by its definition on the rows routed to it.
+            let (shape, x, weights) = (a0().shape(), a0().f32s()?, args[1].f32s()?);
+            let d = *shape.last().unwrap();
+            let n_experts = (args.len() - 2) / 3;
+            let expert = |e: usize, rows: &[f32], m: usize| -> Result<Vec<f32>, String> {
+                let rows = Val::T(Tensor::f32(vec![m, d], rows.to_vec()));
+                let hidden = Val::T(eval(&Op::MatMulGlu { act: *act }, &[&rows, args[2 + 3 * e], args[3 + 3 * e]], env)?);
+                Ok(eval(&Op::MatMul, &[&hidden, args[4 + 3 * e]], env)?.as_f32().ok_or("an expert's output is f32")?.to_vec())
+            };
+            let (out, _) = crate::cpu::moe::routed_sum(&x, d, &weights, n_experts, |_| false, expert)?;
+            Ok(Tensor::f32(shape, out))
+        }
         Op::MatMulGlu { act } => {
             // Its definition: the two matmuls, then their glu.
             let gate = Val::T(eval(&Op::MatMul, &[args[0], args[1]], env)?);

@@ -248,7 +248,6 @@ pub fn lower(g: &GgufFile) -> Result<Lowered, Diagnostic> {
     }
     if let Some((n, used)) = c.experts {
         facts.insert("experts".into(), format!("{n}, {used} per token, renormalized"));
-        facts.insert("moe_dispatch".into(), "dense (every expert, unchosen weighted 0)".into());
     }
     let read_at_lowering = if g.tensor(ROPE_FREQS).is_some() { vec![ROPE_FREQS.to_string()] } else { vec![] };
     let meta = ModelMeta { vocab_size: c.vocab_size, context_length: c.context_length, bos_id: None, add_bos: false, stop_ids: vec![], facts };

@@ -76,7 +76,6 @@ pub fn lower(st: &SafetensorsFile, model_type: &str) -> Result<Lowered, Diagnost
     }
     let moe = Moe { n_experts, top_k, ffn: dims.ffn, d: dims.d, norm_topk: true };
     facts.push(("experts", format!("{n_experts}, {top_k} per token, renormalized")));
-    facts.push(("moe_dispatch", "dense (every expert, unchosen weighted 0)".to_string()));
     let mut mlp = |b: &mut super::Builder, l: usize, h| {
         let p = format!("model.layers.{l}.block_sparse_moe");
         let expert = |e: usize| ["w1", "w3", "w2"].map(|w| format!("{p}.experts.{e}.{w}.weight"));

@@ -3,8 +3,10 @@
 //! largest kept (`top_k_mask`), divided by their sum when `norm_topk`, and
 //! the output `Σ_e w_e · expert_e(h)`, each expert a SwiGLU of `ffn`.
 //!
-//! Dispatch is dense: every expert runs on every token and the unchosen ones
-//! are weighted by 0 (exact; E/k times the work of sparse dispatch).
+//! The lowering is the dense definition: every expert on every token, the
+//! unchosen ones weighted 0. The `moe_dispatch` pass turns it into one
+//! `moe_experts` op that runs each expert only on the tokens routed to it
+//! (CPU plans; a GPU runs the dense form).
 
 use super::Builder;
 use crate::error::Diagnostic;

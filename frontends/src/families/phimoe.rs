@@ -11,7 +11,7 @@
 //! `short_mscale` / `long_mscale` where the config sets them. The router is
 //! the sparsemixer (`sparse_mixer` op: top-2 with a jitter band of
 //! `router_jitter_noise`), each expert a SwiGLU of `intermediate_size`;
-//! dispatch is dense, as for qwen3_moe. `lm_head` has a bias with
+//! lowered dense, as every MoE (`moe.rs`). `lm_head` has a bias with
 //! `lm_head_bias`.
 
 use super::hf::{rotary_dim, tied, HeadDim, HfDims};
@@ -98,7 +98,6 @@ pub fn lower(st: &SafetensorsFile, max_seq: Option<usize>) -> Result<Lowered, Di
     b.op(Op::Output { name: graphc_ir::io::LOGITS.into() }, &[logits]);
     let facts = [
         ("experts", format!("{n_experts}, sparsemixer top-2, jitter_eps {jitter_eps}")),
-        ("moe_dispatch", "dense (every expert, unchosen weighted 0)".to_string()),
         ("norm", format!("layer, eps {eps:?}")),
         ("rope_scaling", rope.fact.clone()),
         ("biases", format!("attention {attention_bias}, lm_head {lm_head_bias}")),

@@ -56,11 +56,7 @@ pub fn lower(st: &SafetensorsFile) -> Result<Lowered, Diagnostic> {
         qwen_moe_block(b, &format!("model.layers.{l}.mlp"), h, &moe)
     };
     let moe_layers: Vec<String> = (0..n_layers).filter(|&l| is_moe(l)).map(|l| l.to_string()).collect();
-    let facts = vec![
-        ("experts", format!("{n_experts}, {top_k} per token, norm_topk_prob {norm_topk}")),
-        ("moe_layers", moe_layers.join(",")),
-        ("moe_dispatch", "dense (every expert, unchosen weighted 0)".to_string()),
-    ];
+    let facts = vec![("experts", format!("{n_experts}, {top_k} per token, norm_topk_prob {norm_topk}")), ("moe_layers", moe_layers.join(","))];
     let decoder = Decoder { qk_norm: true, scaling: super::hf::rope_scaling(st, "qwen3_moe")?, ..Decoder::plain(rope_theta(st)?) };
     lower_decoder(st, "qwen3_moe", dims, &decoder, &mut mlp, facts)
 }

@@ -25,7 +25,7 @@
 //! features, GQA; the merged heads times `sigmoid(gate)` before `o_proj`.
 //!
 //! MoE (HF `Qwen3NextSparseMoeBlock`): Qwen's router (`moe::qwen_moe_block`,
-//! dense dispatch) plus `shared_expert(h) · sigmoid(shared_expert_gate(h))`.
+//! lowered dense) plus `shared_expert(h) · sigmoid(shared_expert_gate(h))`.
 //!
 //! The recurrent layers advance each batch row by its real new tokens,
 //! `new_lengths`, read to the host by every linear layer (the kernels need

@@ -14,6 +14,7 @@ pub(super) fn prototypes() -> Vec<Op> {
         Op::NormMatMul { eps: 0.0 },
         Op::NormMatMulGlu { act: UnaryOp::Silu, eps: 0.0 },
         Op::MatMulAdd,
+        Op::MoeExperts { act: UnaryOp::Silu },
     ]
 }
 
@@ -34,6 +35,10 @@ pub(super) fn attributes<A: Attributes>(op: &mut Op, a: &mut A) -> Result<(), St
             a.value("eps", eps)
         }
         Op::MatMulAdd => a.name("matmul_add"),
+        Op::MoeExperts { act } => {
+            a.name("moe_experts")?;
+            a.value("act", act)
+        }
         _ => other_kind(op),
     }
 }
@@ -67,6 +72,26 @@ pub(super) fn infer(op: &Op, tys: &[TensorType]) -> Result<TensorType, String> {
             arity(tys, 3..=3)?;
             let product = infer(&Op::MatMul, &tys[..2])?;
             same_operand("matmul_add residual", t(2), &product)
+        }
+        Op::MoeExperts { act } => {
+            if tys.len() < 5 || !(tys.len() - 2).is_multiple_of(3) {
+                return Err(format!("takes x, the routing weights and three weights an expert, found {} input(s)", tys.len()));
+            }
+            let experts = (tys.len() - 2) / 3;
+            let (x, weights) = (t(0), t(1));
+            need_float("routing weights", weights)?;
+            let mut routed = x.shape.clone();
+            *routed.last_mut().ok_or("x is a scalar")? = crate::shape::Dim::konst(experts as i64);
+            if weights.shape != routed {
+                return Err(format!("routing weights {weights} are not [..x's rows, {experts}] for x {x} and {experts} experts"));
+            }
+            for e in 0..experts {
+                let [gate, up, down] = [t(2 + 3 * e), t(3 + 3 * e), t(4 + 3 * e)];
+                let hidden = infer(&Op::MatMulGlu { act: *act }, &[x.clone(), gate.clone(), up.clone()]).map_err(|m| format!("expert {e}: {m}"))?;
+                let y = infer(&Op::MatMul, &[hidden, down.clone()]).map_err(|m| format!("expert {e}: {m}"))?;
+                same_operand(&format!("expert {e}'s output"), &y, &TensorType::new(DType::F32, x.shape.clone()))?;
+            }
+            Ok(TensorType::new(DType::F32, x.shape.clone()))
         }
         _ => other_kind(op),
     }

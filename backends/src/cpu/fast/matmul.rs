@@ -16,7 +16,8 @@
 //!
 //! Work is split over weight rows across the session's `SpinPool`. Every
 //! output element is one dot product whose order does not depend on the
-//! thread count, so results are the same for any `--threads`.
+//! thread count, so results are the same for any `--threads`; nor, on
+//! either path, on the other activation rows (`matmul_on_path`).
 
 use crate::cpu::pool::{collect_column_blocks, for_each_chunk_mut, SpinPool};
 use crate::cpu::simd::{self, Isa};
@@ -40,10 +41,17 @@ pub fn uses_row_dots(isa: Isa, dtype: graphc_ir::DType, m: usize) -> bool {
 const TILE_ROWS: usize = 16;
 
 pub fn matmul(pool: &SpinPool, isa: Isa, x: &[f32], m: usize, k: usize, w: WeightRef<'_>) -> Vec<f32> {
+    matmul_on_path(pool, isa, x, m, k, w, m)
+}
+
+/// `matmul` on the path `path_rows` activation rows would take: a row's
+/// bits depend on the path, never on the other rows, so rows gathered
+/// out of a batch (a MoE expert's) get the bits they have in the batch.
+pub fn matmul_on_path(pool: &SpinPool, isa: Isa, x: &[f32], m: usize, k: usize, w: WeightRef<'_>, path_rows: usize) -> Vec<f32> {
     assert_eq!(x.len(), m * k);
     assert_eq!(w.shape.len(), 2);
     assert_eq!(w.shape[1], k);
-    if uses_row_dots(isa, w.dtype, m) {
+    if uses_row_dots(isa, w.dtype, path_rows) {
         matvec(pool, isa, x, m, k, w)
     } else {
         gemm(pool, isa, x, m, k, w)
@@ -144,27 +152,35 @@ fn gemm(pool: &SpinPool, isa: Isa, x: &[f32], m: usize, k: usize, w: WeightRef<'
             graphc_ir::quant::dequantize(w.dtype, &w.bytes[r0 * rb..r1 * rb], &mut wf);
             let mut o = vec![0f32; m * rows]; // [m][rows]
             let mut acc: simd::Tile = [[0f32; 4]; 8];
-            let mut i = 0;
-            while i + mr <= m {
+            // Rows `i..i + live` of `x`, `mr` rows from `xg`'s start.
+            let mut group = |xg: &[f32], i: usize, live: usize, o: &mut [f32]| {
                 let mut j = 0;
                 while j + nr <= rows {
-                    simd::tile(isa, &x[i * k..], k, &wf[j * k..], k, k, &mut acc);
-                    for a in 0..mr {
+                    simd::tile(isa, xg, k, &wf[j * k..], k, k, &mut acc);
+                    for a in 0..live {
                         o[(i + a) * rows + j..(i + a) * rows + j + nr].copy_from_slice(&acc[a][..nr]);
                     }
                     j += nr;
                 }
                 for jj in j..rows {
-                    for a in i..i + mr {
-                        o[a * rows + jj] = simd::dot_f32(isa, &x[a * k..(a + 1) * k], &wf[jj * k..(jj + 1) * k]);
+                    for a in 0..live {
+                        o[(i + a) * rows + jj] = simd::dot_f32(isa, &xg[a * k..(a + 1) * k], &wf[jj * k..(jj + 1) * k]);
                     }
                 }
+            };
+            let mut i = 0;
+            while i + mr <= m {
+                group(&x[i * k..], i, mr, &mut o);
                 i += mr;
             }
-            for a in i..m {
-                for jj in 0..rows {
-                    o[a * rows + jj] = simd::dot_f32(isa, &x[a * k..(a + 1) * k], &wf[jj * k..(jj + 1) * k]);
-                }
+            if i < m {
+                // The last rows through the same tile, padded with zero
+                // rows: a row's bits never depend on which rows share its
+                // tile, so rows gathered out of a batch (a MoE expert's)
+                // keep the bits they have in it.
+                let mut padded = vec![0f32; mr * k];
+                padded[..(m - i) * k].copy_from_slice(&x[i * k..m * k]);
+                group(&padded, i, m - i, &mut o);
             }
             o
         };

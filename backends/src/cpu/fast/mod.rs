@@ -12,6 +12,7 @@
 //! | elementwise `unary` / same-shape `binary` | in place on the operand that dies here, split across threads |
 //! | `norm` | rows across threads, each by the reference's arithmetic (bit-identical) |
 //! | `kv_append` | in place into the cache (as the reference) |
+//! | `moe_experts` | each expert on the rows routed to it, gathered (`cpu::moe`), its products on the dense form's path |
 //!
 //! Precision contract (DESIGN.md): activations and accumulation are f32,
 //! weights are dequantized on the fly; nothing is quantized to 8 bits.
@@ -265,6 +266,46 @@ impl Fast {
                 let mut out_shape = shape.clone();
                 *out_shape.last_mut().unwrap() = w_gate.shape[0];
                 Ok(Ok(Tensor::f32(out_shape, gate)))
+            }
+            Op::MoeExperts { act } => {
+                let (Val::T(Tensor::F32 { shape, data: x }), Val::T(Tensor::F32 { data: weights, .. })) = (args[0].val(), args[1].val()) else {
+                    return Ok(Err(args));
+                };
+                let mut experts = Vec::new();
+                for a in &args[2..] {
+                    let Val::W(w) = a.val() else { return Ok(Err(args)) };
+                    experts.push(*w);
+                }
+                let d = *shape.last().unwrap();
+                let rows = x.len() / d.max(1);
+                // Idle batch rows are skipped as `matmul` skips them, and
+                // every product takes the path the dense form's would: the
+                // one for the rows computed.
+                let idle = {
+                    let idle = self.idle_rows.lock().unwrap_or_else(|e| e.into_inner());
+                    (!idle.is_empty() && shape.len() >= 2 && shape[0] == idle.len()).then(|| idle.clone())
+                };
+                let per_batch_row = rows / idle.as_ref().map_or(1, |i| i.len()).max(1);
+                let is_idle = |r: usize| idle.as_ref().is_some_and(|i| i[r / per_batch_row.max(1)]);
+                let path_rows = (0..rows).filter(|&r| !is_idle(r)).count();
+                let project = |w: &WeightRef<'_>, xs: &[f32], m: usize| -> Vec<f32> {
+                    let k = w.shape[1];
+                    match self.has_matmul(w) {
+                        true => matmul::matmul_on_path(&self.pool, isa, xs, m, k, *w, path_rows),
+                        false => self.fallback.install(|| crate::cpu::kernels::matmul_weight(xs, m, k, *w)),
+                    }
+                };
+                let expert = |e: usize, xs: &[f32], m: usize| -> Result<Vec<f32>, String> {
+                    let [w_gate, w_up, w_down] = [&experts[3 * e], &experts[3 * e + 1], &experts[3 * e + 2]];
+                    let (mut hidden, up) = (project(w_gate, xs, m), project(w_up, xs, m));
+                    self.glu_in_place(*act, &mut hidden, &up);
+                    Ok(project(w_down, &hidden, m))
+                };
+                let (out, products) = crate::cpu::moe::routed_sum(x, d, weights, experts.len() / 3, is_idle, expert)?;
+                self.count("moe_experts");
+                let mut c = self.counts.lock().unwrap_or_else(|e| e.into_inner());
+                c.entry("moe_expert_rows").or_default().fetch_add(products as u64, Ordering::Relaxed);
+                Ok(Ok(Tensor::f32(shape.clone(), out)))
             }
             Op::Attention { n_heads, n_kv_heads, scale, causal, window, softcap, ring } => {
                 let (qs, ks, vs) = (args[0].val().shape(), args[1].val().shape(), args[2].val().shape());
