@@ -46,7 +46,8 @@ fn mixtral_shaped(dir: &std::path::Path) -> std::path::PathBuf {
         .meta("llama.attention.layer_norm_rms_epsilon", Meta::F32(1e-5))
         .meta("llama.rope.freq_base", Meta::F32(1e6))
         .meta("llama.expert_count", Meta::U32(EXPERTS as u32))
-        .meta("llama.expert_used_count", Meta::U32(2));
+        .meta("llama.expert_used_count", Meta::U32(2))
+        .meta("llama.vocab_size", Meta::U32(VOCAB as u32));
     let mut q = |w: GgufWriter, name: &str, shape: &[u64]| {
         let bytes = q8_0(shape.iter().product(), &mut seed);
         let mut w = w;
