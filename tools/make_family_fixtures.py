@@ -468,6 +468,48 @@ def phi3_longrope():
     (d / "reference.json").write_text(json.dumps(ref))
 
 
+def phi4_mini():
+    from transformers import Phi3Config, Phi3ForCausalLM
+
+    # Phi-4-mini's shape: model_type phi3 with a partial rotary factor of
+    # 0.75 (12 of each head's 16 features rotate, the last 4 pass through),
+    # LongRoPE over those 6 pairs (original length 4, so every prompt runs
+    # on the long factors), GQA and a tied output.
+    g = torch.Generator().manual_seed(43)
+    long_factor = [round(float(x), 4) for x in 1.0 + 6.0 * torch.rand(6, generator=g)]
+    short_factor = [round(float(x), 4) for x in 1.0 + 0.5 * torch.rand(6, generator=g)]
+    kwargs = dict(
+        vocab_size=256, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
+        original_max_position_embeddings=4, rms_norm_eps=1e-5, partial_rotary_factor=0.75,
+        rope_parameters={"rope_type": "longrope", "rope_theta": 10000.0, "long_factor": long_factor,
+                         "short_factor": short_factor, "original_max_position_embeddings": 4,
+                         "partial_rotary_factor": 0.75},
+        tie_word_embeddings=True, torch_dtype="float32", attn_implementation="eager", pad_token_id=0,
+    )
+    config = Phi3Config(**kwargs)
+    torch.manual_seed(0)
+    model = Phi3ForCausalLM(config).eval()
+    randomize(model, 44)
+    rotary = model.model.rotary_emb
+    assert rotary.inv_freq.numel() == 6, rotary.inv_freq.shape
+    reference = rows(all_logits(model, PROMPTS[0]))
+
+    def variant(partial, **rope):
+        params = {**kwargs["rope_parameters"], **rope, "partial_rotary_factor": partial}
+        m = Phi3ForCausalLM(Phi3Config(**{**kwargs, "partial_rotary_factor": partial, "rope_parameters": params})).eval()
+        m.load_state_dict(model.state_dict())
+        return rows(all_logits(m, PROMPTS[0]))
+
+    controls = far_enough({
+        # The partial factor ignored: every feature rotates (the two new
+        # pairs with factor 1).
+        "full_rotary": variant(1.0, long_factor=long_factor + [1.0, 1.0], short_factor=short_factor + [1.0, 1.0]),
+        "no_attention_factor": variant(0.75, attention_factor=1.0),
+    }, reference, "phi4_mini")
+    write("phi4_mini", model, config, controls)
+
+
 def qwen3_next():
     from transformers import Qwen3NextConfig, Qwen3NextForCausalLM
 

@@ -14,7 +14,8 @@
 //!   scalar here; and the sliding layers are the even ones, as llama.cpp
 //!   hard-codes for gemma2.
 //! - phi3: LongRoPE's factors are the tensors `rope_factors_long/short`,
-//!   its attention factor `phi3.rope.scaling.attn_factor`.
+//!   its attention factor `phi3.rope.scaling.attn_factor`; a partial
+//!   rotation (Phi-4-mini) is `rope.dimension_count` of the head.
 //! - qwen3moe: layers without a router (`ffn_gate_inp`) are dense.
 //! - qwen3next: the linear layers' weights as llama.cpp regroups them
 //!   (`attn_qkv` = `[q; k; v]`, `attn_gate` = z, `ssm_a` = `-exp(A_log)`,
@@ -120,6 +121,9 @@ fn config(g: &GgufFile, arch: &str, model_type: &str) -> Result<Value, Diagnosti
                 c.insert("lm_head_bias".into(), json!(g.tensor("output.bias").is_some()));
             }
             if arch == "phi3" {
+                // Phi-4-mini rotates 96 of each head's 128 features.
+                let rotary = g.uint_or(&k("rope.dimension_count"), head_dim)?;
+                c.insert("partial_rotary_factor".into(), json!(rotary as f64 / head_dim as f64));
                 // 0: none (the converter writes 0 where the config has null).
                 if let Some(w) = g.get(&k("attention.sliding_window")).and_then(|v| v.as_u64()).filter(|&w| w > 0) {
                     c.insert("sliding_window".into(), json!(w));

@@ -59,7 +59,7 @@ const GGUF_READS: &[(&str, &[&str])] = &[
     ("gemma", &[]),
     ("gemma2", &["attention.sliding_window", "attn_logit_softcapping", "final_logit_softcapping"]),
     ("phi2", &["attention.layer_norm_epsilon", "rope.dimension_count"]),
-    ("phi3", &["rope.scaling.attn_factor", "rope.scaling.original_context_length", "attention.sliding_window"]),
+    ("phi3", &["rope.scaling.attn_factor", "rope.scaling.original_context_length", "attention.sliding_window", "rope.dimension_count"]),
     ("phimoe", &["rope.scaling.attn_factor", "rope.scaling.original_context_length", "expert_count", "expert_used_count"]),
 ];
 

@@ -287,6 +287,18 @@ fn phi3_longrope_matches_transformers() {
 
 /// With `max_seq` at the original length, the short factors: transformers'
 /// choice for a sequence that short (graphc picks the set once, by max_seq).
+/// Phi-4-mini's shape: phi3 with 12 of each head's 16 features rotated
+/// (`partial_rotary_factor` 0.75), LongRoPE over those 6 pairs, a tied
+/// output; from its GGUF too (`phi3.rope.dimension_count`, in
+/// `gguf_families.rs`). Controls: every feature rotated, no attention factor.
+#[test]
+fn phi4_mini_partial_rotary_matches_transformers() {
+    check_family("phi4_mini");
+    let (dir, _) = fixture("phi4_mini");
+    let model = Model::compile(&dir, &CompileOptions::default(), None).unwrap();
+    assert_eq!(model.plan().model.facts["rotary_dim"], "12");
+}
+
 #[test]
 fn phi3_longrope_short_factors_up_to_the_original_length() {
     let (dir, r) = fixture("phi3_longrope");

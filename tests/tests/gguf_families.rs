@@ -73,6 +73,7 @@ fn each_gguf_family_gives_its_safetensors_logits() {
         "phi3",
         "phi3_longrope",
         "phi3_window",
+        "phi4_mini",
         "phimoe",
     ] {
         let st = compile(&dir(family));

@@ -256,6 +256,7 @@ fn family_fixtures_on_the_gpu_match_transformers() {
         "phi3",
         "phi3_longrope",
         "phi3_window",
+        "phi4_mini",
         "qwen3_moe",
         "phimoe",
         "qwen3_next",

@@ -31,6 +31,7 @@ const SAFETENSORS: &[(&str, &str)] = &[
     ("phi2", "phi"),
     ("phi3", "phi3"),
     ("phi3_longrope", "phi3"),
+    ("phi4_mini", "phi3"),
     ("phimoe", "phimoe"),
 ];
 
@@ -243,7 +244,7 @@ fn every_gguf_family_refuses_keys_it_does_not_read() {
             let implemented = matches!(
                 (arch.as_str(), suffix),
                 ("gemma2", "attention.sliding_window" | "attn_logit_softcapping")
-                    | ("phi3", "attention.sliding_window")
+                    | ("phi3", "attention.sliding_window" | "rope.dimension_count")
                     | ("phi2", "attention.layer_norm_epsilon" | "rope.dimension_count")
                     | ("qwen3next", "rope.dimension_count")
                     | ("qwen3moe" | "phimoe" | "qwen3next" | "llama", "expert_count")

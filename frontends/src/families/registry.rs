@@ -79,7 +79,9 @@ pub const FAMILIES: &[Family] = &[
         |st, _, _| gemma2::lower(st),
     ),
     hf(phi2::MODEL_TYPE, Some("phi2"), &["hidden_act", "partial_rotary_factor"], |st, _, _| phi2::lower(st)),
-    hf(phi3::MODEL_TYPE, Some("phi3"), &["rope_scaling", "rope_parameters", "sliding_window"], |st, _, max_seq| phi3::lower(st, max_seq)),
+    hf(phi3::MODEL_TYPE, Some("phi3"), &["rope_scaling", "rope_parameters", "sliding_window", "partial_rotary_factor"], |st, _, max_seq| {
+        phi3::lower(st, max_seq)
+    }),
     hf(phimoe::MODEL_TYPE, Some("phimoe"), &["rope_scaling", "rope_parameters", "attention_bias", "num_local_experts"], |st, _, max_seq| {
         phimoe::lower(st, max_seq)
     }),
