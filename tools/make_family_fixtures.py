@@ -510,6 +510,41 @@ def phi4_mini():
     write("phi4_mini", model, config, controls)
 
 
+def smollm3():
+    # SmolLM3's shape: llama with no rotation on every fourth layer
+    # (`no_rope_layers`, 0 = NoPE: layer 3 of 4 here, as llama.cpp's
+    # hard-coded interval of 4 has it), GQA, theta 2e6, tied output.
+    from transformers import SmolLM3Config, SmolLM3ForCausalLM
+
+    kwargs = dict(
+        vocab_size=256, hidden_size=64, intermediate_size=128, num_hidden_layers=4,
+        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=65536,
+        rms_norm_eps=1e-6, rope_parameters={"rope_type": "default", "rope_theta": 2000000.0},
+        no_rope_layer_interval=4, use_sliding_window=False, sliding_window=None,
+        tie_word_embeddings=True, bos_token_id=None, eos_token_id=None, pad_token_id=None,
+        torch_dtype="float32", attn_implementation="eager",
+    )
+    config = SmolLM3Config(**kwargs)
+    assert config.no_rope_layers == [1, 1, 1, 0], config.no_rope_layers
+    torch.manual_seed(0)
+    model = SmolLM3ForCausalLM(config).eval()
+    randomize(model, 47)
+    reference = rows(all_logits(model, PROMPTS[0]))
+
+    def variant(no_rope_layers):
+        m = SmolLM3ForCausalLM(SmolLM3Config(**kwargs, no_rope_layers=no_rope_layers)).eval()
+        m.load_state_dict(model.state_dict())
+        return rows(all_logits(m, PROMPTS[0]))
+
+    controls = far_enough({
+        # Every layer rotated (the NoPE layer missed).
+        "rope_on_every_layer": variant([1, 1, 1, 1]),
+        # The NoPE layer counted from 0 (`l % 4 == 0`).
+        "nope_on_layer_0": variant([0, 1, 1, 1]),
+    }, reference, "smollm3")
+    write("smollm3", model, config, controls)
+
+
 def qwen3_next():
     from transformers import Qwen3NextConfig, Qwen3NextForCausalLM
 

@@ -25,6 +25,7 @@ use serde_json::{Map, Value};
 const GGUF_READS: &[(&str, &[&str])] = &[
     ("llama", LLAMA_KEYS),
     ("gemma3", &["attention.sliding_window", "rope.scaling.type", "rope.scaling.factor"]),
+    ("smollm3", YARN_KEYS),
     ("qwen2", YARN_KEYS),
     ("qwen3", YARN_KEYS),
     (
@@ -191,6 +192,7 @@ pub const MATH_KEYS: &[&str] = &[
     "logits_scaling",
     "logit_scale",
     "rope_local_base_freq",
+    "no_rope_layers",
 ];
 
 /// The math keys each safetensors family reads (by `model_type`).
@@ -225,6 +227,8 @@ fn config_neutral(key: &str, v: &Value, config: &Map<String, Value>, reads: &[&s
             matches!((d, h, v.as_u64()), (Some(d), Some(h), Some(hd)) if h > 0 && d == h * hd)
         }
         "num_experts" | "num_local_experts" | "n_routed_experts" => v.as_u64() == Some(0),
+        // Every layer rotates.
+        "no_rope_layers" => v.as_array().is_some_and(|a| a.iter().all(|f| f.as_u64() == Some(1))),
         "embedding_multiplier" | "residual_multiplier" | "attention_multiplier" | "logits_scaling" | "logit_scale" => v.as_f64() == Some(1.0),
         _ => false,
     }

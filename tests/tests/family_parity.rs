@@ -667,6 +667,31 @@ fn mixtral_matches_transformers_from_safetensors_and_both_gguf_layouts() {
     assert!(layouts[0] == layouts[1], "the stacked and per-expert GGUF layouts differ");
 }
 
+/// SmolLM3: llama with no rotation on every fourth layer (`no_rope_layers`;
+/// the fixture's layer 3 of 4), tied output. From its GGUF too (arch
+/// `smollm3`, llama.cpp's Q/K order, the NoPE layers hard-coded as
+/// llama.cpp has them). Controls: every layer rotated, the NoPE layer
+/// counted from 0.
+#[test]
+fn smollm3_skips_rope_on_its_nope_layers_from_safetensors_and_gguf() {
+    check_family("smollm3");
+    let (dir, r) = fixture("smollm3");
+    let gguf = Model::compile(&dir.join("model.gguf"), &CompileOptions::default(), None).unwrap();
+    assert_eq!(gguf.plan().family, "smollm3");
+    for model in [&gguf, &Model::compile(&dir, &CompileOptions::default(), None).unwrap()] {
+        assert_eq!(model.plan().model.facts["no_rope_layers"], "3");
+        let ropes = model.graph().nodes().filter(|n| matches!(n.op, graphc_ir::Op::Rope { .. } | graphc_ir::Op::NormRope { .. })).count();
+        assert_eq!(ropes, 2 * 3, "q and k rotated on three layers of four");
+    }
+    for (p, prompt) in r["prompts"].as_array().unwrap().iter().enumerate() {
+        let got = logits_at_every_position(&gguf, Kernels::parse("fast").unwrap(), &ids(prompt));
+        for (pos, (g, w)) in got.iter().zip(r["logits"][p].as_array().unwrap()).enumerate() {
+            let d = max_diff(g, &floats(w));
+            assert!(d <= TOL, "smollm3 GGUF prompt {p} position {pos}: max |Δlogit| {d}");
+        }
+    }
+}
+
 #[test]
 fn qwen2_tied_matches_transformers() {
     check_family("qwen2_tied");

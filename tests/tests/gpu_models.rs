@@ -249,6 +249,7 @@ fn family_fixtures_on_the_gpu_match_transformers() {
         "llama3",
         "mistral",
         "mixtral",
+        "smollm3",
         "qwen3",
         "gemma",
         "gemma2",

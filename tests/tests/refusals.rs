@@ -21,6 +21,7 @@ fn fixture(family: &str) -> PathBuf {
 const SAFETENSORS: &[(&str, &str)] = &[
     ("llama3", "llama"),
     ("mixtral", "mixtral"),
+    ("smollm3", "smollm3"),
     ("qwen2", "qwen2"),
     ("qwen2_tied", "qwen2"),
     ("qwen3", "qwen3"),
@@ -173,7 +174,7 @@ fn every_family_refuses_each_unimplemented_config_variant() {
             }
             // The decoders of llama, qwen2 and qwen3 implement YaRN
             // (`family_parity.rs` `qwen2_yarn_*`).
-            if *tag == "yarn" && matches!(*family, "llama" | "mixtral" | "qwen2" | "qwen3" | "qwen3_moe") {
+            if *tag == "yarn" && matches!(*family, "llama" | "mixtral" | "smollm3" | "qwen2" | "qwen3" | "qwen3_moe") {
                 continue;
             }
             let p = safetensors_copy(
@@ -208,7 +209,7 @@ fn every_family_refuses_each_unimplemented_config_variant() {
             "qwen2" | "qwen3" | "qwen3_moe" => ("use_sliding_window", json!(true)),
             // Implemented (`family_parity.rs` `phi3_window_*`).
             // Mixtral's window is Mistral's (`family_parity.rs` `mistral_*`).
-            "gemma2" | "phi3" | "mixtral" => continue,
+            "gemma2" | "phi3" | "mixtral" | "smollm3" => continue,
             _ => ("sliding_window", json!(16)),
         };
         let p = safetensors_copy(
@@ -249,7 +250,7 @@ fn every_gguf_family_refuses_keys_it_does_not_read() {
                     | ("qwen3next", "rope.dimension_count")
                     | ("qwen3moe" | "phimoe" | "qwen3next" | "llama", "expert_count")
                     | ("llama", "rope.dimension_count")
-                    | ("llama" | "qwen2" | "qwen3" | "qwen3moe", "rope.scaling.type")
+                    | ("llama" | "smollm3" | "qwen2" | "qwen3" | "qwen3moe", "rope.scaling.type")
                     | ("llama", "attention.sliding_window")
             );
             if implemented {
@@ -450,4 +451,40 @@ fn mixtral_expert_counts_and_layouts_are_checked() {
     );
     let e = compile_err(&p);
     assert!(e.contains("`num_experts_per_tok` = 0 is not between 1 and `num_local_experts` = 4"), "{e}");
+}
+
+/// SmolLM3's `no_rope_layers` is read where it means something and refused
+/// where it would be ignored: a llama config with a NoPE layer, and a
+/// smollm3 one whose list is not one flag a layer.
+#[test]
+fn no_rope_layers_are_read_by_smollm3_only() {
+    let p = safetensors_copy(
+        "llama3",
+        "nope",
+        |c| {
+            c.insert("no_rope_layers".into(), json!([1, 0]));
+        },
+        None,
+    );
+    let e = compile_err(&p);
+    assert!(e.contains("config key `no_rope_layers` = [1,0] is not implemented by the llama family"), "{e}");
+    // Every layer rotating is what llama does anyway.
+    compiles(&safetensors_copy(
+        "llama3",
+        "all-rope",
+        |c| {
+            c.insert("no_rope_layers".into(), json!([1, 1]));
+        },
+        None,
+    ));
+    let p = safetensors_copy(
+        "smollm3",
+        "short",
+        |c| {
+            c.insert("no_rope_layers".into(), json!([1, 1, 0]));
+        },
+        None,
+    );
+    let e = compile_err(&p);
+    assert!(e.contains("`no_rope_layers` is not a list of 4 flags"), "{e}");
 }

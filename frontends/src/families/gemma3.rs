@@ -101,6 +101,7 @@ pub fn lower(g: &GgufFile) -> Result<Lowered, Diagnostic> {
             head_dim: hd,
             norm: norm.clone(),
             rope,
+            no_rope: false,
             scale: 1.0 / (hd as f32).sqrt(),
             window: (!global).then_some(window),
             softcap: None,

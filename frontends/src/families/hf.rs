@@ -93,6 +93,7 @@ impl HfDims {
             head_dim: self.head_dim,
             norm,
             rope,
+            no_rope: false,
             scale: 1.0 / (self.head_dim as f32).sqrt(),
             window: None,
             softcap: None,

@@ -1,4 +1,5 @@
-//! The llama family (llama 1/2/3, SmolLM2, Mistral-shaped GGUFs, Mixtral),
+//! The llama family (llama 1/2/3, SmolLM2, Mistral-shaped GGUFs, Mixtral;
+//! and SmolLM3, arch `smollm3`: llama without RoPE on every fourth layer),
 //! lowered from GGUF metadata alone: layers, heads and kv heads (GQA), head
 //! dim, rope base and dimension, norm epsilon, context length, tied or
 //! untied output, and for Mixtral the experts (`expert_count`,
@@ -47,6 +48,10 @@ pub struct LlamaConfig {
     pub window: Option<usize>,
     /// Mixtral's routed experts: `(expert_count, expert_used_count)`.
     pub experts: Option<(usize, usize)>,
+    /// SmolLM3 (arch `smollm3`) rotates no Q and K on every layer `l` with
+    /// `(l + 1) % n == 0`: llama.cpp hard-codes `n` = 4, and the GGUF has
+    /// no key for it.
+    pub no_rope_every: Option<usize>,
 }
 
 impl LlamaConfig {
@@ -137,6 +142,7 @@ impl LlamaConfig {
             tied_output: g.tensor("output.weight").is_none(),
             window,
             experts,
+            no_rope_every: (arch == "smollm3").then_some(4),
         })
     }
 }
@@ -155,7 +161,8 @@ pub struct Lowered {
 
 pub fn lower(g: &GgufFile) -> Result<Lowered, Diagnostic> {
     let c = LlamaConfig::from_gguf(g)?;
-    let mut b = Builder::new("llama", g);
+    let arch = g.str("general.architecture")?;
+    let mut b = Builder::new(arch, g);
     let (d, hd, nh, nkv) = (c.hidden, c.head_dim, c.n_heads, c.n_kv_heads);
     let tokens = b.input(graphc_ir::io::TOKENS, DType::I32, vec![batch(), seq()]);
     let positions = b.input(graphc_ir::io::POSITIONS, DType::I32, vec![batch(), seq()]);
@@ -181,8 +188,8 @@ pub fn lower(g: &GgufFile) -> Result<Lowered, Diagnostic> {
         let q = heads(&mut b, q, nh);
         let k = heads(&mut b, k, nkv);
         let v = heads(&mut b, v, nkv);
-        let q = b.op(rope.clone(), &[q, positions]);
-        let k = b.op(rope.clone(), &[k, positions]);
+        let rotates = c.no_rope_every.is_none_or(|n| (l + 1) % n != 0);
+        let (q, k) = if rotates { (b.op(rope.clone(), &[q, positions]), b.op(rope.clone(), &[k, positions])) } else { (q, k) };
         let cache_ty = TensorType::new(DType::F32, vec![batch(), nkv.into(), past(), hd.into()]);
         let mut kv = Vec::new();
         for (name, new) in [("k", k), ("v", v)] {
@@ -245,6 +252,10 @@ pub fn lower(g: &GgufFile) -> Result<Lowered, Diagnostic> {
     }
     if let Some(w) = c.window {
         facts.insert("sliding_window".into(), w.to_string());
+    }
+    if let Some(n) = c.no_rope_every {
+        let layers: Vec<String> = (0..c.n_layers).filter(|l| (l + 1) % n == 0).map(|l| l.to_string()).collect();
+        facts.insert("no_rope_layers".into(), layers.join(","));
     }
     if let Some((n, used)) = c.experts {
         facts.insert("experts".into(), format!("{n}, {used} per token, renormalized"));

@@ -1,5 +1,6 @@
-//! Llama 1/2/3.x, Mistral and Mixtral from safetensors (`config.json`
-//! `model_type = "llama"`, `"mistral"` or `"mixtral"`), lowered with Hugging
+//! Llama 1/2/3.x, Mistral, Mixtral and SmolLM3 from safetensors
+//! (`config.json` `model_type = "llama"`, `"mistral"`, `"mixtral"` or
+//! `"smollm3"`), lowered with Hugging
 //! Face tensor names. (Llama GGUFs go through `llama.rs`, whose rows the
 //! converter permuted.)
 //!
@@ -11,7 +12,8 @@
 //! token sees itself and the `window - 1` before it). The MLP is SwiGLU;
 //! Mixtral's is `moe::moe_block` (HF `MixtralSparseMoeBlock`: router
 //! `block_sparse_moe.gate`, experts `block_sparse_moe.experts.E.w1/w3/w2`,
-//! the chosen experts' weights renormalized).
+//! the chosen experts' weights renormalized). SmolLM3 does not rotate Q and
+//! K on the layers its `no_rope_layers` marks 0 (every fourth).
 //!
 //! config.json keys: the dimensions (`head_dim` where given, else hidden /
 //! heads), `rms_norm_eps`, the RoPE base and `rope_scaling` (`default`,
@@ -30,9 +32,14 @@ use crate::safetensors::SafetensorsFile;
 pub const LLAMA: &str = "llama";
 pub const MISTRAL: &str = "mistral";
 pub const MIXTRAL: &str = "mixtral";
+pub const SMOLLM3: &str = "smollm3";
 
 /// The math-relevant `config.json` keys these families read.
 pub const CONFIG_READS: &[&str] = &["rope_scaling", "rope_parameters", "hidden_act", "attention_bias", "mlp_bias", "sliding_window"];
+
+/// SmolLM3's: Mistral's and which layers rotate.
+pub const SMOLLM3_READS: &[&str] =
+    &["rope_scaling", "rope_parameters", "hidden_act", "attention_bias", "mlp_bias", "sliding_window", "no_rope_layers"];
 
 /// Mixtral's: Mistral's and the expert count.
 pub const MIXTRAL_READS: &[&str] =
@@ -59,8 +66,19 @@ pub fn lower(st: &SafetensorsFile, model_type: &str) -> Result<Lowered, Diagnost
         Some(_) => super::hf::sliding_window(st, dims.context)?,
     };
     let bias = flag("attention_bias")?;
-    let decoder = Decoder { qkv_bias: bias, out_bias: bias, scaling: rope_scaling(st, model_type)?, window, ..Decoder::plain(rope_theta(st)?) };
+    let no_rope_layers = if model_type == SMOLLM3 { no_rope_layers(st, dims.n_layers)? } else { vec![] };
+    let decoder = Decoder {
+        qkv_bias: bias,
+        out_bias: bias,
+        scaling: rope_scaling(st, model_type)?,
+        window,
+        no_rope_layers: no_rope_layers.clone(),
+        ..Decoder::plain(rope_theta(st)?)
+    };
     let mut facts = vec![("attention_bias", bias.to_string())];
+    if model_type == SMOLLM3 {
+        facts.push(("no_rope_layers", no_rope_layers.iter().map(|l| l.to_string()).collect::<Vec<_>>().join(",")));
+    }
     if let Some(w) = window {
         facts.push(("sliding_window", w.to_string()));
     }
@@ -82,4 +100,18 @@ pub fn lower(st: &SafetensorsFile, model_type: &str) -> Result<Lowered, Diagnost
         moe_block(b, &format!("{p}.gate.weight"), &expert, h, &moe)
     };
     lower_decoder(st, model_type, dims, &decoder, &mut mlp, facts)
+}
+
+/// SmolLM3's `no_rope_layers`: one flag a layer, 0 where Q and K are not
+/// rotated. The layers of those zeros.
+fn no_rope_layers(st: &SafetensorsFile, n_layers: usize) -> Result<Vec<usize>, Diagnostic> {
+    let flags = st.config_value("no_rope_layers")?;
+    let flags: Option<Vec<u64>> = flags.as_array().and_then(|a| a.iter().map(|f| f.as_u64().filter(|&f| f <= 1)).collect());
+    match flags {
+        Some(f) if f.len() == n_layers => Ok(f.iter().enumerate().filter(|(_, &f)| f == 0).map(|(l, _)| l).collect()),
+        _ => Err(Diagnostic::new(
+            &st.config_path,
+            format!("`no_rope_layers` is not a list of {n_layers} flags (1: the layer rotates, 0: it does not)"),
+        )),
+    }
 }

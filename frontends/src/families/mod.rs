@@ -233,7 +233,7 @@ impl<'a> Builder<'a> {
                 None => p,
             };
             let p = b.permute(p, &[0, 2, 1, 3]);
-            if rotate {
+            if rotate && !cfg.no_rope {
                 b.op(cfg.rope.clone(), &[p, positions])
             } else {
                 p
@@ -303,6 +303,8 @@ pub struct AttentionCfg {
     /// The per-head Q/K norm, when the family has one.
     pub norm: Op,
     pub rope: Op,
+    /// Q and K are not rotated (SmolLM3's NoPE layers): `rope` is unused.
+    pub no_rope: bool,
     pub scale: f32,
     pub window: Option<usize>,
     pub softcap: Option<f32>,

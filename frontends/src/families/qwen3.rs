@@ -35,7 +35,7 @@ pub fn lower(st: &SafetensorsFile) -> Result<Lowered, Diagnostic> {
 
 /// How the decoders built by `lower_decoder` differ: Qwen3's per-head q/k
 /// norms, Qwen2's Q/K/V biases, Llama's output bias (`attention_bias`),
-/// its RoPE scaling and Mistral's sliding window.
+/// its RoPE scaling, Mistral's sliding window and SmolLM3's NoPE layers.
 #[derive(Clone, Debug)]
 pub(crate) struct Decoder {
     pub qk_norm: bool,
@@ -44,12 +44,14 @@ pub(crate) struct Decoder {
     pub theta: f32,
     pub scaling: RopeScaling,
     pub window: Option<usize>,
+    /// Layers whose Q and K are not rotated (SmolLM3's NoPE layers).
+    pub no_rope_layers: Vec<usize>,
 }
 
 impl Decoder {
     /// No q/k norm, no biases, unscaled RoPE of base `theta`, no window.
     pub fn plain(theta: f32) -> Decoder {
-        Decoder { qk_norm: false, qkv_bias: false, out_bias: false, theta, scaling: RopeScaling::None, window: None }
+        Decoder { qk_norm: false, qkv_bias: false, out_bias: false, theta, scaling: RopeScaling::None, window: None, no_rope_layers: vec![] }
     }
 }
 
@@ -92,6 +94,7 @@ pub(crate) fn lower_decoder(
         let (q_norm, k_norm) = (w("self_attn.q_norm"), w("self_attn.k_norm"));
         let names = [&w("self_attn.q_proj"), &w("self_attn.k_proj"), &w("self_attn.v_proj"), &w("self_attn.o_proj")];
         let qk_norm = decoder.qk_norm.then_some((q_norm.as_str(), k_norm.as_str()));
+        let cfg = AttentionCfg { no_rope: decoder.no_rope_layers.contains(&l), ..cfg.clone() };
         let o = b.attention(h, positions, names.map(|s| s.as_str()), qk_norm, &cfg)?;
         x = b.binary(BinaryOp::Add, x, o);
         let ln = b.weight(&w("post_attention_layernorm"), Some(&[d]))?;
