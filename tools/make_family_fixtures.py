@@ -545,6 +545,42 @@ def smollm3():
     write("smollm3", model, config, controls)
 
 
+def granite():
+    # Granite 3's shape: llama with four scalars (embeddings times
+    # `embedding_multiplier`, each block's output times
+    # `residual_multiplier` before its residual add, attention scores
+    # scaled by `attention_multiplier` instead of 1/sqrt(head_dim), logits
+    # divided by `logits_scaling`), GQA, tied output.
+    from transformers import GraniteConfig, GraniteForCausalLM
+
+    kwargs = dict(
+        vocab_size=256, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=4096,
+        rms_norm_eps=1e-5, rope_parameters={"rope_type": "default", "rope_theta": 10000000.0},
+        embedding_multiplier=4.0, residual_multiplier=0.3, attention_multiplier=0.05, logits_scaling=3.0,
+        attention_bias=False, mlp_bias=False, tie_word_embeddings=True,
+        bos_token_id=None, eos_token_id=None, pad_token_id=None, torch_dtype="float32", attn_implementation="eager",
+    )
+    config = GraniteConfig(**kwargs)
+    torch.manual_seed(0)
+    model = GraniteForCausalLM(config).eval()
+    randomize(model, 53)
+    reference = rows(all_logits(model, PROMPTS[0]))
+
+    def variant(**changes):
+        m = GraniteForCausalLM(GraniteConfig(**{**kwargs, **changes})).eval()
+        m.load_state_dict(model.state_dict())
+        return rows(all_logits(m, PROMPTS[0]))
+
+    controls = far_enough({
+        "no_embedding_multiplier": variant(embedding_multiplier=1.0),
+        "no_residual_multiplier": variant(residual_multiplier=1.0),
+        "attention_scaled_by_head_dim": variant(attention_multiplier=0.25),
+        "no_logits_scaling": variant(logits_scaling=1.0),
+    }, reference, "granite")
+    write("granite", model, config, controls)
+
+
 def qwen3_next():
     from transformers import Qwen3NextConfig, Qwen3NextForCausalLM
 

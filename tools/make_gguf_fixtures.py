@@ -38,6 +38,9 @@ transforms:
   window as `llama.attention.sliding_window`;
 - smollm3 (`SmolLM3Model`, a `LlamaModel`): as llama, arch smollm3 (its
   NoPE layers are not in the file: llama.cpp hard-codes every fourth);
+- granite (`GraniteModel`, a `LlamaModel`): as llama, arch granite, with
+  its four scalars as `granite.embedding_scale`, `.residual_scale`,
+  `.attention.scale` and `.logit_scale`;
 - mixtral: as llama (the converter's class for it too), with
   `llama.expert_count` / `expert_used_count`, the router as
   `blk.N.ffn_gate_inp` and the experts stacked (w1, w3, w2 → gate, up,
@@ -76,6 +79,7 @@ ARCH = {
     "mistral": gguf.MODEL_ARCH.LLAMA,
     "mixtral": gguf.MODEL_ARCH.LLAMA,
     "smollm3": gguf.MODEL_ARCH.SMOLLM3,
+    "granite": gguf.MODEL_ARCH.GRANITE,
 }
 
 
@@ -179,7 +183,12 @@ def convert(family, split_experts=False):
         w.add_full_attention_interval(config.get("full_attention_interval", 4))
         w.add_rope_dimension_count(int(head_dim * rope.get("partial_rotary_factor", 0.25)))
     w.add_file_type(gguf.LlamaFileType.ALL_F32)
-    if arch in (gguf.MODEL_ARCH.LLAMA, gguf.MODEL_ARCH.SMOLLM3):
+    if arch == gguf.MODEL_ARCH.GRANITE:
+        w.add_embedding_scale(config["embedding_multiplier"])
+        w.add_residual_scale(config["residual_multiplier"])
+        w.add_attention_scale(config["attention_multiplier"])
+        w.add_logit_scale(config["logits_scaling"])
+    if arch in (gguf.MODEL_ARCH.LLAMA, gguf.MODEL_ARCH.SMOLLM3, gguf.MODEL_ARCH.GRANITE):
         w.add_vocab_size(config["vocab_size"])
         w.add_rope_dimension_count(head_dim)
 
@@ -197,7 +206,7 @@ def convert(family, split_experts=False):
         out[gguf.TENSOR_NAMES[gguf.MODEL_TENSOR.ROPE_FREQS] + ".weight"] = llama3_rope_factors(config, rope)
     for hf, data in tensors.items():
         data = data.astype(np.float32)
-        if arch in (gguf.MODEL_ARCH.LLAMA, gguf.MODEL_ARCH.SMOLLM3):
+        if arch in (gguf.MODEL_ARCH.LLAMA, gguf.MODEL_ARCH.SMOLLM3, gguf.MODEL_ARCH.GRANITE):
             n_head, n_kv = config["num_attention_heads"], config.get("num_key_value_heads")
             if hf.endswith(("q_proj.weight", "q_proj.bias")):
                 data = llama_permute(data, n_head, n_head)

@@ -131,7 +131,7 @@ impl Checkpoint {
         }
         // A GGUF without a vocabulary (the parity fixtures) runs from token ids.
         let mut tokenizer = match (arch.as_str(), gguf.get("tokenizer.ggml.model")) {
-            ("llama" | "smollm3", None) => None,
+            ("llama" | "smollm3" | "granite", None) => None,
             _ => Some(Tokenizer::from_gguf(&gguf)?),
         };
         if let Some(t) = tokenizer.as_mut().filter(|t| arch == "gemma3" && t.chat_template.is_none()) {

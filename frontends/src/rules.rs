@@ -26,6 +26,7 @@ const GGUF_READS: &[(&str, &[&str])] = &[
     ("llama", LLAMA_KEYS),
     ("gemma3", &["attention.sliding_window", "rope.scaling.type", "rope.scaling.factor"]),
     ("smollm3", YARN_KEYS),
+    ("granite", &crate::families::granite::GGUF_KEYS),
     ("qwen2", YARN_KEYS),
     ("qwen3", YARN_KEYS),
     (

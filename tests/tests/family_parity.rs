@@ -692,6 +692,25 @@ fn smollm3_skips_rope_on_its_nope_layers_from_safetensors_and_gguf() {
     }
 }
 
+/// Granite 3: llama with its four scales (embeddings, residual branches,
+/// attention scores, logits); from its GGUF too (arch `granite`,
+/// `granite.embedding_scale`, ...). Controls: each scale left out.
+#[test]
+fn granite_matches_transformers_from_safetensors_and_gguf() {
+    check_family("granite");
+    let (dir, r) = fixture("granite");
+    let gguf = Model::compile(&dir.join("model.gguf"), &CompileOptions::default(), None).unwrap();
+    assert_eq!(gguf.plan().family, "granite");
+    assert_eq!(gguf.plan().model.facts["logits_scaling"], "3.0");
+    for (p, prompt) in r["prompts"].as_array().unwrap().iter().enumerate() {
+        let got = logits_at_every_position(&gguf, Kernels::parse("fast").unwrap(), &ids(prompt));
+        for (pos, (g, w)) in got.iter().zip(r["logits"][p].as_array().unwrap()).enumerate() {
+            let d = max_diff(g, &floats(w));
+            assert!(d <= TOL, "granite GGUF prompt {p} position {pos}: max |Δlogit| {d}");
+        }
+    }
+}
+
 #[test]
 fn qwen2_tied_matches_transformers() {
     check_family("qwen2_tied");

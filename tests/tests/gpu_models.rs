@@ -250,6 +250,7 @@ fn family_fixtures_on_the_gpu_match_transformers() {
         "mistral",
         "mixtral",
         "smollm3",
+        "granite",
         "qwen3",
         "gemma",
         "gemma2",

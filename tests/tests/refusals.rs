@@ -22,6 +22,7 @@ const SAFETENSORS: &[(&str, &str)] = &[
     ("llama3", "llama"),
     ("mixtral", "mixtral"),
     ("smollm3", "smollm3"),
+    ("granite", "granite"),
     ("qwen2", "qwen2"),
     ("qwen2_tied", "qwen2"),
     ("qwen3", "qwen3"),
@@ -174,7 +175,7 @@ fn every_family_refuses_each_unimplemented_config_variant() {
             }
             // The decoders of llama, qwen2 and qwen3 implement YaRN
             // (`family_parity.rs` `qwen2_yarn_*`).
-            if *tag == "yarn" && matches!(*family, "llama" | "mixtral" | "smollm3" | "qwen2" | "qwen3" | "qwen3_moe") {
+            if *tag == "yarn" && matches!(*family, "llama" | "mixtral" | "smollm3" | "granite" | "qwen2" | "qwen3" | "qwen3_moe") {
                 continue;
             }
             let p = safetensors_copy(

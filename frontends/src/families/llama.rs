@@ -1,5 +1,6 @@
 //! The llama family (llama 1/2/3, SmolLM2, Mistral-shaped GGUFs, Mixtral;
-//! and SmolLM3, arch `smollm3`: llama without RoPE on every fourth layer),
+//! SmolLM3, arch `smollm3`: llama without RoPE on every fourth layer; and
+//! Granite, arch `granite`: llama with four scales, `granite.rs`),
 //! lowered from GGUF metadata alone: layers, heads and kv heads (GQA), head
 //! dim, rope base and dimension, norm epsilon, context length, tied or
 //! untied output, and for Mixtral the experts (`expert_count`,
@@ -20,6 +21,7 @@
 //! weights (transformers un-permutes them on load and uses the NeoX form;
 //! the two compute the same).
 
+use super::granite::Scales;
 use super::moe::{moe_block, Moe};
 use super::{batch, past, seq, Builder};
 use crate::error::Diagnostic;
@@ -52,6 +54,8 @@ pub struct LlamaConfig {
     /// `(l + 1) % n == 0`: llama.cpp hard-codes `n` = 4, and the GGUF has
     /// no key for it.
     pub no_rope_every: Option<usize>,
+    /// Granite's embedding, residual, attention and logit scales (arch `granite`).
+    pub scales: Option<super::granite::Scales>,
 }
 
 impl LlamaConfig {
@@ -143,6 +147,7 @@ impl LlamaConfig {
             window,
             experts,
             no_rope_every: (arch == "smollm3").then_some(4),
+            scales: if arch == "granite" { Some(Scales::from_gguf(g, arch)?) } else { None },
         })
     }
 }
@@ -169,6 +174,14 @@ pub fn lower(g: &GgufFile) -> Result<Lowered, Diagnostic> {
     let last_rows = b.input(graphc_ir::io::LAST_ROWS, DType::I32, vec![batch()]);
     let embd = b.weight("token_embd.weight", Some(&[c.vocab_size, d]))?;
     let mut x = b.op(Op::Gather, &[embd, tokens]);
+    if let Some(s) = c.scales {
+        x = Scales::times(&mut b, x, s.embedding);
+    }
+    // A block's output on its way into the residual stream.
+    let residual = |b: &mut Builder, o| match c.scales {
+        Some(s) => Scales::times(b, o, s.residual),
+        None => o,
+    };
     let heads = |b: &mut Builder, v, n: usize| {
         let r = b.reshape(v, vec![batch(), seq(), n.into(), hd.into()]);
         b.permute(r, &[0, 2, 1, 3])
@@ -203,7 +216,7 @@ pub fn lower(g: &GgufFile) -> Result<Lowered, Diagnostic> {
             Op::Attention {
                 n_heads: nh,
                 n_kv_heads: nkv,
-                scale: 1.0 / (hd as f32).sqrt(),
+                scale: c.scales.map_or(1.0 / (hd as f32).sqrt(), |s| s.attention),
                 causal: true,
                 window: c.window,
                 softcap: None,
@@ -215,6 +228,7 @@ pub fn lower(g: &GgufFile) -> Result<Lowered, Diagnostic> {
         let attn = b.reshape(attn, vec![batch(), seq(), (nh * hd).into()]);
         let wo = b.weight(&w("attn_output"), Some(&[d, nh * hd]))?;
         let o = b.matmul(attn, wo);
+        let o = residual(&mut b, o);
         x = b.binary(BinaryOp::Add, x, o);
         let ffn_norm = b.weight(&w("ffn_norm"), Some(&[d]))?;
         let h = b.op(Op::Norm { kind: NormKind::Rms, eps: c.norm_eps }, &[x, ffn_norm]);
@@ -226,12 +240,13 @@ pub fn lower(g: &GgufFile) -> Result<Lowered, Diagnostic> {
                 moe_block(&mut b, &w("ffn_gate_inp"), &expert, h, &moe)?
             }
         };
+        let down = residual(&mut b, down);
         x = b.binary(BinaryOp::Add, x, down);
     }
     b.layer = None;
     let out = if c.tied_output { Ok(embd) } else { Err(("output.weight", c.vocab_size)) };
     let norm = Op::Norm { kind: NormKind::Rms, eps: c.norm_eps };
-    b.logits_head((x, d), last_rows, (norm, "output_norm.weight"), out)?;
+    b.logits_head_divided((x, d), last_rows, (norm, "output_norm.weight"), out, c.scales.map(|s| s.logits))?;
 
     let mut facts = BTreeMap::new();
     for (k, v) in [
@@ -252,6 +267,9 @@ pub fn lower(g: &GgufFile) -> Result<Lowered, Diagnostic> {
     }
     if let Some(w) = c.window {
         facts.insert("sliding_window".into(), w.to_string());
+    }
+    for (k, v) in c.scales.iter().flat_map(Scales::facts) {
+        facts.insert(k.into(), v);
     }
     if let Some(n) = c.no_rope_every {
         let layers: Vec<String> = (0..c.n_layers).filter(|l| (l + 1) % n == 0).map(|l| l.to_string()).collect();

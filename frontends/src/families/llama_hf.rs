@@ -1,6 +1,6 @@
-//! Llama 1/2/3.x, Mistral, Mixtral and SmolLM3 from safetensors
-//! (`config.json` `model_type = "llama"`, `"mistral"`, `"mixtral"` or
-//! `"smollm3"`), lowered with Hugging
+//! Llama 1/2/3.x, Mistral, Mixtral, SmolLM3 and Granite from safetensors
+//! (`config.json` `model_type = "llama"`, `"mistral"`, `"mixtral"`,
+//! `"smollm3"` or `"granite"`: its four scales, `granite.rs`), lowered with Hugging
 //! Face tensor names. (Llama GGUFs go through `llama.rs`, whose rows the
 //! converter permuted.)
 //!
@@ -22,6 +22,7 @@
 //! mixtral `sliding_window` (null or a window), and for mixtral
 //! `num_local_experts` and `num_experts_per_tok`.
 
+use super::granite;
 use super::hf::{require_act, rope_scaling, rope_theta, HeadDim, HfDims};
 use super::moe::{moe_block, Moe};
 use super::qwen3::{dense_mlp, lower_decoder, Decoder};
@@ -36,6 +37,20 @@ pub const SMOLLM3: &str = "smollm3";
 
 /// The math-relevant `config.json` keys these families read.
 pub const CONFIG_READS: &[&str] = &["rope_scaling", "rope_parameters", "hidden_act", "attention_bias", "mlp_bias", "sliding_window"];
+
+/// Granite's: llama's and its four scales.
+pub const GRANITE_READS: &[&str] = &[
+    "rope_scaling",
+    "rope_parameters",
+    "hidden_act",
+    "attention_bias",
+    "mlp_bias",
+    "sliding_window",
+    "embedding_multiplier",
+    "residual_multiplier",
+    "attention_multiplier",
+    "logits_scaling",
+];
 
 /// SmolLM3's: Mistral's and which layers rotate.
 pub const SMOLLM3_READS: &[&str] =
@@ -59,7 +74,7 @@ pub fn lower(st: &SafetensorsFile, model_type: &str) -> Result<Lowered, Diagnost
     }
     let window = match st.config.get("sliding_window") {
         None | Some(serde_json::Value::Null) => None,
-        Some(_) if model_type == LLAMA => {
+        Some(_) if model_type == LLAMA || model_type == granite::MODEL_TYPE => {
             return Err(Diagnostic::new(&st.config_path, "`sliding_window` is set on a llama config: transformers' Llama has no sliding window")
                 .note("a Mistral checkpoint says `model_type: \"mistral\"`"))
         }
@@ -73,6 +88,7 @@ pub fn lower(st: &SafetensorsFile, model_type: &str) -> Result<Lowered, Diagnost
         scaling: rope_scaling(st, model_type)?,
         window,
         no_rope_layers: no_rope_layers.clone(),
+        scales: if model_type == granite::MODEL_TYPE { Some(granite::Scales::from_config(st)?) } else { None },
         ..Decoder::plain(rope_theta(st)?)
     };
     let mut facts = vec![("attention_bias", bias.to_string())];

@@ -6,6 +6,7 @@ pub mod fused_kv;
 pub mod gemma;
 pub mod gemma2;
 pub mod gemma3;
+pub mod granite;
 pub mod hf;
 pub mod llama;
 pub mod llama_hf;
@@ -280,6 +281,19 @@ impl<'a> Builder<'a> {
         (norm, norm_weight): (Op, &str),
         out: Result<NodeId, (&str, usize)>,
     ) -> Result<NodeId, Diagnostic> {
+        self.logits_head_divided((x, d), last_rows, (norm, norm_weight), out, None)
+    }
+
+    /// `logits_head` with the logits divided by `divisor` where one is
+    /// given (Granite's `logits_scaling`).
+    pub fn logits_head_divided(
+        &mut self,
+        (x, d): (NodeId, usize),
+        last_rows: NodeId,
+        (norm, norm_weight): (Op, &str),
+        out: Result<NodeId, (&str, usize)>,
+        divisor: Option<f32>,
+    ) -> Result<NodeId, Diagnostic> {
         let flat = self.reshape(x, vec![batch().mul(&seq()), Dim::from(d)]);
         let last = self.op(Op::Gather, &[flat, last_rows]);
         let nw = self.weight(norm_weight, Some(&[d]))?;
@@ -288,7 +302,11 @@ impl<'a> Builder<'a> {
             Ok(w) => w,
             Err((name, vocab)) => self.weight(name, Some(&[vocab, d]))?,
         };
-        let logits = self.matmul(h, out_w);
+        let mut logits = self.matmul(h, out_w);
+        if let Some(divisor) = divisor {
+            let c = gemma::scalar(self, divisor);
+            logits = self.binary(BinaryOp::Div, logits, c);
+        }
         Ok(self.op(Op::Output { name: graphc_ir::io::LOGITS.into() }, &[logits]))
     }
 }

@@ -15,6 +15,7 @@
 //! it, never a default), `tie_word_embeddings` (optional; `false` when
 //! absent, as in transformers' `Qwen3Config`).
 
+use super::granite::Scales;
 use super::hf::{rope_theta, tied, HeadDim, HfDims};
 use super::{AttentionCfg, Builder};
 use crate::error::Diagnostic;
@@ -46,12 +47,23 @@ pub(crate) struct Decoder {
     pub window: Option<usize>,
     /// Layers whose Q and K are not rotated (SmolLM3's NoPE layers).
     pub no_rope_layers: Vec<usize>,
+    /// Granite's embedding, residual, attention and logit scales.
+    pub scales: Option<super::granite::Scales>,
 }
 
 impl Decoder {
     /// No q/k norm, no biases, unscaled RoPE of base `theta`, no window.
     pub fn plain(theta: f32) -> Decoder {
-        Decoder { qk_norm: false, qkv_bias: false, out_bias: false, theta, scaling: RopeScaling::None, window: None, no_rope_layers: vec![] }
+        Decoder {
+            qk_norm: false,
+            qkv_bias: false,
+            out_bias: false,
+            theta,
+            scaling: RopeScaling::None,
+            window: None,
+            no_rope_layers: vec![],
+            scales: None,
+        }
     }
 }
 
@@ -83,9 +95,22 @@ pub(crate) fn lower_decoder(
     let (tokens, positions, last_rows) = b.inputs();
     let embd = b.weight("model.embed_tokens.weight", Some(&[vocab, d]))?;
     let mut x = b.op(Op::Gather, &[embd, tokens]);
+    let scales = decoder.scales;
+    if let Some(s) = scales {
+        x = Scales::times(&mut b, x, s.embedding);
+    }
+    // A block's output on its way into the residual stream.
+    let residual = |b: &mut Builder, o| match scales {
+        Some(s) => Scales::times(b, o, s.residual),
+        None => o,
+    };
     let norm = Op::Norm { kind: NormKind::Rms, eps };
     let rope = Op::Rope { style: RopeStyle::Neox, rotary_dim: hd, theta, scaling: decoder.scaling.clone() };
-    let cfg = AttentionCfg { qkv_bias: decoder.qkv_bias, out_bias: decoder.out_bias, window: decoder.window, ..dims.attention(norm.clone(), rope) };
+    let mut cfg =
+        AttentionCfg { qkv_bias: decoder.qkv_bias, out_bias: decoder.out_bias, window: decoder.window, ..dims.attention(norm.clone(), rope) };
+    if let Some(s) = scales {
+        cfg.scale = s.attention;
+    }
     for l in 0..n_layers {
         b.layer = Some(l as u32);
         let w = |s: &str| format!("model.layers.{l}.{s}.weight");
@@ -96,18 +121,21 @@ pub(crate) fn lower_decoder(
         let qk_norm = decoder.qk_norm.then_some((q_norm.as_str(), k_norm.as_str()));
         let cfg = AttentionCfg { no_rope: decoder.no_rope_layers.contains(&l), ..cfg.clone() };
         let o = b.attention(h, positions, names.map(|s| s.as_str()), qk_norm, &cfg)?;
+        let o = residual(&mut b, o);
         x = b.binary(BinaryOp::Add, x, o);
         let ln = b.weight(&w("post_attention_layernorm"), Some(&[d]))?;
         let h = b.op(norm.clone(), &[x, ln]);
         let out = mlp(&mut b, l, h)?;
+        let out = residual(&mut b, out);
         x = b.binary(BinaryOp::Add, x, out);
     }
     b.layer = None;
     let out = if tied { Ok(embd) } else { Err(("lm_head.weight", vocab)) };
-    b.logits_head((x, d), last_rows, (norm, "model.norm.weight"), out)?;
+    b.logits_head_divided((x, d), last_rows, (norm, "model.norm.weight"), out, scales.map(|s| s.logits))?;
     let mut common = vec![("norm_eps", format!("{eps:?}")), ("rope_theta", format!("{theta:?}")), ("tied_output", tied.to_string())];
     if decoder.scaling != RopeScaling::None {
         common.push(("rope_scaling", format!("{:?}", decoder.scaling)));
     }
+    common.extend(scales.iter().flat_map(Scales::facts));
     Ok(b.finish(vocab, context, &[dims.facts(), facts, common].concat()))
 }

@@ -48,11 +48,13 @@ const fn hf(
 pub const FAMILIES: &[Family] = &[
     gguf("llama", llama::lower),
     gguf("smollm3", llama::lower),
+    gguf("granite", llama::lower),
     gguf("gemma3", gemma3::lower),
     hf(llama_hf::LLAMA, None, llama_hf::CONFIG_READS, |st, t, _| llama_hf::lower(st, t)),
     hf(llama_hf::MISTRAL, None, llama_hf::CONFIG_READS, |st, t, _| llama_hf::lower(st, t)),
     hf(llama_hf::MIXTRAL, None, llama_hf::MIXTRAL_READS, |st, t, _| llama_hf::lower(st, t)),
     hf(llama_hf::SMOLLM3, None, llama_hf::SMOLLM3_READS, |st, t, _| llama_hf::lower(st, t)),
+    hf(granite::MODEL_TYPE, None, llama_hf::GRANITE_READS, |st, t, _| llama_hf::lower(st, t)),
     hf(qwen2::MODEL_TYPE, Some("qwen2"), qwen2::CONFIG_READS, |st, _, _| qwen2::lower(st)),
     hf(qwen3::MODEL_TYPE, Some("qwen3"), &["use_sliding_window", "head_dim", "rope_scaling", "rope_parameters"], |st, _, _| qwen3::lower(st)),
     hf(qwen3_moe::MODEL_TYPE, Some("qwen3moe"), &["head_dim", "num_experts", "num_local_experts", "rope_scaling", "rope_parameters"], |st, _, _| {
