@@ -356,15 +356,24 @@ pub fn run_scheduled(
 fn profile_class(graph: &Graph, id: NodeId) -> (String, u64, usize) {
     let op = &graph.node(id).op;
     let mut class = op.mnemonic();
+    let inputs = graph.inputs(id);
+    // A MoE layer's experts: their count and the first one's weights. They
+    // are read only where routed, so how much of them a step reads is not
+    // the class's to say.
+    let moe = matches!(op, Op::MoeExperts { .. });
+    let inputs = if moe {
+        class.push_str(&format!(" {}×", inputs.len().saturating_sub(2) / 3));
+        &inputs[2.min(inputs.len())..5.min(inputs.len())]
+    } else {
+        &inputs[..]
+    };
     let (mut bytes, mut k) = (0, 0);
-    for input in graph.inputs(id) {
+    for &input in inputs {
         if let Op::Weight { ty, .. } = &graph.node(input).op {
             let shape: Vec<i64> = ty.shape.iter().filter_map(|d| d.as_const()).collect();
             class.push_str(&format!(" {}{shape:?}", ty.dtype));
-            // The matrices it multiplies by (a norm_matmul's norm weight is
-            // a vector). A MoE's experts are read only where routed, so how
-            // much of them a step reads is not the class's to say.
-            if op.is_matmul() && shape.len() == 2 && !matches!(op, Op::MoeExperts { .. }) {
+            // The matrices it multiplies by (a norm_matmul's norm weight is a vector).
+            if op.is_matmul() && shape.len() == 2 && !moe {
                 let elems = shape.iter().product::<i64>().max(0) as u64;
                 bytes += ty.dtype.storage_bytes(elems).unwrap_or(0);
                 // A matmul_glu's two products over one output: 2k a column.
