@@ -383,16 +383,12 @@ pub(crate) fn eval(op: &Op, args: &[&Val], env: &Env) -> Result<Tensor, String> 
             let (shape, x, weights) = (a0().shape(), a0().f32s()?, args[1].f32s()?);
             let d = *shape.last().unwrap();
             let n_experts = (args.len() - 2) / 3;
-            let experts = |routed: &[crate::cpu::moe::Routed]| -> Result<Vec<Vec<f32>>, String> {
-                let mut outs = Vec::with_capacity(routed.len());
-                for r in routed {
-                    let (e, rows) = (r.expert, Val::T(Tensor::f32(vec![r.rows.len(), d], r.x.clone())));
-                    let hidden = Val::T(eval(&Op::MatMulGlu { act: *act }, &[&rows, args[2 + 3 * e], args[3 + 3 * e]], env)?);
-                    outs.push(eval(&Op::MatMul, &[&hidden, args[4 + 3 * e]], env)?.as_f32().ok_or("an expert's output is f32")?.to_vec());
-                }
-                Ok(outs)
+            let expert = |e: usize, rows: &[f32], m: usize| -> Result<Vec<f32>, String> {
+                let rows = Val::T(Tensor::f32(vec![m, d], rows.to_vec()));
+                let hidden = Val::T(eval(&Op::MatMulGlu { act: *act }, &[&rows, args[2 + 3 * e], args[3 + 3 * e]], env)?);
+                Ok(eval(&Op::MatMul, &[&hidden, args[4 + 3 * e]], env)?.as_f32().ok_or("an expert's output is f32")?.to_vec())
             };
-            let (out, _) = crate::cpu::moe::routed_sum(&x, d, &weights, n_experts, |_| false, experts)?;
+            let (out, _) = crate::cpu::moe::routed_sum(&x, d, &weights, n_experts, |_| false, expert)?;
             Ok(Tensor::f32(shape, out))
         }
         Op::MatMulGlu { act } => {

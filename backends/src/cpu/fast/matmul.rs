@@ -19,7 +19,7 @@
 //! thread count, so results are the same for any `--threads`; nor, on
 //! either path, on the other activation rows (`matmul_on_path`).
 
-use crate::cpu::pool::{collect_column_blocks, for_each_chunk_mut, for_each_range_mut, SpinPool};
+use crate::cpu::pool::{collect_column_blocks, for_each_chunk_mut, SpinPool};
 use crate::cpu::simd::{self, Isa};
 use crate::tensor::WeightRef;
 
@@ -78,110 +78,62 @@ fn matvec_rows_per_task(n: usize, row_bytes: usize, threads: usize) -> usize {
     n.div_ceil(tasks).next_multiple_of(4).max(4)
 }
 
-fn matvec(pool: &SpinPool, isa: Isa, x: &[f32], m: usize, _k: usize, w: WeightRef<'_>) -> Vec<f32> {
-    matvec_many(pool, isa, &[(x, m, w)]).pop().expect("one job")
-}
-
-/// The row-dot products of several jobs `(x [m, k], m, w [n, k])` in one
-/// parallel region (a MoE step's routed experts: one region for all their
-/// projections, not one each). Each job's tasks are those `matvec` gives it
-/// alone, and every output element is one dot product by the same kernel,
-/// so each job's bits are those of its own call.
-pub fn matvec_many(pool: &SpinPool, isa: Isa, jobs: &[(&[f32], usize, WeightRef<'_>)]) -> Vec<Vec<f32>> {
-    struct Job<'a> {
-        m: usize,
-        w: WeightRef<'a>,
-        rows_of_x: Vec<&'a [f32]>,
-        rows_per_task: usize,
-    }
-    let xsums: Vec<Vec<Vec<f32>>> = jobs.iter().map(|&(x, _, w)| x.chunks_exact(w.shape[1]).map(simd::group_sums).collect()).collect();
-    let sums_of_x: Vec<Vec<&[f32]>> = xsums.iter().map(|s| s.iter().map(|v| &v[..]).collect()).collect();
-    let prepared: Vec<Job> = jobs
-        .iter()
-        .map(|&(x, m, w)| {
-            let k = w.shape[1];
-            assert_eq!(x.len(), m * k);
-            Job { m, w, rows_of_x: x.chunks_exact(k).collect(), rows_per_task: matvec_rows_per_task(w.shape[0], w.row_bytes(), pool.threads()) }
-        })
-        .collect();
-    // One flat `[n][m]` buffer a job, its tasks' pieces in order.
-    let (mut starts, mut tasks, mut offsets) = (vec![], vec![], vec![]);
-    let mut total = 0;
-    for (j, job) in prepared.iter().enumerate() {
-        offsets.push(total);
-        let n = job.w.shape[0];
-        for r0 in (0..n).step_by(job.rows_per_task.max(1)) {
-            starts.push(total + r0 * job.m);
-            tasks.push((j, r0));
+fn matvec(pool: &SpinPool, isa: Isa, x: &[f32], m: usize, k: usize, w: WeightRef<'_>) -> Vec<f32> {
+    let n = w.shape[0];
+    let xsums: Vec<Vec<f32>> = x.chunks_exact(k).map(simd::group_sums).collect();
+    let rows_per_task = matvec_rows_per_task(n, w.row_bytes(), pool.threads());
+    let mut out_t = vec![0f32; n * m]; // [n][m]
+    let rb = w.row_bytes();
+    let (rows_of_x, sums_of_x): (Vec<&[f32]>, Vec<&[f32]>) = (x.chunks_exact(k).collect(), xsums.iter().map(|s| &s[..]).collect());
+    for_each_chunk_mut(pool, &mut out_t, rows_per_task * m, |task, chunk| {
+        let (r0, rows) = (task * rows_per_task, chunk.len() / m);
+        let bytes = &w.bytes[r0 * rb..(r0 + rows) * rb];
+        if m == 1 {
+            return simd::dot_rows(isa, w.dtype, bytes, x, &xsums[0], chunk);
         }
-        total += n * job.m;
-    }
-    let mut out_t = vec![0f32; total];
-    for_each_range_mut(pool, &mut out_t, &starts, |t, chunk| {
-        let (j, r0) = tasks[t];
-        let job = &prepared[j];
-        matvec_task(isa, job.w, r0, job.m, &job.rows_of_x, &sums_of_x[j], chunk);
-    });
-    prepared
-        .iter()
-        .enumerate()
-        .map(|(j, job)| {
-            let (n, m) = (job.w.shape[0], job.m);
-            let t = &out_t[offsets[j]..offsets[j] + n * m];
-            if m == 1 {
-                return t.to_vec();
+        // A batch's rows at once where the kernel exists (the same bits as
+        // each row alone): in groups of at most `MULTI_ROWS`, as even as
+        // they can be (6 rows as 3 + 3, not 4 + 2), each group's results
+        // then scattered into the task's `[weight row][activation row]`.
+        if simd::has_rows_multi(isa, w.dtype) {
+            let groups = m.div_ceil(simd::MULTI_ROWS);
+            if groups == 1 {
+                let done = simd::dot_rows_multi(isa, w.dtype, bytes, &rows_of_x, &sums_of_x, chunk);
+                debug_assert!(done);
+                return;
             }
-            let mut out = vec![0f32; m * n];
-            for r in 0..n {
-                for i in 0..m {
-                    out[i * n + r] = t[r * m + i];
+            let mut group_out = vec![0f32; rows * simd::MULTI_ROWS];
+            let mut i0 = 0;
+            for g in 0..groups {
+                let size = (m - i0) / (groups - g);
+                let out = &mut group_out[..rows * size];
+                let done = simd::dot_rows_multi(isa, w.dtype, bytes, &rows_of_x[i0..i0 + size], &sums_of_x[i0..i0 + size], out);
+                debug_assert!(done);
+                for (j, values) in out.chunks_exact(size).enumerate() {
+                    chunk[j * m + i0..j * m + i0 + size].copy_from_slice(values);
                 }
+                i0 += size;
             }
-            out
-        })
-        .collect()
-}
-
-/// One task of `matvec_many`: weight rows `r0..` (as many as `chunk`
-/// holds, `[row][activation row]`) dotted with every activation row.
-fn matvec_task(isa: Isa, w: WeightRef<'_>, r0: usize, m: usize, rows_of_x: &[&[f32]], sums_of_x: &[&[f32]], chunk: &mut [f32]) {
-    let (rb, rows) = (w.row_bytes(), chunk.len() / m);
-    let bytes = &w.bytes[r0 * rb..(r0 + rows) * rb];
-    if m == 1 {
-        return simd::dot_rows(isa, w.dtype, bytes, rows_of_x[0], sums_of_x[0], chunk);
-    }
-    // A batch's rows at once where the kernel exists (the same bits as
-    // each row alone): in groups of at most `MULTI_ROWS`, as even as
-    // they can be (6 rows as 3 + 3, not 4 + 2), each group's results
-    // then scattered into the task's `[weight row][activation row]`.
-    if simd::has_rows_multi(isa, w.dtype) {
-        let groups = m.div_ceil(simd::MULTI_ROWS);
-        if groups == 1 {
-            let done = simd::dot_rows_multi(isa, w.dtype, bytes, rows_of_x, sums_of_x, chunk);
-            debug_assert!(done);
             return;
         }
-        let mut group_out = vec![0f32; rows * simd::MULTI_ROWS];
-        let mut i0 = 0;
-        for g in 0..groups {
-            let size = (m - i0) / (groups - g);
-            let out = &mut group_out[..rows * size];
-            let done = simd::dot_rows_multi(isa, w.dtype, bytes, &rows_of_x[i0..i0 + size], &sums_of_x[i0..i0 + size], out);
-            debug_assert!(done);
-            for (j, values) in out.chunks_exact(size).enumerate() {
-                chunk[j * m + i0..j * m + i0 + size].copy_from_slice(values);
+        let mut col = vec![0f32; rows];
+        for i in 0..m {
+            simd::dot_rows(isa, w.dtype, bytes, &x[i * k..(i + 1) * k], &xsums[i], &mut col);
+            for (j, v) in col.iter().enumerate() {
+                chunk[j * m + i] = *v;
             }
-            i0 += size;
         }
-        return;
+    });
+    if m == 1 {
+        return out_t;
     }
-    let mut col = vec![0f32; rows];
-    for i in 0..m {
-        simd::dot_rows(isa, w.dtype, bytes, rows_of_x[i], sums_of_x[i], &mut col);
-        for (j, v) in col.iter().enumerate() {
-            chunk[j * m + i] = *v;
+    let mut out = vec![0f32; m * n];
+    for j in 0..n {
+        for i in 0..m {
+            out[i * n + j] = out_t[j * m + i];
         }
     }
+    out
 }
 
 fn gemm(pool: &SpinPool, isa: Isa, x: &[f32], m: usize, k: usize, w: WeightRef<'_>) -> Vec<f32> {

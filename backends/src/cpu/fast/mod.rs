@@ -12,7 +12,7 @@
 //! | elementwise `unary` / same-shape `binary` | in place on the operand that dies here, split across threads |
 //! | `norm` | rows across threads, each by the reference's arithmetic (bit-identical) |
 //! | `kv_append` | in place into the cache (as the reference) |
-//! | `moe_experts` | each expert on the rows routed to it, gathered (`cpu::moe`), its products on the dense form's path; on the row-dot path every routed expert's gate and up products in one pool region and their down products in another (`matvec_many`) |
+//! | `moe_experts` | each expert on the rows routed to it, gathered (`cpu::moe`), its products on the dense form's path |
 //!
 //! Precision contract (DESIGN.md): activations and accumulation are f32,
 //! weights are dequantized on the fly; nothing is quantized to 8 bits.
@@ -295,41 +295,13 @@ impl Fast {
                         false => self.fallback.install(|| crate::cpu::kernels::matmul_weight(xs, m, k, *w)),
                     }
                 };
-                // On the row-dot path, every routed expert's gate and up
-                // products run in one parallel region, then their down
-                // products in another (`matvec_many`: the same bits as one
-                // call each); on the tiled path, one expert after another.
-                let batched = experts.iter().all(|w| self.has_matmul(w) && matmul::uses_row_dots(isa, w.dtype, path_rows));
-                let run = |routed: &[crate::cpu::moe::Routed]| -> Result<Vec<Vec<f32>>, String> {
-                    let weights = |r: &crate::cpu::moe::Routed, i: usize| &experts[3 * r.expert + i];
-                    if batched {
-                        let jobs: Vec<_> = routed
-                            .iter()
-                            .flat_map(|r| [(&r.x[..], r.rows.len(), *weights(r, 0)), (&r.x[..], r.rows.len(), *weights(r, 1))])
-                            .collect();
-                        let mut products = matmul::matvec_many(&self.pool, isa, &jobs).into_iter();
-                        let mut hidden = Vec::with_capacity(routed.len());
-                        while let (Some(mut gate), Some(up)) = (products.next(), products.next()) {
-                            self.glu_in_place(*act, &mut gate, &up);
-                            hidden.push(gate);
-                        }
-                        let jobs: Vec<_> = routed.iter().zip(&hidden).map(|(r, h)| (&h[..], r.rows.len(), *weights(r, 2))).collect();
-                        return Ok(matmul::matvec_many(&self.pool, isa, &jobs));
-                    }
-                    Ok(routed
-                        .iter()
-                        .map(|r| {
-                            let m = r.rows.len();
-                            let (mut hidden, up) = (project(weights(r, 0), &r.x, m), project(weights(r, 1), &r.x, m));
-                            self.glu_in_place(*act, &mut hidden, &up);
-                            project(weights(r, 2), &hidden, m)
-                        })
-                        .collect())
+                let expert = |e: usize, xs: &[f32], m: usize| -> Result<Vec<f32>, String> {
+                    let [w_gate, w_up, w_down] = [&experts[3 * e], &experts[3 * e + 1], &experts[3 * e + 2]];
+                    let (mut hidden, up) = (project(w_gate, xs, m), project(w_up, xs, m));
+                    self.glu_in_place(*act, &mut hidden, &up);
+                    Ok(project(w_down, &hidden, m))
                 };
-                let (out, products) = crate::cpu::moe::routed_sum(x, d, weights, experts.len() / 3, is_idle, run)?;
-                if batched {
-                    self.count("moe_experts_batched");
-                }
+                let (out, products) = crate::cpu::moe::routed_sum(x, d, weights, experts.len() / 3, is_idle, expert)?;
                 self.count("moe_experts");
                 let mut c = self.counts.lock().unwrap_or_else(|e| e.into_inner());
                 c.entry("moe_expert_rows").or_default().fetch_add(products as u64, Ordering::Relaxed);
