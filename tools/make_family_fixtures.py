@@ -581,6 +581,50 @@ def granite():
     write("granite", model, config, controls)
 
 
+def gemma3_text():
+    # Gemma 3's text model (Gemma 3 270M / 1B; the 4B+ language model):
+    # five sliding-window layers then a global one (`layer_types`), the
+    # local layers' RoPE base 10000 and the global layers' 1e6 with the
+    # 4B+ models' linear scaling by 8 on the global layers only, q/k
+    # RMS-normed per head, every norm `1 + w`, the embedding scaled by
+    # sqrt(hidden), GeGLU, tied output. The window is shrunk to 4 tokens.
+    from transformers import Gemma3TextConfig, Gemma3ForCausalLM
+
+    kwargs = dict(
+        vocab_size=256, hidden_size=64, intermediate_size=128, num_hidden_layers=6,
+        num_attention_heads=4, num_key_value_heads=1, head_dim=16, query_pre_attn_scalar=16,
+        max_position_embeddings=32768, rms_norm_eps=1e-6, sliding_window=4,
+        rope_parameters={"sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
+                         "full_attention": {"rope_type": "linear", "factor": 8.0, "rope_theta": 1000000.0}},
+        tie_word_embeddings=True, bos_token_id=None, eos_token_id=None, pad_token_id=None,
+        torch_dtype="float32", attn_implementation="eager",
+    )
+    config = Gemma3TextConfig(**kwargs)
+    assert config.layer_types == ["sliding_attention"] * 5 + ["full_attention"], config.layer_types
+    torch.manual_seed(0)
+    model = Gemma3ForCausalLM(config).eval()
+    randomize(model, 59)
+    reference = rows(all_logits(model, PROMPTS[0]))
+
+    def variant(**changes):
+        m = Gemma3ForCausalLM(Gemma3TextConfig(**{**kwargs, **changes})).eval()
+        m.load_state_dict(model.state_dict())
+        return rows(all_logits(m, PROMPTS[0]))
+
+    rope = kwargs["rope_parameters"]
+    controls = far_enough({
+        # The global layers' base on the local ones too.
+        "local_base_1e6": variant(rope_parameters={**rope, "sliding_attention": {"rope_type": "default", "rope_theta": 1000000.0}}),
+        # The linear scaling on every layer.
+        "scaling_everywhere": variant(rope_parameters={**rope, "sliding_attention": {"rope_type": "linear", "factor": 8.0, "rope_theta": 10000.0}}),
+        # No window: every layer global.
+        "no_window": variant(layer_types=["full_attention"] * 6),
+        # The global scaling left out.
+        "no_scaling": variant(rope_parameters={**rope, "full_attention": {"rope_type": "default", "rope_theta": 1000000.0}}),
+    }, reference, "gemma3_text")
+    write("gemma3_text", model, config, controls)
+
+
 def qwen3_next():
     from transformers import Qwen3NextConfig, Qwen3NextForCausalLM
 

@@ -194,6 +194,7 @@ pub const MATH_KEYS: &[&str] = &[
     "logit_scale",
     "rope_local_base_freq",
     "no_rope_layers",
+    "use_bidirectional_attention",
 ];
 
 /// The math keys each safetensors family reads (by `model_type`).
@@ -219,7 +220,9 @@ fn config_neutral(key: &str, v: &Value, config: &Map<String, Value>, reads: &[&s
             let context = config.get("max_position_embeddings").and_then(|c| c.as_u64());
             config.get("use_sliding_window").and_then(|u| u.as_bool()) == Some(false) || matches!((v.as_u64(), context), (Some(w), Some(c)) if w >= c)
         }
-        "use_sliding_window" | "attention_bias" | "mlp_bias" | "qk_layernorm" | "use_qk_norm" => v.as_bool() == Some(false),
+        "use_sliding_window" | "attention_bias" | "mlp_bias" | "qk_layernorm" | "use_qk_norm" | "use_bidirectional_attention" => {
+            v.as_bool() == Some(false)
+        }
         "layer_types" => v.as_array().is_some_and(|a| a.iter().all(|t| t.as_str() == Some("full_attention"))),
         // The SwiGLU families: transformers' `silu`.
         "hidden_act" => v.as_str() == Some("silu"),

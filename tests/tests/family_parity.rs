@@ -711,6 +711,21 @@ fn granite_matches_transformers_from_safetensors_and_gguf() {
     }
 }
 
+/// Gemma 3's text model from safetensors (`gemma3_text`, transformers 5's
+/// per-layer-kind `rope_parameters`): five sliding layers (window shrunk to
+/// 4) then a global one, local RoPE base 1e4, global 1e6 with 4B+'s linear
+/// scaling by 8. Controls: the global base on local layers, the scaling on
+/// every layer, no window, no scaling.
+#[test]
+fn gemma3_text_matches_transformers() {
+    check_family("gemma3_text");
+    let (dir, _) = fixture("gemma3_text");
+    let model = Model::compile(&dir, &CompileOptions::default(), None).unwrap();
+    let facts = &model.plan().model.facts;
+    assert_eq!((facts["global_layers"].as_str(), facts["sliding_window"].as_str()), ("5", "4"));
+    assert_eq!(facts["rope_global"], "theta 1000000.0, Linear { factor: 8.0 }");
+}
+
 #[test]
 fn qwen2_tied_matches_transformers() {
     check_family("qwen2_tied");

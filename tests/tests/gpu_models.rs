@@ -254,6 +254,7 @@ fn family_fixtures_on_the_gpu_match_transformers() {
         "qwen3",
         "gemma",
         "gemma2",
+        "gemma3_text",
         "phi2",
         "phi3",
         "phi3_longrope",

@@ -30,6 +30,7 @@ const SAFETENSORS: &[(&str, &str)] = &[
     ("qwen3_next", "qwen3_next"),
     ("gemma", "gemma"),
     ("gemma2", "gemma2"),
+    ("gemma3_text", "gemma3_text"),
     ("phi2", "phi"),
     ("phi3", "phi3"),
     ("phi3_longrope", "phi3"),
@@ -186,6 +187,12 @@ fn every_family_refuses_each_unimplemented_config_variant() {
                     // variant is the Hub's `rope_scaling` beside `rope_theta`.
                     if *key == "rope_scaling" {
                         if let Some(rp) = c.remove("rope_parameters") {
+                            // Gemma 3's is one a layer kind: the global one's base,
+                            // the local one's as `rope_local_base_freq`.
+                            if let Some(local) = rp.get("sliding_attention") {
+                                c.insert("rope_local_base_freq".into(), local["rope_theta"].clone());
+                            }
+                            let rp = rp.get("full_attention").unwrap_or(&rp).clone();
                             c.insert("rope_theta".into(), rp["rope_theta"].clone());
                             if let Some(f) = rp.get("partial_rotary_factor") {
                                 c.insert("partial_rotary_factor".into(), f.clone());
@@ -210,7 +217,7 @@ fn every_family_refuses_each_unimplemented_config_variant() {
             "qwen2" | "qwen3" | "qwen3_moe" => ("use_sliding_window", json!(true)),
             // Implemented (`family_parity.rs` `phi3_window_*`).
             // Mixtral's window is Mistral's (`family_parity.rs` `mistral_*`).
-            "gemma2" | "phi3" | "mixtral" | "smollm3" => continue,
+            "gemma2" | "gemma3_text" | "phi3" | "mixtral" | "smollm3" => continue,
             _ => ("sliding_window", json!(16)),
         };
         let p = safetensors_copy(

@@ -101,8 +101,8 @@ pub fn lower(st: &SafetensorsFile) -> Result<Lowered, Diagnostic> {
 
 /// Which layers slide: `layer_types` when the config has it (each
 /// `sliding_attention` or `full_attention`), else HF's rule for Gemma 2
-/// (even layers slide).
-fn layer_kinds(st: &SafetensorsFile, n_layers: usize) -> Result<Vec<bool>, Diagnostic> {
+/// (even layers slide). Gemma 3's configs always list them.
+pub(crate) fn layer_kinds(st: &SafetensorsFile, n_layers: usize) -> Result<Vec<bool>, Diagnostic> {
     let Some(types) = st.config.get("layer_types").filter(|v| !v.is_null()) else {
         return Ok((0..n_layers).map(|l| l % 2 == 0).collect());
     };

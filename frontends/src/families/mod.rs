@@ -6,6 +6,7 @@ pub mod fused_kv;
 pub mod gemma;
 pub mod gemma2;
 pub mod gemma3;
+pub mod gemma3_hf;
 pub mod granite;
 pub mod hf;
 pub mod llama;

@@ -1,0 +1,131 @@
+//! Gemma 3's text model from safetensors (`config.json` `model_type =
+//! "gemma3_text"`: Gemma 3 270M and 1B), lowered with Hugging Face tensor
+//! names. (Gemma 3 GGUFs go through `gemma3.rs`.)
+//!
+//! Per layer (HF `Gemma3DecoderLayer`): `x + post_attention_layernorm(attn(input_layernorm(x)))`,
+//! then `x + post_feedforward_layernorm(mlp(pre_feedforward_layernorm(x)))`,
+//! every norm Gemma's `1 + w` RMSNorm, Q and K RMS-normed per head
+//! (`q_norm`, `k_norm`, also `1 + w`). Layers slide or attend globally by
+//! `layer_types`; each kind has its own RoPE: transformers 5's
+//! `rope_parameters.{sliding_attention, full_attention}` (base, and `linear`
+//! scaling: Gemma 3 4B+'s factor 8 on the global layers), or the Hub's
+//! `rope_theta` and `rope_scaling` (global) beside `rope_local_base_freq`
+//! (local; 10000, HF's default, when absent). Attention scale
+//! `query_pre_attn_scalar^-1/2`; no soft-caps (a config that sets one is
+//! refused: no Gemma 3 does). The
+//! embedding is scaled by `sqrt(hidden)`, the MLP is GeGLU, the output tied.
+
+use super::gemma::{gelu_kind, one_plus_norm, scalar};
+use super::hf::{HeadDim, HfDims};
+use super::{batch, seq, AttentionCfg, Builder};
+use crate::error::Diagnostic;
+use crate::families::llama::Lowered;
+use crate::safetensors::SafetensorsFile;
+use graphc_ir::{BinaryOp, NormKind, Op, RopeScaling, RopeStyle};
+
+pub const MODEL_TYPE: &str = "gemma3_text";
+
+/// The `config.json` keys the family reads.
+pub const CONFIG_READS: &[&str] = &[
+    "head_dim",
+    "hidden_act",
+    "hidden_activation",
+    "sliding_window",
+    "layer_types",
+    "query_pre_attn_scalar",
+    "rope_scaling",
+    "rope_parameters",
+    "rope_local_base_freq",
+];
+
+pub fn lower(st: &SafetensorsFile) -> Result<Lowered, Diagnostic> {
+    let dims = HfDims::read(st, HeadDim::Key, false)?;
+    let HfDims { d, n_layers, head_dim: hd, ffn, vocab, context, .. } = dims;
+    let path = &st.config_path;
+    let window = st.config_uint("sliding_window")?;
+    if window == 0 {
+        return Err(Diagnostic::new(path, "sliding_window is 0"));
+    }
+    if st.config.get("use_bidirectional_attention").and_then(|v| v.as_bool()) == Some(true) {
+        return Err(Diagnostic::new(path, "`use_bidirectional_attention` is true: graphc lowers causal Gemma 3 only"));
+    }
+    let eps = st.config_float("rms_norm_eps")? as f32;
+    let act = gelu_kind(st)?;
+    let query_scalar = st.config_float("query_pre_attn_scalar")?;
+    let sliding = super::gemma2::layer_kinds(st, n_layers)?;
+    let (local, global) = (rope(st, false)?, rope(st, true)?);
+    let mut b = Builder::new(MODEL_TYPE, st);
+    b.norms_include_one = super::gemma::norms_include_one(st);
+    let (tokens, positions, last_rows) = b.inputs();
+    let embd = b.weight("model.embed_tokens.weight", Some(&[vocab, d]))?;
+    let x = b.op(Op::Gather, &[embd, tokens]);
+    let normalizer = scalar(&mut b, (d as f64).sqrt() as f32);
+    let mut x = b.binary(BinaryOp::Mul, x, normalizer);
+    for (l, &slides) in sliding.iter().enumerate() {
+        b.layer = Some(l as u32);
+        let w = |s: &str| format!("model.layers.{l}.{s}.weight");
+        let (theta, scaling) = if slides { local.clone() } else { global.clone() };
+        let cfg = AttentionCfg {
+            scale: (1.0 / query_scalar.sqrt()) as f32,
+            window: slides.then_some(window),
+            qk_norm_one_plus: !b.norms_include_one,
+            ..dims.attention(Op::Norm { kind: NormKind::Rms, eps }, Op::Rope { style: RopeStyle::Neox, rotary_dim: hd, theta, scaling })
+        };
+        let h = one_plus_norm(&mut b, x, &w("input_layernorm"), d, eps)?;
+        let names = [&w("self_attn.q_proj"), &w("self_attn.k_proj"), &w("self_attn.v_proj"), &w("self_attn.o_proj")];
+        let (q_norm, k_norm) = (w("self_attn.q_norm"), w("self_attn.k_norm"));
+        let o = b.attention(h, positions, names.map(|s| s.as_str()), Some((&q_norm, &k_norm)), &cfg)?;
+        let o = one_plus_norm(&mut b, o, &w("post_attention_layernorm"), d, eps)?;
+        x = b.binary(BinaryOp::Add, x, o);
+        let h = one_plus_norm(&mut b, x, &w("pre_feedforward_layernorm"), d, eps)?;
+        let down = b.gated_mlp(h, (&w("mlp.gate_proj"), &w("mlp.up_proj"), &w("mlp.down_proj")), (ffn, d), act)?;
+        let down = one_plus_norm(&mut b, down, &w("post_feedforward_layernorm"), d, eps)?;
+        x = b.binary(BinaryOp::Add, x, down);
+    }
+    b.layer = None;
+    let flat = b.reshape(x, vec![batch().mul(&seq()), d.into()]);
+    let last = b.op(Op::Gather, &[flat, last_rows]);
+    let h = one_plus_norm(&mut b, last, "model.norm.weight", d, eps)?;
+    let logits = b.matmul(h, embd);
+    b.op(Op::Output { name: graphc_ir::io::LOGITS.into() }, &[logits]);
+    let globals: Vec<String> = (0..n_layers).filter(|&l| !sliding[l]).map(|l| l.to_string()).collect();
+    let facts = [
+        ("norm_weight_offset", super::gemma::norm_offset_fact(b.norms_include_one)),
+        ("sliding_window", window.to_string()),
+        ("global_layers", globals.join(",")),
+        ("rope_local", format!("theta {:?}, {:?}", local.0, local.1)),
+        ("rope_global", format!("theta {:?}, {:?}", global.0, global.1)),
+        ("attention_scale", format!("query_pre_attn_scalar {query_scalar}^-1/2")),
+    ];
+    Ok(b.finish(vocab, context, &[dims.facts(), facts.to_vec()].concat()))
+}
+
+/// The RoPE base and scaling of the global (`full`) or the sliding layers.
+fn rope(st: &SafetensorsFile, full: bool) -> Result<(f32, RopeScaling), Diagnostic> {
+    let path = &st.config_path;
+    let kind = if full { "full_attention" } else { "sliding_attention" };
+    let per_kind = st.config.get("rope_parameters").and_then(|p| p.get(kind));
+    let (theta, params) = match per_kind {
+        Some(p) => (p.get("rope_theta").and_then(|t| t.as_f64()), Some(p)),
+        None if full => (st.config.get("rope_theta").and_then(|t| t.as_f64()), st.config.get("rope_scaling").filter(|s| !s.is_null())),
+        None => (Some(st.config.get("rope_local_base_freq").and_then(|t| t.as_f64()).unwrap_or(10_000.0)), None),
+    };
+    let key = if per_kind.is_some() {
+        format!("rope_parameters.{kind}")
+    } else if full {
+        "rope_theta".into()
+    } else {
+        "rope_local_base_freq".into()
+    };
+    let theta = theta.ok_or_else(|| Diagnostic::new(path, format!("missing the {kind} layers' RoPE base (`{key}`)")))? as f32;
+    let Some(p) = params else { return Ok((theta, RopeScaling::None)) };
+    match p.get("rope_type").or_else(|| p.get("type")).and_then(|t| t.as_str()).unwrap_or("default") {
+        "default" => Ok((theta, RopeScaling::None)),
+        "linear" => match p.get("factor").and_then(|f| f.as_f64()) {
+            Some(factor) if factor > 0.0 => Ok((theta, RopeScaling::Linear { factor: factor as f32 })),
+            _ => Err(Diagnostic::new(path, format!("the {kind} layers' linear RoPE scaling has no positive `factor`"))),
+        },
+        other => Err(Diagnostic::new(path, format!("the {kind} layers' RoPE scaling `{other}` is not implemented by the gemma3_text family"))
+            .note("graphc lowers Gemma 3's RoPE `default` and `linear`")),
+    }
+}
