@@ -297,6 +297,24 @@ pub fn gguf_with_keys(src: &Path, dst: &Path, keys: &[(&str, Meta)]) -> PathBuf 
 
 /// A fresh temporary folder under the target dir (removed by the OS, not us:
 /// a failing test leaves its files to look at).
+/// q8_0 bytes for a `[rows, k]` weight: small seeded scales
+/// (0.002–0.012) and pseudo-random quants.
+pub fn q8_0_weights(rows: usize, k: usize, seed: u64) -> Vec<u8> {
+    let mut s = seed;
+    let mut next = || {
+        s ^= s << 13;
+        s ^= s >> 7;
+        s ^= s << 17;
+        s
+    };
+    let mut out = vec![];
+    for _ in 0..rows * k / 32 {
+        out.extend(half::f16::from_f32(0.002 + (next() % 1000) as f32 * 1e-5).to_le_bytes());
+        out.extend((0..32).map(|_| next() as u8));
+    }
+    out
+}
+
 pub fn temp_dir(tag: &str) -> PathBuf {
     let d = repo_root().join("target/test-tmp").join(format!("{tag}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&d);

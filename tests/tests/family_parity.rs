@@ -51,6 +51,21 @@ fn logits_at_every_position(model: &Model, k: Kernels, prompt: &[u32]) -> Vec<Ve
     out
 }
 
+/// `model` (a fixture's GGUF) against the reference's logits at every
+/// position of every prompt, on the fast backend; the logits' bits.
+fn gguf_matches_reference(model: &Model, r: &Value, what: &str) -> Vec<u32> {
+    let mut bits = Vec::new();
+    for (p, prompt) in r["prompts"].as_array().unwrap().iter().enumerate() {
+        let got = logits_at_every_position(model, Kernels::parse("fast").unwrap(), &ids(prompt));
+        for (pos, (g, w)) in got.iter().zip(r["logits"][p].as_array().unwrap()).enumerate() {
+            let d = max_diff(g, &floats(w));
+            assert!(d <= TOL, "{what} prompt {p} position {pos}: max |Δlogit| {d}");
+        }
+        bits.extend(got.into_iter().flatten().map(f32::to_bits));
+    }
+    bits
+}
+
 fn check_family(family: &str) {
     let (dir, r) = fixture(family);
     println!("{family}: {}", r["made_by"]);
@@ -573,13 +588,7 @@ fn llama_yarn_matches_transformers_from_safetensors_and_gguf() {
     let (dir, r) = fixture("llama_yarn");
     let gguf = Model::compile(&dir.join("model.gguf"), &CompileOptions::default(), None).unwrap();
     assert!(gguf.plan().graph.contains("yarn_factor=4.0, original_context=32768"), "the GGUF plan's rope");
-    for (p, prompt) in r["prompts"].as_array().unwrap().iter().enumerate() {
-        let got = logits_at_every_position(&gguf, Kernels::parse("fast").unwrap(), &ids(prompt));
-        for (pos, (g, w)) in got.iter().zip(r["logits"][p].as_array().unwrap()).enumerate() {
-            let d = max_diff(g, &floats(w));
-            assert!(d <= TOL, "llama_yarn GGUF prompt {p} position {pos}: max |Δlogit| {d}");
-        }
-    }
+    gguf_matches_reference(&gguf, &r, "llama_yarn GGUF");
 }
 
 /// YaRN on Qwen3-MoE (Qwen3-30B-A3B's 128K setting; control: without the
@@ -628,13 +637,7 @@ fn mistral_matches_transformers_past_its_window() {
         assert!(model.plan().graph.contains("window=5"), "{}: the plan's attention window", path.display());
     }
     let gguf = Model::compile(&dir.join("model.gguf"), &CompileOptions::default(), None).unwrap();
-    for (p, prompt) in r["prompts"].as_array().unwrap().iter().enumerate() {
-        let got = logits_at_every_position(&gguf, Kernels::parse("fast").unwrap(), &ids(prompt));
-        for (pos, (g, w)) in got.iter().zip(r["logits"][p].as_array().unwrap()).enumerate() {
-            let d = max_diff(g, &floats(w));
-            assert!(d <= TOL, "mistral GGUF prompt {p} position {pos}: max |Δlogit| {d}");
-        }
-    }
+    gguf_matches_reference(&gguf, &r, "mistral GGUF");
 }
 
 /// Mixtral (4 experts, 2 per token, renormalized) from safetensors, and
@@ -653,16 +656,7 @@ fn mixtral_matches_transformers_from_safetensors_and_both_gguf_layouts() {
         let gguf = Model::compile(&dir.join(file), &CompileOptions::default(), None).unwrap();
         assert_eq!(gguf.plan().family, "llama", "{file}");
         assert_eq!(gguf.plan().model.facts["experts"], "4, 2 per token, renormalized", "{file}");
-        let mut all = Vec::new();
-        for (p, prompt) in r["prompts"].as_array().unwrap().iter().enumerate() {
-            let got = logits_at_every_position(&gguf, Kernels::parse("fast").unwrap(), &ids(prompt));
-            for (pos, (g, w)) in got.iter().zip(r["logits"][p].as_array().unwrap()).enumerate() {
-                let d = max_diff(g, &floats(w));
-                assert!(d <= TOL, "mixtral {file} prompt {p} position {pos}: max |Δlogit| {d}");
-            }
-            all.extend(got.into_iter().flatten().map(f32::to_bits));
-        }
-        layouts.push(all);
+        layouts.push(gguf_matches_reference(&gguf, &r, &format!("mixtral {file}")));
     }
     assert!(layouts[0] == layouts[1], "the stacked and per-expert GGUF layouts differ");
 }
@@ -683,13 +677,7 @@ fn smollm3_skips_rope_on_its_nope_layers_from_safetensors_and_gguf() {
         let ropes = model.graph().nodes().filter(|n| matches!(n.op, graphc_ir::Op::Rope { .. } | graphc_ir::Op::NormRope { .. })).count();
         assert_eq!(ropes, 2 * 3, "q and k rotated on three layers of four");
     }
-    for (p, prompt) in r["prompts"].as_array().unwrap().iter().enumerate() {
-        let got = logits_at_every_position(&gguf, Kernels::parse("fast").unwrap(), &ids(prompt));
-        for (pos, (g, w)) in got.iter().zip(r["logits"][p].as_array().unwrap()).enumerate() {
-            let d = max_diff(g, &floats(w));
-            assert!(d <= TOL, "smollm3 GGUF prompt {p} position {pos}: max |Δlogit| {d}");
-        }
-    }
+    gguf_matches_reference(&gguf, &r, "smollm3 GGUF");
 }
 
 /// Granite 3: llama with its four scales (embeddings, residual branches,
@@ -702,13 +690,7 @@ fn granite_matches_transformers_from_safetensors_and_gguf() {
     let gguf = Model::compile(&dir.join("model.gguf"), &CompileOptions::default(), None).unwrap();
     assert_eq!(gguf.plan().family, "granite");
     assert_eq!(gguf.plan().model.facts["logits_scaling"], "3.0");
-    for (p, prompt) in r["prompts"].as_array().unwrap().iter().enumerate() {
-        let got = logits_at_every_position(&gguf, Kernels::parse("fast").unwrap(), &ids(prompt));
-        for (pos, (g, w)) in got.iter().zip(r["logits"][p].as_array().unwrap()).enumerate() {
-            let d = max_diff(g, &floats(w));
-            assert!(d <= TOL, "granite GGUF prompt {p} position {pos}: max |Δlogit| {d}");
-        }
-    }
+    gguf_matches_reference(&gguf, &r, "granite GGUF");
 }
 
 /// Gemma 3's text model from safetensors (`gemma3_text`, transformers 5's

@@ -19,24 +19,6 @@ use graphc_backends::{Tensor, WeightRef, WeightSource};
 use graphc_ir::{text, verify, DType, Op};
 use std::collections::HashMap;
 
-/// q8_0 weights with small scales: `(rows, k)`, seeded.
-fn q8_0(rows: usize, k: usize, seed: u64) -> Vec<u8> {
-    let mut s = seed;
-    let mut next = || {
-        s ^= s << 13;
-        s ^= s >> 7;
-        s ^= s << 17;
-        s
-    };
-    let mut out = vec![];
-    for _ in 0..rows * k / 32 {
-        let scale = half::f16::from_f32(0.002 + (next() % 1000) as f32 * 1e-5);
-        out.extend(scale.to_le_bytes());
-        out.extend((0..32).map(|_| next() as u8));
-    }
-    out
-}
-
 fn values(seed: u64, n: usize) -> Vec<f32> {
     (0..n).map(|i| (((i as u64 * 2654435761 + seed * 40503) % 2001) as f32 / 1000.0) - 1.0).collect()
 }
@@ -89,9 +71,9 @@ fn fused_ops_are_their_parts_bit_for_bit_on_every_cpu_backend() {
     let g_weight: Vec<u8> = values(7, 256).iter().map(|v| 1.0 + 0.5 * v).flat_map(f32::to_le_bytes).collect();
     let weights = Weights(HashMap::from([
         ("g", (DType::F32, vec![256], g_weight)),
-        ("w", (DType::Q8_0, vec![40, 256], q8_0(40, 256, 1))),
-        ("w_gate", (DType::Q8_0, vec![40, 256], q8_0(40, 256, 2))),
-        ("w_up", (DType::Q8_0, vec![40, 256], q8_0(40, 256, 3))),
+        ("w", (DType::Q8_0, vec![40, 256], graphc_tests::q8_0_weights(40, 256, 1))),
+        ("w_gate", (DType::Q8_0, vec![40, 256], graphc_tests::q8_0_weights(40, 256, 2))),
+        ("w_up", (DType::Q8_0, vec![40, 256], graphc_tests::q8_0_weights(40, 256, 3))),
     ]));
     for m in [1, 7] {
         let fused = graph(m, FUSED, [7, 8, 9, 10]);

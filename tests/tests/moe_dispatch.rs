@@ -88,23 +88,6 @@ fn an_idle_slot_is_not_routed_and_the_busy_rows_keep_their_bits() {
     assert_eq!(counts["moe_expert_rows"], (2 * 13 + 2) * 2 * 2, "the idle slot was routed");
 }
 
-/// q8_0 weights with small scales: `(rows, k)`, seeded.
-fn q8_0(rows: usize, k: usize, seed: u64) -> Vec<u8> {
-    let mut s = seed;
-    let mut next = || {
-        s ^= s << 13;
-        s ^= s >> 7;
-        s ^= s << 17;
-        s
-    };
-    let mut out = vec![];
-    for _ in 0..rows * k / 32 {
-        out.extend(half::f16::from_f32(0.002 + (next() % 1000) as f32 * 1e-5).to_le_bytes());
-        out.extend((0..32).map(|_| next() as u8));
-    }
-    out
-}
-
 struct Weights(std::collections::HashMap<String, Vec<u8>>);
 
 impl graphc_backends::WeightSource for Weights {
@@ -130,7 +113,7 @@ fn moe_experts_is_its_dense_sum_bit_for_bit() {
     for e in 0..4 {
         for (i, p) in ["gate", "up", "down"].iter().enumerate() {
             head.push_str(&format!("  %{} = weight{{name=\"{e}.{p}\"}} : q8_0[{}]\n", 2 + 3 * e + i, if *p == "down" { "64, 32" } else { "32, 64" }));
-            weights.insert(format!("{e}.{p}"), q8_0(32, 64, (10 * e + i + 1) as u64));
+            weights.insert(format!("{e}.{p}"), graphc_tests::q8_0_weights(32, 64, (10 * e + i + 1) as u64));
         }
     }
     let weights = Weights(weights);

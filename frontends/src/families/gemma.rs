@@ -34,6 +34,53 @@ pub(crate) fn one_plus_norm(b: &mut Builder, x: NodeId, weight: &str, d: usize, 
     Ok(b.op(Op::Norm { kind: NormKind::Rms, eps }, &[x, w]))
 }
 
+/// The embedding of Gemma's HF families (`model.embed_tokens`, also the
+/// tied head) and the step's tokens' rows of it scaled by `sqrt(hidden)`
+/// rounded to f32, as transformers scales them.
+pub(crate) fn scaled_embedding(b: &mut Builder, tokens: NodeId, (vocab, d): (usize, usize)) -> Result<(NodeId, NodeId), Diagnostic> {
+    let embd = b.weight("model.embed_tokens.weight", Some(&[vocab, d]))?;
+    let x = b.op(Op::Gather, &[embd, tokens]);
+    let scale = scalar(b, (d as f64).sqrt() as f32);
+    Ok((embd, b.binary(BinaryOp::Mul, x, scale)))
+}
+
+/// One Gemma 2 / Gemma 3 decoder layer with HF names (`model.layers.L.`),
+/// its attention and MLP each between two `1 + w` norms:
+/// `x + post_attention_layernorm(attn(input_layernorm(x)))`, then
+/// `x + post_feedforward_layernorm(mlp(pre_feedforward_layernorm(x)))`;
+/// Q and K normed per head (`self_attn.q_norm`, `k_norm`) when `qk_norm`.
+pub(crate) fn sandwich_layer(
+    b: &mut Builder,
+    l: usize,
+    (x, positions): (NodeId, NodeId),
+    cfg: &super::AttentionCfg,
+    qk_norm: bool,
+    (ffn, act, eps): (usize, UnaryOp, f32),
+) -> Result<NodeId, Diagnostic> {
+    let d = cfg.d;
+    let w = |s: &str| format!("model.layers.{l}.{s}.weight");
+    let h = one_plus_norm(b, x, &w("input_layernorm"), d, eps)?;
+    let names = [&w("self_attn.q_proj"), &w("self_attn.k_proj"), &w("self_attn.v_proj"), &w("self_attn.o_proj")];
+    let (q_norm, k_norm) = (w("self_attn.q_norm"), w("self_attn.k_norm"));
+    let norms = qk_norm.then_some((q_norm.as_str(), k_norm.as_str()));
+    let o = b.attention(h, positions, names.map(|s| s.as_str()), norms, cfg)?;
+    let o = one_plus_norm(b, o, &w("post_attention_layernorm"), d, eps)?;
+    let x = b.binary(BinaryOp::Add, x, o);
+    let h = one_plus_norm(b, x, &w("pre_feedforward_layernorm"), d, eps)?;
+    let down = b.gated_mlp(h, (&w("mlp.gate_proj"), &w("mlp.up_proj"), &w("mlp.down_proj")), (ffn, d), act)?;
+    let down = one_plus_norm(b, down, &w("post_feedforward_layernorm"), d, eps)?;
+    Ok(b.binary(BinaryOp::Add, x, down))
+}
+
+/// The tied head of Gemma's HF families: each row's last token, the final
+/// `1 + w` norm (`model.norm`), times the embedding `embd`.
+pub(crate) fn tied_head(b: &mut Builder, (x, last_rows, embd): (NodeId, NodeId, NodeId), d: usize, eps: f32) -> Result<NodeId, Diagnostic> {
+    let flat = b.reshape(x, vec![batch().mul(&seq()), d.into()]);
+    let last = b.op(Op::Gather, &[flat, last_rows]);
+    let h = one_plus_norm(b, last, "model.norm.weight", d, eps)?;
+    Ok(b.matmul(h, embd))
+}
+
 /// Whether `st` is a GGUF seen through HF names, whose norm weights hold the `1 +`.
 pub(crate) fn norms_include_one(st: &SafetensorsFile) -> bool {
     st.config.get(crate::gguf_hf::NORMS_INCLUDE_ONE).and_then(|v| v.as_bool()) == Some(true)
@@ -68,10 +115,7 @@ pub fn lower(st: &SafetensorsFile) -> Result<Lowered, Diagnostic> {
     let mut b = Builder::new("gemma", st);
     b.norms_include_one = norms_include_one(st);
     let (tokens, positions, last_rows) = b.inputs();
-    let embd = b.weight("model.embed_tokens.weight", Some(&[vocab, d]))?;
-    let x = b.op(Op::Gather, &[embd, tokens]);
-    let scale = scalar(&mut b, (d as f64).sqrt() as f32);
-    let mut x = b.binary(BinaryOp::Mul, x, scale);
+    let (embd, mut x) = scaled_embedding(&mut b, tokens, (vocab, d))?;
     let norm = Op::Norm { kind: NormKind::Rms, eps };
     let gemma_norm = |b: &mut Builder, x: NodeId, weight: &str| one_plus_norm(b, x, weight, d, eps);
     let cfg = dims.attention(norm.clone(), Op::Rope { style: RopeStyle::Neox, rotary_dim: hd, theta, scaling: RopeScaling::None });

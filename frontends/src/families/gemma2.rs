@@ -16,9 +16,9 @@
 //! for them are not done yet).
 
 use super::hf::{rope_theta, HeadDim, HfDims};
-use super::{batch, seq, AttentionCfg, Builder};
+use super::{AttentionCfg, Builder};
 use crate::error::Diagnostic;
-use crate::families::gemma::{gelu_kind, one_plus_norm, scalar};
+use crate::families::gemma::{gelu_kind, sandwich_layer, scalar, scaled_embedding, tied_head};
 use crate::families::llama::Lowered;
 use crate::safetensors::SafetensorsFile;
 use graphc_ir::{BinaryOp, NormKind, Op, RopeScaling, RopeStyle, UnaryOp};
@@ -47,13 +47,9 @@ pub fn lower(st: &SafetensorsFile) -> Result<Lowered, Diagnostic> {
     let mut b = Builder::new("gemma2", st);
     b.norms_include_one = crate::families::gemma::norms_include_one(st);
     let (tokens, positions, last_rows) = b.inputs();
-    let embd = b.weight("model.embed_tokens.weight", Some(&[vocab, d]))?;
-    let x = b.op(Op::Gather, &[embd, tokens]);
-    let normalizer = scalar(&mut b, (d as f64).sqrt() as f32);
-    let mut x = b.binary(BinaryOp::Mul, x, normalizer);
+    let (embd, mut x) = scaled_embedding(&mut b, tokens, (vocab, d))?;
     for (l, &slides) in sliding.iter().enumerate() {
         b.layer = Some(l as u32);
-        let w = |s: &str| format!("model.layers.{l}.{s}.weight");
         let cfg = AttentionCfg {
             scale: (1.0 / query_scalar.sqrt()) as f32,
             window: slides.then_some(window),
@@ -63,21 +59,10 @@ pub fn lower(st: &SafetensorsFile) -> Result<Lowered, Diagnostic> {
                 Op::Rope { style: RopeStyle::Neox, rotary_dim: hd, theta, scaling: RopeScaling::None },
             )
         };
-        let h = one_plus_norm(&mut b, x, &w("input_layernorm"), d, eps)?;
-        let names = [&w("self_attn.q_proj"), &w("self_attn.k_proj"), &w("self_attn.v_proj"), &w("self_attn.o_proj")];
-        let o = b.attention(h, positions, names.map(|s| s.as_str()), None, &cfg)?;
-        let o = one_plus_norm(&mut b, o, &w("post_attention_layernorm"), d, eps)?;
-        x = b.binary(BinaryOp::Add, x, o);
-        let h = one_plus_norm(&mut b, x, &w("pre_feedforward_layernorm"), d, eps)?;
-        let down = b.gated_mlp(h, (&w("mlp.gate_proj"), &w("mlp.up_proj"), &w("mlp.down_proj")), (ffn, d), act)?;
-        let down = one_plus_norm(&mut b, down, &w("post_feedforward_layernorm"), d, eps)?;
-        x = b.binary(BinaryOp::Add, x, down);
+        x = sandwich_layer(&mut b, l, (x, positions), &cfg, false, (ffn, act, eps))?;
     }
     b.layer = None;
-    let flat = b.reshape(x, vec![batch().mul(&seq()), d.into()]);
-    let last = b.op(Op::Gather, &[flat, last_rows]);
-    let h = one_plus_norm(&mut b, last, "model.norm.weight", d, eps)?;
-    let mut logits = b.matmul(h, embd);
+    let mut logits = tied_head(&mut b, (x, last_rows, embd), d, eps)?;
     if let Some(cap) = final_cap {
         // `cap * tanh(logits / cap)`.
         let inv = scalar(&mut b, 1.0 / cap);

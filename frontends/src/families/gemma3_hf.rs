@@ -15,13 +15,13 @@
 //! refused: no Gemma 3 does). The
 //! embedding is scaled by `sqrt(hidden)`, the MLP is GeGLU, the output tied.
 
-use super::gemma::{gelu_kind, one_plus_norm, scalar};
+use super::gemma::{gelu_kind, sandwich_layer, scaled_embedding, tied_head};
 use super::hf::{HeadDim, HfDims};
-use super::{batch, seq, AttentionCfg, Builder};
+use super::{AttentionCfg, Builder};
 use crate::error::Diagnostic;
 use crate::families::llama::Lowered;
 use crate::safetensors::SafetensorsFile;
-use graphc_ir::{BinaryOp, NormKind, Op, RopeScaling, RopeStyle};
+use graphc_ir::{NormKind, Op, RopeScaling, RopeStyle};
 
 pub const MODEL_TYPE: &str = "gemma3_text";
 
@@ -57,13 +57,9 @@ pub fn lower(st: &SafetensorsFile) -> Result<Lowered, Diagnostic> {
     let mut b = Builder::new(MODEL_TYPE, st);
     b.norms_include_one = super::gemma::norms_include_one(st);
     let (tokens, positions, last_rows) = b.inputs();
-    let embd = b.weight("model.embed_tokens.weight", Some(&[vocab, d]))?;
-    let x = b.op(Op::Gather, &[embd, tokens]);
-    let normalizer = scalar(&mut b, (d as f64).sqrt() as f32);
-    let mut x = b.binary(BinaryOp::Mul, x, normalizer);
+    let (embd, mut x) = scaled_embedding(&mut b, tokens, (vocab, d))?;
     for (l, &slides) in sliding.iter().enumerate() {
         b.layer = Some(l as u32);
-        let w = |s: &str| format!("model.layers.{l}.{s}.weight");
         let (theta, scaling) = if slides { local.clone() } else { global.clone() };
         let cfg = AttentionCfg {
             scale: (1.0 / query_scalar.sqrt()) as f32,
@@ -71,22 +67,10 @@ pub fn lower(st: &SafetensorsFile) -> Result<Lowered, Diagnostic> {
             qk_norm_one_plus: !b.norms_include_one,
             ..dims.attention(Op::Norm { kind: NormKind::Rms, eps }, Op::Rope { style: RopeStyle::Neox, rotary_dim: hd, theta, scaling })
         };
-        let h = one_plus_norm(&mut b, x, &w("input_layernorm"), d, eps)?;
-        let names = [&w("self_attn.q_proj"), &w("self_attn.k_proj"), &w("self_attn.v_proj"), &w("self_attn.o_proj")];
-        let (q_norm, k_norm) = (w("self_attn.q_norm"), w("self_attn.k_norm"));
-        let o = b.attention(h, positions, names.map(|s| s.as_str()), Some((&q_norm, &k_norm)), &cfg)?;
-        let o = one_plus_norm(&mut b, o, &w("post_attention_layernorm"), d, eps)?;
-        x = b.binary(BinaryOp::Add, x, o);
-        let h = one_plus_norm(&mut b, x, &w("pre_feedforward_layernorm"), d, eps)?;
-        let down = b.gated_mlp(h, (&w("mlp.gate_proj"), &w("mlp.up_proj"), &w("mlp.down_proj")), (ffn, d), act)?;
-        let down = one_plus_norm(&mut b, down, &w("post_feedforward_layernorm"), d, eps)?;
-        x = b.binary(BinaryOp::Add, x, down);
+        x = sandwich_layer(&mut b, l, (x, positions), &cfg, true, (ffn, act, eps))?;
     }
     b.layer = None;
-    let flat = b.reshape(x, vec![batch().mul(&seq()), d.into()]);
-    let last = b.op(Op::Gather, &[flat, last_rows]);
-    let h = one_plus_norm(&mut b, last, "model.norm.weight", d, eps)?;
-    let logits = b.matmul(h, embd);
+    let logits = tied_head(&mut b, (x, last_rows, embd), d, eps)?;
     b.op(Op::Output { name: graphc_ir::io::LOGITS.into() }, &[logits]);
     let globals: Vec<String> = (0..n_layers).filter(|&l| !sliding[l]).map(|l| l.to_string()).collect();
     let facts = [
