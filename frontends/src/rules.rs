@@ -195,6 +195,7 @@ pub const MATH_KEYS: &[&str] = &[
     "rope_local_base_freq",
     "no_rope_layers",
     "use_bidirectional_attention",
+    "sliding_window_pattern",
 ];
 
 /// The math keys each safetensors family reads (by `model_type`).

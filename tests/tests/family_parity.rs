@@ -216,7 +216,12 @@ fn phi2_matches_transformers() {
 
 /// The phi2 fixture with its config edited by `edit`, in a fresh folder.
 fn phi2_with_config(tag: &str, edit: impl Fn(&mut serde_json::Map<String, Value>)) -> std::path::PathBuf {
-    let (dir, _) = fixture("phi2");
+    config_copy("phi2", tag, edit)
+}
+
+/// A copy of fixture `family` with its config.json edited by `edit`.
+fn config_copy(family: &str, tag: &str, edit: impl Fn(&mut serde_json::Map<String, Value>)) -> std::path::PathBuf {
+    let (dir, _) = fixture(family);
     let tmp = graphc_tests::temp_dir(tag);
     std::fs::copy(dir.join("model.safetensors"), tmp.join("model.safetensors")).unwrap();
     let mut config: Value = serde_json::from_str(&std::fs::read_to_string(dir.join("config.json")).unwrap()).unwrap();
@@ -701,11 +706,38 @@ fn granite_matches_transformers_from_safetensors_and_gguf() {
 #[test]
 fn gemma3_text_matches_transformers() {
     check_family("gemma3_text");
-    let (dir, _) = fixture("gemma3_text");
+    let (dir, r) = fixture("gemma3_text");
     let model = Model::compile(&dir, &CompileOptions::default(), None).unwrap();
     let facts = &model.plan().model.facts;
     assert_eq!((facts["global_layers"].as_str(), facts["sliding_window"].as_str()), ("5", "4"));
     assert_eq!(facts["rope_global"], "theta 1000000.0, Linear { factor: 8.0 }");
+    // A Hub config from before `layer_types` (Gemma 3 1B's, transformers
+    // 4.50) says `sliding_window_pattern` instead; absent, it is HF's 6.
+    // Gemma 2's even-odd alternation would be a silent wrong answer.
+    let bits =
+        |m: &Model| logits_at_every_position(m, Kernels::Reference, &ids(&r["prompts"][0])).concat().iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+    let want = bits(&model);
+    for (tag, pattern) in [("pattern6", Some(6)), ("no-pattern", None)] {
+        let old = config_copy("gemma3_text", tag, |c| {
+            c.remove("layer_types");
+            if let Some(p) = pattern {
+                c.insert("sliding_window_pattern".into(), serde_json::json!(p));
+            }
+        });
+        let old = Model::compile(&old, &CompileOptions::default(), None).unwrap();
+        assert_eq!(old.plan().model.facts["global_layers"], "5", "{tag}");
+        assert!(bits(&old) == want, "{tag}: logits differ from layer_types'");
+    }
+    let two = Model::compile(
+        &config_copy("gemma3_text", "pattern2", |c| {
+            c.remove("layer_types");
+            c.insert("sliding_window_pattern".into(), serde_json::json!(2));
+        }),
+        &CompileOptions::default(),
+        None,
+    )
+    .unwrap();
+    assert_eq!(two.plan().model.facts["global_layers"], "1,3,5");
 }
 
 #[test]

@@ -6,7 +6,8 @@
 //! then `x + post_feedforward_layernorm(mlp(pre_feedforward_layernorm(x)))`,
 //! every norm Gemma's `1 + w` RMSNorm, Q and K RMS-normed per head
 //! (`q_norm`, `k_norm`, also `1 + w`). Layers slide or attend globally by
-//! `layer_types`; each kind has its own RoPE: transformers 5's
+//! `layer_types` (older configs: every `sliding_window_pattern`-th layer
+//! global); each kind has its own RoPE: transformers 5's
 //! `rope_parameters.{sliding_attention, full_attention}` (base, and `linear`
 //! scaling: Gemma 3 4B+'s factor 8 on the global layers), or the Hub's
 //! `rope_theta` and `rope_scaling` (global) beside `rope_local_base_freq`
@@ -22,6 +23,7 @@ use crate::error::Diagnostic;
 use crate::families::llama::Lowered;
 use crate::safetensors::SafetensorsFile;
 use graphc_ir::{NormKind, Op, RopeScaling, RopeStyle};
+use serde_json::Value;
 
 pub const MODEL_TYPE: &str = "gemma3_text";
 
@@ -36,6 +38,7 @@ pub const CONFIG_READS: &[&str] = &[
     "rope_scaling",
     "rope_parameters",
     "rope_local_base_freq",
+    "sliding_window_pattern",
 ];
 
 pub fn lower(st: &SafetensorsFile) -> Result<Lowered, Diagnostic> {
@@ -52,7 +55,7 @@ pub fn lower(st: &SafetensorsFile) -> Result<Lowered, Diagnostic> {
     let eps = st.config_float("rms_norm_eps")? as f32;
     let act = gelu_kind(st)?;
     let query_scalar = st.config_float("query_pre_attn_scalar")?;
-    let sliding = super::gemma2::layer_kinds(st, n_layers)?;
+    let sliding = layer_kinds(st, n_layers)?;
     let (local, global) = (rope(st, false)?, rope(st, true)?);
     let mut b = Builder::new(MODEL_TYPE, st);
     b.norms_include_one = super::gemma::norms_include_one(st);
@@ -82,6 +85,24 @@ pub fn lower(st: &SafetensorsFile) -> Result<Lowered, Diagnostic> {
         ("attention_scale", format!("query_pre_attn_scalar {query_scalar}^-1/2")),
     ];
     Ok(b.finish(vocab, context, &[dims.facts(), facts.to_vec()].concat()))
+}
+
+/// Which layers slide: `layer_types` when the config lists them, else
+/// Gemma 3's pattern (the Hub configs saved before transformers 4.53):
+/// every `sliding_window_pattern`-th layer global (6 when absent, HF's
+/// default), never Gemma 2's alternation.
+fn layer_kinds(st: &SafetensorsFile, n_layers: usize) -> Result<Vec<bool>, Diagnostic> {
+    if st.config.get("layer_types").is_some_and(|v| !v.is_null()) {
+        return super::gemma2::layer_kinds(st, n_layers);
+    }
+    let pattern = match st.config.get("sliding_window_pattern") {
+        None | Some(Value::Null) => 6,
+        Some(_) => st.config_uint("sliding_window_pattern")?,
+    };
+    if pattern == 0 {
+        return Err(Diagnostic::new(&st.config_path, "`sliding_window_pattern` is 0"));
+    }
+    Ok((0..n_layers).map(|l| !(l + 1).is_multiple_of(pattern)).collect())
 }
 
 /// The RoPE base and scaling of the global (`full`) or the sliding layers.
