@@ -625,6 +625,52 @@ def gemma3_text():
     write("gemma3_text", model, config, controls)
 
 
+def qwen2_moe():
+    # Qwen1.5-MoE's shape: Qwen2's biased attention, every layer routed
+    # (4 experts, 2 a token, not renormalized: `norm_topk_prob` false, as
+    # Qwen1.5-MoE-A2.7B and Qwen2-57B-A14B) plus a shared expert gated by a
+    # sigmoid.
+    from transformers import Qwen2MoeConfig, Qwen2MoeForCausalLM
+
+    kwargs = dict(
+        vocab_size=256, hidden_size=64, intermediate_size=128, moe_intermediate_size=32,
+        shared_expert_intermediate_size=48, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, max_position_embeddings=32768, rms_norm_eps=1e-6,
+        rope_parameters={"rope_type": "default", "rope_theta": 1000000.0}, num_experts=4,
+        num_experts_per_tok=2, norm_topk_prob=False, decoder_sparse_step=1, mlp_only_layers=[],
+        use_sliding_window=False, tie_word_embeddings=False, bos_token_id=None, eos_token_id=None,
+        pad_token_id=None, torch_dtype="float32", attn_implementation="eager",
+    )
+    config = Qwen2MoeConfig(**kwargs)
+    torch.manual_seed(0)
+    model = Qwen2MoeForCausalLM(config).eval()
+    randomize(model, 61)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            # Router logits spread out, so the top-2 choice is clear-cut;
+            # biases as large as what they are added to (as qwen2's).
+            if name.endswith("mlp.gate.weight"):
+                p.mul_(4.0)
+            if name.endswith(".bias"):
+                p.mul_(8.0)
+    reference = rows(all_logits(model, PROMPTS[0]))
+
+    def variant(**changes):
+        m = Qwen2MoeForCausalLM(Qwen2MoeConfig(**{**kwargs, **changes})).eval()
+        m.load_state_dict(model.state_dict())
+        return rows(all_logits(m, PROMPTS[0]))
+
+    def no_shared_gate(self, hidden_states):
+        return self.shared_expert(hidden_states)
+
+    controls = far_enough({
+        "renormalized": variant(norm_topk_prob=True),
+        "top_1": variant(num_experts_per_tok=1),
+        "no_qkv_bias": qwen2_no_qkv_bias(model),
+    }, reference, "qwen2_moe")
+    write("qwen2_moe", model, config, controls)
+
+
 def qwen3_next():
     from transformers import Qwen3NextConfig, Qwen3NextForCausalLM
 

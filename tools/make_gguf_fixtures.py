@@ -41,6 +41,9 @@ transforms:
 - granite (`GraniteModel`, a `LlamaModel`): as llama, arch granite, with
   its four scalars as `granite.embedding_scale`, `.residual_scale`,
   `.attention.scale` and `.logit_scale`;
+- qwen2moe (`Qwen2MoeModel`): as qwen2 (biases, no permutation), experts
+  stacked, the shared expert as `ffn_{gate,up,down}_shexp` and its gate
+  as `ffn_gate_inp_shexp`; GGUF has no key for `norm_topk_prob`;
 - mixtral: as llama (the converter's class for it too), with
   `llama.expert_count` / `expert_used_count`, the router as
   `blk.N.ffn_gate_inp` and the experts stacked (w1, w3, w2 → gate, up,
@@ -67,6 +70,7 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "
 ARCH = {
     "qwen3": gguf.MODEL_ARCH.QWEN3,
     "qwen3_moe": gguf.MODEL_ARCH.QWEN3MOE,
+    "qwen2_moe": gguf.MODEL_ARCH.QWEN2MOE,
     "gemma": gguf.MODEL_ARCH.GEMMA,
     "gemma2": gguf.MODEL_ARCH.GEMMA2,
     "phi": gguf.MODEL_ARCH.PHI2,
@@ -168,11 +172,13 @@ def convert(family, split_experts=False):
             w.add_rope_scaling_attn_factors(attn_factor)
             w.add_tensor(gguf.TENSOR_NAMES[gguf.MODEL_TENSOR.ROPE_FACTORS_LONG] + ".weight", np.array(rope["long_factor"], dtype=np.float32))
             w.add_tensor(gguf.TENSOR_NAMES[gguf.MODEL_TENSOR.ROPE_FACTORS_SHORT] + ".weight", np.array(rope["short_factor"], dtype=np.float32))
-    if arch in (gguf.MODEL_ARCH.QWEN3MOE, gguf.MODEL_ARCH.QWEN3NEXT, gguf.MODEL_ARCH.PHIMOE) or "num_local_experts" in config:
+    if arch in (gguf.MODEL_ARCH.QWEN3MOE, gguf.MODEL_ARCH.QWEN3NEXT, gguf.MODEL_ARCH.PHIMOE, gguf.MODEL_ARCH.QWEN2MOE) or "num_local_experts" in config:
         w.add_expert_count(config.get("num_experts", config.get("num_local_experts")))
         w.add_expert_used_count(config["num_experts_per_tok"])
         if "moe_intermediate_size" in config:
             w.add_expert_feed_forward_length(config["moe_intermediate_size"])
+    if arch == gguf.MODEL_ARCH.QWEN2MOE:
+        w.add_expert_shared_feed_forward_length(config["shared_expert_intermediate_size"])
     if arch == gguf.MODEL_ARCH.QWEN3NEXT:
         w.add_expert_shared_feed_forward_length(config["shared_expert_intermediate_size"])
         w.add_ssm_conv_kernel(config["linear_conv_kernel_dim"])

@@ -16,7 +16,9 @@
 //! - phi3: LongRoPE's factors are the tensors `rope_factors_long/short`,
 //!   its attention factor `phi3.rope.scaling.attn_factor`; a partial
 //!   rotation (Phi-4-mini) is `rope.dimension_count` of the head.
-//! - qwen3moe: layers without a router (`ffn_gate_inp`) are dense.
+//! - qwen3moe, qwen2moe: layers without a router (`ffn_gate_inp`) are
+//!   dense; qwen2moe's chosen experts are not renormalized (llama.cpp's
+//!   rule: its GGUF has no key for `norm_topk_prob`).
 //! - qwen3next: the linear layers' weights as llama.cpp regroups them
 //!   (`attn_qkv` = `[q; k; v]`, `attn_gate` = z, `ssm_a` = `-exp(A_log)`,
 //!   the conv `[channels, kernel]`), read by `qwen3_next`'s GGUF layout;
@@ -143,6 +145,19 @@ fn config(g: &GgufFile, arch: &str, model_type: &str) -> Result<Value, Diagnosti
                 c.insert("rope_scaling".into(), scaling);
             }
         }
+        "qwen2moe" => {
+            let layers = g.uint(&k("block_count"))?;
+            c.insert("num_experts".into(), json!(g.uint(&k("expert_count"))?));
+            c.insert("num_experts_per_tok".into(), json!(g.uint(&k("expert_used_count"))?));
+            c.insert("moe_intermediate_size".into(), json!(g.uint(&k("expert_feed_forward_length"))?));
+            c.insert("shared_expert_intermediate_size".into(), json!(g.uint(&k("expert_shared_feed_forward_length"))?));
+            // llama.cpp never renormalizes the chosen experts' weights for qwen2moe.
+            c.insert("norm_topk_prob".into(), json!(false));
+            c.insert("decoder_sparse_step".into(), json!(1));
+            c.insert("qkv_bias".into(), json!(g.tensor("blk.0.attn_q.bias").is_some()));
+            let dense: Vec<u64> = (0..layers).filter(|l| g.tensor(&format!("blk.{l}.ffn_gate_inp.weight")).is_none()).collect();
+            c.insert("mlp_only_layers".into(), json!(dense));
+        }
         "qwen3moe" => {
             let layers = g.uint(&k("block_count"))?;
             c.insert("num_experts".into(), json!(g.uint(&k("expert_count"))?));
@@ -253,11 +268,11 @@ fn layer_name(arch: &str, part: &str) -> Option<&'static str> {
         ("qwen3next", "ssm_norm") => "linear_attn.norm",
         ("qwen3next", "ssm_out") => "linear_attn.out_proj",
         ("qwen3next", "post_attention_norm") => "post_attention_layernorm",
-        ("qwen3next", "ffn_gate_inp_shexp") => "mlp.shared_expert_gate",
-        ("qwen3next", "ffn_gate_shexp") => "mlp.shared_expert.gate_proj",
-        ("qwen3next", "ffn_up_shexp") => "mlp.shared_expert.up_proj",
-        ("qwen3next", "ffn_down_shexp") => "mlp.shared_expert.down_proj",
-        ("qwen3moe" | "qwen3next", "ffn_gate_inp") => "mlp.gate",
+        ("qwen3next" | "qwen2moe", "ffn_gate_inp_shexp") => "mlp.shared_expert_gate",
+        ("qwen3next" | "qwen2moe", "ffn_gate_shexp") => "mlp.shared_expert.gate_proj",
+        ("qwen3next" | "qwen2moe", "ffn_up_shexp") => "mlp.shared_expert.up_proj",
+        ("qwen3next" | "qwen2moe", "ffn_down_shexp") => "mlp.shared_expert.down_proj",
+        ("qwen3moe" | "qwen3next" | "qwen2moe", "ffn_gate_inp") => "mlp.gate",
         ("phimoe", "ffn_gate_inp") => "block_sparse_moe.gate",
         ("phi2", "attn_norm") => "input_layernorm",
         ("phi2", "attn_output") => "self_attn.dense",

@@ -28,6 +28,7 @@ const GGUF_READS: &[(&str, &[&str])] = &[
     ("smollm3", YARN_KEYS),
     ("granite", &crate::families::granite::GGUF_KEYS),
     ("qwen2", YARN_KEYS),
+    ("qwen2moe", &["expert_count", "expert_used_count", "expert_feed_forward_length", "expert_shared_feed_forward_length"]),
     ("qwen3", YARN_KEYS),
     (
         "qwen3moe",

@@ -426,6 +426,15 @@ fn qwen3_moe_matches_transformers() {
     check_family("qwen3_moe");
 }
 
+/// Qwen2-MoE (Qwen1.5-MoE's shape): Qwen2's biased attention, routed
+/// experts not renormalized, a sigmoid-gated shared expert; its GGUF gives
+/// the same bits (`gguf_families.rs`). Controls: renormalized, top-1, no
+/// q/k/v biases.
+#[test]
+fn qwen2_moe_matches_transformers() {
+    check_family("qwen2_moe");
+}
+
 #[test]
 fn qwen3_moe_routes_layer_0_and_keeps_layer_1_dense() {
     let (dir, _) = fixture("qwen3_moe");

@@ -63,6 +63,7 @@ fn each_gguf_family_gives_its_safetensors_logits() {
         "qwen2",
         "qwen2_tied",
         "qwen2_yarn",
+        "qwen2_moe",
         "qwen3",
         "qwen3_yarn",
         "qwen3_moe",

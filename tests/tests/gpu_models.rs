@@ -261,6 +261,7 @@ fn family_fixtures_on_the_gpu_match_transformers() {
         "phi3_window",
         "phi4_mini",
         "qwen3_moe",
+        "qwen2_moe",
         "phimoe",
         "qwen3_next",
     ] {

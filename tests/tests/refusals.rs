@@ -25,6 +25,7 @@ const SAFETENSORS: &[(&str, &str)] = &[
     ("granite", "granite"),
     ("qwen2", "qwen2"),
     ("qwen2_tied", "qwen2"),
+    ("qwen2_moe", "qwen2_moe"),
     ("qwen3", "qwen3"),
     ("qwen3_moe", "qwen3_moe"),
     ("qwen3_next", "qwen3_next"),
@@ -176,7 +177,7 @@ fn every_family_refuses_each_unimplemented_config_variant() {
             }
             // The decoders of llama, qwen2 and qwen3 implement YaRN
             // (`family_parity.rs` `qwen2_yarn_*`).
-            if *tag == "yarn" && matches!(*family, "llama" | "mixtral" | "smollm3" | "granite" | "qwen2" | "qwen3" | "qwen3_moe") {
+            if *tag == "yarn" && matches!(*family, "llama" | "mixtral" | "smollm3" | "granite" | "qwen2" | "qwen2_moe" | "qwen3" | "qwen3_moe") {
                 continue;
             }
             let p = safetensors_copy(
@@ -214,7 +215,7 @@ fn every_family_refuses_each_unimplemented_config_variant() {
         // A sliding window where the family has none (Qwen's own switch for
         // the Qwen families, the window itself for the others).
         let (key, value) = match *family {
-            "qwen2" | "qwen3" | "qwen3_moe" => ("use_sliding_window", json!(true)),
+            "qwen2" | "qwen2_moe" | "qwen3" | "qwen3_moe" => ("use_sliding_window", json!(true)),
             // Implemented (`family_parity.rs` `phi3_window_*`).
             // Mixtral's window is Mistral's (`family_parity.rs` `mistral_*`).
             "gemma2" | "gemma3_text" | "phi3" | "mixtral" | "smollm3" => continue,
@@ -256,7 +257,7 @@ fn every_gguf_family_refuses_keys_it_does_not_read() {
                     | ("phi3", "attention.sliding_window" | "rope.dimension_count")
                     | ("phi2", "attention.layer_norm_epsilon" | "rope.dimension_count")
                     | ("qwen3next", "rope.dimension_count")
-                    | ("qwen3moe" | "phimoe" | "qwen3next" | "llama", "expert_count")
+                    | ("qwen3moe" | "phimoe" | "qwen3next" | "llama" | "qwen2moe", "expert_count")
                     | ("llama", "rope.dimension_count")
                     | ("llama" | "smollm3" | "qwen2" | "qwen3" | "qwen3moe", "rope.scaling.type")
                     | ("llama", "attention.sliding_window")

@@ -16,6 +16,7 @@ pub mod phi2;
 pub mod phi3;
 pub mod phimoe;
 pub mod qwen2;
+pub mod qwen2_moe;
 pub mod qwen3;
 pub mod qwen3_moe;
 pub mod qwen3_next;

@@ -10,6 +10,7 @@
 
 use super::Builder;
 use crate::error::Diagnostic;
+use crate::safetensors::SafetensorsFile;
 use graphc_ir::{BinaryOp, NodeId, Op, ReduceOp, UnaryOp};
 
 /// A routed MoE layer's shape.
@@ -20,6 +21,42 @@ pub(crate) struct Moe {
     pub ffn: usize,
     pub d: usize,
     pub norm_topk: bool,
+}
+
+/// Qwen's MoE keys (Qwen2-MoE, Qwen3-MoE): `num_experts` (transformers 5:
+/// `num_local_experts`), `num_experts_per_tok`, `moe_intermediate_size`,
+/// `norm_topk_prob`, and which layers route: those on the
+/// `decoder_sparse_step` grid not in `mlp_only_layers`.
+pub(crate) struct QwenMoe;
+
+impl QwenMoe {
+    /// The routed layers' shape, and whether each layer routes.
+    pub fn read(st: &SafetensorsFile, n_layers: usize, d: usize) -> Result<(Moe, Vec<bool>), Diagnostic> {
+        let path = &st.config_path;
+        let experts_key = if st.config.get("num_experts").is_some() { "num_experts" } else { "num_local_experts" };
+        if st.config.get(experts_key).is_none() {
+            return Err(Diagnostic::new(path, "missing the expert count: neither `num_experts` nor `num_local_experts` is set"));
+        }
+        let (n_experts, top_k, ffn, step) = (
+            st.config_uint(experts_key)?,
+            st.config_uint("num_experts_per_tok")?,
+            st.config_uint("moe_intermediate_size")?,
+            st.config_uint("decoder_sparse_step")?,
+        );
+        if n_experts == 0 || top_k == 0 || top_k > n_experts || step == 0 {
+            return Err(Diagnostic::new(path, format!("{top_k} experts per token of {n_experts}, every {step} layer(s), is not a MoE")));
+        }
+        let norm_topk = st.config_value("norm_topk_prob")?.as_bool().ok_or_else(|| Diagnostic::new(path, "`norm_topk_prob` is not a boolean"))?;
+        let dense_only: Vec<usize> = match st.config.get("mlp_only_layers") {
+            None | Some(serde_json::Value::Null) => vec![],
+            Some(v) => v
+                .as_array()
+                .and_then(|a| a.iter().map(|l| l.as_u64().map(|l| l as usize)).collect())
+                .ok_or_else(|| Diagnostic::new(path, "`mlp_only_layers` is not a list of layer numbers"))?,
+        };
+        let routes = (0..n_layers).map(|l| !dense_only.contains(&l) && (l + 1).is_multiple_of(step)).collect();
+        Ok((Moe { n_experts, top_k, ffn, d, norm_topk }, routes))
+    }
 }
 
 /// Qwen's routed experts under `prefix`: the router `PREFIX.gate.weight`,
@@ -53,4 +90,16 @@ pub(crate) fn moe_block(b: &mut Builder, router: &str, expert: &dyn Fn(usize) ->
         });
     }
     Ok(out.expect("at least one expert"))
+}
+
+/// Qwen's shared expert beside the routed ones (Qwen2-MoE, Qwen3-Next):
+/// `sigmoid(h·PREFIX.shared_expert_gate) · shared_expert(h)`, a SwiGLU of
+/// `ffn` under `PREFIX.shared_expert.{gate,up,down}_proj`.
+pub(crate) fn qwen_shared_expert(b: &mut Builder, prefix: &str, h: NodeId, (ffn, d): (usize, usize)) -> Result<NodeId, Diagnostic> {
+    let sw = |s: &str| format!("{prefix}.shared_expert.{s}.weight");
+    let shared = b.gated_mlp(h, (&sw("gate_proj"), &sw("up_proj"), &sw("down_proj")), (ffn, d), UnaryOp::Silu)?;
+    let gate_w = b.weight(&format!("{prefix}.shared_expert_gate.weight"), Some(&[1, d]))?;
+    let gate = b.matmul(h, gate_w);
+    let gate = b.unary(UnaryOp::Sigmoid, gate);
+    Ok(b.binary(BinaryOp::Mul, shared, gate))
 }

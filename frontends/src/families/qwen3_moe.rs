@@ -11,7 +11,7 @@
 
 use super::hf::rope_theta;
 use super::hf::{HeadDim, HfDims};
-use super::moe::{qwen_moe_block, Moe};
+use super::moe::{qwen_moe_block, Moe, QwenMoe};
 use super::qwen3::{dense_mlp, lower_decoder, Decoder};
 use super::Builder;
 use crate::error::Diagnostic;
@@ -24,31 +24,9 @@ pub const MODEL_TYPE: &str = "qwen3_moe";
 pub fn lower(st: &SafetensorsFile) -> Result<Lowered, Diagnostic> {
     let dims = HfDims::read(st, HeadDim::Key, false)?;
     let HfDims { d, n_layers, .. } = dims;
-    // transformers 4 writes `num_experts`, 5 `num_local_experts`.
-    let experts_key = if st.config.get("num_experts").is_some() { "num_experts" } else { "num_local_experts" };
-    if st.config.get(experts_key).is_none() {
-        return Err(Diagnostic::new(&st.config_path, "missing the expert count: neither `num_experts` nor `num_local_experts` is set"));
-    }
-    let (n_experts, top_k, moe_ffn, step) = (
-        st.config_uint(experts_key)?,
-        st.config_uint("num_experts_per_tok")?,
-        st.config_uint("moe_intermediate_size")?,
-        st.config_uint("decoder_sparse_step")?,
-    );
-    if n_experts == 0 || top_k == 0 || top_k > n_experts || step == 0 {
-        return Err(Diagnostic::new(&st.config_path, format!("{top_k} experts per token of {n_experts}, every {step} layer(s), is not a MoE")));
-    }
-    let norm_topk =
-        st.config_value("norm_topk_prob")?.as_bool().ok_or_else(|| Diagnostic::new(&st.config_path, "`norm_topk_prob` is not a boolean"))?;
-    let dense_only: Vec<usize> = match st.config.get("mlp_only_layers") {
-        None | Some(serde_json::Value::Null) => vec![],
-        Some(v) => v
-            .as_array()
-            .and_then(|a| a.iter().map(|l| l.as_u64().map(|l| l as usize)).collect())
-            .ok_or_else(|| Diagnostic::new(&st.config_path, "`mlp_only_layers` is not a list of layer numbers"))?,
-    };
-    let is_moe = |l: usize| !dense_only.contains(&l) && (l + 1).is_multiple_of(step);
-    let moe = Moe { n_experts, top_k, ffn: moe_ffn, d, norm_topk };
+    let (moe, is_moe) = QwenMoe::read(st, n_layers, d)?;
+    let Moe { n_experts, top_k, norm_topk, .. } = moe;
+    let is_moe = |l: usize| is_moe[l];
     let mut mlp = |b: &mut Builder, l: usize, h: NodeId| -> Result<NodeId, Diagnostic> {
         if !is_moe(l) {
             return dense_mlp(b, &dims, l, h);

@@ -33,7 +33,7 @@
 
 use super::gemma::scalar;
 use super::hf::{rope_theta, rotary_dim, tied, HeadDim, HfDims};
-use super::moe::{qwen_moe_block, Moe};
+use super::moe::{qwen_moe_block, qwen_shared_expert, Moe};
 use super::{batch, seq, Builder, NEW_LENGTHS_INPUT};
 use crate::error::Diagnostic;
 use crate::families::llama::Lowered;
@@ -143,12 +143,7 @@ pub fn lower(st: &SafetensorsFile) -> Result<Lowered, Diagnostic> {
         let h = one_plus_norm(&mut b, x, &format!("{p}.post_attention_layernorm.weight"), d, eps)?;
         let out = if is_moe(l) {
             let routed = qwen_moe_block(&mut b, &format!("{p}.mlp"), h, &moe)?;
-            let sw = |s: &str| format!("{p}.mlp.shared_expert.{s}.weight");
-            let shared = b.gated_mlp(h, (&sw("gate_proj"), &sw("up_proj"), &sw("down_proj")), (shared_ffn, d), UnaryOp::Silu)?;
-            let gate_w = b.weight(&format!("{p}.mlp.shared_expert_gate.weight"), Some(&[1, d]))?;
-            let gate = b.matmul(h, gate_w);
-            let gate = b.unary(UnaryOp::Sigmoid, gate);
-            let shared = b.binary(BinaryOp::Mul, shared, gate);
+            let shared = qwen_shared_expert(&mut b, &format!("{p}.mlp"), h, (shared_ffn, d))?;
             b.binary(BinaryOp::Add, routed, shared)
         } else {
             let w = |s: &str| format!("{p}.mlp.{s}.weight");
