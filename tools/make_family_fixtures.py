@@ -671,6 +671,51 @@ def qwen2_moe():
     write("qwen2_moe", model, config, controls)
 
 
+def olmo2():
+    # OLMo 2's shape: no norm before attention or the MLP, an RMS norm after
+    # each (before its residual add), and Q and K RMS-normed over the whole
+    # projection (`q_norm` of num_heads * head_dim) before the heads split.
+    from transformers import Olmo2Config, Olmo2ForCausalLM
+
+    config = Olmo2Config(
+        vocab_size=256, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=4096, rms_norm_eps=1e-6,
+        rope_parameters={"rope_type": "default", "rope_theta": 500000.0}, attention_bias=False,
+        tie_word_embeddings=False, bos_token_id=None, eos_token_id=None, pad_token_id=None,
+        torch_dtype="float32", attn_implementation="eager",
+    )
+    torch.manual_seed(0)
+    model = Olmo2ForCausalLM(config).eval()
+    randomize(model, 67)
+    reference = rows(all_logits(model, PROMPTS[0]))
+    hd = config.hidden_size // config.num_attention_heads
+
+    def with_qk_norms(make):
+        saved = []
+        for layer in model.model.layers:
+            a = layer.self_attn
+            saved.append((a.q_norm.forward, a.k_norm.forward))
+            a.q_norm.forward, a.k_norm.forward = make(a.q_norm), make(a.k_norm)
+        try:
+            return rows(all_logits(model, PROMPTS[0]))
+        finally:
+            for layer, (q, k) in zip(model.model.layers, saved):
+                layer.self_attn.q_norm.forward, layer.self_attn.k_norm.forward = q, k
+
+    def per_head(norm):
+        def forward(x):
+            h = x.view(*x.shape[:-1], -1, hd)
+            h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + norm.variance_epsilon)
+            return norm.weight * h.reshape(x.shape)
+        return forward
+
+    controls = far_enough({
+        "no_qk_norm": with_qk_norms(lambda norm: (lambda x: x)),
+        "qk_norm_per_head": with_qk_norms(per_head),
+    }, reference, "olmo2")
+    write("olmo2", model, config, controls)
+
+
 def qwen3_next():
     from transformers import Qwen3NextConfig, Qwen3NextForCausalLM
 

@@ -44,6 +44,9 @@ transforms:
 - qwen2moe (`Qwen2MoeModel`): as qwen2 (biases, no permutation), experts
   stacked, the shared expert as `ffn_{gate,up,down}_shexp` and its gate
   as `ffn_gate_inp_shexp`; GGUF has no key for `norm_topk_prob`;
+- olmo2 (`Olmo2Model`): the tensors as they are (NeoX rope), the
+  whole-projection q/k norms as `attn_q_norm` / `attn_k_norm`, the
+  post-norms as `post_attention_norm` / `post_ffw_norm`;
 - mixtral: as llama (the converter's class for it too), with
   `llama.expert_count` / `expert_used_count`, the router as
   `blk.N.ffn_gate_inp` and the experts stacked (w1, w3, w2 → gate, up,
@@ -71,6 +74,7 @@ ARCH = {
     "qwen3": gguf.MODEL_ARCH.QWEN3,
     "qwen3_moe": gguf.MODEL_ARCH.QWEN3MOE,
     "qwen2_moe": gguf.MODEL_ARCH.QWEN2MOE,
+    "olmo2": gguf.MODEL_ARCH.OLMO2,
     "gemma": gguf.MODEL_ARCH.GEMMA,
     "gemma2": gguf.MODEL_ARCH.GEMMA2,
     "phi": gguf.MODEL_ARCH.PHI2,

@@ -23,6 +23,8 @@
 //!   (`attn_qkv` = `[q; k; v]`, `attn_gate` = z, `ssm_a` = `-exp(A_log)`,
 //!   the conv `[channels, kernel]`), read by `qwen3_next`'s GGUF layout;
 //!   `1 + w` folded into its zero-centered norms.
+//! - olmo2: its post-norms are `post_attention_norm` and `post_ffw_norm`;
+//!   `attention_bias` follows from `attn_q.bias`.
 //! - phimoe: as phi3, with stacked experts; GGUF has no key for the
 //!   sparsemixer's `router_jitter_noise`, so HF's default (0.01) is used.
 
@@ -144,6 +146,9 @@ fn config(g: &GgufFile, arch: &str, model_type: &str) -> Result<Value, Diagnosti
                 }
                 c.insert("rope_scaling".into(), scaling);
             }
+        }
+        "olmo2" => {
+            c.insert("attention_bias".into(), json!(g.tensor("blk.0.attn_q.bias").is_some()));
         }
         "qwen2moe" => {
             let layers = g.uint(&k("block_count"))?;
@@ -281,8 +286,8 @@ fn layer_name(arch: &str, part: &str) -> Option<&'static str> {
         ("phi3", "ffn_up") => "mlp.gate_up_proj",
         ("phi3", "attn_qkv") => "self_attn.qkv_proj",
         ("gemma2", "ffn_norm") => "pre_feedforward_layernorm",
-        ("gemma2", "post_attention_norm") => "post_attention_layernorm",
-        ("gemma2", "post_ffw_norm") => "post_feedforward_layernorm",
+        ("gemma2" | "olmo2", "post_attention_norm") => "post_attention_layernorm",
+        ("gemma2" | "olmo2", "post_ffw_norm") => "post_feedforward_layernorm",
         (_, "attn_norm") => "input_layernorm",
         (_, "ffn_norm") => "post_attention_layernorm",
         (_, "attn_q") => "self_attn.q_proj",

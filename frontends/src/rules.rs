@@ -60,6 +60,7 @@ const GGUF_READS: &[(&str, &[&str])] = &[
         ],
     ),
     ("gemma", &[]),
+    ("olmo2", &[]),
     ("gemma2", &["attention.sliding_window", "attn_logit_softcapping", "final_logit_softcapping"]),
     ("phi2", &["attention.layer_norm_epsilon", "rope.dimension_count"]),
     ("phi3", &["rope.scaling.attn_factor", "rope.scaling.original_context_length", "attention.sliding_window", "rope.dimension_count"]),

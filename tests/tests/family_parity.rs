@@ -435,6 +435,14 @@ fn qwen2_moe_matches_transformers() {
     check_family("qwen2_moe");
 }
 
+/// OLMo 2: norms after attention and the MLP only, Q and K normed over
+/// the whole projection before the heads split; its GGUF gives the same
+/// bits (`gguf_families.rs`). Controls: no q/k norm, q/k normed per head.
+#[test]
+fn olmo2_matches_transformers() {
+    check_family("olmo2");
+}
+
 #[test]
 fn qwen3_moe_routes_layer_0_and_keeps_layer_1_dense() {
     let (dir, _) = fixture("qwen3_moe");

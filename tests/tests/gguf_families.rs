@@ -64,6 +64,7 @@ fn each_gguf_family_gives_its_safetensors_logits() {
         "qwen2_tied",
         "qwen2_yarn",
         "qwen2_moe",
+        "olmo2",
         "qwen3",
         "qwen3_yarn",
         "qwen3_moe",

@@ -262,6 +262,7 @@ fn family_fixtures_on_the_gpu_match_transformers() {
         "phi4_mini",
         "qwen3_moe",
         "qwen2_moe",
+        "olmo2",
         "phimoe",
         "qwen3_next",
     ] {

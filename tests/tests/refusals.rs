@@ -26,6 +26,7 @@ const SAFETENSORS: &[(&str, &str)] = &[
     ("qwen2", "qwen2"),
     ("qwen2_tied", "qwen2"),
     ("qwen2_moe", "qwen2_moe"),
+    ("olmo2", "olmo2"),
     ("qwen3", "qwen3"),
     ("qwen3_moe", "qwen3_moe"),
     ("qwen3_next", "qwen3_next"),
@@ -177,7 +178,9 @@ fn every_family_refuses_each_unimplemented_config_variant() {
             }
             // The decoders of llama, qwen2 and qwen3 implement YaRN
             // (`family_parity.rs` `qwen2_yarn_*`).
-            if *tag == "yarn" && matches!(*family, "llama" | "mixtral" | "smollm3" | "granite" | "qwen2" | "qwen2_moe" | "qwen3" | "qwen3_moe") {
+            if *tag == "yarn"
+                && matches!(*family, "llama" | "mixtral" | "smollm3" | "granite" | "olmo2" | "qwen2" | "qwen2_moe" | "qwen3" | "qwen3_moe")
+            {
                 continue;
             }
             let p = safetensors_copy(

@@ -101,6 +101,7 @@ impl HfDims {
             out_bias: false,
             output_gate: false,
             qk_norm_one_plus: false,
+            qk_norm_full_width: false,
         }
     }
 }

@@ -12,6 +12,7 @@ pub mod hf;
 pub mod llama;
 pub mod llama_hf;
 pub mod moe;
+pub mod olmo2;
 pub mod phi2;
 pub mod phi3;
 pub mod phimoe;
@@ -198,7 +199,9 @@ impl<'a> Builder<'a> {
         };
         let norms = match qk_norm {
             Some((q, k)) => {
-                let (mut q, mut k) = (self.weight(q, Some(&[hd]))?, self.weight(k, Some(&[hd]))?);
+                // Per head (`[head_dim]`), or over the whole projection (OLMo 2).
+                let (q_len, k_len) = if cfg.qk_norm_full_width { (nh * hd, nkv * hd) } else { (hd, hd) };
+                let (mut q, mut k) = (self.weight(q, Some(&[q_len]))?, self.weight(k, Some(&[k_len]))?);
                 if cfg.qk_norm_one_plus {
                     let one = gemma::scalar(self, 1.0);
                     q = self.binary(BinaryOp::Add, q, one);
@@ -222,6 +225,11 @@ impl<'a> Builder<'a> {
                     }
                 }
                 Source::Slice(all, start, len) => b.op(Op::Narrow { axis: 2, start: start.into(), len: len.into() }, &[all]),
+            };
+            // OLMo 2 norms the whole projection, before the heads split.
+            let (p, head_norm) = match head_norm {
+                Some(nw) if cfg.qk_norm_full_width => (b.op(cfg.norm.clone(), &[p, nw]), None),
+                other => (p, other),
             };
             let p = if rotate && n == nh && cfg.output_gate {
                 let both = b.reshape(p, vec![batch(), seq(), n.into(), (2 * hd).into()]);
@@ -339,6 +347,9 @@ pub struct AttentionCfg {
     pub output_gate: bool,
     /// The per-head q/k norms scale by `1 + w` (weights stored zero-centered).
     pub qk_norm_one_plus: bool,
+    /// The q/k norms span the whole projection (`[n_heads * head_dim]`),
+    /// before the heads split (OLMo 2), not each head.
+    pub qk_norm_full_width: bool,
 }
 
 /// Where an attention's Q, K and V projections come from.
