@@ -4,9 +4,6 @@
 //! form's sum adds it. The executors differ only in how an expert's
 //! products are computed (`expert`).
 
-use crate::cpu::reference::binary_fn;
-use graphc_ir::BinaryOp;
-
 /// The routed sum over `x`'s rows (`d` wide; `weights` `n_experts` wide a
 /// row), skipping the rows `idle` marks. `expert(e, rows, m)` gives expert
 /// `e`'s output (`m` rows of `d`) on the `m` gathered rows. Returns the
@@ -20,7 +17,6 @@ pub fn routed_sum(
     mut expert: impl FnMut(usize, &[f32], usize) -> Result<Vec<f32>, String>,
 ) -> Result<(Vec<f32>, usize), String> {
     let rows = x.len() / d.max(1);
-    let (mul, add) = (binary_fn(BinaryOp::Mul), binary_fn(BinaryOp::Add));
     let mut out = vec![0f32; rows * d];
     let mut started = vec![false; rows];
     let mut products = 0;
@@ -39,10 +35,11 @@ pub fn routed_sum(
         for (i, &r) in routed.iter().enumerate() {
             let w = weights[r * n_experts + e];
             let (row, y) = (&mut out[r * d..(r + 1) * d], &y[i * d..(i + 1) * d]);
+            // The `mul` and `add` arms' arithmetic: one f32 product, one f32 sum.
             if started[r] {
-                row.iter_mut().zip(y).for_each(|(o, &v)| *o = add(*o, mul(v, w)));
+                row.iter_mut().zip(y).for_each(|(o, &v)| *o += v * w);
             } else {
-                row.iter_mut().zip(y).for_each(|(o, &v)| *o = mul(v, w));
+                row.iter_mut().zip(y).for_each(|(o, &v)| *o = v * w);
                 started[r] = true;
             }
         }

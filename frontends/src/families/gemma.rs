@@ -20,7 +20,7 @@ use super::{batch, seq, Builder};
 use crate::error::Diagnostic;
 use crate::families::llama::Lowered;
 use crate::safetensors::SafetensorsFile;
-use graphc_ir::{BinaryOp, DType, NodeId, NormKind, Op, RopeScaling, RopeStyle, TensorType, UnaryOp};
+use graphc_ir::{BinaryOp, NodeId, NormKind, Op, RopeScaling, RopeStyle, UnaryOp};
 
 pub const MODEL_TYPE: &str = "gemma";
 
@@ -93,7 +93,7 @@ pub(crate) fn norm_offset_fact(included: bool) -> String {
 
 /// A `[1]` f32 constant.
 pub(crate) fn scalar(b: &mut Builder, value: f32) -> NodeId {
-    b.op(Op::Const { value, ty: TensorType::new(DType::F32, vec![1usize.into()]) }, &[])
+    b.scalar(value)
 }
 
 /// The GeGLU activation named by `hidden_activation` (or `hidden_act`).

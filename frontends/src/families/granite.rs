@@ -51,7 +51,7 @@ impl Scales {
 
     /// `x · s` with `s` a `[1]` constant.
     pub fn times(b: &mut Builder, x: NodeId, s: f32) -> NodeId {
-        let s = super::gemma::scalar(b, s);
+        let s = b.scalar(s);
         b.binary(BinaryOp::Mul, x, s)
     }
 

@@ -98,6 +98,11 @@ impl<'a> Builder<'a> {
         self.op(Op::Input { name: name.into(), ty: TensorType::new(dtype, shape) }, &[])
     }
 
+    /// A `[1]` f32 constant.
+    pub fn scalar(&mut self, value: f32) -> NodeId {
+        self.op(Op::Const { value, ty: TensorType::new(DType::F32, vec![1usize.into()]) }, &[])
+    }
+
     pub fn binary(&mut self, op: BinaryOp, a: NodeId, b: NodeId) -> NodeId {
         self.op(Op::Binary(op), &[a, b])
     }
@@ -314,7 +319,7 @@ impl<'a> Builder<'a> {
         };
         let mut logits = self.matmul(h, out_w);
         if let Some(divisor) = divisor {
-            let c = gemma::scalar(self, divisor);
+            let c = self.scalar(divisor);
             logits = self.binary(BinaryOp::Div, logits, c);
         }
         Ok(self.op(Op::Output { name: graphc_ir::io::LOGITS.into() }, &[logits]))
