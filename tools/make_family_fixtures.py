@@ -716,6 +716,103 @@ def olmo2():
     write("olmo2", model, config, controls)
 
 
+def granitemoe():
+    # Granite 3's MoE (granite-3.x-1b-a400m, 3b-a800m): Granite's four
+    # scales on a decoder whose MLP routes each token to 2 of 4 experts
+    # (softmax over the top-2 router logits). graphc reads its GGUF only
+    # (the Hub's safetensors keep a layer's experts in one 3D tensor), so
+    # this fixture is the GGUF llama.cpp's converter writes (experts
+    # stacked, `input_linear` split into gate and up) and the reference,
+    # under tests/fixtures/gguf_only/.
+    import gguf
+    import numpy as np
+    from transformers import GraniteMoeConfig, GraniteMoeForCausalLM
+
+    config = GraniteMoeConfig(
+        vocab_size=256, hidden_size=64, intermediate_size=32, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=4096, rms_norm_eps=1e-6,
+        rope_parameters={"rope_type": "default", "rope_theta": 10000.0}, num_local_experts=4, num_experts_per_tok=2,
+        embedding_multiplier=4.0, residual_multiplier=0.3, attention_multiplier=0.05, logits_scaling=3.0,
+        tie_word_embeddings=True, bos_token_id=None, eos_token_id=None, pad_token_id=None,
+        torch_dtype="float32", attn_implementation="eager",
+    )
+    torch.manual_seed(0)
+    model = GraniteMoeForCausalLM(config).eval()
+    randomize(model, 71)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if name.endswith("router.weight"):
+                p.mul_(4.0)
+    d = OUT.parent / "gguf_only" / "granitemoe"
+    d.mkdir(parents=True, exist_ok=True)
+    w = gguf.GGUFWriter(d / "model.gguf", "granitemoe")
+    w.add_name("graphc parity fixture granitemoe")
+    w.add_context_length(config.max_position_embeddings)
+    w.add_embedding_length(config.hidden_size)
+    w.add_block_count(config.num_hidden_layers)
+    w.add_feed_forward_length(config.intermediate_size)
+    w.add_head_count(config.num_attention_heads)
+    w.add_head_count_kv(config.num_key_value_heads)
+    w.add_rope_freq_base(10000.0)
+    w.add_layer_norm_rms_eps(config.rms_norm_eps)
+    w.add_expert_count(config.num_local_experts)
+    w.add_expert_used_count(config.num_experts_per_tok)
+    w.add_embedding_scale(config.embedding_multiplier)
+    w.add_residual_scale(config.residual_multiplier)
+    w.add_attention_scale(config.attention_multiplier)
+    w.add_logit_scale(config.logits_scaling)
+    w.add_vocab_size(config.vocab_size)
+    w.add_rope_dimension_count(config.hidden_size // config.num_attention_heads)
+    w.add_file_type(gguf.LlamaFileType.ALL_F32)
+
+    def permute(t, n_head, n_kv):
+        # LlamaModel.permute (GraniteMoeModel is a GraniteModel, a LlamaModel).
+        if n_kv is not None and n_head != n_kv:
+            n_head = n_kv
+        return t.reshape(n_head, 2, t.shape[0] // n_head // 2, *t.shape[1:]).swapaxes(1, 2).reshape(t.shape)
+
+    sd = {k: v.detach().numpy().astype(np.float32) for k, v in model.state_dict().items()}
+    out = {"token_embd.weight": sd["model.embed_tokens.weight"], "output_norm.weight": sd["model.norm.weight"]}
+    f = config.intermediate_size
+    for l in range(config.num_hidden_layers):
+        p = f"model.layers.{l}."
+        out[f"blk.{l}.attn_norm.weight"] = sd[p + "input_layernorm.weight"]
+        out[f"blk.{l}.ffn_norm.weight"] = sd[p + "post_attention_layernorm.weight"]
+        out[f"blk.{l}.attn_q.weight"] = permute(sd[p + "self_attn.q_proj.weight"], config.num_attention_heads, config.num_attention_heads)
+        out[f"blk.{l}.attn_k.weight"] = permute(sd[p + "self_attn.k_proj.weight"], config.num_attention_heads, config.num_key_value_heads)
+        out[f"blk.{l}.attn_v.weight"] = sd[p + "self_attn.v_proj.weight"]
+        out[f"blk.{l}.attn_output.weight"] = sd[p + "self_attn.o_proj.weight"]
+        out[f"blk.{l}.ffn_gate_inp.weight"] = sd[p + "block_sparse_moe.router.weight"]
+        gate_up = sd[p + "block_sparse_moe.experts.gate_up_proj"]
+        out[f"blk.{l}.ffn_gate_exps.weight"] = np.ascontiguousarray(gate_up[:, :f])
+        out[f"blk.{l}.ffn_up_exps.weight"] = np.ascontiguousarray(gate_up[:, f:])
+        out[f"blk.{l}.ffn_down_exps.weight"] = sd[p + "block_sparse_moe.experts.down_proj"]
+    for name in sorted(out):
+        w.add_tensor(name, np.ascontiguousarray(out[name]))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    reference = rows(all_logits(model, PROMPTS[0]))
+    saved = config.num_experts_per_tok
+    model.config.num_experts_per_tok = 1
+    for layer in model.model.layers:
+        layer.block_sparse_moe.router.top_k = 1
+    top_1 = rows(all_logits(model, PROMPTS[0]))
+    for layer in model.model.layers:
+        layer.block_sparse_moe.router.top_k = saved
+    model.config.num_experts_per_tok = saved
+    ref = {
+        "made_by": f"tools/make_family_fixtures.py granitemoe, transformers {transformers.__version__}, torch {torch.__version__}, f32",
+        "prompts": PROMPTS,
+        "logits": [rows(all_logits(model, p)) for p in PROMPTS],
+        "greedy": greedy(model, PROMPTS[0]),
+        "controls": far_enough({"top_1": top_1}, reference, "granitemoe"),
+    }
+    (d / "reference.json").write_text(json.dumps(ref))
+    print("granitemoe written:", d)
+
+
 def qwen3_next():
     from transformers import Qwen3NextConfig, Qwen3NextForCausalLM
 

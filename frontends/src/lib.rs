@@ -125,13 +125,13 @@ impl Checkpoint {
             let view = gguf_hf::hf_view(gguf)?;
             return Ok(Checkpoint { format: Format::Safetensors(view), tokenizer, family: model_type.to_string() });
         }
-        if arch == "llama" {
-            // Mixtral's experts, stacked or not, under one set of names.
+        if matches!(arch.as_str(), "llama" | "granitemoe") {
+            // Mixtral's (and GraniteMoE's) experts, stacked or not, under one set of names.
             gguf.split_stacked_experts()?;
         }
         // A GGUF without a vocabulary (the parity fixtures) runs from token ids.
         let mut tokenizer = match (arch.as_str(), gguf.get("tokenizer.ggml.model")) {
-            ("llama" | "smollm3" | "granite", None) => None,
+            ("llama" | "smollm3" | "granite" | "granitemoe", None) => None,
             _ => Some(Tokenizer::from_gguf(&gguf)?),
         };
         if let Some(t) = tokenizer.as_mut().filter(|t| arch == "gemma3" && t.chat_template.is_none()) {

@@ -27,6 +27,7 @@ const GGUF_READS: &[(&str, &[&str])] = &[
     ("gemma3", &["attention.sliding_window", "rope.scaling.type", "rope.scaling.factor"]),
     ("smollm3", YARN_KEYS),
     ("granite", &crate::families::granite::GGUF_KEYS),
+    ("granitemoe", &["embedding_scale", "residual_scale", "attention.scale", "logit_scale", "expert_count", "expert_used_count"]),
     ("qwen2", YARN_KEYS),
     ("qwen2moe", &["expert_count", "expert_used_count", "expert_feed_forward_length", "expert_shared_feed_forward_length"]),
     ("qwen3", YARN_KEYS),

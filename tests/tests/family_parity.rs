@@ -757,6 +757,39 @@ fn gemma3_text_matches_transformers() {
     assert_eq!(two.plan().model.facts["global_layers"], "1,3,5");
 }
 
+/// GraniteMoE (Granite 3's MoE), from its GGUF only (arch `granitemoe`:
+/// Granite's scales, Mixtral's experts; the fixture under
+/// `tests/fixtures/gguf_only/`): every position of every prompt, the 16
+/// greedy tokens, on both CPU backends. transformers takes the softmax of
+/// the top-2 router logits, graphc (as llama.cpp) the top 2 of the softmax
+/// renormalized: the same weights, within the bound. Control: top-1.
+#[test]
+fn granitemoe_gguf_matches_transformers() {
+    let dir = graphc_tests::repo_root().join("tests/fixtures/gguf_only/granitemoe");
+    let r: Value = serde_json::from_str(&std::fs::read_to_string(dir.join("reference.json")).unwrap()).unwrap();
+    let want: Vec<Vec<f32>> = r["logits"][0].as_array().unwrap().iter().map(floats).collect();
+    for (name, control) in r["controls"].as_object().unwrap() {
+        let control: Vec<Vec<f32>> = control.as_array().unwrap().iter().map(floats).collect();
+        let gap = want.iter().zip(&control).map(|(a, b)| max_diff(a, b)).fold(0.0, f32::max);
+        assert!(gap > 10.0 * TOL, "granitemoe: control `{name}` is only {gap} away");
+    }
+    let model = Model::compile(&dir.join("model.gguf"), &CompileOptions::default(), None).unwrap();
+    assert_eq!(model.plan().family, "granitemoe");
+    assert_eq!(model.plan().model.facts["experts"], "4, 2 per token, renormalized");
+    gguf_matches_reference(&model, &r, "granitemoe GGUF");
+    for k in kernels() {
+        let mut s = model.session(&SessionOptions { threads: Some(2), kernels: Some(k), ..Default::default() }).unwrap();
+        let mut logits = s.prefill(&ids(&r["prompts"][0])).unwrap();
+        let mut tokens = Vec::new();
+        for _ in 0..16 {
+            let t = graphc::sampling::argmax(&logits);
+            tokens.push(t);
+            logits = s.decode(t).unwrap();
+        }
+        assert_eq!(tokens, ids(&r["greedy"]), "granitemoe {k:?}: greedy tokens");
+    }
+}
+
 #[test]
 fn qwen2_tied_matches_transformers() {
     check_family("qwen2_tied");

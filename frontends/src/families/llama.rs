@@ -1,6 +1,7 @@
 //! The llama family (llama 1/2/3, SmolLM2, Mistral-shaped GGUFs, Mixtral;
 //! SmolLM3, arch `smollm3`: llama without RoPE on every fourth layer; and
-//! Granite, arch `granite`: llama with four scales, `granite.rs`),
+//! Granite, arch `granite`: llama with four scales, `granite.rs`, and its
+//! MoE, arch `granitemoe`, whose experts are Mixtral's),
 //! lowered from GGUF metadata alone: layers, heads and kv heads (GQA), head
 //! dim, rope base and dimension, norm epsilon, context length, tied or
 //! untied output, and for Mixtral the experts (`expert_count`,
@@ -147,7 +148,7 @@ impl LlamaConfig {
             window,
             experts,
             no_rope_every: (arch == "smollm3").then_some(4),
-            scales: if arch == "granite" { Some(Scales::from_gguf(g, arch)?) } else { None },
+            scales: if matches!(arch, "granite" | "granitemoe") { Some(Scales::from_gguf(g, arch)?) } else { None },
         })
     }
 }

@@ -49,6 +49,7 @@ pub const FAMILIES: &[Family] = &[
     gguf("llama", llama::lower),
     gguf("smollm3", llama::lower),
     gguf("granite", llama::lower),
+    gguf("granitemoe", llama::lower),
     gguf("gemma3", gemma3::lower),
     hf(llama_hf::LLAMA, None, llama_hf::CONFIG_READS, |st, t, _| llama_hf::lower(st, t)),
     hf(llama_hf::MISTRAL, None, llama_hf::CONFIG_READS, |st, t, _| llama_hf::lower(st, t)),
