@@ -72,7 +72,7 @@ fn unknown_architecture() {
     let p = GgufWriter::tiny_llama().set_meta("general.architecture", Meta::Str("mamba9".into())).write(&dir, "a.gguf");
     let e = compile_err(&p);
     assert!(e.contains("GGUF architecture `mamba9` is not supported"), "{e}");
-    assert!(e.contains("graphc lowers the GGUF architectures llama, smollm3, granite, gemma3, qwen2, qwen2moe, qwen3, qwen3moe"), "{e}");
+    assert!(e.contains("graphc lowers the GGUF architectures llama, smollm3, granite, granitemoe, gemma3, qwen2, qwen2moe, qwen3, qwen3moe"), "{e}");
     // The list is what `general.architecture` says, not graphc's internal family names.
     for internal in ["graphc_fused_kv", "qwen3_moe", "`phi`", " phi,"] {
         assert!(!e.contains(internal), "{e}");

@@ -389,7 +389,7 @@ fn an_unsupported_architecture_is_named_once() {
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(err.matches("GGUF architecture `mamba9` is not supported").count(), 1, "{err}");
-    assert!(err.contains("llama, smollm3, granite, gemma3, qwen2"), "{err}");
+    assert!(err.contains("llama, smollm3, granite, granitemoe, gemma3, qwen2"), "{err}");
     assert!(!dir.join("x.plan").exists(), "no plan is written for a refused checkpoint");
 }
 
