@@ -33,7 +33,7 @@
 
 use super::gemma::scalar;
 use super::hf::{rope_theta, rotary_dim, tied, HeadDim, HfDims};
-use super::moe::{qwen_moe_block, qwen_shared_expert, Moe};
+use super::moe::{qwen_moe_block, qwen_shared_expert, QwenMoe};
 use super::{batch, seq, Builder, NEW_LENGTHS_INPUT};
 use crate::error::Diagnostic;
 use crate::families::llama::Lowered;
@@ -86,26 +86,9 @@ pub fn lower(st: &SafetensorsFile) -> Result<Lowered, Diagnostic> {
     let eps = st.config_float("rms_norm_eps")? as f32;
     let theta = rope_theta(st)?;
     let rotary = rotary_dim(st, hd, Some(0.25))?;
-    let moe = Moe {
-        n_experts: u("num_experts")?,
-        top_k: u("num_experts_per_tok")?,
-        ffn: u("moe_intermediate_size")?,
-        d,
-        norm_topk: st.config_value("norm_topk_prob")?.as_bool().ok_or_else(|| Diagnostic::new(path, "`norm_topk_prob` is not a boolean"))?,
-    };
-    if moe.n_experts == 0 || moe.top_k == 0 || moe.top_k > moe.n_experts {
-        return Err(Diagnostic::new(path, format!("{} experts per token of {}", moe.top_k, moe.n_experts)));
-    }
+    let (moe, routes) = QwenMoe::read(st, n_layers, d)?;
     let shared_ffn = u("shared_expert_intermediate_size")?;
-    let step = u("decoder_sparse_step")?.max(1);
-    let dense_only: Vec<usize> = match st.config.get("mlp_only_layers") {
-        None | Some(serde_json::Value::Null) => vec![],
-        Some(v) => v
-            .as_array()
-            .and_then(|a| a.iter().map(|l| l.as_u64().map(|l| l as usize)).collect())
-            .ok_or_else(|| Diagnostic::new(path, "`mlp_only_layers` is not a list of layer numbers"))?,
-    };
-    let is_moe = |l: usize| !dense_only.contains(&l) && (l + 1).is_multiple_of(step);
+    let is_moe = |l: usize| routes[l];
     let tied = tied(st);
 
     let mut b = Builder::new("qwen3_next", st);
