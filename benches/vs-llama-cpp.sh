@@ -2,7 +2,11 @@
 # graphc vs llama.cpp, same GGUF / prompt / threads, one table per checkpoint
 # (see benches/vs_llama_cpp.py; with no MODEL.gguf, every checkpoint
 # tools/setup.sh fetches: SmolLM2-135M, Gemma 3 270M, Qwen2.5-Coder-0.5B).
-#   bash benches/vs-llama-cpp.sh [MODEL.gguf ...] [--threads 2]
+#   bash benches/vs-llama-cpp.sh [MODEL.gguf ...] [--threads 2] [--isa avx2]
+# --isa avx2: both engines limited to AVX2 + FMA + F16C on a CPU that has
+# more (what a consumer Intel core or an older AMD one runs): llama.cpp
+# built with every AVX-512 and AVX-VNNI option OFF (its own venv,
+# bench-venv-avx2), graphc with --kernels avx2.
 # Installs llama-cpp-python (built from source, ~10 minutes on 2 cores the
 # first time) into a venv under $GRAPHC_CACHE, builds graphc in release mode,
 # then measures.
@@ -20,6 +24,20 @@ set -euo pipefail
 here="$(cd "$(dirname "$0")/.." && pwd)"
 cache="${GRAPHC_CACHE:-$HOME/.cache/graphc}"
 venv="$cache/bench-venv"
+# --isa avx2 is this script's; every other argument goes to vs_llama_cpp.py.
+isa="" py_args=()
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --isa) isa="${2:?--isa needs a value (avx2)}"; shift 2 ;;
+    --isa=*) isa="${1#--isa=}"; shift ;;
+    *) py_args+=("$1"); shift ;;
+  esac
+done
+case "$isa" in
+  "") ;;
+  avx2) venv="$cache/bench-venv-avx2"; py_args+=(--graphc-kernels avx2) ;;
+  *) echo "--isa: only avx2 is known, not $isa" >&2; exit 2 ;;
+esac
 
 # -D options for ggml's CPU backend on this CPU; the summary goes to stderr.
 ggml_cpu_args() {
@@ -41,10 +59,12 @@ ggml_cpu_args() {
       set_opt GGML_BMI2 bmi2
       set_opt GGML_FMA fma
       set_opt GGML_F16C f16c
-      set_opt GGML_AVX_VNNI avx_vnni
+      # --isa avx2 asks for flags no CPU has: those options come out OFF.
+      local capped=""; [ "$isa" = avx2 ] && capped=" isa-capped"
+      set_opt GGML_AVX_VNNI avx_vnni$capped
       # ggml's AVX512 option compiles with -mavx512f -mavx512cd -mavx512vl
       # -mavx512dq -mavx512bw: all five must be there.
-      local avx512="avx512f avx512cd avx512vl avx512dq avx512bw"
+      local avx512="avx512f avx512cd avx512vl avx512dq avx512bw$capped"
       set_opt GGML_AVX512 $avx512
       set_opt GGML_AVX512_VBMI $avx512 avx512vbmi
       set_opt GGML_AVX512_VNNI $avx512 avx512_vnni
@@ -90,4 +110,4 @@ if ! "$venv/bin/python" -c "import llama_cpp" 2>/dev/null || [ "$(cat "$stamp" 2
 fi
 bash "$here/tools/setup.sh" >/dev/null
 (cd "$here" && cargo build --release -q -p graphc)
-exec "$venv/bin/python" "$here/benches/vs_llama_cpp.py" "$@"
+exec "$venv/bin/python" "$here/benches/vs_llama_cpp.py" ${py_args[@]+"${py_args[@]}"}

@@ -181,13 +181,15 @@ def llama_cpp(model, threads, prefill, contexts, steps, repeats, prompt_text):
     return out
 
 
-def graphc(model, threads, prefill, contexts, steps, repeats, ids_file, binary):
+def graphc(model, threads, prefill, contexts, steps, repeats, ids_file, binary, kernels):
     best = None
     out = {"decode": {}}
     for _ in range(repeats):
         cmd = [binary, "bench", model, "--threads", str(threads), "--no-ab", "--json",
                "--prefill", str(prefill), "--prompt-ids-file", ids_file,
                "--contexts", ",".join(map(str, contexts)), "--steps", str(steps)]
+        if kernels:
+            cmd += ["--kernels", kernels]
         r = json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout)
         p = r["prefill"]["tok_s"]
         best = p if best is None else max(best, p)
@@ -222,7 +224,7 @@ def compare(model, a, contexts, prompt_text):
     # Alternate the engines, so a slow spell of a shared machine hits both.
     g, l = None, None
     for _ in range(a.repeats):
-        g = merge(g, graphc(model, a.threads, a.prefill, contexts, a.steps, 1, ids_file, a.graphc))
+        g = merge(g, graphc(model, a.threads, a.prefill, contexts, a.steps, 1, ids_file, a.graphc, a.graphc_kernels))
         l = merge(l, llama_cpp(model, a.threads, a.prefill, contexts, a.steps, 1, prompt_text))
     rows = [("prefill tok/s (%d tokens)" % a.prefill, g["prefill_tok_s"], l["prefill_tok_s"])]
     for c in contexts:
@@ -247,6 +249,8 @@ def main():
     ap.add_argument("--steps", type=int, default=32)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--graphc", default=os.path.join(ROOT, "target/release/graphc"))
+    ap.add_argument("--graphc-kernels", default=None,
+                    help="graphc's --kernels (vs-llama-cpp.sh --isa avx2 sets avx2)")
     ap.add_argument("--no-bandwidth", action="store_true", help="skip the memory-bandwidth measurement")
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args()

@@ -907,8 +907,10 @@ fn erf_f64(x: f64) -> f64 {
 /// not change one bit. Each value folds the bits of `dot_row` on 8 rows of
 /// 512 random elements; the expectations are what the kernels gave at commit
 /// fa0516b, before the q4_0, q4_1, q4_k, q5_0, q5_1 and q8_0 kernels moved
-/// to 128-bit halves converted from memory. Any change of summation order
-/// (the likely mistake) changes them.
+/// to 128-bit halves converted from memory, and kept since they moved back
+/// to 256-bit lanes widened eight bytes at a time and every row kernel
+/// prefetches its weights. Any change of summation order (the likely
+/// mistake) changes them.
 #[test]
 fn avx2_row_kernels_keep_their_bits() {
     if !Isa::Avx2.available() {

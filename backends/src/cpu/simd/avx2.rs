@@ -21,6 +21,26 @@ unsafe fn hsum(v: __m256) -> f32 {
     _mm_cvtss_f32(s)
 }
 
+/// How far ahead of the block being decoded a row dot prefetches its
+/// weights (bytes). A prefetch never faults, so running past the row's end
+/// is harmless. Shared with `avx512`.
+pub(super) const PREFETCH_AHEAD: usize = 1024;
+
+/// Prefetch `PREFETCH_AHEAD` past `p` for a loop that steps `step` bytes at a
+/// time: one line every 64 bytes of the step (one line for a step under
+/// 64 bytes: consecutive steps then touch every line), so no line of the
+/// weight stream is left to the hardware prefetcher, which on some cores
+/// follows one stream per thread too slowly to keep a decode step at the
+/// memory's pace.
+#[inline(always)]
+unsafe fn prefetch_ahead(p: *const u8, step: usize) {
+    let mut off = 0;
+    while off < step {
+        _mm_prefetch::<_MM_HINT_T0>(p.add(PREFETCH_AHEAD + off) as *const i8);
+        off += 64;
+    }
+}
+
 /// The little-endian f16 at `p`, as f32.
 #[inline(always)]
 unsafe fn f16_at(p: *const u8) -> f32 {
@@ -157,25 +177,26 @@ unsafe fn dot_f16(w: *const u8, x: *const f32, n: usize) -> f32 {
     s
 }
 
-/// Four bytes at `p` widened to 32-bit lanes: a byte's nibbles are then
-/// `v & 15` and `v >> 4`, one instruction each.
+/// Eight bytes at `p` widened to 32-bit lanes straight from memory (one
+/// `vpmovzxbd ymm, m64`): a byte's nibbles are then `v & 15` and `v >> 4`,
+/// one instruction each.
 #[inline(always)]
-unsafe fn u32x4_bytes(p: *const u8) -> __m128i {
-    _mm_cvtepu8_epi32(_mm_cvtsi32_si128((p as *const i32).read_unaligned()))
+unsafe fn u32x8_bytes(p: *const u8) -> __m256i {
+    _mm256_cvtepu8_epi32(_mm_loadl_epi64(p as *const __m128i))
 }
 
 /// `dot32_u8` of a q4_0 / q4_1 block's 16 nibble bytes at `qs` (low
-/// nibbles are elements 0..16, high ones 16..32), as two 128-bit halves
-/// (`dot_bytes`): the bytes are widened once and split in 32-bit lanes.
+/// nibbles are elements 0..16, high ones 16..32): the bytes are widened
+/// once and split in 32-bit lanes.
 #[inline(always)]
-unsafe fn dot32_nibbles(qs: *const u8, x: *const f32) -> [__m128; 2] {
-    let v = [u32x4_bytes(qs), u32x4_bytes(qs.add(4)), u32x4_bytes(qs.add(8)), u32x4_bytes(qs.add(12))];
-    let mut s = [_mm_setzero_ps(); 2];
-    for i in 0..4 {
-        s[i % 2] = _mm_fmadd_ps(_mm_cvtepi32_ps(_mm_and_si128(v[i], _mm_set1_epi32(0x0F))), _mm_loadu_ps(x.add(4 * i)), s[i % 2]);
+unsafe fn dot32_nibbles(qs: *const u8, x: *const f32) -> __m256 {
+    let v = [u32x8_bytes(qs), u32x8_bytes(qs.add(8))];
+    let mut s = _mm256_setzero_ps();
+    for i in 0..2 {
+        s = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_and_si256(v[i], _mm256_set1_epi32(0x0F))), _mm256_loadu_ps(x.add(8 * i)), s);
     }
-    for i in 0..4 {
-        s[i % 2] = _mm_fmadd_ps(_mm_cvtepi32_ps(_mm_srli_epi32(v[i], 4)), _mm_loadu_ps(x.add(16 + 4 * i)), s[i % 2]);
+    for i in 0..2 {
+        s = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_srli_epi32(v[i], 4)), _mm256_loadu_ps(x.add(16 + 8 * i)), s);
     }
     s
 }
@@ -183,15 +204,16 @@ unsafe fn dot32_nibbles(qs: *const u8, x: *const f32) -> [__m128; 2] {
 /// q4_0: `(nibble - 8) * d`; low nibbles are elements 0..16, high 16..32.
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn q4_0(r: *const u8, x: *const f32, xsums: &[f32], nb: usize) -> f32 {
-    let mut acc = [_mm_setzero_ps(); 2];
+    let mut acc = _mm256_setzero_ps();
     let mut offset = 0f32;
     for b in 0..nb {
         let p = r.add(b * 18);
+        prefetch_ahead(p, 18);
         let d = f16_at(p);
-        acc = fma_halves(d, dot32_nibbles(p.add(2), x.add(b * 32)), acc);
+        acc = fma_scaled(d, dot32_nibbles(p.add(2), x.add(b * 32)), acc);
         offset -= 8.0 * d * xsums[b];
     }
-    hsum(joined(acc)) + offset
+    hsum(acc) + offset
 }
 
 /// q4_1: `nibble * d + m`.
@@ -199,23 +221,24 @@ unsafe fn q4_0(r: *const u8, x: *const f32, xsums: &[f32], nb: usize) -> f32 {
 unsafe fn q4_1(r: *const u8, x: *const f32, xsums: &[f32], nb: usize) -> f32 {
     // Two blocks per iteration into two accumulators (kept in registers), so
     // consecutive blocks do not wait on each other's FMA.
-    let (mut acc0, mut acc1) = ([_mm_setzero_ps(); 2], [_mm_setzero_ps(); 2]);
+    let (mut acc0, mut acc1) = (_mm256_setzero_ps(), _mm256_setzero_ps());
     let (mut off0, mut off1) = (0f32, 0f32);
     let mut b = 0;
     while b + 2 <= nb {
         let p = r.add(b * 20);
-        acc0 = fma_halves(f16_at(p), dot32_nibbles(p.add(4), x.add(b * 32)), acc0);
-        acc1 = fma_halves(f16_at(p.add(20)), dot32_nibbles(p.add(24), x.add(b * 32 + 32)), acc1);
+        prefetch_ahead(p, 40);
+        acc0 = fma_scaled(f16_at(p), dot32_nibbles(p.add(4), x.add(b * 32)), acc0);
+        acc1 = fma_scaled(f16_at(p.add(20)), dot32_nibbles(p.add(24), x.add(b * 32 + 32)), acc1);
         off0 += f16_at(p.add(2)) * xsums[b];
         off1 += f16_at(p.add(22)) * xsums[b + 1];
         b += 2;
     }
     if b < nb {
         let p = r.add(b * 20);
-        acc0 = fma_halves(f16_at(p), dot32_nibbles(p.add(4), x.add(b * 32)), acc0);
+        acc0 = fma_scaled(f16_at(p), dot32_nibbles(p.add(4), x.add(b * 32)), acc0);
         off0 += f16_at(p.add(2)) * xsums[b];
     }
-    hsum_halves(acc0, acc1) + (off0 + off1)
+    hsum(_mm256_add_ps(acc0, acc1)) + (off0 + off1)
 }
 
 /// Byte `i` of entry `v` is q5_0's `0xF0` where bit `i` of `v` is clear
@@ -259,49 +282,37 @@ unsafe fn q5_0_bytes(p: *const u8) -> [u64; 4] {
     q5_bytes(p.add(2), p.add(6), |clear| clear)
 }
 
-/// Four bytes at `p` (signed if `SIGNED`), as f32.
+/// Eight bytes at `p` (signed if `SIGNED`), as f32.
 #[inline(always)]
-unsafe fn f32x4_bytes<const SIGNED: bool>(p: *const u8) -> __m128 {
-    let v = _mm_cvtsi32_si128((p as *const i32).read_unaligned());
-    _mm_cvtepi32_ps(if SIGNED { _mm_cvtepi8_epi32(v) } else { _mm_cvtepu8_epi32(v) })
+unsafe fn f32x8_bytes<const SIGNED: bool>(p: *const u8) -> __m256 {
+    let v = _mm_loadl_epi64(p as *const __m128i);
+    _mm256_cvtepi32_ps(if SIGNED { _mm256_cvtepi8_epi32(v) } else { _mm256_cvtepu8_epi32(v) })
 }
 
 /// `s + Σ q[i] * x[i]` for the `N` bytes at `q` (a multiple of 8), lane
-/// `l` of the 8 taking elements `l, l + 8, ...` as `fma16_u8`/`_i8` do,
-/// kept as two 128-bit halves (lanes 0..4 and 4..8: the same FMAs, so the
-/// same bits). Converting four bytes at a time straight from memory takes
-/// fewer instructions than extracting them from a 256-bit register.
+/// `l` of the 8 taking elements `l, l + 8, ...` as `fma16_u8`/`_i8` do.
+/// Eight bytes at a time are widened straight from memory (`vpmovsxbd
+/// ymm, m64`: one shuffle µop for eight elements on an Intel core, two on
+/// a Zen 1 core, as many as two 128-bit halves would take) rather than
+/// extracted from a 256-bit register.
 #[inline(always)]
-unsafe fn dot_bytes<const N: usize, const SIGNED: bool>(q: *const u8, x: *const f32, mut s: [__m128; 2]) -> [__m128; 2] {
-    for i in 0..N / 4 {
-        s[i % 2] = _mm_fmadd_ps(f32x4_bytes::<SIGNED>(q.add(4 * i)), _mm_loadu_ps(x.add(4 * i)), s[i % 2]);
+unsafe fn dot_bytes<const N: usize, const SIGNED: bool>(q: *const u8, x: *const f32, mut s: __m256) -> __m256 {
+    for i in 0..N / 8 {
+        s = _mm256_fmadd_ps(f32x8_bytes::<SIGNED>(q.add(8 * i)), _mm256_loadu_ps(x.add(8 * i)), s);
     }
     s
 }
 
-/// `dot32_i8` of the 32 signed bytes at `q`, as two halves (`dot_bytes`).
+/// `dot32_i8` of the 32 signed bytes at `q` (`dot_bytes`).
 #[inline(always)]
-unsafe fn dot32_i8_bytes(q: *const u8, x: *const f32) -> [__m128; 2] {
-    dot_bytes::<32, true>(q, x, [_mm_setzero_ps(); 2])
+unsafe fn dot32_i8_bytes(q: *const u8, x: *const f32) -> __m256 {
+    dot_bytes::<32, true>(q, x, _mm256_setzero_ps())
 }
 
-/// `acc + d * s`, a 256-bit accumulator kept as two 128-bit halves.
+/// `acc + d * s`.
 #[inline(always)]
-unsafe fn fma_halves(d: f32, s: [__m128; 2], acc: [__m128; 2]) -> [__m128; 2] {
-    let d = _mm_set1_ps(d);
-    [_mm_fmadd_ps(d, s[0], acc[0]), _mm_fmadd_ps(d, s[1], acc[1])]
-}
-
-/// A 256-bit accumulator kept as two 128-bit halves, put back together.
-#[inline(always)]
-unsafe fn joined(acc: [__m128; 2]) -> __m256 {
-    _mm256_set_m128(acc[1], acc[0])
-}
-
-/// `hsum(acc0 + acc1)` of two accumulators kept as halves.
-#[inline(always)]
-unsafe fn hsum_halves(acc0: [__m128; 2], acc1: [__m128; 2]) -> f32 {
-    hsum(_mm256_add_ps(joined(acc0), joined(acc1)))
+unsafe fn fma_scaled(d: f32, s: __m256, acc: __m256) -> __m256 {
+    _mm256_fmadd_ps(_mm256_set1_ps(d), s, acc)
 }
 
 /// q5_0: `((nibble | high bit << 4) - 16) * d`; element `i`'s high bit is bit `i` of `qh`.
@@ -311,13 +322,14 @@ unsafe fn hsum_halves(acc0: [__m128; 2], acc1: [__m128; 2]) -> f32 {
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn q5_0(r: *const u8, x: *const f32, nb: usize) -> f32 {
     #[inline(always)]
-    unsafe fn block(p: *const u8, xb: *const f32, acc: [__m128; 2]) -> [__m128; 2] {
+    unsafe fn block(p: *const u8, xb: *const f32, acc: __m256) -> __m256 {
         let q = q5_0_bytes(p);
-        fma_halves(f16_at(p), dot32_i8_bytes(q.as_ptr() as *const u8, xb), acc)
+        fma_scaled(f16_at(p), dot32_i8_bytes(q.as_ptr() as *const u8, xb), acc)
     }
-    let (mut acc0, mut acc1) = ([_mm_setzero_ps(); 2], [_mm_setzero_ps(); 2]);
+    let (mut acc0, mut acc1) = (_mm256_setzero_ps(), _mm256_setzero_ps());
     let mut b = 0;
     while b + 2 <= nb {
+        prefetch_ahead(r.add(b * 22), 44);
         acc0 = block(r.add(b * 22), x.add(b * 32), acc0);
         acc1 = block(r.add(b * 22 + 22), x.add(b * 32 + 32), acc1);
         b += 2;
@@ -325,19 +337,20 @@ unsafe fn q5_0(r: *const u8, x: *const f32, nb: usize) -> f32 {
     if b < nb {
         acc0 = block(r.add(b * 22), x.add(b * 32), acc0);
     }
-    hsum_halves(acc0, acc1)
+    hsum(_mm256_add_ps(acc0, acc1))
 }
 
 /// q8_0: `q * d`.
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn q8_0(r: *const u8, x: *const f32, nb: usize) -> f32 {
     #[inline(always)]
-    unsafe fn block(p: *const u8, xb: *const f32, acc: [__m128; 2]) -> [__m128; 2] {
-        fma_halves(f16_at(p), dot32_i8_bytes(p.add(2), xb), acc)
+    unsafe fn block(p: *const u8, xb: *const f32, acc: __m256) -> __m256 {
+        fma_scaled(f16_at(p), dot32_i8_bytes(p.add(2), xb), acc)
     }
-    let (mut acc0, mut acc1) = ([_mm_setzero_ps(); 2], [_mm_setzero_ps(); 2]);
+    let (mut acc0, mut acc1) = (_mm256_setzero_ps(), _mm256_setzero_ps());
     let mut b = 0;
     while b + 2 <= nb {
+        prefetch_ahead(r.add(b * 34), 68);
         acc0 = block(r.add(b * 34), x.add(b * 32), acc0);
         acc1 = block(r.add(b * 34 + 34), x.add(b * 32 + 32), acc1);
         b += 2;
@@ -345,7 +358,7 @@ unsafe fn q8_0(r: *const u8, x: *const f32, nb: usize) -> f32 {
     if b < nb {
         acc0 = block(r.add(b * 34), x.add(b * 32), acc0);
     }
-    hsum_halves(acc0, acc1)
+    hsum(_mm256_add_ps(acc0, acc1))
 }
 
 /// The 6-bit scales and mins of a q4_k / q5_k block (`graphc_ir::quant`).
@@ -367,31 +380,32 @@ unsafe fn scales_mins_k4(q: *const u8) -> ([u8; 8], [u8; 8]) {
 /// sub-block's `dot32_u8` chain.
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn q4_k(r: *const u8, x: *const f32, xsums: &[f32], nb: usize) -> f32 {
-    let mask = _mm_set1_epi32(0x0F);
-    let mut acc = [_mm_setzero_ps(); 2];
+    let mask = _mm256_set1_epi32(0x0F);
+    let mut acc = _mm256_setzero_ps();
     let mut offset = 0f32;
     for b in 0..nb {
         let p = r.add(b * 144);
+        prefetch_ahead(p, 144);
         let (d, dmin) = (f16_at(p), f16_at(p.add(2)));
         let (sc, mn) = scales_mins_k4(p.add(4));
         let qs = p.add(16);
         let xb = x.add(b * 256);
         for c in 0..4 {
-            let (mut lo, mut hi) = ([_mm_setzero_ps(); 2], [_mm_setzero_ps(); 2]);
+            let (mut lo, mut hi) = (_mm256_setzero_ps(), _mm256_setzero_ps());
             let xc = xb.add(64 * c);
-            for i in 0..8 {
-                let v = u32x4_bytes(qs.add(32 * c + 4 * i));
-                lo[i % 2] = _mm_fmadd_ps(_mm_cvtepi32_ps(_mm_and_si128(v, mask)), _mm_loadu_ps(xc.add(4 * i)), lo[i % 2]);
-                hi[i % 2] = _mm_fmadd_ps(_mm_cvtepi32_ps(_mm_srli_epi32(v, 4)), _mm_loadu_ps(xc.add(32 + 4 * i)), hi[i % 2]);
+            for i in 0..4 {
+                let v = u32x8_bytes(qs.add(32 * c + 8 * i));
+                lo = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_and_si256(v, mask)), _mm256_loadu_ps(xc.add(8 * i)), lo);
+                hi = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_srli_epi32(v, 4)), _mm256_loadu_ps(xc.add(32 + 8 * i)), hi);
             }
-            acc = fma_halves(d * sc[2 * c] as f32, lo, acc);
-            acc = fma_halves(d * sc[2 * c + 1] as f32, hi, acc);
+            acc = fma_scaled(d * sc[2 * c] as f32, lo, acc);
+            acc = fma_scaled(d * sc[2 * c + 1] as f32, hi, acc);
         }
         for j in 0..8 {
             offset -= dmin * mn[j] as f32 * xsums[b * 8 + j];
         }
     }
-    hsum(joined(acc)) + offset
+    hsum(acc) + offset
 }
 
 /// q5_k: q4_k with a fifth bit per element from `qh`.
@@ -403,6 +417,7 @@ unsafe fn q5_k(r: *const u8, x: *const f32, xsums: &[f32], nb: usize) -> f32 {
     let mut offset = 0f32;
     for b in 0..nb {
         let p = r.add(b * 176);
+        prefetch_ahead(p, 176);
         let (d, dmin) = (f16_at(p), f16_at(p.add(2)));
         let (sc, mn) = scales_mins_k4(p.add(4));
         let qh = _mm256_loadu_si256(p.add(16) as *const __m256i);
@@ -453,6 +468,7 @@ unsafe fn q6_k(r: *const u8, x: *const f32, nb: usize) -> f32 {
     let mut acc = _mm256_setzero_ps();
     for b in 0..nb {
         let p = r.add(b * 210);
+        prefetch_ahead(p, 210);
         let d = f16_at(p.add(208));
         let sc = p.add(192) as *const i8;
         for n in 0..2 {
@@ -474,18 +490,19 @@ unsafe fn q6_k(r: *const u8, x: *const f32, nb: usize) -> f32 {
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn q5_1(r: *const u8, x: *const f32, xsums: &[f32], nb: usize) -> f32 {
     // A block's halves into their own accumulator (as iq4_nl).
-    let (mut acc0, mut acc1) = ([_mm_setzero_ps(); 2], [_mm_setzero_ps(); 2]);
+    let (mut acc0, mut acc1) = (_mm256_setzero_ps(), _mm256_setzero_ps());
     let mut offset = 0f32;
     for b in 0..nb {
         let p = r.add(b * 24);
+        prefetch_ahead(p, 24);
         // A set high bit adds 16: `0x10` where `Q5_CLEAR_HIGH_BYTES` has 0.
         let q = q5_bytes(p.add(4), p.add(8), |clear| !clear & 0x1010_1010_1010_1010);
         let (q, xb, d) = (q.as_ptr() as *const u8, x.add(b * 32), f16_at(p));
-        acc0 = fma_halves(d, dot_bytes::<16, false>(q, xb, [_mm_setzero_ps(); 2]), acc0);
-        acc1 = fma_halves(d, dot_bytes::<16, false>(q.add(16), xb.add(16), [_mm_setzero_ps(); 2]), acc1);
+        acc0 = fma_scaled(d, dot_bytes::<16, false>(q, xb, _mm256_setzero_ps()), acc0);
+        acc1 = fma_scaled(d, dot_bytes::<16, false>(q.add(16), xb.add(16), _mm256_setzero_ps()), acc1);
         offset += f16_at(p.add(2)) * xsums[b];
     }
-    hsum_halves(acc0, acc1) + offset
+    hsum(_mm256_add_ps(acc0, acc1)) + offset
 }
 
 /// The 16 values `scale * u8(v[i])` of the bytes of `v`, as f32.
@@ -510,6 +527,7 @@ unsafe fn q2_k(r: *const u8, x: *const f32, nb: usize) -> f32 {
     let (mut acc0, mut acc1) = (_mm256_setzero_ps(), _mm256_setzero_ps());
     for b in 0..nb {
         let p = r.add(b * 84);
+        prefetch_ahead(p, 84);
         let sc = _mm_loadu_si128(p as *const __m128i);
         let dl = scaled_bytes16(_mm_and_si128(sc, nibble), f16_at(p.add(80)));
         let ml = scaled_bytes16(_mm_and_si128(_mm_srli_epi16(sc, 4), nibble), f16_at(p.add(82)));
@@ -560,6 +578,7 @@ unsafe fn q3_k(r: *const u8, x: *const f32, nb: usize) -> f32 {
     let (mut acc0, mut acc1) = (_mm256_setzero_ps(), _mm256_setzero_ps());
     for b in 0..nb {
         let p = r.add(b * 110);
+        prefetch_ahead(p, 110);
         let dl = q3_k_scales(p.add(96), f16_at(p.add(108)));
         let hmask = _mm256_loadu_si256(p as *const __m256i);
         for h in 0..2 {
@@ -597,6 +616,7 @@ unsafe fn iq4_nl(r: *const u8, x: *const f32, nb: usize) -> f32 {
     let (mut acc0, mut acc1) = (_mm256_setzero_ps(), _mm256_setzero_ps());
     for b in 0..nb {
         let p = r.add(b * 18);
+        prefetch_ahead(p, 18);
         let (lo, hi) = iq4_values(_mm_loadu_si128(p.add(2) as *const __m128i));
         let (xb, d) = (x.add(b * 32), _mm256_set1_ps(f16_at(p)));
         acc0 = _mm256_fmadd_ps(d, fma16_i8(lo, xb, _mm256_setzero_ps()), acc0);
@@ -615,6 +635,7 @@ unsafe fn iq4_xs(r: *const u8, x: *const f32, nb: usize) -> f32 {
     let (mut acc0, mut acc1) = (_mm256_setzero_ps(), _mm256_setzero_ps());
     for b in 0..nb {
         let p = r.add(b * 136);
+        prefetch_ahead(p, 136);
         // The 8 scales at once: `scales_l`'s nibbles in order (low first),
         // each with its two bits of `scales_h`, minus 32, times `d`.
         let sl = _mm_cvtsi32_si128((p.add(4) as *const i32).read_unaligned());
@@ -812,6 +833,7 @@ unsafe fn q4_0_multi<const M: usize>(r: *const u8, x: [*const f32; M], xsums: [&
     let mut offset = [0f32; M];
     for b in 0..nb {
         let p = r.add(b * 18);
+        prefetch_ahead(p, 18);
         let d = f16_at(p);
         let qs = _mm_loadu_si128(p.add(2) as *const __m128i);
         let w = [f32x16_u8(_mm_and_si128(qs, mask)), f32x16_u8(_mm_and_si128(_mm_srli_epi16(qs, 4), mask))];
@@ -837,6 +859,7 @@ unsafe fn q4_1_multi<const M: usize>(r: *const u8, x: [*const f32; M], xsums: [&
     let mut b = 0;
     while b + 2 <= nb {
         let p = r.add(b * 20);
+        prefetch_ahead(p, 40);
         let (w0, w1) = (decode(p), decode(p.add(20)));
         let (d0, d1) = (_mm256_set1_ps(f16_at(p)), _mm256_set1_ps(f16_at(p.add(20))));
         let (m0, m1) = (f16_at(p.add(2)), f16_at(p.add(22)));
@@ -893,6 +916,7 @@ unsafe fn two_acc_multi<B: TwoAccBlocks, const M: usize>(r: *const u8, x: [*cons
     let mut b = 0;
     while b + 2 <= nb {
         let p = r.add(b * B::BYTES);
+        prefetch_ahead(p, 2 * B::BYTES);
         let (w0, w1) = (B::decode(p), B::decode(p.add(B::BYTES)));
         let (d0, d1) = (_mm256_set1_ps(f16_at(p)), _mm256_set1_ps(f16_at(p.add(B::BYTES))));
         for i in 0..M {
@@ -919,6 +943,7 @@ unsafe fn q4_k_multi<const M: usize>(r: *const u8, x: [*const f32; M], xsums: [&
     let mut offset = [0f32; M];
     for b in 0..nb {
         let p = r.add(b * 144);
+        prefetch_ahead(p, 144);
         let (d, dmin) = (f16_at(p), f16_at(p.add(2)));
         let (sc, mn) = scales_mins_k4(p.add(4));
         let qs = p.add(16);
@@ -948,6 +973,7 @@ unsafe fn q6_k_multi<const M: usize>(r: *const u8, x: [*const f32; M], nb: usize
     let mut acc = [_mm256_setzero_ps(); M];
     for b in 0..nb {
         let p = r.add(b * 210);
+        prefetch_ahead(p, 210);
         let d = f16_at(p.add(208));
         let sc = p.add(192) as *const i8;
         for n in 0..2 {

@@ -68,10 +68,7 @@ pub unsafe fn gelu_tanh(x: &mut [f32]) {
     }
 }
 
-/// How far ahead of the block being decoded the weight stream is
-/// prefetched (bytes). A prefetch never faults, so running past the row's
-/// end is harmless.
-const PREFETCH_AHEAD: usize = 1024;
+use super::avx2::PREFETCH_AHEAD;
 
 /// The f16 pair at `p` (`d`, then `m`) as f32.
 #[inline(always)]
