@@ -352,6 +352,51 @@ fn softmax_exponentials_are_within_1e6_relative_on_every_isa() {
     }
 }
 
+/// The AVX2 exponentials (`exp_shifted_sum`, SiLU, GELU) compute each lane
+/// as AVX-512's do, bit for bit: 8 lanes with `2^n` as two exact-or-once
+/// rounded products against `vscalefps` on 16. The inputs reach the
+/// clamp at both ends (0, subnormal and inf results), the masked -inf and
+/// a NaN; lengths are whole 16-lane vectors, so no element falls to
+/// either ISA's scalar tail. A one-product `2^n` (the likely shortcut)
+/// differs on the subnormal results and is caught.
+#[test]
+fn avx2_exponentials_are_avx512s_bits() {
+    if !Isa::Avx512.available() {
+        println!("skipped: this CPU has no AVX-512 to compare AVX2 with");
+        return;
+    }
+    let mut x: Vec<f32> = (0..4096).map(|i| (i as f32 - 2048.0) * 0.0625 + (i % 13) as f32 * 1e-3).collect();
+    x.extend([-1.0e4, f32::NEG_INFINITY, 1.0e4, f32::NAN, -87.5, -100.0, -103.0, -110.0, 88.8, 89.0, 0.0, -0.0, 1e-30, -1e-30, 0.5, -0.5]);
+    let subnormal_inputs = x.iter().filter(|&&v| (-110.0..-87.5).contains(&v)).count();
+    assert!(subnormal_inputs > 0 && x.len() % 16 == 0);
+    let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<u32>>();
+    let run = |isa: Isa, f: &dyn Fn(Isa, &mut Vec<f32>)| {
+        let mut v = x.clone();
+        f(isa, &mut v);
+        bits(&v)
+    };
+    let exp = |isa: Isa, v: &mut Vec<f32>| {
+        simd::exp_shifted_sum(isa, v, 0.0);
+    };
+    let silu = |isa: Isa, v: &mut Vec<f32>| simd::unary(isa, UnaryOp::Silu, v);
+    let gelu = |isa: Isa, v: &mut Vec<f32>| simd::unary(isa, UnaryOp::GeluTanh, v);
+    for (name, f) in [("exp", &exp as &dyn Fn(Isa, &mut Vec<f32>)), ("silu", &silu), ("gelu_tanh", &gelu)] {
+        let (a, b) = (run(Isa::Avx2, f), run(Isa::Avx512, f));
+        let first = a.iter().zip(&b).position(|(p, q)| p != q);
+        assert!(
+            first.is_none(),
+            "{name}: AVX2 and AVX-512 differ at x = {}: {:#x} vs {:#x}",
+            x[first.unwrap()],
+            a[first.unwrap()],
+            b[first.unwrap()]
+        );
+    }
+    // The exponentials reach the subnormals, where a rounding difference shows.
+    let mut e = x.clone();
+    simd::exp_shifted_sum(Isa::Avx2, &mut e, 0.0);
+    assert!(e.iter().any(|v| v.is_subnormal()), "no subnormal exponential: the test would not see a double rounding");
+}
+
 #[test]
 fn silu_is_within_1e6_relative_of_f64_on_every_isa() {
     // 16-lane blocks and a tail; far negative (exp(-x) overflows: -0) and

@@ -994,3 +994,99 @@ unsafe fn q6_k_multi<const M: usize>(r: *const u8, x: [*const f32; M], nb: usize
     }
     std::array::from_fn(|i| hsum(acc[i]))
 }
+
+/// `exp(v)` for 8 lanes, `avx512::exp16`'s arithmetic lane for lane (the
+/// same clamp, rounding, polynomial and coefficients), so each lane is
+/// that kernel's bits: `2^n` is applied as `2^a · 2^b` with `a = ⌊n/2⌋`,
+/// `b = n - a` (each a normal power of two for `n` in [-160, 128]); the
+/// first product is exact, the second rounds once, as `vscalefps` does,
+/// to a subnormal, 0 or inf alike.
+#[inline(always)]
+unsafe fn exp8(v: __m256, coef: &[f32; 8]) -> __m256 {
+    let t = _mm256_min_ps(_mm256_max_ps(_mm256_mul_ps(v, _mm256_set1_ps(std::f32::consts::LOG2_E)), _mm256_set1_ps(-160.0)), _mm256_set1_ps(128.0));
+    let n = _mm256_round_ps::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(t);
+    let f = _mm256_sub_ps(t, n);
+    let mut poly = _mm256_set1_ps(coef[0]);
+    for &c in &coef[1..] {
+        poly = _mm256_fmadd_ps(poly, f, _mm256_set1_ps(c));
+    }
+    let n = _mm256_cvtps_epi32(n);
+    let a = _mm256_srai_epi32(n, 1);
+    let b = _mm256_sub_epi32(n, a);
+    let pow2 = |e: __m256i| _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(e, _mm256_set1_epi32(127)), 23));
+    _mm256_mul_ps(_mm256_mul_ps(poly, pow2(a)), pow2(b))
+}
+
+/// `avx512::exp_shifted_sum`, 8 lanes at a time (`exp8`).
+///
+/// # Safety
+/// AVX2 + FMA.
+#[target_feature(enable = "avx2,fma")]
+pub unsafe fn exp_shifted_sum(x: &mut [f32], m: f32) -> f32 {
+    let n8 = x.len() / 8 * 8;
+    let p = x.as_mut_ptr();
+    let (mv, coef) = (_mm256_set1_ps(m), super::avx512::exp2_coefficients());
+    let mut acc = _mm256_setzero_ps();
+    let mut i = 0;
+    while i < n8 {
+        let e = exp8(_mm256_sub_ps(_mm256_loadu_ps(p.add(i)), mv), &coef);
+        _mm256_storeu_ps(p.add(i), e);
+        acc = _mm256_add_ps(acc, e);
+        i += 8;
+    }
+    let mut sum = hsum(acc);
+    for v in &mut x[n8..] {
+        *v = (*v - m).exp();
+        sum += *v;
+    }
+    sum
+}
+
+/// `avx512::silu`, 8 lanes at a time: `x / (1 + exp(-x))` with `exp8`.
+///
+/// # Safety
+/// AVX2 + FMA.
+#[target_feature(enable = "avx2,fma")]
+pub unsafe fn silu(x: &mut [f32]) {
+    let n8 = x.len() / 8 * 8;
+    let p = x.as_mut_ptr();
+    let (one, coef) = (_mm256_set1_ps(1.0), super::avx512::exp2_coefficients());
+    let mut i = 0;
+    while i < n8 {
+        let v = _mm256_loadu_ps(p.add(i));
+        let e = exp8(_mm256_sub_ps(_mm256_setzero_ps(), v), &coef);
+        _mm256_storeu_ps(p.add(i), _mm256_div_ps(v, _mm256_add_ps(one, e)));
+        i += 8;
+    }
+    for v in &mut x[n8..] {
+        *v = *v / (1.0 + (-*v).exp());
+    }
+}
+
+/// `avx512::gelu_tanh`, 8 lanes at a time: `tanh(u) = 1 - 2 / (exp(2u) + 1)`
+/// with `exp8`.
+///
+/// # Safety
+/// AVX2 + FMA.
+#[target_feature(enable = "avx2,fma")]
+pub unsafe fn gelu_tanh(x: &mut [f32]) {
+    let c = (2.0f32 / std::f32::consts::PI).sqrt();
+    let n8 = x.len() / 8 * 8;
+    let p = x.as_mut_ptr();
+    let coef = super::avx512::exp2_coefficients();
+    let mut i = 0;
+    while i < n8 {
+        let v = _mm256_loadu_ps(p.add(i));
+        let v3 = _mm256_mul_ps(_mm256_mul_ps(v, v), v);
+        let u = _mm256_mul_ps(_mm256_set1_ps(c), _mm256_fmadd_ps(_mm256_set1_ps(0.044715), v3, v));
+        let e = exp8(_mm256_add_ps(u, u), &coef);
+        let tanh = _mm256_sub_ps(_mm256_set1_ps(1.0), _mm256_div_ps(_mm256_set1_ps(2.0), _mm256_add_ps(e, _mm256_set1_ps(1.0))));
+        let g = _mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(0.5), v), _mm256_add_ps(_mm256_set1_ps(1.0), tanh));
+        _mm256_storeu_ps(p.add(i), g);
+        i += 8;
+    }
+    let f = crate::cpu::reference::unary_fn(graphc_ir::op::UnaryOp::GeluTanh);
+    for v in &mut x[n8..] {
+        *v = f(*v);
+    }
+}

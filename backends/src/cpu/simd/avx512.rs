@@ -898,8 +898,8 @@ unsafe fn exp16(v: __m512, coef: &[f32; 8]) -> __m512 {
     _mm512_scalef_ps(poly, n)
 }
 
-/// `exp16`'s polynomial: `ln2^k / k!`, k = 7 .. 0.
-fn exp2_coefficients() -> [f32; 8] {
+/// `exp16`'s polynomial: `ln2^k / k!`, k = 7 .. 0 (`avx2::exp8`'s too).
+pub(super) fn exp2_coefficients() -> [f32; 8] {
     const LN2: f32 = std::f32::consts::LN_2;
     [LN2.powi(7) / 5040.0, LN2.powi(6) / 720.0, LN2.powi(5) / 120.0, LN2.powi(4) / 24.0, LN2.powi(3) / 6.0, LN2 * LN2 / 2.0, LN2, 1.0]
 }

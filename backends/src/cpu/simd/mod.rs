@@ -436,15 +436,21 @@ pub fn weighted_sum_rows(isa: Isa, p: &[f32], stride: usize, n: usize, v: &[f32]
     }
 }
 
-/// `x[i] = exp(x[i] - m)` in place; returns their sum. AVX-512: a
-/// polynomial `exp` (relative error ~1e-7), 16 lanes at a time; elsewhere
-/// the reference's libm `exp`, in order.
+/// `x[i] = exp(x[i] - m)` in place; returns their sum. AVX-512 and AVX2:
+/// a polynomial `exp` (relative error ~1e-7), 16 or 8 lanes at a time, the
+/// same bits in each lane (`avx2::exp8`); portable: the reference's libm
+/// `exp`, in order.
 pub fn exp_shifted_sum(isa: Isa, x: &mut [f32], m: f32) -> f32 {
     #[cfg(target_arch = "x86_64")]
-    if isa == Isa::Avx512 {
+    if isa >= Isa::Avx2 {
         assert!(isa.available());
-        // SAFETY: AVX-512F checked; the kernel stays within `x`.
-        return unsafe { avx512::exp_shifted_sum(x, m) };
+        // SAFETY: AVX-512F or AVX2 + FMA checked; the kernels stay within `x`.
+        return unsafe {
+            match isa {
+                Isa::Avx512 => avx512::exp_shifted_sum(x, m),
+                _ => avx2::exp_shifted_sum(x, m),
+            }
+        };
     }
     let _ = isa;
     let mut sum = 0f32;
@@ -473,20 +479,23 @@ pub fn softmax(isa: Isa, row: &mut [f32], softcap: Option<f32>) {
     row.iter_mut().for_each(|v| *v /= sum);
 }
 
-/// A unary op in place. AVX-512 evaluates GELU (tanh form) and SiLU with a
-/// polynomial `exp` (GELU's `1 + tanh` within ~2e-7, SiLU within ~1e-7
-/// relative); every other op, and every op at the other levels, is the
-/// reference's definition (libm `tanh`/`exp`).
+/// A unary op in place. AVX-512 and AVX2 evaluate GELU (tanh form) and
+/// SiLU with a polynomial `exp` (GELU's `1 + tanh` within ~2e-7, SiLU
+/// within ~1e-7 relative; each lane the same bits at either width); every
+/// other op, and every op on the portable level, is the reference's
+/// definition (libm `tanh`/`exp`).
 pub fn unary(isa: Isa, op: graphc_ir::op::UnaryOp, x: &mut [f32]) {
     use graphc_ir::op::UnaryOp;
     #[cfg(target_arch = "x86_64")]
-    if isa == Isa::Avx512 && matches!(op, UnaryOp::GeluTanh | UnaryOp::Silu) {
+    if isa >= Isa::Avx2 && matches!(op, UnaryOp::GeluTanh | UnaryOp::Silu) {
         assert!(isa.available());
-        // SAFETY: AVX-512F checked; the kernels stay within `x`.
+        // SAFETY: AVX-512F or AVX2 + FMA checked; the kernels stay within `x`.
         return unsafe {
-            match op {
-                UnaryOp::GeluTanh => avx512::gelu_tanh(x),
-                _ => avx512::silu(x),
+            match (isa, op) {
+                (Isa::Avx512, UnaryOp::GeluTanh) => avx512::gelu_tanh(x),
+                (Isa::Avx512, _) => avx512::silu(x),
+                (_, UnaryOp::GeluTanh) => avx2::gelu_tanh(x),
+                _ => avx2::silu(x),
             }
         };
     }
