@@ -368,7 +368,7 @@ fn avx2_exponentials_are_avx512s_bits() {
     let mut x: Vec<f32> = (0..4096).map(|i| (i as f32 - 2048.0) * 0.0625 + (i % 13) as f32 * 1e-3).collect();
     x.extend([-1.0e4, f32::NEG_INFINITY, 1.0e4, f32::NAN, -87.5, -100.0, -103.0, -110.0, 88.8, 89.0, 0.0, -0.0, 1e-30, -1e-30, 0.5, -0.5]);
     let subnormal_inputs = x.iter().filter(|&&v| (-110.0..-87.5).contains(&v)).count();
-    assert!(subnormal_inputs > 0 && x.len() % 16 == 0);
+    assert!(subnormal_inputs > 0 && x.len().is_multiple_of(16));
     let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<u32>>();
     let run = |isa: Isa, f: &dyn Fn(Isa, &mut Vec<f32>)| {
         let mut v = x.clone();
