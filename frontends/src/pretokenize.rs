@@ -30,6 +30,11 @@ const QWEN2_SPLIT: &str = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}
 /// Mistral's Tekken (Mistral Nemo, Pixtral): case runs split, `/` kept
 /// with a punctuation run's newlines.
 const TEKKEN_SPLIT: &str = r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+";
+/// GPT-4o's o200k (`gpt-4o`: Phi-4, Phi-4-mini): Tekken's case runs, each
+/// taking a following contraction (`'s`, `'LL`, ...), digits in runs of up
+/// to three. The pattern of those models' `tokenizer.json` (as llama.cpp
+/// quotes it for its `gpt-4o` pre-tokenizer).
+const O200K_SPLIT: &str = r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+";
 /// llama.cpp's `default` for a BPE vocabulary: punctuation runs first,
 /// then GPT-2's split, then digit runs cut in threes from the left.
 const DEFAULT_SPLITS: [&str; 4] = [r"[\p{P}\$\+<=>\^~\|]+", GPT2_SPLIT, r"\p{N}+", r"[0-9][0-9][0-9]"];
@@ -40,7 +45,8 @@ const DEEPSEEK_CJK: &str = r"[\x{4E00}-\x{9FA5}\x{0800}-\x{4E00}\x{AC00}-\x{D7FF
 
 /// The `tokenizer.ggml.pre` values graphc splits as their Hugging Face
 /// tokenizers do (`gpt2`: the converter's model name, accepted as `gpt-2`).
-pub const KNOWN_PRE: &[&str] = &["default", "gpt-2", "gpt2", "smollm", "starcoder", "qwen2", "llama-bpe", "tekken", "deepseek-llm", "deepseek-coder"];
+pub const KNOWN_PRE: &[&str] =
+    &["default", "gpt-2", "gpt2", "smollm", "starcoder", "qwen2", "llama-bpe", "tekken", "gpt-4o", "deepseek-llm", "deepseek-coder"];
 
 /// The pre-tokenizer of a byte-level BPE vocabulary, by its
 /// `tokenizer.ggml.pre` (absent: GPT-2's, as transformers builds a `gpt2`
@@ -65,6 +71,7 @@ pub fn pre_tokenizer(g: &GgufFile) -> Result<PreTokenizerWrapper, Diagnostic> {
         Some("qwen2") => Ok(then_bytes(vec![split(QWEN2_SPLIT)?])),
         Some("llama-bpe") => Ok(then_bytes(vec![split(LLAMA3_SPLIT)?])),
         Some("tekken") => Ok(then_bytes(vec![split(TEKKEN_SPLIT)?])),
+        Some("gpt-4o") => Ok(then_bytes(vec![split(O200K_SPLIT)?])),
         Some("deepseek-llm") => Ok(then_bytes(vec![
             split(r"[\r\n]")?,
             split(DEEPSEEK_LETTERS)?,

