@@ -98,6 +98,9 @@ stream = client.chat.completions.create(
 chunks = list(stream)
 check("streamed chat", "".join(ch.choices[0].delta.content or "" for ch in chunks if ch.choices), want["text"])
 check("streamed chat usage", chunks[-1].usage.completion_tokens, len(want["tokens"]))
+# The same conversation again: the slot that answered it holds all of its
+# prompt but the last id (run again for its logits), and says so.
+check("prompt cache", chunks[-1].usage.prompt_tokens_details.cached_tokens, len(want["prompt_ids"]) - 1)
 
 # Eight at once: each as `graphc run` alone.
 wants = [run(p, 12) for p in PROMPTS]

@@ -6,6 +6,13 @@
 //! is freed the step its request finishes, or the step its sink says the
 //! client is gone.
 //!
+//! A slot keeps what its last request left in its cache (the prompt cache):
+//! a new request takes the free slot that holds the longest prefix of its
+//! prompt, the cache is cut back to that prefix and only the rest is
+//! prefilled, as a chat client's next turn repeats the whole conversation
+//! so far. Off where a cache cannot be cut back (window rings, recurrent
+//! states) or when asked.
+//!
 //! The batcher is synchronous and owns no thread: a server steps it on a
 //! thread of its own and hands it requests between steps. A request's
 //! tokens do not depend on what else is in the batch (each row's
@@ -44,8 +51,9 @@ pub enum Event {
     /// One generated token and the text it completes (may be empty: part
     /// of a character, or text that may begin a stop string).
     Token { id: u32, text: String, logprobs: Option<(TokenLogprob, Vec<TokenLogprob>)> },
-    /// The end: text held back until now, and the counts.
-    Done { finish: FinishReason, text: String, prompt_tokens: usize, completion_tokens: usize },
+    /// The end: text held back until now, and the counts (`cached_tokens`:
+    /// of the prompt's, those its slot's cache held).
+    Done { finish: FinishReason, text: String, prompt_tokens: usize, cached_tokens: usize, completion_tokens: usize },
     /// The step failed (every request in it is ended this way).
     Failed(String),
 }
@@ -101,6 +109,10 @@ pub struct BatcherOptions {
     /// Most prompt tokens a slot runs in one step; `None` = 128 (or the
     /// session's step limit where smaller).
     pub prefill_chunk: Option<usize>,
+    /// Reuse a slot's cached prefix of a new prompt (see the module
+    /// comment); `None` = on where the caches can be cut back, else off.
+    /// `Some(true)` where they cannot is refused, naming why.
+    pub prompt_cache: Option<bool>,
     pub session: SessionOptions,
 }
 
@@ -111,6 +123,9 @@ pub struct StepReport {
     /// client had gone (counted in `cancelled` too).
     pub admitted: usize,
     pub prefill_tokens: usize,
+    /// Prompt tokens the admitted requests found in their slot's cache
+    /// (not run again).
+    pub reused_tokens: usize,
     pub decode_tokens: usize,
     /// Requests that ended (finished, failed or dropped by their client).
     pub ended: usize,
@@ -125,6 +140,8 @@ struct Active<'m> {
     /// Tokens to run next: what is left of the prompt, or the last sampled one.
     next: Vec<u32>,
     prefilling: bool,
+    /// Prompt ids found in the slot's cache.
+    reused: usize,
     generated: usize,
     /// `max_tokens`, cut to what the context has room for.
     budget: usize,
@@ -137,6 +154,9 @@ pub struct Batcher<'m> {
     queue: VecDeque<Request>,
     prefill_chunk: usize,
     stop_ids: Vec<u32>,
+    prompt_cache: bool,
+    /// Each slot's cached ids, in order (kept when its request ends).
+    cached: Vec<Vec<u32>>,
 }
 
 impl<'m> Batcher<'m> {
@@ -148,7 +168,25 @@ impl<'m> Batcher<'m> {
         let session = model.batch_session(opts.slots, &opts.session)?;
         let prefill_chunk = opts.prefill_chunk.unwrap_or(128).clamp(1, session.step_rows());
         let stop_ids = model.plan().model.stop_ids.clone();
-        Ok(Batcher { model, slots: (0..opts.slots).map(|_| None).collect(), session, queue: VecDeque::new(), prefill_chunk, stop_ids })
+        let prompt_cache = match (opts.prompt_cache, session.cannot_truncate()) {
+            (Some(true), Some(why)) => return Err(Error::Option(format!("the prompt cache needs caches that can be cut back: {why}"))),
+            (asked, why) => asked.unwrap_or(true) && why.is_none(),
+        };
+        Ok(Batcher {
+            model,
+            slots: (0..opts.slots).map(|_| None).collect(),
+            session,
+            queue: VecDeque::new(),
+            prefill_chunk,
+            stop_ids,
+            prompt_cache,
+            cached: vec![Vec::new(); opts.slots],
+        })
+    }
+
+    /// Whether a slot's cached prefix of a prompt is reused.
+    pub fn prompt_cache(&self) -> bool {
+        self.prompt_cache
     }
 
     pub fn session(&self) -> &Session<'m> {
@@ -203,7 +241,8 @@ impl<'m> Batcher<'m> {
                 None => Vec::new(),
             })
             .collect();
-        for (slot, new) in self.slots.iter().zip(&news) {
+        for ((slot, new), cached) in self.slots.iter().zip(&news).zip(&mut self.cached) {
+            cached.extend_from_slice(new);
             match slot {
                 Some(a) if a.prefilling => report.prefill_tokens += new.len(),
                 Some(_) => report.decode_tokens += new.len(),
@@ -236,10 +275,7 @@ impl<'m> Batcher<'m> {
     fn admit(&mut self, report: &mut StepReport) {
         let tokenizer = self.model.tokenizer().expect("checked in Batcher::new");
         let max_seq = self.session.resolved().max_seq;
-        for i in 0..self.slots.len() {
-            if self.slots[i].is_some() {
-                continue;
-            }
+        while self.slots.iter().any(Option::is_none) {
             // Skip requests whose client left while they waited.
             let req = loop {
                 let Some(mut req) = self.queue.pop_front() else { break None };
@@ -251,17 +287,29 @@ impl<'m> Batcher<'m> {
                 report.cancelled += 1;
             };
             let Some(mut req) = req else { break };
-            if let Err(e) = self.session.reset_row(i) {
+            // The free slot holding the longest prefix of the prompt (the
+            // first free one without the prompt cache); at least one
+            // prompt id is run, for its logits.
+            let common = |cached: &[u32]| cached.iter().zip(&req.prompt).take_while(|(a, b)| a == b).count().min(req.prompt.len() - 1);
+            let free = (0..self.slots.len()).filter(|&i| self.slots[i].is_none());
+            let i = if self.prompt_cache { free.max_by_key(|&i| (common(&self.cached[i]), usize::MAX - i)) } else { free.min() };
+            let i = i.expect("a free slot (the loop's condition)");
+            let reused = if self.prompt_cache { common(&self.cached[i]) } else { 0 };
+            let cut = if reused > 0 { self.session.truncate_row(i, reused) } else { self.session.reset_row(i) };
+            if let Err(e) = cut {
+                self.cached[i].clear();
                 (req.sink)(Event::Failed(e.to_string()));
                 report.ended += 1;
                 continue;
             }
+            self.cached[i].truncate(reused);
+            report.reused_tokens += reused;
             let mut sampler = Sampler::new(&req.sampling);
             sampler.seen(&req.prompt);
             let budget = req.max_tokens.min(max_seq - req.prompt.len());
             let detok = Detokenizer::new(tokenizer, false, &req.stop);
-            let next = req.prompt.clone();
-            self.slots[i] = Some(Active { req, sampler, detok, next, prefilling: true, generated: 0, budget });
+            let next = req.prompt[reused..].to_vec();
+            self.slots[i] = Some(Active { req, sampler, detok, next, prefilling: true, reused, generated: 0, budget });
         }
     }
 
@@ -271,8 +319,8 @@ impl<'m> Batcher<'m> {
         let id = a.sampler.sample(logits);
         a.generated += 1;
         let done = |a: &mut Active<'m>, finish, text| {
-            let (prompt_tokens, completion_tokens) = (a.req.prompt.len(), a.generated);
-            (a.req.sink)(Event::Done { finish, text, prompt_tokens, completion_tokens });
+            let (prompt_tokens, cached_tokens, completion_tokens) = (a.req.prompt.len(), a.reused, a.generated);
+            (a.req.sink)(Event::Done { finish, text, prompt_tokens, cached_tokens, completion_tokens });
             Some(Ended::Finished)
         };
         if stop_ids.contains(&id) {
@@ -304,6 +352,7 @@ impl<'m> Batcher<'m> {
         }
         // A failed step leaves the caches where they were: start clean.
         self.session.reset();
+        self.cached.iter_mut().for_each(Vec::clear);
     }
 }
 

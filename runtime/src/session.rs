@@ -387,20 +387,40 @@ impl<'m> Session<'m> {
 
     /// Keep only the first `len` tokens of a one-row session's cache (a
     /// conversation whose new prompt shares only that much with what is
-    /// cached). Possible where the caches are written in place and hold
-    /// every position: not with window rings or recurrent states (which
-    /// no longer hold the earlier state), nor with `kv_append` off.
+    /// cached): `truncate_row` of its one row.
     pub fn truncate(&mut self, len: usize) -> Result<(), Error> {
         self.only_row()?;
-        let now = self.lens[0];
+        self.truncate_row(0, len)
+    }
+
+    /// Keep only the first `len` tokens of row `row`'s cache (a slot whose
+    /// next request shares that much with what it holds). Possible where
+    /// the caches are written in place and hold every position
+    /// (`cannot_truncate` says why not otherwise).
+    pub fn truncate_row(&mut self, row: usize, len: usize) -> Result<(), Error> {
+        let Some(&now) = self.lens.get(row) else {
+            return Err(Error::Input(format!("row {row} of a session of {} rows", self.rows())));
+        };
         if len > now {
             return Err(Error::Input(format!("cannot truncate the cache to {len} tokens: it holds {now}")));
         }
         if len == now {
             return Ok(());
         }
+        if let Some(why) = self.cannot_truncate() {
+            return Err(Error::Input(format!("cannot drop the last {} cached tokens: {why}", now - len)));
+        }
+        // Positions past `len` are overwritten before any query reads them.
+        self.lens[row] = len;
+        Ok(())
+    }
+
+    /// Why a cache cannot be cut back to an earlier length, if it cannot:
+    /// window rings and recurrent states no longer hold the earlier state,
+    /// and concatenated caches (`kv_append` off) are not written in place.
+    pub fn cannot_truncate(&self) -> Option<&'static str> {
         let kv = &self.model.plan().kv_cache;
-        let why = if kv.window_caches > 0 {
+        if kv.window_caches > 0 {
             Some("its window caches no longer hold the earlier positions")
         } else if kv.recurrent_states > 0 {
             Some("its recurrent states hold no earlier state")
@@ -408,13 +428,7 @@ impl<'m> Session<'m> {
             Some("its caches are concatenated (`kv_append` off)")
         } else {
             None
-        };
-        if let Some(why) = why {
-            return Err(Error::Input(format!("cannot drop the last {} cached tokens: {why}", now - len)));
         }
-        // Positions past `len` are overwritten before any query reads them.
-        self.lens[0] = len;
-        Ok(())
     }
 
     /// Forget every sequence: each state back to empty.

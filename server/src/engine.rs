@@ -10,12 +10,14 @@ use std::sync::atomic::Ordering::Relaxed;
 use std::sync::mpsc;
 use std::sync::Arc;
 
-/// Start the engine; returns the request channel and what a request must fit.
+/// Start the engine; returns the request channel, what a request must fit
+/// and whether the prompt cache is on.
+#[allow(clippy::type_complexity)]
 pub fn start(
     model: Arc<Model>,
     opts: BatcherOptions,
     metrics: Arc<Metrics>,
-) -> Result<(mpsc::Sender<Request>, Limits, std::thread::JoinHandle<()>), graphc_runtime::Error> {
+) -> Result<(mpsc::Sender<Request>, (Limits, bool), std::thread::JoinHandle<()>), graphc_runtime::Error> {
     let (jobs, rx) = mpsc::channel::<Request>();
     let (ready_tx, ready_rx) = mpsc::channel();
     let thread = std::thread::Builder::new()
@@ -29,7 +31,7 @@ pub fn start(
                 }
             };
             let limits = batcher.limits();
-            let _ = ready_tx.send(Ok(limits));
+            let _ = ready_tx.send(Ok((limits, batcher.prompt_cache())));
             metrics.slots.store(opts.slots, Relaxed);
             run(&mut batcher, limits, &rx, &metrics);
         })
@@ -64,6 +66,7 @@ fn run(batcher: &mut Batcher, limits: Limits, rx: &mpsc::Receiver<Request>, metr
         metrics.slots_busy.store(batcher.busy_slots(), Relaxed);
         metrics.steps.fetch_add(1, Relaxed);
         metrics.requests_cancelled.fetch_add(report.cancelled as u64, Relaxed);
+        metrics.prompt_tokens_cached.fetch_add(report.reused_tokens as u64, Relaxed);
     }
 }
 

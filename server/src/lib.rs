@@ -47,6 +47,9 @@ pub struct ServeOptions {
     pub model_name: Option<String>,
     /// Prompt tokens a slot prefills in one step; `None`: the batcher's default.
     pub prefill_chunk: Option<usize>,
+    /// Reuse a slot's cached prefix of a prompt; `None`: on where the
+    /// model's caches can be cut back (`BatcherOptions::prompt_cache`).
+    pub prompt_cache: Option<bool>,
     pub session: SessionOptions,
 }
 
@@ -59,6 +62,7 @@ pub struct Resolved {
     pub max_seq: usize,
     pub model_name: String,
     pub api_key: bool,
+    pub prompt_cache: bool,
 }
 
 pub struct Server {
@@ -82,8 +86,8 @@ impl Server {
             return Err(ServeError::Start("--slots must be at least 1".into()));
         }
         let metrics = Arc::new(Metrics::default());
-        let batcher = BatcherOptions { slots, prefill_chunk: opts.prefill_chunk, session: opts.session.clone() };
-        let (jobs, limits, engine) = engine::start(model.clone(), batcher, metrics.clone())?;
+        let batcher = BatcherOptions { slots, prefill_chunk: opts.prefill_chunk, prompt_cache: opts.prompt_cache, session: opts.session.clone() };
+        let (jobs, (limits, prompt_cache), engine) = engine::start(model.clone(), batcher, metrics.clone())?;
         let model_name = opts.model_name.clone().unwrap_or_else(|| {
             let path = std::path::Path::new(&model.plan().checkpoint.path);
             path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| "graphc".into())
@@ -95,6 +99,7 @@ impl Server {
             max_seq: limits.max_seq,
             model_name: model_name.clone(),
             api_key: opts.api_key.is_some(),
+            prompt_cache,
         };
         let state = Arc::new(routes::AppState {
             model,

@@ -22,6 +22,8 @@ pub struct Metrics {
     pub requests_failed: AtomicU64,
     pub requests_cancelled: AtomicU64,
     pub prompt_tokens: AtomicU64,
+    /// Prompt tokens found in a slot's cache (the prompt cache) and not run.
+    pub prompt_tokens_cached: AtomicU64,
     pub completion_tokens: AtomicU64,
     pub steps: AtomicU64,
     ttft_buckets: [AtomicU64; TTFT_BUCKETS.len()],
@@ -67,6 +69,12 @@ impl Metrics {
             ],
         );
         metric("prompt_tokens_total", "counter", "Prompt tokens of finished requests.", &[("", c(&self.prompt_tokens))]);
+        metric(
+            "prompt_tokens_cached_total",
+            "counter",
+            "Prompt tokens taken from a slot's cache, not prefilled again.",
+            &[("", c(&self.prompt_tokens_cached))],
+        );
         metric("completion_tokens_total", "counter", "Generated tokens of finished requests.", &[("", c(&self.completion_tokens))]);
         metric("engine_steps_total", "counter", "Batch steps run.", &[("", c(&self.steps))]);
         let _ = writeln!(

@@ -224,12 +224,18 @@ impl Reply {
         }
     }
 
-    fn on_done(&self, prompt_tokens: usize, completion_tokens: usize) -> Value {
+    /// The usage object (OpenAI's, with `prompt_tokens_details.cached_tokens`).
+    fn on_done(&self, prompt_tokens: usize, cached_tokens: usize, completion_tokens: usize) -> Value {
         let m = &self.st.metrics;
         m.requests_ok.fetch_add(1, Relaxed);
         m.prompt_tokens.fetch_add(prompt_tokens as u64, Relaxed);
         m.completion_tokens.fetch_add(completion_tokens as u64, Relaxed);
-        json!({"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens, "total_tokens": prompt_tokens + completion_tokens})
+        json!({
+            "prompt_tokens": prompt_tokens,
+            "completion_tokens": completion_tokens,
+            "total_tokens": prompt_tokens + completion_tokens,
+            "prompt_tokens_details": {"cached_tokens": cached_tokens},
+        })
     }
 
     fn failed(&self, why: &str) -> ApiError {
@@ -320,9 +326,9 @@ async fn collect(reply: &mut Reply, mut rx: UnboundedReceiver<Event>) -> Result<
                 }
                 text.push_str(&t);
             }
-            Event::Done { finish, text: tail, prompt_tokens, completion_tokens } => {
+            Event::Done { finish, text: tail, prompt_tokens, cached_tokens, completion_tokens } => {
                 text.push_str(&tail);
-                let usage = reply.on_done(prompt_tokens, completion_tokens);
+                let usage = reply.on_done(prompt_tokens, cached_tokens, completion_tokens);
                 let choice = reply.choice(&text, reply.logprobs_value(entries, offsets), Some(finish), false, false);
                 return Ok(Json(reply.object(vec![choice], Some(usage), false)).into_response());
             }
@@ -400,8 +406,8 @@ impl Streaming {
                 self.sent += text.len();
                 self.reply.on_token();
             }
-            Event::Done { finish, text, prompt_tokens, completion_tokens } => {
-                let usage = self.reply.on_done(prompt_tokens, completion_tokens);
+            Event::Done { finish, text, prompt_tokens, cached_tokens, completion_tokens } => {
+                let usage = self.reply.on_done(prompt_tokens, cached_tokens, completion_tokens);
                 self.chunk(&text, Value::Null, Some(finish));
                 if self.include_usage {
                     let v = self.reply.object(vec![], Some(usage), true);

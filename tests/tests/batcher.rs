@@ -115,7 +115,7 @@ fn a_client_that_goes_away_frees_its_slot_and_the_others_keep_their_tokens() {
     while !b.is_idle() {
         let r = b.step();
         cancelled += r.cancelled;
-        prefilled += r.prefill_tokens;
+        prefilled += r.prefill_tokens + r.reused_tokens;
     }
     assert_eq!(cancelled, 2);
     assert_eq!(prefilled, prompts[..3].iter().map(Vec::len).sum::<usize>(), "the gone request's 40 tokens were not run");
@@ -182,4 +182,85 @@ fn a_prompt_the_context_cannot_hold_is_refused_before_it_queues() {
     if completion == 4 {
         assert_eq!(finish, FinishReason::Length);
     }
+}
+
+/// `alone`'s tokens as a request streams them: an end-of-generation token
+/// ends the request without being sent.
+fn streamed(m: &Model, prompt: &[u32], n: usize) -> Vec<u32> {
+    let mut t = alone(m, prompt, n);
+    if t.last().is_some_and(|id| m.plan().model.stop_ids.contains(id)) {
+        t.pop();
+    }
+    t
+}
+
+/// One request through a one-slot batcher: its tokens and what its first
+/// step reused and prefilled.
+fn through(b: &mut Batcher, prompt: &[u32], n: usize) -> (Vec<u32>, usize, usize) {
+    let (r, log) = request(prompt.to_vec(), n);
+    b.submit(r).unwrap();
+    let first = b.step();
+    run(b);
+    let cached = log.lock().unwrap().iter().find_map(|e| if let Event::Done { cached_tokens, .. } = e { Some(*cached_tokens) } else { None });
+    assert_eq!(cached, Some(first.reused_tokens), "the usage reports what the slot reused");
+    (tokens(&log), first.reused_tokens, first.prefill_tokens)
+}
+
+/// The prompt cache: a request repeating what a slot last ran (a chat's
+/// next turn: the conversation so far, then more) prefills only what is
+/// new, and one that departs from it part way has the cache cut back to
+/// where they part; each gets the tokens it gets alone. The control: had
+/// the cache not been cut back, the model would have seen the first
+/// prompt's later tokens before the second's own, and that prompt's
+/// greedy tokens differ from the right ones.
+#[test]
+fn a_slot_reuses_the_cached_prefix_of_a_prompt_and_cuts_back_where_they_part() {
+    let m = model();
+    const N: usize = 8;
+    let mut b = Batcher::new(&m, &BatcherOptions { slots: 1, ..Default::default() }).unwrap();
+    assert!(b.prompt_cache(), "on by default where the caches can be cut back");
+    let first = m.encode(&PROMPTS[0]).unwrap();
+    let (got, reused, _) = through(&mut b, &first, N);
+    assert_eq!((got.clone(), reused), (streamed(&m, &first, N), 0));
+    assert_eq!(got.len(), N, "the test wants a request that ran its whole budget");
+    // The next turn: everything the slot ran (the prompt and all generated
+    // tokens but the last, which was only sampled), then the last and more.
+    let next: Vec<u32> = [&first[..], &got[..], &m.encode(" Then").unwrap()[..]].concat();
+    let (got_next, reused, prefilled) = through(&mut b, &next, N);
+    assert_eq!(reused, first.len() + got.len() - 1, "the slot's whole cache is a prefix of the prompt");
+    assert_eq!(prefilled, next.len() - reused);
+    assert!(!got_next.is_empty());
+    assert_eq!(got_next, streamed(&m, &next, N));
+    // A prompt that shares only its first `k` ids with what the slot holds.
+    let k = first.len() / 2;
+    let parted: Vec<u32> = [&first[..k], &m.encode(" purple elephants").unwrap()[..]].concat();
+    assert_ne!(parted[k], next[k]);
+    let (got_parted, reused, _) = through(&mut b, &parted, N);
+    assert_eq!(reused, k);
+    let want = streamed(&m, &parted, N);
+    assert!(!want.is_empty());
+    assert_eq!(got_parted, want);
+    // The control: the uncut cache (the slot's ids past `k` left in front
+    // of the new ones) answers otherwise.
+    let uncut: Vec<u32> = [&next[..], &parted[k..]].concat();
+    assert_ne!(streamed(&m, &uncut, N), want, "the control must tell an uncut cache from a cut one");
+}
+
+/// Off when asked (every prompt prefilled whole); where a model's caches
+/// cannot be cut back (Gemma 3's sliding-window rings) off by default,
+/// and asking for it is refused, naming why.
+#[test]
+fn the_prompt_cache_is_off_when_asked_and_refused_where_caches_cannot_be_cut() {
+    let m = model();
+    let mut b = Batcher::new(&m, &BatcherOptions { slots: 1, prompt_cache: Some(false), ..Default::default() }).unwrap();
+    assert!(!b.prompt_cache());
+    let p = m.encode(&PROMPTS[1]).unwrap();
+    let (got, _, _) = through(&mut b, &p, 4);
+    let (again, reused, prefilled) = through(&mut b, &p, 4);
+    assert_eq!((reused, prefilled, &again), (0, p.len(), &got));
+    let gemma =
+        Model::compile(&graphc_tests::model("gemma-3-270m-q4_k_m.gguf"), &CompileOptions { max_seq: Some(64), ..Default::default() }, None).unwrap();
+    assert!(!Batcher::new(&gemma, &BatcherOptions { slots: 1, ..Default::default() }).unwrap().prompt_cache());
+    let e = Batcher::new(&gemma, &BatcherOptions { slots: 1, prompt_cache: Some(true), ..Default::default() }).err().expect("refused");
+    assert!(e.to_string().contains("window caches"), "{e}");
 }

@@ -93,7 +93,14 @@ fn a_streamed_chat_is_the_whole_answer_in_pieces_and_ends_with_done() {
     let text: String = chunks.iter().filter_map(|c| c["choices"][0]["delta"]["content"].as_str()).collect();
     assert_eq!(text, content);
     let usage = &chunks.last().unwrap()["usage"];
-    assert_eq!(usage, &whole["usage"]);
+    for key in ["prompt_tokens", "completion_tokens", "total_tokens"] {
+        assert_eq!(usage[key], whole["usage"][key], "{key}");
+    }
+    // The same prompt again: its slot's cache held all of it but the last
+    // id (run again for its logits), and the answer is the same.
+    let prompt_tokens = whole["usage"]["prompt_tokens"].as_u64().unwrap();
+    assert_eq!(whole["usage"]["prompt_tokens_details"]["cached_tokens"], 0);
+    assert_eq!(usage["prompt_tokens_details"]["cached_tokens"], prompt_tokens - 1);
     assert_eq!(chunks[chunks.len() - 2]["choices"][0]["finish_reason"], whole["choices"][0]["finish_reason"]);
     // The chat prompt is the checkpoint's template, as `graphc run --chat` renders it.
     let msgs = [graphc::Message::new("system", "You are brief."), graphc::Message::new("user", "Name three colours.")];

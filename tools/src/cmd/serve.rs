@@ -49,6 +49,11 @@ pub struct ServeArgs {
     /// The model's name in the API (default: the checkpoint's file name without extension).
     #[arg(long)]
     model_name: Option<String>,
+    /// Reuse the longest cached prefix of a prompt in a free slot, as a chat
+    /// client's next turn repeats the conversation (default: true where the
+    /// model's caches can be cut back; not with sliding-window or recurrent ones).
+    #[arg(long)]
+    prompt_cache: Option<bool>,
 }
 
 pub fn serve(model: Model, path: &Path, args: &ServeArgs, session: SessionOptions) -> Result<()> {
@@ -61,17 +66,19 @@ pub fn serve(model: Model, path: &Path, args: &ServeArgs, session: SessionOption
         api_key: args.api_key.clone(),
         model_name,
         prefill_chunk: None,
+        prompt_cache: args.prompt_cache,
         session,
     };
     let mut server = Server::start(Arc::new(model), opts)?;
     let r = server.resolved();
     eprintln!(
-        "serving `{}` on http://{} | slots {} | queue {} | max_seq {} per slot | api key {}",
+        "serving `{}` on http://{} | slots {} | queue {} | max_seq {} per slot | prompt cache {} | api key {}",
         r.model_name,
         r.addr,
         r.slots,
         r.max_queue,
         r.max_seq,
+        if r.prompt_cache { "on" } else { "off" },
         if r.api_key { "required" } else { "none" }
     );
     let handle = server.shutdown_handle().expect("a fresh server");
