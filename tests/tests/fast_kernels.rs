@@ -978,7 +978,9 @@ fn avx2_row_kernels_keep_their_bits() {
     let want = [
         (DType::F32, 0xcefd960cb358af70),
         (DType::F16, 0xbecb02d9326d7743),
-        (DType::Q4_0, 0x09a5629d7a51b3d3),
+        // Re-pinned when q4_0 moved to two accumulators (even and odd
+        // blocks summed apart, as q4_1): a deliberate reorder, 1.65x faster.
+        (DType::Q4_0, 0xa393a72eee9e18f8),
         (DType::Q4_1, 0x96fe7873b3516cdf),
         (DType::Q5_0, 0x761ba1d9232f46f3),
         (DType::Q8_0, 0x0e59e8265ed6388f),

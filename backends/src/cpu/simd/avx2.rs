@@ -204,16 +204,27 @@ unsafe fn dot32_nibbles(qs: *const u8, x: *const f32) -> __m256 {
 /// q4_0: `(nibble - 8) * d`; low nibbles are elements 0..16, high 16..32.
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn q4_0(r: *const u8, x: *const f32, xsums: &[f32], nb: usize) -> f32 {
-    let mut acc = _mm256_setzero_ps();
-    let mut offset = 0f32;
-    for b in 0..nb {
+    // Two blocks per iteration into two accumulators (as q4_1).
+    let (mut acc0, mut acc1) = (_mm256_setzero_ps(), _mm256_setzero_ps());
+    let (mut off0, mut off1) = (0f32, 0f32);
+    let mut b = 0;
+    while b + 2 <= nb {
         let p = r.add(b * 18);
-        prefetch_ahead(p, 18);
-        let d = f16_at(p);
-        acc = fma_scaled(d, dot32_nibbles(p.add(2), x.add(b * 32)), acc);
-        offset -= 8.0 * d * xsums[b];
+        prefetch_ahead(p, 36);
+        let (d0, d1) = (f16_at(p), f16_at(p.add(18)));
+        acc0 = fma_scaled(d0, dot32_nibbles(p.add(2), x.add(b * 32)), acc0);
+        acc1 = fma_scaled(d1, dot32_nibbles(p.add(20), x.add(b * 32 + 32)), acc1);
+        off0 -= 8.0 * d0 * xsums[b];
+        off1 -= 8.0 * d1 * xsums[b + 1];
+        b += 2;
     }
-    hsum(acc) + offset
+    if b < nb {
+        let p = r.add(b * 18);
+        let d = f16_at(p);
+        acc0 = fma_scaled(d, dot32_nibbles(p.add(2), x.add(b * 32)), acc0);
+        off0 -= 8.0 * d * xsums[b];
+    }
+    hsum(_mm256_add_ps(acc0, acc1)) + (off0 + off1)
 }
 
 /// q4_1: `nibble * d + m`.
@@ -825,24 +836,40 @@ pub unsafe fn dot_rows_multi<const M: usize>(dtype: DType, rows: &[u8], x: [&[f3
     true
 }
 
-/// `q4_0` for `M` activation rows.
+/// `q4_0` for `M` activation rows (its two accumulators and two offsets).
 #[inline(always)]
 unsafe fn q4_0_multi<const M: usize>(r: *const u8, x: [*const f32; M], xsums: [&[f32]; M], nb: usize) -> [f32; M] {
-    let mask = _mm_set1_epi8(0x0F);
-    let mut acc = [_mm256_setzero_ps(); M];
-    let mut offset = [0f32; M];
-    for b in 0..nb {
-        let p = r.add(b * 18);
-        prefetch_ahead(p, 18);
-        let d = f16_at(p);
+    #[inline(always)]
+    unsafe fn decode(p: *const u8) -> [[__m256; 2]; 2] {
+        let mask = _mm_set1_epi8(0x0F);
         let qs = _mm_loadu_si128(p.add(2) as *const __m128i);
-        let w = [f32x16_u8(_mm_and_si128(qs, mask)), f32x16_u8(_mm_and_si128(_mm_srli_epi16(qs, 4), mask))];
+        [f32x16_u8(_mm_and_si128(qs, mask)), f32x16_u8(_mm_and_si128(_mm_srli_epi16(qs, 4), mask))]
+    }
+    let (mut acc0, mut acc1) = ([_mm256_setzero_ps(); M], [_mm256_setzero_ps(); M]);
+    let (mut off0, mut off1) = ([0f32; M], [0f32; M]);
+    let mut b = 0;
+    while b + 2 <= nb {
+        let p = r.add(b * 18);
+        prefetch_ahead(p, 36);
+        let (w0, w1) = (decode(p), decode(p.add(18)));
+        let (d0, d1) = (f16_at(p), f16_at(p.add(18)));
         for i in 0..M {
-            acc[i] = _mm256_fmadd_ps(_mm256_set1_ps(d), dot32(&w, x[i].add(b * 32)), acc[i]);
-            offset[i] -= 8.0 * d * xsums[i][b];
+            acc0[i] = _mm256_fmadd_ps(_mm256_set1_ps(d0), dot32(&w0, x[i].add(b * 32)), acc0[i]);
+            acc1[i] = _mm256_fmadd_ps(_mm256_set1_ps(d1), dot32(&w1, x[i].add(b * 32 + 32)), acc1[i]);
+            off0[i] -= 8.0 * d0 * xsums[i][b];
+            off1[i] -= 8.0 * d1 * xsums[i][b + 1];
+        }
+        b += 2;
+    }
+    if b < nb {
+        let p = r.add(b * 18);
+        let (w0, d0) = (decode(p), f16_at(p));
+        for i in 0..M {
+            acc0[i] = _mm256_fmadd_ps(_mm256_set1_ps(d0), dot32(&w0, x[i].add(b * 32)), acc0[i]);
+            off0[i] -= 8.0 * d0 * xsums[i][b];
         }
     }
-    std::array::from_fn(|i| hsum(acc[i]) + offset[i])
+    std::array::from_fn(|i| hsum(_mm256_add_ps(acc0[i], acc1[i])) + (off0[i] + off1[i]))
 }
 
 /// `q4_1` for `M` activation rows (its two accumulators and two offsets).
