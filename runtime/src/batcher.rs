@@ -10,8 +10,9 @@
 //! a new request takes the free slot that holds the longest prefix of its
 //! prompt, the cache is cut back to that prefix and only the rest is
 //! prefilled, as a chat client's next turn repeats the whole conversation
-//! so far. Off where a cache cannot be cut back (window rings, recurrent
-//! states) or when asked.
+//! so far. Where a window ring has wrapped since, the slot starts from
+//! empty instead; off for recurrent states (which hold no earlier state)
+//! and when asked.
 //!
 //! The batcher is synchronous and owns no thread: a server steps it on a
 //! thread of its own and hands it requests between steps. A request's
@@ -110,8 +111,9 @@ pub struct BatcherOptions {
     /// session's step limit where smaller).
     pub prefill_chunk: Option<usize>,
     /// Reuse a slot's cached prefix of a new prompt (see the module
-    /// comment); `None` = on where the caches can be cut back, else off.
-    /// `Some(true)` where they cannot is refused, naming why.
+    /// comment); `None` = on where the caches can be cut back (all but
+    /// recurrent states), else off. `Some(true)` where they cannot is
+    /// refused, naming why.
     pub prompt_cache: Option<bool>,
     pub session: SessionOptions,
 }
@@ -295,7 +297,9 @@ impl<'m> Batcher<'m> {
             let i = if self.prompt_cache { free.max_by_key(|&i| (common(&self.cached[i]), usize::MAX - i)) } else { free.min() };
             let i = i.expect("a free slot (the loop's condition)");
             let reused = if self.prompt_cache { common(&self.cached[i]) } else { 0 };
-            let cut = if reused > 0 { self.session.truncate_row(i, reused) } else { self.session.reset_row(i) };
+            // A wrapped window ring cannot be cut back: start from empty.
+            let reused = if reused > 0 && self.session.truncate_row(i, reused).is_ok() { reused } else { 0 };
+            let cut = if reused > 0 { Ok(()) } else { self.session.reset_row(i) };
             if let Err(e) = cut {
                 self.cached[i].clear();
                 (req.sink)(Event::Failed(e.to_string()));

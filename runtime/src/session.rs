@@ -122,6 +122,9 @@ pub struct Session<'m> {
     lens: Vec<usize>,
     /// See `step_rows()`.
     step_rows: usize,
+    /// The fewest positions a window ring holds (`None`: no rings): a row
+    /// no longer than that has overwritten none of its positions.
+    ring_positions: Option<usize>,
     /// Why the device could not take the caches `reset` gave it, if so.
     device_error: Option<String>,
     /// Per-op times of the forwards since `set_profiling(true)`.
@@ -223,6 +226,14 @@ impl<'m> Session<'m> {
                 _ => None,
             })
             .fold(PREFILL_CHUNK, usize::min);
+        let ring_positions = model
+            .graph()
+            .nodes()
+            .filter_map(|n| match n.op.cache_append() {
+                Some((cap, Some(_))) => cap.as_const().map(|c| c as usize),
+                _ => None,
+            })
+            .min();
         let skip_idle_rows = plan.kv_cache.recurrent_states == 0 && matmuls_lead_with_batch(model.graph());
         let mut s = Session {
             model,
@@ -232,6 +243,7 @@ impl<'m> Session<'m> {
             states,
             lens: vec![0; rows],
             step_rows,
+            ring_positions,
             device_error: None,
             profile: Default::default(),
             skip_idle_rows,
@@ -395,8 +407,10 @@ impl<'m> Session<'m> {
 
     /// Keep only the first `len` tokens of row `row`'s cache (a slot whose
     /// next request shares that much with what it holds). Possible where
-    /// the caches are written in place and hold every position
-    /// (`cannot_truncate` says why not otherwise).
+    /// the caches are written in place and still hold every position:
+    /// not with recurrent states or `kv_append` off (`cannot_truncate`),
+    /// nor once a window ring has wrapped (the row is longer than the
+    /// ring, whose earliest positions are overwritten).
     pub fn truncate_row(&mut self, row: usize, len: usize) -> Result<(), Error> {
         let Some(&now) = self.lens.get(row) else {
             return Err(Error::Input(format!("row {row} of a session of {} rows", self.rows())));
@@ -407,22 +421,26 @@ impl<'m> Session<'m> {
         if len == now {
             return Ok(());
         }
-        if let Some(why) = self.cannot_truncate() {
-            return Err(Error::Input(format!("cannot drop the last {} cached tokens: {why}", now - len)));
-        }
-        // Positions past `len` are overwritten before any query reads them.
-        self.lens[row] = len;
-        Ok(())
+        let why = match (self.cannot_truncate(), self.ring_positions) {
+            (Some(why), _) => why.to_string(),
+            (None, Some(ring)) if now > ring => {
+                format!("its window rings hold {ring} positions and the row is {now} long: the first {} are overwritten", now - ring)
+            }
+            _ => {
+                // Positions past `len` are overwritten before any query reads them.
+                self.lens[row] = len;
+                return Ok(());
+            }
+        };
+        Err(Error::Input(format!("cannot drop the last {} cached tokens: {why}", now - len)))
     }
 
-    /// Why a cache cannot be cut back to an earlier length, if it cannot:
-    /// window rings and recurrent states no longer hold the earlier state,
-    /// and concatenated caches (`kv_append` off) are not written in place.
+    /// Why no cache of this session can be cut back to an earlier length,
+    /// if none can: recurrent states hold no earlier state, and
+    /// concatenated caches (`kv_append` off) are not written in place.
+    /// (Window rings can be, until they wrap: `truncate_row`.)
     pub fn cannot_truncate(&self) -> Option<&'static str> {
-        let kv = &self.model.plan().kv_cache;
-        if kv.window_caches > 0 {
-            Some("its window caches no longer hold the earlier positions")
-        } else if kv.recurrent_states > 0 {
+        if self.model.plan().kv_cache.recurrent_states > 0 {
             Some("its recurrent states hold no earlier state")
         } else if !matches!(self.states, StateLayout::Batched(_)) {
             Some("its caches are concatenated (`kv_append` off)")

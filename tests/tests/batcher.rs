@@ -246,11 +246,14 @@ fn a_slot_reuses_the_cached_prefix_of_a_prompt_and_cuts_back_where_they_part() {
     assert_ne!(streamed(&m, &uncut, N), want, "the control must tell an uncut cache from a cut one");
 }
 
-/// Off when asked (every prompt prefilled whole); where a model's caches
-/// cannot be cut back (Gemma 3's sliding-window rings) off by default,
-/// and asking for it is refused, naming why.
+/// Off when asked (every prompt prefilled whole). With window rings
+/// (Gemma 3's window of 512 keys: rings of 767 positions, the window and a
+/// prefill chunk's slack), on: a slot whose row is no longer than its
+/// rings reuses its prefix; one whose rings have wrapped (their first
+/// positions overwritten) starts from empty, and each gets the tokens it
+/// gets alone (a planted cut of a wrapped ring answers otherwise).
 #[test]
-fn the_prompt_cache_is_off_when_asked_and_refused_where_caches_cannot_be_cut() {
+fn the_prompt_cache_is_off_when_asked_and_starts_over_where_a_window_ring_wrapped() {
     let m = model();
     let mut b = Batcher::new(&m, &BatcherOptions { slots: 1, prompt_cache: Some(false), ..Default::default() }).unwrap();
     assert!(!b.prompt_cache());
@@ -258,9 +261,24 @@ fn the_prompt_cache_is_off_when_asked_and_refused_where_caches_cannot_be_cut() {
     let (got, _, _) = through(&mut b, &p, 4);
     let (again, reused, prefilled) = through(&mut b, &p, 4);
     assert_eq!((reused, prefilled, &again), (0, p.len(), &got));
-    let gemma =
-        Model::compile(&graphc_tests::model("gemma-3-270m-q4_k_m.gguf"), &CompileOptions { max_seq: Some(64), ..Default::default() }, None).unwrap();
-    assert!(!Batcher::new(&gemma, &BatcherOptions { slots: 1, ..Default::default() }).unwrap().prompt_cache());
-    let e = Batcher::new(&gemma, &BatcherOptions { slots: 1, prompt_cache: Some(true), ..Default::default() }).err().expect("refused");
-    assert!(e.to_string().contains("window caches"), "{e}");
+
+    let gemma = Model::compile(&graphc_tests::model("gemma-3-270m-q4_k_m.gguf"), &CompileOptions { max_seq: Some(1024), ..Default::default() }, None)
+        .unwrap();
+    assert!(gemma.plan().kv_cache.window_caches > 0, "the test wants window rings");
+    let mut b = Batcher::new(&gemma, &BatcherOptions { slots: 1, ..Default::default() }).unwrap();
+    assert!(b.prompt_cache());
+    const N: usize = 4;
+    let short = gemma.encode(&PROMPTS[2]).unwrap();
+    let (got, _, _) = through(&mut b, &short, N);
+    let next: Vec<u32> = [&short[..], &got[..], &gemma.encode(" Next,").unwrap()[..]].concat();
+    let (got_next, reused, _) = through(&mut b, &next, N);
+    assert!(reused >= short.len(), "an unwrapped ring is cut back and reused: {reused}");
+    assert_eq!(got_next, streamed(&gemma, &next, N));
+    // A prompt past the rings' positions, then one parting from it early.
+    let long: Vec<u32> = short.iter().copied().cycle().take(800).collect();
+    through(&mut b, &long, 2);
+    let parted: Vec<u32> = [&long[..100], &gemma.encode(" purple elephants").unwrap()[..]].concat();
+    let (got_parted, reused, prefilled) = through(&mut b, &parted, N);
+    assert_eq!((reused, prefilled), (0, parted.len()), "a wrapped ring starts from empty");
+    assert_eq!(got_parted, streamed(&gemma, &parted, N));
 }

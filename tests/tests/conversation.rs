@@ -66,11 +66,24 @@ fn a_cache_is_cut_back_where_sound_and_refused_where_not() {
     assert!(diff <= MAX_ABS_LOGIT_DIFF, "cut back and refilled vs fresh: {diff}");
     assert!(s.truncate(s.len() + 1).is_err());
 
-    // Gemma 3's window caches no longer hold what a cut would need.
-    let g = Model::compile(&model("gemma-3-270m-q4_k_m.gguf"), &CompileOptions { max_seq: Some(64), ..Default::default() }, None).unwrap();
+    // Gemma 3's window rings (767 positions) hold every position until
+    // they wrap: cut back before that, refused after, naming why.
+    let g = Model::compile(&model("gemma-3-270m-q4_k_m.gguf"), &CompileOptions { max_seq: Some(1024), ..Default::default() }, None).unwrap();
     let mut s = g.session(&SessionOptions::default()).unwrap();
-    s.prefill(&[2, 100, 200, 300]).unwrap();
+    let (ids, other) = (
+        g.encode("The capital of France is Paris. The capital of Germany is").unwrap(),
+        g.encode("The capital of France is Paris. My favourite color is").unwrap(),
+    );
+    let common = ids.iter().zip(&other).take_while(|(a, b)| a == b).count();
+    s.prefill(&ids).unwrap();
+    s.truncate(common).unwrap();
+    let cut = s.forward(&other[common..]).unwrap();
+    let want = g.session(&SessionOptions::default()).unwrap().prefill(&other).unwrap();
+    let (diff, _) = compare(&cut, &want);
+    assert!(diff <= MAX_ABS_LOGIT_DIFF, "Gemma 3 cut back and refilled vs fresh: {diff}");
+    let long: Vec<u32> = ids.iter().copied().cycle().take(800).collect();
+    s.prefill(&long).unwrap();
     let e = s.truncate(2).unwrap_err().to_string();
-    assert!(e.contains("window"), "{e}");
-    s.truncate(4).unwrap();
+    assert!(e.contains("window rings hold 767 positions"), "{e}");
+    s.truncate(800).unwrap();
 }

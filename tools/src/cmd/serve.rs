@@ -50,8 +50,9 @@ pub struct ServeArgs {
     #[arg(long)]
     model_name: Option<String>,
     /// Reuse the longest cached prefix of a prompt in a free slot, as a chat
-    /// client's next turn repeats the conversation (default: true where the
-    /// model's caches can be cut back; not with sliding-window or recurrent ones).
+    /// client's next turn repeats the conversation (default: true, but for
+    /// models with recurrent states; a slot whose sliding-window rings have
+    /// wrapped starts from empty).
     #[arg(long)]
     prompt_cache: Option<bool>,
 }
