@@ -3,7 +3,8 @@
 //! much of it the cache already holds (the longest common prefix of ids),
 //! and prefills only the rest. Where the template rewrote earlier text (the
 //! common prefix is shorter than the cache), the cache is cut back to it, or
-//! refilled from empty where it cannot be cut (window or recurrent caches).
+//! refilled from empty where it cannot be cut (recurrent states, or window
+//! rings that have wrapped since).
 
 use crate::error::Error;
 use crate::model::Model;
