@@ -1022,6 +1022,13 @@ unsafe fn q6_k_multi<const M: usize>(r: *const u8, x: [*const f32; M], nb: usize
     std::array::from_fn(|i| hsum(acc[i]))
 }
 
+/// The exponentials' polynomial (`exp8`, `avx512::exp16`): `ln2^k / k!`,
+/// k = 7 .. 0.
+pub(super) fn exp2_coefficients() -> [f32; 8] {
+    const LN2: f32 = std::f32::consts::LN_2;
+    [LN2.powi(7) / 5040.0, LN2.powi(6) / 720.0, LN2.powi(5) / 120.0, LN2.powi(4) / 24.0, LN2.powi(3) / 6.0, LN2 * LN2 / 2.0, LN2, 1.0]
+}
+
 /// `exp(v)` for 8 lanes, `avx512::exp16`'s arithmetic lane for lane (the
 /// same clamp, rounding, polynomial and coefficients), so each lane is
 /// that kernel's bits: `2^n` is applied as `2^a · 2^b` with `a = ⌊n/2⌋`,
@@ -1052,7 +1059,7 @@ unsafe fn exp8(v: __m256, coef: &[f32; 8]) -> __m256 {
 pub unsafe fn exp_shifted_sum(x: &mut [f32], m: f32) -> f32 {
     let n8 = x.len() / 8 * 8;
     let p = x.as_mut_ptr();
-    let (mv, coef) = (_mm256_set1_ps(m), super::avx512::exp2_coefficients());
+    let (mv, coef) = (_mm256_set1_ps(m), exp2_coefficients());
     let mut acc = _mm256_setzero_ps();
     let mut i = 0;
     while i < n8 {
@@ -1077,7 +1084,7 @@ pub unsafe fn exp_shifted_sum(x: &mut [f32], m: f32) -> f32 {
 pub unsafe fn silu(x: &mut [f32]) {
     let n8 = x.len() / 8 * 8;
     let p = x.as_mut_ptr();
-    let (one, coef) = (_mm256_set1_ps(1.0), super::avx512::exp2_coefficients());
+    let (one, coef) = (_mm256_set1_ps(1.0), exp2_coefficients());
     let mut i = 0;
     while i < n8 {
         let v = _mm256_loadu_ps(p.add(i));
@@ -1100,7 +1107,7 @@ pub unsafe fn gelu_tanh(x: &mut [f32]) {
     let c = (2.0f32 / std::f32::consts::PI).sqrt();
     let n8 = x.len() / 8 * 8;
     let p = x.as_mut_ptr();
-    let coef = super::avx512::exp2_coefficients();
+    let coef = exp2_coefficients();
     let mut i = 0;
     while i < n8 {
         let v = _mm256_loadu_ps(p.add(i));

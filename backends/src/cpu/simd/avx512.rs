@@ -4,6 +4,7 @@
 // Register tiles are indexed like the math they compute.
 #![allow(clippy::needless_range_loop)]
 
+use super::avx2::{exp2_coefficients, PREFETCH_AHEAD};
 use std::arch::x86_64::*;
 
 /// `out[i][j] = x_i · w_j` over `k` elements, `i < 6`, `j < 4`: 24
@@ -67,8 +68,6 @@ pub unsafe fn gelu_tanh(x: &mut [f32]) {
         *v = f(*v);
     }
 }
-
-use super::avx2::PREFETCH_AHEAD;
 
 /// The f16 pair at `p` (`d`, then `m`) as f32.
 #[inline(always)]
@@ -896,12 +895,6 @@ unsafe fn exp16(v: __m512, coef: &[f32; 8]) -> __m512 {
         poly = _mm512_fmadd_ps(poly, f, _mm512_set1_ps(c));
     }
     _mm512_scalef_ps(poly, n)
-}
-
-/// `exp16`'s polynomial: `ln2^k / k!`, k = 7 .. 0 (`avx2::exp8`'s too).
-pub(super) fn exp2_coefficients() -> [f32; 8] {
-    const LN2: f32 = std::f32::consts::LN_2;
-    [LN2.powi(7) / 5040.0, LN2.powi(6) / 720.0, LN2.powi(5) / 120.0, LN2.powi(4) / 24.0, LN2.powi(3) / 6.0, LN2 * LN2 / 2.0, LN2, 1.0]
 }
 
 /// `x[i] = exp(x[i] - m)` in place, returning `Σ x[i]`: softmax's
