@@ -129,8 +129,9 @@ pub struct Session<'m> {
     device_error: Option<String>,
     /// Per-op times of the forwards since `set_profiling(true)`.
     profile: std::cell::RefCell<Option<exec::Profile>>,
-    /// Whether a step's empty rows may be left out of its matrix products
-    /// (`Fast::set_idle_rows`): every matmul's activation leads with the
+    /// Whether what a step's rows do not read (a free slot's placeholder, a
+    /// shorter row's padding) may be left out of its matrix products
+    /// (`Fast::set_row_lengths`): every matmul's activation leads with the
     /// batch dimension, and no recurrent state could carry their values.
     skip_idle_rows: bool,
 }
@@ -638,11 +639,11 @@ impl<'m> Session<'m> {
                     _ => None,
                 };
                 if let Some(f) = fast {
-                    f.set_idle_rows(&real.iter().map(|&r| r == 0).collect::<Vec<_>>());
+                    f.set_row_lengths(&real);
                 }
                 let run = self.run_rows(states, true, (&lens, &real), &padded);
                 if let Some(f) = fast {
-                    f.set_idle_rows(&[]);
+                    f.set_row_lengths(&[]);
                 }
                 let (logits, states) = run?;
                 self.states = StateLayout::Batched(states);

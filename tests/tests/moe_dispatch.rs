@@ -63,9 +63,9 @@ fn dispatching_experts_only_where_routed_changes_no_logit_bit() {
     }
 }
 
-/// A server's free slot (`forward_slots` with an empty row) is left out of
-/// the routed products as it is of the dense ones: the busy rows keep
-/// their bits.
+/// A server's free slot (`forward_slots` with an empty row), and a
+/// shorter row's padding in a ragged step, are left out of the routed
+/// products as they are of the dense ones: the busy rows keep their bits.
 #[test]
 fn an_idle_slot_is_not_routed_and_the_busy_rows_keep_their_bits() {
     let path = graphc_tests::repo_root().join("tests/fixtures/families/mixtral");
@@ -82,10 +82,10 @@ fn an_idle_slot_is_not_routed_and_the_busy_rows_keep_their_bits() {
     let ((sparse_bits, counts), (dense_bits, _)) = (run(&sparse), run(&dense));
     assert!(sparse_bits == dense_bits, "the busy rows' logits differ with moe_dispatch off");
     assert!(counts.get("matmul_idle_rows_skipped").is_some_and(|&n| n > 0), "no step left the idle slot out");
-    // The two busy rows, 13 positions each (the shorter one rides on
-    // placeholders, routed, their logits dropped), then one each; 2 layers
-    // of 2 experts a row. The idle slot would add 14 rows.
-    assert_eq!(counts["moe_expert_rows"], (2 * 13 + 2) * 2 * 2, "the idle slot was routed");
+    // The two busy rows' real tokens (13 and 6; the shorter row's 7
+    // padding positions are not routed), then one each; 2 layers of 2
+    // experts a row. The idle slot would add 14 rows, the padding 7.
+    assert_eq!(counts["moe_expert_rows"], (13 + 6 + 2) * 2 * 2, "the idle slot or the padding was routed");
 }
 
 struct Weights(std::collections::HashMap<String, Vec<u8>>);

@@ -97,3 +97,36 @@ fn slots_take_new_sequences_between_steps_and_match_each_run_alone() {
     assert!(s.forward_slots(&[&[], &[], &[]]).is_err(), "a step with no tokens at all is refused");
     assert!(s.reset_row(3).is_err());
 }
+
+/// A ragged step's padding (a row of 1 new token beside one of 12 runs on
+/// 11 placeholder positions) is left out of every matrix product over
+/// tokens, and each row's logits are still those of its run alone. The
+/// control: a step whose rows are all of one length leaves nothing out.
+#[test]
+fn a_ragged_steps_padding_is_left_out_of_the_matrix_products() {
+    let m = Model::compile(&smollm2(), &CompileOptions { max_seq: Some(256), ..Default::default() }, None).unwrap();
+    let long = m.encode("The quick brown fox jumps over the lazy dog because it").unwrap();
+    assert!(long.len() >= 10, "{}", long.len());
+    let short = m.encode("Paris is the capital of").unwrap();
+    let left_out = |s: &graphc::Session| s.kernel_counts().get("matmul_rows_left_out").copied().unwrap_or(0);
+    let mut s = m.batch_session(2, &SessionOptions::default()).unwrap();
+    // Both rows prefill (of unequal length), then one decodes beside a
+    // prefill of the other's continuation.
+    s.reset();
+    let first = s.forward_slots(&[&short[..], &short[..]]).unwrap();
+    assert_eq!(left_out(&s), 0, "rows of one length: nothing left out");
+    let t = argmax(&first[0]);
+    let step = s.forward_slots(&[&[t], &long[..]]).unwrap();
+    let padding = long.len() - 1;
+    let n = left_out(&s);
+    assert!(n > 0 && n % padding as u64 == 0, "the 1-token row's {padding} padding positions left out of each product: {n}");
+    // Row 0 alone: `short`, then `t`; row 1 alone: `short` then `long`.
+    let (_, want0) = alone(&m, &short, 2);
+    assert_eq!(argmax(&want0[0]), t);
+    let (d0, _) = compare(&step[0], &want0[1]);
+    let mut solo = m.session(&SessionOptions::default()).unwrap();
+    solo.prefill(&short).unwrap();
+    let want1 = solo.forward(&long).unwrap();
+    let (d1, _) = compare(&step[1], &want1);
+    assert!(d0 <= MAX_ABS_LOGIT_DIFF && d1 <= MAX_ABS_LOGIT_DIFF, "ragged step vs alone: {d0} {d1}");
+}

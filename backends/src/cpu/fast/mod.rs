@@ -45,9 +45,9 @@ pub struct Fast {
     /// the fallback's rayon loops through a pool of their own.
     fallback: rayon::ThreadPool,
     counts: Mutex<BTreeMap<&'static str, AtomicU64>>,
-    /// Batch rows whose results no one reads this step (a server's free
-    /// slots riding along); empty = none. See `set_idle_rows`.
-    idle_rows: Mutex<Vec<bool>>,
+    /// Per batch row, how many of its leading tokens anyone reads this
+    /// step; empty = all of them. See `set_row_lengths`.
+    row_lengths: Mutex<Vec<usize>>,
 }
 
 impl Fast {
@@ -57,7 +57,7 @@ impl Fast {
             return Err(format!("this CPU cannot run {} kernels (best available: {})", isa.name(), Isa::best().name()));
         }
         let fallback = rayon::ThreadPoolBuilder::new().num_threads(threads).build().map_err(|e| format!("cannot start {threads} threads: {e}"))?;
-        Ok(Fast { isa, pool: SpinPool::new(threads), fallback, counts: Mutex::new(BTreeMap::new()), idle_rows: Mutex::new(Vec::new()) })
+        Ok(Fast { isa, pool: SpinPool::new(threads), fallback, counts: Mutex::new(BTreeMap::new()), row_lengths: Mutex::new(Vec::new()) })
     }
 
     /// How many times each fast kernel ran (`matmul_q`, `attention`, ...)
@@ -67,24 +67,54 @@ impl Fast {
         c.iter().map(|(k, v)| (*k, v.load(Ordering::Relaxed))).collect()
     }
 
-    /// Mark batch rows whose results will not be read in the next runs
-    /// (empty: none). Matrix products whose activations lead with the
-    /// batch dimension (`idle.len()` rows) then compute only the other rows
-    /// and give zeros for these: a free slot costs no weight dot products.
-    /// Only for graphs where every matmul's activation leads with the
-    /// batch dimension (the caller checks the IR types), and whose idle
-    /// rows' values go nowhere that is read (no recurrent state).
-    pub fn set_idle_rows(&self, idle: &[bool]) {
-        let mut rows = self.idle_rows.lock().unwrap_or_else(|e| e.into_inner());
+    /// Say, for each batch row, how many of its leading tokens the next
+    /// runs read (empty: all): a ragged step's real tokens, the rest
+    /// padding, and 0 for a free slot riding along. Matrix products whose
+    /// activations lead with the batch dimension (`lengths.len()` rows)
+    /// then compute only those tokens and give zeros for the others, and
+    /// `moe_experts` routes none of them: padding costs no weight dot
+    /// products. Only for graphs where every matmul's activation leads
+    /// with the batch dimension (the caller checks the IR types), and whose
+    /// padding values go nowhere that is read (no recurrent state; causal
+    /// attention never shows a later position to an earlier one).
+    pub fn set_row_lengths(&self, lengths: &[usize]) {
+        let mut rows = self.row_lengths.lock().unwrap_or_else(|e| e.into_inner());
         rows.clear();
-        if idle.iter().any(|&i| i) {
-            rows.extend_from_slice(idle);
+        rows.extend_from_slice(lengths);
+    }
+
+    /// The rows (of `rows` in all) of an activation of `shape` that are
+    /// read this step, where `set_row_lengths` leaves some out; `None`:
+    /// all of them. A rank-3 activation's second dimension is its tokens;
+    /// any other rank's batch rows are busy unless of length 0.
+    fn busy_rows(&self, shape: &[usize], rows: usize) -> Option<Vec<usize>> {
+        let lengths = self.row_lengths.lock().unwrap_or_else(|e| e.into_inner());
+        if lengths.is_empty() || shape.len() < 2 || shape[0] != lengths.len() || !rows.is_multiple_of(lengths.len()) {
+            return None;
         }
+        let per_row = rows / lengths.len();
+        let read = |len: usize| {
+            if shape.len() == 3 {
+                len.min(per_row)
+            } else if len > 0 {
+                per_row
+            } else {
+                0
+            }
+        };
+        if lengths.iter().all(|&len| read(len) == per_row) {
+            return None;
+        }
+        Some(lengths.iter().enumerate().flat_map(|(b, &len)| (0..read(len)).map(move |t| b * per_row + t)).collect())
     }
 
     fn count(&self, kernel: &'static str) {
+        self.count_n(kernel, 1);
+    }
+
+    fn count_n(&self, what: &'static str, n: u64) {
         let mut c = self.counts.lock().unwrap_or_else(|e| e.into_inner());
-        c.entry(kernel).or_default().fetch_add(1, Ordering::Relaxed);
+        c.entry(what).or_default().fetch_add(n, Ordering::Relaxed);
     }
 
     /// Run `graph` once (see `exec::run`; a session runs a precomputed
@@ -123,21 +153,18 @@ impl Evaluator for Fast {
     }
 }
 
-/// `matmul` over the batch rows not marked idle (each batch row is
-/// `x.len() / idle.len()` elements); an idle row's outputs are zeros.
-fn matmul_busy_rows(pool: &SpinPool, isa: Isa, x: &[f32], idle: &[bool], k: usize, w: WeightRef<'_>) -> Vec<f32> {
-    let per_row = x.len() / idle.len();
+/// `matmul` over the `busy` rows of `x` (`k` elements each); the other
+/// rows' outputs are zeros.
+fn matmul_busy_rows(pool: &SpinPool, isa: Isa, x: &[f32], busy: &[usize], k: usize, w: WeightRef<'_>) -> Vec<f32> {
     let n = w.shape[0];
-    let busy: Vec<usize> = (0..idle.len()).filter(|&r| !idle[r]).collect();
-    let xs: Vec<f32> = busy.iter().flat_map(|&r| &x[r * per_row..(r + 1) * per_row]).copied().collect();
     let mut out = vec![0f32; x.len() / k * n];
     if busy.is_empty() {
         return out;
     }
-    let part = matmul::matmul(pool, isa, &xs, xs.len() / k, k, w);
-    let out_row = per_row / k * n;
+    let xs: Vec<f32> = busy.iter().flat_map(|&r| &x[r * k..(r + 1) * k]).copied().collect();
+    let part = matmul::matmul(pool, isa, &xs, busy.len(), k, w);
     for (i, &r) in busy.iter().enumerate() {
-        out[r * out_row..(r + 1) * out_row].copy_from_slice(&part[i * out_row..(i + 1) * out_row]);
+        out[r * n..(r + 1) * n].copy_from_slice(&part[i * n..(i + 1) * n]);
     }
     out
 }
@@ -155,16 +182,12 @@ impl Fast {
         let isa = self.isa;
         let k = *shape.last().unwrap();
         let m = data.len() / k.max(1);
-        // Copied only on a step that has idle rows (rarely; no
-        // allocation on the usual path), so no lock is held while
-        // the product runs.
-        let idle = {
-            let rows = self.idle_rows.lock().unwrap_or_else(|e| e.into_inner());
-            (!rows.is_empty() && shape.len() >= 2 && shape[0] == rows.len()).then(|| rows.clone())
-        };
-        let out = if let Some(idle) = idle {
+        // Listed only on a step that leaves rows out (no allocation on
+        // the usual path), and no lock is held while the product runs.
+        let out = if let Some(busy) = self.busy_rows(shape, m) {
             self.count("matmul_idle_rows_skipped");
-            matmul_busy_rows(&self.pool, isa, data, &idle, k, *w)
+            self.count_n("matmul_rows_left_out", (m - busy.len()) as u64);
+            matmul_busy_rows(&self.pool, isa, data, &busy, k, *w)
         } else {
             matmul::matmul(&self.pool, isa, data, m, k, *w)
         };
@@ -278,16 +301,12 @@ impl Fast {
                 }
                 let d = *shape.last().unwrap();
                 let rows = x.len() / d.max(1);
-                // Idle batch rows are skipped as `matmul` skips them, and
+                // Rows no one reads are skipped as `matmul` skips them, and
                 // every product takes the path the dense form's would: the
                 // one for the rows computed.
-                let idle = {
-                    let idle = self.idle_rows.lock().unwrap_or_else(|e| e.into_inner());
-                    (!idle.is_empty() && shape.len() >= 2 && shape[0] == idle.len()).then(|| idle.clone())
-                };
-                let per_batch_row = rows / idle.as_ref().map_or(1, |i| i.len()).max(1);
-                let is_idle = |r: usize| idle.as_ref().is_some_and(|i| i[r / per_batch_row.max(1)]);
-                let path_rows = (0..rows).filter(|&r| !is_idle(r)).count();
+                let busy = self.busy_rows(shape, rows).map(|b| b.into_iter().collect::<std::collections::HashSet<usize>>());
+                let is_idle = |r: usize| busy.as_ref().is_some_and(|b| !b.contains(&r));
+                let path_rows = busy.as_ref().map_or(rows, |b| b.len());
                 let project = |w: &WeightRef<'_>, xs: &[f32], m: usize| -> Vec<f32> {
                     let k = w.shape[1];
                     match self.has_matmul(w) {
