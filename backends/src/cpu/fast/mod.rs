@@ -93,6 +93,11 @@ impl Fast {
             return None;
         }
         let per_row = rows / lengths.len();
+        // A rank-3 activation's tokens: as many as the step's longest row
+        // (a placeholder is one), else its second dimension is not tokens.
+        if shape.len() == 3 && per_row != lengths.iter().copied().max().unwrap_or(0).max(1) {
+            return None;
+        }
         let read = |len: usize| {
             if shape.len() == 3 {
                 len.min(per_row)
