@@ -104,8 +104,8 @@ pub unsafe fn dot_rows(dtype: DType, rows: &[u8], x: &[f32], xsums: &[f32], out:
         *o = match dtype {
             DType::F32 => dot_f32(r as *const f32, xp, n),
             DType::F16 => dot_f16(r, xp, n),
-            DType::Q4_0 => q4_0(r, xp, xsums, n / 32),
-            DType::Q4_1 => q4_1(r, xp, xsums, n / 32),
+            DType::Q4_0 => q4::<18, true>(r, xp, xsums, n / 32),
+            DType::Q4_1 => q4::<20, false>(r, xp, xsums, n / 32),
             DType::Q5_0 => q5_0(r, xp, n / 32),
             DType::Q8_0 => q8_0(r, xp, n / 32),
             DType::Q4K => q4_k(r, xp, xsums, n / 256),
@@ -201,53 +201,39 @@ unsafe fn dot32_nibbles(qs: *const u8, x: *const f32) -> __m256 {
     s
 }
 
-/// q4_0: `(nibble - 8) * d`; low nibbles are elements 0..16, high 16..32.
-#[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn q4_0(r: *const u8, x: *const f32, xsums: &[f32], nb: usize) -> f32 {
-    // Two blocks per iteration into two accumulators (as q4_1).
-    let (mut acc0, mut acc1) = (_mm256_setzero_ps(), _mm256_setzero_ps());
-    let (mut off0, mut off1) = (0f32, 0f32);
-    let mut b = 0;
-    while b + 2 <= nb {
-        let p = r.add(b * 18);
-        prefetch_ahead(p, 36);
-        let (d0, d1) = (f16_at(p), f16_at(p.add(18)));
-        acc0 = fma_scaled(d0, dot32_nibbles(p.add(2), x.add(b * 32)), acc0);
-        acc1 = fma_scaled(d1, dot32_nibbles(p.add(20), x.add(b * 32 + 32)), acc1);
-        off0 -= 8.0 * d0 * xsums[b];
-        off1 -= 8.0 * d1 * xsums[b + 1];
-        b += 2;
-    }
-    if b < nb {
-        let p = r.add(b * 18);
-        let d = f16_at(p);
-        acc0 = fma_scaled(d, dot32_nibbles(p.add(2), x.add(b * 32)), acc0);
-        off0 -= 8.0 * d * xsums[b];
-    }
-    hsum(_mm256_add_ps(acc0, acc1)) + (off0 + off1)
+/// A q4_0 (`BB` = 18, `(nibble - 8) * d`) or q4_1 (`BB` = 20,
+/// `nibble * d + m`) block's scale `d` and the factor of its `Σx` term
+/// (`-8 d` or `m`); low nibbles are elements 0..16, high 16..32, in its
+/// last 16 bytes.
+#[inline(always)]
+unsafe fn q4_scales<const BB: usize, const Q4_0: bool>(p: *const u8) -> (f32, f32) {
+    let d = f16_at(p);
+    (d, if Q4_0 { -8.0 * d } else { f16_at(p.add(2)) })
 }
 
-/// q4_1: `nibble * d + m`.
+/// q4_0 and q4_1 (`q4_scales`): two blocks per iteration into two
+/// accumulators (kept in registers) and two offsets, so consecutive blocks
+/// do not wait on each other's FMA.
 #[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn q4_1(r: *const u8, x: *const f32, xsums: &[f32], nb: usize) -> f32 {
-    // Two blocks per iteration into two accumulators (kept in registers), so
-    // consecutive blocks do not wait on each other's FMA.
+unsafe fn q4<const BB: usize, const Q4_0: bool>(r: *const u8, x: *const f32, xsums: &[f32], nb: usize) -> f32 {
     let (mut acc0, mut acc1) = (_mm256_setzero_ps(), _mm256_setzero_ps());
     let (mut off0, mut off1) = (0f32, 0f32);
     let mut b = 0;
     while b + 2 <= nb {
-        let p = r.add(b * 20);
-        prefetch_ahead(p, 40);
-        acc0 = fma_scaled(f16_at(p), dot32_nibbles(p.add(4), x.add(b * 32)), acc0);
-        acc1 = fma_scaled(f16_at(p.add(20)), dot32_nibbles(p.add(24), x.add(b * 32 + 32)), acc1);
-        off0 += f16_at(p.add(2)) * xsums[b];
-        off1 += f16_at(p.add(22)) * xsums[b + 1];
+        let p = r.add(b * BB);
+        prefetch_ahead(p, 2 * BB);
+        let ((d0, o0), (d1, o1)) = (q4_scales::<BB, Q4_0>(p), q4_scales::<BB, Q4_0>(p.add(BB)));
+        acc0 = fma_scaled(d0, dot32_nibbles(p.add(BB - 16), x.add(b * 32)), acc0);
+        acc1 = fma_scaled(d1, dot32_nibbles(p.add(2 * BB - 16), x.add(b * 32 + 32)), acc1);
+        off0 += o0 * xsums[b];
+        off1 += o1 * xsums[b + 1];
         b += 2;
     }
     if b < nb {
-        let p = r.add(b * 20);
-        acc0 = fma_scaled(f16_at(p), dot32_nibbles(p.add(4), x.add(b * 32)), acc0);
-        off0 += f16_at(p.add(2)) * xsums[b];
+        let p = r.add(b * BB);
+        let (d, o) = q4_scales::<BB, Q4_0>(p);
+        acc0 = fma_scaled(d, dot32_nibbles(p.add(BB - 16), x.add(b * 32)), acc0);
+        off0 += o * xsums[b];
     }
     hsum(_mm256_add_ps(acc0, acc1)) + (off0 + off1)
 }
@@ -825,8 +811,8 @@ pub unsafe fn dot_rows_multi<const M: usize>(dtype: DType, rows: &[u8], x: [&[f3
     for (j, o) in out.chunks_exact_mut(M).enumerate() {
         let r = rows.as_ptr().add(j * rb);
         o.copy_from_slice(&match dtype {
-            DType::Q4_0 => q4_0_multi::<M>(r, xp, xsums, n / 32),
-            DType::Q4_1 => q4_1_multi::<M>(r, xp, xsums, n / 32),
+            DType::Q4_0 => q4_multi::<18, true, M>(r, xp, xsums, n / 32),
+            DType::Q4_1 => q4_multi::<20, false, M>(r, xp, xsums, n / 32),
             DType::Q5_0 => two_acc_multi::<Q5_0Blocks, M>(r, xp, n / 32),
             DType::Q8_0 => two_acc_multi::<Q8_0Blocks, M>(r, xp, n / 32),
             DType::Q4K => q4_k_multi::<M>(r, xp, xsums, n / 256),
@@ -836,74 +822,40 @@ pub unsafe fn dot_rows_multi<const M: usize>(dtype: DType, rows: &[u8], x: [&[f3
     true
 }
 
-/// `q4_0` for `M` activation rows (its two accumulators and two offsets).
+/// `q4` (q4_0 or q4_1) for `M` activation rows: its two accumulators and
+/// two offsets, each block decoded once.
 #[inline(always)]
-unsafe fn q4_0_multi<const M: usize>(r: *const u8, x: [*const f32; M], xsums: [&[f32]; M], nb: usize) -> [f32; M] {
+unsafe fn q4_multi<const BB: usize, const Q4_0: bool, const M: usize>(r: *const u8, x: [*const f32; M], xsums: [&[f32]; M], nb: usize) -> [f32; M] {
     #[inline(always)]
-    unsafe fn decode(p: *const u8) -> [[__m256; 2]; 2] {
+    unsafe fn decode<const BB: usize>(p: *const u8) -> [[__m256; 2]; 2] {
         let mask = _mm_set1_epi8(0x0F);
-        let qs = _mm_loadu_si128(p.add(2) as *const __m128i);
+        let qs = _mm_loadu_si128(p.add(BB - 16) as *const __m128i);
         [f32x16_u8(_mm_and_si128(qs, mask)), f32x16_u8(_mm_and_si128(_mm_srli_epi16(qs, 4), mask))]
     }
     let (mut acc0, mut acc1) = ([_mm256_setzero_ps(); M], [_mm256_setzero_ps(); M]);
     let (mut off0, mut off1) = ([0f32; M], [0f32; M]);
     let mut b = 0;
     while b + 2 <= nb {
-        let p = r.add(b * 18);
-        prefetch_ahead(p, 36);
-        let (w0, w1) = (decode(p), decode(p.add(18)));
-        let (d0, d1) = (f16_at(p), f16_at(p.add(18)));
-        for i in 0..M {
-            acc0[i] = _mm256_fmadd_ps(_mm256_set1_ps(d0), dot32(&w0, x[i].add(b * 32)), acc0[i]);
-            acc1[i] = _mm256_fmadd_ps(_mm256_set1_ps(d1), dot32(&w1, x[i].add(b * 32 + 32)), acc1[i]);
-            off0[i] -= 8.0 * d0 * xsums[i][b];
-            off1[i] -= 8.0 * d1 * xsums[i][b + 1];
-        }
-        b += 2;
-    }
-    if b < nb {
-        let p = r.add(b * 18);
-        let (w0, d0) = (decode(p), f16_at(p));
-        for i in 0..M {
-            acc0[i] = _mm256_fmadd_ps(_mm256_set1_ps(d0), dot32(&w0, x[i].add(b * 32)), acc0[i]);
-            off0[i] -= 8.0 * d0 * xsums[i][b];
-        }
-    }
-    std::array::from_fn(|i| hsum(_mm256_add_ps(acc0[i], acc1[i])) + (off0[i] + off1[i]))
-}
-
-/// `q4_1` for `M` activation rows (its two accumulators and two offsets).
-#[inline(always)]
-unsafe fn q4_1_multi<const M: usize>(r: *const u8, x: [*const f32; M], xsums: [&[f32]; M], nb: usize) -> [f32; M] {
-    #[inline(always)]
-    unsafe fn decode(p: *const u8) -> [[__m256; 2]; 2] {
-        let mask = _mm_set1_epi8(0x0F);
-        let qs = _mm_loadu_si128(p.add(4) as *const __m128i);
-        [f32x16_u8(_mm_and_si128(qs, mask)), f32x16_u8(_mm_and_si128(_mm_srli_epi16(qs, 4), mask))]
-    }
-    let (mut acc0, mut acc1) = ([_mm256_setzero_ps(); M], [_mm256_setzero_ps(); M]);
-    let (mut off0, mut off1) = ([0f32; M], [0f32; M]);
-    let mut b = 0;
-    while b + 2 <= nb {
-        let p = r.add(b * 20);
-        prefetch_ahead(p, 40);
-        let (w0, w1) = (decode(p), decode(p.add(20)));
-        let (d0, d1) = (_mm256_set1_ps(f16_at(p)), _mm256_set1_ps(f16_at(p.add(20))));
-        let (m0, m1) = (f16_at(p.add(2)), f16_at(p.add(22)));
+        let p = r.add(b * BB);
+        prefetch_ahead(p, 2 * BB);
+        let (w0, w1) = (decode::<BB>(p), decode::<BB>(p.add(BB)));
+        let ((d0, o0), (d1, o1)) = (q4_scales::<BB, Q4_0>(p), q4_scales::<BB, Q4_0>(p.add(BB)));
+        let (d0, d1) = (_mm256_set1_ps(d0), _mm256_set1_ps(d1));
         for i in 0..M {
             acc0[i] = _mm256_fmadd_ps(d0, dot32(&w0, x[i].add(b * 32)), acc0[i]);
             acc1[i] = _mm256_fmadd_ps(d1, dot32(&w1, x[i].add(b * 32 + 32)), acc1[i]);
-            off0[i] += m0 * xsums[i][b];
-            off1[i] += m1 * xsums[i][b + 1];
+            off0[i] += o0 * xsums[i][b];
+            off1[i] += o1 * xsums[i][b + 1];
         }
         b += 2;
     }
     if b < nb {
-        let p = r.add(b * 20);
-        let (w0, d0, m0) = (decode(p), _mm256_set1_ps(f16_at(p)), f16_at(p.add(2)));
+        let p = r.add(b * BB);
+        let (w0, (d0, o0)) = (decode::<BB>(p), q4_scales::<BB, Q4_0>(p));
+        let d0 = _mm256_set1_ps(d0);
         for i in 0..M {
             acc0[i] = _mm256_fmadd_ps(d0, dot32(&w0, x[i].add(b * 32)), acc0[i]);
-            off0[i] += m0 * xsums[i][b];
+            off0[i] += o0 * xsums[i][b];
         }
     }
     std::array::from_fn(|i| hsum(_mm256_add_ps(acc0[i], acc1[i])) + (off0[i] + off1[i]))
