@@ -122,9 +122,12 @@ pub struct Session<'m> {
     lens: Vec<usize>,
     /// See `step_rows()`.
     step_rows: usize,
-    /// The fewest positions a window ring holds (`None`: no rings): a row
-    /// no longer than that has overwritten none of its positions.
+    /// The fewest positions a window ring holds (`None`: no rings).
     ring_positions: Option<usize>,
+    /// Per row, the positions written since it was last emptied, a ragged
+    /// step's padding included: while no more than `ring_positions`, no
+    /// ring has overwritten any of the row's positions.
+    written: Vec<usize>,
     /// Why the device could not take the caches `reset` gave it, if so.
     device_error: Option<String>,
     /// Per-op times of the forwards since `set_profiling(true)`.
@@ -245,6 +248,7 @@ impl<'m> Session<'m> {
             lens: vec![0; rows],
             step_rows,
             ring_positions,
+            written: vec![0; rows],
             device_error: None,
             profile: Default::default(),
             skip_idle_rows,
@@ -395,6 +399,7 @@ impl<'m> Session<'m> {
             }
         }
         self.lens.iter_mut().for_each(|l| *l = len);
+        self.written.iter_mut().for_each(|w| *w = len);
         Ok(())
     }
 
@@ -410,8 +415,9 @@ impl<'m> Session<'m> {
     /// next request shares that much with what it holds). Possible where
     /// the caches are written in place and still hold every position:
     /// not with recurrent states or `kv_append` off (`cannot_truncate`),
-    /// nor once a window ring has wrapped (the row is longer than the
-    /// ring, whose earliest positions are overwritten).
+    /// nor once a window ring has wrapped (more of the row's positions
+    /// written, padding included, than the ring holds: its earliest are
+    /// overwritten).
     pub fn truncate_row(&mut self, row: usize, len: usize) -> Result<(), Error> {
         let Some(&now) = self.lens.get(row) else {
             return Err(Error::Input(format!("row {row} of a session of {} rows", self.rows())));
@@ -424,8 +430,9 @@ impl<'m> Session<'m> {
         }
         let why = match (self.cannot_truncate(), self.ring_positions) {
             (Some(why), _) => why.to_string(),
-            (None, Some(ring)) if now > ring => {
-                format!("its window rings hold {ring} positions and the row is {now} long: the first {} are overwritten", now - ring)
+            (None, Some(ring)) if self.written[row] > ring => {
+                let written = self.written[row];
+                format!("its window rings hold {ring} positions and {written} have been written: the first {} are overwritten", written - ring)
             }
             _ => {
                 // Positions past `len` are overwritten before any query reads them.
@@ -474,6 +481,7 @@ impl<'m> Session<'m> {
             StateLayout::PerRow((0..rows).map(|_| self.empty_states(1)).collect())
         };
         self.lens.iter_mut().for_each(|l| *l = 0);
+        self.written.iter_mut().for_each(|w| *w = 0);
     }
 
     fn check_tokens(&self, row: usize, tokens: &[u32]) -> Result<(), Error> {
@@ -596,6 +604,7 @@ impl<'m> Session<'m> {
             _ => {}
         }
         self.lens[row] = 0;
+        self.written[row] = 0;
         Ok(())
     }
 
@@ -647,6 +656,11 @@ impl<'m> Session<'m> {
                 }
                 let (logits, states) = run?;
                 self.states = StateLayout::Batched(states);
+                // Every row is written to the step's width (padding, placeholders).
+                let width = padded.iter().map(|t| t.len()).max().unwrap_or(0);
+                for (w, &len) in self.written.iter_mut().zip(&lens) {
+                    *w = (*w).max(len + width);
+                }
                 logits
             }
             StateLayout::PerRow(per_row) => {

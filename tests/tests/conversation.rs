@@ -87,3 +87,26 @@ fn a_cache_is_cut_back_where_sound_and_refused_where_not() {
     assert!(e.contains("window rings hold 767 positions"), "{e}");
     s.truncate(800).unwrap();
 }
+
+/// A ragged step writes every row to its width: a row of 760 tokens
+/// decoding one beside a 20-token prefill has its padding written at
+/// positions up to 779, past Gemma 3's rings of 767, which wraps them
+/// though the row's own length stays under. Cutting it back is then
+/// refused (its early positions are overwritten), where a row whose
+/// writes stayed under the rings is cut back.
+#[test]
+fn a_ring_wrapped_by_a_ragged_steps_padding_is_not_cut_back() {
+    let g = Model::compile(&model("gemma-3-270m-q4_k_m.gguf"), &CompileOptions { max_seq: Some(1024), ..Default::default() }, None).unwrap();
+    let text = g.encode("The capital of France is Paris. The capital of Germany is Berlin.").unwrap();
+    let long: Vec<u32> = text.iter().copied().cycle().take(760).collect();
+    let mut s = g.batch_session(2, &SessionOptions::default()).unwrap();
+    for chunk in long.chunks(s.step_rows()) {
+        s.forward_slots(&[chunk, &[]]).unwrap();
+    }
+    s.forward_slots(&[&[], &long[..8]]).unwrap();
+    s.truncate_row(1, 4).expect("row 1 wrote 8 positions and more padding, far under the rings");
+    s.forward_slots(&[&long[..1], &long[..20]]).unwrap();
+    assert_eq!(s.lens()[0], 761);
+    let e = s.truncate_row(0, 50).unwrap_err().to_string();
+    assert!(e.contains("window rings hold 767 positions and 780 have been written"), "{e}");
+}
