@@ -402,6 +402,11 @@ pub enum Op {
     /// written once and normed as it is written (the `residual_norm` pass;
     /// layer norms, which no rule folds into their readers).
     AddNorm { kind: NormKind, eps: f32 },
+    /// `(r [..., n], p [..., h, n])` → `[..., n]`: `add(r, s)` with `s` the
+    /// sum of `p`'s `h` rows, left to right from 0 (`reduce_sum` along
+    /// that axis): a residual plus the heads' shares of a projection
+    /// (`attention_project`). A GPU forms it where its readers read it.
+    AddPartials,
     /// `(w)`: the f32 values of a quantized or half-precision tensor.
     Dequantize,
     /// `(x [..., d], weight [d], bias [d]?)`: normalization over the last axis.
@@ -428,6 +433,17 @@ pub enum Op {
     /// row `x % t`, so a query at `p` reads rows `(p - window + 1 ..= p) % t`,
     /// in position order. Formed by the `window_cache` pass.
     Attention { n_heads: usize, n_kv_heads: usize, scale: f32, causal: bool, window: Option<usize>, softcap: Option<f32>, ring: bool },
+    /// `(q, k, v, positions, w [n, n_heads·dv])` → `[b, s, n_heads, n]`: an
+    /// attention and its output projection, split by head. With `a =
+    /// reshape(permute{[0, 2, 1, 3]}(attention{..}(q, k, v, positions)))`
+    /// (`[b, s, n_heads·dv]`), row `[b, s, h]` is `matmul(a_h, w)` where
+    /// `a_h` is `a`'s row with every feature outside head `h`'s `dv` set
+    /// to 0: head `h`'s share of the projection. `add_partials` sums the
+    /// shares. Formed by the `attention_project` pass: a GPU computes each
+    /// head's share in the workgroup that computed the head, so the
+    /// attention output never reaches memory and the projection is no
+    /// launch of its own.
+    AttentionProject { n_heads: usize, n_kv_heads: usize, scale: f32, causal: bool, window: Option<usize>, softcap: Option<f32>, ring: bool },
     /// `(cache [.., cap, ..], new [.., s, ..], lengths i32[b])`: writes `new` into
     /// `cache` in place at row offset `lengths[b]` of each batch row along
     /// `axis`; a write past `cap` is an error naming offset, rows and capacity.
@@ -538,7 +554,7 @@ impl Op {
             }
             Op::Norm { .. } | Op::NormAdd { .. } | Op::AddNorm { .. } => OpKind::Norm,
             Op::Rope { .. } | Op::NormRope { .. } => OpKind::Rope,
-            Op::Attention { .. } | Op::KvAppend { .. } | Op::QkvRope { .. } => OpKind::Attention,
+            Op::Attention { .. } | Op::KvAppend { .. } | Op::QkvRope { .. } | Op::AttentionProject { .. } | Op::AddPartials => OpKind::Attention,
             Op::CausalConv1d { .. } | Op::GatedDeltaRule => OpKind::Recurrent,
         }
     }
@@ -569,6 +585,8 @@ impl Op {
                 | Op::MatMulAdd
                 | Op::NormAdd { .. }
                 | Op::QkvRope { .. }
+                | Op::AttentionProject { .. }
+                | Op::AddPartials
                 | Op::AddNorm { .. }
                 | Op::Chain { .. }
                 | Op::MoeExperts { .. }

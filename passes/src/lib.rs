@@ -8,6 +8,7 @@
 #![forbid(unsafe_code)]
 
 pub mod attention_head;
+pub mod attention_project;
 pub mod cost;
 pub mod dead_code;
 pub mod egraph;

@@ -140,6 +140,11 @@ fn attention_head_filetests() {
 }
 
 #[test]
+fn attention_project_filetests() {
+    pass_filetests("attention_project", 5);
+}
+
+#[test]
 fn residual_norm_filetests() {
     pass_filetests("residual_norm", 7);
 }

@@ -12,8 +12,11 @@ fn smollm2_lowered_ir_layer0_and_summary() {
     insta::assert_snapshot!("smollm2_lowered_layer0", text::print_filtered(lowered, |l| l == 0));
     insta::assert_snapshot!("smollm2_optimized_layer0", text::print_filtered(m.graph(), |l| l == 0));
     // A GPU plan's fusion minimizes launches (`passes/src/cost.rs`): the
-    // attention norm is formed by q, k and v too, and the layer head is one
-    // `qkv_rope` (the `attention_head` pass): a layer is five ops.
+    // attention norm is formed by q, k and v too, the layer head is one
+    // `qkv_rope` (the `attention_head` pass), and the output projection is
+    // split by head into the attention (`attention_project`) with its sum
+    // (`add_partials`) formed where the MLP and the down projection read
+    // it: a layer is five ops, four launches.
     let opts = CompileOptions { device: Some("wgpu".into()), ..Default::default() };
     let gpu = Model::compile(&smollm2(), &opts, None).unwrap();
     insta::assert_snapshot!("smollm2_gpu_optimized_layer0", text::print_filtered(gpu.graph(), |l| l == 0));

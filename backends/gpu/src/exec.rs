@@ -55,6 +55,9 @@ pub struct GpuGraph<D: Device> {
     plan: BufferPlan,
     /// Fused groups (`fuse`), by root.
     groups: Groups,
+    /// Nodes each reader's kernel forms for itself (`fuse::formed_in_readers`):
+    /// no launch, no value.
+    formed_in_readers: std::collections::HashSet<NodeId>,
     /// Nodes a group's kernel writes besides its root's value → that root.
     written_at: HashMap<NodeId, NodeId>,
     /// Each slot's buffers, by size in bytes.
@@ -152,7 +155,15 @@ impl BufferPlan {
     /// node takes its slot there too (before or after its own position in
     /// `order`).
     /// `kept` values (the folded frontier) never return to the pool.
-    fn new(graph: &Graph, order: &[NodeId], written_at: &HashMap<NodeId, NodeId>, kept: &std::collections::HashSet<NodeId>) -> BufferPlan {
+    /// `formed` nodes (`fuse::formed_in_readers`) have no buffer: their
+    /// readers read what they read, so that is used where the readers run.
+    fn new(
+        graph: &Graph,
+        order: &[NodeId],
+        written_at: &HashMap<NodeId, NodeId>,
+        formed: &std::collections::HashSet<NodeId>,
+        kept: &std::collections::HashSet<NodeId>,
+    ) -> BufferPlan {
         let position: HashMap<NodeId, usize> = order.iter().enumerate().map(|(i, &n)| (n, i)).collect();
         let runs_at = |id: NodeId| position[&crate::fuse::launched_by(written_at, id)];
         // The node whose buffer a value lives in: itself, or through
@@ -169,6 +180,7 @@ impl BufferPlan {
                     None => id,
                 },
                 Op::Input { .. } | Op::Weight { .. } | Op::State { .. } | Op::Const { .. } | Op::StateOut { .. } | Op::Output { .. } => id,
+                _ if formed.contains(&id) => id,
                 _ => {
                     pooled.insert(id);
                     id
@@ -196,7 +208,8 @@ impl BufferPlan {
         let mut kept_inputs = std::collections::HashSet::new();
         for (pos, &id) in order.iter().enumerate() {
             last_use.entry(root[&id]).or_insert(runs_at(id).max(pos));
-            for input in graph.inputs(id) {
+            let read = graph.inputs(id).into_iter().flat_map(|i| if formed.contains(&i) { graph.inputs(i) } else { vec![i] });
+            for input in read.collect::<Vec<_>>() {
                 for r in aliases(input) {
                     match &graph.node(id).op {
                         Op::StateOut { .. } => {
@@ -279,9 +292,10 @@ impl<D: Device> GpuGraph<D> {
         // Where each co-produced node's value is written: its group's root.
         let written_at: HashMap<NodeId, NodeId> = groups.iter().flat_map(|(&root, g)| g.also.iter().map(move |&n| (n, root))).collect();
         let operands = |id: NodeId| groups.get(&id).map_or_else(|| graph.inputs(id), |g| g.leaves.clone());
-        let launched = |id: NodeId| !written_at.contains_key(&id);
+        let formed_in_readers = crate::fuse::formed_in_readers(graph, &groups);
+        let launched = |id: NodeId| !written_at.contains_key(&id) && !formed_in_readers.contains(&id);
         let folding = graphc_backends::fold::plan(graph, &order, &operands, &launched);
-        let plan = BufferPlan::new(graph, &order, &written_at, &folding.frontier);
+        let plan = BufferPlan::new(graph, &order, &written_at, &formed_in_readers, &folding.frontier);
         // Every state's next value is its own buffer, appended in place.
         let in_place = |state_out: NodeId, name: &str| {
             let mut v = graph.inputs(state_out)[0];
@@ -299,7 +313,7 @@ impl<D: Device> GpuGraph<D> {
         };
         let attention_positions = order
             .iter()
-            .filter(|&&id| matches!(graph.node(id).op, Op::Attention { .. }))
+            .filter(|&&id| matches!(graph.node(id).op, Op::Attention { .. } | Op::AttentionProject { .. }))
             .map(|&id| match &graph.node(graph.inputs(id)[3]).op {
                 Op::Input { name, .. } => Some(name.clone()),
                 _ => None,
@@ -319,6 +333,7 @@ impl<D: Device> GpuGraph<D> {
             plan,
             groups,
             written_at,
+            formed_in_readers,
             slot_buffers: HashMap::new(),
             input_buffers: HashMap::new(),
             folding,
@@ -371,6 +386,17 @@ impl<D: Device> GpuGraph<D> {
         self.groups.values().filter(|g| matches!(g.group, Group::Pair { .. })).count()
     }
 
+    /// Attentions projected by head in their own kernel (`attention_project`).
+    pub fn attention_projections(&self) -> usize {
+        self.graph.nodes().filter(|n| matches!(n.op, Op::AttentionProject { .. })).count()
+    }
+
+    /// Sums of heads' shares (`add_partials`) formed by their readers'
+    /// kernels, launching nothing (`fuse::formed_in_readers`).
+    pub fn partials_formed_in_readers(&self) -> usize {
+        self.formed_in_readers.len()
+    }
+
     /// Residual adds written by the following norm's kernel (`add_norm`).
     pub fn fused_residual_norms(&self) -> usize {
         self.groups.keys().filter(|&&id| matches!(self.graph.node(id).op, Op::AddNorm { .. })).count()
@@ -394,6 +420,8 @@ impl<D: Device> GpuGraph<D> {
             ("device_fused_residual_norms", self.fused_residual_norms() as u64),
             ("device_stacked_matmuls", self.stacked_matmuls() as u64),
             ("device_paired_ops", self.paired_ops() as u64),
+            ("device_attention_projections", self.attention_projections() as u64),
+            ("device_partials_in_readers", self.partials_formed_in_readers() as u64),
             ("device_replayed_steps", self.replayed_steps as u64),
             ("device_host_us_last_step", self.last_host_us),
         ]
@@ -525,8 +553,8 @@ impl<D: Device> GpuGraph<D> {
                 }
                 continue;
             }
-            // Written by its group's kernel, at the group's root.
-            if self.written_at.contains_key(&id) {
+            // Written by its group's kernel, at the group's root; or formed by its readers.
+            if self.written_at.contains_key(&id) || self.formed_in_readers.contains(&id) {
                 continue;
             }
             let node = graph.node(id);
@@ -599,7 +627,7 @@ impl<D: Device> GpuGraph<D> {
                         }
                     }
                     // Only an attention's calls depend on the step's hints.
-                    let hints = if matches!(op, Op::Attention { .. }) { hints } else { StepHints::default() };
+                    let hints = if matches!(op, Op::Attention { .. } | Op::AttentionProject { .. }) { hints } else { StepHints::default() };
                     let op_calls = match self.call_cache.get(&id) {
                         Some((cached_op, cached, cached_hints, calls)) if *cached == infos && *cached_op == op && *cached_hints == hints => {
                             calls.clone()
@@ -631,6 +659,9 @@ impl<D: Device> GpuGraph<D> {
                                             vec![stacked]
                                         }
                                     })
+                                }
+                                Some(Group::Partials { operand }) => {
+                                    crate::lower::lower_with_partials(&op, &infos, *operand, self.device.target(), self.device.binding_limits())
                                 }
                                 Some(Group::Results) | None => lower_with(&op, &infos, self.device.target(), self.device.binding_limits(), hints),
                             };

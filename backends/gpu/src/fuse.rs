@@ -2,15 +2,16 @@
 //! each group formed by one function below that states its pattern, when
 //! it is legal, and what it saves. Every fusion is an IR op made by a pass
 //! (the `fuse` pass's rules, `attention_head`, `residual_norm`,
-//! `elementwise_chain`); what is decided here is how many launches they
-//! become: independent ops of one kind side by side in one launch (stacked
-//! projections, paired ropes and appends), and an op of several results
-//! (`qkv_rope`, `add_norm`) as its one kernel that writes them all. Every
+//! `elementwise_chain`, `attention_project`); what is decided here is how
+//! many launches they become: independent ops of one kind side by side in
+//! one launch (stacked projections, paired ropes and appends), an op of
+//! several results (`qkv_rope`, `add_norm`) as its one kernel that writes
+//! them all, and an `add_partials` formed by each of its readers. Every
 //! group computes each value with the expressions the kernels use alone,
 //! so results are bit for bit the same (`backends/gpu/tests/gpu_parity.rs`).
 //! A group runs where its root stands in the step's order; nodes it writes
 //! besides the root (`also`) take their values there. A SmolLM2 decode
-//! step launches 153 kernels instead of 514 (asserted in
+//! step launches 123 kernels instead of 514 (asserted in
 //! `tools/tests/cli.rs`; each group's count on SmolLM2 and Gemma 3 in
 //! `tests/tests/gpu_models.rs`).
 
@@ -25,7 +26,20 @@ pub fn groups(graph: &Graph, order: &[NodeId], limits: BindingLimits) -> Groups 
     let mut groups = further_results(graph, order);
     groups.extend(stacked_matmuls(graph, order, &position, limits));
     groups.extend(paired_ops(graph, order, &position, &groups));
+    groups.extend(partials_in_readers(graph, order, &groups));
     groups
+}
+
+/// The `add_partials` nodes every reader forms itself (`Group::Partials`):
+/// they launch nothing and have no value of their own.
+pub fn formed_in_readers(graph: &Graph, groups: &Groups) -> HashSet<NodeId> {
+    groups
+        .iter()
+        .filter_map(|(&reader, g)| match g.group {
+            Group::Partials { operand } => Some(graph.inputs(reader)[operand]),
+            _ => None,
+        })
+        .collect()
 }
 
 /// The node whose launch computes `id`: its group's root for a node a
@@ -50,6 +64,10 @@ pub enum Group {
     /// (`paired_ops`, `stack`): leaves the root's operands (`root_inputs`
     /// of them), then the co-produced node's.
     Pair { root_inputs: usize },
+    /// A matmul whose operand `operand` is an `add_partials` it forms
+    /// itself (`partials_in_readers`): leaves its operands with that one
+    /// given as the sum's two (residual, shares).
+    Partials { operand: usize },
 }
 
 /// A fused group, run as one kernel where its root (the node whose value
@@ -177,6 +195,47 @@ fn paired_ops(graph: &Graph, order: &[NodeId], position: &Positions, groups: &Gr
             let root_inputs = graph.inputs(second).len();
             let leaves = graph.inputs(second).into_iter().chain(graph.inputs(first)).collect();
             fused.insert(second, Fused { group: Group::Pair { root_inputs }, leaves, also: vec![first] });
+        }
+    }
+    fused
+}
+
+/// Shares summed where they are read: an `add_partials` (a residual plus
+/// the heads' shares of an `attention_project`) whose every reader is a
+/// matmul reading it as its `x` (the next MLP, normed or not) or as its
+/// residual (`matmul_add`'s `r`: the down projection) is formed by each
+/// reader: an `x` in the prologue (one staged row), a residual in the
+/// epilogue (each stored element's own). Its launch goes, and nothing it
+/// computes reaches memory. Legal when no reader is in another group and
+/// none reads it twice; each reader forms the sum with the expressions of
+/// the `add_partials` kernel, so its bits are the same.
+fn partials_in_readers(graph: &Graph, order: &[NodeId], groups: &Groups) -> Groups {
+    let mut fused: Groups = HashMap::new();
+    for &sum in order {
+        if graph.node(sum).op != Op::AddPartials {
+            continue;
+        }
+        let readers = graph.users(sum);
+        let role = |reader: NodeId| -> Option<usize> {
+            let inputs = graph.inputs(reader);
+            let at = inputs.iter().position(|&i| i == sum)?;
+            let once = inputs.iter().filter(|&&i| i == sum).count() == 1;
+            let forms = match graph.node(reader).op {
+                Op::MatMulAdd => at == 2,
+                Op::MatMul | Op::NormMatMul { .. } | Op::MatMulGlu { .. } | Op::NormMatMulGlu { .. } => at == 0,
+                _ => false,
+            };
+            (once && forms && !groups.contains_key(&reader)).then_some(at)
+        };
+        let Some(roles) = readers.iter().map(|&r| role(r)).collect::<Option<Vec<usize>>>() else { continue };
+        if readers.is_empty() {
+            continue;
+        }
+        let shares = graph.inputs(sum);
+        for (&reader, operand) in readers.iter().zip(roles) {
+            let mut leaves = graph.inputs(reader);
+            leaves.splice(operand..=operand, shares.iter().copied());
+            fused.insert(reader, Fused { group: Group::Partials { operand }, leaves, also: vec![] });
         }
     }
     fused

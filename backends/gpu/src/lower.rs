@@ -75,20 +75,25 @@ pub fn has_kernel(op: &Op, dtypes: &[DType], target: &str) -> Result<(), String>
         | Op::Rope { .. }
         | Op::NormRope { .. }
         | Op::Softmax { .. } => Ok(()),
-        Op::Attention { .. } | Op::KvAppend { .. } | Op::Permute { .. } | Op::Narrow { .. } | Op::Contiguous => Ok(()),
+        Op::Attention { .. } | Op::KvAppend { .. } | Op::Permute { .. } | Op::Narrow { .. } | Op::Contiguous | Op::AddPartials => Ok(()),
         Op::Reduce { .. } | Op::TopKMask { .. } | Op::SparseMixer { .. } => Ok(()),
         Op::CausalConv1d { .. } | Op::GatedDeltaRule | Op::Concat { .. } | Op::NormAdd { .. } | Op::AddNorm { .. } => Ok(()),
         // A further result is written by its producer's kernel.
         Op::Result { .. } => Ok(()),
         // The executor checks it on the host where the value is a step input.
         Op::ToHost { .. } => Ok(()),
-        Op::MatMul | Op::MatMulGlu { .. } | Op::NormMatMul { .. } | Op::NormMatMulGlu { .. } | Op::MatMulAdd | Op::Gather | Op::QkvRope { .. } => {
-            match weight_operand(op).and_then(|i| dtypes.get(i).copied()) {
-                Some(d) if WEIGHT_DTYPES.contains(&d) => Ok(()),
-                Some(d) => Err(format!("is {d}, a block type with no {target} decoding kernel")),
-                None => Err("has no weight operand".into()),
-            }
-        }
+        Op::MatMul
+        | Op::MatMulGlu { .. }
+        | Op::NormMatMul { .. }
+        | Op::NormMatMulGlu { .. }
+        | Op::MatMulAdd
+        | Op::Gather
+        | Op::QkvRope { .. }
+        | Op::AttentionProject { .. } => match weight_operand(op).and_then(|i| dtypes.get(i).copied()) {
+            Some(d) if WEIGHT_DTYPES.contains(&d) => Ok(()),
+            Some(d) => Err(format!("is {d}, a block type with no {target} decoding kernel")),
+            None => Err("has no weight operand".into()),
+        },
         _ => Err("not written yet".into()),
     }
 }
@@ -100,6 +105,7 @@ fn weight_operand(op: &Op) -> Option<usize> {
         Op::Gather => Some(0),
         Op::MatMul | Op::MatMulGlu { .. } | Op::MatMulAdd | Op::QkvRope { .. } => Some(1),
         Op::NormMatMul { .. } | Op::NormMatMulGlu { .. } => Some(2),
+        Op::AttentionProject { .. } => Some(4),
         _ => None,
     }
 }
@@ -129,15 +135,16 @@ pub fn lower_with(op: &Op, args: &[ArgInfo], target: &'static str, limits: Bindi
     match op {
         Op::MatMul | Op::Gather | Op::NormMatMul { .. } | Op::MatMulAdd => {
             let w = weight_operand(op).expect("a weight-reading op");
-            weight_runs(op, args, target, limits, &args[w])
+            weight_runs(op, args, target, limits, &args[w], Partials::None)
         }
-        Op::MatMulGlu { .. } | Op::NormMatMulGlu { .. } => lower_matmul_glu(op, args, target, limits),
+        Op::MatMulGlu { .. } | Op::NormMatMulGlu { .. } => lower_matmul_glu(op, args, target, limits, Partials::None),
         Op::NormAdd { eps } => Ok(vec![lower_norm_add(*eps, args, target)?]),
         // Their further results are written where the graph executor's
         // group for them (`fuse::further_results`) puts them.
         Op::AddNorm { kind, eps } => Ok(vec![lower_add_norm(*kind, *eps, args, target)?]),
         Op::QkvRope { .. } => Ok(vec![lower_qkv_rope(op, args, target, limits)?]),
-        Op::Attention { .. } => lower_attention(op, args, target, hints),
+        Op::Attention { .. } | Op::AttentionProject { .. } => lower_attention(op, args, target, limits, hints),
+        Op::AddPartials => Ok(vec![lower_add_partials(args, target)?]),
         Op::Concat { axis } => {
             // One strided write per input into its slab of the result.
             let mut out = shape0_of(args);
@@ -180,13 +187,19 @@ fn gcd(a: u64, b: u64) -> u64 {
 /// norm's weight after x) as one kernel: the two weights of one type and
 /// shape (the `matmul-glu` rule fuses only such pairs), split into the
 /// same row runs where one binding cannot hold them.
-fn lower_matmul_glu(op: &Op, args: &[ArgInfo], target: &'static str, limits: BindingLimits) -> Result<Vec<KernelCall>, LowerError> {
+fn lower_matmul_glu(
+    op: &Op,
+    args: &[ArgInfo],
+    target: &'static str,
+    limits: BindingLimits,
+    partials: Partials,
+) -> Result<Vec<KernelCall>, LowerError> {
     let w = weight_operand(op).expect("a gated pair reads weights");
     if args.len() != w + 2 || args[w] != args[w + 1] {
         let why = format!("a gated pair needs x and two weights of one type and shape, got {args:?}");
         return Err(LowerError::NoKernel { op: op.mnemonic(), target, why });
     }
-    weight_runs(op, args, target, limits, &args[w])
+    weight_runs(op, args, target, limits, &args[w], partials)
 }
 
 /// `norm_add{eps}(a, o, w_o)` = `a + rms_norm(o, w_o)` as one kernel
@@ -243,7 +256,7 @@ pub fn lower_stacked_matmuls(args: &[ArgInfo], norm: Option<f32>, target: &'stat
     let mut call_args: Vec<Arg> = (0..args.len()).map(Arg::Input).collect();
     call_args.extend(weights[..weights.len() - 1].iter().map(|w| Arg::ExtraOutput(out_shape(w))));
     call_args.push(Arg::Output);
-    let edges = Edges { norm: norm.is_some(), residual: false };
+    let edges = Edges { norm: norm.is_some(), ..Edges::NONE };
     if let Some(eps) = norm {
         check_norm_weight(&args[1], args[0].shape.last().copied().unwrap_or(0), target)?;
         stack.params.push(Value::F32(eps));
@@ -390,7 +403,7 @@ pub fn lower_qkv_rope(head: &Op, args: &[ArgInfo], target: &'static str, limits:
         call_args.push(Arg::Input(bias_at + i));
     }
     let kernel =
-        kernels::matmul::matmul_qkv_rope([wq.dtype, wk.dtype, wv.dtype], bias, stack.rows, *style, Edges { norm: norm.is_some(), residual: false });
+        kernels::matmul::matmul_qkv_rope([wq.dtype, wk.dtype, wv.dtype], bias, stack.rows, *style, Edges { norm: norm.is_some(), ..Edges::NONE });
     let too_big = [wq, wk, wv].into_iter().map(|w| w.shape.iter().product::<usize>() / w.dtype.block_elems() * w.dtype.block_bytes()).max();
     if too_big.is_some_and(|bytes| bytes as u64 > limits.max_bytes) || kernel.buffers.len() as u32 > limits.max_buffers {
         return Err(no(format!(
@@ -406,7 +419,14 @@ pub fn lower_qkv_rope(head: &Op, args: &[ArgInfo], target: &'static str, limits:
 
 /// A weight-reading op (`matmul`, `gather`, a gated pair of matmuls) as one
 /// call per run of the weight `w`'s rows that fits one binding.
-fn weight_runs(op: &Op, args: &[ArgInfo], target: &'static str, limits: BindingLimits, w: &ArgInfo) -> Result<Vec<KernelCall>, LowerError> {
+fn weight_runs(
+    op: &Op,
+    args: &[ArgInfo],
+    target: &'static str,
+    limits: BindingLimits,
+    w: &ArgInfo,
+    partials: Partials,
+) -> Result<Vec<KernelCall>, LowerError> {
     let no = |why: String| LowerError::NoKernel { op: op.mnemonic(), target, why };
     let (rows, cols) = match w.shape[..] {
         [r, c] => (r, c),
@@ -423,7 +443,7 @@ fn weight_runs(op: &Op, args: &[ArgInfo], target: &'static str, limits: BindingL
     let mut lo = 0u64;
     while lo < rows as u64 {
         let n = chunk.min(rows as u64 - lo);
-        calls.push(weight_rows(op, args, target, lo as usize, n as usize, row_bytes)?);
+        calls.push(weight_rows(op, args, target, lo as usize, n as usize, row_bytes, partials)?);
         lo += n;
     }
     Ok(calls)
@@ -431,7 +451,15 @@ fn weight_runs(op: &Op, args: &[ArgInfo], target: &'static str, limits: BindingL
 
 /// Matmul, gather or a gated pair of matmuls over weight rows `lo .. lo + n` only (bound as a byte
 /// range), writing their part of the whole result.
-fn weight_rows(op: &Op, args: &[ArgInfo], target: &'static str, lo: usize, n: usize, row_bytes: u64) -> Result<KernelCall, LowerError> {
+fn weight_rows(
+    op: &Op,
+    args: &[ArgInfo],
+    target: &'static str,
+    lo: usize,
+    n: usize,
+    row_bytes: u64,
+    partials: Partials,
+) -> Result<KernelCall, LowerError> {
     let no = |why: String| LowerError::NoKernel { op: op.mnemonic(), target, why };
     let range = |input: usize| Arg::InputRange { input, offset: lo as u64 * row_bytes, bytes: n as u64 * row_bytes };
     let numel = |s: &[usize]| s.iter().product::<usize>();
@@ -457,11 +485,21 @@ fn weight_rows(op: &Op, args: &[ArgInfo], target: &'static str, lo: usize, n: us
             let m = numel(x) / k.max(1);
             let mut out_shape = x.clone();
             *out_shape.last_mut().unwrap() = n_total;
-            let rows = if m == 1 { 1 } else { kernels::matmul::PREFILL_ROWS as usize };
+            // A staged `x` (`Partials::X`) is one tile of all its rows.
+            let rows = match partials {
+                Partials::X(_) => m,
+                _ if m == 1 => 1,
+                _ => kernels::matmul::PREFILL_ROWS as usize,
+            };
             let mut params = vec![n32(m), n32(n), n32(k), n32(row_bytes as usize), n32(n_total), n32(lo)];
             let groups = m.div_ceil(rows) * n.div_ceil(kernels::matmul::COLUMNS_PER_GROUP as usize);
             let residual = matches!(op, Op::MatMulAdd);
-            let edges = Edges { norm: norm.is_some(), residual };
+            let edges = Edges {
+                norm: norm.is_some(),
+                residual,
+                x_partials: matches!(partials, Partials::X(_)),
+                r_partials: matches!(partials, Partials::R(_)),
+            };
             let mut call_args = vec![Arg::Input(0)];
             if let Some(eps) = norm {
                 check_norm_weight(&args[1], k, target)?;
@@ -479,6 +517,9 @@ fn weight_rows(op: &Op, args: &[ArgInfo], target: &'static str, lo: usize, n: us
                 call_args.push(Arg::Input(2));
             }
             call_args.push(Arg::Output);
+            if let Partials::X(heads) | Partials::R(heads) = partials {
+                params.push(n32(heads));
+            }
             let kernel = match gated {
                 None => kernels::matmul::matmul(w.dtype, rows as u32, edges),
                 Some(act) => kernels::matmul::matmul_glu(w.dtype, rows as u32, act, edges),
@@ -503,11 +544,102 @@ fn weight_rows(op: &Op, args: &[ArgInfo], target: &'static str, lo: usize, n: us
     }
 }
 
+/// Where a matmul reads an `add_partials` it forms itself (`fuse::Group::Partials`).
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Partials {
+    None,
+    /// Its `x`, of this many shares a row, staged (`Edges::x_partials`).
+    X(usize),
+    /// Its residual, of this many shares a row (`Edges::r_partials`).
+    R(usize),
+}
+
+/// A matmul whose operand `operand` is an `add_partials` it forms itself
+/// (`fuse::Group::Partials`): `args` are its operands with that one given
+/// as the sum's two, residual then shares. A residual (`matmul_add`'s
+/// operand 2) is formed in the epilogue; an `x` (operand 0) in the
+/// prologue of a step of few rows the kernel can stage (a decode step's,
+/// one slot or several: one tile of all of them), and otherwise by the
+/// `add_partials` kernel into the op's scratch, which the matmul then
+/// reads (two launches: a prefill's, or rows too long to stage).
+pub fn lower_with_partials(
+    op: &Op,
+    args: &[ArgInfo],
+    operand: usize,
+    target: &'static str,
+    limits: BindingLimits,
+) -> Result<Vec<KernelCall>, LowerError> {
+    let no = |why: String| LowerError::NoKernel { op: op.mnemonic(), target, why };
+    let mut own = args.to_vec();
+    if operand + 1 >= own.len() {
+        return Err(no(format!("no shares after operand {operand} of {args:?}")));
+    }
+    let shares = own.remove(operand + 1);
+    let heads = shares.shape.len().checked_sub(2).map_or(0, |i| shares.shape[i]);
+    let x = &own[operand];
+    let k = *x.shape.last().unwrap_or(&1);
+    let rows = x.shape.iter().product::<usize>() / k.max(1);
+    // Input `i` of the op's own operands, among `args`.
+    let shift = |i: usize| if i > operand { i + 1 } else { i };
+    let shifted = |a: &Arg| match a {
+        Arg::Input(i) => Arg::Input(shift(*i)),
+        Arg::InputRange { input, offset, bytes } => Arg::InputRange { input: shift(*input), offset: *offset, bytes: *bytes },
+        other => other.clone(),
+    };
+    let role = match (op, operand) {
+        (Op::MatMulAdd, 2) => Partials::R(heads),
+        (Op::MatMul | Op::NormMatMul { .. } | Op::MatMulGlu { .. } | Op::NormMatMulGlu { .. }, 0)
+            if rows <= kernels::matmul::PREFILL_ROWS as usize && rows * k <= kernels::matmul::MAX_STAGED_X as usize =>
+        {
+            Partials::X(heads)
+        }
+        (Op::MatMul | Op::NormMatMul { .. } | Op::MatMulGlu { .. } | Op::NormMatMulGlu { .. }, 0) => {
+            // The sum into scratch, then the op over it.
+            let bytes = (x.shape.iter().product::<usize>() * 4) as u64;
+            let mut sum = lower_add_partials(&[x.clone(), shares], target)?;
+            sum.args = vec![Arg::Input(0), Arg::Input(1), Arg::Scratch(bytes)];
+            let mut calls = lower(op, &own, target, limits)?;
+            for c in &mut calls {
+                c.args = c.args.iter().map(|a| if *a == Arg::Input(0) { Arg::Scratch(bytes) } else { shifted(a) }).collect();
+            }
+            sum.out_shape = calls[0].out_shape.clone();
+            return Ok(std::iter::once(sum).chain(calls).collect());
+        }
+        _ => return Err(no(format!("operand {operand} formed from shares"))),
+    };
+    let mut calls = match op {
+        Op::MatMulGlu { .. } | Op::NormMatMulGlu { .. } => lower_matmul_glu(op, &own, target, limits, role)?,
+        _ => {
+            let w = weight_operand(op).expect("a matmul reads a weight");
+            weight_runs(op, &own, target, limits, &own[w], role)?
+        }
+    };
+    for c in &mut calls {
+        let mut with_shares = vec![];
+        for a in &c.args {
+            with_shares.push(shifted(a));
+            // The shares' buffer follows the value they are summed into.
+            if *a == Arg::Input(operand) {
+                with_shares.push(Arg::Input(operand + 1));
+            }
+        }
+        c.args = with_shares;
+    }
+    Ok(calls)
+}
+
 /// Attention as one kernel, or, where few queries meet many keys, as a
 /// workgroup per (query, block of keys) and a merge (`kernels::attention`).
-fn lower_attention(op: &Op, args: &[ArgInfo], target: &'static str, hints: StepHints) -> Result<Vec<KernelCall>, LowerError> {
+///
+/// `attention_project` likewise, each query's head projected in the kernel
+/// that finishes it (the attention's, or the merge's).
+fn lower_attention(op: &Op, args: &[ArgInfo], target: &'static str, limits: BindingLimits, hints: StepHints) -> Result<Vec<KernelCall>, LowerError> {
     let no = |why: String| LowerError::NoKernel { op: op.mnemonic(), target, why };
-    let Op::Attention { n_heads, n_kv_heads, scale, causal, window, softcap, ring } = op else { unreachable!("lower_attention of {op:?}") };
+    let (Op::Attention { n_heads, n_kv_heads, scale, causal, window, softcap, ring }
+    | Op::AttentionProject { n_heads, n_kv_heads, scale, causal, window, softcap, ring }) = op
+    else {
+        unreachable!("lower_attention of {op:?}")
+    };
     let (qs, ks, vs) = (&args[0].shape, &args[1].shape, &args[2].shape);
     let (b, s, d, t, dv) = (qs[0], qs[2], qs[3], ks[2], vs[3]);
     if dv as u32 > MAX_HEAD_DIM {
@@ -528,7 +660,25 @@ fn lower_attention(op: &Op, args: &[ArgInfo], target: &'static str, hints: StepH
         n32(window.unwrap_or(0)),
         n32(usize::from(*ring && window.is_some())),
     ];
-    let out_shape = vec![b, *n_heads, s, dv];
+    let mut out_shape = vec![b, *n_heads, s, dv];
+    // The projection's weight, its rows and their bytes.
+    let project = match op {
+        Op::AttentionProject { .. } => {
+            let w = &args[4];
+            let [n, cols] = w.shape[..] else { return Err(no(format!("a weight of shape {:?}", w.shape))) };
+            let whole_groups = dv % kernels::dequant::group_elems(w.dtype) as usize == 0 && cols == n_heads * dv;
+            if !WEIGHT_DTYPES.contains(&w.dtype) || !whole_groups {
+                return Err(no(format!("a {} weight [{n}, {cols}] split into {n_heads} heads of {dv} columns", w.dtype)));
+            }
+            let row_bytes = cols / w.dtype.block_elems() * w.dtype.block_bytes();
+            if (n * row_bytes) as u64 > limits.max_bytes {
+                return Err(no(format!("a weight of {} bytes, over this device's binding limit of {}", n * row_bytes, limits.max_bytes)));
+            }
+            out_shape = vec![b, s, *n_heads, n];
+            Some((w.dtype, n, row_bytes))
+        }
+        _ => None,
+    };
     // A causal query sees no key past its position: the step's bound, where known.
     let keys = match (hints.attention_keys, causal) {
         (Some(bound), true) => bound.min(t),
@@ -536,8 +686,18 @@ fn lower_attention(op: &Op, args: &[ArgInfo], target: &'static str, hints: StepH
     };
     let splits = kernels::attention::split_attention(queries, keys);
     if splits == 1 {
-        let args = vec![Arg::Input(0), Arg::Input(1), Arg::Input(2), Arg::Input(3), Arg::Output];
-        return Ok(vec![KernelCall { kernel: kernels::attention::attention(), args, params, groups: queries as u32, out_shape }]);
+        let mut args = vec![Arg::Input(0), Arg::Input(1), Arg::Input(2), Arg::Input(3)];
+        let mut params = params;
+        let kernel = match project {
+            None => kernels::attention::attention(),
+            Some((dtype, n, row_bytes)) => {
+                args.push(Arg::Input(4));
+                params.extend([n32(n), n32(row_bytes)]);
+                kernels::attention::attention_project(dtype)
+            }
+        };
+        args.push(Arg::Output);
+        return Ok(vec![KernelCall { kernel, args, params, groups: queries as u32, out_shape }]);
     }
     // Flash-decoding: a workgroup per (query, block of keys), then one merge.
     let part_bytes = (queries * splits * kernels::attention::part_floats(dv) * 4) as u64;
@@ -551,14 +711,41 @@ fn lower_attention(op: &Op, args: &[ArgInfo], target: &'static str, hints: StepH
         groups: (queries * splits) as u32,
         out_shape: out_shape.clone(),
     };
-    let merge = KernelCall {
-        kernel: kernels::attention::attention_merge(),
-        args: vec![Arg::Scratch(part_bytes), Arg::Output],
-        params: vec![n32(queries), n32(splits), n32(dv)],
-        groups: queries as u32,
-        out_shape,
+    let merge = match project {
+        None => KernelCall {
+            kernel: kernels::attention::attention_merge(),
+            args: vec![Arg::Scratch(part_bytes), Arg::Output],
+            params: vec![n32(queries), n32(splits), n32(dv)],
+            groups: queries as u32,
+            out_shape,
+        },
+        Some((dtype, n, row_bytes)) => KernelCall {
+            kernel: kernels::attention::attention_merge_project(dtype),
+            args: vec![Arg::Scratch(part_bytes), Arg::Input(4), Arg::Output],
+            params: vec![n32(queries), n32(splits), n32(dv), n32(n), n32(row_bytes), n32(*n_heads), n32(s)],
+            groups: queries as u32,
+            out_shape,
+        },
     };
     Ok(vec![part, merge])
+}
+
+/// `add_partials`: one invocation an element (`kernels::attention::add_partials`).
+fn lower_add_partials(args: &[ArgInfo], target: &'static str) -> Result<KernelCall, LowerError> {
+    let (r, p) = (&args[0], &args[1]);
+    let n = *r.shape.last().unwrap_or(&1);
+    let heads = p.shape.len().checked_sub(2).map_or(0, |i| p.shape[i]);
+    let total: usize = r.shape.iter().product();
+    if p.shape.iter().product::<usize>() != total * heads {
+        return Err(LowerError::NoKernel {
+            op: "add_partials".into(),
+            target,
+            why: format!("partials {:?} against a residual {:?}", p.shape, r.shape),
+        });
+    }
+    let args = vec![Arg::Input(0), Arg::Input(1), Arg::Output];
+    let params = vec![n32(total), n32(n), n32(heads)];
+    Ok(KernelCall { kernel: kernels::attention::add_partials(), args, params, groups: groups_for(total), out_shape: r.shape.clone() })
 }
 
 fn lower_one(op: &Op, args: &[ArgInfo], target: &'static str) -> Result<KernelCall, LowerError> {

@@ -1623,3 +1623,168 @@ fn normed_projections_stack_and_form_the_layer_head() {
         }
     }
 }
+
+/// `attention_project` over every weight type: each head's share of the
+/// output projection, computed in the workgroup that finished the head
+/// (short context: one launch), or in the merge of split key blocks (a
+/// decode step deep into a long cache: two). Against the reference, which
+/// projects each head's features with the others zeroed; the shares of a
+/// position sum to the one projection. Controls: shares stored heads-major
+/// (`[b, h, s, n]`, the attention's own layout), and one head's share
+/// alone as the projection.
+#[test]
+fn attention_is_projected_by_head_for_every_weight_type() {
+    use graphc_gpu::kernels::attention::KEYS_PER_SPLIT;
+    let (b, nh, nkv, dv, n) = (2, 8, 2, 32, 24);
+    for dtype in graphc_gpu::kernels::WEIGHT_DTYPES {
+        for (s, t_len, deepest, launches) in [(3, 40, 39, 1), (1, 2 * KEYS_PER_SPLIT + 100, 2 * KEYS_PER_SPLIT + 60, 2)] {
+            let what = format!("{} s={s} t={t_len}", dtype_name(dtype));
+            let graph = text::parse(&format!(
+                "graph \"project\" {{
+  %0 = input{{name=\"q\"}} : f32[{b}, {nh}, {s}, {dv}]
+  %1 = input{{name=\"k\"}} : f32[{b}, {nkv}, {t_len}, {dv}]
+  %2 = input{{name=\"v\"}} : f32[{b}, {nkv}, {t_len}, {dv}]
+  %3 = input{{name=\"positions\"}} : i32[{b}, {s}]
+  %4 = weight{{name=\"w\"}} : {}[{n}, {}]
+  %5 = attention_project{{n_heads={nh}, n_kv_heads={nkv}, scale=0.2, causal=true}} %0, %1, %2, %3, %4
+  %6 = output{{name=\"p\"}} %5
+  %7 = attention{{n_heads={nh}, n_kv_heads={nkv}, scale=0.2, causal=true}} %0, %1, %2, %3
+  %8 = permute{{perm=[0, 2, 1, 3]}} %7
+  %9 = reshape{{shape=[{b}, {s}, {}]}} %8
+  %10 = matmul %9, %4
+  %11 = output{{name=\"projected\"}} %10
+}}
+",
+                dtype_name(dtype),
+                nh * dv,
+                nh * dv
+            ))
+            .unwrap();
+            let mut graph = graph;
+            graphc_ir::verify(&mut graph).unwrap();
+            let weights = OneWeight { dtype, shape: vec![n, nh * dv], bytes: weight_bytes(dtype, n, nh * dv, 40) };
+            let positions: Vec<i32> = (0..b * s).map(|i| (deepest - (i % 7) * 3) as i32).collect();
+            let inputs = HashMap::from([
+                ("q".to_string(), t(&[b, nh, s, dv], 41)),
+                ("k".to_string(), t(&[b, nkv, t_len, dv], 42)),
+                ("v".to_string(), t(&[b, nkv, t_len, dv], 43)),
+                ("positions".to_string(), Tensor::i32(vec![b, s], positions)),
+            ]);
+            let want = reference::run(&graph, &inputs, HashMap::new(), &weights).unwrap().outputs;
+            let Some(mut g) = open_graph(&graph, &weights) else { return };
+            let got = g.step(&inputs).unwrap();
+            // The project op's launches, then the unfused form's three: the
+            // attention and its permute's copy, or the split attention's two
+            // (a one-token permute is no copy); and the matmul.
+            assert_eq!(g.counters()["device_launches_last_step"], launches + 3, "{what}");
+            let p = &got["p"];
+            assert_close(&format!("{what}: shares"), p, &want["p"]);
+            // Each position's shares sum to the one projection.
+            let shares = p.as_f32().unwrap();
+            let summed: Vec<f32> = (0..b * s).flat_map(|r| (0..n).map(move |j| (0..nh).map(|h| shares[(r * nh + h) * n + j]).sum::<f32>())).collect();
+            let summed = Tensor::f32(vec![b, s, n], summed);
+            assert_close(&format!("{what}: shares summed"), &summed, &want["projected"]);
+            let one_head: Vec<f32> = (0..b * s).flat_map(|r| shares[r * nh * n..][..n].to_vec()).collect();
+            assert_separates(&format!("{what}: one head's share"), &want["projected"], &Tensor::f32(vec![b, s, n], one_head));
+            if s > 1 {
+                let heads_major = reference_op(&Op::Permute { perm: vec![0, 2, 1, 3] }, &[&want["p"]]);
+                let heads_major = Tensor::f32(vec![b, s, nh, n], heads_major.as_f32().unwrap().to_vec());
+                assert_separates(&format!("{what}: shares stored heads-major"), p, &heads_major);
+            }
+        }
+    }
+}
+
+/// A llama layer's tail with its output projection split by head
+/// (`attention_project` pass): the shares' sum is formed by its readers, the
+/// normed gated MLP (its rows staged in its prologue for a step of up to
+/// `PREFILL_ROWS` rows, one or three here; summed into scratch first for
+/// a longer prefill, twelve) and the down projection (in its epilogue),
+/// so a decode step launches three kernels where the unfused graph
+/// launches four. The folded sums keep the bits of the `add_partials`
+/// kernel's (the ops run one at a time on the same device); the whole
+/// agrees with the reference of the unfused graph. Control: the residual
+/// left out of the sum.
+#[test]
+fn shares_are_summed_where_they_are_read() {
+    use graphc_passes::attention_project::AttentionProject;
+    let (b, nh, nkv, dv, d, f, t_len) = (1, 4, 2, 32, 64, 96, 40);
+    for s in [1, 3, 12] {
+        let graph = text::parse(&format!(
+            "graph \"layer\" {{
+  %0 = input{{name=\"q\"}} : f32[{b}, {nh}, {s}, {dv}]
+  %1 = input{{name=\"k\"}} : f32[{b}, {nkv}, {t_len}, {dv}]
+  %2 = input{{name=\"v\"}} : f32[{b}, {nkv}, {t_len}, {dv}]
+  %3 = input{{name=\"positions\"}} : i32[{b}, {s}]
+  %4 = input{{name=\"residual\"}} : f32[{b}, {s}, {d}]
+  %5 = weight{{name=\"w_o\"}} : q4_1[{d}, {}]
+  %6 = attention{{n_heads={nh}, n_kv_heads={nkv}, scale=0.2, causal=true}} %0, %1, %2, %3
+  %7 = permute{{perm=[0, 2, 1, 3]}} %6
+  %8 = reshape{{shape=[{b}, {s}, {}]}} %7
+  %9 = matmul_add %8, %5, %4
+  %10 = weight{{name=\"norm\"}} : f32[{d}]
+  %11 = weight{{name=\"w_gate\"}} : q4_1[{f}, {d}]
+  %12 = weight{{name=\"w_up\"}} : q4_1[{f}, {d}]
+  %13 = weight{{name=\"w_down\"}} : q4_1[{d}, {f}]
+  %14 = norm_matmul_glu{{act=silu, eps=1e-5}} %9, %10, %11, %12
+  %15 = matmul_add %14, %13, %9
+  %16 = output{{name=\"y\"}} %15
+}}
+",
+            nh * dv,
+            nh * dv
+        ))
+        .unwrap();
+        let mut graph = graph;
+        graphc_ir::verify(&mut graph).unwrap();
+        let mut fused = graph.clone();
+        assert_eq!(AttentionProject { cost: CostModel::Launches }.run(&mut fused), 1, "s={s}: the projection split by head");
+        graphc_ir::verify(&mut fused).unwrap();
+        let weight =
+            |dtype, shape: [usize; 2], seed| OneWeight { dtype, shape: shape.to_vec(), bytes: weight_bytes(dtype, shape[0], shape[1], seed) };
+        let weights = Weights(HashMap::from([
+            ("w_o".to_string(), weight(DType::Q4_1, [d, nh * dv], 50)),
+            ("norm".to_string(), OneWeight { dtype: DType::F32, shape: vec![d], bytes: weight_bytes(DType::F32, 1, d, 51) }),
+            ("w_gate".to_string(), weight(DType::Q4_1, [f, d], 52)),
+            ("w_up".to_string(), weight(DType::Q4_1, [f, d], 53)),
+            ("w_down".to_string(), weight(DType::Q4_1, [d, f], 54)),
+        ]));
+        let positions: Vec<i32> = (0..s).map(|i| (t_len - s + i) as i32).collect();
+        let inputs = HashMap::from([
+            ("q".to_string(), t(&[b, nh, s, dv], 55)),
+            ("k".to_string(), t(&[b, nkv, t_len, dv], 56)),
+            ("v".to_string(), t(&[b, nkv, t_len, dv], 57)),
+            ("positions".to_string(), Tensor::i32(vec![b, s], positions)),
+            ("residual".to_string(), t(&[b, s, d], 58)),
+        ]);
+        let want = reference::run(&graph, &inputs, HashMap::new(), &weights).unwrap().outputs;
+        let Some(mut g) = open_graph(&fused, &weights) else { return };
+        let got = g.step(&inputs).unwrap();
+        let counters = g.counters();
+        assert_eq!(counters["device_attention_projections"], 1, "s={s}");
+        assert_eq!(counters["device_partials_in_readers"], 1, "s={s}: the sum is formed by both readers");
+        // Staged: attention_project, the MLP, the down projection. Longer: the sum into scratch before the MLP.
+        let staged = s <= graphc_gpu::kernels::matmul::PREFILL_ROWS as usize;
+        assert_eq!(counters["device_launches_last_step"], if staged { 3 } else { 4 }, "s={s}");
+        assert_close(&format!("s={s}: y"), &got["y"], &want["y"]);
+
+        // The same ops one at a time: the sum by the `add_partials` kernel.
+        let dev = device().unwrap();
+        let w = |name: &str| OpInput::Weight(weights.weight(name).unwrap());
+        let project = Op::AttentionProject { n_heads: nh, n_kv_heads: nkv, scale: 0.2, causal: true, window: None, softcap: None, ring: false };
+        let tensor = |name: &str| OpInput::Tensor(&inputs[name]);
+        let shares = dev.run_op(&project, &[tensor("q"), tensor("k"), tensor("v"), tensor("positions"), w("w_o")]).unwrap();
+        let sum = dev.run_op(&Op::AddPartials, &[tensor("residual"), OpInput::Tensor(&shares)]).unwrap();
+        let mlp = Op::NormMatMulGlu { act: UnaryOp::Silu, eps: 1e-5 };
+        let h = dev.run_op(&mlp, &[OpInput::Tensor(&sum), w("norm"), w("w_gate"), w("w_up")]).unwrap();
+        let y = dev.run_op(&Op::MatMulAdd, &[OpInput::Tensor(&h), w("w_down"), OpInput::Tensor(&sum)]).unwrap();
+        let bits = |t: &Tensor| t.as_f32().unwrap().iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+        assert!(bits(&got["y"]) == bits(&y), "s={s}: the sums formed in the readers differ from the add_partials kernel's in their bits");
+        // The residual left out of the sum is far away.
+        let zeros = Tensor::f32(vec![b, s, d], vec![0.0; b * s * d]);
+        let no_residual = dev.run_op(&Op::AddPartials, &[OpInput::Tensor(&zeros), OpInput::Tensor(&shares)]).unwrap();
+        let h = dev.run_op(&mlp, &[OpInput::Tensor(&no_residual), w("norm"), w("w_gate"), w("w_up")]).unwrap();
+        let wrong = dev.run_op(&Op::MatMulAdd, &[OpInput::Tensor(&h), w("w_down"), OpInput::Tensor(&no_residual)]).unwrap();
+        assert_separates(&format!("s={s}: the residual left out"), &got["y"], &wrong);
+    }
+}

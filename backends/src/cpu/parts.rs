@@ -13,7 +13,7 @@ use graphc_ir::{BinaryOp, ChainExpr, Op};
 
 /// Whether the run loop runs `op` as its parts (`results`).
 pub fn runs_as_parts(op: &Op) -> bool {
-    op.results() > 1 || matches!(op, Op::Chain { .. })
+    op.results() > 1 || matches!(op, Op::Chain { .. } | Op::AttentionProject { .. } | Op::AddPartials)
 }
 
 /// Every result of `op`, an op that runs as its parts (`runs_as_parts`).
@@ -24,6 +24,8 @@ pub fn results(evaluator: &dyn Evaluator, op: &Op, args: Vec<Arg<'_, '_>>, env: 
             Ok(vec![chain(evaluator, expr, &operands, env)?])
         }
         Op::QkvRope { .. } => qkv_rope(evaluator, op, args, env),
+        Op::AttentionProject { .. } => Ok(vec![attention_project(evaluator, op, args, env)?]),
+        Op::AddPartials => Ok(vec![add_partials(args)?]),
         Op::AddNorm { kind, eps } => {
             // The sum, then its norm (the sum is kept: result 1).
             let mut args = args.into_iter();
@@ -94,4 +96,63 @@ fn qkv_rope(evaluator: &dyn Evaluator, op: &Op, args: Vec<Arg<'_, '_>>, env: &En
     let v = heads(&w_v, &b_v, v_head_dim)?;
     let v_cache = evaluator.eval(&append, vec![v_cache, own(v), Arg::Ref(lengths.val())], env)?;
     Ok(vec![q, k_cache, v_cache])
+}
+
+/// `attention_project` as its definition in `Op::AttentionProject`: the
+/// attention, its heads side by side in each row, and each head's share
+/// of the projection as `matmul` of the row with the other heads' features
+/// zeroed.
+fn attention_project(evaluator: &dyn Evaluator, op: &Op, args: Vec<Arg<'_, '_>>, env: &Env) -> Result<Tensor, String> {
+    let &Op::AttentionProject { n_heads, n_kv_heads, scale, causal, window, softcap, ring } = op else { unreachable!("matched by `results`") };
+    let mut args = args.into_iter();
+    let attention_args: Vec<Arg> = args.by_ref().take(4).collect();
+    let w = args.next().ok_or("attention_project: no weight")?;
+    let attention = Op::Attention { n_heads, n_kv_heads, scale, causal, window, softcap, ring };
+    let a = evaluator.eval(&attention, attention_args, env)?;
+    let a = evaluator.eval(&Op::Permute { perm: vec![0, 2, 1, 3] }, vec![Arg::Own(Val::T(a))], env)?;
+    let &[b, s, h, dv] = a.shape() else { return Err(format!("attention_project: an attention of shape {:?}", a.shape())) };
+    let values = a.as_f32().ok_or("attention_project: an i32 attention")?;
+    let rows = b * s;
+    let mut out: Option<(usize, Vec<f32>)> = None;
+    for head in 0..h {
+        // Every row's features of `head` only.
+        let mut masked = vec![0f32; rows * h * dv];
+        for r in 0..rows {
+            let at = (r * h + head) * dv;
+            masked[at..at + dv].copy_from_slice(&values[at..at + dv]);
+        }
+        let share = evaluator.eval(&Op::MatMul, vec![Arg::Own(Val::T(Tensor::f32(vec![b, s, h * dv], masked))), Arg::Ref(w.val())], env)?;
+        let n = *share.shape().last().expect("a matmul's rows");
+        let share = share.as_f32().ok_or("attention_project: an i32 product")?;
+        let (_, all) = out.get_or_insert_with(|| (n, vec![0f32; rows * h * n]));
+        for r in 0..rows {
+            all[(r * h + head) * n..][..n].copy_from_slice(&share[r * n..][..n]);
+        }
+    }
+    let (n, all) = out.ok_or("attention_project of no heads")?;
+    Ok(Tensor::f32(vec![b, s, h, n], all))
+}
+
+/// `add_partials` as its definition in `Op::AddPartials`: each row's
+/// shares summed left to right from 0, then added to the residual.
+fn add_partials(args: Vec<Arg<'_, '_>>) -> Result<Tensor, String> {
+    let [r, p] = &args[..] else { return Err(format!("add_partials of {} operands", args.len())) };
+    let (r, p) = (dense(r.val())?, dense(p.val())?);
+    let (rs, ps) = (r.as_f32().ok_or("add_partials: an i32 residual")?, p.as_f32().ok_or("add_partials: i32 partials")?);
+    let n = *r.shape().last().ok_or("add_partials of a scalar")?;
+    let h = p.shape()[p.shape().len() - 2];
+    let out = rs
+        .chunks(n.max(1))
+        .enumerate()
+        .flat_map(|(row, r)| {
+            (0..n).map(move |j| {
+                let mut sum = 0f32;
+                for head in 0..h {
+                    sum += ps[(row * h + head) * n + j];
+                }
+                r[j] + sum
+            })
+        })
+        .collect();
+    Ok(Tensor::f32(r.shape().to_vec(), out))
 }

@@ -1,6 +1,9 @@
 //! Attention over a key/value cache, the in-place cache write the
 //! `kv_append` pass makes, and the attention head (q/k/v projections,
-//! rotations and appends) the `attention_head` pass makes.
+//! rotations and appends) the `attention_head` pass makes, and the
+//! attention split by head into shares of its output projection
+//! (`attention_project`) with the sum that adds them to the residual
+//! (`add_partials`), which the `attention_project` pass makes.
 
 use super::attr::Attributes;
 use super::check::{arity, need_float, need_rank, other_kind, same_dim};
@@ -23,13 +26,17 @@ pub(super) fn prototypes() -> Vec<Op> {
             cap: Dim::konst(0),
             window: None,
         },
+        Op::AttentionProject { n_heads: 0, n_kv_heads: 0, scale: 0.0, causal: false, window: None, softcap: None, ring: false },
+        Op::AddPartials,
     ]
 }
 
 pub(super) fn attributes<A: Attributes>(op: &mut Op, a: &mut A) -> Result<(), String> {
+    let name = if matches!(op, Op::Attention { .. }) { "attention" } else { "attention_project" };
     match op {
-        Op::Attention { n_heads, n_kv_heads, scale, causal, window, softcap, ring } => {
-            a.name("attention")?;
+        Op::Attention { n_heads, n_kv_heads, scale, causal, window, softcap, ring }
+        | Op::AttentionProject { n_heads, n_kv_heads, scale, causal, window, softcap, ring } => {
+            a.name(name)?;
             a.value("n_heads", n_heads)?;
             a.value("n_kv_heads", n_kv_heads)?;
             a.value("scale", scale)?;
@@ -52,6 +59,7 @@ pub(super) fn attributes<A: Attributes>(op: &mut Op, a: &mut A) -> Result<(), St
             a.value("cap", cap)?;
             a.optional("window", window)
         }
+        Op::AddPartials => a.name("add_partials"),
         _ => other_kind(op),
     }
 }
@@ -112,6 +120,34 @@ pub(super) fn infer(op: &Op, tys: &[TensorType]) -> Result<TensorType, String> {
             Ok(cache.clone())
         }
         Op::QkvRope { .. } => Ok(qkv_rope_results(op, tys)?.swap_remove(0)),
+        &Op::AttentionProject { n_heads, n_kv_heads, scale, causal, window, softcap, ring } => {
+            // Typed as what it replaces: the attention, its rows of heads, the projection.
+            arity(tys, 5..=5)?;
+            let attention = Op::Attention { n_heads, n_kv_heads, scale, causal, window, softcap, ring };
+            let a = infer(&attention, &tys[..4])?;
+            let w = t(4);
+            need_rank("attention_project weight", w, 2)?;
+            let dv = a.shape[3].as_const().ok_or_else(|| format!("attention_project of a value head size {} not constant", a.shape[3]))?;
+            same_dim("attention_project weight columns vs n_heads · dv", &w.shape[1], &crate::shape::Dim::konst(n_heads as i64 * dv))?;
+            let mut shape = vec![a.shape[0].clone(), a.shape[2].clone(), Dim::from(n_heads)];
+            shape.push(w.shape[0].clone());
+            Ok(TensorType::new(DType::F32, shape))
+        }
+        Op::AddPartials => {
+            arity(tys, 2..=2)?;
+            let (r, p) = (t(0), t(1));
+            need_float("add_partials residual", r)?;
+            need_float("add_partials partials", p)?;
+            if p.shape.len() != r.shape.len() + 1 {
+                return Err(format!("add_partials of partials {p} against a residual {r}: the partials have one axis more (the heads)"));
+            }
+            let n = r.shape.len();
+            for k in 0..n - 1 {
+                same_dim(&format!("add_partials axis {k}"), &r.shape[k], &p.shape[k])?;
+            }
+            same_dim("add_partials features", &r.shape[n - 1], &p.shape[n])?;
+            Ok(TensorType::new(DType::F32, r.shape.clone()))
+        }
         _ => other_kind(op),
     }
 }

@@ -21,8 +21,9 @@
 //! before a graph step is lowered), so a short context stays one launch
 //! over a long cache.
 
-use super::WORKGROUP;
+use super::{dequant, WORKGROUP};
 use crate::kir::*;
+use graphc_ir::DType;
 
 /// Largest value head size (`dv`) the kernel holds.
 pub const MAX_HEAD_DIM: u32 = 512;
@@ -65,7 +66,17 @@ pub fn part_floats(dv: usize) -> usize {
 /// `dv`, `scale`, `softcap` (0: none), `causal` (0/1), `window` (0: none),
 /// `ring` (0/1). Grid: `queries` groups.
 pub fn attention() -> Kernel {
-    attention_kernel(false)
+    attention_kernel(Out::Y)
+}
+
+/// `attention` with each query's head projected (the IR's
+/// `attention_project`): buffers `q, k, v, positions`, then `w` (the
+/// weight's bytes, `[n, n_heads · dv]` of `dtype`) and `p [b, s, n_heads,
+/// n]` instead of `y`; `attention`'s params, then `n` and `row_bytes`.
+/// The head's normalized output stays in workgroup memory, where
+/// `project_head` reads it. Grid: `queries` groups.
+pub fn attention_project(dtype: DType) -> Kernel {
+    attention_kernel(Out::Project(dtype))
 }
 
 /// `attention` over one block of keys per workgroup: the same buffers and
@@ -73,19 +84,41 @@ pub fn attention() -> Kernel {
 /// block's accumulator, max and sum; an empty block's are 0, `NEG_BIG`
 /// and 0) instead of `y`. Grid: `queries · splits` groups.
 pub fn attention_part() -> Kernel {
-    attention_kernel(true)
+    attention_kernel(Out::Part)
 }
 
-fn attention_kernel(split: bool) -> Kernel {
-    let (name, out) = if split { ("attention_part", "part") } else { ("attention", "y") };
-    let mut k =
-        Kernel::new(name, WORKGROUP).input("q", Ty::F32).input("k", Ty::F32).input("v", Ty::F32).input("positions", Ty::I32).output(out, Ty::F32);
+/// What an attention kernel writes.
+#[derive(Clone, Copy, PartialEq)]
+enum Out {
+    /// Each query's output, `y`.
+    Y,
+    /// Its block's accumulator, max and sum (`attention_part`).
+    Part,
+    /// Its head's share of the projection by a weight of this type (`attention_project`).
+    Project(DType),
+}
+
+fn attention_kernel(kind: Out) -> Kernel {
+    let split = kind == Out::Part;
+    let (name, out) = match kind {
+        Out::Y => ("attention".to_string(), "y"),
+        Out::Part => ("attention_part".to_string(), "part"),
+        Out::Project(dtype) => (format!("attention_project_{}", dtype.to_string().to_lowercase()), "p"),
+    };
+    let mut k = Kernel::new(&name, WORKGROUP).input("q", Ty::F32).input("k", Ty::F32).input("v", Ty::F32).input("positions", Ty::I32);
+    if let Out::Project(_) = kind {
+        k = k.input("w", Ty::U32);
+    }
+    k = k.output(out, Ty::F32);
     for p in ["queries", "n_heads", "n_kv_heads", "s", "t", "d", "dv"] {
         k = k.param(p, Ty::U32);
     }
     k = k.param("scale", Ty::F32).param("softcap", Ty::F32).param("causal", Ty::U32).param("window", Ty::U32).param("ring", Ty::U32);
     if split {
         k = k.param("splits", Ty::U32);
+    }
+    if let Out::Project(_) = kind {
+        k = k.param("n", Ty::U32).param("row_bytes", Ty::U32);
     }
     k = k.shared("red", Ty::F32, WORKGROUP).shared("probs", Ty::F32, WORKGROUP).shared("acc", Ty::F32, MAX_HEAD_DIM);
 
@@ -195,6 +228,12 @@ fn attention_kernel(split: bool) -> Kernel {
             let_("blk", Ty::U32, var("gi") % param("splits")),
             if_(var("qi").lt(param("queries")), query),
         ])
+    } else if let Out::Project(dtype) = kind {
+        // The normalized output, as `attention` stores it, kept for the projection.
+        let normalized = select(var("l").gt(f(0.0)), load_shared("acc", var("c")) / var("l"), f(0.0));
+        query.push(for_("c", local_id(), param("dv"), u(WORKGROUP), vec![store_shared("acc", var("c"), normalized)]));
+        query.extend(project_head(dtype));
+        k.body(vec![let_("qi", Ty::U32, group_index()), if_(var("qi").lt(param("queries")), query)])
     } else {
         query.push(for_(
             "c",
@@ -207,22 +246,104 @@ fn attention_kernel(split: bool) -> Kernel {
     }
 }
 
+/// Query `qi`'s head's share of the projection: with its normalized
+/// output in `acc` (written before this, each slot by its owner), row `j`
+/// of `p[b, s, head]` is the dot product of `acc` with weight row `j`'s
+/// `dv` columns of this head, decoded group by group (the `attention_project`
+/// pass makes sure a head's columns are whole scale groups), summed in
+/// column order. Params `n`, `row_bytes`, `n_heads`, `s`, `dv`.
+fn project_head(dtype: DType) -> Vec<Stmt> {
+    let (be, bb, ge) = (dtype.block_elems() as u32, dtype.block_bytes() as u32, dequant::group_elems(dtype));
+    let mut group = vec![
+        let_("col", Ty::U32, var("head_p") * param("dv") + var("gc") * u(ge)),
+        let_("base", Ty::U32, var("j") * param("row_bytes") + (var("col") / u(be)) * u(bb)),
+        let_("grp", Ty::U32, (var("col") % u(be)) / u(ge)),
+    ];
+    group.extend(dequant::group_setup(dtype, "w", var("base"), var("grp")));
+    let element = dequant::group_element(dtype, "w", var("base"), var("grp"), var("le"));
+    group.push(for_("le", u(0), u(ge), u(1), vec![assign("share", var("share") + load_shared("acc", var("gc") * u(ge) + var("le")) * element)]));
+    let row =
+        vec![let_("share", Ty::F32, f(0.0)), for_("gc", u(0), param("dv") / u(ge), u(1), group), store("p", var("p_base") + var("j"), var("share"))];
+    vec![
+        Stmt::Barrier,
+        let_("head_p", Ty::U32, (var("qi") / param("s")) % param("n_heads")),
+        // Query (b, head, s) writes row (b, s, head) of `p`.
+        let_(
+            "p_base",
+            Ty::U32,
+            (((var("qi") / (param("s") * param("n_heads"))) * param("s") + var("qi") % param("s")) * param("n_heads") + var("head_p")) * param("n"),
+        ),
+        for_("j", local_id(), param("n"), u(WORKGROUP), row),
+    ]
+}
+
+/// `y = r + Σ_h p[.., h, ..]` (the IR's `add_partials`): each element's
+/// shares summed left to right from 0, then added to the residual.
+/// Buffers `r [rows, n]`, `p [rows, heads, n]`, `y`; params `total` (rows · n),
+/// `n`, `heads`. Grid: `ceil(total / 256)`.
+pub fn add_partials() -> Kernel {
+    let body = vec![
+        let_("row", Ty::U32, var("i") / param("n")),
+        let_("col", Ty::U32, var("i") % param("n")),
+        let_("sum", Ty::F32, f(0.0)),
+        for_(
+            "h",
+            u(0),
+            param("heads"),
+            u(1),
+            vec![assign("sum", var("sum") + load("p", (var("row") * param("heads") + var("h")) * param("n") + var("col")))],
+        ),
+        store("y", var("i"), load("r", var("i")) + var("sum")),
+    ];
+    Kernel::new("add_partials", WORKGROUP)
+        .input("r", Ty::F32)
+        .input("p", Ty::F32)
+        .output("y", Ty::F32)
+        .param("total", Ty::U32)
+        .param("n", Ty::U32)
+        .param("heads", Ty::U32)
+        .body(vec![let_("i", Ty::U32, super::thread_index()), if_(var("i").lt(param("total")), body)])
+}
+
 /// The blocks of `attention_part` merged: with `M` the largest block max,
 /// each block's accumulator and sum weigh `exp(m - M)`, and `y` is their
 /// weighted accumulators over their weighted sums (0 where no key was
 /// visible). Buffers `part [queries, splits, dv + 2]`, `y [queries, dv]`;
 /// params `queries`, `splits`, `dv`. Grid: `queries` groups.
 pub fn attention_merge() -> Kernel {
-    let k = Kernel::new("attention_merge", WORKGROUP)
-        .input("part", Ty::F32)
-        .output("y", Ty::F32)
-        .param("queries", Ty::U32)
-        .param("splits", Ty::U32)
-        .param("dv", Ty::U32);
+    merge_kernel(None)
+}
+
+/// `attention_merge` with each query's head projected as
+/// `attention_project` projects it: buffers `part`, `w`, `p`; params
+/// `queries, splits, dv`, then `n`, `row_bytes`, `n_heads`, `s`.
+pub fn attention_merge_project(dtype: DType) -> Kernel {
+    merge_kernel(Some(dtype))
+}
+
+fn merge_kernel(project: Option<DType>) -> Kernel {
+    let name = match project {
+        None => "attention_merge".to_string(),
+        Some(dtype) => format!("attention_merge_project_{}", dtype.to_string().to_lowercase()),
+    };
+    let mut k = Kernel::new(&name, WORKGROUP).input("part", Ty::F32);
+    k = match project {
+        None => k.output("y", Ty::F32),
+        Some(_) => k.input("w", Ty::U32).output("p", Ty::F32),
+    };
+    k = k.param("queries", Ty::U32).param("splits", Ty::U32).param("dv", Ty::U32);
+    if project.is_some() {
+        k = k.param("n", Ty::U32).param("row_bytes", Ty::U32).param("n_heads", Ty::U32).param("s", Ty::U32).shared("acc", Ty::F32, MAX_HEAD_DIM);
+    }
     let block = |sp: Expr| (var("qi") * param("splits") + sp) * (param("dv") + u(2));
     let max_of = |sp: Expr| load("part", block(sp) + param("dv"));
     let weight = |sp: &str| call(Func::Exp, vec![max_of(var(sp)) - var("m")]);
-    let query = vec![
+    let merged = select(var("l").gt(f(0.0)), var("sum") / var("l"), f(0.0));
+    let keep = match project {
+        None => store("y", var("qi") * param("dv") + var("c"), merged),
+        Some(_) => store_shared("acc", var("c"), merged),
+    };
+    let mut query = vec![
         let_("m", Ty::F32, f(NEG_BIG)),
         for_("sp", u(0), param("splits"), u(1), vec![assign("m", var("m").max(max_of(var("sp"))))]),
         let_("l", Ty::F32, f(0.0)),
@@ -235,9 +356,12 @@ pub fn attention_merge() -> Kernel {
             vec![
                 let_("sum", Ty::F32, f(0.0)),
                 for_("sp", u(0), param("splits"), u(1), vec![assign("sum", var("sum") + load("part", block(var("sp")) + var("c")) * weight("sp"))]),
-                store("y", var("qi") * param("dv") + var("c"), select(var("l").gt(f(0.0)), var("sum") / var("l"), f(0.0))),
+                keep,
             ],
         ),
     ];
+    if let Some(dtype) = project {
+        query.extend(project_head(dtype));
+    }
     k.body(vec![let_("qi", Ty::U32, group_index()), if_(var("qi").lt(param("queries")), query)])
 }

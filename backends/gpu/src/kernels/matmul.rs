@@ -47,16 +47,39 @@ pub fn matmul(dtype: DType, rows: u32, edges: Edges) -> Kernel {
 /// values the `norm` kernel would have stored, bit for bit, and no launch
 /// or round trip through memory is spent on them. The residual: buffer
 /// `r` (of `y`'s shape) after the weights, added to each stored sum.
+///
+/// Either of `x` and `r` may be a sum the IR's `add_partials` defines,
+/// formed here where it is read (`x_partials`, `r_partials`): the value,
+/// then buffer `xp` (after `x`) or `rp` (after `r`) of `heads` shares per
+/// row (`[rows, heads, cols]`), and param `heads` last. Each element is
+/// `value + s` with `s` the shares summed left to right from 0, as the
+/// `add_partials` kernel forms it. The tile's rows of `x` so formed are
+/// staged in workgroup memory once (a decode step's few rows: `rows · k`
+/// at most `MAX_STAGED_X`, checked where it is lowered), where the norm
+/// and the products read them.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Edges {
     pub norm: bool,
     pub residual: bool,
+    pub x_partials: bool,
+    pub r_partials: bool,
 }
 
 impl Edges {
-    pub const NONE: Edges = Edges { norm: false, residual: false };
-    pub const NORM: Edges = Edges { norm: true, residual: false };
-    pub const RESIDUAL: Edges = Edges { norm: false, residual: true };
+    pub const NONE: Edges = Edges { norm: false, residual: false, x_partials: false, r_partials: false };
+    pub const NORM: Edges = Edges { norm: true, ..Edges::NONE };
+    pub const RESIDUAL: Edges = Edges { residual: true, ..Edges::NONE };
+}
+
+/// Most features of `x` (its tile's rows together) a kernel stages (`Edges::x_partials`):
+/// 12 KiB of the 16 KiB of workgroup memory every target gives.
+pub const MAX_STAGED_X: u32 = 3072;
+
+/// `value + Σ_h shares(h)` as `add_partials` forms it: the shares summed
+/// left to right from 0 into local `sum_name`, then added.
+fn with_partials(value: Expr, share: impl Fn(Expr) -> Expr, sum_name: &str) -> (Vec<Stmt>, Expr) {
+    let sum = vec![let_(sum_name, Ty::F32, f(0.0)), for_("hp", u(0), param("heads"), u(1), vec![assign(sum_name, var(sum_name) + share(var("hp")))])];
+    (sum, value + var(sum_name))
 }
 
 /// The gated MLP's two projections and their product in one launch:
@@ -154,10 +177,12 @@ enum Mode {
 struct Tile {
     rows: u32,
     norm: bool,
+    /// `x`'s tile rows are staged in workgroup array `xs`, row after row.
+    staged: bool,
 }
 
 fn accumulate(dtype: DType, tile: Tile, w: &str, base: &str, row: &str, prefix: &str, row_bytes: &str) -> Vec<Stmt> {
-    let Tile { rows, norm } = tile;
+    let Tile { rows, norm, staged } = tile;
     let (be, bb, ge) = (dtype.block_elems() as u32, dtype.block_bytes() as u32, dequant::group_elems(dtype));
     let mut element = vec![
         let_("v", Ty::F32, dequant::group_element(dtype, w, var(base), var("grp"), var("l"))),
@@ -165,7 +190,7 @@ fn accumulate(dtype: DType, tile: Tile, w: &str, base: &str, row: &str, prefix: 
     ];
     for r in 0..rows {
         let a = format!("{prefix}{r}");
-        let mut x = load("x", (var("r0") + u(r)) * param("k") + var("col"));
+        let mut x = if staged { load_shared("xs", u(r) * param("k") + var("col")) } else { load("x", (var("r0") + u(r)) * param("k") + var("col")) };
         if norm {
             x = load("norm_w", var("col")) * (x * var(&format!("r_norm{r}")));
         }
@@ -188,7 +213,9 @@ fn dense(dtype: DType, rows: u32, mode: Mode, edges: Edges) -> Kernel {
 /// `dense`, with a stack's weights of the `mixed` types where not empty.
 fn dense_of(dtype: DType, rows: u32, mode: Mode, mixed: &[DType], edges: Edges) -> Kernel {
     assert!(!edges.residual || matches!(mode, Mode::Plain), "a residual epilogue is a plain matmul's");
-    let tile = Tile { rows, norm: edges.norm };
+    assert!(!edges.r_partials || edges.residual, "residual partials need a residual");
+    assert!(!edges.x_partials || !edges.r_partials, "x's partials or r's, not both");
+    let tile = Tile { rows, norm: edges.norm, staged: edges.x_partials };
     let be = dtype.block_elems() as u32;
     // Weight `i`'s type and row stride parameter.
     let weight = |i: u32| match mixed.get(i as usize) {
@@ -208,7 +235,24 @@ fn dense_of(dtype: DType, rows: u32, mode: Mode, mixed: &[DType], edges: Edges) 
     for prefix in prefixes {
         out.extend((0..rows).map(|r| let_(&format!("{prefix}{r}"), Ty::F32, f(0.0))));
     }
-    if edges.norm {
+    if edges.x_partials {
+        // The tile's rows `add_partials` defines, formed once into `xs`
+        // (a row past `m` as the last row, never stored).
+        for r in 0..rows {
+            let row = select((var("r0") + u(r)).lt(param("m")), var("r0") + u(r), param("m") - u(1));
+            let share = |h: Expr| load("xp", (row.clone() * param("heads") + h) * param("k") + var("c"));
+            let (sum, value) = with_partials(load("x", row.clone() * param("k") + var("c")), share, "xs_sum");
+            let mut stage = sum;
+            stage.push(store_shared("xs", u(r) * param("k") + var("c"), value));
+            out.push(for_("c", local_id(), param("k"), u(WORKGROUP), stage));
+        }
+        out.push(Stmt::Barrier);
+    }
+    if edges.norm && edges.x_partials {
+        for r in 0..rows {
+            out.extend(norm::scale_of_row_of(|c| load_shared("xs", u(r) * param("k") + c), param("k"), &format!("_norm{r}"), "eps", false));
+        }
+    } else if edges.norm {
         // Each tile row's norm scale `r_norm{r}`; a row past `m` takes the
         // last row's (never stored), as every invocation must reach the
         // reduction's barriers.
@@ -295,8 +339,15 @@ fn dense_of(dtype: DType, rows: u32, mode: Mode, mixed: &[DType], edges: Edges) 
             Mode::QkvRope(style, _) => qkv_rope_stores(r, value, style),
             _ => {
                 let at = (var("r0") + u(r)) * param("y_cols") + param("j0") + var("j");
-                let value = if edges.residual { value + load("r", at.clone()) } else { value };
-                vec![store("y", at, value)]
+                if edges.r_partials {
+                    let share = |h: Expr| load("rp", ((var("r0") + u(r)) * param("heads") + h) * param("y_cols") + param("j0") + var("j"));
+                    let (mut stmts, residual) = with_partials(load("r", at.clone()), share, "r_sum");
+                    stmts.push(store("y", at, value + residual));
+                    stmts
+                } else {
+                    let value = if edges.residual { value + load("r", at.clone()) } else { value };
+                    vec![store("y", at, value)]
+                }
             }
         };
         out.push(if_(row_ok, stores));
@@ -317,13 +368,22 @@ fn dense_of(dtype: DType, rows: u32, mode: Mode, mixed: &[DType], edges: Edges) 
             format!("matmul_qkv_rope_{}_{types}{}{suffix}", style.name(), if bias { "_bias" } else { "" })
         }
     };
-    let name = format!("{prefix}{name}");
+    let partials = match (edges.x_partials, edges.r_partials) {
+        (true, _) => "_xp",
+        (_, true) => "_rp",
+        _ => "",
+    };
+    let name = format!("{prefix}{name}{partials}");
     let tiles = (param("m") + u(rows - 1)) / u(rows);
     let mut kernel = Kernel::new(&name, WORKGROUP).input("x", Ty::F32);
+    if edges.x_partials {
+        kernel = kernel.input("xp", Ty::F32);
+    }
     if edges.norm {
         kernel = kernel.input("norm_w", Ty::F32);
     }
     kernel = match mode {
+        Mode::Plain if edges.r_partials => kernel.input("w", Ty::U32).input("r", Ty::F32).input("rp", Ty::F32).output("y", Ty::F32),
         Mode::Plain if edges.residual => kernel.input("w", Ty::U32).input("r", Ty::F32).output("y", Ty::F32),
         Mode::Plain => kernel.input("w", Ty::U32).output("y", Ty::F32),
         Mode::Gated(_) => kernel.input("w_gate", Ty::U32).input("w_up", Ty::U32).output("y", Ty::F32),
@@ -362,6 +422,12 @@ fn dense_of(dtype: DType, rows: u32, mode: Mode, mixed: &[DType], edges: Edges) 
     };
     if edges.norm {
         kernel = kernel.param("eps", Ty::F32);
+    }
+    if edges.x_partials || edges.r_partials {
+        kernel = kernel.param("heads", Ty::U32);
+    }
+    if edges.x_partials {
+        kernel = kernel.shared("xs", Ty::F32, MAX_STAGED_X);
     }
     kernel.shared("red", Ty::F32, WORKGROUP).body(vec![let_("g", Ty::U32, group_index()), if_(var("g").lt(column_groups * tiles), out)])
 }

@@ -121,6 +121,25 @@ pub fn catalog() -> Vec<(&'static str, Kernel)> {
     all.push(("attention", attention::attention()));
     all.push(("attention", attention::attention_part()));
     all.push(("attention", attention::attention_merge()));
+    // Attention projected by head (`attention_project`), whole or merged
+    // from split blocks, over each weight type; and the shares' sum, alone
+    // or formed where a matmul reads it (x staged in its prologue, a
+    // residual in its epilogue).
+    for dtype in WEIGHT_DTYPES {
+        all.push(("attention_project", attention::attention_project(dtype)));
+        all.push(("attention_project", attention::attention_merge_project(dtype)));
+        let staged = matmul::Edges { x_partials: true, ..none };
+        all.push(("matmul_partials", matmul::matmul_glu(dtype, 1, UnaryOp::Silu, matmul::Edges { norm: true, ..staged })));
+        all.push(("matmul_partials", matmul::matmul(dtype, 1, staged)));
+    }
+    all.push(("attention_project", attention::add_partials()));
+    // A decode step of three slots: one tile of three staged rows.
+    let staged = matmul::Edges { x_partials: true, norm: true, ..none };
+    all.push(("matmul_partials", matmul::matmul_glu(DType::Q4_1, 3, UnaryOp::Silu, staged)));
+    for rows in [1, matmul::PREFILL_ROWS] {
+        let residual = matmul::Edges { r_partials: true, ..matmul::Edges::RESIDUAL };
+        all.push(("matmul_partials", matmul::matmul(DType::Q4_1, rows, residual)));
+    }
     all.push(("kv_append", kv_append::kv_append()));
     // Stacked pairs (`crate::stack`): a layer's K and V appends, its q and
     // k rotations (with and without the q/k norm).

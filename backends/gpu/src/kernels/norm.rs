@@ -102,9 +102,15 @@ fn scale_of_row(x: &str, suffix: &str, eps: &str, layer: bool) -> Vec<Stmt> {
 /// whose row is not the norm kernel's: the matmuls that form their
 /// input's RMS norm), by the same loop and reduction.
 pub(super) fn scale_of_row_at(x: &str, base: Expr, len: Expr, suffix: &str, eps: &str, layer: bool) -> Vec<Stmt> {
+    scale_of_row_of(|c| load(x, base.clone() + c), len, suffix, eps, layer)
+}
+
+/// `scale_of_row_at` of a row whose feature `c` is `x_at(c)` (a row staged
+/// in workgroup memory), by the same loop and reduction.
+pub(super) fn scale_of_row_of(x_at: impl Fn(Expr) -> Expr, len: Expr, suffix: &str, eps: &str, layer: bool) -> Vec<Stmt> {
     let name = |n: &str| format!("{n}{suffix}");
     let (mean, sum, sq, dx) = (name("mean"), name("sum"), name("sq"), name("dx"));
-    let x_at = || load(x, base.clone() + var("c"));
+    let x_at = || x_at(var("c"));
     let strided = |name: &str, body: Vec<Stmt>| for_(name, local_id(), len.clone(), u(WORKGROUP), body);
     let mut s = vec![let_(&mean, Ty::F32, f(0.0))];
     if layer {

@@ -1,0 +1,137 @@
+//! Attention outputs projected by head: an attention, its heads laid side
+//! by side and the output projection with its residual add become each
+//! head's share of the projection (`attention_project`) and their sum
+//! added to the residual (`add_partials`). A GPU computes a head's share
+//! in the workgroup that computed the head, and forms the sum where its
+//! readers read it (the next MLP's prologue, the down projection's
+//! epilogue), so a decode layer's output projection is no launch of its
+//! own: a llama layer is four launches instead of five.
+//!
+//! Rewrite, with `A = attention{attrs} %q, %k, %v, %pos` of `dv`-sized heads:
+//! ```text
+//! %a = permute{perm=[0, 2, 1, 3]} A
+//! %f = reshape{shape=[b, s, n_heads·dv]} %a
+//! %y = matmul_add %f, %w, %r
+//! ```
+//! becomes
+//! ```text
+//! %p = attention_project{attrs} %q, %k, %v, %pos, %w
+//! %y = add_partials %r, %p
+//! ```
+//!
+//! The shares are summed in another order than the one projection's dot
+//! products (each head's `dv` terms, then the heads), so logits change in
+//! their last bits (within the parity bounds, as any GPU kernel's order):
+//! a GPU plan's rewrite only (the CPU keeps the one projection, which its
+//! kernels run faster).
+//!
+//! Legal when: the attention, the permute and the reshape each have their
+//! one reader in the pattern; the reshape joins the heads of each
+//! position (`[b, s, n_heads, dv]` → `[b, s, n_heads·dv]`); `w` is a weight
+//! whose rows are `n_heads·dv` long; and no operand is computed from a
+//! replaced node. Launch packing asks more, checked here because only a
+//! GPU plan runs this pass: a head's columns of `w` start and end on a
+//! boundary of the weight's scale groups (`scale_group`), so a workgroup
+//! decodes whole groups of its head, and `dv` fits the attention kernel's
+//! workgroup memory (`MAX_HEAD_DIM`).
+//!
+//! Counts: attentions projected by head (SmolLM2-135M: 30, one a layer).
+
+use crate::cost::CostModel;
+use crate::pass::Pass;
+use graphc_ir::{DType, Graph, NodeId, Op};
+
+pub struct AttentionProject {
+    /// Formed for a plan counted in launches (a GPU's).
+    pub cost: CostModel,
+}
+
+/// The largest value head the GPU's attention kernels hold (its
+/// `attention::MAX_HEAD_DIM`).
+const MAX_HEAD_DIM: i64 = 512;
+
+/// Elements of a weight row that share their scales: the smallest run of
+/// columns a kernel decodes on its own.
+fn scale_group(dtype: DType) -> i64 {
+    match dtype {
+        DType::F32 | DType::F16 => 1,
+        DType::Q6K => 16,
+        _ => 32,
+    }
+}
+
+fn only_user(g: &Graph, id: NodeId) -> Option<NodeId> {
+    match g.users(id)[..] {
+        [user] => Some(user),
+        _ => None,
+    }
+}
+
+/// The rewrite at `attention`: the new op, its operands, the residual and
+/// the nodes it replaces (the projection last).
+fn find(g: &Graph, attention: NodeId) -> Option<(Op, Vec<NodeId>, NodeId, Vec<NodeId>)> {
+    let Op::Attention { n_heads, n_kv_heads, scale, causal, window, softcap, ring } = g.node(attention).op.clone() else { return None };
+    let permute = only_user(g, attention)?;
+    (g.node(permute).op == Op::Permute { perm: vec![0, 2, 1, 3] }).then_some(())?;
+    let reshape = only_user(g, permute)?;
+    let Op::Reshape { .. } = g.node(reshape).op else { return None };
+    let project = only_user(g, reshape)?;
+    let [x, w, r] = g.inputs(project)[..] else { return None };
+    (g.node(project).op == Op::MatMulAdd && x == reshape).then_some(())?;
+    let (heads, joined) = (&g.ty(permute).shape, &g.ty(reshape).shape);
+    let dv = heads.get(3)?.as_const()?;
+    let joins_heads = heads.len() == 4
+        && joined.len() == 3
+        && joined[..2] == heads[..2]
+        && heads[2].as_const() == Some(n_heads as i64)
+        && joined[2].as_const() == Some(n_heads as i64 * dv);
+    let weight = g.ty(w);
+    let whole_groups = matches!(g.node(w).op, Op::Weight { .. })
+        && weight.shape.len() == 2
+        && weight.shape[1].as_const() == Some(n_heads as i64 * dv)
+        && dv % scale_group(weight.dtype) == 0;
+    if !(joins_heads && whole_groups && dv <= MAX_HEAD_DIM) {
+        return None;
+    }
+    let mut operands = g.inputs(attention);
+    operands.push(w);
+    let op = Op::AttentionProject { n_heads, n_kv_heads, scale, causal, window, softcap, ring };
+    Some((op, operands, r, vec![attention, permute, reshape, project]))
+}
+
+impl Pass for AttentionProject {
+    fn name(&self) -> &'static str {
+        "attention_project"
+    }
+
+    fn run(&self, g: &mut Graph) -> u64 {
+        if self.cost != CostModel::Launches {
+            return 0;
+        }
+        let Ok(order) = g.topo_order() else { return 0 };
+        let mut formed = 0;
+        for attention in order {
+            if !g.contains(attention) || !matches!(g.node(attention).op, Op::Attention { .. }) {
+                continue;
+            }
+            let Some((op, operands, residual, replaced)) = find(g, attention) else { continue };
+            let mut read = operands.clone();
+            read.push(residual);
+            if crate::reach::computed_from(g, &read, &replaced) {
+                continue;
+            }
+            let project = replaced[3];
+            let shares = g.add(op, &operands, g.node(attention).layer);
+            g.take_place(shares, attention);
+            let sum = g.add(Op::AddPartials, &[residual, shares], g.node(project).layer);
+            g.node_mut(sum).ty = g.node(project).ty.clone();
+            g.take_place(sum, project);
+            g.replace_uses(project, sum);
+            for n in replaced {
+                g.remove(n);
+            }
+            formed += 1;
+        }
+        formed
+    }
+}
