@@ -402,11 +402,13 @@ pub enum Op {
     /// written once and normed as it is written (the `residual_norm` pass;
     /// layer norms, which no rule folds into their readers).
     AddNorm { kind: NormKind, eps: f32 },
-    /// `(r [..., n], p [..., h, n])` → `[..., n]`: `add(r, s)` with `s` the
+    /// `(r [..., n], p [..., h, n], weight [n]?)` → `[..., n]`: with `s` the
     /// sum of `p`'s `h` rows, left to right from 0 (`reduce_sum` along
-    /// that axis): a residual plus the heads' shares of a projection
-    /// (`attention_project`). A GPU forms it where its readers read it.
-    AddPartials,
+    /// that axis), `add(r, s)`; or with `eps`, `norm_add{eps}(r, s,
+    /// weight)` (a sandwich post-norm, Gemma's): a residual plus the
+    /// heads' shares of a projection (`attention_project`). A GPU forms it
+    /// where its readers read it.
+    AddPartials { eps: Option<f32> },
     /// `(w)`: the f32 values of a quantized or half-precision tensor.
     Dequantize,
     /// `(x [..., d], weight [d], bias [d]?)`: normalization over the last axis.
@@ -554,7 +556,9 @@ impl Op {
             }
             Op::Norm { .. } | Op::NormAdd { .. } | Op::AddNorm { .. } => OpKind::Norm,
             Op::Rope { .. } | Op::NormRope { .. } => OpKind::Rope,
-            Op::Attention { .. } | Op::KvAppend { .. } | Op::QkvRope { .. } | Op::AttentionProject { .. } | Op::AddPartials => OpKind::Attention,
+            Op::Attention { .. } | Op::KvAppend { .. } | Op::QkvRope { .. } | Op::AttentionProject { .. } | Op::AddPartials { .. } => {
+                OpKind::Attention
+            }
             Op::CausalConv1d { .. } | Op::GatedDeltaRule => OpKind::Recurrent,
         }
     }
@@ -586,7 +590,7 @@ impl Op {
                 | Op::NormAdd { .. }
                 | Op::QkvRope { .. }
                 | Op::AttentionProject { .. }
-                | Op::AddPartials
+                | Op::AddPartials { .. }
                 | Op::AddNorm { .. }
                 | Op::Chain { .. }
                 | Op::MoeExperts { .. }

@@ -18,6 +18,10 @@
 //! %p = attention_project{attrs} %q, %k, %v, %pos, %w
 //! %y = add_partials %r, %p
 //! ```
+//! and a projection under a sandwich post-norm (Gemma's), `%o = matmul
+//! %f, %w` read only by `%y = norm_add{eps} %r, %o, %g`, becomes `%y =
+//! add_partials{eps} %r, %p, %g` (a Gemma decode layer: two launches fewer,
+//! the projection's and the post-norm's).
 //!
 //! The shares are summed in another order than the one projection's dot
 //! products (each head's `dv` terms, then the heads), so logits change in
@@ -33,9 +37,11 @@
 //! GPU plan runs this pass: a head's columns of `w` start and end on a
 //! boundary of the weight's scale groups (`scale_group`), so a workgroup
 //! decodes whole groups of its head, and `dv` fits the attention kernel's
-//! workgroup memory (`MAX_HEAD_DIM`).
+//! workgroup memory (`MAX_HEAD_DIM`); under a post-norm, a row of the sum
+//! fits the workgroup memory its kernels stage it in (`MAX_STAGED_ROW`).
 //!
-//! Counts: attentions projected by head (SmolLM2-135M: 30, one a layer).
+//! Counts: attentions projected by head (SmolLM2-135M: 30, Gemma 3 270M:
+//! 18; one a layer).
 
 use crate::cost::CostModel;
 use crate::pass::Pass;
@@ -49,6 +55,10 @@ pub struct AttentionProject {
 /// The largest value head the GPU's attention kernels hold (its
 /// `attention::MAX_HEAD_DIM`).
 const MAX_HEAD_DIM: i64 = 512;
+
+/// Largest row of a post-normed sum the GPU's kernels stage (its
+/// `matmul::MAX_STAGED_X`).
+const MAX_STAGED_ROW: i64 = 3072;
 
 /// Elements of a weight row that share their scales: the smallest run of
 /// columns a kernel decodes on its own.
@@ -67,17 +77,43 @@ fn only_user(g: &Graph, id: NodeId) -> Option<NodeId> {
     }
 }
 
-/// The rewrite at `attention`: the new op, its operands, the residual and
-/// the nodes it replaces (the projection last).
-fn find(g: &Graph, attention: NodeId) -> Option<(Op, Vec<NodeId>, NodeId, Vec<NodeId>)> {
+/// The rewrite at `attention`.
+struct Rewrite {
+    /// The `attention_project` and its operands.
+    op: Op,
+    operands: Vec<NodeId>,
+    /// The sum (`add_partials{eps}`) and what it reads besides the shares:
+    /// the residual, then the post-norm's weight.
+    sum: Op,
+    residual: NodeId,
+    norm_weight: Option<NodeId>,
+    /// The nodes replaced, the one the sum stands for last.
+    replaced: Vec<NodeId>,
+}
+
+fn find(g: &Graph, attention: NodeId) -> Option<Rewrite> {
     let Op::Attention { n_heads, n_kv_heads, scale, causal, window, softcap, ring } = g.node(attention).op.clone() else { return None };
     let permute = only_user(g, attention)?;
     (g.node(permute).op == Op::Permute { perm: vec![0, 2, 1, 3] }).then_some(())?;
     let reshape = only_user(g, permute)?;
     let Op::Reshape { .. } = g.node(reshape).op else { return None };
     let project = only_user(g, reshape)?;
-    let [x, w, r] = g.inputs(project)[..] else { return None };
-    (g.node(project).op == Op::MatMulAdd && x == reshape).then_some(())?;
+    let inputs = g.inputs(project);
+    (inputs.first() == Some(&reshape)).then_some(())?;
+    let w = inputs[1];
+    let (sum, residual, norm_weight, last) = match g.node(project).op {
+        Op::MatMulAdd => (Op::AddPartials { eps: None }, inputs[2], None, None),
+        Op::MatMul => {
+            // Under a post-norm: `norm_add{eps}(r, o, g)` reading `o` alone.
+            let post = only_user(g, project)?;
+            let Op::NormAdd { eps } = g.node(post).op else { return None };
+            let [r, o, weight] = g.inputs(post)[..] else { return None };
+            let row = g.ty(post).shape.last()?.as_const()?;
+            (o == project && r != project && row <= MAX_STAGED_ROW).then_some(())?;
+            (Op::AddPartials { eps: Some(eps) }, r, Some(weight), Some(post))
+        }
+        _ => return None,
+    };
     let (heads, joined) = (&g.ty(permute).shape, &g.ty(reshape).shape);
     let dv = heads.get(3)?.as_const()?;
     let joins_heads = heads.len() == 4
@@ -96,7 +132,9 @@ fn find(g: &Graph, attention: NodeId) -> Option<(Op, Vec<NodeId>, NodeId, Vec<No
     let mut operands = g.inputs(attention);
     operands.push(w);
     let op = Op::AttentionProject { n_heads, n_kv_heads, scale, causal, window, softcap, ring };
-    Some((op, operands, r, vec![attention, permute, reshape, project]))
+    let mut replaced = vec![attention, permute, reshape, project];
+    replaced.extend(last);
+    Some(Rewrite { op, operands, sum, residual, norm_weight, replaced })
 }
 
 impl Pass for AttentionProject {
@@ -114,19 +152,22 @@ impl Pass for AttentionProject {
             if !g.contains(attention) || !matches!(g.node(attention).op, Op::Attention { .. }) {
                 continue;
             }
-            let Some((op, operands, residual, replaced)) = find(g, attention) else { continue };
+            let Some(Rewrite { op, operands, sum, residual, norm_weight, replaced }) = find(g, attention) else { continue };
             let mut read = operands.clone();
             read.push(residual);
+            read.extend(norm_weight);
             if crate::reach::computed_from(g, &read, &replaced) {
                 continue;
             }
-            let project = replaced[3];
+            let last = *replaced.last().expect("the projection");
             let shares = g.add(op, &operands, g.node(attention).layer);
             g.take_place(shares, attention);
-            let sum = g.add(Op::AddPartials, &[residual, shares], g.node(project).layer);
-            g.node_mut(sum).ty = g.node(project).ty.clone();
-            g.take_place(sum, project);
-            g.replace_uses(project, sum);
+            let mut sum_operands = vec![residual, shares];
+            sum_operands.extend(norm_weight);
+            let sum = g.add(sum, &sum_operands, g.node(last).layer);
+            g.node_mut(sum).ty = g.node(last).ty.clone();
+            g.take_place(sum, last);
+            g.replace_uses(last, sum);
             for n in replaced {
                 g.remove(n);
             }

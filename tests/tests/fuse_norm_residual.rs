@@ -138,5 +138,5 @@ fn a_cpu_plan_keeps_the_shared_norm_and_a_gpu_plan_fuses_it() {
     // On the GPU the attention's output projection is split by head
     // (`attention_project`), its residual add an `add_partials`.
     assert_eq!(count(&gpu, |op| matches!(op, Op::MatMulAdd)), 30, "the MLP's residual add of every layer");
-    assert_eq!(count(&gpu, |op| matches!(op, Op::AddPartials)), 30, "the attention's residual add of every layer");
+    assert_eq!(count(&gpu, |op| matches!(op, Op::AddPartials { eps: None })), 30, "the attention's residual add of every layer");
 }

@@ -660,8 +660,8 @@ impl<D: Device> GpuGraph<D> {
                                         }
                                     })
                                 }
-                                Some(Group::Partials { operand }) => {
-                                    crate::lower::lower_with_partials(&op, &infos, *operand, self.device.target(), self.device.binding_limits())
+                                Some(Group::Partials { operand, eps }) => {
+                                    crate::lower::lower_with_partials(&op, &infos, *operand, *eps, self.device.target(), self.device.binding_limits())
                                 }
                                 Some(Group::Results) | None => lower_with(&op, &infos, self.device.target(), self.device.binding_limits(), hints),
                             };

@@ -36,7 +36,7 @@ pub fn formed_in_readers(graph: &Graph, groups: &Groups) -> HashSet<NodeId> {
     groups
         .iter()
         .filter_map(|(&reader, g)| match g.group {
-            Group::Partials { operand } => Some(graph.inputs(reader)[operand]),
+            Group::Partials { operand, .. } => Some(graph.inputs(reader)[operand]),
             _ => None,
         })
         .collect()
@@ -64,10 +64,11 @@ pub enum Group {
     /// (`paired_ops`, `stack`): leaves the root's operands (`root_inputs`
     /// of them), then the co-produced node's.
     Pair { root_inputs: usize },
-    /// A matmul whose operand `operand` is an `add_partials` it forms
+    /// An op whose operand `operand` is an `add_partials{eps}` it forms
     /// itself (`partials_in_readers`): leaves its operands with that one
-    /// given as the sum's two (residual, shares).
-    Partials { operand: usize },
+    /// given as the sum's (residual, shares, and with `eps` the post-norm's
+    /// weight).
+    Partials { operand: usize, eps: Option<f32> },
 }
 
 /// A fused group, run as one kernel where its root (the node whose value
@@ -201,28 +202,32 @@ fn paired_ops(graph: &Graph, order: &[NodeId], position: &Positions, groups: &Gr
 }
 
 /// Shares summed where they are read: an `add_partials` (a residual plus
-/// the heads' shares of an `attention_project`) whose every reader is a
-/// matmul reading it as its `x` (the next MLP, normed or not) or as its
-/// residual (`matmul_add`'s `r`: the down projection) is formed by each
-/// reader: an `x` in the prologue (one staged row), a residual in the
-/// epilogue (each stored element's own). Its launch goes, and nothing it
-/// computes reaches memory. Legal when no reader is in another group and
-/// none reads it twice; each reader forms the sum with the expressions of
-/// the `add_partials` kernel, so its bits are the same.
+/// the heads' shares of an `attention_project`, through a post-norm where
+/// it has one) whose every reader can form it is formed by each reader: a
+/// matmul reading it as its `x` (the next MLP, normed or not: in the
+/// prologue, its rows staged), a `matmul_add` as its residual (the down
+/// projection: in the epilogue, each stored element's own; without a
+/// post-norm), a `norm_add` as its `a` (Gemma's next post-norm: a staged
+/// row, before its own norm). Its launch goes, and nothing it computes
+/// reaches memory. Legal when no reader is in another group and none
+/// reads it twice, and a row fits the workgroup memory that stages it;
+/// each reader forms the sum with the expressions of the `add_partials`
+/// kernels, so its bits are the same.
 fn partials_in_readers(graph: &Graph, order: &[NodeId], groups: &Groups) -> Groups {
     let mut fused: Groups = HashMap::new();
     for &sum in order {
-        if graph.node(sum).op != Op::AddPartials {
-            continue;
-        }
+        let Op::AddPartials { eps } = graph.node(sum).op else { continue };
+        let features = graph.ty(sum).shape.last().and_then(|d| d.as_const());
+        let stageable = features.is_some_and(|n| n as u64 <= crate::kernels::matmul::MAX_STAGED_X as u64);
         let readers = graph.users(sum);
         let role = |reader: NodeId| -> Option<usize> {
             let inputs = graph.inputs(reader);
             let at = inputs.iter().position(|&i| i == sum)?;
             let once = inputs.iter().filter(|&&i| i == sum).count() == 1;
             let forms = match graph.node(reader).op {
-                Op::MatMulAdd => at == 2,
+                Op::MatMulAdd => at == 2 && eps.is_none(),
                 Op::MatMul | Op::NormMatMul { .. } | Op::MatMulGlu { .. } | Op::NormMatMulGlu { .. } => at == 0,
+                Op::NormAdd { .. } => at == 0 && stageable,
                 _ => false,
             };
             (once && forms && !groups.contains_key(&reader)).then_some(at)
@@ -231,11 +236,11 @@ fn partials_in_readers(graph: &Graph, order: &[NodeId], groups: &Groups) -> Grou
         if readers.is_empty() {
             continue;
         }
-        let shares = graph.inputs(sum);
+        let operands = graph.inputs(sum);
         for (&reader, operand) in readers.iter().zip(roles) {
             let mut leaves = graph.inputs(reader);
-            leaves.splice(operand..=operand, shares.iter().copied());
-            fused.insert(reader, Fused { group: Group::Partials { operand }, leaves, also: vec![] });
+            leaves.splice(operand..=operand, operands.iter().copied());
+            fused.insert(reader, Fused { group: Group::Partials { operand, eps }, leaves, also: vec![] });
         }
     }
     fused

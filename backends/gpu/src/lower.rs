@@ -75,7 +75,7 @@ pub fn has_kernel(op: &Op, dtypes: &[DType], target: &str) -> Result<(), String>
         | Op::Rope { .. }
         | Op::NormRope { .. }
         | Op::Softmax { .. } => Ok(()),
-        Op::Attention { .. } | Op::KvAppend { .. } | Op::Permute { .. } | Op::Narrow { .. } | Op::Contiguous | Op::AddPartials => Ok(()),
+        Op::Attention { .. } | Op::KvAppend { .. } | Op::Permute { .. } | Op::Narrow { .. } | Op::Contiguous | Op::AddPartials { .. } => Ok(()),
         Op::Reduce { .. } | Op::TopKMask { .. } | Op::SparseMixer { .. } => Ok(()),
         Op::CausalConv1d { .. } | Op::GatedDeltaRule | Op::Concat { .. } | Op::NormAdd { .. } | Op::AddNorm { .. } => Ok(()),
         // A further result is written by its producer's kernel.
@@ -144,7 +144,7 @@ pub fn lower_with(op: &Op, args: &[ArgInfo], target: &'static str, limits: Bindi
         Op::AddNorm { kind, eps } => Ok(vec![lower_add_norm(*kind, *eps, args, target)?]),
         Op::QkvRope { .. } => Ok(vec![lower_qkv_rope(op, args, target, limits)?]),
         Op::Attention { .. } | Op::AttentionProject { .. } => lower_attention(op, args, target, limits, hints),
-        Op::AddPartials => Ok(vec![lower_add_partials(args, target)?]),
+        &Op::AddPartials { eps } => Ok(vec![lower_add_partials(eps, args, target)?]),
         Op::Concat { axis } => {
             // One strided write per input into its slab of the result.
             let mut out = shape0_of(args);
@@ -487,7 +487,7 @@ fn weight_rows(
             *out_shape.last_mut().unwrap() = n_total;
             // A staged `x` (`Partials::X`) is one tile of all its rows.
             let rows = match partials {
-                Partials::X(_) => m,
+                Partials::X(..) => m,
                 _ if m == 1 => 1,
                 _ => kernels::matmul::PREFILL_ROWS as usize,
             };
@@ -497,7 +497,8 @@ fn weight_rows(
             let edges = Edges {
                 norm: norm.is_some(),
                 residual,
-                x_partials: matches!(partials, Partials::X(_)),
+                x_partials: matches!(partials, Partials::X(..)),
+                x_partials_norm: matches!(partials, Partials::X(_, Some(_))),
                 r_partials: matches!(partials, Partials::R(_)),
             };
             let mut call_args = vec![Arg::Input(0)];
@@ -517,8 +518,11 @@ fn weight_rows(
                 call_args.push(Arg::Input(2));
             }
             call_args.push(Arg::Output);
-            if let Partials::X(heads) | Partials::R(heads) = partials {
+            if let Partials::X(heads, _) | Partials::R(heads) = partials {
                 params.push(n32(heads));
+            }
+            if let Partials::X(_, Some(eps)) = partials {
+                params.extend([Value::F32(eps), ROUNDING_ONE]);
             }
             let kernel = match gated {
                 None => kernels::matmul::matmul(w.dtype, rows as u32, edges),
@@ -548,62 +552,79 @@ fn weight_rows(
 #[derive(Clone, Copy, Debug, PartialEq)]
 enum Partials {
     None,
-    /// Its `x`, of this many shares a row, staged (`Edges::x_partials`).
-    X(usize),
+    /// Its `x`, of this many shares a row, staged (`Edges::x_partials`),
+    /// with its post-norm's epsilon where the sum has one (`x_partials_norm`).
+    X(usize, Option<f32>),
     /// Its residual, of this many shares a row (`Edges::r_partials`).
     R(usize),
 }
 
-/// A matmul whose operand `operand` is an `add_partials` it forms itself
+/// An op whose operand `operand` is an `add_partials{eps}` it forms itself
 /// (`fuse::Group::Partials`): `args` are its operands with that one given
-/// as the sum's two, residual then shares. A residual (`matmul_add`'s
-/// operand 2) is formed in the epilogue; an `x` (operand 0) in the
-/// prologue of a step of few rows the kernel can stage (a decode step's,
-/// one slot or several: one tile of all of them), and otherwise by the
-/// `add_partials` kernel into the op's scratch, which the matmul then
-/// reads (two launches: a prefill's, or rows too long to stage).
+/// as the sum's (residual, shares, and with `eps` the post-norm's weight).
+/// A `matmul_add`'s residual (operand 2) is formed in its epilogue; a
+/// `norm_add`'s `a` (operand 0) before its own norm (a row staged); a
+/// matmul's `x` (operand 0) in its prologue for a step of few rows it can
+/// stage (a decode step's, one slot or several: one tile of all of
+/// them), and otherwise by the `add_partials` kernel into the op's
+/// scratch, which the matmul then reads (two launches: a prefill's, or
+/// rows too long to stage).
 pub fn lower_with_partials(
     op: &Op,
     args: &[ArgInfo],
     operand: usize,
+    eps: Option<f32>,
     target: &'static str,
     limits: BindingLimits,
 ) -> Result<Vec<KernelCall>, LowerError> {
     let no = |why: String| LowerError::NoKernel { op: op.mnemonic(), target, why };
-    let mut own = args.to_vec();
-    if operand + 1 >= own.len() {
+    // The sum's operands beyond its residual: shares, and the norm's weight.
+    let extra = if eps.is_some() { 2 } else { 1 };
+    if operand + extra >= args.len() {
         return Err(no(format!("no shares after operand {operand} of {args:?}")));
     }
-    let shares = own.remove(operand + 1);
-    let heads = shares.shape.len().checked_sub(2).map_or(0, |i| shares.shape[i]);
+    let mut own = args.to_vec();
+    let sum_args: Vec<ArgInfo> = own.drain(operand..=operand + extra).collect();
+    own.insert(operand, sum_args[0].clone());
+    let heads = sum_args[1].shape.len().checked_sub(2).map_or(0, |i| sum_args[1].shape[i]);
     let x = &own[operand];
     let k = *x.shape.last().unwrap_or(&1);
     let rows = x.shape.iter().product::<usize>() / k.max(1);
     // Input `i` of the op's own operands, among `args`.
-    let shift = |i: usize| if i > operand { i + 1 } else { i };
+    let shift = |i: usize| if i > operand { i + extra } else { i };
     let shifted = |a: &Arg| match a {
         Arg::Input(i) => Arg::Input(shift(*i)),
         Arg::InputRange { input, offset, bytes } => Arg::InputRange { input: shift(*input), offset: *offset, bytes: *bytes },
         other => other.clone(),
     };
+    let matmul = matches!(op, Op::MatMul | Op::NormMatMul { .. } | Op::MatMulGlu { .. } | Op::NormMatMulGlu { .. });
+    let staged = rows <= kernels::matmul::PREFILL_ROWS as usize && rows * k <= kernels::matmul::MAX_STAGED_X as usize;
     let role = match (op, operand) {
-        (Op::MatMulAdd, 2) => Partials::R(heads),
-        (Op::MatMul | Op::NormMatMul { .. } | Op::MatMulGlu { .. } | Op::NormMatMulGlu { .. }, 0)
-            if rows <= kernels::matmul::PREFILL_ROWS as usize && rows * k <= kernels::matmul::MAX_STAGED_X as usize =>
-        {
-            Partials::X(heads)
-        }
-        (Op::MatMul | Op::NormMatMul { .. } | Op::MatMulGlu { .. } | Op::NormMatMulGlu { .. }, 0) => {
+        (Op::MatMulAdd, 2) if eps.is_none() => Partials::R(heads),
+        _ if matmul && operand == 0 && staged => Partials::X(heads, eps),
+        _ if matmul && operand == 0 => {
             // The sum into scratch, then the op over it.
             let bytes = (x.shape.iter().product::<usize>() * 4) as u64;
-            let mut sum = lower_add_partials(&[x.clone(), shares], target)?;
-            sum.args = vec![Arg::Input(0), Arg::Input(1), Arg::Scratch(bytes)];
+            let mut sum = lower_add_partials(eps, &sum_args, target)?;
+            sum.args = sum.args.iter().map(|a| if *a == Arg::Output { Arg::Scratch(bytes) } else { a.clone() }).collect();
             let mut calls = lower(op, &own, target, limits)?;
             for c in &mut calls {
                 c.args = c.args.iter().map(|a| if *a == Arg::Input(0) { Arg::Scratch(bytes) } else { shifted(a) }).collect();
             }
             sum.out_shape = calls[0].out_shape.clone();
             return Ok(std::iter::once(sum).chain(calls).collect());
+        }
+        (&Op::NormAdd { eps: eps_o }, 0) if k <= kernels::matmul::MAX_STAGED_X as usize => {
+            let (a, o) = (&own[0], &own[1]);
+            if a.shape != o.shape || own[2].shape != [k] {
+                return Err(no(format!("a post-norm's residual add of {:?}, {:?} and weight {:?}", a.shape, o.shape, own[2].shape)));
+            }
+            let mut params = vec![n32(rows), n32(k), Value::F32(eps_o), n32(heads)];
+            params.extend(eps.map(Value::F32));
+            params.push(ROUNDING_ONE);
+            let call_args = (0..args.len()).map(Arg::Input).chain([Arg::Output]).collect();
+            let kernel = kernels::norm::norm_add_partials(eps.is_some());
+            return Ok(vec![KernelCall { kernel, args: call_args, params, groups: rows as u32, out_shape: a.shape.clone() }]);
         }
         _ => return Err(no(format!("operand {operand} formed from shares"))),
     };
@@ -618,9 +639,9 @@ pub fn lower_with_partials(
         let mut with_shares = vec![];
         for a in &c.args {
             with_shares.push(shifted(a));
-            // The shares' buffer follows the value they are summed into.
+            // The sum's other buffers follow the value they are summed into.
             if *a == Arg::Input(operand) {
-                with_shares.push(Arg::Input(operand + 1));
+                with_shares.extend((1..=extra).map(|i| Arg::Input(operand + i)));
             }
         }
         c.args = with_shares;
@@ -731,7 +752,7 @@ fn lower_attention(op: &Op, args: &[ArgInfo], target: &'static str, limits: Bind
 }
 
 /// `add_partials`: one invocation an element (`kernels::attention::add_partials`).
-fn lower_add_partials(args: &[ArgInfo], target: &'static str) -> Result<KernelCall, LowerError> {
+fn lower_add_partials(eps: Option<f32>, args: &[ArgInfo], target: &'static str) -> Result<KernelCall, LowerError> {
     let (r, p) = (&args[0], &args[1]);
     let n = *r.shape.last().unwrap_or(&1);
     let heads = p.shape.len().checked_sub(2).map_or(0, |i| p.shape[i]);
@@ -743,9 +764,21 @@ fn lower_add_partials(args: &[ArgInfo], target: &'static str) -> Result<KernelCa
             why: format!("partials {:?} against a residual {:?}", p.shape, r.shape),
         });
     }
-    let args = vec![Arg::Input(0), Arg::Input(1), Arg::Output];
-    let params = vec![n32(total), n32(n), n32(heads)];
-    Ok(KernelCall { kernel: kernels::attention::add_partials(), args, params, groups: groups_for(total), out_shape: r.shape.clone() })
+    let out_shape = r.shape.clone();
+    let Some(eps) = eps else {
+        let args = vec![Arg::Input(0), Arg::Input(1), Arg::Output];
+        let params = vec![n32(total), n32(n), n32(heads)];
+        return Ok(KernelCall { kernel: kernels::attention::add_partials(), args, params, groups: groups_for(total), out_shape });
+    };
+    // With a post-norm: a workgroup a row, its sum staged.
+    if n > kernels::matmul::MAX_STAGED_X as usize || args.get(2).map(|g| &g.shape[..]) != Some(&[n]) {
+        let why = format!("a post-normed sum of {n} features (up to {} staged), weight {:?}", kernels::matmul::MAX_STAGED_X, args.get(2));
+        return Err(LowerError::NoKernel { op: "add_partials".into(), target, why });
+    }
+    let rows = total / n.max(1);
+    let args = vec![Arg::Input(0), Arg::Input(1), Arg::Input(2), Arg::Output];
+    let params = vec![n32(rows), n32(n), n32(heads), Value::F32(eps), ROUNDING_ONE];
+    Ok(KernelCall { kernel: kernels::norm::add_partials_normed(), args, params, groups: rows as u32, out_shape })
 }
 
 fn lower_one(op: &Op, args: &[ArgInfo], target: &'static str) -> Result<KernelCall, LowerError> {

@@ -1774,7 +1774,7 @@ fn shares_are_summed_where_they_are_read() {
         let project = Op::AttentionProject { n_heads: nh, n_kv_heads: nkv, scale: 0.2, causal: true, window: None, softcap: None, ring: false };
         let tensor = |name: &str| OpInput::Tensor(&inputs[name]);
         let shares = dev.run_op(&project, &[tensor("q"), tensor("k"), tensor("v"), tensor("positions"), w("w_o")]).unwrap();
-        let sum = dev.run_op(&Op::AddPartials, &[tensor("residual"), OpInput::Tensor(&shares)]).unwrap();
+        let sum = dev.run_op(&Op::AddPartials { eps: None }, &[tensor("residual"), OpInput::Tensor(&shares)]).unwrap();
         let mlp = Op::NormMatMulGlu { act: UnaryOp::Silu, eps: 1e-5 };
         let h = dev.run_op(&mlp, &[OpInput::Tensor(&sum), w("norm"), w("w_gate"), w("w_up")]).unwrap();
         let y = dev.run_op(&Op::MatMulAdd, &[OpInput::Tensor(&h), w("w_down"), OpInput::Tensor(&sum)]).unwrap();
@@ -1782,9 +1782,110 @@ fn shares_are_summed_where_they_are_read() {
         assert!(bits(&got["y"]) == bits(&y), "s={s}: the sums formed in the readers differ from the add_partials kernel's in their bits");
         // The residual left out of the sum is far away.
         let zeros = Tensor::f32(vec![b, s, d], vec![0.0; b * s * d]);
-        let no_residual = dev.run_op(&Op::AddPartials, &[OpInput::Tensor(&zeros), OpInput::Tensor(&shares)]).unwrap();
+        let no_residual = dev.run_op(&Op::AddPartials { eps: None }, &[OpInput::Tensor(&zeros), OpInput::Tensor(&shares)]).unwrap();
         let h = dev.run_op(&mlp, &[OpInput::Tensor(&no_residual), w("norm"), w("w_gate"), w("w_up")]).unwrap();
         let wrong = dev.run_op(&Op::MatMulAdd, &[OpInput::Tensor(&h), w("w_down"), OpInput::Tensor(&no_residual)]).unwrap();
         assert_separates(&format!("s={s}: the residual left out"), &got["y"], &wrong);
+    }
+}
+
+/// A Gemma layer's tail (sandwich norms) with its output projection split
+/// by head: the shares' sum goes through the post-norm
+/// (`add_partials{eps}`), formed by its readers: the normed GeGLU MLP (its
+/// rows staged, then normed as `norm_add` norms) and the post-MLP
+/// `norm_add` (its `a`, a staged row, before its own norm). A decode step
+/// launches four kernels where the unfused graph launches six; a twelve-row
+/// prefill sums into scratch first (one kernel, `add_partials_normed`).
+/// Bits equal the ops one at a time on the same device, logits the
+/// reference; control: the post-norm left out of the sum.
+#[test]
+fn shares_through_a_post_norm_are_summed_where_they_are_read() {
+    use graphc_passes::attention_project::AttentionProject;
+    let (b, nh, nkv, dv, d, f, t_len) = (1, 4, 1, 64, 96, 128, 40);
+    for s in [1, 12] {
+        let mut graph = text::parse(&format!(
+            "graph \"gemma_tail\" {{
+  %0 = input{{name=\"q\"}} : f32[{b}, {nh}, {s}, {dv}]
+  %1 = input{{name=\"k\"}} : f32[{b}, {nkv}, {t_len}, {dv}]
+  %2 = input{{name=\"v\"}} : f32[{b}, {nkv}, {t_len}, {dv}]
+  %3 = input{{name=\"positions\"}} : i32[{b}, {s}]
+  %4 = input{{name=\"residual\"}} : f32[{b}, {s}, {d}]
+  %5 = weight{{name=\"w_o\"}} : q4_k[{d}, {}]
+  %6 = weight{{name=\"post_attn\"}} : f32[{d}]
+  %7 = attention{{n_heads={nh}, n_kv_heads={nkv}, scale=0.125, causal=true, softcap=30.0}} %0, %1, %2, %3
+  %8 = permute{{perm=[0, 2, 1, 3]}} %7
+  %9 = reshape{{shape=[{b}, {s}, {}]}} %8
+  %10 = matmul %9, %5
+  %11 = norm_add{{eps=1e-6}} %4, %10, %6
+  %12 = weight{{name=\"pre_ffw\"}} : f32[{d}]
+  %13 = weight{{name=\"w_gate\"}} : q5_0[{f}, {d}]
+  %14 = weight{{name=\"w_up\"}} : q5_0[{f}, {d}]
+  %15 = weight{{name=\"w_down\"}} : q8_0[{d}, {f}]
+  %16 = weight{{name=\"post_ffw\"}} : f32[{d}]
+  %17 = norm_matmul_glu{{act=gelu_tanh, eps=1e-6}} %11, %12, %13, %14
+  %18 = matmul %17, %15
+  %19 = norm_add{{eps=1e-6}} %11, %18, %16
+  %20 = output{{name=\"y\"}} %19
+}}
+",
+            nh * dv,
+            nh * dv
+        ))
+        .unwrap();
+        graphc_ir::verify(&mut graph).unwrap();
+        let mut fused = graph.clone();
+        assert_eq!(AttentionProject { cost: CostModel::Launches }.run(&mut fused), 1, "s={s}: the projection split by head");
+        graphc_ir::verify(&mut fused).unwrap();
+        let weight =
+            |dtype, shape: [usize; 2], seed| OneWeight { dtype, shape: shape.to_vec(), bytes: weight_bytes(dtype, shape[0], shape[1], seed) };
+        // Norm weights near 1 (Gemma's `1 + w`), so the post-norms matter.
+        let norm =
+            |seed| OneWeight { dtype: DType::F32, shape: vec![d], bytes: values(seed, d, 0.5, 1.5).iter().flat_map(|v| v.to_le_bytes()).collect() };
+        let weights = Weights(HashMap::from([
+            ("w_o".to_string(), weight(DType::Q4K, [d, nh * dv], 60)),
+            ("post_attn".to_string(), norm(61)),
+            ("pre_ffw".to_string(), norm(62)),
+            ("w_gate".to_string(), weight(DType::Q5_0, [f, d], 63)),
+            ("w_up".to_string(), weight(DType::Q5_0, [f, d], 64)),
+            ("w_down".to_string(), weight(DType::Q8_0, [d, f], 65)),
+            ("post_ffw".to_string(), norm(66)),
+        ]));
+        let positions: Vec<i32> = (0..s).map(|i| (t_len - s + i) as i32).collect();
+        let inputs = HashMap::from([
+            ("q".to_string(), t(&[b, nh, s, dv], 67)),
+            ("k".to_string(), t(&[b, nkv, t_len, dv], 68)),
+            ("v".to_string(), t(&[b, nkv, t_len, dv], 69)),
+            ("positions".to_string(), Tensor::i32(vec![b, s], positions)),
+            ("residual".to_string(), t(&[b, s, d], 70)),
+        ]);
+        let want = reference::run(&graph, &inputs, HashMap::new(), &weights).unwrap().outputs;
+        let Some(mut g) = open_graph(&fused, &weights) else { return };
+        let got = g.step(&inputs).unwrap();
+        let counters = g.counters();
+        assert_eq!(counters["device_partials_in_readers"], 1, "s={s}: the sum is formed by both readers");
+        // Staged: attention_project, the MLP, the down projection, the post-MLP norm_add. Longer: the sum into scratch first.
+        let staged = s <= graphc_gpu::kernels::matmul::PREFILL_ROWS as usize;
+        assert_eq!(counters["device_launches_last_step"], if staged { 4 } else { 5 }, "s={s}");
+        assert_close(&format!("s={s}: y"), &got["y"], &want["y"]);
+
+        // The same ops one at a time: the sum by the `add_partials_normed` kernel.
+        let dev = device().unwrap();
+        let w = |name: &str| OpInput::Weight(weights.weight(name).unwrap());
+        let tensor = |name: &str| OpInput::Tensor(&inputs[name]);
+        let project =
+            Op::AttentionProject { n_heads: nh, n_kv_heads: nkv, scale: 0.125, causal: true, window: None, softcap: Some(30.0), ring: false };
+        let shares = dev.run_op(&project, &[tensor("q"), tensor("k"), tensor("v"), tensor("positions"), w("w_o")]).unwrap();
+        let tail = |sum: &Tensor| {
+            let mlp = Op::NormMatMulGlu { act: UnaryOp::GeluTanh, eps: 1e-6 };
+            let h = dev.run_op(&mlp, &[OpInput::Tensor(sum), w("pre_ffw"), w("w_gate"), w("w_up")]).unwrap();
+            let down = dev.run_op(&Op::MatMul, &[OpInput::Tensor(&h), w("w_down")]).unwrap();
+            dev.run_op(&Op::NormAdd { eps: 1e-6 }, &[OpInput::Tensor(sum), OpInput::Tensor(&down), w("post_ffw")]).unwrap()
+        };
+        let sum = dev.run_op(&Op::AddPartials { eps: Some(1e-6) }, &[tensor("residual"), OpInput::Tensor(&shares), w("post_attn")]).unwrap();
+        let bits = |t: &Tensor| t.as_f32().unwrap().iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+        assert!(bits(&got["y"]) == bits(&tail(&sum)), "s={s}: the sums formed in the readers differ from the add_partials kernel's in their bits");
+        // The post-norm left out of the sum is far away.
+        let plain = dev.run_op(&Op::AddPartials { eps: None }, &[tensor("residual"), OpInput::Tensor(&shares)]).unwrap();
+        assert_separates(&format!("s={s}: the post-norm left out"), &got["y"], &tail(&plain));
     }
 }

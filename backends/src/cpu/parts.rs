@@ -13,7 +13,7 @@ use graphc_ir::{BinaryOp, ChainExpr, Op};
 
 /// Whether the run loop runs `op` as its parts (`results`).
 pub fn runs_as_parts(op: &Op) -> bool {
-    op.results() > 1 || matches!(op, Op::Chain { .. } | Op::AttentionProject { .. } | Op::AddPartials)
+    op.results() > 1 || matches!(op, Op::Chain { .. } | Op::AttentionProject { .. } | Op::AddPartials { .. })
 }
 
 /// Every result of `op`, an op that runs as its parts (`runs_as_parts`).
@@ -25,7 +25,7 @@ pub fn results(evaluator: &dyn Evaluator, op: &Op, args: Vec<Arg<'_, '_>>, env: 
         }
         Op::QkvRope { .. } => qkv_rope(evaluator, op, args, env),
         Op::AttentionProject { .. } => Ok(vec![attention_project(evaluator, op, args, env)?]),
-        Op::AddPartials => Ok(vec![add_partials(args)?]),
+        &Op::AddPartials { eps } => Ok(vec![add_partials(evaluator, eps, args, env)?]),
         Op::AddNorm { kind, eps } => {
             // The sum, then its norm (the sum is kept: result 1).
             let mut args = args.into_iter();
@@ -134,10 +134,20 @@ fn attention_project(evaluator: &dyn Evaluator, op: &Op, args: Vec<Arg<'_, '_>>,
 }
 
 /// `add_partials` as its definition in `Op::AddPartials`: each row's
-/// shares summed left to right from 0, then added to the residual.
-fn add_partials(args: Vec<Arg<'_, '_>>) -> Result<Tensor, String> {
-    let [r, p] = &args[..] else { return Err(format!("add_partials of {} operands", args.len())) };
-    let (r, p) = (dense(r.val())?, dense(p.val())?);
+/// shares summed left to right from 0, then added to the residual (with
+/// `eps`, through the post-norm: `norm_add`).
+fn add_partials(evaluator: &dyn Evaluator, eps: Option<f32>, args: Vec<Arg<'_, '_>>, env: &Env) -> Result<Tensor, String> {
+    let (r, p) = match &args[..] {
+        [r, p] | [r, p, _] => (dense(r.val())?, dense(p.val())?),
+        _ => return Err(format!("add_partials of {} operands", args.len())),
+    };
+    if let Some(eps) = eps {
+        let zeros = Tensor::f32(r.shape().to_vec(), vec![0.0; r.numel()]);
+        let sum = add_partials(evaluator, None, vec![Arg::Own(Val::T(zeros)), Arg::Own(Val::T(p))], env)?;
+        let mut args = args.into_iter();
+        let (r, g) = (args.next().expect("r"), args.nth(1).expect("the norm's weight"));
+        return evaluator.eval(&Op::NormAdd { eps }, vec![r, Arg::Own(Val::T(sum)), g], env);
+    }
     let (rs, ps) = (r.as_f32().ok_or("add_partials: an i32 residual")?, p.as_f32().ok_or("add_partials: i32 partials")?);
     let n = *r.shape().last().ok_or("add_partials of a scalar")?;
     let h = p.shape()[p.shape().len() - 2];

@@ -585,7 +585,7 @@ pub(crate) fn eval(op: &Op, args: &[&Val], env: &Env) -> Result<Tensor, String> 
             Ok(Tensor::f32(vec![b, hv, s + dk, dv], out))
         }
         Op::KvAppend { .. } => unreachable!("kv_append runs in place in run()"),
-        Op::QkvRope { .. } | Op::AddNorm { .. } | Op::Chain { .. } | Op::Result { .. } | Op::AttentionProject { .. } | Op::AddPartials => {
+        Op::QkvRope { .. } | Op::AddNorm { .. } | Op::Chain { .. } | Op::Result { .. } | Op::AttentionProject { .. } | Op::AddPartials { .. } => {
             Err(format!("`{}` is run by the run loop itself (cpu::parts), not by an evaluator", op.mnemonic()))
         }
         Op::Input { .. } | Op::Weight { .. } | Op::State { .. } => unreachable!("sources are bound in run()"),

@@ -27,7 +27,7 @@ pub(super) fn prototypes() -> Vec<Op> {
             window: None,
         },
         Op::AttentionProject { n_heads: 0, n_kv_heads: 0, scale: 0.0, causal: false, window: None, softcap: None, ring: false },
-        Op::AddPartials,
+        Op::AddPartials { eps: None },
     ]
 }
 
@@ -59,7 +59,10 @@ pub(super) fn attributes<A: Attributes>(op: &mut Op, a: &mut A) -> Result<(), St
             a.value("cap", cap)?;
             a.optional("window", window)
         }
-        Op::AddPartials => a.name("add_partials"),
+        Op::AddPartials { eps } => {
+            a.name("add_partials")?;
+            a.optional("eps", eps)
+        }
         _ => other_kind(op),
     }
 }
@@ -133,8 +136,8 @@ pub(super) fn infer(op: &Op, tys: &[TensorType]) -> Result<TensorType, String> {
             shape.push(w.shape[0].clone());
             Ok(TensorType::new(DType::F32, shape))
         }
-        Op::AddPartials => {
-            arity(tys, 2..=2)?;
+        &Op::AddPartials { eps } => {
+            arity(tys, if eps.is_some() { 3..=3 } else { 2..=2 })?;
             let (r, p) = (t(0), t(1));
             need_float("add_partials residual", r)?;
             need_float("add_partials partials", p)?;
@@ -146,6 +149,10 @@ pub(super) fn infer(op: &Op, tys: &[TensorType]) -> Result<TensorType, String> {
                 same_dim(&format!("add_partials axis {k}"), &r.shape[k], &p.shape[k])?;
             }
             same_dim("add_partials features", &r.shape[n - 1], &p.shape[n])?;
+            if let Some(eps) = eps {
+                // The post-norm's own rule on the sum (of `r`'s shape).
+                super::norm::infer(&Op::NormAdd { eps }, &[r.clone(), r.clone(), t(2).clone()])?;
+            }
             Ok(TensorType::new(DType::F32, r.shape.clone()))
         }
         _ => other_kind(op),

@@ -278,21 +278,17 @@ fn project_head(dtype: DType) -> Vec<Stmt> {
 }
 
 /// `y = r + Σ_h p[.., h, ..]` (the IR's `add_partials`): each element's
-/// shares summed left to right from 0, then added to the residual.
-/// Buffers `r [rows, n]`, `p [rows, heads, n]`, `y`; params `total` (rows · n),
-/// `n`, `heads`. Grid: `ceil(total / 256)`.
+/// shares summed left to right from 0, then added to the residual (with a
+/// post-norm, `norm::add_partials_normed`). Buffers `r [rows, n]`,
+/// `p [rows, heads, n]`, `y`; params `total` (rows · n), `n`, `heads`.
+/// Grid: `ceil(total / 256)`.
 pub fn add_partials() -> Kernel {
+    let share = load("p", (var("row") * param("heads") + var("h")) * param("n") + var("col"));
     let body = vec![
         let_("row", Ty::U32, var("i") / param("n")),
         let_("col", Ty::U32, var("i") % param("n")),
         let_("sum", Ty::F32, f(0.0)),
-        for_(
-            "h",
-            u(0),
-            param("heads"),
-            u(1),
-            vec![assign("sum", var("sum") + load("p", (var("row") * param("heads") + var("h")) * param("n") + var("col")))],
-        ),
+        for_("h", u(0), param("heads"), u(1), vec![assign("sum", var("sum") + share)]),
         store("y", var("i"), load("r", var("i")) + var("sum")),
     ];
     Kernel::new("add_partials", WORKGROUP)

@@ -53,7 +53,10 @@ pub fn matmul(dtype: DType, rows: u32, edges: Edges) -> Kernel {
 /// then buffer `xp` (after `x`) or `rp` (after `r`) of `heads` shares per
 /// row (`[rows, heads, cols]`), and param `heads` last. Each element is
 /// `value + s` with `s` the shares summed left to right from 0, as the
-/// `add_partials` kernel forms it. The tile's rows of `x` so formed are
+/// `add_partials` kernel forms it; with `x_partials_norm`, `x` is the
+/// post-normed sum (`add_partials{eps}`: `value + rms_norm(s, xg)` as
+/// `norm_add` forms it: buffer `xg` after `xp`, param `eps_p` after
+/// `heads`, and the kernel's rounding parameter last). The tile's rows of `x` so formed are
 /// staged in workgroup memory once (a decode step's few rows: `rows · k`
 /// at most `MAX_STAGED_X`, checked where it is lowered), where the norm
 /// and the products read them.
@@ -62,11 +65,12 @@ pub struct Edges {
     pub norm: bool,
     pub residual: bool,
     pub x_partials: bool,
+    pub x_partials_norm: bool,
     pub r_partials: bool,
 }
 
 impl Edges {
-    pub const NONE: Edges = Edges { norm: false, residual: false, x_partials: false, r_partials: false };
+    pub const NONE: Edges = Edges { norm: false, residual: false, x_partials: false, x_partials_norm: false, r_partials: false };
     pub const NORM: Edges = Edges { norm: true, ..Edges::NONE };
     pub const RESIDUAL: Edges = Edges { residual: true, ..Edges::NONE };
 }
@@ -215,6 +219,7 @@ fn dense_of(dtype: DType, rows: u32, mode: Mode, mixed: &[DType], edges: Edges) 
     assert!(!edges.residual || matches!(mode, Mode::Plain), "a residual epilogue is a plain matmul's");
     assert!(!edges.r_partials || edges.residual, "residual partials need a residual");
     assert!(!edges.x_partials || !edges.r_partials, "x's partials or r's, not both");
+    assert!(!edges.x_partials_norm || edges.x_partials, "a post-norm of x's partials needs them");
     let tile = Tile { rows, norm: edges.norm, staged: edges.x_partials };
     let be = dtype.block_elems() as u32;
     // Weight `i`'s type and row stride parameter.
@@ -243,10 +248,24 @@ fn dense_of(dtype: DType, rows: u32, mode: Mode, mixed: &[DType], edges: Edges) 
             let share = |h: Expr| load("xp", (row.clone() * param("heads") + h) * param("k") + var("c"));
             let (sum, value) = with_partials(load("x", row.clone() * param("k") + var("c")), share, "xs_sum");
             let mut stage = sum;
+            // With a post-norm, the sum alone first; normed and added below.
+            let value = if edges.x_partials_norm { var("xs_sum") } else { value };
             stage.push(store_shared("xs", u(r) * param("k") + var("c"), value));
             out.push(for_("c", local_id(), param("k"), u(WORKGROUP), stage));
         }
         out.push(Stmt::Barrier);
+        if edges.x_partials_norm {
+            // `r + rms_norm(s, xg)` as `norm_add` forms it, each feature by its owner.
+            for r in 0..rows {
+                let row = select((var("r0") + u(r)).lt(param("m")), var("r0") + u(r), param("m") - u(1));
+                out.extend(norm::scale_of_row_of(|c| load_shared("xs", u(r) * param("k") + c), param("k"), &format!("_p{r}"), "eps_p", false));
+                let at = u(r) * param("k") + var("c");
+                let normed = call(Func::MulRounded, vec![load("xg", var("c")), load_shared("xs", at.clone()) * var(&format!("r_p{r}"))]);
+                let value = load("x", row * param("k") + var("c")) + normed;
+                out.push(for_("c", local_id(), param("k"), u(WORKGROUP), vec![store_shared("xs", at, value)]));
+            }
+            out.push(Stmt::Barrier);
+        }
     }
     if edges.norm && edges.x_partials {
         for r in 0..rows {
@@ -369,6 +388,7 @@ fn dense_of(dtype: DType, rows: u32, mode: Mode, mixed: &[DType], edges: Edges) 
         }
     };
     let partials = match (edges.x_partials, edges.r_partials) {
+        (true, _) if edges.x_partials_norm => "_xpn",
         (true, _) => "_xp",
         (_, true) => "_rp",
         _ => "",
@@ -378,6 +398,9 @@ fn dense_of(dtype: DType, rows: u32, mode: Mode, mixed: &[DType], edges: Edges) 
     let mut kernel = Kernel::new(&name, WORKGROUP).input("x", Ty::F32);
     if edges.x_partials {
         kernel = kernel.input("xp", Ty::F32);
+    }
+    if edges.x_partials_norm {
+        kernel = kernel.input("xg", Ty::F32);
     }
     if edges.norm {
         kernel = kernel.input("norm_w", Ty::F32);
@@ -425,6 +448,9 @@ fn dense_of(dtype: DType, rows: u32, mode: Mode, mixed: &[DType], edges: Edges) 
     }
     if edges.x_partials || edges.r_partials {
         kernel = kernel.param("heads", Ty::U32);
+    }
+    if edges.x_partials_norm {
+        kernel = kernel.param("eps_p", Ty::F32).rounded_ops();
     }
     if edges.x_partials {
         kernel = kernel.shared("xs", Ty::F32, MAX_STAGED_X);

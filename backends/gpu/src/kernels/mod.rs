@@ -133,6 +133,15 @@ pub fn catalog() -> Vec<(&'static str, Kernel)> {
         all.push(("matmul_partials", matmul::matmul(dtype, 1, staged)));
     }
     all.push(("attention_project", attention::add_partials()));
+    all.push(("norm", norm::add_partials_normed()));
+    all.push(("norm", norm::norm_add_partials(false)));
+    all.push(("norm", norm::norm_add_partials(true)));
+    // Gemma's: the sum through its post-norm, staged; and the post-norm's
+    // residual add reading it.
+    for dtype in [DType::Q5_0, DType::Q4K] {
+        let normed = matmul::Edges { x_partials: true, x_partials_norm: true, norm: true, ..none };
+        all.push(("matmul_partials", matmul::matmul_glu(dtype, 1, UnaryOp::GeluTanh, normed)));
+    }
     // A decode step of three slots: one tile of three staged rows.
     let staged = matmul::Edges { x_partials: true, norm: true, ..none };
     all.push(("matmul_partials", matmul::matmul_glu(DType::Q4_1, 3, UnaryOp::Silu, staged)));

@@ -82,6 +82,86 @@ pub fn norm_add() -> Kernel {
         .body(vec![let_("row", Ty::U32, group_index()), if_(var("row").lt(param("rows")), row)])
 }
 
+/// The IR's `add_partials{eps}` as one kernel: `y = r + rms_norm(s, w_a)`
+/// with `s` the row's shares summed left to right from 0, staged in
+/// workgroup memory (`os`: up to `MAX_STAGED_X` features, which the
+/// `attention_project` pass checks) and normed by the loop and reduction
+/// of `norm`, the product rounded before the add as `norm_add` rounds it.
+/// Buffers `r, p [rows, heads, d], w_a, y`; params `rows, d, heads,
+/// eps_a`. Grid: `rows` groups.
+pub fn add_partials_normed() -> Kernel {
+    let mut row = vec![let_("base", Ty::U32, var("row") * param("d"))];
+    let (stage, a) = staged_partials(true);
+    row.extend(stage);
+    row.push(strided("c", vec![store("y", var("base") + var("c"), a)]));
+    let k = Kernel::new("add_partials_normed", WORKGROUP).input("r", Ty::F32).input("p", Ty::F32).input("w_a", Ty::F32).output("y", Ty::F32);
+    k.param("rows", Ty::U32)
+        .param("d", Ty::U32)
+        .param("heads", Ty::U32)
+        .param("eps_a", Ty::F32)
+        .rounded_ops()
+        .shared("red", Ty::F32, WORKGROUP)
+        .shared("os", Ty::F32, super::matmul::MAX_STAGED_X)
+        .body(vec![let_("row", Ty::U32, group_index()), if_(var("row").lt(param("rows")), row)])
+}
+
+/// `norm_add` whose `a` is an `add_partials` formed here (`fuse`'s
+/// `Group::Partials`): `a = r + s`, or with `norm`, as
+/// `add_partials_normed` forms it, so `h` has the bits of that op's
+/// kernel followed by `norm_add`'s. Buffers `r, p [rows, heads, d]`,
+/// `w_a` (with `norm`), then `norm_add`'s `o, w_o, h`; params `rows, d,
+/// eps_o, heads`, then `eps_a` (with `norm`). Grid: `rows` groups.
+pub fn norm_add_partials(norm: bool) -> Kernel {
+    let at = || var("base") + var("c");
+    let mut row = vec![let_("base", Ty::U32, var("row") * param("d"))];
+    let (stage, a) = staged_partials(norm);
+    row.extend(stage);
+    row.extend(scale_of_row("o", "_o", "eps_o", false));
+    let normed_o = call(Func::MulRounded, vec![load("w_o", var("c")), load("o", at()) * var("r_o")]);
+    row.push(strided("c", vec![store("h", at(), a + normed_o)]));
+    let name = if norm { "rms_norm_add_normed_partials" } else { "rms_norm_add_partials" };
+    let mut k = Kernel::new(name, WORKGROUP).input("r", Ty::F32).input("p", Ty::F32);
+    if norm {
+        k = k.input("w_a", Ty::F32);
+    }
+    k = k.input("o", Ty::F32).input("w_o", Ty::F32).output("h", Ty::F32);
+    k = k.param("rows", Ty::U32).param("d", Ty::U32).param("eps_o", Ty::F32).param("heads", Ty::U32);
+    if norm {
+        k = k.param("eps_a", Ty::F32);
+    }
+    k.rounded_ops()
+        .shared("red", Ty::F32, WORKGROUP)
+        .shared("os", Ty::F32, super::matmul::MAX_STAGED_X)
+        .body(vec![let_("row", Ty::U32, group_index()), if_(var("row").lt(param("rows")), row)])
+}
+
+/// Row `row`'s shares (`p`, `heads` of them) summed left to right from 0
+/// into `os`, and the value of feature `c` of the sum added to `r`: with
+/// `norm`, `r + rms_norm(s, w_a)` (`eps_a`; its scale `r_a`), as
+/// `norm_add` forms it.
+fn staged_partials(norm: bool) -> (Vec<Stmt>, Expr) {
+    let share = |h: Expr| load("p", (var("row") * param("heads") + h) * param("d") + var("c"));
+    let mut s = vec![
+        strided(
+            "c",
+            vec![
+                let_("os_sum", Ty::F32, f(0.0)),
+                for_("hp", u(0), param("heads"), u(1), vec![assign("os_sum", var("os_sum") + share(var("hp")))]),
+                store_shared("os", var("c"), var("os_sum")),
+            ],
+        ),
+        Stmt::Barrier,
+    ];
+    let r = load("r", var("base") + var("c"));
+    let a = if norm {
+        s.extend(scale_of_row_of(|c| load_shared("os", c), param("d"), "_a", "eps_a", false));
+        r + call(Func::MulRounded, vec![load("w_a", var("c")), load_shared("os", var("c")) * var("r_a")])
+    } else {
+        r + load_shared("os", var("c"))
+    };
+    (s, a)
+}
+
 /// A loop over the row's features `c` (`base + c` of a row-major buffer),
 /// strided by the workgroup: the access every kernel here uses.
 fn strided(var_name: &str, body: Vec<Stmt>) -> Stmt {
