@@ -57,7 +57,7 @@ pub struct AttentionProject {
 const MAX_HEAD_DIM: i64 = 512;
 
 /// Largest row of a post-normed sum the GPU's kernels stage (its
-/// `matmul::MAX_STAGED_X`).
+/// `kernels::MAX_STAGED_X`).
 const MAX_STAGED_ROW: i64 = 3072;
 
 /// Elements of a weight row that share their scales: the smallest run of
@@ -99,18 +99,16 @@ fn find(g: &Graph, attention: NodeId) -> Option<Rewrite> {
     let Op::Reshape { .. } = g.node(reshape).op else { return None };
     let project = only_user(g, reshape)?;
     let inputs = g.inputs(project);
-    (inputs.first() == Some(&reshape)).then_some(())?;
-    let w = inputs[1];
-    let (sum, residual, norm_weight, last) = match g.node(project).op {
-        Op::MatMulAdd => (Op::AddPartials { eps: None }, inputs[2], None, None),
-        Op::MatMul => {
+    let (sum, w, residual, norm_weight, last) = match (&g.node(project).op, &inputs[..]) {
+        (Op::MatMulAdd, &[x, w, r]) if x == reshape => (Op::AddPartials { eps: None }, w, r, None, None),
+        (Op::MatMul, &[x, w]) if x == reshape => {
             // Under a post-norm: `norm_add{eps}(r, o, g)` reading `o` alone.
             let post = only_user(g, project)?;
             let Op::NormAdd { eps } = g.node(post).op else { return None };
             let [r, o, weight] = g.inputs(post)[..] else { return None };
             let row = g.ty(post).shape.last()?.as_const()?;
             (o == project && r != project && row <= MAX_STAGED_ROW).then_some(())?;
-            (Op::AddPartials { eps: Some(eps) }, r, Some(weight), Some(post))
+            (Op::AddPartials { eps: Some(eps) }, w, r, Some(weight), Some(post))
         }
         _ => return None,
     };

@@ -141,7 +141,7 @@ fn attention_head_filetests() {
 
 #[test]
 fn attention_project_filetests() {
-    pass_filetests("attention_project", 7);
+    pass_filetests("attention_project", 8);
 }
 
 #[test]

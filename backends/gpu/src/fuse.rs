@@ -218,7 +218,7 @@ fn partials_in_readers(graph: &Graph, order: &[NodeId], groups: &Groups) -> Grou
     for &sum in order {
         let Op::AddPartials { eps } = graph.node(sum).op else { continue };
         let features = graph.ty(sum).shape.last().and_then(|d| d.as_const());
-        let stageable = features.is_some_and(|n| n as u64 <= crate::kernels::matmul::MAX_STAGED_X as u64);
+        let stageable = features.is_some_and(|n| n as u64 <= crate::kernels::MAX_STAGED_X as u64);
         let readers = graph.users(sum);
         let role = |reader: NodeId| -> Option<usize> {
             let inputs = graph.inputs(reader);

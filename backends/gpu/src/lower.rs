@@ -598,7 +598,7 @@ pub fn lower_with_partials(
         other => other.clone(),
     };
     let matmul = matches!(op, Op::MatMul | Op::NormMatMul { .. } | Op::MatMulGlu { .. } | Op::NormMatMulGlu { .. });
-    let staged = rows <= kernels::matmul::PREFILL_ROWS as usize && rows * k <= kernels::matmul::MAX_STAGED_X as usize;
+    let staged = rows <= kernels::matmul::PREFILL_ROWS as usize && rows * k <= kernels::MAX_STAGED_X as usize;
     let role = match (op, operand) {
         (Op::MatMulAdd, 2) if eps.is_none() => Partials::R(heads),
         _ if matmul && operand == 0 && staged => Partials::X(heads, eps),
@@ -614,7 +614,7 @@ pub fn lower_with_partials(
             sum.out_shape = calls[0].out_shape.clone();
             return Ok(std::iter::once(sum).chain(calls).collect());
         }
-        (&Op::NormAdd { eps: eps_o }, 0) if k <= kernels::matmul::MAX_STAGED_X as usize => {
+        (&Op::NormAdd { eps: eps_o }, 0) if k <= kernels::MAX_STAGED_X as usize => {
             let (a, o) = (&own[0], &own[1]);
             if a.shape != o.shape || own[2].shape != [k] {
                 return Err(no(format!("a post-norm's residual add of {:?}, {:?} and weight {:?}", a.shape, o.shape, own[2].shape)));
@@ -771,8 +771,8 @@ fn lower_add_partials(eps: Option<f32>, args: &[ArgInfo], target: &'static str) 
         return Ok(KernelCall { kernel: kernels::attention::add_partials(), args, params, groups: groups_for(total), out_shape });
     };
     // With a post-norm: a workgroup a row, its sum staged.
-    if n > kernels::matmul::MAX_STAGED_X as usize || args.get(2).map(|g| &g.shape[..]) != Some(&[n]) {
-        let why = format!("a post-normed sum of {n} features (up to {} staged), weight {:?}", kernels::matmul::MAX_STAGED_X, args.get(2));
+    if n > kernels::MAX_STAGED_X as usize || args.get(2).map(|g| &g.shape[..]) != Some(&[n]) {
+        let why = format!("a post-normed sum of {n} features (up to {} staged), weight {:?}", kernels::MAX_STAGED_X, args.get(2));
         return Err(LowerError::NoKernel { op: "add_partials".into(), target, why });
     }
     let rows = total / n.max(1);

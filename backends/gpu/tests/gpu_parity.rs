@@ -1695,6 +1695,19 @@ fn attention_is_projected_by_head_for_every_weight_type() {
     }
 }
 
+/// A layer tail's inputs (`[b, n_heads, n_kv_heads, dv, d, t]`): q of `s`
+/// queries at the cache's last `s` positions, the K/V cache, the residual.
+fn layer_tail_inputs([b, nh, nkv, dv, d, t_len]: [usize; 6], s: usize, seed: u64) -> HashMap<String, Tensor> {
+    let positions: Vec<i32> = (0..s).map(|i| (t_len - s + i) as i32).collect();
+    HashMap::from([
+        ("q".to_string(), t(&[b, nh, s, dv], seed)),
+        ("k".to_string(), t(&[b, nkv, t_len, dv], seed + 1)),
+        ("v".to_string(), t(&[b, nkv, t_len, dv], seed + 2)),
+        ("positions".to_string(), Tensor::i32(vec![b, s], positions)),
+        ("residual".to_string(), t(&[b, s, d], seed + 3)),
+    ])
+}
+
 /// A llama layer's tail with its output projection split by head
 /// (`attention_project` pass): the shares' sum is formed by its readers, the
 /// normed gated MLP (its rows staged in its prologue for a step of up to
@@ -1749,14 +1762,7 @@ fn shares_are_summed_where_they_are_read() {
             ("w_up".to_string(), weight(DType::Q4_1, [f, d], 53)),
             ("w_down".to_string(), weight(DType::Q4_1, [d, f], 54)),
         ]));
-        let positions: Vec<i32> = (0..s).map(|i| (t_len - s + i) as i32).collect();
-        let inputs = HashMap::from([
-            ("q".to_string(), t(&[b, nh, s, dv], 55)),
-            ("k".to_string(), t(&[b, nkv, t_len, dv], 56)),
-            ("v".to_string(), t(&[b, nkv, t_len, dv], 57)),
-            ("positions".to_string(), Tensor::i32(vec![b, s], positions)),
-            ("residual".to_string(), t(&[b, s, d], 58)),
-        ]);
+        let inputs = layer_tail_inputs([b, nh, nkv, dv, d, t_len], s, 55);
         let want = reference::run(&graph, &inputs, HashMap::new(), &weights).unwrap().outputs;
         let Some(mut g) = open_graph(&fused, &weights) else { return };
         let got = g.step(&inputs).unwrap();
@@ -1850,14 +1856,7 @@ fn shares_through_a_post_norm_are_summed_where_they_are_read() {
             ("w_down".to_string(), weight(DType::Q8_0, [d, f], 65)),
             ("post_ffw".to_string(), norm(66)),
         ]));
-        let positions: Vec<i32> = (0..s).map(|i| (t_len - s + i) as i32).collect();
-        let inputs = HashMap::from([
-            ("q".to_string(), t(&[b, nh, s, dv], 67)),
-            ("k".to_string(), t(&[b, nkv, t_len, dv], 68)),
-            ("v".to_string(), t(&[b, nkv, t_len, dv], 69)),
-            ("positions".to_string(), Tensor::i32(vec![b, s], positions)),
-            ("residual".to_string(), t(&[b, s, d], 70)),
-        ]);
+        let inputs = layer_tail_inputs([b, nh, nkv, dv, d, t_len], s, 67);
         let want = reference::run(&graph, &inputs, HashMap::new(), &weights).unwrap().outputs;
         let Some(mut g) = open_graph(&fused, &weights) else { return };
         let got = g.step(&inputs).unwrap();

@@ -2,7 +2,7 @@
 //! the weight is read as checkpoint bytes and decoded inside the kernel
 //! (`dequant`), a group's scales once per group; no dequantized copy exists.
 
-use super::{dequant, elementwise, norm, rope, thread_index, WORKGROUP};
+use super::{dequant, elementwise, norm, rope, thread_index, MAX_STAGED_X, WORKGROUP};
 use crate::kir::*;
 use graphc_ir::{DType, RopeStyle, UnaryOp};
 
@@ -74,10 +74,6 @@ impl Edges {
     pub const NORM: Edges = Edges { norm: true, ..Edges::NONE };
     pub const RESIDUAL: Edges = Edges { residual: true, ..Edges::NONE };
 }
-
-/// Most features of `x` (its tile's rows together) a kernel stages (`Edges::x_partials`):
-/// 12 KiB of the 16 KiB of workgroup memory every target gives.
-pub const MAX_STAGED_X: u32 = 3072;
 
 /// `value + Σ_h shares(h)` as `add_partials` forms it: the shares summed
 /// left to right from 0 into local `sum_name`, then added.

@@ -47,6 +47,12 @@ pub fn unravel4() -> Vec<crate::kir::Stmt> {
 pub const WEIGHT_DTYPES: [DType; 9] =
     [DType::F32, DType::F16, DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q8_0, DType::Q4K, DType::Q5K, DType::Q6K];
 
+/// Most features a kernel stages in workgroup memory (rows of `x` formed
+/// from an `add_partials`: `matmul::Edges::x_partials`; a row of a sum
+/// in the `norm` kernels): 12 KiB of the 16 KiB of workgroup memory every
+/// target gives.
+pub const MAX_STAGED_X: u32 = 3072;
+
 /// One instance of every kernel, grouped by class: `(class, kernel)`.
 pub fn catalog() -> Vec<(&'static str, Kernel)> {
     let mut all = vec![];

@@ -101,7 +101,7 @@ pub fn add_partials_normed() -> Kernel {
         .param("eps_a", Ty::F32)
         .rounded_ops()
         .shared("red", Ty::F32, WORKGROUP)
-        .shared("os", Ty::F32, super::matmul::MAX_STAGED_X)
+        .shared("os", Ty::F32, super::MAX_STAGED_X)
         .body(vec![let_("row", Ty::U32, group_index()), if_(var("row").lt(param("rows")), row)])
 }
 
@@ -131,7 +131,7 @@ pub fn norm_add_partials(norm: bool) -> Kernel {
     }
     k.rounded_ops()
         .shared("red", Ty::F32, WORKGROUP)
-        .shared("os", Ty::F32, super::matmul::MAX_STAGED_X)
+        .shared("os", Ty::F32, super::MAX_STAGED_X)
         .body(vec![let_("row", Ty::U32, group_index()), if_(var("row").lt(param("rows")), row)])
 }
 
