@@ -209,8 +209,9 @@ fn paired_ops(graph: &Graph, order: &[NodeId], position: &Positions, groups: &Gr
 /// projection: in the epilogue, each stored element's own; without a
 /// post-norm), a `norm_add` as its `a` (Gemma's next post-norm: a staged
 /// row, before its own norm). Its launch goes, and nothing it computes
-/// reaches memory. Legal when no reader is in another group and none
-/// reads it twice, and a row fits the workgroup memory that stages it;
+/// reaches memory. Legal when no reader is in another group (nor forms
+/// another sum) and none reads it twice, and a row fits the workgroup
+/// memory that stages it;
 /// each reader forms the sum with the expressions of the `add_partials`
 /// kernels, so its bits are the same.
 fn partials_in_readers(graph: &Graph, order: &[NodeId], groups: &Groups) -> Groups {
@@ -230,7 +231,9 @@ fn partials_in_readers(graph: &Graph, order: &[NodeId], groups: &Groups) -> Grou
                 Op::NormAdd { .. } => at == 0 && stageable,
                 _ => false,
             };
-            (once && forms && !groups.contains_key(&reader)).then_some(at)
+            // (A reader forms one sum at most, its group naming one operand:
+            // each op forms a sum at one operand only, so this holds anyway.)
+            (once && forms && !groups.contains_key(&reader) && !fused.contains_key(&reader)).then_some(at)
         };
         let Some(roles) = readers.iter().map(|&r| role(r)).collect::<Option<Vec<usize>>>() else { continue };
         if readers.is_empty() {

@@ -1888,3 +1888,58 @@ fn shares_through_a_post_norm_are_summed_where_they_are_read() {
         assert_separates(&format!("s={s}: the post-norm left out"), &got["y"], &tail(&plain));
     }
 }
+
+/// Two sums, each read by two matmuls: the first is also the `x` of a
+/// `matmul_add`, which forms only its residual, so that sum is launched
+/// and kept for both its readers (formed by one and not launched, the
+/// other would find no value); the second, read as that `matmul_add`'s
+/// residual and a matmul's `x`, is formed by both. Against the reference.
+#[test]
+fn a_sum_some_reader_cannot_form_is_launched() {
+    let (b, nh, nkv, dv, d, t_len, s) = (1, 2, 1, 32, 64, 20, 1);
+    let mut graph = text::parse(&format!(
+        "graph \"two_sums\" {{
+  %0 = input{{name=\"q\"}} : f32[{b}, {nh}, {s}, {dv}]
+  %1 = input{{name=\"k\"}} : f32[{b}, {nkv}, {t_len}, {dv}]
+  %2 = input{{name=\"v\"}} : f32[{b}, {nkv}, {t_len}, {dv}]
+  %3 = input{{name=\"positions\"}} : i32[{b}, {s}]
+  %4 = input{{name=\"residual\"}} : f32[{b}, {s}, {d}]
+  %5 = weight{{name=\"w_a\"}} : q4_1[{d}, {}]
+  %6 = weight{{name=\"w_b\"}} : q8_0[{d}, {}]
+  %7 = weight{{name=\"w_y\"}} : q4_1[{d}, {d}]
+  %8 = weight{{name=\"w_z\"}} : q8_0[{d}, {d}]
+  %9 = attention_project{{n_heads={nh}, n_kv_heads={nkv}, scale=0.2, causal=true}} %0, %1, %2, %3, %5
+  %10 = add_partials %4, %9
+  %11 = attention_project{{n_heads={nh}, n_kv_heads={nkv}, scale=0.2, causal=true}} %0, %1, %2, %3, %6
+  %12 = add_partials %4, %11
+  %13 = matmul_add %10, %7, %12
+  %14 = matmul %10, %8
+  %15 = output{{name=\"y\"}} %13
+  %16 = output{{name=\"z\"}} %14
+  %17 = matmul %12, %8
+  %18 = output{{name=\"w\"}} %17
+}}
+",
+        nh * dv,
+        nh * dv
+    ))
+    .unwrap();
+    graphc_ir::verify(&mut graph).unwrap();
+    let weight = |dtype, shape: [usize; 2], seed| OneWeight { dtype, shape: shape.to_vec(), bytes: weight_bytes(dtype, shape[0], shape[1], seed) };
+    let weights = Weights(HashMap::from([
+        ("w_a".to_string(), weight(DType::Q4_1, [d, nh * dv], 80)),
+        ("w_b".to_string(), weight(DType::Q8_0, [d, nh * dv], 81)),
+        ("w_y".to_string(), weight(DType::Q4_1, [d, d], 82)),
+        ("w_z".to_string(), weight(DType::Q8_0, [d, d], 83)),
+    ]));
+    let inputs = layer_tail_inputs([b, nh, nkv, dv, d, t_len], s, 84);
+    let want = reference::run(&graph, &inputs, HashMap::new(), &weights).unwrap().outputs;
+    let Some(mut g) = open_graph(&graph, &weights) else { return };
+    let got = g.step(&inputs).unwrap();
+    // The second sum formed by both its readers, the first launched.
+    assert_eq!(g.counters()["device_partials_in_readers"], 1);
+    assert_eq!(g.counters()["device_launches_last_step"], 6, "two projections, one sum, three matmuls");
+    for name in ["y", "z", "w"] {
+        assert_close(name, &got[name], &want[name]);
+    }
+}
