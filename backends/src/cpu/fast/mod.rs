@@ -309,9 +309,14 @@ impl Fast {
                 // Rows no one reads are skipped as `matmul` skips them, and
                 // every product takes the path the dense form's would: the
                 // one for the rows computed.
-                let busy = self.busy_rows(shape, rows).map(|b| b.into_iter().collect::<std::collections::HashSet<usize>>());
-                let is_idle = |r: usize| busy.as_ref().is_some_and(|b| !b.contains(&r));
+                let busy = self.busy_rows(shape, rows);
                 let path_rows = busy.as_ref().map_or(rows, |b| b.len());
+                let idle: Option<Vec<bool>> = busy.map(|b| {
+                    let mut idle = vec![true; rows];
+                    b.into_iter().for_each(|r| idle[r] = false);
+                    idle
+                });
+                let is_idle = |r: usize| idle.as_ref().is_some_and(|idle| idle[r]);
                 let project = |w: &WeightRef<'_>, xs: &[f32], m: usize| -> Vec<f32> {
                     let k = w.shape[1];
                     match self.has_matmul(w) {
