@@ -1627,7 +1627,8 @@ fn normed_projections_stack_and_form_the_layer_head() {
 /// `attention_project` over every weight type: each head's share of the
 /// output projection, computed in the workgroup that finished the head
 /// (short context: one launch), or in the merge of split key blocks (a
-/// decode step deep into a long cache: two). Against the reference, which
+/// decode step deep into a long cache, or into a sliding window's ring
+/// cache: two). Against the reference, which
 /// projects each head's features with the others zeroed; the shares of a
 /// position sum to the one projection. Controls: shares stored heads-major
 /// (`[b, h, s, n]`, the attention's own layout), and one head's share
@@ -1637,8 +1638,17 @@ fn attention_is_projected_by_head_for_every_weight_type() {
     use graphc_gpu::kernels::attention::KEYS_PER_SPLIT;
     let (b, nh, nkv, dv, n) = (2, 8, 2, 32, 24);
     for dtype in graphc_gpu::kernels::WEIGHT_DTYPES {
-        for (s, t_len, deepest, launches) in [(3, 40, 39, 1), (1, 2 * KEYS_PER_SPLIT + 100, 2 * KEYS_PER_SPLIT + 60, 2)] {
-            let what = format!("{} s={s} t={t_len}", dtype_name(dtype));
+        // Short; split deep into a long cache; split over a ring cache of a
+        // sliding window (Gemma's local layers past 512 positions).
+        let ring = KEYS_PER_SPLIT + 60;
+        let window = format!(", window={}, ring=true", KEYS_PER_SPLIT + 37);
+        let cases = [
+            (3, 40, 39, 1, String::new()),
+            (1, 2 * KEYS_PER_SPLIT + 100, 2 * KEYS_PER_SPLIT + 60, 2, String::new()),
+            (1, ring, 3 * ring + 5, 2, window),
+        ];
+        for (s, t_len, deepest, launches, attrs) in cases {
+            let what = format!("{} s={s} t={t_len}{attrs}", dtype_name(dtype));
             let graph = text::parse(&format!(
                 "graph \"project\" {{
   %0 = input{{name=\"q\"}} : f32[{b}, {nh}, {s}, {dv}]
@@ -1646,9 +1656,9 @@ fn attention_is_projected_by_head_for_every_weight_type() {
   %2 = input{{name=\"v\"}} : f32[{b}, {nkv}, {t_len}, {dv}]
   %3 = input{{name=\"positions\"}} : i32[{b}, {s}]
   %4 = weight{{name=\"w\"}} : {}[{n}, {}]
-  %5 = attention_project{{n_heads={nh}, n_kv_heads={nkv}, scale=0.2, causal=true}} %0, %1, %2, %3, %4
+  %5 = attention_project{{n_heads={nh}, n_kv_heads={nkv}, scale=0.2, causal=true{attrs}}} %0, %1, %2, %3, %4
   %6 = output{{name=\"p\"}} %5
-  %7 = attention{{n_heads={nh}, n_kv_heads={nkv}, scale=0.2, causal=true}} %0, %1, %2, %3
+  %7 = attention{{n_heads={nh}, n_kv_heads={nkv}, scale=0.2, causal=true{attrs}}} %0, %1, %2, %3
   %8 = permute{{perm=[0, 2, 1, 3]}} %7
   %9 = reshape{{shape=[{b}, {s}, {}]}} %8
   %10 = matmul %9, %4
