@@ -586,7 +586,7 @@ pub fn lower_with_partials(
     let mut own = args.to_vec();
     let sum_args: Vec<ArgInfo> = own.drain(operand..=operand + extra).collect();
     own.insert(operand, sum_args[0].clone());
-    let heads = sum_args[1].shape.len().checked_sub(2).map_or(0, |i| sum_args[1].shape[i]);
+    let heads = shares_per_row(&sum_args[1]);
     let x = &own[operand];
     let k = *x.shape.last().unwrap_or(&1);
     let rows = x.shape.iter().product::<usize>() / k.max(1);
@@ -751,11 +751,16 @@ fn lower_attention(op: &Op, args: &[ArgInfo], target: &'static str, limits: Bind
     Ok(vec![part, merge])
 }
 
+/// The heads of an `attention_project`'s shares `[.., heads, n]`.
+fn shares_per_row(shares: &ArgInfo) -> usize {
+    shares.shape.len().checked_sub(2).map_or(0, |i| shares.shape[i])
+}
+
 /// `add_partials`: one invocation an element (`kernels::attention::add_partials`).
 fn lower_add_partials(eps: Option<f32>, args: &[ArgInfo], target: &'static str) -> Result<KernelCall, LowerError> {
     let (r, p) = (&args[0], &args[1]);
     let n = *r.shape.last().unwrap_or(&1);
-    let heads = p.shape.len().checked_sub(2).map_or(0, |i| p.shape[i]);
+    let heads = shares_per_row(p);
     let total: usize = r.shape.iter().product();
     if p.shape.iter().product::<usize>() != total * heads {
         return Err(LowerError::NoKernel {

@@ -283,14 +283,10 @@ fn project_head(dtype: DType) -> Vec<Stmt> {
 /// `p [rows, heads, n]`, `y`; params `total` (rows · n), `n`, `heads`.
 /// Grid: `ceil(total / 256)`.
 pub fn add_partials() -> Kernel {
-    let share = load("p", (var("row") * param("heads") + var("h")) * param("n") + var("col"));
-    let body = vec![
-        let_("row", Ty::U32, var("i") / param("n")),
-        let_("col", Ty::U32, var("i") % param("n")),
-        let_("sum", Ty::F32, f(0.0)),
-        for_("h", u(0), param("heads"), u(1), vec![assign("sum", var("sum") + share)]),
-        store("y", var("i"), load("r", var("i")) + var("sum")),
-    ];
+    let share = |h: Expr| load("p", (var("row") * param("heads") + h) * param("n") + var("col"));
+    let mut body = vec![let_("row", Ty::U32, var("i") / param("n")), let_("col", Ty::U32, var("i") % param("n"))];
+    body.extend(super::sum_of_shares("sum", share));
+    body.push(store("y", var("i"), load("r", var("i")) + var("sum")));
     Kernel::new("add_partials", WORKGROUP)
         .input("r", Ty::F32)
         .input("p", Ty::F32)

@@ -2,7 +2,7 @@
 //! the weight is read as checkpoint bytes and decoded inside the kernel
 //! (`dequant`), a group's scales once per group; no dequantized copy exists.
 
-use super::{dequant, elementwise, norm, rope, thread_index, MAX_STAGED_X, WORKGROUP};
+use super::{dequant, elementwise, norm, rope, sum_of_shares, thread_index, MAX_STAGED_X, WORKGROUP};
 use crate::kir::*;
 use graphc_ir::{DType, RopeStyle, UnaryOp};
 
@@ -73,13 +73,6 @@ impl Edges {
     pub const NONE: Edges = Edges { norm: false, residual: false, x_partials: false, x_partials_norm: false, r_partials: false };
     pub const NORM: Edges = Edges { norm: true, ..Edges::NONE };
     pub const RESIDUAL: Edges = Edges { residual: true, ..Edges::NONE };
-}
-
-/// `value + Σ_h shares(h)` as `add_partials` forms it: the shares summed
-/// left to right from 0 into local `sum_name`, then added.
-fn with_partials(value: Expr, share: impl Fn(Expr) -> Expr, sum_name: &str) -> (Vec<Stmt>, Expr) {
-    let sum = vec![let_(sum_name, Ty::F32, f(0.0)), for_("hp", u(0), param("heads"), u(1), vec![assign(sum_name, var(sum_name) + share(var("hp")))])];
-    (sum, value + var(sum_name))
 }
 
 /// The gated MLP's two projections and their product in one launch:
@@ -236,16 +229,16 @@ fn dense_of(dtype: DType, rows: u32, mode: Mode, mixed: &[DType], edges: Edges) 
     for prefix in prefixes {
         out.extend((0..rows).map(|r| let_(&format!("{prefix}{r}"), Ty::F32, f(0.0))));
     }
+    // Tile row `r`'s row of `x`; a row past `m` takes the last row's (never
+    // stored), as every invocation must reach the barriers of a row's norm.
+    let x_row = |r: u32| select((var("r0") + u(r)).lt(param("m")), var("r0") + u(r), param("m") - u(1));
     if edges.x_partials {
-        // The tile's rows `add_partials` defines, formed once into `xs`
-        // (a row past `m` as the last row, never stored).
+        // The tile's rows `add_partials` defines, formed once into `xs`.
         for r in 0..rows {
-            let row = select((var("r0") + u(r)).lt(param("m")), var("r0") + u(r), param("m") - u(1));
-            let share = |h: Expr| load("xp", (row.clone() * param("heads") + h) * param("k") + var("c"));
-            let (sum, value) = with_partials(load("x", row.clone() * param("k") + var("c")), share, "xs_sum");
-            let mut stage = sum;
+            let share = |h: Expr| load("xp", (x_row(r) * param("heads") + h) * param("k") + var("c"));
+            let mut stage = sum_of_shares("xs_sum", share);
             // With a post-norm, the sum alone first; normed and added below.
-            let value = if edges.x_partials_norm { var("xs_sum") } else { value };
+            let value = if edges.x_partials_norm { var("xs_sum") } else { load("x", x_row(r) * param("k") + var("c")) + var("xs_sum") };
             stage.push(store_shared("xs", u(r) * param("k") + var("c"), value));
             out.push(for_("c", local_id(), param("k"), u(WORKGROUP), stage));
         }
@@ -253,11 +246,10 @@ fn dense_of(dtype: DType, rows: u32, mode: Mode, mixed: &[DType], edges: Edges) 
         if edges.x_partials_norm {
             // `r + rms_norm(s, xg)` as `norm_add` forms it, each feature by its owner.
             for r in 0..rows {
-                let row = select((var("r0") + u(r)).lt(param("m")), var("r0") + u(r), param("m") - u(1));
                 out.extend(norm::scale_of_row_of(|c| load_shared("xs", u(r) * param("k") + c), param("k"), &format!("_p{r}"), "eps_p", false));
                 let at = u(r) * param("k") + var("c");
-                let normed = call(Func::MulRounded, vec![load("xg", var("c")), load_shared("xs", at.clone()) * var(&format!("r_p{r}"))]);
-                let value = load("x", row * param("k") + var("c")) + normed;
+                let normed = norm::post_normed(load("xg", var("c")), load_shared("xs", at.clone()), var(&format!("r_p{r}")));
+                let value = load("x", x_row(r) * param("k") + var("c")) + normed;
                 out.push(for_("c", local_id(), param("k"), u(WORKGROUP), vec![store_shared("xs", at, value)]));
             }
             out.push(Stmt::Barrier);
@@ -268,12 +260,9 @@ fn dense_of(dtype: DType, rows: u32, mode: Mode, mixed: &[DType], edges: Edges) 
             out.extend(norm::scale_of_row_of(|c| load_shared("xs", u(r) * param("k") + c), param("k"), &format!("_norm{r}"), "eps", false));
         }
     } else if edges.norm {
-        // Each tile row's norm scale `r_norm{r}`; a row past `m` takes the
-        // last row's (never stored), as every invocation must reach the
-        // reduction's barriers.
+        // Each tile row's norm scale `r_norm{r}`.
         for r in 0..rows {
-            let row = select((var("r0") + u(r)).lt(param("m")), var("r0") + u(r), param("m") - u(1));
-            out.extend(norm::scale_of_row_at("x", row * param("k"), param("k"), &format!("_norm{r}"), "eps", false));
+            out.extend(norm::scale_of_row_at("x", x_row(r) * param("k"), param("k"), &format!("_norm{r}"), "eps", false));
         }
     }
     // For a stack: which weight column `j` falls in (`which`), and its row there (`jl`).
@@ -356,8 +345,8 @@ fn dense_of(dtype: DType, rows: u32, mode: Mode, mixed: &[DType], edges: Edges) 
                 let at = (var("r0") + u(r)) * param("y_cols") + param("j0") + var("j");
                 if edges.r_partials {
                     let share = |h: Expr| load("rp", ((var("r0") + u(r)) * param("heads") + h) * param("y_cols") + param("j0") + var("j"));
-                    let (mut stmts, residual) = with_partials(load("r", at.clone()), share, "r_sum");
-                    stmts.push(store("y", at, value + residual));
+                    let mut stmts = sum_of_shares("r_sum", share);
+                    stmts.push(store("y", at.clone(), value + (load("r", at) + var("r_sum"))));
                     stmts
                 } else {
                     let value = if edges.residual { value + load("r", at.clone()) } else { value };

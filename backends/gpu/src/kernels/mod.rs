@@ -16,7 +16,7 @@ pub mod reduce;
 pub mod rope;
 pub mod softmax;
 
-use crate::kir::{group_index, local_id, u, Expr, Kernel};
+use crate::kir::{assign, f, for_, group_index, let_, local_id, param, u, var, Expr, Kernel, Stmt, Ty};
 use graphc_ir::{BinaryOp, ChainExpr, DType, NormKind, ReduceOp, RopeStyle, UnaryOp};
 
 /// Invocations per workgroup for every kernel here: a power of two (the
@@ -26,6 +26,14 @@ pub const WORKGROUP: u32 = 256;
 /// The invocation's linear index over the whole grid (one-element-per-thread kernels).
 pub fn thread_index() -> Expr {
     group_index() * u(WORKGROUP) + local_id()
+}
+
+/// `share(h)` for `h` in `0..heads` (a parameter) summed left to right
+/// from 0 into local `sum`: how every kernel that forms the IR's
+/// `add_partials` sums the shares (alone, or in a reader's prologue or
+/// epilogue), so each of them gives the same bits.
+pub(crate) fn sum_of_shares(sum: &str, share: impl Fn(Expr) -> Expr) -> Vec<Stmt> {
+    vec![let_(sum, Ty::F32, f(0.0)), for_("hp", u(0), param("heads"), u(1), vec![assign(sum, var(sum) + share(var("hp")))])]
 }
 
 /// Statements splitting the linear index `i` into `i0..i3` over a rank-4

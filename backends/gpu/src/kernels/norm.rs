@@ -64,11 +64,8 @@ fn norm_kernel(kind: NormKind, residual: bool) -> Kernel {
 /// bit what the `norm` and `add` kernels give. Buffers `a, o, w_o, h`;
 /// params `rows, d, eps_o`. Grid: `rows` groups.
 pub fn norm_add() -> Kernel {
-    let at = || var("base") + var("c");
     let mut row = vec![let_("base", Ty::U32, var("row") * param("d"))];
-    row.extend(scale_of_row("o", "_o", "eps_o", false));
-    let normed_o = call(Func::MulRounded, vec![load("w_o", var("c")), load("o", at()) * var("r_o")]);
-    row.push(strided("c", vec![store("h", at(), load("a", at()) + normed_o)]));
+    row.extend(norm_add_row(load("a", var("base") + var("c"))));
     Kernel::new("rms_norm_add", WORKGROUP)
         .input("a", Ty::F32)
         .input("o", Ty::F32)
@@ -112,13 +109,10 @@ pub fn add_partials_normed() -> Kernel {
 /// `w_a` (with `norm`), then `norm_add`'s `o, w_o, h`; params `rows, d,
 /// eps_o, heads`, then `eps_a` (with `norm`). Grid: `rows` groups.
 pub fn norm_add_partials(norm: bool) -> Kernel {
-    let at = || var("base") + var("c");
     let mut row = vec![let_("base", Ty::U32, var("row") * param("d"))];
     let (stage, a) = staged_partials(norm);
     row.extend(stage);
-    row.extend(scale_of_row("o", "_o", "eps_o", false));
-    let normed_o = call(Func::MulRounded, vec![load("w_o", var("c")), load("o", at()) * var("r_o")]);
-    row.push(strided("c", vec![store("h", at(), a + normed_o)]));
+    row.extend(norm_add_row(a));
     let name = if norm { "rms_norm_add_normed_partials" } else { "rms_norm_add_partials" };
     let mut k = Kernel::new(name, WORKGROUP).input("r", Ty::F32).input("p", Ty::F32);
     if norm {
@@ -135,27 +129,37 @@ pub fn norm_add_partials(norm: bool) -> Kernel {
         .body(vec![let_("row", Ty::U32, group_index()), if_(var("row").lt(param("rows")), row)])
 }
 
+/// `norm_add`'s row at `base`: `h = a + rms_norm(o, w_o)`, with `a` feature
+/// `c`'s residual.
+fn norm_add_row(a: Expr) -> Vec<Stmt> {
+    let at = || var("base") + var("c");
+    let mut row = scale_of_row("o", "_o", "eps_o", false);
+    row.push(strided("c", vec![store("h", at(), a + post_normed(load("w_o", var("c")), load("o", at()), var("r_o")))]));
+    row
+}
+
+/// A post-norm's term for one feature, `weight · (value · scale)`, the
+/// product rounded before the residual add (`Func::MulRounded`) as the
+/// unfused `norm` and `add` kernels round it: every kernel adding a
+/// sandwich norm's output to a residual forms it here, so they agree in
+/// their bits.
+pub(super) fn post_normed(weight: Expr, value: Expr, scale: Expr) -> Expr {
+    call(Func::MulRounded, vec![weight, value * scale])
+}
+
 /// Row `row`'s shares (`p`, `heads` of them) summed left to right from 0
 /// into `os`, and the value of feature `c` of the sum added to `r`: with
 /// `norm`, `r + rms_norm(s, w_a)` (`eps_a`; its scale `r_a`), as
 /// `norm_add` forms it.
 fn staged_partials(norm: bool) -> (Vec<Stmt>, Expr) {
     let share = |h: Expr| load("p", (var("row") * param("heads") + h) * param("d") + var("c"));
-    let mut s = vec![
-        strided(
-            "c",
-            vec![
-                let_("os_sum", Ty::F32, f(0.0)),
-                for_("hp", u(0), param("heads"), u(1), vec![assign("os_sum", var("os_sum") + share(var("hp")))]),
-                store_shared("os", var("c"), var("os_sum")),
-            ],
-        ),
-        Stmt::Barrier,
-    ];
+    let mut sum = super::sum_of_shares("os_sum", share);
+    sum.push(store_shared("os", var("c"), var("os_sum")));
+    let mut s = vec![strided("c", sum), Stmt::Barrier];
     let r = load("r", var("base") + var("c"));
     let a = if norm {
         s.extend(scale_of_row_of(|c| load_shared("os", c), param("d"), "_a", "eps_a", false));
-        r + call(Func::MulRounded, vec![load("w_a", var("c")), load_shared("os", var("c")) * var("r_a")])
+        r + post_normed(load("w_a", var("c")), load_shared("os", var("c")), var("r_a"))
     } else {
         r + load_shared("os", var("c"))
     };
