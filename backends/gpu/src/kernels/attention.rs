@@ -228,20 +228,17 @@ fn attention_kernel(kind: Out) -> Kernel {
             let_("blk", Ty::U32, var("gi") % param("splits")),
             if_(var("qi").lt(param("queries")), query),
         ])
-    } else if let Out::Project(dtype) = kind {
-        // The normalized output, as `attention` stores it, kept for the projection.
-        let normalized = select(var("l").gt(f(0.0)), load_shared("acc", var("c")) / var("l"), f(0.0));
-        query.push(for_("c", local_id(), param("dv"), u(WORKGROUP), vec![store_shared("acc", var("c"), normalized)]));
-        query.extend(project_head(dtype));
-        k.body(vec![let_("qi", Ty::U32, group_index()), if_(var("qi").lt(param("queries")), query)])
     } else {
-        query.push(for_(
-            "c",
-            local_id(),
-            param("dv"),
-            u(WORKGROUP),
-            vec![store("y", var("qi") * param("dv") + var("c"), select(var("l").gt(f(0.0)), load_shared("acc", var("c")) / var("l"), f(0.0)))],
-        ));
+        // The normalized output: stored, or kept for the head's projection.
+        let normalized = select(var("l").gt(f(0.0)), load_shared("acc", var("c")) / var("l"), f(0.0));
+        let keep = match kind {
+            Out::Project(_) => store_shared("acc", var("c"), normalized),
+            _ => store("y", var("qi") * param("dv") + var("c"), normalized),
+        };
+        query.push(for_("c", local_id(), param("dv"), u(WORKGROUP), vec![keep]));
+        if let Out::Project(dtype) = kind {
+            query.extend(project_head(dtype));
+        }
         k.body(vec![let_("qi", Ty::U32, group_index()), if_(var("qi").lt(param("queries")), query)])
     }
 }
