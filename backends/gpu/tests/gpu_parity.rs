@@ -1774,6 +1774,9 @@ fn shares_are_summed_where_they_are_read() {
         ]));
         let inputs = layer_tail_inputs([b, nh, nkv, dv, d, t_len], s, 55);
         let want = reference::run(&graph, &inputs, HashMap::new(), &weights).unwrap().outputs;
+        // The reference runs the fused ops as their definitions (`cpu::parts`).
+        let parts = reference::run(&fused, &inputs, HashMap::new(), &weights).unwrap().outputs;
+        assert_close(&format!("s={s}: the fused graph on the reference"), &parts["y"], &want["y"]);
         let Some(mut g) = open_graph(&fused, &weights) else { return };
         let got = g.step(&inputs).unwrap();
         let counters = g.counters();
@@ -1868,6 +1871,9 @@ fn shares_through_a_post_norm_are_summed_where_they_are_read() {
         ]));
         let inputs = layer_tail_inputs([b, nh, nkv, dv, d, t_len], s, 67);
         let want = reference::run(&graph, &inputs, HashMap::new(), &weights).unwrap().outputs;
+        // The reference runs the fused ops as their definitions (`cpu::parts`).
+        let parts = reference::run(&fused, &inputs, HashMap::new(), &weights).unwrap().outputs;
+        assert_close(&format!("s={s}: the fused graph on the reference"), &parts["y"], &want["y"]);
         let Some(mut g) = open_graph(&fused, &weights) else { return };
         let got = g.step(&inputs).unwrap();
         let counters = g.counters();

@@ -134,35 +134,41 @@ fn attention_project(evaluator: &dyn Evaluator, op: &Op, args: Vec<Arg<'_, '_>>,
 }
 
 /// `add_partials` as its definition in `Op::AddPartials`: each row's
-/// shares summed left to right from 0, then added to the residual (with
-/// `eps`, through the post-norm: `norm_add`).
+/// shares summed left to right from 0, then added to the residual (`add`),
+/// or with `eps` through the post-norm (`norm_add`).
 fn add_partials(evaluator: &dyn Evaluator, eps: Option<f32>, args: Vec<Arg<'_, '_>>, env: &Env) -> Result<Tensor, String> {
-    let (r, p) = match &args[..] {
-        [r, p] | [r, p, _] => (dense(r.val())?, dense(p.val())?),
-        _ => return Err(format!("add_partials of {} operands", args.len())),
-    };
-    if let Some(eps) = eps {
-        let zeros = Tensor::f32(r.shape().to_vec(), vec![0.0; r.numel()]);
-        let sum = add_partials(evaluator, None, vec![Arg::Own(Val::T(zeros)), Arg::Own(Val::T(p))], env)?;
-        let mut args = args.into_iter();
-        let (r, g) = (args.next().expect("r"), args.nth(1).expect("the norm's weight"));
-        return evaluator.eval(&Op::NormAdd { eps }, vec![r, Arg::Own(Val::T(sum)), g], env);
+    let operands = args.len();
+    let mut args = args.into_iter();
+    let (Some(r), Some(p)) = (args.next(), args.next()) else { return Err(format!("add_partials of {operands} operands")) };
+    let sum = Arg::Own(Val::T(sum_of_shares(&dense(p.val())?)?));
+    match eps {
+        Some(eps) => {
+            let weight = args.next().ok_or("add_partials: no post-norm weight")?;
+            evaluator.eval(&Op::NormAdd { eps }, vec![r, sum, weight], env)
+        }
+        None => evaluator.eval(&Op::Binary(BinaryOp::Add), vec![r, sum], env),
     }
-    let (rs, ps) = (r.as_f32().ok_or("add_partials: an i32 residual")?, p.as_f32().ok_or("add_partials: i32 partials")?);
-    let n = *r.shape().last().ok_or("add_partials of a scalar")?;
-    let h = p.shape()[p.shape().len() - 2];
-    let out = rs
-        .chunks(n.max(1))
-        .enumerate()
-        .flat_map(|(row, r)| {
+}
+
+/// The shares `p [.., h, n]` of each row summed left to right from 0: `[.., n]`.
+fn sum_of_shares(p: &Tensor) -> Result<Tensor, String> {
+    let shape = p.shape();
+    let (&n, lead) = shape.split_last().ok_or("add_partials: scalar shares")?;
+    let (&h, lead) = lead.split_last().ok_or("add_partials: shares without heads")?;
+    let ps = p.as_f32().ok_or("add_partials: i32 shares")?;
+    let rows: usize = lead.iter().product();
+    let sums = (0..rows)
+        .flat_map(|row| {
             (0..n).map(move |j| {
                 let mut sum = 0f32;
                 for head in 0..h {
                     sum += ps[(row * h + head) * n + j];
                 }
-                r[j] + sum
+                sum
             })
         })
         .collect();
-    Ok(Tensor::f32(r.shape().to_vec(), out))
+    let mut out_shape = lead.to_vec();
+    out_shape.push(n);
+    Ok(Tensor::f32(out_shape, sums))
 }
