@@ -294,9 +294,11 @@ impl<'m> Batcher<'m> {
             // prompt id is run, for its logits.
             let common = |cached: &[u32]| cached.iter().zip(&req.prompt).take_while(|(a, b)| a == b).count().min(req.prompt.len() - 1);
             let free = (0..self.slots.len()).filter(|&i| self.slots[i].is_none());
-            let i = if self.prompt_cache { free.max_by_key(|&i| (common(&self.cached[i]), usize::MAX - i)) } else { free.min() };
-            let i = i.expect("a free slot (the loop's condition)");
-            let reused = if self.prompt_cache { common(&self.cached[i]) } else { 0 };
+            let chosen = match self.prompt_cache {
+                true => free.map(|i| (i, common(&self.cached[i]))).max_by_key(|&(i, common)| (common, usize::MAX - i)),
+                false => free.min().map(|i| (i, 0)),
+            };
+            let (i, reused) = chosen.expect("a free slot (the loop's condition)");
             // A wrapped window ring cannot be cut back: start from empty.
             let reused = if reused > 0 && self.session.truncate_row(i, reused).is_ok() { reused } else { 0 };
             let cut = if reused > 0 { Ok(()) } else { self.session.reset_row(i) };
