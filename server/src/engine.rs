@@ -12,12 +12,16 @@ use std::sync::Arc;
 
 /// Start the engine; returns the request channel, what a request must fit
 /// and whether the prompt cache is on.
-#[allow(clippy::type_complexity)]
-pub fn start(
-    model: Arc<Model>,
-    opts: BatcherOptions,
-    metrics: Arc<Metrics>,
-) -> Result<(mpsc::Sender<Request>, (Limits, bool), std::thread::JoinHandle<()>), graphc_runtime::Error> {
+/// A started engine: where requests go, what it resolved, its thread.
+pub struct Started {
+    pub jobs: mpsc::Sender<Request>,
+    pub limits: Limits,
+    /// Whether slots reuse their cached prefix of a prompt (`BatcherOptions::prompt_cache` resolved).
+    pub prompt_cache: bool,
+    pub thread: std::thread::JoinHandle<()>,
+}
+
+pub fn start(model: Arc<Model>, opts: BatcherOptions, metrics: Arc<Metrics>) -> Result<Started, graphc_runtime::Error> {
     let (jobs, rx) = mpsc::channel::<Request>();
     let (ready_tx, ready_rx) = mpsc::channel();
     let thread = std::thread::Builder::new()
@@ -36,8 +40,8 @@ pub fn start(
             run(&mut batcher, limits, &rx, &metrics);
         })
         .map_err(|e| graphc_runtime::Error::Option(format!("cannot start the engine thread: {e}")))?;
-    let limits = ready_rx.recv().map_err(|_| graphc_runtime::Error::Option("the engine thread died while starting".into()))??;
-    Ok((jobs, limits, thread))
+    let (limits, prompt_cache) = ready_rx.recv().map_err(|_| graphc_runtime::Error::Option("the engine thread died while starting".into()))??;
+    Ok(Started { jobs, limits, prompt_cache, thread })
 }
 
 fn run(batcher: &mut Batcher, limits: Limits, rx: &mpsc::Receiver<Request>, metrics: &Arc<Metrics>) {

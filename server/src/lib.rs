@@ -87,7 +87,7 @@ impl Server {
         }
         let metrics = Arc::new(Metrics::default());
         let batcher = BatcherOptions { slots, prefill_chunk: opts.prefill_chunk, prompt_cache: opts.prompt_cache, session: opts.session.clone() };
-        let (jobs, (limits, prompt_cache), engine) = engine::start(model.clone(), batcher, metrics.clone())?;
+        let engine::Started { jobs, limits, prompt_cache, thread: engine } = engine::start(model.clone(), batcher, metrics.clone())?;
         let model_name = opts.model_name.clone().unwrap_or_else(|| {
             let path = std::path::Path::new(&model.plan().checkpoint.path);
             path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| "graphc".into())
