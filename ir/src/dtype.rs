@@ -56,6 +56,17 @@ impl DType {
         }
     }
 
+    /// Elements of a row that share one scale (and min): a block, or a
+    /// k-quant's sub-block (1 for plain types). The smallest run of
+    /// columns a kernel can decode on its own.
+    pub fn scale_group_elems(self) -> usize {
+        match self {
+            DType::Q6K | DType::Q2K | DType::Q3K => 16,
+            DType::Q4K | DType::Q5K | DType::IQ4XS => 32,
+            other => other.block_elems(),
+        }
+    }
+
     /// Bytes per block (the element size for plain types).
     pub fn block_bytes(self) -> usize {
         match self {

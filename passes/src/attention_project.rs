@@ -35,17 +35,18 @@
 //! whose rows are `n_heads·dv` long; and no operand is computed from a
 //! replaced node. Launch packing asks more, checked here because only a
 //! GPU plan runs this pass: a head's columns of `w` start and end on a
-//! boundary of the weight's scale groups (`scale_group`), so a workgroup
-//! decodes whole groups of its head, and `dv` fits the attention kernel's
-//! workgroup memory (`MAX_HEAD_DIM`); under a post-norm, a row of the sum
-//! fits the workgroup memory its kernels stage it in (`MAX_STAGED_ROW`).
+//! boundary of the weight's scale groups (`DType::scale_group_elems`),
+//! so a workgroup decodes whole groups of its head, and `dv` fits the
+//! attention kernel's workgroup memory (`MAX_HEAD_DIM`); under a
+//! post-norm, a row of the sum fits the workgroup memory its kernels
+//! stage it in (`MAX_STAGED_ROW`).
 //!
 //! Counts: attentions projected by head (SmolLM2-135M: 30, Gemma 3 270M:
 //! 18; one a layer).
 
 use crate::cost::CostModel;
 use crate::pass::Pass;
-use graphc_ir::{DType, Graph, NodeId, Op};
+use graphc_ir::{Graph, NodeId, Op};
 
 pub struct AttentionProject {
     /// Formed for a plan counted in launches (a GPU's).
@@ -59,16 +60,6 @@ const MAX_HEAD_DIM: i64 = 512;
 /// Largest row of a post-normed sum the GPU's kernels stage (its
 /// `kernels::MAX_STAGED_X`).
 const MAX_STAGED_ROW: i64 = 3072;
-
-/// Elements of a weight row that share their scales: the smallest run of
-/// columns a kernel decodes on its own.
-fn scale_group(dtype: DType) -> i64 {
-    match dtype {
-        DType::F32 | DType::F16 => 1,
-        DType::Q6K => 16,
-        _ => 32,
-    }
-}
 
 fn only_user(g: &Graph, id: NodeId) -> Option<NodeId> {
     match g.users(id)[..] {
@@ -123,7 +114,7 @@ fn find(g: &Graph, attention: NodeId) -> Option<Rewrite> {
     let whole_groups = matches!(g.node(w).op, Op::Weight { .. })
         && weight.shape.len() == 2
         && weight.shape[1].as_const() == Some(n_heads as i64 * dv)
-        && dv % scale_group(weight.dtype) == 0;
+        && dv % weight.dtype.scale_group_elems() as i64 == 0;
     if !(joins_heads && whole_groups && dv <= MAX_HEAD_DIM) {
         return None;
     }

@@ -30,14 +30,11 @@ fn signed_byte(w: &str, offset: Expr) -> Expr {
 }
 
 /// Elements per decoding group: the run of elements that share one scale
-/// (and min). A kernel decodes a group's scales once (`group_setup`) and
-/// then each of its elements (`group_element`).
+/// (and min, `DType::scale_group_elems`). A kernel decodes a group's
+/// scales once (`group_setup`) and then each of its elements
+/// (`group_element`).
 pub fn group_elems(dtype: DType) -> u32 {
-    match dtype {
-        DType::F32 | DType::F16 => 1,
-        DType::Q6K => 16,
-        _ => 32,
-    }
+    dtype.scale_group_elems() as u32
 }
 
 /// Statements declaring the `dq_*` locals of group `g` (u32 local) of the
