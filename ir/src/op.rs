@@ -446,6 +446,37 @@ pub enum Op {
     /// attention output never reaches memory and the projection is no
     /// launch of its own.
     AttentionProject { n_heads: usize, n_kv_heads: usize, scale: f32, causal: bool, window: Option<usize>, softcap: Option<f32>, ring: bool },
+    /// `(q [b, s, n_heads, d], k [b, s, n_kv_heads, d], v [b, n_kv_heads, s,
+    /// dv], q_weight [d], k_weight [d], positions i32[b, s], k_cache [b,
+    /// n_kv_heads, cap, d], v_cache [b, n_kv_heads, cap, dv], lengths i32[b],
+    /// w [n, n_heads·dv])` → `[b, s, n_heads, n]`, an attention whose heads
+    /// are normed before their rotation (Gemma 3's q/k norms): with
+    /// `nr(x, g) = norm_rope{eps, style, rotary_dim, theta, scaling}(x, g,
+    /// positions)`, results 1 and 2 (`result{index}`) are
+    /// `kv_append{axis=2, cap, window=W}(k_cache, nr(k, k_weight), lengths)`
+    /// and `kv_append{..}(v_cache, v, lengths)`, written in place (`W` is
+    /// `window` when `ring`, else none); result 0 is `attention_project{n_heads,
+    /// n_kv_heads, scale, causal, window, softcap, ring}(nr(q, q_weight),
+    /// result 1, result 2, positions, w)`. Formed by the
+    /// `norm_rope_attention` pass; each value is computed as those ops
+    /// compute it, so a backend may run it as one kernel (a decode step's
+    /// normed q and k, and its new k and v rows, never reach memory but for
+    /// the cache) or as its parts.
+    NormRopeAttention {
+        eps: f32,
+        style: RopeStyle,
+        rotary_dim: usize,
+        theta: f32,
+        scaling: RopeScaling,
+        n_heads: usize,
+        n_kv_heads: usize,
+        scale: f32,
+        causal: bool,
+        window: Option<usize>,
+        softcap: Option<f32>,
+        ring: bool,
+        cap: Dim,
+    },
     /// `(cache [.., cap, ..], new [.., s, ..], lengths i32[b])`: writes `new` into
     /// `cache` in place at row offset `lengths[b]` of each batch row along
     /// `axis`; a write past `cap` is an error naming offset, rows and capacity.
@@ -556,9 +587,12 @@ impl Op {
             }
             Op::Norm { .. } | Op::NormAdd { .. } | Op::AddNorm { .. } => OpKind::Norm,
             Op::Rope { .. } | Op::NormRope { .. } => OpKind::Rope,
-            Op::Attention { .. } | Op::KvAppend { .. } | Op::QkvRope { .. } | Op::AttentionProject { .. } | Op::AddPartials { .. } => {
-                OpKind::Attention
-            }
+            Op::Attention { .. }
+            | Op::KvAppend { .. }
+            | Op::QkvRope { .. }
+            | Op::AttentionProject { .. }
+            | Op::NormRopeAttention { .. }
+            | Op::AddPartials { .. } => OpKind::Attention,
             Op::CausalConv1d { .. } | Op::GatedDeltaRule => OpKind::Recurrent,
         }
     }
@@ -590,6 +624,7 @@ impl Op {
                 | Op::NormAdd { .. }
                 | Op::QkvRope { .. }
                 | Op::AttentionProject { .. }
+                | Op::NormRopeAttention { .. }
                 | Op::AddPartials { .. }
                 | Op::AddNorm { .. }
                 | Op::Chain { .. }
@@ -601,28 +636,32 @@ impl Op {
     /// results `result{index}` nodes read.
     pub fn results(&self) -> usize {
         match self {
-            Op::QkvRope { .. } => 3,
+            Op::QkvRope { .. } | Op::NormRopeAttention { .. } => 3,
             Op::AddNorm { .. } => 2,
             _ => 1,
         }
     }
 
     /// The operand that result `index` is written over in place, where it
-    /// is (a cache appended to: `kv_append`'s result 0, `qkv_rope`'s 1 and 2).
+    /// is (a cache appended to: `kv_append`'s result 0, `qkv_rope`'s and
+    /// `norm_rope_attention`'s 1 and 2).
     pub fn written_over(&self, index: usize) -> Option<usize> {
         match (self, index) {
             (Op::KvAppend { .. }, 0) => Some(0),
             (Op::QkvRope { .. }, 1) => Some(5),
             (Op::QkvRope { .. }, 2) => Some(6),
+            (Op::NormRopeAttention { .. }, 1) => Some(6),
+            (Op::NormRopeAttention { .. }, 2) => Some(7),
             _ => None,
         }
     }
 
     /// A cache append's capacity and window (`kv_append`, and the appends
-    /// inside `qkv_rope`).
+    /// inside `qkv_rope` and `norm_rope_attention`).
     pub fn cache_append(&self) -> Option<(&Dim, Option<usize>)> {
         match self {
             Op::KvAppend { cap, window, .. } | Op::QkvRope { cap, window, .. } => Some((cap, *window)),
+            Op::NormRopeAttention { cap, window, ring, .. } => Some((cap, window.filter(|_| *ring))),
             _ => None,
         }
     }

@@ -90,6 +90,21 @@ fn ops_with_every_attribute_set() -> Vec<Op> {
             cap: Dim::konst(600),
             window: Some(512),
         },
+        Op::NormRopeAttention {
+            eps: 1e-6,
+            style: RopeStyle::Neox,
+            rotary_dim: 256,
+            theta: 1e4,
+            scaling: RopeScaling::Linear { factor: 8.0 },
+            n_heads: 4,
+            n_kv_heads: 1,
+            scale: 0.0625,
+            causal: true,
+            window: Some(512),
+            softcap: Some(50.0),
+            ring: true,
+            cap: Dim::konst(767),
+        },
         Op::Result { index: 2 },
         Op::Chain {
             expr: ChainExpr::Binary(

@@ -19,6 +19,7 @@ pub mod kv_alias;
 pub mod kv_append;
 pub mod manager;
 pub mod moe_dispatch;
+pub mod norm_rope_attention;
 pub mod pass;
 pub mod reach;
 pub mod residual_norm;

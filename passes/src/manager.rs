@@ -49,6 +49,7 @@ impl PassManager {
                 Box::new(crate::fuse::Fuse { cost, ..Default::default() }),
                 Box::new(crate::attention_head::AttentionHead { cost }),
                 Box::new(crate::attention_project::AttentionProject { cost }),
+                Box::new(crate::norm_rope_attention::NormRopeAttention { cost }),
                 Box::new(crate::residual_norm::ResidualNorm { cost }),
                 Box::new(crate::elementwise_chain::ElementwiseChain { cost }),
                 Box::new(crate::dead_code::DeadCode),

@@ -313,8 +313,12 @@ impl<D: Device> GpuGraph<D> {
         };
         let attention_positions = order
             .iter()
-            .filter(|&&id| matches!(graph.node(id).op, Op::Attention { .. } | Op::AttentionProject { .. }))
-            .map(|&id| match &graph.node(graph.inputs(id)[3]).op {
+            .filter_map(|&id| match graph.node(id).op {
+                Op::Attention { .. } | Op::AttentionProject { .. } => Some(graph.inputs(id)[3]),
+                Op::NormRopeAttention { .. } => Some(graph.inputs(id)[5]),
+                _ => None,
+            })
+            .map(|positions| match &graph.node(positions).op {
                 Op::Input { name, .. } => Some(name.clone()),
                 _ => None,
             })
@@ -386,9 +390,16 @@ impl<D: Device> GpuGraph<D> {
         self.groups.values().filter(|g| matches!(g.group, Group::Pair { .. })).count()
     }
 
-    /// Attentions projected by head in their own kernel (`attention_project`).
+    /// Attentions projected by head in their own kernel (`attention_project`,
+    /// and `norm_rope_attention`, which projects so too).
     pub fn attention_projections(&self) -> usize {
-        self.graph.nodes().filter(|n| matches!(n.op, Op::AttentionProject { .. })).count()
+        self.graph.nodes().filter(|n| matches!(n.op, Op::AttentionProject { .. } | Op::NormRopeAttention { .. })).count()
+    }
+
+    /// Attentions that norm and rotate their q and new k and append k and v
+    /// in their own kernels (`norm_rope_attention`).
+    pub fn normed_attentions(&self) -> usize {
+        self.graph.nodes().filter(|n| matches!(n.op, Op::NormRopeAttention { .. })).count()
     }
 
     /// Sums of heads' shares (`add_partials`) formed by their readers'
@@ -421,6 +432,7 @@ impl<D: Device> GpuGraph<D> {
             ("device_stacked_matmuls", self.stacked_matmuls() as u64),
             ("device_paired_ops", self.paired_ops() as u64),
             ("device_attention_projections", self.attention_projections() as u64),
+            ("device_normed_attentions", self.normed_attentions() as u64),
             ("device_partials_in_readers", self.partials_formed_in_readers() as u64),
             ("device_replayed_steps", self.replayed_steps as u64),
             ("device_host_us_last_step", self.last_host_us),
@@ -622,12 +634,24 @@ impl<D: Device> GpuGraph<D> {
                     }
                     for (node, node_op, node_args, node_infos) in checked {
                         self.host_checks(&node_op, &node_args, &node_infos, inputs).map_err(|m| node_err(graph, node, m))?;
-                        if matches!(node_op, Op::KvAppend { .. } | Op::QkvRope { .. } | Op::CausalConv1d { .. } | Op::GatedDeltaRule | Op::Gather) {
+                        if matches!(
+                            node_op,
+                            Op::KvAppend { .. }
+                                | Op::QkvRope { .. }
+                                | Op::NormRopeAttention { .. }
+                                | Op::CausalConv1d { .. }
+                                | Op::GatedDeltaRule
+                                | Op::Gather
+                        ) {
                             checks.push(HostCheck::Op { node, op: node_op, args: node_args, infos: node_infos });
                         }
                     }
                     // Only an attention's calls depend on the step's hints.
-                    let hints = if matches!(op, Op::Attention { .. } | Op::AttentionProject { .. }) { hints } else { StepHints::default() };
+                    let hints = if matches!(op, Op::Attention { .. } | Op::AttentionProject { .. } | Op::NormRopeAttention { .. }) {
+                        hints
+                    } else {
+                        StepHints::default()
+                    };
                     let op_calls = match self.call_cache.get(&id) {
                         Some((cached_op, cached, cached_hints, calls)) if *cached == infos && *cached_op == op && *cached_hints == hints => {
                             calls.clone()
@@ -807,6 +831,12 @@ impl<D: Device> GpuGraph<D> {
                 let lengths = host_i32(args[7]).ok_or("qkv_rope's lengths are not a step input")?;
                 let (cap, rows) = (infos[5].shape[2], infos[0].shape[1]);
                 crate::lower::check_append(cap, rows, *window, lengths).map_err(|e| e.to_string())
+            }
+            // Its appends: the step's rows of `k [b, s, h, d]` into the caches' axis 2.
+            Op::NormRopeAttention { window, ring, .. } => {
+                let lengths = host_i32(args[8]).ok_or("norm_rope_attention's lengths are not a step input")?;
+                let (cap, rows) = (infos[6].shape[2], infos[1].shape[1]);
+                crate::lower::check_append(cap, rows, window.filter(|_| *ring), lengths).map_err(|e| e.to_string())
             }
             Op::CausalConv1d { .. } | Op::GatedDeltaRule => {
                 // Each row's token count this step, which must lie in 0..=s.

@@ -89,7 +89,8 @@ pub fn has_kernel(op: &Op, dtypes: &[DType], target: &str) -> Result<(), String>
         | Op::MatMulAdd
         | Op::Gather
         | Op::QkvRope { .. }
-        | Op::AttentionProject { .. } => match weight_operand(op).and_then(|i| dtypes.get(i).copied()) {
+        | Op::AttentionProject { .. }
+        | Op::NormRopeAttention { .. } => match weight_operand(op).and_then(|i| dtypes.get(i).copied()) {
             Some(d) if WEIGHT_DTYPES.contains(&d) => Ok(()),
             Some(d) => Err(format!("is {d}, a block type with no {target} decoding kernel")),
             None => Err("has no weight operand".into()),
@@ -106,6 +107,7 @@ fn weight_operand(op: &Op) -> Option<usize> {
         Op::MatMul | Op::MatMulGlu { .. } | Op::MatMulAdd | Op::QkvRope { .. } => Some(1),
         Op::NormMatMul { .. } | Op::NormMatMulGlu { .. } => Some(2),
         Op::AttentionProject { .. } => Some(4),
+        Op::NormRopeAttention { .. } => Some(9),
         _ => None,
     }
 }
@@ -144,6 +146,7 @@ pub fn lower_with(op: &Op, args: &[ArgInfo], target: &'static str, limits: Bindi
         Op::AddNorm { kind, eps } => Ok(vec![lower_add_norm(*kind, *eps, args, target)?]),
         Op::QkvRope { .. } => Ok(vec![lower_qkv_rope(op, args, target, limits)?]),
         Op::Attention { .. } | Op::AttentionProject { .. } => lower_attention(op, args, target, limits, hints),
+        Op::NormRopeAttention { .. } => lower_norm_rope_attention(op, args, target, limits, hints),
         &Op::AddPartials { eps } => Ok(vec![lower_add_partials(eps, args, target)?]),
         Op::Concat { axis } => {
             // One strided write per input into its slab of the result.
@@ -655,37 +658,88 @@ pub fn lower_with_partials(
 /// `attention_project` likewise, each query's head projected in the kernel
 /// that finishes it (the attention's, or the merge's).
 fn lower_attention(op: &Op, args: &[ArgInfo], target: &'static str, limits: BindingLimits, hints: StepHints) -> Result<Vec<KernelCall>, LowerError> {
-    let no = |why: String| LowerError::NoKernel { op: op.mnemonic(), target, why };
     let (Op::Attention { n_heads, n_kv_heads, scale, causal, window, softcap, ring }
-    | Op::AttentionProject { n_heads, n_kv_heads, scale, causal, window, softcap, ring }) = op
+    | Op::AttentionProject { n_heads, n_kv_heads, scale, causal, window, softcap, ring }) = *op
     else {
         unreachable!("lower_attention of {op:?}")
     };
-    let (qs, ks, vs) = (&args[0].shape, &args[1].shape, &args[2].shape);
-    let (b, s, d, t, dv) = (qs[0], qs[2], qs[3], ks[2], vs[3]);
+    let attention = Attention { n_heads, n_kv_heads, scale, causal, window, softcap, ring };
+    let (qs, ks) = (&args[0].shape, &args[1].shape);
+    let shape = AttentionShape { b: qs[0], s: qs[2], d: qs[3], t: ks[2], dv: args[2].shape[3] };
+    let io =
+        AttentionIo { before_w: vec![Arg::Input(0), Arg::Input(1), Arg::Input(2), Arg::Input(3)], w: Arg::Input(4), after_w: vec![], normed: None };
+    let project = matches!(op, Op::AttentionProject { .. }).then(|| &args[4]);
+    attention_calls(op, &attention, shape, project, io, target, limits, hints)
+}
+
+/// An attention's attributes.
+struct Attention {
+    n_heads: usize,
+    n_kv_heads: usize,
+    scale: f32,
+    causal: bool,
+    window: Option<usize>,
+    softcap: Option<f32>,
+    ring: bool,
+}
+
+/// An attention's sizes: batch rows, queries a row, head sizes, cache rows.
+#[derive(Clone, Copy)]
+struct AttentionShape {
+    b: usize,
+    s: usize,
+    d: usize,
+    t: usize,
+    dv: usize,
+}
+
+/// What an attention kernel binds: its buffers before the projection's
+/// weight, the weight, those after it (before its output); and for the
+/// kernels of `norm_rope_attention`, the rope style and their further
+/// params (`eps`, `current`, the rope's).
+struct AttentionIo {
+    before_w: Vec<Arg>,
+    w: Arg,
+    after_w: Vec<Arg>,
+    normed: Option<(graphc_ir::RopeStyle, Vec<Value>)>,
+}
+
+#[allow(clippy::too_many_arguments)]
+fn attention_calls(
+    op: &Op,
+    a: &Attention,
+    shape: AttentionShape,
+    project: Option<&ArgInfo>,
+    io: AttentionIo,
+    target: &'static str,
+    limits: BindingLimits,
+    hints: StepHints,
+) -> Result<Vec<KernelCall>, LowerError> {
+    let no = |why: String| LowerError::NoKernel { op: op.mnemonic(), target, why };
+    let AttentionShape { b, s, d, t, dv } = shape;
     if dv as u32 > MAX_HEAD_DIM {
         return Err(no(format!("value head size {dv} (the kernel holds up to {MAX_HEAD_DIM})")));
     }
+    let n_heads = a.n_heads;
     let queries = b * n_heads * s;
     let params = vec![
         n32(queries),
-        n32(*n_heads),
-        n32(*n_kv_heads),
+        n32(n_heads),
+        n32(a.n_kv_heads),
         n32(s),
         n32(t),
         n32(d),
         n32(dv),
-        Value::F32(*scale),
-        Value::F32(softcap.unwrap_or(0.0)),
-        n32(usize::from(*causal)),
-        n32(window.unwrap_or(0)),
-        n32(usize::from(*ring && window.is_some())),
+        Value::F32(a.scale),
+        Value::F32(a.softcap.unwrap_or(0.0)),
+        n32(usize::from(a.causal)),
+        n32(a.window.unwrap_or(0)),
+        n32(usize::from(a.ring && a.window.is_some())),
     ];
-    let mut out_shape = vec![b, *n_heads, s, dv];
+    let mut out_shape = vec![b, n_heads, s, dv];
     // The projection's weight, its rows and their bytes.
-    let project = match op {
-        Op::AttentionProject { .. } => {
-            let w = &args[4];
+    let project = match project {
+        Some(w) => {
             let [n, cols] = w.shape[..] else { return Err(no(format!("a weight of shape {:?}", w.shape))) };
             let whole_groups = dv % kernels::dequant::group_elems(w.dtype) as usize == 0 && cols == n_heads * dv;
             if !WEIGHT_DTYPES.contains(&w.dtype) || !whole_groups {
@@ -695,38 +749,63 @@ fn lower_attention(op: &Op, args: &[ArgInfo], target: &'static str, limits: Bind
             if (n * row_bytes) as u64 > limits.max_bytes {
                 return Err(no(format!("a weight of {} bytes, over this device's binding limit of {}", n * row_bytes, limits.max_bytes)));
             }
-            out_shape = vec![b, s, *n_heads, n];
+            out_shape = vec![b, s, n_heads, n];
             Some((w.dtype, n, row_bytes))
         }
-        _ => None,
+        None => None,
     };
     // A causal query sees no key past its position: the step's bound, where known.
-    let keys = match (hints.attention_keys, causal) {
+    let keys = match (hints.attention_keys, a.causal) {
         (Some(bound), true) => bound.min(t),
         _ => t,
     };
+    let style = io.normed.as_ref().map(|(style, _)| *style);
+    let normed_params = io.normed.as_ref().map(|(_, p)| p.clone()).unwrap_or_default();
+    let check_buffers = |call: KernelCall| -> Result<KernelCall, LowerError> {
+        if call.kernel.buffers.len() as u32 > limits.max_buffers {
+            return Err(no(format!(
+                "{} buffers in one kernel, over this device's limit of {}; compile the plan with `--disable-pass {}`",
+                call.kernel.buffers.len(),
+                limits.max_buffers,
+                op.mnemonic()
+            )));
+        }
+        Ok(call)
+    };
     let splits = kernels::attention::split_attention(queries, keys);
     if splits == 1 {
-        let mut args = vec![Arg::Input(0), Arg::Input(1), Arg::Input(2), Arg::Input(3)];
+        let mut args = io.before_w.clone();
         let mut params = params;
-        let kernel = match project {
-            None => kernels::attention::attention(),
-            Some((dtype, n, row_bytes)) => {
-                args.push(Arg::Input(4));
+        let kernel = match (project, style) {
+            (None, None) => kernels::attention::attention(),
+            (Some((dtype, n, row_bytes)), style) => {
+                args.push(io.w.clone());
                 params.extend([n32(n), n32(row_bytes)]);
-                kernels::attention::attention_project(dtype)
+                match style {
+                    Some(style) => kernels::attention::norm_rope_attention_project(style, dtype),
+                    None => kernels::attention::attention_project(dtype),
+                }
             }
+            (None, Some(_)) => return Err(no("a normed attention without its projection".into())),
         };
+        args.extend(io.after_w.iter().cloned());
         args.push(Arg::Output);
-        return Ok(vec![KernelCall { kernel, args, params, groups: queries as u32, out_shape }]);
+        params.extend(normed_params);
+        return Ok(vec![check_buffers(KernelCall { kernel, args, params, groups: queries as u32, out_shape })?]);
     }
     // Flash-decoding: a workgroup per (query, block of keys), then one merge.
     let part_bytes = (queries * splits * kernels::attention::part_floats(dv) * 4) as u64;
     let mut part_params = params;
     part_params.push(n32(splits));
-    let part_args = vec![Arg::Input(0), Arg::Input(1), Arg::Input(2), Arg::Input(3), Arg::Scratch(part_bytes)];
+    part_params.extend(normed_params);
+    let mut part_args = io.before_w.clone();
+    part_args.extend(io.after_w.iter().cloned());
+    part_args.push(Arg::Scratch(part_bytes));
     let part = KernelCall {
-        kernel: kernels::attention::attention_part(),
+        kernel: match style {
+            Some(style) => kernels::attention::norm_rope_attention_part(style),
+            None => kernels::attention::attention_part(),
+        },
         args: part_args,
         params: part_params,
         groups: (queries * splits) as u32,
@@ -742,13 +821,95 @@ fn lower_attention(op: &Op, args: &[ArgInfo], target: &'static str, limits: Bind
         },
         Some((dtype, n, row_bytes)) => KernelCall {
             kernel: kernels::attention::attention_merge_project(dtype),
-            args: vec![Arg::Scratch(part_bytes), Arg::Input(4), Arg::Output],
-            params: vec![n32(queries), n32(splits), n32(dv), n32(n), n32(row_bytes), n32(*n_heads), n32(s)],
+            args: vec![Arg::Scratch(part_bytes), io.w.clone(), Arg::Output],
+            params: vec![n32(queries), n32(splits), n32(dv), n32(n), n32(row_bytes), n32(n_heads), n32(s)],
             groups: queries as u32,
             out_shape,
         },
     };
-    Ok(vec![part, merge])
+    Ok(vec![check_buffers(part)?, merge])
+}
+
+/// `norm_rope_attention`: a step of one row a sequence as the attention's
+/// calls alone, each workgroup norming its q head and its kv head's new
+/// key, the new rows appended by the kernel (`current` 1); a longer step
+/// appends first (`norm_rope_append`), then runs them with every key in
+/// the cache (`current` 0).
+fn lower_norm_rope_attention(
+    op: &Op,
+    args: &[ArgInfo],
+    target: &'static str,
+    limits: BindingLimits,
+    hints: StepHints,
+) -> Result<Vec<KernelCall>, LowerError> {
+    let no = |why: String| LowerError::NoKernel { op: op.mnemonic(), target, why };
+    let &Op::NormRopeAttention { eps, style, rotary_dim, theta, ref scaling, n_heads, n_kv_heads, scale, causal, window, softcap, ring, .. } = op
+    else {
+        unreachable!("lower_norm_rope_attention of {op:?}")
+    };
+    let [q, k_new, v_new, g_q, g_k, positions, k_cache, v_cache, lengths, w] = args else {
+        return Err(no(format!("10 operands, got {}", args.len())));
+    };
+    let (&[b, s, hq, d], &[_, _, hk, _], &[_, _, t, _], &[_, _, _, dv]) = (&q.shape[..], &k_new.shape[..], &k_cache.shape[..], &v_cache.shape[..])
+    else {
+        return Err(no(format!("q {:?}, k {:?} and caches {:?}, {:?} of rank 4", q.shape, k_new.shape, k_cache.shape, v_cache.shape)));
+    };
+    let fits = hq == n_heads
+        && hk == n_kv_heads
+        && k_new.shape == [b, s, hk, d]
+        && v_new.shape == [b, hk, s, dv]
+        && g_q.shape == [d]
+        && g_k.shape == [d]
+        && positions.shape == [b, s]
+        && k_cache.shape == [b, hk, t, d]
+        && v_cache.shape == [b, hk, t, dv]
+        && lengths.shape == [b]
+        && d as u32 <= MAX_HEAD_DIM
+        && rotary_dim <= d
+        && rotary_dim % 2 == 0;
+    if !fits {
+        return Err(no(format!(
+            "q {:?}, k {:?}, v {:?}, norm weights {:?} {:?}, positions {:?}, caches {:?} {:?}, lengths {:?}, rotary_dim {rotary_dim}: heads of up to {MAX_HEAD_DIM} that do not tile",
+            q.shape, k_new.shape, v_new.shape, g_q.shape, g_k.shape, positions.shape, k_cache.shape, v_cache.shape, lengths.shape
+        )));
+    }
+    let attention = Attention { n_heads, n_kv_heads, scale, causal, window, softcap, ring };
+    let inv_freq = scaling.inv_freq(rotary_dim, theta);
+    let current = s == 1;
+    let mut normed_params = vec![Value::F32(eps), n32(usize::from(current))];
+    normed_params.extend(rope_params(rotary_dim, scaling));
+    let io = AttentionIo {
+        before_w: (0..6).map(Arg::Input).chain([Arg::Constant(inv_freq.clone()), Arg::Input(8)]).collect(),
+        w: Arg::Input(9),
+        // The caches: written by this call, or by the appends before it.
+        after_w: if current { vec![Arg::ExtraInPlace(6), Arg::ExtraInPlace(7)] } else { vec![Arg::Input(6), Arg::Input(7)] },
+        normed: Some((style, normed_params)),
+    };
+    let shape = AttentionShape { b, s, d, t, dv };
+    let calls = attention_calls(op, &attention, shape, Some(w), io, target, limits, hints)?;
+    if current {
+        return Ok(calls);
+    }
+    let rows = b * s * hk;
+    let mut params = vec![n32(rows), n32(hk), n32(s), n32(t), n32(d), n32(dv), n32(usize::from(ring && window.is_some())), Value::F32(eps)];
+    params.extend(rope_params(rotary_dim, scaling));
+    let append = KernelCall {
+        kernel: kernels::attention::norm_rope_append(style),
+        args: vec![
+            Arg::Input(1),
+            Arg::Input(2),
+            Arg::Input(4),
+            Arg::Input(5),
+            Arg::Constant(inv_freq),
+            Arg::Input(8),
+            Arg::ExtraInPlace(6),
+            Arg::ExtraInPlace(7),
+        ],
+        params,
+        groups: rows as u32,
+        out_shape: calls[0].out_shape.clone(),
+    };
+    Ok(std::iter::once(append).chain(calls).collect())
 }
 
 /// The heads of an `attention_project`'s shares `[.., heads, n]`.

@@ -1959,3 +1959,136 @@ fn a_sum_some_reader_cannot_form_is_launched() {
         assert_close(name, &got[name], &want[name]);
     }
 }
+
+/// An attention of heads normed before their rotation, with its appends
+/// (Gemma 3's), made one `norm_rope_attention` by its pass, runs a decode
+/// step (one row a sequence) as the attention's kernels alone: each
+/// workgroup norms and rotates its q head and its kv head's new key, takes
+/// the new key and value from workgroup memory where their cache row is
+/// read, and one workgroup a kv head appends them. A longer step appends
+/// first (one kernel), then attends. Cases: two sequences at their own
+/// offsets (GQA 2:1), one split deep into a long cache, one split over a
+/// ring of a sliding window (the new row overwrites the ring's oldest),
+/// and a ragged prefill. Every result (the shares, both caches) is bit for
+/// bit the unfused graph's on the same device, and the reference's values;
+/// the controls (the new key left out of the attention, k appended
+/// unnormed) are far away.
+#[test]
+fn normed_attention_keeps_the_bits_of_its_parts() {
+    use graphc_gpu::kernels::attention::KEYS_PER_SPLIT;
+    use graphc_passes::norm_rope_attention::NormRopeAttention;
+    let (nh, nkv, d, dv, n, rotary_dim) = (4, 2, 64, 64, 24, 48);
+    let bits = |t: &Tensor| t.as_f32().unwrap().iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+    let long = 2 * KEYS_PER_SPLIT + 100;
+    let ring = KEYS_PER_SPLIT + 60;
+    let ring_window = KEYS_PER_SPLIT + 37;
+    // (what, style, weight type, b, s, cap, window, lengths, launches fused
+    // / unfused: the paired norm_ropes, the paired appends, the attention)
+    let cases = [
+        ("decode", RopeStyle::Neox, DType::Q4K, 2, 1, 40, None, vec![5, 2], 1, 3),
+        ("decode gptj q8_0", RopeStyle::GptJ, DType::Q8_0, 2, 1, 40, None, vec![7, 0], 1, 3),
+        ("decode split", RopeStyle::Neox, DType::Q4K, 1, 1, long, None, vec![long - 40], 2, 4),
+        ("decode split ring", RopeStyle::Neox, DType::Q4K, 1, 1, ring, Some(ring_window), vec![3 * ring + 5], 2, 4),
+        // (v's permute is a copy in both: more than one row, two kv heads.)
+        ("prefill", RopeStyle::Neox, DType::Q4K, 2, 5, 40, None, vec![0, 3], 3, 4),
+    ];
+    for (what, style, dtype, b, s, cap, window, lengths, fused_launches, unfused_launches) in cases {
+        let style_name = style.name();
+        let rope = format!("style={style_name}, rotary_dim={rotary_dim}, theta=10000.0");
+        let (append_attrs, attention_attrs) = match window {
+            Some(w) => (format!(", window={w}"), format!(", window={w}, ring=true")),
+            None => (String::new(), String::new()),
+        };
+        // The attention reads the caches after the appends (`%12, %15`), or
+        // as they were (the control).
+        let graph_text = |caches_read: &str| {
+            format!(
+                "graph \"normed_attention\" {{
+  %0 = input{{name=\"q\"}} : f32[{b}, {s}, {nh}, {d}]
+  %1 = input{{name=\"k\"}} : f32[{b}, {s}, {nkv}, {d}]
+  %2 = input{{name=\"v\"}} : f32[{b}, {s}, {nkv}, {dv}]
+  %3 = input{{name=\"positions\"}} : i32[{b}, {s}]
+  %4 = input{{name=\"lengths\"}} : i32[{b}]
+  %5 = weight{{name=\"q_norm\"}} : f32[{d}]
+  %6 = weight{{name=\"k_norm\"}} : f32[{d}]
+  %7 = weight{{name=\"w_o\"}} : {dt}[{n}, {cols}]
+  %8 = norm_rope{{eps=1e-6, {rope}}} %0, %5, %3
+  %9 = norm_rope{{eps=1e-6, {rope}}} %1, %6, %3
+  %10 = permute{{perm=[0, 2, 1, 3]}} %2
+  %11 = state{{name=\"k_cache\"}} : f32[{b}, {nkv}, {cap}, {d}]
+  %12 = kv_append{{axis=2, cap={cap}{append_attrs}}} %11, %9, %4
+  %13 = state_out{{name=\"k_cache\"}} %12
+  %14 = state{{name=\"v_cache\"}} : f32[{b}, {nkv}, {cap}, {dv}]
+  %15 = kv_append{{axis=2, cap={cap}{append_attrs}}} %14, %10, %4
+  %16 = state_out{{name=\"v_cache\"}} %15
+  %17 = attention_project{{n_heads={nh}, n_kv_heads={nkv}, scale=0.125, causal=true, softcap=20.0{attention_attrs}}} %8, {caches_read}, %3, %7
+  %18 = output{{name=\"p\"}} %17
+  %19 = output{{name=\"k_out\"}} %12
+  %20 = output{{name=\"v_out\"}} %15
+}}
+",
+                dt = dtype_name(dtype),
+                cols = nh * dv,
+            )
+        };
+        let mut graph = text::parse(&graph_text("%12, %15")).unwrap();
+        graphc_ir::verify(&mut graph).unwrap();
+        let what = format!("{what} ({style_name}, {})", dtype_name(dtype));
+        let mut fused = graph.clone();
+        assert_eq!(NormRopeAttention { cost: CostModel::Launches }.run(&mut fused), 1, "{what}: the op formed");
+        graphc_ir::verify(&mut fused).unwrap();
+        let norm_weight = |seed: u64| {
+            let g = values(seed, d, 0.5, 1.5);
+            OneWeight { dtype: DType::F32, shape: vec![d], bytes: bytemuck::cast_slice(&g).to_vec() }
+        };
+        let weights = Weights(HashMap::from([
+            ("q_norm".to_string(), norm_weight(170)),
+            ("k_norm".to_string(), norm_weight(171)),
+            ("w_o".to_string(), OneWeight { dtype, shape: vec![n, nh * dv], bytes: weight_bytes(dtype, n, nh * dv, 172) }),
+        ]));
+        // Each sequence's new rows at the positions after its length.
+        let positions: Vec<i32> = lengths.iter().flat_map(|&l| (0..s).map(move |i| (l + i) as i32)).collect();
+        let inputs = HashMap::from([
+            ("q".to_string(), t(&[b, s, nh, d], 173)),
+            ("k".to_string(), t(&[b, s, nkv, d], 174)),
+            ("v".to_string(), t(&[b, s, nkv, dv], 175)),
+            ("positions".to_string(), Tensor::i32(vec![b, s], positions)),
+            ("lengths".to_string(), Tensor::i32(vec![b], lengths.iter().map(|&l| l as i32).collect())),
+        ]);
+        let caches = HashMap::from([("k_cache".to_string(), t(&[b, nkv, cap, d], 176)), ("v_cache".to_string(), t(&[b, nkv, cap, dv], 177))]);
+        let want = reference::run(&graph, &inputs, caches.clone(), &weights).unwrap().outputs;
+        // The reference runs the op as its parts, to the unfused graph's bits.
+        let parts = reference::run(&fused, &inputs, caches.clone(), &weights).unwrap().outputs;
+        for name in ["p", "k_out", "v_out"] {
+            assert!(bits(&parts[name]) == bits(&want[name]), "{what} {name}: the reference's parts differ from the unfused graph");
+        }
+        let run = |graph: &graphc_ir::Graph| {
+            let mut g = open_graph(graph, &weights)?;
+            for (name, cache) in &caches {
+                g.set_state(name, cache).unwrap();
+            }
+            let got = g.step(&inputs).unwrap();
+            Some((got, g.counters()))
+        };
+        let Some((got, counters)) = run(&fused) else { return };
+        let (unfused, unfused_counters) = run(&graph).unwrap();
+        assert_eq!(counters["device_normed_attentions"], 1, "{what}");
+        assert_eq!(counters["device_launches_last_step"], fused_launches, "{what}: launches fused");
+        assert_eq!(unfused_counters["device_launches_last_step"], unfused_launches, "{what}: launches unfused");
+        for name in ["p", "k_out", "v_out"] {
+            assert!(bits(&got[name]) == bits(&unfused[name]), "{what} {name}: differs from the unfused graph's kernels in its bits");
+            assert_close(&format!("{what} {name}"), &got[name], &want[name]);
+        }
+        // Controls: the attention over the caches as they were (the new key
+        // and value left out where they are read), and k appended unnormed.
+        let mut stale_graph = text::parse(&graph_text("%11, %14")).unwrap();
+        graphc_ir::verify(&mut stale_graph).unwrap();
+        // (On the reference: a device appends the cache a state reads in place.)
+        let stale = reference::run(&stale_graph, &inputs, caches.clone(), &weights).unwrap().outputs;
+        assert_separates(&format!("{what}: the new key and value read"), &got["p"], &stale["p"]);
+        let raw_k = reference_op(&Op::Permute { perm: vec![0, 2, 1, 3] }, &[&inputs["k"]]);
+        let append = Op::KvAppend { axis: 2, cap: graphc_ir::Dim::konst(cap as i64), window };
+        let unnormed = reference_op(&append, &[&caches["k_cache"], &raw_k, &inputs["lengths"]]);
+        assert_separates(&format!("{what}: k appended normed"), &got["k_out"], &unnormed);
+    }
+}

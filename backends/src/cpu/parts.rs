@@ -25,6 +25,7 @@ pub fn results(evaluator: &dyn Evaluator, op: &Op, args: Vec<Arg<'_, '_>>, env: 
         }
         Op::QkvRope { .. } => qkv_rope(evaluator, op, args, env),
         Op::AttentionProject { .. } => Ok(vec![attention_project(evaluator, op, args, env)?]),
+        Op::NormRopeAttention { .. } => norm_rope_attention(evaluator, op, args, env),
         &Op::AddPartials { eps } => Ok(vec![add_partials(evaluator, eps, args, env)?]),
         Op::AddNorm { kind, eps } => {
             // The sum, then its norm (the sum is kept: result 1).
@@ -96,6 +97,36 @@ fn qkv_rope(evaluator: &dyn Evaluator, op: &Op, args: Vec<Arg<'_, '_>>, env: &En
     let v = heads(&w_v, &b_v, v_head_dim)?;
     let v_cache = evaluator.eval(&append, vec![v_cache, own(v), Arg::Ref(lengths.val())], env)?;
     Ok(vec![q, k_cache, v_cache])
+}
+
+/// `norm_rope_attention` as its definition in `Op::NormRopeAttention`: q
+/// and k normed and rotated, k and v appended to their caches (in place
+/// where the run loop handed the cache over), then the attention over
+/// them projected by head.
+fn norm_rope_attention(evaluator: &dyn Evaluator, op: &Op, args: Vec<Arg<'_, '_>>, env: &Env) -> Result<Vec<Tensor>, String> {
+    let Op::NormRopeAttention { eps, style, rotary_dim, theta, scaling, n_heads, n_kv_heads, scale, causal, window, softcap, ring, cap } = op.clone()
+    else {
+        unreachable!("matched by `results`")
+    };
+    let mut args: Vec<Option<Arg>> = args.into_iter().map(Some).collect();
+    if args.len() != 10 {
+        return Err(format!("norm_rope_attention of {} operands (10)", args.len()));
+    }
+    let mut take = |i: usize| args[i].take().expect("each operand taken once");
+    let (q, k, v, g_q, g_k, positions) = (take(0), take(1), take(2), take(3), take(4), take(5));
+    let (k_cache, v_cache, lengths, w) = (take(6), take(7), take(8), take(9));
+    let norm_rope = Op::NormRope { eps, style, rotary_dim, theta, scaling };
+    let q = evaluator.eval(&norm_rope, vec![q, g_q, Arg::Ref(positions.val())], env)?;
+    let k = evaluator.eval(&norm_rope, vec![k, g_k, Arg::Ref(positions.val())], env)?;
+    let append = Op::KvAppend { axis: 2, cap, window: window.filter(|_| ring) };
+    let k_cache = evaluator.eval(&append, vec![k_cache, Arg::Own(Val::T(k)), Arg::Ref(lengths.val())], env)?;
+    let v_cache = evaluator.eval(&append, vec![v_cache, v, Arg::Ref(lengths.val())], env)?;
+    let (k_cache, v_cache) = (Val::T(k_cache), Val::T(v_cache));
+    let project = Op::AttentionProject { n_heads, n_kv_heads, scale, causal, window, softcap, ring };
+    let project_args = vec![Arg::Own(Val::T(q)), Arg::Ref(&k_cache), Arg::Ref(&v_cache), positions, w];
+    let shares = attention_project(evaluator, &project, project_args, env)?;
+    let (Val::T(k_cache), Val::T(v_cache)) = (k_cache, v_cache) else { unreachable!("tensors") };
+    Ok(vec![shares, k_cache, v_cache])
 }
 
 /// `attention_project` as its definition in `Op::AttentionProject`: the

@@ -39,9 +39,10 @@ pub fn runs_in_parallel(op: &Op) -> bool {
 
 /// One op on host tensors, by its definition (for checking kernels).
 pub fn eval_op(op: &Op, args: &[Tensor]) -> Result<Tensor, String> {
-    let vals: Vec<Val> = args.iter().cloned().map(Val::T).collect();
-    let refs: Vec<&Val> = vals.iter().collect();
-    eval(op, &refs, &Env::new())
+    // Through the evaluator, which also runs what the run loop would run
+    // in place (`kv_append` into a copy of its cache).
+    let args = args.iter().cloned().map(|t| Arg::Own(Val::T(t))).collect();
+    Reference.eval(op, args, &Env::new())
 }
 
 /// Run `graph` once on the reference executor (see `exec::run`).
@@ -585,9 +586,13 @@ pub(crate) fn eval(op: &Op, args: &[&Val], env: &Env) -> Result<Tensor, String> 
             Ok(Tensor::f32(vec![b, hv, s + dk, dv], out))
         }
         Op::KvAppend { .. } => unreachable!("kv_append runs in place in run()"),
-        Op::QkvRope { .. } | Op::AddNorm { .. } | Op::Chain { .. } | Op::Result { .. } | Op::AttentionProject { .. } | Op::AddPartials { .. } => {
-            Err(format!("`{}` is run by the run loop itself (cpu::parts), not by an evaluator", op.mnemonic()))
-        }
+        Op::QkvRope { .. }
+        | Op::AddNorm { .. }
+        | Op::Chain { .. }
+        | Op::Result { .. }
+        | Op::AttentionProject { .. }
+        | Op::NormRopeAttention { .. }
+        | Op::AddPartials { .. } => Err(format!("`{}` is run by the run loop itself (cpu::parts), not by an evaluator", op.mnemonic())),
         Op::Input { .. } | Op::Weight { .. } | Op::State { .. } => unreachable!("sources are bound in run()"),
         Op::StateOut { .. } | Op::Output { .. } => unreachable!("sinks are collected in run()"),
     }

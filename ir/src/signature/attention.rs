@@ -3,7 +3,9 @@
 //! rotations and appends) the `attention_head` pass makes, and the
 //! attention split by head into shares of its output projection
 //! (`attention_project`) with the sum that adds them to the residual
-//! (`add_partials`), which the `attention_project` pass makes.
+//! (`add_partials`), which the `attention_project` pass makes, and the
+//! attention of heads normed before their rotation with its appends
+//! (`norm_rope_attention`), which the `norm_rope_attention` pass makes.
 
 use super::attr::Attributes;
 use super::check::{arity, need_float, need_rank, other_kind, same_dim};
@@ -28,6 +30,21 @@ pub(super) fn prototypes() -> Vec<Op> {
         },
         Op::AttentionProject { n_heads: 0, n_kv_heads: 0, scale: 0.0, causal: false, window: None, softcap: None, ring: false },
         Op::AddPartials { eps: None },
+        Op::NormRopeAttention {
+            eps: 0.0,
+            style: RopeStyle::Neox,
+            rotary_dim: 0,
+            theta: 0.0,
+            scaling: RopeScaling::None,
+            n_heads: 0,
+            n_kv_heads: 0,
+            scale: 0.0,
+            causal: false,
+            window: None,
+            softcap: None,
+            ring: false,
+            cap: Dim::konst(0),
+        },
     ]
 }
 
@@ -58,6 +75,19 @@ pub(super) fn attributes<A: Attributes>(op: &mut Op, a: &mut A) -> Result<(), St
             super::rope::rotation(a, style, rotary_dim, theta, scaling)?;
             a.value("cap", cap)?;
             a.optional("window", window)
+        }
+        Op::NormRopeAttention { eps, style, rotary_dim, theta, scaling, n_heads, n_kv_heads, scale, causal, window, softcap, ring, cap } => {
+            a.name("norm_rope_attention")?;
+            a.value("eps", eps)?;
+            super::rope::rotation(a, style, rotary_dim, theta, scaling)?;
+            a.value("n_heads", n_heads)?;
+            a.value("n_kv_heads", n_kv_heads)?;
+            a.value("scale", scale)?;
+            a.value("causal", causal)?;
+            a.optional("window", window)?;
+            a.optional("softcap", softcap)?;
+            a.flag("ring", ring)?;
+            a.value("cap", cap)
         }
         Op::AddPartials { eps } => {
             a.name("add_partials")?;
@@ -123,6 +153,7 @@ pub(super) fn infer(op: &Op, tys: &[TensorType]) -> Result<TensorType, String> {
             Ok(cache.clone())
         }
         Op::QkvRope { .. } => Ok(qkv_rope_results(op, tys)?.swap_remove(0)),
+        Op::NormRopeAttention { .. } => Ok(norm_rope_attention_results(op, tys)?.swap_remove(0)),
         &Op::AttentionProject { n_heads, n_kv_heads, scale, causal, window, softcap, ring } => {
             // Typed as what it replaces: the attention, its rows of heads, the projection.
             arity(tys, 5..=5)?;
@@ -209,4 +240,24 @@ pub(super) fn qkv_rope_results(op: &Op, tys: &[TensorType]) -> Result<Vec<Tensor
     let k_cache = infer(&append, &[k_cache.clone(), k, lengths.clone()])?;
     let v_cache = infer(&append, &[v_cache.clone(), v, lengths.clone()])?;
     Ok(vec![q, k_cache, v_cache])
+}
+
+/// `norm_rope_attention`'s three results (the shares, the caches after the
+/// appends), typed as the ops it replaces, step by step.
+pub(super) fn norm_rope_attention_results(op: &Op, tys: &[TensorType]) -> Result<Vec<TensorType>, String> {
+    let Op::NormRopeAttention { eps, style, rotary_dim, theta, scaling, n_heads, n_kv_heads, scale, causal, window, softcap, ring, cap } = op.clone()
+    else {
+        other_kind(op)
+    };
+    arity(tys, 10..=10)?;
+    let t = |i: usize| tys[i].clone();
+    let norm_rope = Op::NormRope { eps, style, rotary_dim, theta, scaling };
+    let q = super::rope::infer(&norm_rope, &[t(0), t(3), t(5)])?;
+    let k = super::rope::infer(&norm_rope, &[t(1), t(4), t(5)])?;
+    let append = Op::KvAppend { axis: 2, cap, window: window.filter(|_| ring) };
+    let k_cache = infer(&append, &[t(6), k, t(8)])?;
+    let v_cache = infer(&append, &[t(7), t(2), t(8)])?;
+    let project = Op::AttentionProject { n_heads, n_kv_heads, scale, causal, window, softcap, ring };
+    let shares = infer(&project, &[q, k_cache.clone(), v_cache.clone(), t(5), t(9)])?;
+    Ok(vec![shares, k_cache, v_cache])
 }

@@ -73,6 +73,7 @@ pub fn infer(op: &Op, tys: &[TensorType]) -> Result<TensorType, String> {
 pub fn results(op: &Op, tys: &[TensorType]) -> Result<Vec<TensorType>, String> {
     match op {
         Op::QkvRope { .. } => attention::qkv_rope_results(op, tys),
+        Op::NormRopeAttention { .. } => attention::norm_rope_attention_results(op, tys),
         Op::AddNorm { .. } => norm::add_norm_results(op, tys),
         _ => Ok(vec![infer(op, tys)?]),
     }

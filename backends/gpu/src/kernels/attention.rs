@@ -21,9 +21,9 @@
 //! before a graph step is lowered), so a short context stays one launch
 //! over a long cache.
 
-use super::{dequant, WORKGROUP};
+use super::{dequant, rope, WORKGROUP};
 use crate::kir::*;
-use graphc_ir::DType;
+use graphc_ir::{DType, RopeStyle};
 
 /// Largest value head size (`dv`) the kernel holds.
 pub const MAX_HEAD_DIM: u32 = 512;
@@ -87,6 +87,79 @@ pub fn attention_part() -> Kernel {
     attention_kernel(Out::Part)
 }
 
+/// `attention_project` of the IR's `norm_rope_attention`: q and the step's
+/// new k normed and rotated in the kernel (`rope::norm_rope_row`, the
+/// `norm_rope` kernel's arithmetic). Buffers `q [b, s, n_heads, d]` (before
+/// its norm), `k_new [b, s, n_kv_heads, d]` (likewise), `v_new [b,
+/// n_kv_heads, s, dv]`, `q_weight [d]`, `k_weight [d]`, `positions`,
+/// `inv_freq`, `lengths i32 [b]`, `w`, then the caches `k`, `v` (read and
+/// written) and `p`. Params: `attention_project`'s, then `eps`, `current`,
+/// then the rope params. With `current` 1 (a step of one row a sequence,
+/// `s` = 1), the new k and v rows come from `k_new`, `v_new` (each
+/// workgroup norms and rotates its kv head's key itself, into workgroup
+/// memory) wherever the cache row they are appended to (`lengths[b]`, in
+/// a ring modulo `t`) is read, and the first query head of each kv head
+/// writes them there; no workgroup reads that row from the cache. With
+/// `current` 0 the cache holds them already (`norm_rope_append` ran).
+pub fn norm_rope_attention_project(style: RopeStyle, dtype: DType) -> Kernel {
+    attention_kernel_with(Out::Project(dtype), Some(style))
+}
+
+/// `attention_part` of the IR's `norm_rope_attention`: its buffers
+/// (without `w`) and params (`attention_part`'s, then `eps`, `current`,
+/// the rope params); the first block of the first query head of each kv
+/// head writes the new rows.
+pub fn norm_rope_attention_part(style: RopeStyle) -> Kernel {
+    attention_kernel_with(Out::Part, Some(style))
+}
+
+/// The appends of `norm_rope_attention` where a step holds more than one
+/// row a sequence: each new key row normed and rotated (as `norm_rope`)
+/// and each value row copied into its cache row (`lengths[b] + si`, in a
+/// ring modulo `t`). Buffers `k_new [b, s, n_kv_heads, d]`, `v_new [b,
+/// n_kv_heads, s, dv]`, `k_weight`, `positions`, `inv_freq`, `lengths`,
+/// `k`, `v` (the caches, in place); params `rows` (b·s·n_kv_heads),
+/// `n_kv_heads`, `s`, `t`, `d`, `dv`, `ring`, `eps`, then the rope params.
+/// Grid: `rows` groups.
+pub fn norm_rope_append(style: RopeStyle) -> Kernel {
+    let mut k = Kernel::new(&format!("norm_rope_append_{}", style.name()), WORKGROUP);
+    for b in ["k_new", "v_new", "k_weight"] {
+        k = k.input(b, Ty::F32);
+    }
+    k = k.input("positions", Ty::I32).input("inv_freq", Ty::F32).input("lengths", Ty::I32).output("k", Ty::F32).output("v", Ty::F32);
+    for p in ["rows", "n_kv_heads", "s", "t", "d", "dv", "ring"] {
+        k = k.param(p, Ty::U32);
+    }
+    k = k.param("eps", Ty::F32).shared("red", Ty::F32, WORKGROUP);
+    // row = (bi · s + si) · n_kv_heads + kv_head of `k_new`.
+    let mut row = vec![
+        let_("kv_head", Ty::U32, var("row") % param("n_kv_heads")),
+        let_("token", Ty::U32, var("row") / param("n_kv_heads")),
+        let_("bi", Ty::U32, var("token") / param("s")),
+        let_("si", Ty::U32, var("token") % param("s")),
+        let_("dst", Ty::U32, append_row(var("bi"), var("si"))),
+        let_("kv_row", Ty::U32, (var("bi") * param("n_kv_heads") + var("kv_head")) * param("t") + var("dst")),
+    ];
+    let to_cache = |out: Expr| vec![store("k", var("kv_row") * param("d") + var("c"), out)];
+    row.extend(rope::norm_rope_row(style, "k_", "k_new", "k_weight", var("row") * param("d"), load("positions", var("token")), &to_cache));
+    let v_row = ((var("bi") * param("n_kv_heads") + var("kv_head")) * param("s") + var("si")) * param("dv");
+    row.push(for_(
+        "c",
+        local_id(),
+        param("dv"),
+        u(WORKGROUP),
+        vec![store("v", var("kv_row") * param("dv") + var("c"), load("v_new", v_row + var("c")))],
+    ));
+    rope::with_rope_params(k).body(vec![let_("row", Ty::U32, group_index()), if_(var("row").lt(param("rows")), row)])
+}
+
+/// The cache row new row `si` of batch row `bi` is appended to, as
+/// `kv_append` places it: `lengths[bi] + si`, modulo `t` in a ring.
+fn append_row(bi: Expr, si: Expr) -> Expr {
+    let dst = load("lengths", bi).cast(Ty::U32) + si;
+    select(param("ring").eq(u(1)), dst.clone() % param("t"), dst)
+}
+
 /// What an attention kernel writes.
 #[derive(Clone, Copy, PartialEq)]
 enum Out {
@@ -99,15 +172,36 @@ enum Out {
 }
 
 fn attention_kernel(kind: Out) -> Kernel {
+    attention_kernel_with(kind, None)
+}
+
+/// An attention kernel; with `normed` (the rope style), q and the new k
+/// rows normed and rotated in it (`norm_rope_attention_project`).
+fn attention_kernel_with(kind: Out, normed: Option<RopeStyle>) -> Kernel {
     let split = kind == Out::Part;
     let (name, out) = match kind {
         Out::Y => ("attention".to_string(), "y"),
         Out::Part => ("attention_part".to_string(), "part"),
         Out::Project(dtype) => (format!("attention_project_{}", dtype.to_string().to_lowercase()), "p"),
     };
-    let mut k = Kernel::new(&name, WORKGROUP).input("q", Ty::F32).input("k", Ty::F32).input("v", Ty::F32).input("positions", Ty::I32);
+    let name = match normed {
+        Some(style) => format!("norm_rope_{name}_{}", style.name()),
+        None => name,
+    };
+    let mut k = Kernel::new(&name, WORKGROUP).input("q", Ty::F32);
+    if normed.is_some() {
+        for b in ["k_new", "v_new", "q_weight", "k_weight"] {
+            k = k.input(b, Ty::F32);
+        }
+        k = k.input("positions", Ty::I32).input("inv_freq", Ty::F32).input("lengths", Ty::I32);
+    } else {
+        k = k.input("k", Ty::F32).input("v", Ty::F32).input("positions", Ty::I32);
+    }
     if let Out::Project(_) = kind {
         k = k.input("w", Ty::U32);
+    }
+    if normed.is_some() {
+        k = k.output("k", Ty::F32).output("v", Ty::F32);
     }
     k = k.output(out, Ty::F32);
     for p in ["queries", "n_heads", "n_kv_heads", "s", "t", "d", "dv"] {
@@ -121,6 +215,12 @@ fn attention_kernel(kind: Out) -> Kernel {
         k = k.param("n", Ty::U32).param("row_bytes", Ty::U32);
     }
     k = k.shared("red", Ty::F32, WORKGROUP).shared("probs", Ty::F32, WORKGROUP).shared("acc", Ty::F32, MAX_HEAD_DIM);
+    if normed.is_some() {
+        k = rope::with_rope_params(k.param("eps", Ty::F32).param("current", Ty::U32))
+            .shared("q_head", Ty::F32, MAX_HEAD_DIM)
+            .shared("k_head", Ty::F32, MAX_HEAD_DIM)
+            .shared("v_head", Ty::F32, MAX_HEAD_DIM);
+    }
 
     // Which keys a query at position `pos` sees, as positions
     // `seen_lo..seen_hi`; position x is cache row x, or x % t in a ring (which
@@ -151,6 +251,9 @@ fn attention_kernel(kind: Out) -> Kernel {
     } else {
         query.extend([let_("lo", Ty::U32, var("seen_lo")), let_("hi", Ty::U32, var("seen_hi"))]);
     }
+    if let Some(style) = normed {
+        query.extend(normed_prologue(style, split));
+    }
     query.extend([
         for_("c", local_id(), param("dv"), u(WORKGROUP), vec![store_shared("acc", var("c"), f(0.0))]),
         let_("m", Ty::F32, f(NEG_BIG)),
@@ -165,13 +268,33 @@ fn attention_kernel(kind: Out) -> Kernel {
             vec![
                 let_("k_base", Ty::U32, (var("kv_base") + row_of(var("x"))) * param("d")),
                 let_("dot", Ty::F32, f(0.0)),
-                for_(
-                    "c",
-                    u(0),
-                    param("d"),
-                    u(1),
-                    vec![assign("dot", var("dot") + load("q", var("q_base") + var("c")) * load("k", var("k_base") + var("c")))],
-                ),
+                match normed {
+                    // The new key from workgroup memory where it is appended.
+                    Some(_) => if_else(
+                        row_of(var("x")).eq(var("new_row")),
+                        vec![for_(
+                            "c",
+                            u(0),
+                            param("d"),
+                            u(1),
+                            vec![assign("dot", var("dot") + load_shared("q_head", var("c")) * load_shared("k_head", var("c")))],
+                        )],
+                        vec![for_(
+                            "c",
+                            u(0),
+                            param("d"),
+                            u(1),
+                            vec![assign("dot", var("dot") + load_shared("q_head", var("c")) * load("k", var("k_base") + var("c")))],
+                        )],
+                    ),
+                    None => for_(
+                        "c",
+                        u(0),
+                        param("d"),
+                        u(1),
+                        vec![assign("dot", var("dot") + load("q", var("q_base") + var("c")) * load("k", var("k_base") + var("c")))],
+                    ),
+                },
                 assign("score", var("dot") * param("scale")),
                 if_(param("softcap").gt(f(0.0)), vec![assign("score", param("softcap") * tanh(var("score") / param("softcap")))]),
             ],
@@ -197,17 +320,22 @@ fn attention_kernel(kind: Out) -> Kernel {
             u(WORKGROUP),
             vec![
                 let_("sum", Ty::F32, f(0.0)),
-                for_(
-                    "jj",
-                    u(0),
-                    var("n_keys"),
-                    u(1),
-                    vec![assign(
-                        "sum",
-                        var("sum")
-                            + load_shared("probs", var("jj")) * load("v", (var("kv_base") + row_of(var("c0") + var("jj"))) * param("dv") + var("c")),
-                    )],
-                ),
+                for_("jj", u(0), var("n_keys"), u(1), {
+                    let cached = || load("v", (var("kv_base") + row_of(var("c0") + var("jj"))) * param("dv") + var("c"));
+                    match normed {
+                        // The new value from workgroup memory where it is appended.
+                        Some(_) => vec![
+                            let_("value", Ty::F32, f(0.0)),
+                            if_else(
+                                row_of(var("c0") + var("jj")).eq(var("new_row")),
+                                vec![assign("value", load_shared("v_head", var("c")))],
+                                vec![assign("value", cached())],
+                            ),
+                            assign("sum", var("sum") + load_shared("probs", var("jj")) * var("value")),
+                        ],
+                        None => vec![assign("sum", var("sum") + load_shared("probs", var("jj")) * cached())],
+                    }
+                }),
                 store_shared("acc", var("c"), load_shared("acc", var("c")) * var("rescale") + var("sum")),
             ],
         ),
@@ -241,6 +369,48 @@ fn attention_kernel(kind: Out) -> Kernel {
         }
         k.body(vec![let_("qi", Ty::U32, group_index()), if_(var("qi").lt(param("queries")), query)])
     }
+}
+
+/// The prologue of a `normed` attention (`norm_rope_attention_project`):
+/// the query's head normed and rotated into `q_head`; with `current`, its
+/// kv head's new key into `k_head` and value into `v_head`, their cache row
+/// `new_row` (no row otherwise), written there by one workgroup of the kv
+/// head (its first query head's; a split's first block).
+fn normed_prologue(style: RopeStyle, split: bool) -> Vec<Stmt> {
+    let token = || var("bi") * param("s") + var("si");
+    let rope_pos = || load("positions", token());
+    let q_row = (token() * param("n_heads") + var("head")) * param("d");
+    let to_q = |out: Expr| vec![store_shared("q_head", var("c"), out)];
+    let mut prologue = rope::norm_rope_row(style, "q_row_", "q", "q_weight", q_row, rope_pos(), &to_q);
+    let first_head = (var("head") % (param("n_heads") / param("n_kv_heads"))).eq(u(0));
+    let writes = if split { first_head.and(var("blk").eq(u(0))) } else { first_head };
+    let cache_row = || var("kv_base") + var("new_row");
+    let k_row = (token() * param("n_kv_heads") + var("kv_head")) * param("d");
+    let to_k = |out: Expr| {
+        vec![store_shared("k_head", var("c"), out.clone()), if_(var("writes"), vec![store("k", cache_row() * param("d") + var("c"), out)])]
+    };
+    let v_row = ((var("bi") * param("n_kv_heads") + var("kv_head")) * param("s") + var("si")) * param("dv");
+    let mut current = vec![assign("new_row", append_row(var("bi"), var("si")))];
+    current.extend(rope::norm_rope_row(style, "k_row_", "k_new", "k_weight", k_row, rope_pos(), &to_k));
+    current.push(for_(
+        "c",
+        local_id(),
+        param("dv"),
+        u(WORKGROUP),
+        vec![
+            let_("value", Ty::F32, load("v_new", v_row + var("c"))),
+            store_shared("v_head", var("c"), var("value")),
+            if_(var("writes"), vec![store("v", cache_row() * param("dv") + var("c"), var("value"))]),
+        ],
+    ));
+    prologue.extend([
+        let_("writes", Ty::Bool, writes),
+        // No cache row is `u32::MAX`: without `current`, every key is read from the cache.
+        let_("new_row", Ty::U32, u(u32::MAX)),
+        if_(param("current").eq(u(1)), current),
+        Stmt::Barrier,
+    ]);
+    prologue
 }
 
 /// Query `qi`'s head's share of the projection: with its normalized

@@ -467,7 +467,7 @@ fn qkv_rope_stores(r: u32, value: Expr, style: RopeStyle) -> Vec<Stmt> {
     let partner_sum = load_shared("red", select(even_column, local_id() + u(THREADS_PER_COLUMN), local_id() - u(THREADS_PER_COLUMN)));
     let rotate = || {
         let mut s = vec![let_("pos", Ty::I32, load("positions", var("row")))];
-        s.extend(rope::rotated_from(style, var("own"), partner_sum.clone()));
+        s.extend(rope::rotated_from(style, var("pos"), var("own"), partner_sum.clone()));
         s
     };
     let mut q = rotated_feature();

@@ -17,11 +17,11 @@ const TWO_PI_HI: f32 = 6.28125;
 const TWO_PI_LO: f32 = 0.001_935_307_2;
 
 /// Statements binding `sin_a`, `cos_a` (times `magnitude`) for pair `pair`
-/// at the position in local `pos` (i32). Positions are non-negative, so
-/// truncating `a / 2π + 1/2` rounds to the nearest turn.
-fn angle(pair: Expr) -> Vec<Stmt> {
+/// at position `pos` (an i32). Positions are non-negative, so truncating
+/// `a / 2π + 1/2` rounds to the nearest turn.
+fn angle(pair: Expr, pos: Expr) -> Vec<Stmt> {
     vec![
-        let_("a", Ty::F32, (var("pos").cast(Ty::F32) / param("pos_divisor")) * load("inv_freq", pair)),
+        let_("a", Ty::F32, (pos.cast(Ty::F32) / param("pos_divisor")) * load("inv_freq", pair)),
         let_("turns", Ty::F32, (var("a") * f(1.0 / (2.0 * std::f32::consts::PI)) + f(0.5)).cast(Ty::I32).cast(Ty::F32)),
         let_("a_reduced", Ty::F32, (var("a") - var("turns") * f(TWO_PI_HI)) - var("turns") * f(TWO_PI_LO)),
         let_("sin_a", Ty::F32, call(Func::Sin, vec![var("a_reduced")]) * param("magnitude")),
@@ -29,11 +29,11 @@ fn angle(pair: Expr) -> Vec<Stmt> {
     ]
 }
 
-/// Output feature `c` of a rotated row, from `value(j)` (the row's feature
-/// `j`): pairs `(i, i + half)` (Neox) or `(2i, 2i + 1)` (GptJ); features
-/// past `2 · half` pass through.
-fn rotated(style: RopeStyle, value: &dyn Fn(Expr) -> Expr) -> Vec<Stmt> {
-    rotated_from(style, value(var("c")), value(partner(style)))
+/// Output feature `c` of a row rotated to `pos` (an i32), from `value(j)`
+/// (the row's feature `j`): pairs `(i, i + half)` (Neox) or `(2i, 2i + 1)`
+/// (GptJ); features past `2 · half` pass through.
+fn rotated(style: RopeStyle, pos: Expr, value: &dyn Fn(Expr) -> Expr) -> Vec<Stmt> {
+    rotated_from(style, pos, value(var("c")), value(partner(style)))
 }
 
 /// The feature `c` forms a pair with: `c ± half` (Neox) or `c ± 1` (GptJ).
@@ -49,14 +49,14 @@ fn partner(style: RopeStyle) -> Expr {
 /// (`partner_value`) as expressions: binds `out`. Used as is by a kernel
 /// that holds both values itself (the projection epilogue of
 /// `matmul::matmul_qkv_rope`), so it rotates with the same expressions.
-pub(super) fn rotated_from(style: RopeStyle, own: Expr, partner_value: Expr) -> Vec<Stmt> {
+pub(super) fn rotated_from(style: RopeStyle, pos: Expr, own: Expr, partner_value: Expr) -> Vec<Stmt> {
     let c = || var("c");
     let (pair, first) = match style {
         RopeStyle::Neox => (select(c().lt(param("half")), c(), c() - param("half")), c().lt(param("half"))),
         RopeStyle::GptJ => (c() / u(2), (c() % u(2)).eq(u(0))),
     };
     let mut body = vec![let_("out", Ty::F32, own.clone())];
-    let mut turn = angle(pair);
+    let mut turn = angle(pair, pos);
     turn.push(let_("x_self", Ty::F32, own));
     turn.push(let_("x_partner", Ty::F32, partner_value));
     // Same products as the reference: x0·cos − x1·sin and x0·sin + x1·cos,
@@ -102,7 +102,7 @@ pub fn rope(style: RopeStyle) -> Kernel {
         let_("b", Ty::U32, var("row") / (param("h") * param("s"))),
         let_("pos", Ty::I32, load("positions", var("b") * param("s") + var("row") % param("s"))),
     ];
-    body.extend(rotated(style, &|j| load("x", var("row") * param("d") + j)));
+    body.extend(rotated(style, var("pos"), &|j| load("x", var("row") * param("d") + j)));
     body.push(store("y", var("i"), var("out")));
     with_rope_params(k).body(vec![let_("i", Ty::U32, thread_index()), if_(var("i").lt(param("n")), body)])
 }
@@ -124,30 +124,44 @@ pub fn norm_rope(style: RopeStyle) -> Kernel {
         .param("d", Ty::U32)
         .param("eps", Ty::F32)
         .shared("red", Ty::F32, WORKGROUP);
+    // row = (bi · s + si) · h + hi of the input; the output is heads-major.
     let mut row = vec![
-        let_("base", Ty::U32, var("row") * param("d")),
-        let_("sq", Ty::F32, f(0.0)),
+        let_("hi", Ty::U32, var("row") % param("h")),
+        let_("token", Ty::U32, var("row") / param("h")),
+        let_("bi", Ty::U32, var("token") / param("s")),
+        let_("si", Ty::U32, var("token") % param("s")),
+        let_("out_base", Ty::U32, ((var("bi") * param("h") + var("hi")) * param("s") + var("si")) * param("d")),
+    ];
+    let store_out = |out: Expr| vec![store("y", var("out_base") + var("c"), out)];
+    row.extend(norm_rope_row(style, "", "x", "w", var("row") * param("d"), load("positions", var("token")), &store_out));
+    with_rope_params(k).body(vec![let_("row", Ty::U32, group_index()), if_(var("row").lt(param("rows")), row)])
+}
+
+/// One head row normed and rotated, as `norm_rope` computes it: the row of
+/// `d` features of buffer `x` at `base`, its RMS (reduced in workgroup
+/// memory `red`, param `eps`) times weight `w`, rotated to `pos` (an i32).
+/// For each feature `c` (one invocation each, strided over the workgroup)
+/// `sink(out)` takes its value. Every invocation must reach it (it has
+/// barriers). The locals it binds are named with `prefix`, so a kernel can
+/// norm several rows in one scope; the row's squares are read from `x`
+/// before the reduction's barriers, and `x` is read again after them.
+pub(super) fn norm_rope_row(style: RopeStyle, prefix: &str, x: &str, w: &str, base: Expr, pos: Expr, sink: &dyn Fn(Expr) -> Vec<Stmt>) -> Vec<Stmt> {
+    let (base_name, sq, value, r) = (format!("{prefix}base"), format!("{prefix}sq"), format!("{prefix}v"), format!("{prefix}r"));
+    let mut row = vec![
+        let_(&base_name, Ty::U32, base),
+        let_(&sq, Ty::F32, f(0.0)),
         for_(
             "c",
             local_id(),
             param("d"),
             u(WORKGROUP),
-            vec![let_("v", Ty::F32, load("x", var("base") + var("c"))), assign("sq", var("sq") + var("v") * var("v"))],
+            vec![let_(&value, Ty::F32, load(x, var(&base_name) + var("c"))), assign(&sq, var(&sq) + var(&value) * var(&value))],
         ),
     ];
-    row.extend(workgroup_reduce("red", WORKGROUP, var("sq"), BinOp::Add));
-    row.extend([
-        let_("r", Ty::F32, f(1.0) / call(Func::Sqrt, vec![load_shared("red", u(0)) / param("d").cast(Ty::F32) + param("eps")])),
-        // row = (bi · s + si) · h + hi of the input; the output is heads-major.
-        let_("hi", Ty::U32, var("row") % param("h")),
-        let_("token", Ty::U32, var("row") / param("h")),
-        let_("bi", Ty::U32, var("token") / param("s")),
-        let_("si", Ty::U32, var("token") % param("s")),
-        let_("pos", Ty::I32, load("positions", var("token"))),
-        let_("out_base", Ty::U32, ((var("bi") * param("h") + var("hi")) * param("s") + var("si")) * param("d")),
-    ]);
-    let mut feature = rotated(style, &|j| load("w", j.clone()) * (load("x", var("base") + j) * var("r")));
-    feature.push(store("y", var("out_base") + var("c"), var("out")));
+    row.extend(workgroup_reduce("red", WORKGROUP, var(&sq), BinOp::Add));
+    row.push(let_(&r, Ty::F32, f(1.0) / call(Func::Sqrt, vec![load_shared("red", u(0)) / param("d").cast(Ty::F32) + param("eps")])));
+    let mut feature = rotated(style, pos, &|j| load(w, j.clone()) * (load(x, var(&base_name) + j) * var(&r)));
+    feature.extend(sink(var("out")));
     row.push(for_("c", local_id(), param("d"), u(WORKGROUP), feature));
-    with_rope_params(k).body(vec![let_("row", Ty::U32, group_index()), if_(var("row").lt(param("rows")), row)])
+    row
 }
