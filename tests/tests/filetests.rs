@@ -145,6 +145,11 @@ fn attention_project_filetests() {
 }
 
 #[test]
+fn norm_rope_attention_filetests() {
+    pass_filetests("norm_rope_attention", 6);
+}
+
+#[test]
 fn residual_norm_filetests() {
     pass_filetests("residual_norm", 7);
 }

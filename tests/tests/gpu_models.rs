@@ -87,8 +87,10 @@ fn gemma3_on_the_gpu_matches_the_reference() {
     // q and k beside a q8_0 v (the other 9; one block size, each weight
     // decoded as its own type).
     assert_eq!(session.kernel_counts()["device_stacked_matmuls"], 18 * 2, "q/k/v stacked");
-    // q/k norm + rope as one launch a layer, and the K/V appends.
-    assert_eq!(session.kernel_counts()["device_paired_ops"], 2 * 18, "norm_rope and kv_append pairs");
+    // q/k norm + rope and the K/V appends run in the attention's kernel
+    // (`norm_rope_attention`): nothing left to pair.
+    assert_eq!(session.kernel_counts()["device_normed_attentions"], 18, "each layer's attention norms, rotates and appends");
+    assert_eq!(session.kernel_counts()["device_paired_ops"], 0, "no norm_rope or kv_append pairs left");
     // Its q/k norms need a whole head's sum before rotating (`norm_rope`),
     // so no layer head runs as `matmul_qkv_rope`.
     assert_eq!(session.kernel_counts()["device_qkv_rope_heads"], 0, "Gemma 3 rotates in norm_rope");
@@ -101,17 +103,17 @@ fn gemma3_on_the_gpu_matches_the_reference() {
         }
     }
     assert_eq!(tokens[..], want[..n_stable], "gemma3 p1: the first {n_stable} greedy tokens on {}", test_device());
-    // Seven launches a layer (the stacked normed q/k/v, the q/k norm_rope
-    // pair, the K/V append pair, attention projected by head, the normed
-    // gated MLP forming the post-normed sum, the down projection, the MLP's
-    // post-norm with its add, forming that sum too),
+    // Five launches a layer (the stacked normed q/k/v, the attention
+    // norming and rotating q and k, appending k and v and projecting by
+    // head, the normed gated MLP forming the post-normed sum, the down
+    // projection, the MLP's post-norm with its add, forming that sum too),
     // then the embedding's gather, its scale, the last position's gather
     // and the normed output matrix: the embedding and the output matrix
     // (one 178 MB tensor) one launch each, or two where one binding cannot
     // hold it (lavapipe's 128 MiB).
     let launches = session.kernel_counts()["device_launches_last_step"];
     println!("gemma3: {launches} launches a decode step");
-    assert!((18 * 7 + 4..=18 * 7 + 6).contains(&launches), "gemma3: {launches} launches a decode step");
+    assert!((18 * 5 + 4..=18 * 5 + 6).contains(&launches), "gemma3: {launches} launches a decode step");
 }
 
 #[test]
@@ -363,6 +365,33 @@ fn kernel_timing_counts_every_launch_and_changes_no_bit() {
 /// How many nodes of the model's optimized graph `pick` selects.
 fn count_ops(model: &graphc::Model, pick: impl Fn(&graphc_ir::Op) -> bool) -> usize {
     model.graph().nodes().filter(|n| pick(&n.op)).count()
+}
+
+/// Gemma 3 with its attentions made `norm_rope_attention` (the default)
+/// and without (the q/k `norm_rope`s, the appends and `attention_project`
+/// as their own kernels): logits of a prefill (appended first, then
+/// attended) and of decode steps (each appended by the attention's own
+/// kernel) are identical bit for bit.
+#[test]
+fn normed_attention_changes_no_logit_bit_on_gemma3() {
+    if !have_device() {
+        return;
+    }
+    let opts = CompileOptions { device: Some(test_device()), max_seq: Some(64), gpu: gpu(), ..Default::default() };
+    let off = CompileOptions { disabled_passes: vec!["norm_rope_attention".to_string()], ..opts.clone() };
+    let path = graphc_tests::model("gemma-3-270m-q4_k_m.gguf");
+    let (on, plain) = (Model::compile(&path, &opts, None).unwrap(), Model::compile(&path, &off, None).unwrap());
+    assert_eq!(count_ops(&on, |op| matches!(op, graphc_ir::Op::NormRopeAttention { .. })), 18, "one a layer");
+    assert_eq!(count_ops(&plain, |op| matches!(op, graphc_ir::Op::NormRopeAttention { .. })), 0, "none with the pass off");
+    let bits = |model: &Model| -> Vec<u32> {
+        let mut s = model.session(&device_session()).unwrap();
+        let mut out: Vec<u32> = s.prefill(&[2, 818, 5279, 529, 7001, 563]).unwrap().iter().map(|v| v.to_bits()).collect();
+        for t in [5, 7, 9] {
+            out.extend(s.decode(t).unwrap().iter().map(|v| v.to_bits()));
+        }
+        out
+    };
+    assert!(bits(&on) == bits(&plain), "gemma3: logits differ in their bits with norm_rope_attention");
 }
 
 /// The optimizer changes no bit on the GPU: with every fusion on (the

@@ -146,6 +146,15 @@ pub fn catalog() -> Vec<(&'static str, Kernel)> {
         all.push(("matmul_partials", matmul::matmul_glu(dtype, 1, UnaryOp::Silu, matmul::Edges { norm: true, ..staged })));
         all.push(("matmul_partials", matmul::matmul(dtype, 1, staged)));
     }
+    // Gemma 3's attention (`norm_rope_attention`): q and the new k normed
+    // and rotated in the attention's kernels, whole or split, over each
+    // weight type; and the appends of a longer step.
+    for dtype in WEIGHT_DTYPES {
+        all.push(("norm_rope_attention", attention::norm_rope_attention_project(RopeStyle::Neox, dtype)));
+    }
+    all.push(("norm_rope_attention", attention::norm_rope_attention_project(RopeStyle::GptJ, DType::Q4K)));
+    all.push(("norm_rope_attention", attention::norm_rope_attention_part(RopeStyle::Neox)));
+    all.push(("norm_rope_attention", attention::norm_rope_append(RopeStyle::Neox)));
     all.push(("attention_project", attention::add_partials()));
     all.push(("norm", norm::add_partials_normed()));
     all.push(("norm", norm::norm_add_partials(false)));
