@@ -414,8 +414,10 @@ fn weight_bytes(dtype: DType, rows: usize, cols: usize, seed: u64) -> Vec<u8> {
             let mut bytes: Vec<u8> = values(seed, blocks * bb, 0.0, 256.0).iter().map(|v| *v as u8).collect();
             let scales = values(seed + 1, blocks * 2, 0.002, 0.05);
             let fields: &[usize] = match dtype {
-                DType::Q4_1 | DType::Q4K | DType::Q5K => &[0, 2],
+                DType::Q4_1 | DType::Q5_1 | DType::Q4K | DType::Q5K => &[0, 2],
                 DType::Q6K => &[208],
+                DType::Q2K => &[80, 82],
+                DType::Q3K => &[108],
                 _ => &[0],
             };
             for blk in 0..blocks {

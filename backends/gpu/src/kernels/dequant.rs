@@ -1,7 +1,8 @@
 //! One element of a weight block, in the kernel IR: the decoding of every
-//! GGUF block type the repo reads (q4_0, q4_1, q5_0, q8_0, q4_k, q5_k, q6_k)
-//! plus f32 and f16, written once after `graphc_ir::quant` (the CPU
-//! definition) and shared by the matmul and gather kernels.
+//! GGUF block type the repo computes (q4_0, q4_1, q5_0, q5_1, q8_0, q2_k,
+//! q3_k, q4_k, q5_k, q6_k, iq4_nl, iq4_xs) plus f32 and f16, written once
+//! after `graphc_ir::quant` (the CPU definition) and shared by the matmul,
+//! gather and attention-projection kernels.
 //!
 //! Weights live on the device as their checkpoint bytes, bound as an array
 //! of u32 words (padded to a whole word): blocks of 18, 22, 34 or 210 bytes
@@ -26,7 +27,40 @@ fn half(w: &str, offset: Expr) -> Expr {
 
 /// A sign-extended byte (q8_0 quants, q6_k scales) as f32.
 fn signed_byte(w: &str, offset: Expr) -> Expr {
-    ((byte(w, offset) << u(24)).cast(Ty::I32) >> u(24)).cast(Ty::F32)
+    sign_extended(byte(w, offset))
+}
+
+/// The low byte of u32 `b`, sign-extended, as f32.
+fn sign_extended(b: Expr) -> Expr {
+    ((b << u(24)).cast(Ty::I32) >> u(24)).cast(Ty::F32)
+}
+
+/// The four little-endian u32 words of `graphc_ir::quant::IQ4_VALUES`.
+const IQ4_WORDS: [u32; 4] = {
+    let v = graphc_ir::quant::IQ4_VALUES;
+    let mut words = [0u32; 4];
+    let mut i = 0;
+    while i < 16 {
+        words[i / 4] |= (v[i] as u8 as u32) << (8 * (i % 4));
+        i += 1;
+    }
+    words
+};
+
+/// `IQ4_VALUES[q]` (q a u32 nibble) as f32: the value's byte picked out of
+/// four constant words (no table in memory).
+fn iq4_value(q: Expr) -> Expr {
+    let word = select(
+        q.clone().lt(u(8)),
+        select(q.clone().lt(u(4)), u(IQ4_WORDS[0]), u(IQ4_WORDS[1])),
+        select(q.clone().lt(u(12)), u(IQ4_WORDS[2]), u(IQ4_WORDS[3])),
+    );
+    sign_extended(word >> ((q % u(4)) * u(8)))
+}
+
+/// The 16 bits at even byte `offset` of `w`, as u32.
+fn u16_at(w: &str, offset: Expr) -> Expr {
+    byte(w, offset.clone()) | (byte(w, offset + u(1)) << u(8))
 }
 
 /// Elements per decoding group: the run of elements that share one scale
@@ -64,6 +98,32 @@ pub fn group_setup(dtype: DType, w: &str, base: Expr, g: Expr) -> Vec<Stmt> {
             );
             vec![let_("dq_d", Ty::F32, half(w, base.clone()) * sc.cast(Ty::F32)), let_("dq_m", Ty::F32, half(w, at(2)) * mn.cast(Ty::F32))]
         }
+        DType::Q5_1 => vec![
+            let_("dq_d", Ty::F32, half(w, base.clone())),
+            let_("dq_m", Ty::F32, half(w, at(2))),
+            let_("dq_qh", Ty::U32, u16_at(w, at(4)) | (u16_at(w, at(6)) << u(16))),
+        ],
+        DType::Q2K => {
+            // Sub-block `g` of 16: scale in the low nibble, min in the high.
+            let sc = byte(w, base.clone() + g);
+            vec![
+                let_("dq_d", Ty::F32, half(w, at(80)) * (sc.clone() & u(0xF)).cast(Ty::F32)),
+                let_("dq_m", Ty::F32, half(w, at(82)) * (sc >> u(4)).cast(Ty::F32)),
+            ]
+        }
+        DType::Q3K => {
+            // Sub-block `g` of 16: `quant::q3_k_scales`'s 6-bit scale, less 32.
+            let low = select(g.clone().lt(u(8)), byte(w, at(96) + g.clone()) & u(0xF), byte(w, at(88) + g.clone()) >> u(4));
+            let high = (byte(w, at(104) + g.clone() % u(4)) >> (u(2) * (g / u(4)))) & u(3);
+            vec![let_("dq_d", Ty::F32, half(w, at(108)) * ((low | (high << u(4))).cast(Ty::I32) - i(32)).cast(Ty::F32))]
+        }
+        DType::IQ4NL => vec![let_("dq_d", Ty::F32, half(w, base))],
+        DType::IQ4XS => {
+            // Sub-block `g` of 32: 4 bits in `scales_l`, 2 in `scales_h`, less 32.
+            let low = (byte(w, at(4) + g.clone() / u(2)) >> (u(4) * (g.clone() % u(2)))) & u(0xF);
+            let high = (u16_at(w, at(2)) >> (u(2) * g)) & u(3);
+            vec![let_("dq_d", Ty::F32, half(w, base) * ((low | (high << u(4))).cast(Ty::I32) - i(32)).cast(Ty::F32))]
+        }
         DType::Q6K => {
             // Group `g` of 16 elements: half n = g / 8, quarter (g % 8) / 2,
             // scale index is + 2·quarter with is = g % 2.
@@ -95,7 +155,31 @@ pub fn group_element(dtype: DType, w: &str, base: Expr, g: Expr, l: Expr) -> Exp
             let q = low_or_high(byte(w, at(6) + j), l.ge(u(16))) | hi;
             (q.cast(Ty::I32) - i(16)).cast(Ty::F32) * d
         }
+        DType::Q5_1 => {
+            let j = l.clone() % u(16);
+            let qh = var("dq_qh");
+            let hi = select(l.clone().ge(u(16)), (qh.clone() >> (j.clone() + u(12))) & u(0x10), ((qh >> j.clone()) << u(4)) & u(0x10));
+            (low_or_high(byte(w, at(8) + j), l.ge(u(16))) | hi).cast(Ty::F32) * d + var("dq_m")
+        }
         DType::Q8_0 => signed_byte(w, at(2) + l) * d,
+        DType::Q2K | DType::Q3K => {
+            // Sub-block g: 16 bytes of the 32-byte run of half g / 8, shifted
+            // by 2·((g % 8) / 2).
+            let (half_g, second) = (g.clone() / u(8), g.clone() % u(2));
+            let shift = (g.clone() % u(8)) / u(2);
+            let qs = if dtype == DType::Q2K { 16 } else { 32 };
+            let q = (byte(w, at(qs) + half_g.clone() * u(32) + second.clone() * u(16) + l.clone()) >> (u(2) * shift.clone())) & u(3);
+            if dtype == DType::Q2K {
+                d * q.cast(Ty::F32) - var("dq_m")
+            } else {
+                // Less 4 where the element's `hmask` bit is clear.
+                let bit = u(1) << (u(4) * half_g + shift);
+                let hm = byte(w, base.clone() + second * u(16) + l);
+                d * (q.cast(Ty::I32) - select((hm & bit).ne(u(0)), i(0), i(4))).cast(Ty::F32)
+            }
+        }
+        DType::IQ4NL => d * iq4_value(low_or_high(byte(w, at(2) + l.clone() % u(16)), l.ge(u(16)))),
+        DType::IQ4XS => d * iq4_value(low_or_high(byte(w, at(8) + g * u(16) + l.clone() % u(16)), l.ge(u(16)))),
         DType::Q4K | DType::Q5K => {
             // Sub-block g: chunk g / 2 of 32 bytes, low nibbles for even g.
             let chunk = g.clone() / u(2);

@@ -52,8 +52,22 @@ pub fn unravel4() -> Vec<crate::kir::Stmt> {
 }
 
 /// The weight storage types the matmul and gather kernels read.
-pub const WEIGHT_DTYPES: [DType; 9] =
-    [DType::F32, DType::F16, DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q8_0, DType::Q4K, DType::Q5K, DType::Q6K];
+pub const WEIGHT_DTYPES: [DType; 14] = [
+    DType::F32,
+    DType::F16,
+    DType::Q4_0,
+    DType::Q4_1,
+    DType::Q5_0,
+    DType::Q5_1,
+    DType::Q8_0,
+    DType::Q2K,
+    DType::Q3K,
+    DType::Q4K,
+    DType::Q5K,
+    DType::Q6K,
+    DType::IQ4NL,
+    DType::IQ4XS,
+];
 
 /// Most features a kernel stages in workgroup memory (rows of `x` formed
 /// from an `add_partials`: `matmul::Edges::x_partials`; a row of a sum
