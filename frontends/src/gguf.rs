@@ -104,7 +104,7 @@ pub struct GgufFile {
 }
 
 /// A tensor of a block type the GGUF format defines but graphc does not
-/// compute (iq2_xxs, tq1_0, i8, f64, ...): sized and bounds-checked as the
+/// compute (iq1_s, tq1_0, i8, f64, ...): sized and bounds-checked as the
 /// others are, so `graphc inspect` can list it; `GgufFile::open` refuses a
 /// file that has one, naming it.
 #[derive(Clone, Debug, PartialEq)]
@@ -143,13 +143,13 @@ const GGML_TYPES: &[(u32, &str, u64, u64, Option<DType>)] = &[
     (13, "q5_k", 256, 176, Some(DType::Q5K)),
     (14, "q6_k", 256, 210, Some(DType::Q6K)),
     (15, "q8_k", 256, 292, None),
-    (16, "iq2_xxs", 256, 66, None),
-    (17, "iq2_xs", 256, 74, None),
-    (18, "iq3_xxs", 256, 98, None),
+    (16, "iq2_xxs", 256, 66, Some(DType::IQ2XXS)),
+    (17, "iq2_xs", 256, 74, Some(DType::IQ2XS)),
+    (18, "iq3_xxs", 256, 98, Some(DType::IQ3XXS)),
     (19, "iq1_s", 256, 50, None),
     (20, "iq4_nl", 32, 18, Some(DType::IQ4NL)),
-    (21, "iq3_s", 256, 110, None),
-    (22, "iq2_s", 256, 82, None),
+    (21, "iq3_s", 256, 110, Some(DType::IQ3S)),
+    (22, "iq2_s", 256, 82, Some(DType::IQ2S)),
     (23, "iq4_xs", 256, 136, Some(DType::IQ4XS)),
     (24, "i8", 1, 1, None),
     (25, "i16", 1, 2, None),

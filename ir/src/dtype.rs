@@ -24,10 +24,15 @@ pub enum DType {
     Q3K,
     IQ4NL,
     IQ4XS,
+    IQ2XXS,
+    IQ2XS,
+    IQ2S,
+    IQ3XXS,
+    IQ3S,
 }
 
 impl DType {
-    pub const ALL: [DType; 17] = [
+    pub const ALL: [DType; 22] = [
         DType::F32,
         DType::F16,
         DType::BF16,
@@ -45,6 +50,11 @@ impl DType {
         DType::Q3K,
         DType::IQ4NL,
         DType::IQ4XS,
+        DType::IQ2XXS,
+        DType::IQ2XS,
+        DType::IQ2S,
+        DType::IQ3XXS,
+        DType::IQ3S,
     ];
 
     /// Elements per block (1 for plain types).
@@ -53,6 +63,7 @@ impl DType {
             DType::F32 | DType::F16 | DType::BF16 | DType::I32 | DType::U32 => 1,
             DType::Q4_0 | DType::Q4_1 | DType::Q5_0 | DType::Q5_1 | DType::Q8_0 | DType::IQ4NL => 32,
             DType::Q2K | DType::Q3K | DType::Q4K | DType::Q5K | DType::Q6K | DType::IQ4XS => 256,
+            DType::IQ2XXS | DType::IQ2XS | DType::IQ2S | DType::IQ3XXS | DType::IQ3S => 256,
         }
     }
 
@@ -61,8 +72,8 @@ impl DType {
     /// columns a kernel can decode on its own.
     pub fn scale_group_elems(self) -> usize {
         match self {
-            DType::Q6K | DType::Q2K | DType::Q3K => 16,
-            DType::Q4K | DType::Q5K | DType::IQ4XS => 32,
+            DType::Q6K | DType::Q2K | DType::Q3K | DType::IQ2XS | DType::IQ2S => 16,
+            DType::Q4K | DType::Q5K | DType::IQ4XS | DType::IQ2XXS | DType::IQ3XXS | DType::IQ3S => 32,
             other => other.block_elems(),
         }
     }
@@ -84,6 +95,11 @@ impl DType {
             DType::Q3K => 110,
             DType::IQ4NL => 18,
             DType::IQ4XS => 136,
+            DType::IQ2XXS => 66,
+            DType::IQ2XS => 74,
+            DType::IQ2S => 82,
+            DType::IQ3XXS => 98,
+            DType::IQ3S => 110,
         }
     }
 
@@ -128,6 +144,11 @@ impl DType {
             DType::Q3K => "q3_k",
             DType::IQ4NL => "iq4_nl",
             DType::IQ4XS => "iq4_xs",
+            DType::IQ2XXS => "iq2_xxs",
+            DType::IQ2XS => "iq2_xs",
+            DType::IQ2S => "iq2_s",
+            DType::IQ3XXS => "iq3_xxs",
+            DType::IQ3S => "iq3_s",
         }
     }
 

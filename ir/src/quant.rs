@@ -4,6 +4,7 @@
 //! are checked against blocks decoded by the `gguf` Python package
 //! (`tests/fixtures/quant_blocks.json`).
 
+use crate::quant_grids::{IQ2S_GRID, IQ2XS_GRID, IQ2XXS_GRID, IQ3S_GRID, IQ3XXS_GRID};
 use crate::DType;
 use half::{bf16, f16};
 
@@ -186,8 +187,85 @@ fn dequantize_block(dtype: DType, b: &[u8], y: &mut [f32]) {
                 }
             }
         }
+        DType::IQ2XXS | DType::IQ3XXS => {
+            // 8 sub-blocks of 32: grid indices (one byte a point), then a
+            // u32 of four 7-bit sign indices and a 4-bit scale.
+            let (d, iq3) = (f16_at(b, 0), dtype == DType::IQ3XXS);
+            for (ib, y) in y.chunks_exact_mut(32).enumerate() {
+                let aux = |at: usize| u32::from_le_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]]);
+                let (points, signs_at) = if iq3 { (&b[2 + 8 * ib..][..8], 66 + 4 * ib) } else { (&b[2 + 8 * ib..][..4], 2 + 8 * ib + 4) };
+                let signs_scale = aux(signs_at);
+                let db = d * (0.5 + (signs_scale >> 28) as f32) * if iq3 { 0.5 } else { 0.25 };
+                for (g, y) in y.chunks_exact_mut(8).enumerate() {
+                    let signs = iq_signs((signs_scale >> (7 * g)) & 127);
+                    for (l, yl) in y.iter_mut().enumerate() {
+                        let point = match iq3 {
+                            true => IQ3XXS_GRID[points[2 * g + l / 4] as usize][l % 4],
+                            false => IQ2XXS_GRID[points[g] as usize][l],
+                        };
+                        *yl = db * point as f32 * signed(signs, l);
+                    }
+                }
+            }
+        }
+        DType::IQ2XS => {
+            // 32 points of 8 as u16: a 9-bit grid index and a 7-bit sign
+            // index; 16 scales (nibbles), one a 16 elements.
+            let d = f16_at(b, 0);
+            for (j, y) in y.chunks_exact_mut(8).enumerate() {
+                let q = u16::from_le_bytes([b[2 + 2 * j], b[3 + 2 * j]]) as u32;
+                let db = d * (0.5 + iq_scale(&b[66..74], j / 2) as f32) * 0.25;
+                let signs = iq_signs(q >> 9);
+                for (l, yl) in y.iter_mut().enumerate() {
+                    *yl = db * IQ2XS_GRID[(q & 511) as usize][l] as f32 * signed(signs, l);
+                }
+            }
+        }
+        DType::IQ2S => {
+            // 32 points of 8: a grid index of 8 bits in `qs` and 2 in `qh`,
+            // a sign bit an element, 16 scales (nibbles).
+            let d = f16_at(b, 0);
+            for (j, y) in y.chunks_exact_mut(8).enumerate() {
+                let index = b[2 + j] as usize | (((b[66 + j / 4] >> (2 * (j % 4))) & 3) as usize) << 8;
+                let db = d * (0.5 + iq_scale(&b[74..82], j / 2) as f32) * 0.25;
+                for (l, yl) in y.iter_mut().enumerate() {
+                    *yl = db * IQ2S_GRID[index][l] as f32 * signed(b[34 + j] as u32, l);
+                }
+            }
+        }
+        DType::IQ3S => {
+            // 64 points of 4: a grid index of 8 bits in `qs` and 1 in `qh`,
+            // a sign bit an element, 8 scales `1 + 2s` (nibbles), one a 32.
+            let d = f16_at(b, 0);
+            for (e, yl) in y.iter_mut().enumerate() {
+                let j = e / 4;
+                let index = b[2 + j] as usize | (((b[66 + j / 8] >> (j % 8)) & 1) as usize) << 8;
+                let db = d * (1 + 2 * iq_scale(&b[106..110], e / 32)) as f32;
+                *yl = db * IQ3S_GRID[index][e % 4] as f32 * signed(b[74 + e / 8] as u32, e % 8);
+            }
+        }
         _ => unreachable!("{dtype} is not a block type"),
     }
+}
+
+/// The 8 signs of sign index `i` (7 bits): its bits, and an eighth that
+/// makes their count even (ggml's `ksigns_iq2xs[i]`).
+fn iq_signs(i: u32) -> u32 {
+    i | ((i.count_ones() & 1) << 7)
+}
+
+/// `-1.0` where bit `l` of `signs` is set, else `1.0`.
+fn signed(signs: u32, l: usize) -> f32 {
+    if (signs >> l) & 1 != 0 {
+        -1.0
+    } else {
+        1.0
+    }
+}
+
+/// Nibble `k` of `scales` (the low one of each byte first).
+fn iq_scale(scales: &[u8], k: usize) -> u32 {
+    ((scales[k / 2] >> (4 * (k % 2))) & 0xF) as u32
 }
 
 /// The 16 values an iq4_nl / iq4_xs nibble indexes (ggml's `kvalues_iq4nl`).

@@ -91,6 +91,12 @@ fn weight_types() -> impl Iterator<Item = DType> {
 /// on AVX-512 too).
 const NEWER_TYPES: [DType; 5] = [DType::Q5_1, DType::Q2K, DType::Q3K, DType::IQ4NL, DType::IQ4XS];
 
+/// The types whose row dot is portable's on every CPU: bf16, and the
+/// iq2/iq3 types (each element a codebook lookup).
+fn portable_only(dtype: DType) -> bool {
+    matches!(dtype, DType::BF16 | DType::IQ2XXS | DType::IQ2XS | DType::IQ2S | DType::IQ3XXS | DType::IQ3S)
+}
+
 /// Why 1e-5 of Σ|w·x|: both sides are f32 sums of the same products in a
 /// different order; the rounding error of such a sum is bounded by about
 /// k·ε·Σ|w·x| and in practice ~√k·ε ≈ 1e-6 of it for k = 512.
@@ -119,7 +125,8 @@ fn dot_row_matches_dequantize_then_dot_for_every_type_and_isa() {
 
 /// Which kernel serves each type's row dot, run, not assumed: every level's
 /// own kernel (`dot_row_at`) where it has one — portable for every type,
-/// AVX2 for every type but bf16 (the five newer types included), AVX-512 for
+/// AVX2 for every type but bf16 and the iq2/iq3 types (the five newer
+/// types included), AVX-512 for
 /// q4_0, q4_1, q5_0, q8_0, q4_k and q6_k — and where a level has none,
 /// `dot_row` there gives the next narrower level's bits.
 #[test]
@@ -128,7 +135,7 @@ fn each_isa_runs_its_own_row_kernel_or_the_next_narrower_ones_bits() {
     let k = 512;
     let own = |isa: Isa, dtype: DType| match isa {
         Isa::Portable => true,
-        Isa::Avx2 => dtype != DType::BF16,
+        Isa::Avx2 => !portable_only(dtype),
         Isa::Avx512 => matches!(dtype, DType::Q4_0 | DType::Q4_1 | DType::Q5_0 | DType::Q8_0 | DType::Q4K | DType::Q6K),
     };
     let mut engaged = std::collections::BTreeMap::<&str, usize>::new();
@@ -142,7 +149,7 @@ fn each_isa_runs_its_own_row_kernel_or_the_next_narrower_ones_bits() {
             let got = simd::dot_row(isa, dtype, &row, &x, &sums);
             let want = match (at, isa) {
                 (Some(v), _) => v,
-                // AVX2's own kernel, or portable's where AVX2 has none either (bf16).
+                // AVX2's own kernel, or portable's where AVX2 has none either (bf16, iq2/iq3).
                 (None, Isa::Avx512) => {
                     simd::dot_row_at(Isa::Avx2, dtype, &row, &x, &sums).or_else(|| simd::dot_row_at(Isa::Portable, dtype, &row, &x, &sums)).unwrap()
                 }
@@ -806,8 +813,24 @@ fn fast_executor_equals_reference_on_a_tiny_llama_and_counts_its_kernels() {
 /// on the fast kernels at every ISA against the reference executor.
 #[test]
 fn a_tiny_llama_in_the_newer_block_types_runs_on_the_fast_kernels() {
+    tiny_llama_in_types(&NEWER_TYPES, DType::IQ4XS, 0xbb67ae8584caa73b);
+}
+
+/// The same for the codebook types (iq2_xxs, iq2_xs, iq2_s, iq3_xxs,
+/// iq3_s; the embedding table and head as iq2_xxs), whose row dots are the
+/// portable kernel's on every CPU.
+#[test]
+fn a_tiny_llama_in_the_iq2_and_iq3_types_runs_on_the_fast_kernels() {
+    let types = [DType::IQ2XXS, DType::IQ2XS, DType::IQ2S, DType::IQ3XXS, DType::IQ3S];
+    tiny_llama_in_types(&types, DType::IQ2XXS, 0x3c6ef372fe94f82b);
+}
+
+/// A tiny llama whose matrices cycle through `types` (each in two roles at
+/// least), its tied embedding table and head of type `embedding`, run on
+/// every ISA's fast kernels against the reference executor.
+fn tiny_llama_in_types(types: &[DType], embedding: DType, seed: u64) {
     let (d, kv) = (256u64, 128u64);
-    let mut rng = Rng(0xbb67ae8584caa73b);
+    let mut rng = Rng(seed);
     // Random quants, with each f16 scale sized so that weights are O(0.05)
     // and activations stay O(1) through both layers.
     let mut matrix = |dtype: DType, rows: u64| -> Vec<u8> {
@@ -816,6 +839,7 @@ fn a_tiny_llama_in_the_newer_block_types_runs_on_the_fast_kernels() {
             DType::Q2K => &[(80, 0.002), (82, 0.002)],
             DType::Q3K => &[(108, 0.0005)],
             DType::IQ4NL => &[(0, 0.0005)],
+            DType::IQ2XXS | DType::IQ2XS | DType::IQ2S | DType::IQ3XXS | DType::IQ3S => &[(0, 0.0002)],
             _ => &[(0, 0.00003)],
         };
         let mut out: Vec<u8> = (0..rows * d / dtype.block_elems() as u64 * dtype.block_bytes() as u64).map(|_| rng.byte()).collect();
@@ -830,33 +854,39 @@ fn a_tiny_llama_in_the_newer_block_types_runs_on_the_fast_kernels() {
         DType::Q5_1 => 7,
         DType::Q2K => 10,
         DType::Q3K => 11,
+        DType::IQ2XXS => 16,
+        DType::IQ2XS => 17,
+        DType::IQ3XXS => 18,
         DType::IQ4NL => 20,
-        _ => 23,
+        DType::IQ3S => 21,
+        DType::IQ2S => 22,
+        DType::IQ4XS => 23,
+        other => panic!("no GGML id here for {other}"),
     };
     let mut w = graphc_tests::GgufWriter::tiny_llama()
         .set_meta("llama.embedding_length", graphc_tests::Meta::U32(d as u32))
         .set_meta("llama.feed_forward_length", graphc_tests::Meta::U32(d as u32));
     w.tensors.clear();
-    let mut types = NEWER_TYPES.iter().copied().cycle();
+    let mut cycle = types.iter().copied().cycle();
     let mut push = |w: &mut graphc_tests::GgufWriter, name: String, dtype: DType, rows: u64| {
         let bytes = matrix(dtype, rows);
         w.tensors.push((name, vec![rows, d], ggml_id(dtype), bytes));
     };
-    push(&mut w, "token_embd.weight".into(), DType::IQ4XS, 8);
+    push(&mut w, "token_embd.weight".into(), embedding, 8);
     let mut used = std::collections::BTreeMap::<String, usize>::new();
     for l in 0..2 {
         w = w.f32_tensor(&format!("blk.{l}.attn_norm.weight"), &[d], &vec![1.0; d as usize]);
         w = w.f32_tensor(&format!("blk.{l}.ffn_norm.weight"), &[d], &vec![1.0; d as usize]);
         for (m, rows) in [("attn_q", d), ("attn_k", kv), ("attn_v", kv), ("attn_output", d), ("ffn_gate", d), ("ffn_up", d), ("ffn_down", d)] {
-            let dtype = types.next().unwrap();
+            let dtype = cycle.next().unwrap();
             *used.entry(dtype.name().into()).or_default() += 1;
             push(&mut w, format!("blk.{l}.{m}.weight"), dtype, rows);
         }
     }
     w = w.f32_tensor("output_norm.weight", &[d], &vec![1.0; d as usize]);
-    assert!(used.len() == 5 && used.values().all(|&n| n >= 2), "{used:?}");
+    assert!(used.len() == types.len() && used.values().all(|&n| n >= 2), "{used:?}");
     let dir = graphc_tests::temp_dir("fast_newer_types");
-    let path = w.write(&dir, "newer.gguf");
+    let path = w.write(&dir, &format!("types-{seed:x}.gguf"));
     let model = graphc::Model::compile(&path, &graphc::CompileOptions::default(), None).unwrap();
     let prompt = [1u32, 5, 0, 3, 7, 2];
     let run = |kernels| {
@@ -993,7 +1023,7 @@ fn avx2_row_kernels_keep_their_bits() {
         (DType::IQ4NL, 0xc823f05b189f9c0b),
         (DType::IQ4XS, 0xbb225fac6437621b),
     ];
-    let got: Vec<(DType, u64)> = weight_types().filter(|&t| t != DType::BF16).map(|t| (t, fold(t))).collect();
+    let got: Vec<(DType, u64)> = weight_types().filter(|&t| !portable_only(t)).map(|t| (t, fold(t))).collect();
     for ((t, h), (_, w)) in got.iter().zip(&want) {
         println!("{t}: {h:#018x} (pinned {w:#018x})");
     }

@@ -49,7 +49,7 @@ fn every_block_type_matches_the_gguf_package_bit_for_bit() {
         assert!(distinct.len() > want.len() / 8, "{dtype}: fixture too uniform");
         checked.push(dtype.name());
     }
-    assert_eq!(checked.len(), 12);
+    assert_eq!(checked.len(), 17);
 }
 
 /// The control for the test above: a block with one wrong byte (a planted

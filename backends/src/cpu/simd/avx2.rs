@@ -89,7 +89,9 @@ pub unsafe fn dot_row(dtype: DType, row: &[u8], x: &[f32], xsums: &[f32]) -> Opt
 /// The CPU must have AVX2, FMA and F16C.
 #[target_feature(enable = "avx2,fma,f16c")]
 pub unsafe fn dot_rows(dtype: DType, rows: &[u8], x: &[f32], xsums: &[f32], out: &mut [f32]) -> bool {
-    if dtype == DType::BF16 || !(dtype.is_float() || dtype.is_quantized()) {
+    // bf16 and the iq2/iq3 types (codebook lookups) are portable's.
+    let without_kernel = matches!(dtype, DType::BF16 | DType::IQ2XXS | DType::IQ2XS | DType::IQ2S | DType::IQ3XXS | DType::IQ3S);
+    if without_kernel || !(dtype.is_float() || dtype.is_quantized()) {
         return false;
     }
     let n = x.len();
