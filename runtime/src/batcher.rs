@@ -289,6 +289,14 @@ impl<'m> Batcher<'m> {
                 report.cancelled += 1;
             };
             let Some(mut req) = req else { break };
+            let mut sampler = match self.model.sampler(&req.sampling) {
+                Ok(s) => s,
+                Err(e) => {
+                    (req.sink)(Event::Failed(e.to_string()));
+                    report.ended += 1;
+                    continue;
+                }
+            };
             // The free slot holding the longest prefix of the prompt (the
             // first free one without the prompt cache); at least one
             // prompt id is run, for its logits.
@@ -310,7 +318,6 @@ impl<'m> Batcher<'m> {
             }
             self.cached[i].truncate(reused);
             report.reused_tokens += reused;
-            let mut sampler = Sampler::new(&req.sampling);
             sampler.seen(&req.prompt);
             let budget = req.max_tokens.min(max_seq - req.prompt.len());
             let detok = Detokenizer::new(tokenizer, false, &req.stop);

@@ -9,6 +9,7 @@
 pub mod batcher;
 pub mod conversation;
 pub mod error;
+pub mod json_mode;
 pub mod model;
 pub mod sampling;
 pub mod session;
@@ -20,7 +21,7 @@ pub use graphc_frontends::chat::{ChatOptions, Message};
 pub use graphc_frontends::detokenize::{Detokenizer, Emitted};
 pub use graphc_gpu::GpuSettings;
 pub use model::{CompileOptions, Model};
-pub use sampling::{Penalties, Sampling};
+pub use sampling::{Format, Penalties, Sampling};
 pub use session::{Finish, Generation, GoOn, Kernels, Session, SessionOptions};
 
 /// The process's peak resident memory (`VmHWM`), where the OS reports it.

@@ -2,6 +2,8 @@
 //! checkpoint (refused when the file changed or the plan's version differs).
 
 use crate::error::Error;
+use crate::json_mode::{JsonObject, TokenBytes};
+use crate::sampling::{Format, Sampler, Sampling};
 use graphc_backends::{WeightRef, WeightSource};
 use graphc_frontends::chat::{ChatOptions, Message};
 use graphc_frontends::{Checkpoint, Tokenizer};
@@ -50,6 +52,8 @@ pub struct Model {
     lowered: Option<Graph>,
     checkpoint: Checkpoint,
     weights: HashMap<String, WeightEntry>,
+    /// Each token's bytes, made the first time a JSON-mode sampler asks.
+    token_bytes: std::sync::OnceLock<TokenBytes>,
 }
 
 fn checksum(ck: &Checkpoint, progress: Progress) -> String {
@@ -221,7 +225,7 @@ impl Model {
             }
             weights.insert(w.name.clone(), w.clone());
         }
-        Ok(Model { plan, graph, lowered, checkpoint, weights })
+        Ok(Model { plan, graph, lowered, checkpoint, weights, token_bytes: Default::default() })
     }
 
     pub fn plan(&self) -> &Plan {
@@ -238,6 +242,22 @@ impl Model {
     /// (sessions take token ids either way).
     pub fn tokenizer(&self) -> Result<&Tokenizer, Error> {
         self.checkpoint.tokenizer().map_err(Error::Tokenizer)
+    }
+    /// A sampler for `sampling`: with `Format::JsonObject`, constrained by
+    /// JSON mode over this checkpoint's vocabulary and end tokens (an
+    /// error for a checkpoint without a tokenizer).
+    pub fn sampler(&self, sampling: &Sampling) -> Result<Sampler, Error> {
+        match sampling.format {
+            Format::Text => Ok(Sampler::new(sampling)),
+            Format::JsonObject => {
+                let tok = self.tokenizer()?;
+                let vocabulary = self.token_bytes.get_or_init(|| {
+                    std::sync::Arc::new((0..tok.vocab_size as u32).map(|id| tok.decode_bytes(&[id], false).into_boxed_slice()).collect())
+                });
+                let json = JsonObject::new(vocabulary.clone(), self.plan.model.stop_ids.clone());
+                Ok(Sampler::with_json(sampling, json))
+            }
+        }
     }
     /// Token ids of `text` (BOS added when the checkpoint asks for one).
     pub fn encode(&self, text: &str) -> Result<Vec<u32>, Error> {

@@ -5,7 +5,11 @@
 //!
 //! Order, as llama.cpp's default chain: penalties, top-k, softmax at the
 //! temperature, top-p, min-p, draw. Penalties apply before greedy too, so
-//! a repeat penalty changes greedy tokens as it does in llama.cpp.
+//! a repeat penalty changes greedy tokens as it does in llama.cpp. JSON
+//! mode (`Format::JsonObject`) masks the tokens that cannot continue a JSON
+//! object after the penalties, before the rest (`json_mode`).
+
+use crate::json_mode::JsonObject;
 
 #[derive(Clone, Debug, PartialEq)]
 pub struct Sampling {
@@ -17,6 +21,18 @@ pub struct Sampling {
     pub min_p: Option<f32>,
     pub seed: u64,
     pub penalties: Penalties,
+    /// What the text must be: any (`Text`), or a JSON object
+    /// (`JsonObject`: `json_mode`).
+    pub format: Format,
+}
+
+/// The shape the generated text must take.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Format {
+    #[default]
+    Text,
+    /// A JSON object, then an end token (OpenAI's `json_object`).
+    JsonObject,
 }
 
 /// Penalties on tokens already seen. All off by default.
@@ -53,7 +69,7 @@ impl Default for Sampling {
 
 impl Sampling {
     pub fn greedy() -> Sampling {
-        Sampling { temperature: 0.0, top_k: None, top_p: None, min_p: None, seed: 0, penalties: Penalties::default() }
+        Sampling { temperature: 0.0, top_k: None, top_p: None, min_p: None, seed: 0, penalties: Penalties::default(), format: Format::Text }
     }
 }
 
@@ -101,11 +117,32 @@ pub struct Sampler {
     recent: std::collections::VecDeque<u32>,
     /// Times each generated token was generated (presence / frequency).
     counts: std::collections::HashMap<u32, u32>,
+    /// JSON mode's constraint (`Format::JsonObject`).
+    json: Option<JsonObject>,
 }
 
+/// Tokens checked in logit order before a greedy JSON-mode step masks the
+/// whole vocabulary.
+const JSON_GREEDY_CANDIDATES: usize = 64;
+
 impl Sampler {
+    /// A sampler of `Format::Text`. Another format needs the model's
+    /// vocabulary: `Model::sampler` builds it (`with_json`); asking this
+    /// for one is a programming error, and panics rather than sample
+    /// unconstrained.
     pub fn new(cfg: &Sampling) -> Sampler {
-        Sampler { cfg: cfg.clone(), state: cfg.seed, recent: Default::default(), counts: Default::default() }
+        assert_eq!(cfg.format, Format::Text, "a {:?} sampler is built by Model::sampler", cfg.format);
+        Sampler { cfg: cfg.clone(), state: cfg.seed, recent: Default::default(), counts: Default::default(), json: None }
+    }
+
+    /// A `Format::JsonObject` sampler: each token it picks keeps the text a
+    /// prefix of a JSON object under `json`, an end token only once it is
+    /// closed (the mask applies before temperature, top-k, top-p, min-p).
+    pub fn with_json(cfg: &Sampling, json: JsonObject) -> Sampler {
+        let mut s = Sampler::new(&Sampling { format: Format::Text, ..cfg.clone() });
+        s.cfg.format = Format::JsonObject;
+        s.json = Some(json);
+        s
     }
 
     /// Tokens before the first sampled one (the prompt), for the repeat penalty.
@@ -159,10 +196,42 @@ impl Sampler {
 
     pub fn sample(&mut self, logits: &[f32]) -> u32 {
         let penalized = self.penalized(logits);
-        let t = self.choose(&penalized);
+        let t = match self.json.take() {
+            None => self.choose(&penalized),
+            Some(mut json) => {
+                let t = self.choose_json(&json, &penalized);
+                json.advance(t);
+                self.json = Some(json);
+                t
+            }
+        };
         self.remember(t);
         *self.counts.entry(t).or_default() += 1;
         t
+    }
+
+    /// `choose` among the tokens `json` allows: greedy takes the first
+    /// allowed of the most likely few, else (or sampling) every disallowed
+    /// token's logit is masked to -inf first.
+    fn choose_json(&mut self, json: &JsonObject, logits: &[f32]) -> u32 {
+        if self.cfg.temperature <= 0.0 {
+            let mut idx: Vec<usize> = (0..logits.len()).collect();
+            let few = JSON_GREEDY_CANDIDATES.min(idx.len());
+            if few > 0 {
+                idx.select_nth_unstable_by(few - 1, |&a, &b| logits[b].total_cmp(&logits[a]).then(a.cmp(&b)));
+                idx.truncate(few);
+                idx.sort_by(|&a, &b| logits[b].total_cmp(&logits[a]).then(a.cmp(&b)));
+            }
+            if let Some(&t) = idx.iter().find(|&&t| json.allows(t as u32)) {
+                return t as u32;
+            }
+        }
+        let masked: Vec<f32> = logits.iter().enumerate().map(|(t, &l)| if json.allows(t as u32) { l } else { f32::NEG_INFINITY }).collect();
+        if masked.iter().all(|l| *l == f32::NEG_INFINITY) {
+            // Nothing in the vocabulary continues the object: end.
+            return json.fallback().unwrap_or(0);
+        }
+        self.choose(&masked)
     }
 
     fn choose(&mut self, logits: &[f32]) -> u32 {

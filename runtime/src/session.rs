@@ -4,7 +4,7 @@
 
 use crate::error::Error;
 use crate::model::Model;
-use crate::sampling::{Sampler, Sampling};
+use crate::sampling::Sampling;
 use graphc_backends::cpu::exec::{self, Schedule};
 use graphc_backends::cpu::fast::Fast;
 use graphc_backends::cpu::reference::Reference;
@@ -767,7 +767,7 @@ impl<'m> Session<'m> {
         mut on_token: impl FnMut(u32) -> C,
     ) -> Result<Generation, Error> {
         let stop = self.model.plan().model.stop_ids.clone();
-        let mut sampler = Sampler::new(sampling);
+        let mut sampler = self.model.sampler(sampling)?;
         sampler.seen(new);
         let t0 = Instant::now();
         let mut logits = self.forward(new)?;

@@ -5,7 +5,7 @@
 
 use crate::error::ApiError;
 use graphc_frontends::chat::Message;
-use graphc_runtime::sampling::{Penalties, Sampling};
+use graphc_runtime::sampling::{Format, Penalties, Sampling};
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
 
@@ -36,7 +36,7 @@ const COMMON: &[&str] = &[
     "user",
     "logprobs",
 ];
-const CHAT: &[&str] = &["messages", "max_completion_tokens", "top_logprobs"];
+const CHAT: &[&str] = &["messages", "max_completion_tokens", "top_logprobs", "response_format"];
 const COMPLETION: &[&str] = &["prompt", "echo", "suffix"];
 
 /// A request, read and checked; the prompt is still to be tokenized.
@@ -136,11 +136,12 @@ pub fn parse(endpoint: Endpoint, body: &[u8]) -> Result<Generate, ApiError> {
         }
         Some(_) => return Err(ApiError::field("stream_options", "must be an object")),
     };
+    let sampling = Sampling { format: response_format(&obj)?, ..sampling(&obj)? };
     Ok(Generate {
         model: field::<String>(&obj, "model")?,
         input,
         max_tokens,
-        sampling: sampling(&obj)?,
+        sampling,
         stop,
         logprobs,
         stream: field::<bool>(&obj, "stream")?.unwrap_or(false),
@@ -182,7 +183,30 @@ fn sampling(obj: &Map<String, Value>) -> Result<Sampling, ApiError> {
         },
         ..Default::default()
     };
-    Ok(Sampling { temperature, top_k, top_p, min_p, seed, penalties })
+    Ok(Sampling { temperature, top_k, top_p, min_p, seed, penalties, format: Format::Text })
+}
+
+/// `response_format`: `{"type": "text"}` (any text) or `{"type":
+/// "json_object"}` (JSON mode: a JSON object). A JSON schema is refused, not
+/// ignored: its answer would be JSON of any shape.
+fn response_format(obj: &Map<String, Value>) -> Result<Format, ApiError> {
+    let rf = match obj.get("response_format") {
+        None | Some(Value::Null) => return Ok(Format::Text),
+        Some(Value::Object(rf)) => rf,
+        Some(_) => return Err(ApiError::field("response_format", "must be an object with a `type`")),
+    };
+    if let Some(k) = rf.keys().find(|k| *k != "type") {
+        return Err(ApiError::field(&format!("response_format.{k}"), "graphc does not implement this field"));
+    }
+    match rf.get("type").and_then(Value::as_str) {
+        Some("text") => Ok(Format::Text),
+        Some("json_object") => Ok(Format::JsonObject),
+        Some("json_schema") => {
+            Err(ApiError::field("response_format.type", "`json_schema` is not implemented (`json_object`, JSON mode, is: any JSON object)"))
+        }
+        Some(other) => Err(ApiError::field("response_format.type", format!("`{other}` is not a format (`text` or `json_object`)"))),
+        None => Err(ApiError::field("response_format.type", "is required (`text` or `json_object`)")),
+    }
 }
 
 /// A seed for a request that names none (sampled requests differ, as OpenAI's do).

@@ -2,7 +2,7 @@
 //! opening a model with a progress bar.
 
 use anyhow::Result;
-use graphc::{CompileOptions, Kernels, Model, Penalties, Sampling, SessionOptions};
+use graphc::{CompileOptions, Format, Kernels, Model, Penalties, Sampling, SessionOptions};
 use indicatif::{ProgressBar, ProgressStyle};
 use std::path::Path;
 
@@ -68,13 +68,17 @@ pub struct SamplingArgs {
     /// OpenAI's frequency penalty on generated tokens.
     #[arg(long, default_value_t = 0.0)]
     frequency_penalty: f32,
+    /// JSON mode: the answer is a JSON object (each token checked to keep it one).
+    #[arg(long)]
+    json_object: bool,
 }
 
 impl SamplingArgs {
     pub fn sampling(&self) -> Sampling {
         let penalties =
             Penalties { presence: self.presence_penalty, frequency: self.frequency_penalty, repeat: self.repeat_penalty, ..Default::default() };
-        Sampling { temperature: self.temperature, top_k: self.top_k, top_p: self.top_p, min_p: self.min_p, seed: self.seed, penalties }
+        let format = if self.json_object { Format::JsonObject } else { Format::Text };
+        Sampling { temperature: self.temperature, top_k: self.top_k, top_p: self.top_p, min_p: self.min_p, seed: self.seed, penalties, format }
     }
 }
 
