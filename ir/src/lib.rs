@@ -11,7 +11,7 @@ pub mod io;
 pub mod op;
 pub mod plan;
 pub mod quant;
-mod quant_grids;
+pub mod quant_grids;
 pub mod shape;
 pub mod signature;
 pub mod text;

@@ -91,10 +91,12 @@ fn weight_types() -> impl Iterator<Item = DType> {
 /// on AVX-512 too).
 const NEWER_TYPES: [DType; 5] = [DType::Q5_1, DType::Q2K, DType::Q3K, DType::IQ4NL, DType::IQ4XS];
 
-/// The types whose row dot is portable's on every CPU: bf16, and the
-/// iq2/iq3 types (each element a codebook lookup).
+/// The codebook types (their row dots are AVX2's on AVX-512 too).
+const CODEBOOK_TYPES: [DType; 5] = [DType::IQ2XXS, DType::IQ2XS, DType::IQ2S, DType::IQ3XXS, DType::IQ3S];
+
+/// The type whose row dot is portable's on every CPU: bf16.
 fn portable_only(dtype: DType) -> bool {
-    matches!(dtype, DType::BF16 | DType::IQ2XXS | DType::IQ2XS | DType::IQ2S | DType::IQ3XXS | DType::IQ3S)
+    dtype == DType::BF16
 }
 
 /// Why 1e-5 of Σ|w·x|: both sides are f32 sums of the same products in a
@@ -125,8 +127,7 @@ fn dot_row_matches_dequantize_then_dot_for_every_type_and_isa() {
 
 /// Which kernel serves each type's row dot, run, not assumed: every level's
 /// own kernel (`dot_row_at`) where it has one — portable for every type,
-/// AVX2 for every type but bf16 and the iq2/iq3 types (the five newer
-/// types included), AVX-512 for
+/// AVX2 for every type but bf16 (the newer types included), AVX-512 for
 /// q4_0, q4_1, q5_0, q8_0, q4_k and q6_k — and where a level has none,
 /// `dot_row` there gives the next narrower level's bits.
 #[test]
@@ -149,21 +150,21 @@ fn each_isa_runs_its_own_row_kernel_or_the_next_narrower_ones_bits() {
             let got = simd::dot_row(isa, dtype, &row, &x, &sums);
             let want = match (at, isa) {
                 (Some(v), _) => v,
-                // AVX2's own kernel, or portable's where AVX2 has none either (bf16, iq2/iq3).
+                // AVX2's own kernel, or portable's where AVX2 has none either (bf16).
                 (None, Isa::Avx512) => {
                     simd::dot_row_at(Isa::Avx2, dtype, &row, &x, &sums).or_else(|| simd::dot_row_at(Isa::Portable, dtype, &row, &x, &sums)).unwrap()
                 }
                 (None, _) => simd::dot_row_at(Isa::Portable, dtype, &row, &x, &sums).unwrap(),
             };
             assert_eq!(got.to_bits(), want.to_bits(), "{dtype} on {}: {got} vs {want}", isa.name());
-            if at.is_some() && NEWER_TYPES.contains(&dtype) {
+            if at.is_some() && (NEWER_TYPES.contains(&dtype) || CODEBOOK_TYPES.contains(&dtype)) {
                 *engaged.entry(isa.name()).or_default() += 1;
             }
         }
     }
     println!("newer types' own row kernels run, by level: {engaged:?}");
     for isa in isas().into_iter().filter(|&i| i != Isa::Avx512) {
-        assert_eq!(engaged.get(isa.name()), Some(&NEWER_TYPES.len()), "{}: {engaged:?}", isa.name());
+        assert_eq!(engaged.get(isa.name()), Some(&(NEWER_TYPES.len() + CODEBOOK_TYPES.len())), "{}: {engaged:?}", isa.name());
     }
 }
 
@@ -817,12 +818,10 @@ fn a_tiny_llama_in_the_newer_block_types_runs_on_the_fast_kernels() {
 }
 
 /// The same for the codebook types (iq2_xxs, iq2_xs, iq2_s, iq3_xxs,
-/// iq3_s; the embedding table and head as iq2_xxs), whose row dots are the
-/// portable kernel's on every CPU.
+/// iq3_s; the embedding table and head as iq2_xxs).
 #[test]
 fn a_tiny_llama_in_the_iq2_and_iq3_types_runs_on_the_fast_kernels() {
-    let types = [DType::IQ2XXS, DType::IQ2XS, DType::IQ2S, DType::IQ3XXS, DType::IQ3S];
-    tiny_llama_in_types(&types, DType::IQ2XXS, 0x3c6ef372fe94f82b);
+    tiny_llama_in_types(&CODEBOOK_TYPES, DType::IQ2XXS, 0x3c6ef372fe94f82b);
 }
 
 /// A tiny llama whose matrices cycle through `types` (each in two roles at
@@ -1022,6 +1021,12 @@ fn avx2_row_kernels_keep_their_bits() {
         (DType::Q3K, 0x47e25829d1e25194),
         (DType::IQ4NL, 0xc823f05b189f9c0b),
         (DType::IQ4XS, 0xbb225fac6437621b),
+        // The codebook types' kernels as first written (2026-12-07).
+        (DType::IQ2XXS, 0xbf8fff2bb5e1da6b),
+        (DType::IQ2XS, 0x1ad18368dd81fbb5),
+        (DType::IQ2S, 0xe56b7e8b1aa63803),
+        (DType::IQ3XXS, 0x1cce7a7977c52ddd),
+        (DType::IQ3S, 0xc73b98c989664d99),
     ];
     let got: Vec<(DType, u64)> = weight_types().filter(|&t| !portable_only(t)).map(|t| (t, fold(t))).collect();
     for ((t, h), (_, w)) in got.iter().zip(&want) {

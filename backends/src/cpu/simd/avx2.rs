@@ -89,9 +89,7 @@ pub unsafe fn dot_row(dtype: DType, row: &[u8], x: &[f32], xsums: &[f32]) -> Opt
 /// The CPU must have AVX2, FMA and F16C.
 #[target_feature(enable = "avx2,fma,f16c")]
 pub unsafe fn dot_rows(dtype: DType, rows: &[u8], x: &[f32], xsums: &[f32], out: &mut [f32]) -> bool {
-    // bf16 and the iq2/iq3 types (codebook lookups) are portable's.
-    let without_kernel = matches!(dtype, DType::BF16 | DType::IQ2XXS | DType::IQ2XS | DType::IQ2S | DType::IQ3XXS | DType::IQ3S);
-    if without_kernel || !(dtype.is_float() || dtype.is_quantized()) {
+    if dtype == DType::BF16 || !(dtype.is_float() || dtype.is_quantized()) {
         return false;
     }
     let n = x.len();
@@ -118,6 +116,11 @@ pub unsafe fn dot_rows(dtype: DType, rows: &[u8], x: &[f32], xsums: &[f32], out:
             DType::Q3K => q3_k(r, xp, n / 256),
             DType::IQ4NL => iq4_nl(r, xp, n / 32),
             DType::IQ4XS => iq4_xs(r, xp, n / 256),
+            DType::IQ2XXS => iq2_xxs(r, xp, n / 256),
+            DType::IQ2XS => iq2_xs(r, xp, n / 256),
+            DType::IQ2S => iq2_s(r, xp, n / 256),
+            DType::IQ3XXS => iq3_xxs(r, xp, n / 256),
+            DType::IQ3S => iq3_s(r, xp, n / 256),
             _ => unreachable!("{dtype} has no AVX2 kernel (checked above)"),
         };
     }
@@ -653,6 +656,164 @@ unsafe fn iq4_xs(r: *const u8, x: *const f32, nb: usize) -> f32 {
         }
     }
     hsum(_mm256_add_ps(acc0, acc1))
+}
+
+/// Eight codebook values (`grid`: 8 bytes) as f32, each negated where its
+/// bit of `signs` is set, times the 8 floats at `x`, added to `acc`.
+#[inline(always)]
+unsafe fn signed_grid_fma(grid: *const u8, signs: u32, x: *const f32, acc: __m256) -> __m256 {
+    let g = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64(grid as *const __m128i)));
+    signed_fma(g, signs, x, acc)
+}
+
+/// `g` (8 floats) with lane `l` negated where bit `l` of `signs` is set,
+/// times the 8 floats at `x`, added to `acc`.
+#[inline(always)]
+unsafe fn signed_fma(g: __m256, signs: u32, x: *const f32, acc: __m256) -> __m256 {
+    let bits = _mm256_and_si256(_mm256_set1_epi32(signs as i32), _mm256_setr_epi32(1, 2, 4, 8, 16, 32, 64, 128));
+    let set = _mm256_xor_si256(_mm256_cmpeq_epi32(bits, _mm256_setzero_si256()), _mm256_set1_epi32(-1));
+    let flip = _mm256_castsi256_ps(_mm256_and_si256(set, _mm256_set1_epi32(i32::MIN)));
+    _mm256_fmadd_ps(_mm256_xor_ps(g, flip), _mm256_loadu_ps(x), acc)
+}
+
+/// Two 4-value codebook rows side by side as 8 f32 (iq3's grid points).
+#[inline(always)]
+unsafe fn grid_pair(a: &[u8; 4], b: &[u8; 4]) -> __m256 {
+    let lo = u32::from_le_bytes(*a) as i32;
+    let hi = u32::from_le_bytes(*b) as i32;
+    _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_setr_epi32(lo, hi, 0, 0)))
+}
+
+/// The 8 signs of sign index `i` (`graphc_ir::quant`'s: 7 bits and their parity).
+#[inline(always)]
+fn ksigns(i: u32) -> u32 {
+    i | ((i.count_ones() & 1) << 7)
+}
+
+#[inline(always)]
+unsafe fn u32_at(p: *const u8) -> u32 {
+    (p as *const u32).read_unaligned()
+}
+
+/// iq2_xxs: 8 sub-blocks of 32, each four grid points of 8 (a byte each)
+/// with their signs and a scale `d (0.5 + s) / 4` in the following u32;
+/// a sub-block's signed points dotted with `x`, then scaled.
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn iq2_xxs(r: *const u8, x: *const f32, nb: usize) -> f32 {
+    use graphc_ir::quant_grids::IQ2XXS_GRID;
+    let mut acc = _mm256_setzero_ps();
+    for b in 0..nb {
+        let p = r.add(b * 66);
+        prefetch_ahead(p, 66);
+        let d = f16_at(p);
+        for ib in 0..8 {
+            let q = p.add(2 + 8 * ib);
+            let aux = u32_at(q.add(4));
+            let mut sum = _mm256_setzero_ps();
+            for g in 0..4 {
+                let grid = IQ2XXS_GRID[*q.add(g) as usize].as_ptr();
+                sum = signed_grid_fma(grid, ksigns((aux >> (7 * g)) & 127), x.add(b * 256 + 32 * ib + 8 * g), sum);
+            }
+            acc = _mm256_fmadd_ps(_mm256_set1_ps(d * (0.5 + (aux >> 28) as f32) * 0.25), sum, acc);
+        }
+    }
+    hsum(acc)
+}
+
+/// iq2_xs: 32 grid points of 8, each a u16 (9-bit index, 7-bit signs),
+/// and a scale nibble each two of them.
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn iq2_xs(r: *const u8, x: *const f32, nb: usize) -> f32 {
+    use graphc_ir::quant_grids::IQ2XS_GRID;
+    let mut acc = _mm256_setzero_ps();
+    for b in 0..nb {
+        let p = r.add(b * 74);
+        prefetch_ahead(p, 74);
+        let d = f16_at(p);
+        for k in 0..16 {
+            let mut sum = _mm256_setzero_ps();
+            for j in [2 * k, 2 * k + 1] {
+                let q = u16::from_le_bytes([*p.add(2 + 2 * j), *p.add(3 + 2 * j)]) as u32;
+                sum = signed_grid_fma(IQ2XS_GRID[(q & 511) as usize].as_ptr(), ksigns(q >> 9), x.add(b * 256 + 8 * j), sum);
+            }
+            let s = (*p.add(66 + k / 2) >> (4 * (k % 2))) & 0xF;
+            acc = _mm256_fmadd_ps(_mm256_set1_ps(d * (0.5 + s as f32) * 0.25), sum, acc);
+        }
+    }
+    hsum(acc)
+}
+
+/// iq2_s: 32 grid points of 8, a 10-bit index each (8 bits in `qs`, 2 in
+/// `qh`), a sign byte each, a scale nibble each two.
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn iq2_s(r: *const u8, x: *const f32, nb: usize) -> f32 {
+    use graphc_ir::quant_grids::IQ2S_GRID;
+    let mut acc = _mm256_setzero_ps();
+    for b in 0..nb {
+        let p = r.add(b * 82);
+        prefetch_ahead(p, 82);
+        let d = f16_at(p);
+        for k in 0..16 {
+            let mut sum = _mm256_setzero_ps();
+            for j in [2 * k, 2 * k + 1] {
+                let index = *p.add(2 + j) as usize | (((*p.add(66 + j / 4) >> (2 * (j % 4))) & 3) as usize) << 8;
+                sum = signed_grid_fma(IQ2S_GRID[index].as_ptr(), *p.add(34 + j) as u32, x.add(b * 256 + 8 * j), sum);
+            }
+            let s = (*p.add(74 + k / 2) >> (4 * (k % 2))) & 0xF;
+            acc = _mm256_fmadd_ps(_mm256_set1_ps(d * (0.5 + s as f32) * 0.25), sum, acc);
+        }
+    }
+    hsum(acc)
+}
+
+/// iq3_xxs: 8 sub-blocks of 32, each eight grid points of 4 (a byte each)
+/// and a u32 of four sign indices and a scale `d (0.5 + s) / 2`.
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn iq3_xxs(r: *const u8, x: *const f32, nb: usize) -> f32 {
+    use graphc_ir::quant_grids::IQ3XXS_GRID;
+    let mut acc = _mm256_setzero_ps();
+    for b in 0..nb {
+        let p = r.add(b * 98);
+        prefetch_ahead(p, 98);
+        let d = f16_at(p);
+        for ib in 0..8 {
+            let q = p.add(2 + 8 * ib);
+            let aux = u32_at(p.add(66 + 4 * ib));
+            let mut sum = _mm256_setzero_ps();
+            for g in 0..4 {
+                let points = grid_pair(&IQ3XXS_GRID[*q.add(2 * g) as usize], &IQ3XXS_GRID[*q.add(2 * g + 1) as usize]);
+                sum = signed_fma(points, ksigns((aux >> (7 * g)) & 127), x.add(b * 256 + 32 * ib + 8 * g), sum);
+            }
+            acc = _mm256_fmadd_ps(_mm256_set1_ps(d * (0.5 + (aux >> 28) as f32) * 0.5), sum, acc);
+        }
+    }
+    hsum(acc)
+}
+
+/// iq3_s: 64 grid points of 4, a 9-bit index each (8 bits in `qs`, 1 in
+/// `qh`), a sign bit an element, a scale `d (1 + 2s)` each 32 elements.
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn iq3_s(r: *const u8, x: *const f32, nb: usize) -> f32 {
+    use graphc_ir::quant_grids::IQ3S_GRID;
+    let mut acc = _mm256_setzero_ps();
+    for b in 0..nb {
+        let p = r.add(b * 110);
+        prefetch_ahead(p, 110);
+        let d = f16_at(p);
+        for ib in 0..8 {
+            let mut sum = _mm256_setzero_ps();
+            for g in 0..4 {
+                // Group g: points j, j + 1 (elements 8·(4 ib + g) ..).
+                let j = 8 * ib + 2 * g;
+                let index = |j: usize| *p.add(2 + j) as usize | (((*p.add(66 + j / 8) >> (j % 8)) & 1) as usize) << 8;
+                let points = grid_pair(&IQ3S_GRID[index(j)], &IQ3S_GRID[index(j + 1)]);
+                sum = signed_fma(points, *p.add(74 + 4 * ib + g) as u32, x.add(b * 256 + 32 * ib + 8 * g), sum);
+            }
+            let s = ((*p.add(106 + ib / 2) >> (4 * (ib % 2))) & 0xF) as u32;
+            acc = _mm256_fmadd_ps(_mm256_set1_ps(d * (1 + 2 * s) as f32), sum, acc);
+        }
+    }
+    hsum(acc)
 }
 
 /// A 3×4 f32 tile: `out[i][j] = x_i · w_j` over `k` elements. Twelve

@@ -90,9 +90,8 @@ pub fn supports(dtype: DType) -> bool {
 /// The kernel is `isa`'s own where it has one for `dtype`, else the next
 /// narrower level's (`dot_row_at`): AVX-512 has its own for q4_0, q4_1,
 /// q5_0, q8_0, q4_k and q6_k and runs AVX2's for the other types (q5_k,
-/// q5_1, q2_k, q3_k, iq4_nl, iq4_xs, f16, f32); AVX2 has one for every type
-/// but bf16 and the iq2/iq3 types (each element a codebook lookup), which
-/// are portable's everywhere.
+/// q5_1, q2_k, q3_k, iq4_nl, iq4_xs, the iq2/iq3 types, f16, f32); AVX2
+/// has one for every type but bf16, which is portable's everywhere.
 pub fn dot_row(isa: Isa, dtype: DType, row: &[u8], x: &[f32], xsums: &[f32]) -> f32 {
     debug_assert_eq!(Some(row.len() as u64), dtype.storage_bytes(x.len() as u64));
     let mut level = isa;
