@@ -10,9 +10,12 @@
 //! a new request takes the free slot that holds the longest prefix of its
 //! prompt, the cache is cut back to that prefix and only the rest is
 //! prefilled, as a chat client's next turn repeats the whole conversation
-//! so far. Where a window ring has wrapped since, the slot starts from
-//! empty instead; off for recurrent states (which hold no earlier state)
-//! and when asked.
+//! so far. Where another slot, busy or free, holds more of the prompt
+//! (requests that share a system prompt), its positions are copied into
+//! the chosen slot's rows instead (on the CPU; `Session::copy_row_prefix`).
+//! Where a window ring has wrapped since, the slot starts from empty
+//! instead; off for recurrent states (which hold no earlier state) and
+//! when asked.
 //!
 //! The batcher is synchronous and owns no thread: a server steps it on a
 //! thread of its own and hands it requests between steps. A request's
@@ -128,6 +131,8 @@ pub struct StepReport {
     /// Prompt tokens the admitted requests found in their slot's cache
     /// (not run again).
     pub reused_tokens: usize,
+    /// Of those, the ones copied from another slot's cache.
+    pub copied_tokens: usize,
     pub decode_tokens: usize,
     /// Requests that ended (finished, failed or dropped by their client).
     pub ended: usize,
@@ -306,17 +311,35 @@ impl<'m> Batcher<'m> {
                 true => free.map(|i| (i, common(&self.cached[i]))).max_by_key(|&(i, common)| (common, usize::MAX - i)),
                 false => free.min().map(|i| (i, 0)),
             };
-            let (i, reused) = chosen.expect("a free slot (the loop's condition)");
-            // A wrapped window ring cannot be cut back: start from empty.
-            let reused = if reused > 0 && self.session.truncate_row(i, reused).is_ok() { reused } else { 0 };
-            let cut = if reused > 0 { Ok(()) } else { self.session.reset_row(i) };
-            if let Err(e) = cut {
-                self.cached[i].clear();
-                (req.sink)(Event::Failed(e.to_string()));
-                report.ended += 1;
-                continue;
-            }
-            self.cached[i].truncate(reused);
+            let (i, own) = chosen.expect("a free slot (the loop's condition)");
+            // Another slot, busy or free, that holds more of the prompt
+            // (a system prompt every request starts with) lends its
+            // positions: copied into this slot's rows, where they can be.
+            let donor = (0..self.slots.len())
+                .filter(|&j| self.prompt_cache && j != i)
+                .map(|j| (j, common(&self.cached[j])))
+                .max_by_key(|&(j, common)| (common, usize::MAX - j))
+                .filter(|&(_, common)| common > own);
+            let reused = match donor {
+                Some((j, common)) if self.session.copy_row_prefix(j, i, common).is_ok() => {
+                    self.cached[i] = self.cached[j][..common].to_vec();
+                    report.copied_tokens += common;
+                    common
+                }
+                _ => {
+                    // A wrapped window ring cannot be cut back: start from empty.
+                    let reused = if own > 0 && self.session.truncate_row(i, own).is_ok() { own } else { 0 };
+                    let cut = if reused > 0 { Ok(()) } else { self.session.reset_row(i) };
+                    if let Err(e) = cut {
+                        self.cached[i].clear();
+                        (req.sink)(Event::Failed(e.to_string()));
+                        report.ended += 1;
+                        continue;
+                    }
+                    self.cached[i].truncate(reused);
+                    reused
+                }
+            };
             report.reused_tokens += reused;
             sampler.seen(&req.prompt);
             let budget = req.max_tokens.min(max_seq - req.prompt.len());

@@ -443,6 +443,83 @@ impl<'m> Session<'m> {
         Err(Error::Input(format!("cannot drop the last {} cached tokens: {why}", now - len)))
     }
 
+    /// Copy the first `len` cached positions of row `from` into row `to`,
+    /// whose cache then holds exactly them (a slot taking a prompt that
+    /// another slot has already run the start of). Possible on the CPU
+    /// executors where `truncate_row` is (`from`'s rings not wrapped);
+    /// caches on a device are not copied between rows yet (an error, and
+    /// `to` untouched).
+    pub fn copy_row_prefix(&mut self, from: usize, to: usize, len: usize) -> Result<(), Error> {
+        let rows = self.rows();
+        if from >= rows || to >= rows || from == to {
+            return Err(Error::Input(format!("copying row {from} into row {to} of a session of {rows} rows")));
+        }
+        if len > self.lens[from] {
+            return Err(Error::Input(format!("cannot copy {len} cached tokens of row {from}: it holds {}", self.lens[from])));
+        }
+        if let Some(why) = self.cannot_truncate() {
+            return Err(Error::Input(format!("cannot copy a cache between rows: {why}")));
+        }
+        if matches!(self.executor, Executor::Device(_)) {
+            return Err(Error::Input("copying a cache between rows is not implemented on a device".into()));
+        }
+        if let Some(ring) = self.ring_positions.filter(|&ring| self.written[from] > ring) {
+            return Err(Error::Input(format!("row {from}'s window rings hold {ring} positions and {} have been written", self.written[from])));
+        }
+        let axes = self.cache_position_axes();
+        let StateLayout::Batched(states) = &mut self.states else { unreachable!("cannot_truncate: batched caches") };
+        // Check every cache before writing any.
+        let mut plan = Vec::new();
+        for (name, t) in states.iter() {
+            let Some(&axis) = axes.get(name) else {
+                return Err(Error::Input(format!("cannot copy state `{name}` between rows: it is not a cache appended along one axis")));
+            };
+            let shape = t.shape();
+            if axis == 0 || axis >= shape.len() || shape[0] != rows || len > shape[axis] {
+                return Err(Error::Input(format!("cannot copy {len} positions of state `{name}` {shape:?} along axis {axis}")));
+            }
+            plan.push((name.clone(), axis));
+        }
+        for (name, axis) in plan {
+            let Some(Tensor::F32 { shape, data }) = states.get_mut(&name) else {
+                return Err(Error::Input(format!("state `{name}` is not f32")));
+            };
+            // Per batch row: `outer` runs of `cap` positions of `inner` values.
+            let (cap, inner) = (shape[axis], shape[axis + 1..].iter().product::<usize>());
+            let outer: usize = shape[1..axis].iter().product();
+            let row = outer * cap * inner;
+            for o in 0..outer {
+                let (src, dst) = (from * row + o * cap * inner, to * row + o * cap * inner);
+                data.copy_within(src..src + len * inner, dst);
+            }
+        }
+        self.lens[to] = len;
+        self.written[to] = len;
+        Ok(())
+    }
+
+    /// Each cache's position axis, from the op that appends to it.
+    fn cache_position_axes(&self) -> HashMap<String, usize> {
+        let g = self.model.graph();
+        g.node_ids()
+            .filter_map(|id| match &g.node(id).op {
+                Op::State { name, .. } => {
+                    let axes: Vec<usize> = g
+                        .users(id)
+                        .into_iter()
+                        .filter_map(|u| match &g.node(u).op {
+                            Op::KvAppend { axis, .. } => Some(*axis),
+                            op if op.cache_append().is_some() => Some(2),
+                            _ => None,
+                        })
+                        .collect();
+                    (!axes.is_empty() && axes.iter().all(|&a| a == axes[0])).then(|| (name.clone(), axes[0]))
+                }
+                _ => None,
+            })
+            .collect()
+    }
+
     /// Why no cache of this session can be cut back to an earlier length,
     /// if none can: recurrent states hold no earlier state, and
     /// concatenated caches (`kv_append` off) are not written in place.

@@ -282,3 +282,71 @@ fn the_prompt_cache_is_off_when_asked_and_starts_over_where_a_window_ring_wrappe
     assert_eq!((reused, prefilled), (0, parted.len()), "a wrapped ring starts from empty");
     assert_eq!(got_parted, streamed(&gemma, &parted, N));
 }
+
+/// Requests that share a system prompt: the second, admitted into the
+/// other slot while the first still runs, finds the shared prefix in the
+/// first's cache and copies it (prefilling only its own rest), and each
+/// gets the tokens it gets alone. Off with the prompt cache.
+#[test]
+fn a_slot_copies_the_prefix_another_slot_holds() {
+    let m = model();
+    const N: usize = 8;
+    let system = m.encode(&format!("{} {}", PROMPTS[0], PROMPTS[1])).unwrap();
+    let a: Vec<u32> = [&system[..], &m.encode(" The first").unwrap()[..]].concat();
+    let c: Vec<u32> = [&system[..], &m.encode(" Something else:").unwrap()[..]].concat();
+    let common = a.iter().zip(&c).take_while(|(x, y)| x == y).count();
+    assert!(common >= system.len() - 1 && common < c.len(), "the prompts share the system prompt: {common}");
+    for prompt_cache in [true, false] {
+        let mut b = Batcher::new(&m, &BatcherOptions { slots: 2, prompt_cache: Some(prompt_cache), ..Default::default() }).unwrap();
+        let (ra, la) = request(a.clone(), N);
+        b.submit(ra).unwrap();
+        b.step();
+        assert_eq!(b.busy_slots(), 1, "the first request still runs when the second comes");
+        let (rc, lc) = request(c.clone(), N);
+        b.submit(rc).unwrap();
+        let r = b.step();
+        let want = if prompt_cache { common } else { 0 };
+        assert_eq!((r.copied_tokens, r.reused_tokens), (want, want), "prompt cache {prompt_cache}");
+        assert_eq!(r.prefill_tokens, c.len() - want, "only the rest of the second prompt is run");
+        run(&mut b);
+        assert_eq!(tokens(&la), streamed(&m, &a, N));
+        assert_eq!(tokens(&lc), streamed(&m, &c, N), "prompt cache {prompt_cache}");
+        let cached = lc.lock().unwrap().iter().find_map(|e| if let Event::Done { cached_tokens, .. } = e { Some(*cached_tokens) } else { None });
+        assert_eq!(cached, Some(want), "the usage reports the copied prefix");
+    }
+}
+
+/// `Session::copy_row_prefix`: row 1 holding the first `k` positions of
+/// row 0 continues as a session that prefilled the prompt itself (logits
+/// within 1e-4); the control, a copy one position short, is far from it.
+/// A device session refuses (nothing copied), as does a wrapped ring.
+#[test]
+fn a_cache_prefix_copied_between_rows_continues_as_the_prompt_would() {
+    let m = model();
+    let p = m.encode(&PROMPTS[1]).unwrap();
+    let k = p.len() / 2;
+    let mut alone = m.session(&SessionOptions::default()).unwrap();
+    let want = alone.prefill(&p).unwrap();
+    let copied = |len: usize| {
+        let mut s = m.batch_session(2, &SessionOptions::default()).unwrap();
+        s.forward_slots(&[&p[..], &[]]).unwrap();
+        s.copy_row_prefix(0, 1, len).unwrap();
+        assert_eq!(s.lens(), [p.len(), len]);
+        s.forward_slots(&[&[], &p[len..]]).unwrap().remove(1)
+    };
+    let diff = |a: &[f32], b: &[f32]| a.iter().zip(b).map(|(x, y)| (x - y).abs()).fold(0f32, f32::max);
+    let got = copied(k);
+    assert!(diff(&got, &want) < 1e-4, "max |Δlogit| {}", diff(&got, &want));
+    // The control: one position short, the row misses a token of the prompt.
+    let short = {
+        let mut s = m.batch_session(2, &SessionOptions::default()).unwrap();
+        s.forward_slots(&[&p[..], &[]]).unwrap();
+        s.copy_row_prefix(0, 1, k - 1).unwrap();
+        s.forward_slots(&[&[], &p[k..]]).unwrap().remove(1)
+    };
+    assert!(diff(&short, &want) > 1e-2, "the control must be far: {}", diff(&short, &want));
+    let mut s = m.batch_session(2, &SessionOptions::default()).unwrap();
+    let e = s.copy_row_prefix(0, 1, 1).unwrap_err().to_string();
+    assert!(e.contains("holds 0"), "{e}");
+    assert!(s.copy_row_prefix(0, 0, 0).is_err() && s.copy_row_prefix(0, 2, 0).is_err());
+}
