@@ -3,7 +3,7 @@
 //! splitmix64, written here so a seed gives the same tokens on every machine
 //! and every version of a dependency.
 //!
-//! Order, as llama.cpp's default chain: penalties, top-k, softmax at the
+//! Order, as llama.cpp's default chain: logit biases, penalties, top-k, softmax at the
 //! temperature, top-p, min-p, draw. Penalties apply before greedy too, so
 //! a repeat penalty changes greedy tokens as it does in llama.cpp. JSON
 //! mode (`Format::JsonObject`) masks the tokens that cannot continue a JSON
@@ -24,6 +24,9 @@ pub struct Sampling {
     /// What the text must be: any (`Text`), or a JSON object
     /// (`JsonObject`: `json_mode`).
     pub format: Format,
+    /// Added to a token's logit before anything else (OpenAI's
+    /// `logit_bias`: -100 all but bans a token, 100 all but forces it).
+    pub logit_bias: Vec<(u32, f32)>,
 }
 
 /// The shape the generated text must take.
@@ -69,7 +72,16 @@ impl Default for Sampling {
 
 impl Sampling {
     pub fn greedy() -> Sampling {
-        Sampling { temperature: 0.0, top_k: None, top_p: None, min_p: None, seed: 0, penalties: Penalties::default(), format: Format::Text }
+        Sampling {
+            temperature: 0.0,
+            top_k: None,
+            top_p: None,
+            min_p: None,
+            seed: 0,
+            penalties: Penalties::default(),
+            format: Format::Text,
+            logit_bias: Vec::new(),
+        }
     }
 }
 
@@ -171,13 +183,19 @@ impl Sampler {
         (z >> 11) as f64 / (1u64 << 53) as f64
     }
 
-    /// The penalized logits (a copy only when a penalty is on).
+    /// The biased and penalized logits (a copy only when a bias or a
+    /// penalty is on).
     fn penalized<'a>(&self, logits: &'a [f32]) -> std::borrow::Cow<'a, [f32]> {
         let p = &self.cfg.penalties;
-        if p.is_off() {
+        if p.is_off() && self.cfg.logit_bias.is_empty() {
             return std::borrow::Cow::Borrowed(logits);
         }
         let mut l = logits.to_vec();
+        for &(t, bias) in &self.cfg.logit_bias {
+            if let Some(v) = l.get_mut(t as usize) {
+                *v += bias;
+            }
+        }
         if p.repeat != 1.0 {
             let seen: std::collections::HashSet<u32> = self.recent.iter().copied().collect();
             for t in seen {

@@ -35,6 +35,7 @@ const COMMON: &[&str] = &[
     "n",
     "user",
     "logprobs",
+    "logit_bias",
 ];
 const CHAT: &[&str] = &["messages", "max_completion_tokens", "top_logprobs", "response_format"];
 const COMPLETION: &[&str] = &["prompt", "echo", "suffix"];
@@ -183,7 +184,27 @@ fn sampling(obj: &Map<String, Value>) -> Result<Sampling, ApiError> {
         },
         ..Default::default()
     };
-    Ok(Sampling { temperature, top_k, top_p, min_p, seed, penalties, format: Format::Text })
+    Ok(Sampling { temperature, top_k, top_p, min_p, seed, penalties, format: Format::Text, logit_bias: logit_bias(obj)? })
+}
+
+/// `logit_bias`: token ids (as strings, OpenAI's keys) to a bias in
+/// [-100, 100]; ids are checked against the vocabulary when the request
+/// is submitted.
+fn logit_bias(obj: &Map<String, Value>) -> Result<Vec<(u32, f32)>, ApiError> {
+    let map = match obj.get("logit_bias") {
+        None | Some(Value::Null) => return Ok(vec![]),
+        Some(Value::Object(map)) => map,
+        Some(_) => return Err(ApiError::field("logit_bias", "must be an object of token ids to biases")),
+    };
+    let mut out = Vec::with_capacity(map.len());
+    for (id, bias) in map {
+        let name = format!("logit_bias.{id}");
+        let id: u32 = id.parse().map_err(|_| ApiError::field(&name, "a key must be a token id"))?;
+        let bias = bias.as_f64().ok_or_else(|| ApiError::field(&name, "the bias must be a number"))? as f32;
+        in_range(&name, Some(bias), -100.0, 100.0)?;
+        out.push((id, bias));
+    }
+    Ok(out)
 }
 
 /// `response_format`: `{"type": "text"}` (any text) or `{"type":

@@ -168,6 +168,9 @@ async fn answer(st: &Arc<AppState>, headers: &HeaderMap, endpoint: Endpoint, bod
     };
     let param = if endpoint == Endpoint::Chat { "messages" } else { "prompt" };
     st.limits.check(&prompt).map_err(|e| ApiError::field(param, e.to_string()))?;
+    if let Some(&(id, _)) = g.sampling.logit_bias.iter().find(|(id, _)| *id as usize >= st.limits.vocab_size) {
+        return Err(ApiError::field(&format!("logit_bias.{id}"), format!("token id {id} is outside the vocabulary of {}", st.limits.vocab_size)));
+    }
     let room = st.limits.max_seq - prompt.len();
     let max_tokens = g.max_tokens.unwrap_or(if endpoint == Endpoint::Chat { room } else { 16 }).min(room);
     let started = Instant::now();

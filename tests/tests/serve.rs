@@ -164,6 +164,9 @@ fn bad_requests_get_a_4xx_naming_the_field_and_the_others_keep_their_tokens() {
                 400,
                 Some("response_format"),
             ),
+            (json!({"prompt": "x", "logit_bias": {"abc": 1}}).to_string().into_bytes(), "/v1/completions", 400, Some("logit_bias.abc")),
+            (json!({"prompt": "x", "logit_bias": {"5": 500}}).to_string().into_bytes(), "/v1/completions", 400, Some("logit_bias.5")),
+            (json!({"prompt": "x", "logit_bias": {"99999999": 1}}).to_string().into_bytes(), "/v1/completions", 400, Some("logit_bias.99999999")),
             (b"{}".to_vec(), "/v1/nothing", 404, None),
         ];
         for (body, path, status, param) in cases {
@@ -224,6 +227,31 @@ fn json_mode_answers_a_json_object() {
         assert_eq!(text, plain, "`text` is no format at all");
         assert!(!is_object(&plain), "the control must not be a JSON object already: {plain}");
     });
+    server.shutdown().unwrap();
+}
+
+/// `logit_bias`: -100 on the token greedy decoding would pick first bans
+/// it (another comes first), +100 on some other token forces it.
+#[test]
+fn logit_bias_bans_and_forces_tokens() {
+    let m = model();
+    let server = start(&m, ServeOptions { slots: Some(1), ..Default::default() });
+    let addr = server.addr();
+    let first = |bias: Value| {
+        let r =
+            post_json(addr, "/v1/completions", &json!({"prompt": &PROMPTS[0], "max_tokens": 3, "temperature": 0, "logprobs": 0, "logit_bias": bias}));
+        assert_eq!(r.status, 200, "{}", r.body);
+        tokens_of(&r.json())
+    };
+    let plain = first(json!({}));
+    assert_eq!(plain, run_tokens(&m, &PROMPTS[0], 3));
+    let tok = m.tokenizer().unwrap();
+    let id_of = |text: &str| (0..tok.vocab_size as u32).find(|&t| String::from_utf8_lossy(&tok.decode_bytes(&[t], true)) == text).unwrap();
+    let top = id_of(&plain[0]);
+    let banned = first(json!({ top.to_string(): -100 }));
+    assert_ne!(banned[0], plain[0], "a banned token is not picked");
+    let got = first(json!({ id_of(" banana").to_string(): 100 }));
+    assert_eq!(got[0], " banana", "a forced token is picked: {got:?}");
     server.shutdown().unwrap();
 }
 

@@ -78,7 +78,8 @@ impl SamplingArgs {
         let penalties =
             Penalties { presence: self.presence_penalty, frequency: self.frequency_penalty, repeat: self.repeat_penalty, ..Default::default() };
         let format = if self.json_object { Format::JsonObject } else { Format::Text };
-        Sampling { temperature: self.temperature, top_k: self.top_k, top_p: self.top_p, min_p: self.min_p, seed: self.seed, penalties, format }
+        let (temperature, top_k, top_p, min_p, seed) = (self.temperature, self.top_k, self.top_p, self.min_p, self.seed);
+        Sampling { temperature, top_k, top_p, min_p, seed, penalties, format, logit_bias: vec![] }
     }
 }
 
