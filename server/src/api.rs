@@ -150,8 +150,26 @@ pub fn parse(endpoint: Endpoint, body: &[u8]) -> Result<Generate, ApiError> {
     })
 }
 
+/// A request body that is a JSON object of only the `known` fields (the
+/// small endpoints': `/tokenize`, `/detokenize`).
+pub fn object(body: &[u8], known: &[&str]) -> Result<Map<String, Value>, ApiError> {
+    let value: Value = serde_json::from_slice(body).map_err(|e| ApiError::bad_request(None, format!("the request body is not valid JSON: {e}")))?;
+    let Value::Object(obj) = value else {
+        return Err(ApiError::bad_request(None, "the request body must be a JSON object"));
+    };
+    if let Some(k) = obj.keys().find(|k| !known.contains(&k.as_str())) {
+        return Err(ApiError::field(k, "graphc does not implement this field"));
+    }
+    Ok(obj)
+}
+
+/// `obj[name]` as a `T`, which must be there.
+pub fn required<T: DeserializeOwned>(obj: &Map<String, Value>, name: &str) -> Result<T, ApiError> {
+    field(obj, name)?.ok_or_else(|| ApiError::field(name, "is required"))
+}
+
 /// `obj[name]` as a `T`; absent or `null` is `None`.
-fn field<T: DeserializeOwned>(obj: &Map<String, Value>, name: &str) -> Result<Option<T>, ApiError> {
+pub fn field<T: DeserializeOwned>(obj: &Map<String, Value>, name: &str) -> Result<Option<T>, ApiError> {
     match obj.get(name) {
         None | Some(Value::Null) => Ok(None),
         Some(v) => serde_json::from_value(v.clone()).map(Some).map_err(|e| ApiError::field(name, e.to_string())),

@@ -41,6 +41,8 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/v1/chat/completions", post(chat_completions))
         .route("/v1/completions", post(completions))
         .route("/v1/models", get(models))
+        .route("/tokenize", post(tokenize))
+        .route("/detokenize", post(detokenize))
         .route("/health", get(health))
         .route("/metrics", get(metrics))
         .fallback(|| async { ApiError::new(StatusCode::NOT_FOUND, "not_found", "no such endpoint") })
@@ -61,6 +63,43 @@ async fn models(State(st): State<Arc<AppState>>, headers: HeaderMap) -> Response
     }
     let m = json!({"id": st.model_name, "object": "model", "created": 0, "owned_by": "graphc", "context_length": st.limits.max_seq});
     Json(json!({"object": "list", "data": [m]})).into_response()
+}
+
+/// `POST /tokenize {"content": TEXT, "add_special": false}` → `{"tokens":
+/// [ids]}`, as llama.cpp's server: special tokens' text in `content` is
+/// parsed to their ids; `add_special` puts the BOS in front where the
+/// checkpoint asks for one.
+async fn tokenize(State(st): State<Arc<AppState>>, headers: HeaderMap, body: Bytes) -> Response {
+    let run = || -> Result<Response, ApiError> {
+        st.authorize(&headers)?;
+        let obj = api::object(&body, &["content", "add_special"])?;
+        let content = api::required::<String>(&obj, "content")?;
+        let tok = st.model.tokenizer().map_err(|e| ApiError::field("content", e.to_string()))?;
+        let mut ids = tok.encode_text(&content, true).map_err(|e| ApiError::field("content", e))?;
+        if api::field::<bool>(&obj, "add_special")?.unwrap_or(false) {
+            if let Some(bos) = tok.bos_id.filter(|&b| tok.add_bos && ids.first() != Some(&b)) {
+                ids.insert(0, bos);
+            }
+        }
+        Ok(Json(json!({ "tokens": ids })).into_response())
+    };
+    run().unwrap_or_else(|e| st.refused(e))
+}
+
+/// `POST /detokenize {"tokens": [ids]}` → `{"content": TEXT}` (special
+/// tokens as their text).
+async fn detokenize(State(st): State<Arc<AppState>>, headers: HeaderMap, body: Bytes) -> Response {
+    let run = || -> Result<Response, ApiError> {
+        st.authorize(&headers)?;
+        let obj = api::object(&body, &["tokens"])?;
+        let ids = api::required::<Vec<u32>>(&obj, "tokens")?;
+        if let Some((i, t)) = ids.iter().enumerate().find(|(_, &t)| t as usize >= st.limits.vocab_size) {
+            return Err(ApiError::field(&format!("tokens[{i}]"), format!("token id {t} is outside the vocabulary of {}", st.limits.vocab_size)));
+        }
+        let content = st.model.decode(&ids).map_err(|e| ApiError::field("tokens", e.to_string()))?;
+        Ok(Json(json!({ "content": content })).into_response())
+    };
+    run().unwrap_or_else(|e| st.refused(e))
 }
 
 async fn health(State(st): State<Arc<AppState>>) -> Response {

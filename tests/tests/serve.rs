@@ -230,6 +230,36 @@ fn json_mode_answers_a_json_object() {
     server.shutdown().unwrap();
 }
 
+/// `/tokenize` and `/detokenize` (llama.cpp's): a prompt's ids as the
+/// model's tokenizer gives them (special tokens' text parsed, the BOS with
+/// `add_special`), and back to the text; bad bodies named by field.
+#[test]
+fn tokenize_and_detokenize_round_trip() {
+    let m = model();
+    let server = start(&m, ServeOptions { slots: Some(1), ..Default::default() });
+    let addr = server.addr();
+    let text = format!("<|im_start|>user\n{}<|im_end|>", PROMPTS[2]);
+    let r = post_json(addr, "/tokenize", &json!({ "content": text }));
+    assert_eq!(r.status, 200, "{}", r.body);
+    let ids: Vec<u32> = serde_json::from_value(r.json()["tokens"].clone()).unwrap();
+    let tok = m.tokenizer().unwrap();
+    assert_eq!(ids, tok.encode_text(&text, true).unwrap());
+    assert!(ids.contains(&tok.encode_text("<|im_end|>", true).unwrap()[0]), "special tokens parsed");
+    let back = post_json(addr, "/detokenize", &json!({ "tokens": ids }));
+    assert_eq!(back.status, 200, "{}", back.body);
+    assert_eq!(back.json()["content"], text.as_str());
+    for (path, body, param) in [
+        ("/tokenize", json!({}), "content"),
+        ("/tokenize", json!({"content": "x", "with_pieces": true}), "with_pieces"),
+        ("/detokenize", json!({"tokens": [1, 99999999]}), "tokens[1]"),
+        ("/detokenize", json!({"tokens": "x"}), "tokens"),
+    ] {
+        let r = post_json(addr, path, &body);
+        assert_eq!((r.status, r.json()["error"]["param"].as_str()), (400, Some(param)), "{path} {body}: {}", r.body);
+    }
+    server.shutdown().unwrap();
+}
+
 /// `logit_bias`: -100 on the token greedy decoding would pick first bans
 /// it (another comes first), +100 on some other token forces it.
 #[test]
@@ -299,6 +329,7 @@ fn an_api_key_is_required_when_set() {
     let right = http::send(addr, "POST", "/v1/completions", &["Authorization: Bearer sesame"], body.as_bytes());
     assert_eq!(right.status, 200, "{}", right.body);
     assert_eq!(http::send(addr, "GET", "/v1/models", &[], b"").status, 401);
+    assert_eq!(http::send(addr, "POST", "/tokenize", &[], b"{\"content\": \"x\"}").status, 401);
     // Probes stay open for the operator.
     assert_eq!(get(addr, "/health").status, 200);
     server.shutdown().unwrap();
