@@ -186,22 +186,7 @@ impl Pass for AttentionHead {
             if crate::reach::computed_from(g, &operands, &replaced) {
                 continue;
             }
-            let layer = g.node(q_rope).layer;
-            // Typed as the values they take over, so later matches in this
-            // run can read them.
-            let head = g.add(op, &operands, layer);
-            g.node_mut(head).ty = g.node(q_rope).ty.clone();
-            g.take_place(head, q_rope);
-            g.replace_uses(q_rope, head);
-            for (index, &append) in replaced[1..3].iter().enumerate() {
-                let result = g.add(Op::Result { index: index + 1 }, &[head], layer);
-                g.node_mut(result).ty = g.node(append).ty.clone();
-                g.take_place(result, append);
-                g.replace_uses(append, result);
-            }
-            for n in replaced {
-                g.remove(n);
-            }
+            crate::results::put_in_place(g, op, &operands, q_rope, &replaced[1..3], &replaced);
             formed += 1;
         }
         formed

@@ -23,6 +23,7 @@ pub mod norm_rope_attention;
 pub mod pass;
 pub mod reach;
 pub mod residual_norm;
+pub mod results;
 pub mod rules;
 pub mod window_cache;
 

@@ -112,20 +112,7 @@ impl Pass for NormRopeAttention {
             if crate::reach::computed_from(g, &operands, &replaced) {
                 continue;
             }
-            let layer = g.node(project).layer;
-            let fused = g.add(op, &operands, layer);
-            g.node_mut(fused).ty = g.node(project).ty.clone();
-            g.take_place(fused, project);
-            g.replace_uses(project, fused);
-            for (index, &append) in replaced[1..3].iter().enumerate() {
-                let result = g.add(Op::Result { index: index + 1 }, &[fused], layer);
-                g.node_mut(result).ty = g.node(append).ty.clone();
-                g.take_place(result, append);
-                g.replace_uses(append, result);
-            }
-            for n in replaced {
-                g.remove(n);
-            }
+            crate::results::put_in_place(g, op, &operands, project, &replaced[1..3], &replaced);
             formed += 1;
         }
         formed

@@ -54,13 +54,7 @@ pub(super) fn attributes<A: Attributes>(op: &mut Op, a: &mut A) -> Result<(), St
         Op::Attention { n_heads, n_kv_heads, scale, causal, window, softcap, ring }
         | Op::AttentionProject { n_heads, n_kv_heads, scale, causal, window, softcap, ring } => {
             a.name(name)?;
-            a.value("n_heads", n_heads)?;
-            a.value("n_kv_heads", n_kv_heads)?;
-            a.value("scale", scale)?;
-            a.value("causal", causal)?;
-            a.optional("window", window)?;
-            a.optional("softcap", softcap)?;
-            a.flag("ring", ring)
+            heads(a, n_heads, n_kv_heads, scale, causal, window, softcap, ring)
         }
         Op::KvAppend { axis, cap, window } => {
             a.name("kv_append")?;
@@ -80,13 +74,7 @@ pub(super) fn attributes<A: Attributes>(op: &mut Op, a: &mut A) -> Result<(), St
             a.name("norm_rope_attention")?;
             a.value("eps", eps)?;
             super::rope::rotation(a, style, rotary_dim, theta, scaling)?;
-            a.value("n_heads", n_heads)?;
-            a.value("n_kv_heads", n_kv_heads)?;
-            a.value("scale", scale)?;
-            a.value("causal", causal)?;
-            a.optional("window", window)?;
-            a.optional("softcap", softcap)?;
-            a.flag("ring", ring)?;
+            heads(a, n_heads, n_kv_heads, scale, causal, window, softcap, ring)?;
             a.value("cap", cap)
         }
         Op::AddPartials { eps } => {
@@ -95,6 +83,28 @@ pub(super) fn attributes<A: Attributes>(op: &mut Op, a: &mut A) -> Result<(), St
         }
         _ => other_kind(op),
     }
+}
+
+/// An attention's attributes (`attention`, `attention_project`, and
+/// `norm_rope_attention` after its rotation's).
+#[allow(clippy::too_many_arguments)]
+fn heads<A: Attributes>(
+    a: &mut A,
+    n_heads: &mut usize,
+    n_kv_heads: &mut usize,
+    scale: &mut f32,
+    causal: &mut bool,
+    window: &mut Option<usize>,
+    softcap: &mut Option<f32>,
+    ring: &mut bool,
+) -> Result<(), String> {
+    a.value("n_heads", n_heads)?;
+    a.value("n_kv_heads", n_kv_heads)?;
+    a.value("scale", scale)?;
+    a.value("causal", causal)?;
+    a.optional("window", window)?;
+    a.optional("softcap", softcap)?;
+    a.flag("ring", ring)
 }
 
 pub(super) fn infer(op: &Op, tys: &[TensorType]) -> Result<TensorType, String> {
