@@ -67,8 +67,20 @@ fn matvec(c: &mut Criterion) {
     g.sample_size(10);
     let x: Vec<f32> = (0..K).map(|i| (i as f32 * 0.37).sin()).collect();
     let types = [DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q8_0, DType::Q4K, DType::Q5K, DType::Q6K, DType::F16];
-    let newer =
-        [DType::Q5_1, DType::Q2K, DType::Q3K, DType::IQ4NL, DType::IQ4XS, DType::IQ2XXS, DType::IQ2XS, DType::IQ2S, DType::IQ3XXS, DType::IQ3S];
+    let newer = [
+        DType::Q5_1,
+        DType::Q2K,
+        DType::Q3K,
+        DType::IQ4NL,
+        DType::IQ4XS,
+        DType::IQ2XXS,
+        DType::IQ2XS,
+        DType::IQ2S,
+        DType::IQ3XXS,
+        DType::IQ3S,
+        DType::IQ1S,
+        DType::IQ1M,
+    ];
     for dtype in types.into_iter().chain(newer) {
         let bytes = pseudo_bytes(dtype.storage_bytes((ROWS * K) as u64).unwrap() as usize);
         let shape = [ROWS, K];

@@ -104,7 +104,7 @@ pub struct GgufFile {
 }
 
 /// A tensor of a block type the GGUF format defines but graphc does not
-/// compute (iq1_s, tq1_0, i8, f64, ...): sized and bounds-checked as the
+/// compute (tq1_0, tq2_0, i8, f64, ...): sized and bounds-checked as the
 /// others are, so `graphc inspect` can list it; `GgufFile::open` refuses a
 /// file that has one, naming it.
 #[derive(Clone, Debug, PartialEq)]
@@ -146,7 +146,7 @@ const GGML_TYPES: &[(u32, &str, u64, u64, Option<DType>)] = &[
     (16, "iq2_xxs", 256, 66, Some(DType::IQ2XXS)),
     (17, "iq2_xs", 256, 74, Some(DType::IQ2XS)),
     (18, "iq3_xxs", 256, 98, Some(DType::IQ3XXS)),
-    (19, "iq1_s", 256, 50, None),
+    (19, "iq1_s", 256, 50, Some(DType::IQ1S)),
     (20, "iq4_nl", 32, 18, Some(DType::IQ4NL)),
     (21, "iq3_s", 256, 110, Some(DType::IQ3S)),
     (22, "iq2_s", 256, 82, Some(DType::IQ2S)),
@@ -156,7 +156,7 @@ const GGML_TYPES: &[(u32, &str, u64, u64, Option<DType>)] = &[
     (26, "i32", 1, 4, Some(DType::I32)),
     (27, "i64", 1, 8, None),
     (28, "f64", 1, 8, None),
-    (29, "iq1_m", 256, 56, None),
+    (29, "iq1_m", 256, 56, Some(DType::IQ1M)),
     (30, "bf16", 1, 2, Some(DType::BF16)),
     (34, "tq1_0", 256, 54, None),
     (35, "tq2_0", 256, 66, None),

@@ -29,10 +29,12 @@ pub enum DType {
     IQ2S,
     IQ3XXS,
     IQ3S,
+    IQ1S,
+    IQ1M,
 }
 
 impl DType {
-    pub const ALL: [DType; 22] = [
+    pub const ALL: [DType; 24] = [
         DType::F32,
         DType::F16,
         DType::BF16,
@@ -55,6 +57,8 @@ impl DType {
         DType::IQ2S,
         DType::IQ3XXS,
         DType::IQ3S,
+        DType::IQ1S,
+        DType::IQ1M,
     ];
 
     /// Elements per block (1 for plain types).
@@ -63,7 +67,7 @@ impl DType {
             DType::F32 | DType::F16 | DType::BF16 | DType::I32 | DType::U32 => 1,
             DType::Q4_0 | DType::Q4_1 | DType::Q5_0 | DType::Q5_1 | DType::Q8_0 | DType::IQ4NL => 32,
             DType::Q2K | DType::Q3K | DType::Q4K | DType::Q5K | DType::Q6K | DType::IQ4XS => 256,
-            DType::IQ2XXS | DType::IQ2XS | DType::IQ2S | DType::IQ3XXS | DType::IQ3S => 256,
+            DType::IQ2XXS | DType::IQ2XS | DType::IQ2S | DType::IQ3XXS | DType::IQ3S | DType::IQ1S | DType::IQ1M => 256,
         }
     }
 
@@ -72,8 +76,8 @@ impl DType {
     /// columns a kernel can decode on its own.
     pub fn scale_group_elems(self) -> usize {
         match self {
-            DType::Q6K | DType::Q2K | DType::Q3K | DType::IQ2XS | DType::IQ2S => 16,
-            DType::Q4K | DType::Q5K | DType::IQ4XS | DType::IQ2XXS | DType::IQ3XXS | DType::IQ3S => 32,
+            DType::Q6K | DType::Q2K | DType::Q3K | DType::IQ2XS | DType::IQ2S | DType::IQ1M => 16,
+            DType::Q4K | DType::Q5K | DType::IQ4XS | DType::IQ2XXS | DType::IQ3XXS | DType::IQ3S | DType::IQ1S => 32,
             other => other.block_elems(),
         }
     }
@@ -100,6 +104,8 @@ impl DType {
             DType::IQ2S => 82,
             DType::IQ3XXS => 98,
             DType::IQ3S => 110,
+            DType::IQ1S => 50,
+            DType::IQ1M => 56,
         }
     }
 
@@ -149,6 +155,8 @@ impl DType {
             DType::IQ2S => "iq2_s",
             DType::IQ3XXS => "iq3_xxs",
             DType::IQ3S => "iq3_s",
+            DType::IQ1S => "iq1_s",
+            DType::IQ1M => "iq1_m",
         }
     }
 

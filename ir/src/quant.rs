@@ -4,7 +4,7 @@
 //! are checked against blocks decoded by the `gguf` Python package
 //! (`tests/fixtures/quant_blocks.json`).
 
-use crate::quant_grids::{IQ2S_GRID, IQ2XS_GRID, IQ2XXS_GRID, IQ3S_GRID, IQ3XXS_GRID};
+use crate::quant_grids::{IQ1S_GRID, IQ2S_GRID, IQ2XS_GRID, IQ2XXS_GRID, IQ3S_GRID, IQ3XXS_GRID};
 use crate::DType;
 use half::{bf16, f16};
 
@@ -244,9 +244,48 @@ fn dequantize_block(dtype: DType, b: &[u8], y: &mut [f32]) {
                 *yl = db * IQ3S_GRID[index][e % 4] as f32 * signed(b[74 + e / 8] as u32, e % 8);
             }
         }
+        DType::IQ1S => {
+            // 8 sub-blocks of 32: four grid points of 8 (values -1, 0, 1),
+            // an 11-bit index each (8 bits in `qs`, 3 in the sub-block's
+            // u16 `qh`), whose top bits hold the scale and the delta's sign.
+            let d = f16_at(b, 0);
+            for (ib, y) in y.chunks_exact_mut(32).enumerate() {
+                let qh = u16::from_le_bytes([b[34 + 2 * ib], b[35 + 2 * ib]]) as u32;
+                let dl = d * (2 * ((qh >> 12) & 7) + 1) as f32;
+                let delta = if qh & 0x8000 == 0 { IQ1_DELTA } else { -IQ1_DELTA };
+                for (g, y) in y.chunks_exact_mut(8).enumerate() {
+                    let index = b[2 + 4 * ib + g] as usize | (((qh >> (3 * g)) & 7) as usize) << 8;
+                    for (yl, &v) in y.iter_mut().zip(&IQ1S_GRID[index]) {
+                        *yl = dl * (v as f32 + delta);
+                    }
+                }
+            }
+        }
+        DType::IQ1M => {
+            // iq1_s's points, with a 3-bit scale a 16 elements and a delta
+            // sign a point (in `qh`'s nibbles); the f16 `d` spread over the
+            // top nibbles of the four scale words.
+            let word = |k: usize| u16::from_le_bytes([b[48 + 2 * k], b[49 + 2 * k]]);
+            let d_bits = (word(0) >> 12) | ((word(1) >> 12) << 4) | ((word(2) >> 12) << 8) | ((word(3) >> 12) << 12);
+            let d = f16::from_bits(d_bits).to_f32();
+            for (j, y) in y.chunks_exact_mut(8).enumerate() {
+                let (ib, half) = (j / 4, (j / 2) % 2);
+                let k = 2 * ib + half;
+                let dl = d * (2 * ((word(k / 4) >> (3 * (k % 4))) & 7) + 1) as f32;
+                let nibble = (b[32 + j / 2] >> (4 * (j % 2))) & 0xF;
+                let index = b[j] as usize | ((nibble & 7) as usize) << 8;
+                let delta = if nibble & 8 == 0 { IQ1_DELTA } else { -IQ1_DELTA };
+                for (yl, &v) in y.iter_mut().zip(&IQ1S_GRID[index]) {
+                    *yl = dl * (v as f32 + delta);
+                }
+            }
+        }
         _ => unreachable!("{dtype} is not a block type"),
     }
 }
+
+/// The offset iq1_s and iq1_m add to each grid value (ggml's `IQ1S_DELTA`).
+const IQ1_DELTA: f32 = 0.125;
 
 /// The 8 signs of sign index `i` (7 bits): its bits, and an eighth that
 /// makes their count even (ggml's `ksigns_iq2xs[i]`).

@@ -244,14 +244,14 @@ impl GgufWriter {
     }
 
     /// `tiny_llama` with two tensors of GGUF block types graphc cannot
-    /// compute put among its own: `blk.0.attn_extra.weight`, iq1_s (GGML
-    /// type 19: 50-byte blocks of 256) `[2, 256]`, second in the file, and
+    /// compute put among its own: `blk.0.attn_extra.weight`, tq2_0 (GGML
+    /// type 35: 66-byte blocks of 256) `[2, 256]`, second in the file, and
     /// `blk.1.ffn_extra.weight`, tq1_0 (type 34: 54-byte blocks of 256)
     /// `[1, 256]`, last. Their bytes are a counting pattern.
     pub fn tiny_llama_with_uncomputable_types() -> GgufWriter {
         let mut w = GgufWriter::tiny_llama();
         let pattern = |n: usize| (0..n).map(|i| (i * 7 % 251) as u8).collect::<Vec<u8>>();
-        w.tensors.insert(1, ("blk.0.attn_extra.weight".into(), vec![2, 256], 19, pattern(2 * 50)));
+        w.tensors.insert(1, ("blk.0.attn_extra.weight".into(), vec![2, 256], 35, pattern(2 * 66)));
         w.tensors.push(("blk.1.ffn_extra.weight".into(), vec![1, 256], 34, pattern(54)));
         w
     }

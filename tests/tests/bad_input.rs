@@ -291,12 +291,12 @@ fn quantized_rows_that_are_not_whole_blocks_are_refused_by_name() {
 
 #[test]
 fn a_tensor_of_a_type_graphc_cannot_compute_is_refused_naming_it_and_its_type() {
-    // iq1_s and tq1_0 tensors in an otherwise computable llama: the
+    // tq2_0 and tq1_0 tensors in an otherwise computable llama: the
     // reader sizes them (GGML defines them), `compile` refuses the file.
     let dir = temp_dir("bad-uncomputable");
     let p = GgufWriter::tiny_llama_with_uncomputable_types().write(&dir, "iq.gguf");
     let e = compile_err(&p);
-    assert!(e.contains("tensor `blk.0.attn_extra.weight` is iq1_s (GGML type 19), which graphc cannot compute"), "{e}");
+    assert!(e.contains("tensor `blk.0.attn_extra.weight` is tq2_0 (GGML type 35), which graphc cannot compute"), "{e}");
     assert!(e.contains("iq.gguf"), "names the file: {e}");
     assert!(e.contains("graphc computes: f32, f16, q4_0"), "says what it computes: {e}");
 }

@@ -67,6 +67,7 @@ fn random_weights(dtype: DType, rows: usize, k: usize, rng: &mut Rng) -> Vec<u8>
                     }
                     DType::Q3K => block[108..110].copy_from_slice(&f16_bytes(rng, 0.01)),
                     DType::IQ4NL | DType::IQ4XS => block[0..2].copy_from_slice(&f16_bytes(rng, 0.002)),
+                    DType::IQ1M => iq1_m_scale(&mut block, f16::from_f32(rng.f32() * 0.05)),
                     _ => block[0..2].copy_from_slice(&f16_bytes(rng, 0.05)),
                 }
                 out.extend(block);
@@ -74,6 +75,15 @@ fn random_weights(dtype: DType, rows: usize, k: usize, rng: &mut Rng) -> Vec<u8>
         }
     }
     out
+}
+
+/// Set an iq1_m block's f16 scale, which it keeps in the top nibbles of
+/// its four scale words (bytes 49, 51, 53, 55).
+fn iq1_m_scale(block: &mut [u8], d: f16) {
+    let bits = d.to_bits();
+    for k in 0..4 {
+        block[49 + 2 * k] = (block[49 + 2 * k] & 0x0F) | ((((bits >> (4 * k)) & 0xF) as u8) << 4);
+    }
 }
 
 fn dequantized(dtype: DType, bytes: &[u8], n: usize) -> Vec<f32> {
@@ -92,7 +102,7 @@ fn weight_types() -> impl Iterator<Item = DType> {
 const NEWER_TYPES: [DType; 5] = [DType::Q5_1, DType::Q2K, DType::Q3K, DType::IQ4NL, DType::IQ4XS];
 
 /// The codebook types (their row dots are AVX2's on AVX-512 too).
-const CODEBOOK_TYPES: [DType; 5] = [DType::IQ2XXS, DType::IQ2XS, DType::IQ2S, DType::IQ3XXS, DType::IQ3S];
+const CODEBOOK_TYPES: [DType; 7] = [DType::IQ2XXS, DType::IQ2XS, DType::IQ2S, DType::IQ3XXS, DType::IQ3S, DType::IQ1S, DType::IQ1M];
 
 /// The type whose row dot is portable's on every CPU: bf16.
 fn portable_only(dtype: DType) -> bool {
@@ -839,12 +849,17 @@ fn tiny_llama_in_types(types: &[DType], embedding: DType, seed: u64) {
             DType::Q3K => &[(108, 0.0005)],
             DType::IQ4NL => &[(0, 0.0005)],
             DType::IQ2XXS | DType::IQ2XS | DType::IQ2S | DType::IQ3XXS | DType::IQ3S => &[(0, 0.0002)],
+            DType::IQ1S => &[(0, 0.003)],
+            DType::IQ1M => &[],
             _ => &[(0, 0.00003)],
         };
         let mut out: Vec<u8> = (0..rows * d / dtype.block_elems() as u64 * dtype.block_bytes() as u64).map(|_| rng.byte()).collect();
         for block in out.chunks_exact_mut(dtype.block_bytes()) {
             for &(at, scale) in scales {
                 block[at..at + 2].copy_from_slice(&f16::from_f32(rng.f32() * scale).to_le_bytes());
+            }
+            if dtype == DType::IQ1M {
+                iq1_m_scale(block, f16::from_f32(rng.f32() * 0.003));
             }
         }
         out
@@ -860,6 +875,8 @@ fn tiny_llama_in_types(types: &[DType], embedding: DType, seed: u64) {
         DType::IQ3S => 21,
         DType::IQ2S => 22,
         DType::IQ4XS => 23,
+        DType::IQ1S => 19,
+        DType::IQ1M => 29,
         other => panic!("no GGML id here for {other}"),
     };
     let mut w = graphc_tests::GgufWriter::tiny_llama()
@@ -1027,6 +1044,8 @@ fn avx2_row_kernels_keep_their_bits() {
         (DType::IQ2S, 0xe56b7e8b1aa63803),
         (DType::IQ3XXS, 0x1cce7a7977c52ddd),
         (DType::IQ3S, 0xc73b98c989664d99),
+        (DType::IQ1S, 0x5a5d7098a436a589),
+        (DType::IQ1M, 0xce0b47a153ac8395),
     ];
     let got: Vec<(DType, u64)> = weight_types().filter(|&t| !portable_only(t)).map(|t| (t, fold(t))).collect();
     for ((t, h), (_, w)) in got.iter().zip(&want) {

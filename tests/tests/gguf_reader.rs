@@ -121,7 +121,7 @@ fn untied_output_uses_its_own_head() {
     assert_ne!(run(&mt), run(&mu), "the untied head is really used");
 }
 
-/// A file with tensors of types graphc has no kernels for (iq1_s, tq1_0)
+/// A file with tensors of types graphc has no kernels for (tq2_0, tq1_0)
 /// among its own reads whole when asked for any type: those two listed
 /// with their GGML type, shape and size, and every tensor after them where
 /// it is (the f32 values read back); read to compute with, it is refused
@@ -132,18 +132,18 @@ fn tensors_of_types_graphc_cannot_compute_are_read_and_listed_but_refused() {
     let g = GgufFile::from_bytes_any_type("mixed.gguf", w.to_bytes()).unwrap();
     let listed: Vec<(&str, &str, &[usize], u64)> =
         g.uncomputable.iter().map(|t| (t.name.as_str(), t.ggml_type.name(), t.shape.as_slice(), t.bytes)).collect();
-    assert_eq!(listed, [("blk.0.attn_extra.weight", "iq1_s", &[2, 256][..], 100), ("blk.1.ffn_extra.weight", "tq1_0", &[1, 256][..], 54)]);
-    assert_eq!(g.uncomputable[0].ggml_type, GgmlType::from_id(19).unwrap());
+    assert_eq!(listed, [("blk.0.attn_extra.weight", "tq2_0", &[2, 256][..], 132), ("blk.1.ffn_extra.weight", "tq1_0", &[1, 256][..], 54)]);
+    assert_eq!(g.uncomputable[0].ggml_type, GgmlType::from_id(35).unwrap());
     let at = |t: &graphc_frontends::gguf::UncomputableTensor| &g.mmap[t.offset as usize..(t.offset + t.bytes) as usize];
-    assert_eq!(at(&g.uncomputable[0])[..4], [0, 7, 14, 21], "the iq1_s tensor's own bytes");
+    assert_eq!(at(&g.uncomputable[0])[..4], [0, 7, 14, 21], "the tq2_0 tensor's own bytes");
     assert_eq!(g.tensors.len(), w.tensors.len() - 2);
     for (name, _, ty, bytes) in w.tensors.iter().filter(|t| t.2 == 0) {
         let t = g.tensor(name).unwrap_or_else(|| panic!("{name} missing"));
         assert_eq!((g.tensor_bytes(t), *ty), (&bytes[..], 0), "{name} read back from its offset");
     }
     let e = GgufFile::from_bytes("mixed.gguf", w.to_bytes()).err().unwrap().to_string();
-    assert!(e.contains("tensor `blk.0.attn_extra.weight` is iq1_s (GGML type 19), which graphc cannot compute"), "{e}");
-    assert!(e.contains("2 tensors of this file are of such types: iq1_s, tq1_0"), "{e}");
+    assert!(e.contains("tensor `blk.0.attn_extra.weight` is tq2_0 (GGML type 35), which graphc cannot compute"), "{e}");
+    assert!(e.contains("2 tensors of this file are of such types: tq1_0, tq2_0"), "{e}");
     assert!(e.contains("mixed.gguf"), "{e}");
     // The control: without them the same file reads to compute with.
     let mut plain = w;

@@ -154,7 +154,7 @@ fn bad_files_exit_1_with_a_message_and_keep_the_old_plan() {
 
 #[test]
 fn inspect_lists_tensors_of_any_ggml_type_and_compile_refuses_them_by_name() {
-    // iq1_s and tq1_0 tensors among a tiny llama's f32 ones.
+    // tq2_0 and tq1_0 tensors among a tiny llama's f32 ones.
     let dir = temp_dir("cli-inspect-iq");
     let ck = graphc_tests::GgufWriter::tiny_llama_with_uncomputable_types().write(&dir, "iq.gguf");
     let out = graphc(&["inspect", ck.to_str().unwrap()]);
@@ -164,12 +164,17 @@ fn inspect_lists_tensors_of_any_ggml_type_and_compile_refuses_them_by_name() {
     let lines: Vec<&str> = text.lines().filter(|l| l.starts_with("token_embd") || l.contains("_extra.")).collect();
     assert_eq!(lines.len(), 3, "{text}");
     assert!(lines[0].starts_with("token_embd.weight") && lines[0].contains(" f32 "), "file order: {lines:?}");
-    assert!(lines[1].starts_with("blk.0.attn_extra.weight") && lines[1].contains(" iq1_s [2, 256] (graphc cannot compute this type)"), "{lines:?}");
+    assert!(
+        lines[1].starts_with("blk.0.attn_extra.weight")
+            && lines[1].contains(" tq2_0 ")
+            && lines[1].contains("[2, 256] (graphc cannot compute this type)"),
+        "{lines:?}"
+    );
     assert!(lines[2].starts_with("blk.1.ffn_extra.weight") && lines[2].contains(" tq1_0 "), "{lines:?}");
     let out = graphc(&["compile", ck.to_str().unwrap(), "-o", dir.join("iq.plan").to_str().unwrap()]);
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{err}");
-    assert!(err.contains("tensor `blk.0.attn_extra.weight` is iq1_s (GGML type 19), which graphc cannot compute"), "{err}");
+    assert!(err.contains("tensor `blk.0.attn_extra.weight` is tq2_0 (GGML type 35), which graphc cannot compute"), "{err}");
 }
 
 #[test]

@@ -121,6 +121,8 @@ pub unsafe fn dot_rows(dtype: DType, rows: &[u8], x: &[f32], xsums: &[f32], out:
             DType::IQ2S => iq2_s(r, xp, n / 256),
             DType::IQ3XXS => iq3_xxs(r, xp, n / 256),
             DType::IQ3S => iq3_s(r, xp, n / 256),
+            DType::IQ1S => iq1_s(r, xp, n / 256),
+            DType::IQ1M => iq1_m(r, xp, n / 256),
             _ => unreachable!("{dtype} has no AVX2 kernel (checked above)"),
         };
     }
@@ -811,6 +813,65 @@ unsafe fn iq3_s(r: *const u8, x: *const f32, nb: usize) -> f32 {
             }
             let s = ((*p.add(106 + ib / 2) >> (4 * (ib % 2))) & 0xF) as u32;
             acc = _mm256_fmadd_ps(_mm256_set1_ps(d * (1 + 2 * s) as f32), sum, acc);
+        }
+    }
+    hsum(acc)
+}
+
+/// Eight iq1 grid values (-1, 0, 1) plus `delta`, times the 8 floats at
+/// `x`, added to `acc`.
+#[inline(always)]
+unsafe fn iq1_point_fma(point: &[i8; 8], delta: f32, x: *const f32, acc: __m256) -> __m256 {
+    let g = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(point.as_ptr() as *const __m128i)));
+    _mm256_fmadd_ps(_mm256_add_ps(g, _mm256_set1_ps(delta)), _mm256_loadu_ps(x), acc)
+}
+
+/// iq1_s: 8 sub-blocks of 32, four grid points of 8 each (an 11-bit
+/// index), one scale `d (2s + 1)` and delta sign a sub-block (its u16 `qh`).
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn iq1_s(r: *const u8, x: *const f32, nb: usize) -> f32 {
+    use graphc_ir::quant_grids::IQ1S_GRID;
+    let mut acc = _mm256_setzero_ps();
+    for b in 0..nb {
+        let p = r.add(b * 50);
+        prefetch_ahead(p, 50);
+        let d = f16_at(p);
+        for ib in 0..8 {
+            let qh = u16::from_le_bytes([*p.add(34 + 2 * ib), *p.add(35 + 2 * ib)]) as u32;
+            let delta = if qh & 0x8000 == 0 { 0.125 } else { -0.125 };
+            let mut sum = _mm256_setzero_ps();
+            for g in 0..4 {
+                let index = *p.add(2 + 4 * ib + g) as usize | (((qh >> (3 * g)) & 7) as usize) << 8;
+                sum = iq1_point_fma(&IQ1S_GRID[index], delta, x.add(b * 256 + 32 * ib + 8 * g), sum);
+            }
+            acc = _mm256_fmadd_ps(_mm256_set1_ps(d * (2 * ((qh >> 12) & 7) + 1) as f32), sum, acc);
+        }
+    }
+    hsum(acc)
+}
+
+/// iq1_m: iq1_s's points with a scale a 16 elements and a delta sign a
+/// point; `d` spread over the top nibbles of the four scale words.
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn iq1_m(r: *const u8, x: *const f32, nb: usize) -> f32 {
+    use graphc_ir::quant_grids::IQ1S_GRID;
+    let mut acc = _mm256_setzero_ps();
+    for b in 0..nb {
+        let p = r.add(b * 56);
+        prefetch_ahead(p, 56);
+        let word = |k: usize| u16::from_le_bytes([*p.add(48 + 2 * k), *p.add(49 + 2 * k)]);
+        let d_bits = (word(0) >> 12) | ((word(1) >> 12) << 4) | ((word(2) >> 12) << 8) | ((word(3) >> 12) << 12);
+        let d = _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(d_bits as i32)));
+        for k in 0..16 {
+            let mut sum = _mm256_setzero_ps();
+            for j in [2 * k, 2 * k + 1] {
+                let nibble = (*p.add(32 + j / 2) >> (4 * (j % 2))) & 0xF;
+                let index = *p.add(j) as usize | ((nibble & 7) as usize) << 8;
+                let delta = if nibble & 8 == 0 { 0.125 } else { -0.125 };
+                sum = iq1_point_fma(&IQ1S_GRID[index], delta, x.add(b * 256 + 8 * j), sum);
+            }
+            let dl = d * (2 * ((word(k / 4) >> (3 * (k % 4))) & 7) + 1) as f32;
+            acc = _mm256_fmadd_ps(_mm256_set1_ps(dl), sum, acc);
         }
     }
     hsum(acc)
