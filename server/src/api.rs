@@ -249,14 +249,14 @@ fn response_format(obj: &Map<String, Value>) -> Result<Format, ApiError> {
 }
 
 /// A seed for a request that names none (sampled requests differ, as OpenAI's do).
-fn fresh_seed() -> u64 {
+pub(crate) fn fresh_seed() -> u64 {
     use std::sync::atomic::{AtomicU64, Ordering};
     static COUNTER: AtomicU64 = AtomicU64::new(0);
     let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(0);
     t ^ COUNTER.fetch_add(0x9E37_79B9_7F4A_7C15, Ordering::Relaxed)
 }
 
-fn messages(obj: &Map<String, Value>) -> Result<Vec<Message>, ApiError> {
+pub(crate) fn messages(obj: &Map<String, Value>) -> Result<Vec<Message>, ApiError> {
     let Some(list) = obj.get("messages") else {
         return Err(ApiError::field("messages", "is required"));
     };

@@ -11,6 +11,7 @@ pub mod api;
 pub mod engine;
 pub mod error;
 pub mod metrics;
+pub mod ollama;
 pub mod routes;
 
 use graphc_runtime::batcher::BatcherOptions;

@@ -41,6 +41,10 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/v1/chat/completions", post(chat_completions))
         .route("/v1/completions", post(completions))
         .route("/v1/models", get(models))
+        .route("/api/chat", post(crate::ollama::chat))
+        .route("/api/generate", post(crate::ollama::generate))
+        .route("/api/tags", get(crate::ollama::tags))
+        .route("/api/version", get(crate::ollama::version))
         .route("/tokenize", post(tokenize))
         .route("/detokenize", post(detokenize))
         .route("/health", get(health))
@@ -118,7 +122,7 @@ async fn metrics(State(st): State<Arc<AppState>>) -> Response {
 }
 
 impl AppState {
-    fn refused(&self, e: ApiError) -> Response {
+    pub(crate) fn refused(&self, e: ApiError) -> Response {
         let counter = match e.status.as_u16() {
             429 => &self.metrics.requests_rejected_full,
             400..=499 => &self.metrics.requests_client_error,
@@ -128,7 +132,7 @@ impl AppState {
         e.into_response()
     }
 
-    fn authorize(&self, headers: &HeaderMap) -> Result<(), ApiError> {
+    pub(crate) fn authorize(&self, headers: &HeaderMap) -> Result<(), ApiError> {
         let Some(key) = &self.api_key else { return Ok(()) };
         let given = headers.get(header::AUTHORIZATION).and_then(|v| v.to_str().ok()).and_then(|v| v.strip_prefix("Bearer "));
         if given != Some(key.as_str()) {
@@ -138,7 +142,7 @@ impl AppState {
     }
 
     /// Queue a request for the engine, unless the queue is full.
-    fn submit(&self, prompt: Vec<u32>, g: &Generate, max_tokens: usize) -> Result<UnboundedReceiver<Event>, ApiError> {
+    pub(crate) fn submit(&self, prompt: Vec<u32>, g: &Generate, max_tokens: usize) -> Result<UnboundedReceiver<Event>, ApiError> {
         if self.metrics.waiting.fetch_add(1, Relaxed) >= self.max_queue {
             self.metrics.waiting.fetch_sub(1, Relaxed);
             return Err(ApiError::new(
@@ -171,10 +175,10 @@ impl AppState {
 }
 
 /// Counts a request in flight while it lives (a dropped stream included).
-struct InFlight(Arc<Metrics>);
+pub(crate) struct InFlight(Arc<Metrics>);
 
 impl InFlight {
-    fn new(m: &Arc<Metrics>) -> InFlight {
+    pub(crate) fn new(m: &Arc<Metrics>) -> InFlight {
         m.in_flight.fetch_add(1, Relaxed);
         InFlight(m.clone())
     }
@@ -197,19 +201,7 @@ async fn answer(st: &Arc<AppState>, headers: &HeaderMap, endpoint: Endpoint, bod
             code: "model_not_found",
         });
     }
-    let prompt = match &g.input {
-        Input::Messages(m) => st
-            .model
-            .chat_prompt(m, &ChatOptions::default())
-            .map_err(|e| ApiError::field("messages", format!("the chat template refused them: {e}")))?,
-        Input::Text(t) => st.model.encode(t).map_err(|e| ApiError::field("prompt", e.to_string()))?,
-        Input::Ids(ids) => ids.clone(),
-    };
-    let param = if endpoint == Endpoint::Chat { "messages" } else { "prompt" };
-    st.limits.check(&prompt).map_err(|e| ApiError::field(param, e.to_string()))?;
-    if let Some(&(id, _)) = g.sampling.logit_bias.iter().find(|(id, _)| *id as usize >= st.limits.vocab_size) {
-        return Err(ApiError::field(&format!("logit_bias.{id}"), format!("token id {id} is outside the vocabulary of {}", st.limits.vocab_size)));
-    }
+    let prompt = st.prompt_of(&g)?;
     let room = st.limits.max_seq - prompt.len();
     let max_tokens = g.max_tokens.unwrap_or(if endpoint == Endpoint::Chat { room } else { 16 }).min(room);
     let started = Instant::now();
@@ -234,6 +226,44 @@ async fn answer(st: &Arc<AppState>, headers: &HeaderMap, endpoint: Endpoint, bod
 }
 
 impl AppState {
+    /// A request's prompt ids (chat messages through the checkpoint's
+    /// template), checked against the context and the vocabulary, as its
+    /// logit biases.
+    pub(crate) fn prompt_of(&self, g: &Generate) -> Result<Vec<u32>, ApiError> {
+        let (prompt, param) = match &g.input {
+            Input::Messages(m) => (
+                self.model
+                    .chat_prompt(m, &ChatOptions::default())
+                    .map_err(|e| ApiError::field("messages", format!("the chat template refused them: {e}")))?,
+                "messages",
+            ),
+            Input::Text(t) => (self.model.encode(t).map_err(|e| ApiError::field("prompt", e.to_string()))?, "prompt"),
+            Input::Ids(ids) => (ids.clone(), "prompt"),
+        };
+        self.limits.check(&prompt).map_err(|e| ApiError::field(param, e.to_string()))?;
+        if let Some(&(id, _)) = g.sampling.logit_bias.iter().find(|(id, _)| *id as usize >= self.limits.vocab_size) {
+            return Err(ApiError::field(
+                &format!("logit_bias.{id}"),
+                format!("token id {id} is outside the vocabulary of {}", self.limits.vocab_size),
+            ));
+        }
+        Ok(prompt)
+    }
+
+    /// A request that ended well, in the counters.
+    pub(crate) fn count_done(&self, prompt_tokens: usize, _cached_tokens: usize, completion_tokens: usize) {
+        let m = &self.metrics;
+        m.requests_ok.fetch_add(1, Relaxed);
+        m.prompt_tokens.fetch_add(prompt_tokens as u64, Relaxed);
+        m.completion_tokens.fetch_add(completion_tokens as u64, Relaxed);
+    }
+
+    /// A generation that failed, counted, as the error to answer.
+    pub(crate) fn engine_failed(&self, why: &str) -> ApiError {
+        self.metrics.requests_failed.fetch_add(1, Relaxed);
+        ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "engine_error", format!("generation failed: {why}"))
+    }
+
     fn next_id(&self, endpoint: Endpoint) -> String {
         let n = self.next_id.fetch_add(1, Relaxed);
         match endpoint {
@@ -268,10 +298,7 @@ impl Reply {
 
     /// The usage object (OpenAI's, with `prompt_tokens_details.cached_tokens`).
     fn on_done(&self, prompt_tokens: usize, cached_tokens: usize, completion_tokens: usize) -> Value {
-        let m = &self.st.metrics;
-        m.requests_ok.fetch_add(1, Relaxed);
-        m.prompt_tokens.fetch_add(prompt_tokens as u64, Relaxed);
-        m.completion_tokens.fetch_add(completion_tokens as u64, Relaxed);
+        self.st.count_done(prompt_tokens, cached_tokens, completion_tokens);
         json!({
             "prompt_tokens": prompt_tokens,
             "completion_tokens": completion_tokens,
@@ -281,8 +308,7 @@ impl Reply {
     }
 
     fn failed(&self, why: &str) -> ApiError {
-        self.st.metrics.requests_failed.fetch_add(1, Relaxed);
-        ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "engine_error", format!("generation failed: {why}"))
+        self.st.engine_failed(why)
     }
 
     /// One token's log-probabilities in the endpoint's shape.

@@ -260,6 +260,67 @@ fn tokenize_and_detokenize_round_trip() {
     server.shutdown().unwrap();
 }
 
+/// Ollama's API: `/api/chat` whole and streamed (newline-delimited JSON:
+/// the pieces, then `done` with the counts) answers as the OpenAI chat
+/// does at temperature 0; `/api/generate` raw as the completion does, and
+/// through the template with a system prompt as the chat does; `format:
+/// "json"` is JSON mode; `/api/tags` names the model; an option, a schema
+/// or an image graphc does not implement is refused naming it.
+#[test]
+fn the_ollama_api_answers_as_the_openai_one() {
+    let m = model();
+    let server = start(&m, ServeOptions { slots: Some(2), ..Default::default() });
+    let addr = server.addr();
+    let messages = json!([{"role": "system", "content": "Be brief."}, {"role": "user", "content": &PROMPTS[0]}]);
+    let openai = post_json(addr, "/v1/chat/completions", &json!({"messages": messages, "max_tokens": 12, "temperature": 0}));
+    assert_eq!(openai.status, 200, "{}", openai.body);
+    let want = openai.json()["choices"][0]["message"]["content"].as_str().unwrap().to_string();
+    let options = json!({"temperature": 0, "num_predict": 12});
+    let whole = post_json(addr, "/api/chat", &json!({"model": "smollm2", "messages": messages, "stream": false, "options": options}));
+    assert_eq!(whole.status, 200, "{}", whole.body);
+    let v = whole.json();
+    assert_eq!(v["message"]["content"], want.as_str());
+    assert_eq!((v["done"].as_bool(), v["message"]["role"].as_str()), (Some(true), Some("assistant")));
+    assert!(v["eval_count"].as_u64().is_some_and(|n| (1..=12).contains(&n)) && v["prompt_eval_count"].as_u64().is_some(), "{v}");
+    // Streamed by default: one object a line.
+    let streamed = post_json(addr, "/api/chat", &json!({"messages": messages, "options": options}));
+    assert_eq!(streamed.status, 200, "{}", streamed.body);
+    let lines: Vec<Value> = streamed.body.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert!(lines.len() > 2, "{}", streamed.body);
+    let text: String = lines.iter().map(|l| l["message"]["content"].as_str().unwrap()).collect();
+    assert_eq!(text, want);
+    assert!(lines[..lines.len() - 1].iter().all(|l| l["done"] == false) && lines.last().unwrap()["done"] == true);
+    // /api/generate: raw is the completion; with a system, the chat.
+    let raw = post_json(
+        addr,
+        "/api/generate",
+        &json!({"prompt": &PROMPTS[0], "raw": true, "stream": false, "options": {"temperature": 0, "num_predict": 6}}),
+    );
+    assert_eq!(raw.json()["response"], run_tokens(&m, &PROMPTS[0], 6).concat().as_str(), "{}", raw.body);
+    let templated = post_json(addr, "/api/generate", &json!({"system": "Be brief.", "prompt": &PROMPTS[0], "stream": false, "options": options}));
+    assert_eq!(templated.json()["response"], want.as_str());
+    // format "json": JSON mode.
+    let ask = json!([{"role": "user", "content": "Give a JSON object with the keys city and population for Paris."}]);
+    let j = post_json(addr, "/api/chat", &json!({"messages": ask, "format": "json", "stream": false, "options": {"seed": 1, "num_predict": 100}}));
+    let content = j.json()["message"]["content"].as_str().unwrap().to_string();
+    assert!(serde_json::from_str::<serde_json::Map<String, Value>>(&content).is_ok(), "{content}");
+    let tags = get(addr, "/api/tags").json();
+    assert_eq!(tags["models"][0]["name"], "smollm2");
+    for (path, body, param) in [
+        ("/api/chat", json!({"messages": messages, "options": {"mirostat": 1}}), "options.mirostat"),
+        ("/api/chat", json!({"messages": messages, "options": {"num_ctx": 100000}}), "options.num_ctx"),
+        ("/api/chat", json!({"messages": messages, "options": {"temperature": "hot"}}), "options.temperature"),
+        ("/api/chat", json!({"messages": messages, "format": {"type": "object"}}), "format"),
+        ("/api/chat", json!({"messages": messages, "tools": []}), "tools"),
+        ("/api/generate", json!({"prompt": "x", "images": ["aGk="]}), "images"),
+        ("/api/generate", json!({}), "prompt"),
+    ] {
+        let r = post_json(addr, path, &body);
+        assert_eq!((r.status, r.json()["error"]["param"].as_str()), (400, Some(param)), "{path} {body}: {}", r.body);
+    }
+    server.shutdown().unwrap();
+}
+
 /// `logit_bias`: -100 on the token greedy decoding would pick first bans
 /// it (another comes first), +100 on some other token forces it.
 #[test]

@@ -1,0 +1,297 @@
+//! Ollama's API beside OpenAI's, for the clients written against it:
+//! `POST /api/chat`, `POST /api/generate` (streamed by default, as
+//! newline-delimited JSON, one object a token, then one with `done: true`
+//! and the counts), `GET /api/tags`, `GET /api/version`. The request runs
+//! through the same batcher; its fields are read as Ollama documents them,
+//! and one graphc does not implement is refused naming it (`images`,
+//! `tools`, a JSON schema as `format`, an `options` key such as `mirostat`).
+
+use crate::api::{self, Generate, Input};
+use crate::error::ApiError;
+use crate::routes::{AppState, InFlight};
+use axum::body::{Body, Bytes};
+use axum::extract::State;
+use axum::http::{header, HeaderMap};
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use graphc_frontends::chat::Message;
+use graphc_runtime::batcher::{Event, FinishReason};
+use graphc_runtime::sampling::{Format, Penalties, Sampling};
+use serde_json::{json, Map, Value};
+use std::sync::Arc;
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+/// Which endpoint a request came to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    Chat,
+    Generate,
+}
+
+const CHAT: &[&str] = &["model", "messages", "stream", "format", "options", "keep_alive"];
+const GENERATE: &[&str] = &["model", "prompt", "system", "raw", "stream", "format", "options", "keep_alive"];
+/// `options` keys read (`num_ctx` only where the context holds it).
+const OPTIONS: &[&str] = &[
+    "temperature",
+    "top_k",
+    "top_p",
+    "min_p",
+    "seed",
+    "num_predict",
+    "stop",
+    "repeat_penalty",
+    "repeat_last_n",
+    "presence_penalty",
+    "frequency_penalty",
+    "num_ctx",
+];
+
+/// A request read: what to generate, and whether to stream it.
+pub struct Request {
+    pub generate: Generate,
+    pub stream: bool,
+}
+
+pub fn parse(kind: Kind, body: &[u8], max_seq: usize) -> Result<Request, ApiError> {
+    let obj = api::object(body, if kind == Kind::Chat { CHAT } else { GENERATE })?;
+    let input = match kind {
+        Kind::Chat => Input::Messages(api::messages(&obj)?),
+        Kind::Generate => {
+            let prompt = api::required::<String>(&obj, "prompt")?;
+            match api::field::<bool>(&obj, "raw")?.unwrap_or(false) {
+                true => Input::Text(prompt),
+                false => {
+                    let system = api::field::<String>(&obj, "system")?;
+                    let mut messages: Vec<Message> = system.iter().map(|s| Message::system(s)).collect();
+                    messages.push(Message::user(&prompt));
+                    Input::Messages(messages)
+                }
+            }
+        }
+    };
+    let format = match obj.get("format") {
+        None | Some(Value::Null) => Format::Text,
+        Some(Value::String(s)) if s == "json" => Format::JsonObject,
+        Some(Value::String(s)) if s.is_empty() => Format::Text,
+        Some(_) => return Err(ApiError::field("format", "only \"json\" (JSON mode: a JSON object) is implemented; a JSON schema is not")),
+    };
+    let options = match obj.get("options") {
+        None | Some(Value::Null) => Map::new(),
+        Some(Value::Object(o)) => o.clone(),
+        Some(_) => return Err(ApiError::field("options", "must be an object")),
+    };
+    let named = |e: ApiError| ApiError { param: e.param.map(|p| format!("options.{p}")), ..e };
+    if let Some(k) = options.keys().find(|k| !OPTIONS.contains(&k.as_str())) {
+        return Err(ApiError::field(&format!("options.{k}"), "graphc does not implement this option"));
+    }
+    if let Some(n) = api::field::<u64>(&options, "num_ctx").map_err(named)?.filter(|&n| n as usize > max_seq) {
+        return Err(ApiError::field("options.num_ctx", format!("{n} tokens asked; this server's context holds {max_seq}")));
+    }
+    let opt = |name: &str| api::field::<f32>(&options, name).map_err(named);
+    let penalties = Penalties {
+        presence: opt("presence_penalty")?.unwrap_or(0.0),
+        frequency: opt("frequency_penalty")?.unwrap_or(0.0),
+        repeat: opt("repeat_penalty")?.unwrap_or(1.0),
+        repeat_last_n: api::field::<usize>(&options, "repeat_last_n").map_err(named)?.unwrap_or(64),
+    };
+    if penalties.repeat <= 0.0 {
+        return Err(ApiError::field("options.repeat_penalty", format!("{} must be positive (1 is off)", penalties.repeat)));
+    }
+    let sampling = Sampling {
+        // Ollama's default temperature.
+        temperature: opt("temperature")?.unwrap_or(0.8).max(0.0),
+        top_k: api::field::<usize>(&options, "top_k").map_err(named)?.filter(|&k| k > 0),
+        top_p: opt("top_p")?.filter(|&p| p < 1.0),
+        min_p: opt("min_p")?.filter(|&p| p > 0.0),
+        seed: api::field::<u64>(&options, "seed").map_err(named)?.unwrap_or_else(api::fresh_seed),
+        penalties,
+        format,
+        logit_bias: vec![],
+    };
+    // `num_predict`: -1 (or absent) is "until the context is full".
+    let max_tokens = match api::field::<i64>(&options, "num_predict").map_err(named)? {
+        None | Some(-1) => None,
+        Some(n) if n > 0 => Some(n as usize),
+        Some(n) => return Err(ApiError::field("options.num_predict", format!("{n}: at least 1, or -1 for no limit"))),
+    };
+    let stop = match options.get("stop") {
+        None | Some(Value::Null) => vec![],
+        Some(Value::String(s)) => vec![s.clone()],
+        Some(v) => serde_json::from_value::<Vec<String>>(v.clone()).map_err(|e| ApiError::field("options.stop", e.to_string()))?,
+    };
+    let generate = Generate {
+        model: api::field::<String>(&obj, "model")?,
+        input,
+        max_tokens,
+        sampling,
+        stop,
+        logprobs: None,
+        stream: false,
+        include_usage: false,
+    };
+    Ok(Request { generate, stream: api::field::<bool>(&obj, "stream")?.unwrap_or(true) })
+}
+
+pub async fn chat(State(st): State<Arc<AppState>>, headers: HeaderMap, body: Bytes) -> Response {
+    answer(&st, &headers, Kind::Chat, &body).await.unwrap_or_else(|e| st.refused(e))
+}
+
+pub async fn generate(State(st): State<Arc<AppState>>, headers: HeaderMap, body: Bytes) -> Response {
+    answer(&st, &headers, Kind::Generate, &body).await.unwrap_or_else(|e| st.refused(e))
+}
+
+/// `GET /api/tags`: the one model served.
+pub async fn tags(State(st): State<Arc<AppState>>, headers: HeaderMap) -> Response {
+    if let Err(e) = st.authorize(&headers) {
+        return st.refused(e);
+    }
+    let family = &st.model.plan().family;
+    let m = json!({"name": st.model_name, "model": st.model_name, "modified_at": created_at(), "details": {"family": family, "format": "gguf"}});
+    Json(json!({ "models": [m] })).into_response()
+}
+
+/// `GET /api/version`.
+pub async fn version() -> Response {
+    Json(json!({ "version": env!("CARGO_PKG_VERSION") })).into_response()
+}
+
+async fn answer(st: &Arc<AppState>, headers: &HeaderMap, kind: Kind, body: &[u8]) -> Result<Response, ApiError> {
+    st.authorize(headers)?;
+    let Request { generate: g, stream } = parse(kind, body, st.limits.max_seq)?;
+    let prompt = st.prompt_of(&g)?;
+    let room = st.limits.max_seq - prompt.len();
+    let max_tokens = g.max_tokens.unwrap_or(room).min(room);
+    let rx = st.submit(prompt, &g, max_tokens)?;
+    let reply = Reply { st: st.clone(), kind, started: Instant::now(), first: None, _in_flight: InFlight::new(&st.metrics) };
+    if !stream {
+        let mut reply = reply;
+        let mut rx = rx;
+        let mut text = String::new();
+        while let Some(event) = rx.recv().await {
+            match event {
+                Event::Admitted => {}
+                Event::Token { text: t, .. } => {
+                    reply.on_token();
+                    text.push_str(&t);
+                }
+                Event::Done { finish, text: tail, prompt_tokens, cached_tokens, completion_tokens } => {
+                    text.push_str(&tail);
+                    let done = reply.done(&text, finish, prompt_tokens, cached_tokens, completion_tokens);
+                    return Ok(Json(done).into_response());
+                }
+                Event::Failed(why) => return Err(st.engine_failed(&why)),
+            }
+        }
+        return Err(st.engine_failed("the engine stopped"));
+    }
+    // One JSON object a line: a token each, then the last with the counts.
+    let lines = futures_util::stream::unfold(Some((reply, rx)), |state| async move {
+        let (mut reply, mut rx) = state?;
+        loop {
+            let line = match rx.recv().await {
+                Some(Event::Admitted) => continue,
+                Some(Event::Token { text, .. }) => {
+                    reply.on_token();
+                    if text.is_empty() {
+                        continue;
+                    }
+                    reply.piece(&text)
+                }
+                Some(Event::Done { finish, text, prompt_tokens, cached_tokens, completion_tokens }) => {
+                    let last = reply.done(&text, finish, prompt_tokens, cached_tokens, completion_tokens);
+                    return Some((Ok::<_, std::convert::Infallible>(format!("{last}\n")), None));
+                }
+                Some(Event::Failed(why)) => {
+                    let e = reply.st.engine_failed(&why);
+                    return Some((Ok(format!("{}\n", json!({"error": e.message}))), None));
+                }
+                None => {
+                    let e = reply.st.engine_failed("the engine stopped");
+                    return Some((Ok(format!("{}\n", json!({"error": e.message}))), None));
+                }
+            };
+            return Some((Ok(format!("{line}\n")), Some((reply, rx))));
+        }
+    });
+    Ok(([(header::CONTENT_TYPE, "application/x-ndjson")], Body::from_stream(lines)).into_response())
+}
+
+/// What every object of one answer shares.
+struct Reply {
+    st: Arc<AppState>,
+    kind: Kind,
+    started: Instant,
+    first: Option<Instant>,
+    _in_flight: InFlight,
+}
+
+impl Reply {
+    fn on_token(&mut self) {
+        if self.first.is_none() {
+            self.first = Some(Instant::now());
+            self.st.metrics.observe_ttft(self.started.elapsed().as_secs_f64());
+        }
+    }
+
+    /// An object carrying `text`: the chat's message or the generation's response.
+    fn with_text(&self, text: &str, done: bool) -> Value {
+        let mut v = json!({"model": self.st.model_name, "created_at": created_at(), "done": done});
+        match self.kind {
+            Kind::Chat => v["message"] = json!({"role": "assistant", "content": text}),
+            Kind::Generate => v["response"] = json!(text),
+        }
+        v
+    }
+
+    fn piece(&self, text: &str) -> Value {
+        self.with_text(text, false)
+    }
+
+    /// The last object: the rest of the text, why it ended, and Ollama's
+    /// counts and durations (nanoseconds).
+    fn done(&self, text: &str, finish: FinishReason, prompt_tokens: usize, cached_tokens: usize, completion_tokens: usize) -> Value {
+        self.st.count_done(prompt_tokens, cached_tokens, completion_tokens);
+        let ns = |d: std::time::Duration| d.as_nanos() as u64;
+        let first = self.first.unwrap_or_else(Instant::now);
+        let mut v = self.with_text(text, true);
+        v["done_reason"] = json!(match finish {
+            FinishReason::Length => "length",
+            _ => "stop",
+        });
+        v["total_duration"] = json!(ns(self.started.elapsed()));
+        v["load_duration"] = json!(0);
+        v["prompt_eval_count"] = json!(prompt_tokens - cached_tokens);
+        v["prompt_eval_duration"] = json!(ns(first - self.started));
+        v["eval_count"] = json!(completion_tokens);
+        v["eval_duration"] = json!(ns(first.elapsed()));
+        v
+    }
+}
+
+/// Now as RFC 3339 in UTC (`2026-12-07T04:10:00.123Z`).
+fn created_at() -> String {
+    let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
+    let (secs, millis) = (now.as_secs() as i64, now.subsec_millis());
+    let (days, rest) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
+    // Days since 1970-01-01 to a civil date (Howard Hinnant's algorithm).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!("{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{millis:03}Z", rest / 3600, rest % 3600 / 60, rest % 60)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn created_at_is_rfc3339_utc() {
+        let t = super::created_at();
+        assert_eq!(t.len(), 24, "{t}");
+        assert!(t.starts_with("20") && t.ends_with('Z') && &t[10..11] == "T", "{t}");
+    }
+}
