@@ -17,7 +17,7 @@ use std::path::Path;
 
 /// The fuzz targets, by name (the folder names under `fuzz/corpus/` and
 /// `tests/fuzz-regressions/`).
-pub const TARGETS: &[&str] = &["gguf", "safetensors", "plan", "ir_text", "tokenizer"];
+pub const TARGETS: &[&str] = &["gguf", "safetensors", "plan", "ir_text", "tokenizer", "json_mode"];
 
 /// Run `target`'s body on `data`.
 pub fn run(target: &str, data: &[u8]) {
@@ -27,6 +27,7 @@ pub fn run(target: &str, data: &[u8]) {
         "plan" => plan(data),
         "ir_text" => ir_text(data),
         "tokenizer" => tokenizer(data),
+        "json_mode" => json_mode(data),
         other => panic!("unknown fuzz target `{other}`; targets: {}", TARGETS.join(", ")),
     }
 }
@@ -158,6 +159,67 @@ pub fn tokenizer(data: &[u8]) {
     exercise_tokenizer(&toks[pick as usize % toks.len()], rest);
 }
 
+/// JSON mode's automaton against serde_json on the same bytes: what it
+/// accepts whole and calls closed is a JSON object; a JSON object (within
+/// its nesting and whitespace caps) it accepts and calls closed; and every
+/// prefix of what it accepts it accepts. A disagreement is a silent wrong
+/// answer in JSON mode (a token masked that was valid, or let through that
+/// was not).
+pub fn json_mode(data: &[u8]) {
+    use graphc::json_mode::{JsonPrefix, MAX_BLANK_RUN, MAX_DEPTH};
+    let mut state = JsonPrefix::default();
+    let mut accepted = 0;
+    for &b in data {
+        if !state.feed(&[b]) {
+            break;
+        }
+        accepted += 1;
+    }
+    let whole = accepted == data.len();
+    // (Ignored, not built: serde_json refuses numbers past f64 when it
+    // builds them, which JSON's grammar allows.)
+    let starts_object = data.iter().find(|b| !b" \t\n\r".contains(b)) == Some(&b'{');
+    // (And UTF-8 checked here: serde_json does not check an ignored string's.)
+    let object = starts_object && std::str::from_utf8(data).is_ok() && serde_json::from_slice::<serde::de::IgnoredAny>(data).is_ok();
+    if whole && state.is_done() {
+        assert!(object, "the automaton closed an object serde_json rejects: {:?}", String::from_utf8_lossy(data));
+    }
+    if object && within_caps(data, MAX_DEPTH, MAX_BLANK_RUN as usize) {
+        // serde_json allows trailing whitespace; the automaton ends at the close.
+        let trimmed = data.len() - data.iter().rev().take_while(|b| b" \t\n\r".contains(b)).count();
+        let mut s = JsonPrefix::default();
+        assert!(s.feed(&data[..trimmed]) && s.is_done(), "a JSON object the automaton refuses: {:?}", String::from_utf8_lossy(data));
+    }
+}
+
+/// Whether `data` nests at most `depth` deep and has no run of more than
+/// `blank` whitespace bytes outside strings (the automaton's caps).
+fn within_caps(data: &[u8], depth: usize, blank: usize) -> bool {
+    let (mut d, mut run, mut in_string, mut escape) = (0usize, 0usize, false, false);
+    for &b in data {
+        if in_string {
+            match (escape, b) {
+                (true, _) => escape = false,
+                (false, b'\\') => escape = true,
+                (false, b'"') => in_string = false,
+                _ => {}
+            }
+            continue;
+        }
+        run = if b" \t\n\r".contains(&b) { run + 1 } else { 0 };
+        match b {
+            b'"' => in_string = true,
+            b'{' | b'[' => d += 1,
+            b'}' | b']' => d = d.saturating_sub(1),
+            _ => {}
+        }
+        if d > depth || run > blank {
+            return false;
+        }
+    }
+    true
+}
+
 fn exercise_tokenizer(t: &Tokenizer, data: &[u8]) {
     let text = String::from_utf8_lossy(data);
     if let Ok(ids) = t.encode(&text) {
@@ -223,6 +285,16 @@ pub fn write_seeds(dir: &Path) -> std::io::Result<()> {
             bytes.extend_from_slice(text.as_bytes());
             put("tokenizer", &format!("text{i}_{pick}"), &bytes)?;
         }
+    }
+    let objects = [
+        "{}",
+        "{\"name\": \"Ada\", \"age\": 36, \"tags\": [\"x\", \"y\\n\\u00e9\"], \"ok\": true, \"none\": null, \"f\": -0.5e+10}",
+        "{\n  \"nested\": {\"deep\": [[], {}, [1, 2.25, -3E2]]},\n  \"unicode\": \"日本 ✓\"\n}",
+        "{\"a\": 01}",
+        "[1, 2]",
+    ];
+    for (i, text) in objects.iter().enumerate() {
+        put("json_mode", &format!("doc{i}"), text.as_bytes())?;
     }
     std::fs::remove_dir_all(&tmp)
 }
