@@ -1,7 +1,8 @@
 //! Ollama's API beside OpenAI's, for the clients written against it:
 //! `POST /api/chat`, `POST /api/generate` (streamed by default, as
 //! newline-delimited JSON, one object a token, then one with `done: true`
-//! and the counts), `GET /api/tags`, `GET /api/version`. The request runs
+//! and the counts), `GET /api/tags`, `POST /api/show`, `GET /api/version`.
+//! The request runs
 //! through the same batcher; its fields are read as Ollama documents them,
 //! and one graphc does not implement is refused naming it (`images`,
 //! `tools`, a JSON schema as `format`, an `options` key such as `mirostat`).
@@ -148,6 +149,33 @@ pub async fn tags(State(st): State<Arc<AppState>>, headers: HeaderMap) -> Respon
     let family = &st.model.plan().family;
     let m = json!({"name": st.model_name, "model": st.model_name, "modified_at": created_at(), "details": {"family": family, "format": "gguf"}});
     Json(json!({ "models": [m] })).into_response()
+}
+
+/// `POST /api/show {"model": NAME}`: what Ollama's clients read of a
+/// model: its family, context length, chat template, parameter count, and
+/// what it can do.
+pub async fn show(State(st): State<Arc<AppState>>, headers: HeaderMap, body: Bytes) -> Response {
+    let run = || -> Result<Response, ApiError> {
+        st.authorize(&headers)?;
+        let obj = api::object(&body, &["model", "name", "verbose"])?;
+        let name = api::field::<String>(&obj, "model")?.or(api::field::<String>(&obj, "name")?);
+        if let Some(name) = name.filter(|n| *n != st.model_name) {
+            return Err(ApiError::field("model", format!("model `{name}` is not served here; this server serves `{}`", st.model_name)));
+        }
+        let plan = st.model.plan();
+        let parameters: u64 = plan.manifest.iter().map(|w| w.shape.iter().product::<usize>() as u64).sum();
+        let template = st.model.tokenizer().ok().and_then(|t| t.template().map(str::to_string)).unwrap_or_default();
+        let info = json!({
+            "general.architecture": plan.family,
+            "general.parameter_count": parameters,
+            format!("{}.context_length", plan.family): st.limits.max_seq,
+        });
+        let details =
+            json!({"format": "gguf", "family": plan.family, "families": [plan.family], "parameter_size": format!("{:.1}M", parameters as f64 / 1e6)});
+        Ok(Json(json!({"template": template, "details": details, "model_info": info, "capabilities": ["completion"], "modified_at": created_at()}))
+            .into_response())
+    };
+    run().unwrap_or_else(|e| st.refused(e))
 }
 
 /// `GET /api/version`.

@@ -44,6 +44,7 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/api/chat", post(crate::ollama::chat))
         .route("/api/generate", post(crate::ollama::generate))
         .route("/api/tags", get(crate::ollama::tags))
+        .route("/api/show", post(crate::ollama::show))
         .route("/api/version", get(crate::ollama::version))
         .route("/tokenize", post(tokenize))
         .route("/detokenize", post(detokenize))

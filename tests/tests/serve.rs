@@ -306,6 +306,10 @@ fn the_ollama_api_answers_as_the_openai_one() {
     assert!(serde_json::from_str::<serde_json::Map<String, Value>>(&content).is_ok(), "{content}");
     let tags = get(addr, "/api/tags").json();
     assert_eq!(tags["models"][0]["name"], "smollm2");
+    let show = post_json(addr, "/api/show", &json!({"model": "smollm2"})).json();
+    assert_eq!(show["model_info"]["llama.context_length"], 256, "{show}");
+    assert!(show["template"].as_str().is_some_and(|t| t.contains("im_start")), "the checkpoint's chat template: {show}");
+    assert_eq!(post_json(addr, "/api/show", &json!({"model": "llama3"})).status, 400);
     for (path, body, param) in [
         ("/api/chat", json!({"messages": messages, "options": {"mirostat": 1}}), "options.mirostat"),
         ("/api/chat", json!({"messages": messages, "options": {"num_ctx": 100000}}), "options.num_ctx"),
