@@ -41,6 +41,7 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/v1/chat/completions", post(chat_completions))
         .route("/v1/completions", post(completions))
         .route("/v1/models", get(models))
+        .route("/v1/models/{id}", get(model))
         .route("/api/chat", post(crate::ollama::chat))
         .route("/api/generate", post(crate::ollama::generate))
         .route("/api/tags", get(crate::ollama::tags))
@@ -66,8 +67,7 @@ async fn models(State(st): State<Arc<AppState>>, headers: HeaderMap) -> Response
     if let Err(e) = st.authorize(&headers) {
         return st.refused(e);
     }
-    let m = json!({"id": st.model_name, "object": "model", "created": 0, "owned_by": "graphc", "context_length": st.limits.max_seq});
-    Json(json!({"object": "list", "data": [m]})).into_response()
+    Json(json!({"object": "list", "data": [model_object(&st)]})).into_response()
 }
 
 /// `POST /tokenize {"content": TEXT, "add_special": false}` → `{"tokens":
@@ -105,6 +105,23 @@ async fn detokenize(State(st): State<Arc<AppState>>, headers: HeaderMap, body: B
         Ok(Json(json!({ "content": content })).into_response())
     };
     run().unwrap_or_else(|e| st.refused(e))
+}
+
+/// `GET /v1/models/{id}`: the model served, or 404 naming it.
+async fn model(State(st): State<Arc<AppState>>, headers: HeaderMap, axum::extract::Path(id): axum::extract::Path<String>) -> Response {
+    if let Err(e) = st.authorize(&headers) {
+        return st.refused(e);
+    }
+    if id != st.model_name {
+        let message = format!("model `{id}` is not served here; this server serves `{}`", st.model_name);
+        return st.refused(ApiError { status: StatusCode::NOT_FOUND, message, param: Some("model".into()), code: "model_not_found" });
+    }
+    Json(model_object(&st)).into_response()
+}
+
+/// The served model as OpenAI's `model` object.
+fn model_object(st: &AppState) -> Value {
+    json!({"id": st.model_name, "object": "model", "created": 0, "owned_by": "graphc", "context_length": st.limits.max_seq})
 }
 
 async fn health(State(st): State<Arc<AppState>>) -> Response {

@@ -304,6 +304,8 @@ fn the_ollama_api_answers_as_the_openai_one() {
     let j = post_json(addr, "/api/chat", &json!({"messages": ask, "format": "json", "stream": false, "options": {"seed": 1, "num_predict": 100}}));
     let content = j.json()["message"]["content"].as_str().unwrap().to_string();
     assert!(serde_json::from_str::<serde_json::Map<String, Value>>(&content).is_ok(), "{content}");
+    assert_eq!(get(addr, "/v1/models/smollm2").json()["id"], "smollm2");
+    assert_eq!(get(addr, "/v1/models/gpt-4").status, 404);
     let tags = get(addr, "/api/tags").json();
     assert_eq!(tags["models"][0]["name"], "smollm2");
     let show = post_json(addr, "/api/show", &json!({"model": "smollm2"})).json();
