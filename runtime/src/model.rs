@@ -3,7 +3,8 @@
 
 use crate::error::Error;
 use crate::json_mode::{JsonObject, TokenBytes};
-use crate::sampling::{Format, Sampler, Sampling};
+use crate::json_schema::SchemaConstraint;
+use crate::sampling::{Constraint, Format, Sampler, Sampling};
 use graphc_backends::{WeightRef, WeightSource};
 use graphc_frontends::chat::{ChatOptions, Message};
 use graphc_frontends::{Checkpoint, Tokenizer};
@@ -243,21 +244,25 @@ impl Model {
     pub fn tokenizer(&self) -> Result<&Tokenizer, Error> {
         self.checkpoint.tokenizer().map_err(Error::Tokenizer)
     }
-    /// A sampler for `sampling`: with `Format::JsonObject`, constrained by
-    /// JSON mode over this checkpoint's vocabulary and end tokens (an
-    /// error for a checkpoint without a tokenizer).
+    /// A sampler for `sampling`: with `Format::JsonObject` or
+    /// `Format::JsonSchema`, constrained over this checkpoint's vocabulary
+    /// and end tokens (an error for a checkpoint without a tokenizer).
     pub fn sampler(&self, sampling: &Sampling) -> Result<Sampler, Error> {
-        match sampling.format {
-            Format::Text => Ok(Sampler::new(sampling)),
-            Format::JsonObject => {
-                let tok = self.tokenizer()?;
-                let vocabulary = self.token_bytes.get_or_init(|| {
-                    std::sync::Arc::new((0..tok.vocab_size as u32).map(|id| tok.decode_bytes(&[id], false).into_boxed_slice()).collect())
-                });
-                let json = JsonObject::new(vocabulary.clone(), self.plan.model.stop_ids.clone());
-                Ok(Sampler::with_json(sampling, json))
-            }
+        if sampling.format == Format::Text {
+            return Ok(Sampler::new(sampling));
         }
+        let tok = self.tokenizer()?;
+        let vocabulary = self
+            .token_bytes
+            .get_or_init(|| std::sync::Arc::new((0..tok.vocab_size as u32).map(|id| tok.decode_bytes(&[id], false).into_boxed_slice()).collect()))
+            .clone();
+        let ends = self.plan.model.stop_ids.clone();
+        let constraint = match &sampling.format {
+            Format::Text => unreachable!("returned above"),
+            Format::JsonObject => Constraint::JsonObject(JsonObject::new(vocabulary, ends)),
+            Format::JsonSchema(schema) => Constraint::JsonSchema(Box::new(SchemaConstraint::new(vocabulary, ends, schema.clone()))),
+        };
+        Ok(Sampler::with_constraint(sampling, constraint))
     }
     /// Token ids of `text` (BOS added when the checkpoint asks for one).
     pub fn encode(&self, text: &str) -> Result<Vec<u32>, Error> {

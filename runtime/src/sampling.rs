@@ -10,6 +10,8 @@
 //! object after the penalties, before the rest (`json_mode`).
 
 use crate::json_mode::JsonObject;
+use crate::json_schema::{Schema, SchemaConstraint};
+use std::sync::Arc;
 
 #[derive(Clone, Debug, PartialEq)]
 pub struct Sampling {
@@ -30,12 +32,45 @@ pub struct Sampling {
 }
 
 /// The shape the generated text must take.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub enum Format {
     #[default]
     Text,
     /// A JSON object, then an end token (OpenAI's `json_object`).
     JsonObject,
+    /// A JSON value this schema admits, then an end token (OpenAI's
+    /// `json_schema`, Ollama's `format: {schema}`).
+    JsonSchema(Arc<Schema>),
+}
+
+/// What a constrained sampler checks each token against.
+#[derive(Clone, Debug)]
+pub enum Constraint {
+    JsonObject(JsonObject),
+    JsonSchema(Box<SchemaConstraint>),
+}
+
+impl Constraint {
+    fn allows(&self, id: u32) -> bool {
+        match self {
+            Constraint::JsonObject(c) => c.allows(id),
+            Constraint::JsonSchema(c) => c.allows(id),
+        }
+    }
+
+    fn advance(&mut self, id: u32) {
+        match self {
+            Constraint::JsonObject(c) => c.advance(id),
+            Constraint::JsonSchema(c) => c.advance(id),
+        }
+    }
+
+    fn fallback(&self) -> Option<u32> {
+        match self {
+            Constraint::JsonObject(c) => c.fallback(),
+            Constraint::JsonSchema(c) => c.fallback(),
+        }
+    }
 }
 
 /// Penalties on tokens already seen. All off by default.
@@ -129,8 +164,8 @@ pub struct Sampler {
     recent: std::collections::VecDeque<u32>,
     /// Times each generated token was generated (presence / frequency).
     counts: std::collections::HashMap<u32, u32>,
-    /// JSON mode's constraint (`Format::JsonObject`).
-    json: Option<JsonObject>,
+    /// JSON mode's or a schema's constraint.
+    json: Option<Constraint>,
 }
 
 /// Tokens checked in logit order before a greedy JSON-mode step masks the
@@ -143,17 +178,18 @@ impl Sampler {
     /// for one is a programming error, and panics rather than sample
     /// unconstrained.
     pub fn new(cfg: &Sampling) -> Sampler {
-        assert_eq!(cfg.format, Format::Text, "a {:?} sampler is built by Model::sampler", cfg.format);
+        assert!(cfg.format == Format::Text, "a {:?} sampler is built by Model::sampler", cfg.format);
         Sampler { cfg: cfg.clone(), state: cfg.seed, recent: Default::default(), counts: Default::default(), json: None }
     }
 
-    /// A `Format::JsonObject` sampler: each token it picks keeps the text a
-    /// prefix of a JSON object under `json`, an end token only once it is
-    /// closed (the mask applies before temperature, top-k, top-p, min-p).
-    pub fn with_json(cfg: &Sampling, json: JsonObject) -> Sampler {
+    /// A constrained sampler (`Format::JsonObject`, `Format::JsonSchema`):
+    /// each token it picks keeps the text a prefix of what `constraint`
+    /// admits, an end token only once it is complete (the mask applies
+    /// before temperature, top-k, top-p, min-p).
+    pub fn with_constraint(cfg: &Sampling, constraint: Constraint) -> Sampler {
         let mut s = Sampler::new(&Sampling { format: Format::Text, ..cfg.clone() });
-        s.cfg.format = Format::JsonObject;
-        s.json = Some(json);
+        s.cfg.format = cfg.format.clone();
+        s.json = Some(constraint);
         s
     }
 
@@ -231,7 +267,7 @@ impl Sampler {
     /// `choose` among the tokens `json` allows: greedy takes the first
     /// allowed of the most likely few, else (or sampling) every disallowed
     /// token's logit is masked to -inf first.
-    fn choose_json(&mut self, json: &JsonObject, logits: &[f32]) -> u32 {
+    fn choose_json(&mut self, json: &Constraint, logits: &[f32]) -> u32 {
         if self.cfg.temperature <= 0.0 {
             let mut idx: Vec<usize> = (0..logits.len()).collect();
             let few = JSON_GREEDY_CANDIDATES.min(idx.len());

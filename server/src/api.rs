@@ -5,9 +5,11 @@
 
 use crate::error::ApiError;
 use graphc_frontends::chat::Message;
+use graphc_runtime::json_schema::Schema;
 use graphc_runtime::sampling::{Format, Penalties, Sampling};
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
+use std::sync::Arc;
 
 /// Which endpoint a request came to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -225,27 +227,42 @@ fn logit_bias(obj: &Map<String, Value>) -> Result<Vec<(u32, f32)>, ApiError> {
     Ok(out)
 }
 
-/// `response_format`: `{"type": "text"}` (any text) or `{"type":
-/// "json_object"}` (JSON mode: a JSON object). A JSON schema is refused, not
-/// ignored: its answer would be JSON of any shape.
+/// `response_format`: `{"type": "text"}` (any text), `{"type":
+/// "json_object"}` (JSON mode: a JSON object), or `{"type": "json_schema",
+/// "json_schema": {"schema": ...}}` (a value the schema admits: the strict
+/// subset `json_schema` compiles; anything else in it refused naming where).
 fn response_format(obj: &Map<String, Value>) -> Result<Format, ApiError> {
     let rf = match obj.get("response_format") {
         None | Some(Value::Null) => return Ok(Format::Text),
         Some(Value::Object(rf)) => rf,
         Some(_) => return Err(ApiError::field("response_format", "must be an object with a `type`")),
     };
-    if let Some(k) = rf.keys().find(|k| *k != "type") {
+    let ty = rf.get("type").and_then(Value::as_str);
+    let known: &[&str] = if ty == Some("json_schema") { &["type", "json_schema"] } else { &["type"] };
+    if let Some(k) = rf.keys().find(|k| !known.contains(&k.as_str())) {
         return Err(ApiError::field(&format!("response_format.{k}"), "graphc does not implement this field"));
     }
-    match rf.get("type").and_then(Value::as_str) {
+    match ty {
         Some("text") => Ok(Format::Text),
         Some("json_object") => Ok(Format::JsonObject),
         Some("json_schema") => {
-            Err(ApiError::field("response_format.type", "`json_schema` is not implemented (`json_object`, JSON mode, is: any JSON object)"))
+            let Some(Value::Object(js)) = rf.get("json_schema") else {
+                return Err(ApiError::field("response_format.json_schema", "is required: an object with the `schema`"));
+            };
+            if let Some(k) = js.keys().find(|k| !["name", "schema", "strict", "description"].contains(&k.as_str())) {
+                return Err(ApiError::field(&format!("response_format.json_schema.{k}"), "graphc does not implement this field"));
+            }
+            let schema = js.get("schema").ok_or_else(|| ApiError::field("response_format.json_schema.schema", "is required"))?;
+            Ok(Format::JsonSchema(Arc::new(compile_schema(schema, "response_format.json_schema.schema")?)))
         }
         Some(other) => Err(ApiError::field("response_format.type", format!("`{other}` is not a format (`text` or `json_object`)"))),
         None => Err(ApiError::field("response_format.type", "is required (`text` or `json_object`)")),
     }
+}
+
+/// A schema compiled for structured output, its refusal naming where.
+pub(crate) fn compile_schema(schema: &Value, path: &str) -> Result<Schema, ApiError> {
+    Schema::compile(schema, path).map_err(|e| ApiError::field(&e.path, e.why))
 }
 
 /// A seed for a request that names none (sampled requests differ, as OpenAI's do).

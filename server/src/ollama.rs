@@ -5,7 +5,8 @@
 //! The request runs
 //! through the same batcher; its fields are read as Ollama documents them,
 //! and one graphc does not implement is refused naming it (`images`,
-//! `tools`, a JSON schema as `format`, an `options` key such as `mirostat`).
+//! `tools`, an `options` key such as `mirostat`, a schema keyword outside
+//! the strict subset `json_schema` compiles).
 
 use crate::api::{self, Generate, Input};
 use crate::error::ApiError;
@@ -74,7 +75,8 @@ pub fn parse(kind: Kind, body: &[u8], max_seq: usize) -> Result<Request, ApiErro
         None | Some(Value::Null) => Format::Text,
         Some(Value::String(s)) if s == "json" => Format::JsonObject,
         Some(Value::String(s)) if s.is_empty() => Format::Text,
-        Some(_) => return Err(ApiError::field("format", "only \"json\" (JSON mode: a JSON object) is implemented; a JSON schema is not")),
+        Some(schema @ Value::Object(_)) => Format::JsonSchema(Arc::new(api::compile_schema(schema, "format")?)),
+        Some(_) => return Err(ApiError::field("format", "\"json\" (JSON mode) or a JSON schema")),
     };
     let options = match obj.get("options") {
         None | Some(Value::Null) => Map::new(),

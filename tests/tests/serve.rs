@@ -150,13 +150,13 @@ fn bad_requests_get_a_4xx_naming_the_field_and_the_others_keep_their_tokens() {
                     .into_bytes(),
                 "/v1/chat/completions",
                 400,
-                Some("response_format.json_schema"),
+                Some("response_format.json_schema.schema"),
             ),
             (
                 json!({"messages": [{"role": "user", "content": "x"}], "response_format": {"type": "json_schema"}}).to_string().into_bytes(),
                 "/v1/chat/completions",
                 400,
-                Some("response_format.type"),
+                Some("response_format.json_schema"),
             ),
             (
                 json!({"prompt": "x", "response_format": {"type": "json_object"}}).to_string().into_bytes(),
@@ -227,6 +227,47 @@ fn json_mode_answers_a_json_object() {
         assert_eq!(text, plain, "`text` is no format at all");
         assert!(!is_object(&plain), "the control must not be a JSON object already: {plain}");
     });
+    server.shutdown().unwrap();
+}
+
+/// Structured outputs (`response_format: {"type": "json_schema"}`): each
+/// sampled answer is an object of exactly the schema's properties, of its
+/// types. The control: JSON mode alone, at the same seeds, answers with
+/// some object the schema rejects (a float population, another key).
+#[test]
+fn a_json_schema_shapes_the_answer() {
+    let m = model();
+    let server = start(&m, ServeOptions { slots: Some(2), ..Default::default() });
+    let addr = server.addr();
+    let ask = json!([{"role": "user", "content": "Give a JSON object with the keys city and population for Paris."}]);
+    let schema = json!({
+        "type": "object",
+        "properties": {"city": {"type": "string"}, "population": {"type": "integer"}},
+        "required": ["city", "population"],
+        "additionalProperties": false
+    });
+    let fits = |text: &str| {
+        let Ok(v) = serde_json::from_str::<serde_json::Map<String, Value>>(text) else { return false };
+        v.len() == 2 && v.get("city").is_some_and(Value::is_string) && v.get("population").is_some_and(|p| p.is_i64() || p.is_u64())
+    };
+    let answer = |format: Value, seed: u64| {
+        let body = json!({"messages": ask, "max_tokens": 60, "temperature": 0.8, "seed": seed, "response_format": format});
+        let r = post_json(addr, "/v1/chat/completions", &body);
+        assert_eq!(r.status, 200, "{}", r.body);
+        let v = r.json();
+        (v["choices"][0]["message"]["content"].as_str().unwrap().to_string(), v["choices"][0]["finish_reason"].as_str().unwrap().to_string())
+    };
+    let mut control_fits = true;
+    for seed in 1..=4 {
+        let (text, finish) = answer(json!({"type": "json_schema", "json_schema": {"name": "city", "strict": true, "schema": schema}}), seed);
+        assert!(finish == "stop" && fits(&text), "seed {seed} ({finish}): {text}");
+        let (plain, _) = answer(json!({"type": "json_object"}), seed);
+        control_fits &= fits(&plain);
+    }
+    assert!(!control_fits, "the control: JSON mode alone must answer outside the schema at one seed at least");
+    // Ollama's `format` takes the schema too.
+    let r = post_json(addr, "/api/chat", &json!({"messages": ask, "format": schema, "stream": false, "options": {"seed": 1, "num_predict": 60}}));
+    assert!(fits(r.json()["message"]["content"].as_str().unwrap()), "{}", r.body);
     server.shutdown().unwrap();
 }
 
@@ -316,7 +357,7 @@ fn the_ollama_api_answers_as_the_openai_one() {
         ("/api/chat", json!({"messages": messages, "options": {"mirostat": 1}}), "options.mirostat"),
         ("/api/chat", json!({"messages": messages, "options": {"num_ctx": 100000}}), "options.num_ctx"),
         ("/api/chat", json!({"messages": messages, "options": {"temperature": "hot"}}), "options.temperature"),
-        ("/api/chat", json!({"messages": messages, "format": {"type": "object"}}), "format"),
+        ("/api/chat", json!({"messages": messages, "format": {"type": "object", "properties": {"a": {"anyOf": []}}}}), "format.properties.a.anyOf"),
         ("/api/chat", json!({"messages": messages, "tools": []}), "tools"),
         ("/api/generate", json!({"prompt": "x", "images": ["aGk="]}), "images"),
         ("/api/generate", json!({}), "prompt"),

@@ -1,7 +1,7 @@
 //! What several commands share: compile, CPU and sampling options, and
 //! opening a model with a progress bar.
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 use graphc::{CompileOptions, Format, Kernels, Model, Penalties, Sampling, SessionOptions};
 use indicatif::{ProgressBar, ProgressStyle};
 use std::path::Path;
@@ -71,15 +71,29 @@ pub struct SamplingArgs {
     /// JSON mode: the answer is a JSON object (each token checked to keep it one).
     #[arg(long)]
     json_object: bool,
+    /// Structured output: the answer is a value of the JSON schema in this
+    /// file (OpenAI's strict subset).
+    #[arg(long, value_name = "FILE", conflicts_with = "json_object")]
+    json_schema: Option<std::path::PathBuf>,
 }
 
 impl SamplingArgs {
-    pub fn sampling(&self) -> Sampling {
+    pub fn sampling(&self) -> Result<Sampling> {
         let penalties =
             Penalties { presence: self.presence_penalty, frequency: self.frequency_penalty, repeat: self.repeat_penalty, ..Default::default() };
-        let format = if self.json_object { Format::JsonObject } else { Format::Text };
+        let format = match (&self.json_schema, self.json_object) {
+            (Some(path), _) => {
+                let text = std::fs::read_to_string(path).with_context(|| format!("reading the JSON schema {}", path.display()))?;
+                let schema: serde_json::Value = serde_json::from_str(&text).with_context(|| format!("{} is not JSON", path.display()))?;
+                let compiled =
+                    graphc::json_schema::Schema::compile(&schema, "schema").with_context(|| format!("the JSON schema {}", path.display()))?;
+                Format::JsonSchema(std::sync::Arc::new(compiled))
+            }
+            (None, true) => Format::JsonObject,
+            (None, false) => Format::Text,
+        };
         let (temperature, top_k, top_p, min_p, seed) = (self.temperature, self.top_k, self.top_p, self.min_p, self.seed);
-        Sampling { temperature, top_k, top_p, min_p, seed, penalties, format, logit_bias: vec![] }
+        Ok(Sampling { temperature, top_k, top_p, min_p, seed, penalties, format, logit_bias: vec![] })
     }
 }
 

@@ -31,7 +31,7 @@ impl Args {
     pub fn run(self) -> Result<()> {
         let Args { model, system, n, sampling, show_special, cpu, opts } = self;
         let model = open(&model, &opts.options()?)?;
-        chat(&model, &cpu.session_options()?, system, n, &sampling.sampling(), show_special)?;
+        chat(&model, &cpu.session_options()?, system, n, &sampling.sampling()?, show_special)?;
         Ok(())
     }
 }

@@ -96,7 +96,7 @@ impl Args {
                 prompt_ids.len()
             );
         }
-        let sampling = sampling.sampling();
+        let sampling = sampling.sampling()?;
         // Text streams through the detokenizer (whole characters, stop
         // strings held back); without a tokenizer, ids are printed.
         let mut detok = tok.map(|t| Detokenizer::new(t, show_special, &stop));

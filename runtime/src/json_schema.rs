@@ -1,0 +1,590 @@
+//! Structured outputs (OpenAI's `response_format: {"type": "json_schema"}`,
+//! Ollama's `format: {schema}`): the sampler may only pick a token whose
+//! bytes keep the text a prefix of a JSON value the schema admits, and an
+//! end token only once it is complete.
+//!
+//! The schemas graphc generates for are OpenAI's strict ones: objects whose
+//! properties are all required and no others (in any order, each once),
+//! arrays of one item schema, strings, numbers,
+//! integers, booleans, null, and `enum` / `const` (each value written as
+//! its canonical JSON); the root an object or an array. Anything else a
+//! schema says (`anyOf`, `$ref`, `pattern`, `minimum`, an optional
+//! property, ...) is refused naming where it says it: a keyword ignored
+//! would let through values the caller's schema forbids.
+
+use crate::json_mode::{TokenBytes, MAX_BLANK_RUN, MAX_DEPTH};
+use serde_json::Value;
+use std::sync::Arc;
+
+/// A schema compiled for generation: its nodes, the root first.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Schema {
+    nodes: Vec<Node>,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+enum Node {
+    /// Properties in order: each key's JSON text (quotes included) and its value's node.
+    Object(Vec<(Box<[u8]>, u16)>),
+    /// Items of one node.
+    Array(u16),
+    String,
+    Number,
+    Integer,
+    /// One of these JSON texts (an `enum`, a `const`, `true`/`false`, `null`).
+    Literals(Vec<Box<[u8]>>),
+}
+
+/// Why a schema is refused: where (a JSON-pointer-like path of keys) and why.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+#[error("{path}: {why}")]
+pub struct SchemaError {
+    pub path: String,
+    pub why: String,
+}
+
+/// Keywords that describe without constraining.
+const ANNOTATIONS: &[&str] = &["description", "title", "$schema", "examples", "default"];
+/// Most `enum` values (their candidates are a 64-bit set while matching).
+const MAX_LITERALS: usize = 64;
+/// Longest key or literal value, in bytes of JSON (matched with a u8 count).
+const MAX_TEXT: usize = 250;
+/// Most properties of one object (the ones written are a 64-bit set).
+const MAX_PROPERTIES: usize = 64;
+
+impl Schema {
+    /// Compile `schema`; `path` names where it sits in the request (for errors).
+    pub fn compile(schema: &Value, path: &str) -> Result<Schema, SchemaError> {
+        let mut s = Schema { nodes: vec![] };
+        s.node(schema, path, 0)?;
+        match s.nodes[0] {
+            Node::Object(_) | Node::Array(_) => Ok(s),
+            _ => Err(SchemaError { path: path.into(), why: "the root must be an object or an array".into() }),
+        }
+    }
+
+    fn node(&mut self, v: &Value, path: &str, depth: usize) -> Result<u16, SchemaError> {
+        let err = |at: &str, why: &str| SchemaError { path: if at.is_empty() { path.to_string() } else { format!("{path}.{at}") }, why: why.into() };
+        let Value::Object(o) = v else { return Err(err("", "a schema must be an object")) };
+        // Each level may be a container the generation must be able to open.
+        if depth >= MAX_DEPTH {
+            return Err(err("", &format!("nests deeper than {MAX_DEPTH} levels")));
+        }
+        let id = self.nodes.len();
+        if id >= u16::MAX as usize {
+            return Err(err("", "too many nodes"));
+        }
+        self.nodes.push(Node::String); // placeholder, set below
+        let literals = |values: Vec<&Value>, at: &str| -> Result<Node, SchemaError> {
+            if values.is_empty() || values.len() > MAX_LITERALS {
+                return Err(err(at, &format!("1 to {MAX_LITERALS} values")));
+            }
+            let texts: Vec<Box<[u8]>> = values.iter().map(|v| v.to_string().into_bytes().into_boxed_slice()).collect();
+            if texts.iter().any(|t| t.len() > MAX_TEXT) {
+                return Err(err(at, &format!("a value of more than {MAX_TEXT} bytes")));
+            }
+            Ok(Node::Literals(texts))
+        };
+        let known: &[&str] = match o.get("type").and_then(Value::as_str) {
+            Some("object") => &["type", "properties", "required", "additionalProperties"],
+            Some("array") => &["type", "items"],
+            Some("string") => &["type", "enum"],
+            _ => &["type", "enum", "const"],
+        };
+        if let Some(k) = o.keys().find(|k| !known.contains(&k.as_str()) && !ANNOTATIONS.contains(&k.as_str())) {
+            return Err(err(k, "this keyword is not implemented"));
+        }
+        let node = if let Some(Value::Array(values)) = o.get("enum") {
+            literals(values.iter().collect(), "enum")?
+        } else if o.contains_key("enum") {
+            return Err(err("enum", "must be an array"));
+        } else if let Some(c) = o.get("const") {
+            literals(vec![c], "const")?
+        } else {
+            match o.get("type") {
+                Some(Value::String(t)) => match t.as_str() {
+                    "object" => {
+                        let props = match o.get("properties") {
+                            None => serde_json::Map::new(),
+                            Some(Value::Object(p)) => p.clone(),
+                            Some(_) => return Err(err("properties", "must be an object")),
+                        };
+                        match o.get("required") {
+                            None => {}
+                            Some(Value::Array(r)) if r.len() == props.len() && props.keys().all(|k| r.contains(&Value::String(k.clone()))) => {}
+                            Some(_) => return Err(err("required", "optional properties are not implemented: every property must be required")),
+                        }
+                        if props.len() > MAX_PROPERTIES {
+                            return Err(err("properties", &format!("more than {MAX_PROPERTIES} properties")));
+                        }
+                        if !matches!(o.get("additionalProperties"), None | Some(Value::Bool(false))) {
+                            return Err(err("additionalProperties", "only false is implemented (the properties listed, and no others)"));
+                        }
+                        let mut fields = Vec::with_capacity(props.len());
+                        for (k, p) in &props {
+                            let key = Value::String(k.clone()).to_string().into_bytes().into_boxed_slice();
+                            if key.len() > MAX_TEXT {
+                                return Err(err(&format!("properties.{k}"), &format!("a key of more than {MAX_TEXT} bytes")));
+                            }
+                            let child = self.node(p, &format!("{path}.properties.{k}"), depth + 1)?;
+                            fields.push((key, child));
+                        }
+                        Node::Object(fields)
+                    }
+                    "array" => {
+                        let Some(items) = o.get("items") else { return Err(err("items", "an array needs its item schema")) };
+                        Node::Array(self.node(items, &format!("{path}.items"), depth + 1)?)
+                    }
+                    "string" => Node::String,
+                    "number" => Node::Number,
+                    "integer" => Node::Integer,
+                    "boolean" => literals(vec![&Value::Bool(true), &Value::Bool(false)], "type")?,
+                    "null" => literals(vec![&Value::Null], "type")?,
+                    other => return Err(err("type", &format!("`{other}` is not a JSON type"))),
+                },
+                Some(_) => return Err(err("type", "one type (a string) is implemented, not a list")),
+                None => return Err(err("", "needs a `type`, an `enum` or a `const`")),
+            }
+        };
+        self.nodes[id] = node;
+        Ok(id as u16)
+    }
+}
+
+/// What the next byte may be.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Mode {
+    /// A value of this node (whitespace first).
+    Value(u16),
+    /// After `{`: the first key, or `}` where there are none.
+    ObjectOpen,
+    /// A key of the open object's properties not yet written: `at` bytes
+    /// matched, `candidates` still alive.
+    Key {
+        at: u8,
+        candidates: u64,
+    },
+    /// After a key: `:`.
+    Colon,
+    /// After `[`: an item or `]`.
+    ArrayOpen,
+    /// After a value: what its container takes next.
+    AfterValue,
+    /// Inside a string, as `json_mode`'s.
+    Str {
+        escape: bool,
+        hex: u8,
+        utf8: u8,
+    },
+    /// Inside a number (`integer`: no fraction or exponent).
+    Num {
+        stage: Stage,
+        integer: bool,
+    },
+    /// Matching a `Literals` node's texts: `at` bytes, `candidates` still alive.
+    Literal {
+        node: u16,
+        at: u8,
+        candidates: u64,
+    },
+    Done,
+}
+
+/// A number's stage (as `json_mode`'s).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Stage {
+    Minus,
+    Zero,
+    Int,
+    Dot,
+    Frac,
+    Exp,
+    ExpSign,
+    ExpDigits,
+}
+
+impl Stage {
+    fn complete(self) -> bool {
+        matches!(self, Stage::Zero | Stage::Int | Stage::Frac | Stage::ExpDigits)
+    }
+
+    fn next(self, b: u8, integer: bool) -> Option<Stage> {
+        use Stage::*;
+        let digit = b.is_ascii_digit();
+        Some(match (self, b) {
+            (Minus, b'0') => Zero,
+            (Minus, _) if digit => Int,
+            (Int, _) if digit => Int,
+            (Zero | Int, b'.') if !integer => Dot,
+            (Dot | Frac, _) if digit => Frac,
+            (Zero | Int | Frac, b'e' | b'E') if !integer => Exp,
+            (Exp, b'+' | b'-') => ExpSign,
+            (Exp | ExpSign | ExpDigits, _) if digit => ExpDigits,
+            _ => return None,
+        })
+    }
+}
+
+/// An open container: its node, and how far it is (the property being
+/// written and those written, or the items so far).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+struct Frame {
+    node: u16,
+    index: u16,
+    written: u64,
+}
+
+/// A prefix of a JSON value a `Schema` admits, advanced byte by byte.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SchemaPrefix {
+    frames: [Frame; MAX_DEPTH],
+    depth: u8,
+    mode: Mode,
+    blank_run: u8,
+}
+
+impl Default for SchemaPrefix {
+    fn default() -> Self {
+        SchemaPrefix { frames: [Frame::default(); MAX_DEPTH], depth: 0, mode: Mode::Value(0), blank_run: 0 }
+    }
+}
+
+impl SchemaPrefix {
+    /// Whether the value is complete (only an end token may follow).
+    pub fn is_done(&self) -> bool {
+        self.mode == Mode::Done
+    }
+
+    /// Feed `bytes`; `false` (the state unspecified) where one cannot continue.
+    pub fn feed(&mut self, schema: &Schema, bytes: &[u8]) -> bool {
+        bytes.iter().all(|&b| self.byte(schema, b))
+    }
+
+    fn byte(&mut self, s: &Schema, b: u8) -> bool {
+        match self.mode {
+            Mode::Str { escape, hex, utf8 } => return self.string_byte(b, escape, hex, utf8),
+            Mode::Key { at, candidates } => {
+                let props = self.properties(s);
+                let alive = candidates & props.iter().enumerate().fold(0u64, |m, (i, p)| m | (u64::from(p.0.get(at as usize) == Some(&b)) << i));
+                if alive == 0 {
+                    return false;
+                }
+                // A key ends with its closing quote, so a whole one is the only one alive.
+                let whole = (0..props.len()).find(|&i| alive >> i & 1 == 1 && props[i].0.len() == at as usize + 1);
+                self.mode = match whole {
+                    Some(i) => {
+                        let f = &mut self.frames[self.depth as usize - 1];
+                        f.index = i as u16;
+                        f.written |= 1 << i;
+                        Mode::Colon
+                    }
+                    None => Mode::Key { at: at + 1, candidates: alive },
+                };
+                return true;
+            }
+            Mode::Literal { node, at, candidates } => {
+                let Node::Literals(texts) = &s.nodes[node as usize] else { unreachable!("a literal's node") };
+                let next = candidates & texts.iter().enumerate().fold(0u64, |m, (i, t)| m | (u64::from(t.get(at as usize) == Some(&b)) << i));
+                if next != 0 {
+                    self.mode = Mode::Literal { node, at: at + 1, candidates: next };
+                    return true;
+                }
+                // Ended, where a candidate is whole: `b` follows the value.
+                let whole = texts.iter().enumerate().any(|(i, t)| candidates >> i & 1 == 1 && t.len() == at as usize);
+                if !whole {
+                    return false;
+                }
+                self.mode = Mode::AfterValue;
+            }
+            Mode::Num { stage, integer } => {
+                if let Some(next) = stage.next(b, integer) {
+                    self.mode = Mode::Num { stage: next, integer };
+                    return true;
+                }
+                if !stage.complete() {
+                    return false;
+                }
+                self.mode = Mode::AfterValue;
+            }
+            _ => {}
+        }
+        if matches!(b, b' ' | b'\t' | b'\n' | b'\r') {
+            if self.mode == Mode::Done || self.blank_run >= MAX_BLANK_RUN {
+                return false;
+            }
+            self.blank_run += 1;
+            return true;
+        }
+        self.blank_run = 0;
+        match self.mode {
+            Mode::Value(node) => self.value_start(s, node, b),
+            Mode::ObjectOpen if b == b'}' && self.properties(s).is_empty() => self.close(),
+            Mode::ObjectOpen => self.key_start(s, b),
+            Mode::Colon => {
+                self.mode = Mode::Value(self.properties(s)[self.top().index as usize].1);
+                b == b':'
+            }
+            Mode::ArrayOpen if b == b']' => self.close(),
+            Mode::ArrayOpen => {
+                let Node::Array(items) = s.nodes[self.top().node as usize] else { unreachable!("an open array") };
+                self.value_start(s, items, b)
+            }
+            Mode::AfterValue => {
+                let top = self.top();
+                match &s.nodes[top.node as usize] {
+                    // Every property once: a comma while some are to come, then the close.
+                    Node::Object(props) if (top.written.count_ones() as usize) < props.len() => {
+                        // The next key, whitespace first.
+                        self.mode = Mode::ObjectOpen;
+                        b == b','
+                    }
+                    Node::Object(_) => b == b'}' && self.close(),
+                    Node::Array(items) => match b {
+                        b',' => {
+                            self.frames[self.depth as usize - 1].index += 1;
+                            self.mode = Mode::Value(*items);
+                            true
+                        }
+                        b']' => self.close(),
+                        _ => false,
+                    },
+                    _ => unreachable!("a container's frame"),
+                }
+            }
+            Mode::Done => false,
+            Mode::Str { .. } | Mode::Key { .. } | Mode::Literal { .. } | Mode::Num { .. } => unreachable!("handled above"),
+        }
+    }
+
+    fn top(&self) -> Frame {
+        self.frames[self.depth as usize - 1]
+    }
+
+    /// The open object's properties.
+    fn properties<'s>(&self, s: &'s Schema) -> &'s [(Box<[u8]>, u16)] {
+        let Node::Object(props) = &s.nodes[self.top().node as usize] else { unreachable!("an open object") };
+        props
+    }
+
+    /// A key's first byte: any property not yet written.
+    fn key_start(&mut self, s: &Schema, b: u8) -> bool {
+        let written = self.top().written;
+        let candidates =
+            self.properties(s).iter().enumerate().fold(0u64, |m, (i, p)| m | (u64::from(written >> i & 1 == 0 && p.0.first() == Some(&b)) << i));
+        if candidates == 0 {
+            return false;
+        }
+        self.mode = Mode::Key { at: 1, candidates };
+        true
+    }
+
+    fn value_start(&mut self, s: &Schema, node: u16, b: u8) -> bool {
+        self.mode = match &s.nodes[node as usize] {
+            Node::Object(_) | Node::Array(_) => {
+                let open = if matches!(s.nodes[node as usize], Node::Object(_)) { b'{' } else { b'[' };
+                if b != open || self.depth as usize == MAX_DEPTH {
+                    return false;
+                }
+                self.frames[self.depth as usize] = Frame { node, index: 0, written: 0 };
+                self.depth += 1;
+                if open == b'{' {
+                    Mode::ObjectOpen
+                } else {
+                    Mode::ArrayOpen
+                }
+            }
+            Node::String if b == b'"' => Mode::Str { escape: false, hex: 0, utf8: 0 },
+            Node::Number | Node::Integer => {
+                let integer = s.nodes[node as usize] == Node::Integer;
+                let stage = match b {
+                    b'-' => Stage::Minus,
+                    b'0' => Stage::Zero,
+                    b'1'..=b'9' => Stage::Int,
+                    _ => return false,
+                };
+                Mode::Num { stage, integer }
+            }
+            Node::Literals(texts) => {
+                let candidates = texts.iter().enumerate().fold(0u64, |m, (i, t)| m | (u64::from(t.first() == Some(&b)) << i));
+                if candidates == 0 {
+                    return false;
+                }
+                Mode::Literal { node, at: 1, candidates }
+            }
+            Node::String => return false,
+        };
+        true
+    }
+
+    fn close(&mut self) -> bool {
+        self.depth -= 1;
+        self.mode = if self.depth == 0 { Mode::Done } else { Mode::AfterValue };
+        true
+    }
+
+    fn string_byte(&mut self, b: u8, escape: bool, hex: u8, utf8: u8) -> bool {
+        let next = |escape, hex, utf8| Mode::Str { escape, hex, utf8 };
+        self.mode = if utf8 > 0 {
+            if !(0x80..=0xBF).contains(&b) {
+                return false;
+            }
+            next(false, 0, utf8 - 1)
+        } else if hex > 0 {
+            if !b.is_ascii_hexdigit() {
+                return false;
+            }
+            next(false, hex - 1, 0)
+        } else if escape {
+            match b {
+                b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't' => next(false, 0, 0),
+                b'u' => next(false, 4, 0),
+                _ => return false,
+            }
+        } else {
+            match b {
+                b'"' => Mode::AfterValue,
+                b'\\' => next(true, 0, 0),
+                0x00..=0x1F => return false,
+                0x20..=0x7F => next(false, 0, 0),
+                0xC2..=0xDF => next(false, 0, 1),
+                0xE0..=0xEF => next(false, 0, 2),
+                0xF0..=0xF4 => next(false, 0, 3),
+                _ => return false,
+            }
+        };
+        true
+    }
+}
+
+/// The constraint a structured-output sampler applies: the value so far
+/// under its schema, and which tokens end a generation.
+#[derive(Clone, Debug)]
+pub struct SchemaConstraint {
+    vocabulary: TokenBytes,
+    ends: Vec<u32>,
+    schema: Arc<Schema>,
+    state: SchemaPrefix,
+}
+
+impl SchemaConstraint {
+    pub fn new(vocabulary: TokenBytes, ends: Vec<u32>, schema: Arc<Schema>) -> SchemaConstraint {
+        SchemaConstraint { vocabulary, ends, schema, state: SchemaPrefix::default() }
+    }
+
+    /// Whether token `id` may come next (as `JsonObject::allows`).
+    pub fn allows(&self, id: u32) -> bool {
+        if self.ends.contains(&id) {
+            return self.state.is_done();
+        }
+        match self.vocabulary.get(id as usize) {
+            Some(bytes) if !bytes.is_empty() => {
+                let mut next = self.state;
+                next.feed(&self.schema, bytes)
+            }
+            _ => false,
+        }
+    }
+
+    /// Take token `id` (one `allows` allowed).
+    pub fn advance(&mut self, id: u32) {
+        if let Some(bytes) = self.vocabulary.get(id as usize) {
+            let fed = self.state.feed(&self.schema, bytes);
+            debug_assert!(fed || self.ends.contains(&id), "token {id} continues no value of the schema");
+        }
+    }
+
+    pub fn fallback(&self) -> Option<u32> {
+        self.ends.first().copied()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn city() -> Schema {
+        let s = json!({
+            "type": "object",
+            "properties": {
+                "city": {"type": "string", "description": "its name"},
+                "population": {"type": "integer"},
+                "area": {"type": "number"},
+                "capital": {"type": "boolean"},
+                "mayor": {"type": "null"},
+                "kind": {"enum": ["city", "town", 3]},
+                "districts": {"type": "array", "items": {"type": "object", "properties": {"n": {"const": 1}}}}
+            },
+            "required": ["city", "population", "area", "capital", "mayor", "kind", "districts"],
+            "additionalProperties": false
+        });
+        Schema::compile(&s, "schema").unwrap()
+    }
+
+    fn complete(s: &Schema, text: &str) -> bool {
+        let mut p = SchemaPrefix::default();
+        p.feed(s, text.as_bytes()) && p.is_done()
+    }
+
+    #[test]
+    fn instances_are_accepted_whole_and_as_prefixes() {
+        let s = city();
+        let docs = [
+            r#"{"population": 3, "kind": "town", "city": "Nîmes", "area": 1, "capital": false, "mayor": null, "districts": []}"#,
+            r#"{"city": "Paris", "population": 2100000, "area": 105.4, "capital": true, "mayor": null, "kind": "city", "districts": [{"n": 1}, {"n": 1}]}"#,
+            "{\n  \"city\": \"Lyon\",\n  \"population\": -0,\n  \"area\": 4.8e1,\n  \"capital\": false,\n  \"mayor\": null,\n  \"kind\": 3,\n  \"districts\": []\n}",
+        ];
+        for doc in docs {
+            assert!(complete(&s, doc), "{doc}");
+            for cut in (0..doc.len()).filter(|&i| doc.is_char_boundary(i)) {
+                let mut p = SchemaPrefix::default();
+                assert!(p.feed(&s, &doc.as_bytes()[..cut]), "prefix {:?}", &doc[..cut]);
+            }
+        }
+    }
+
+    #[test]
+    fn what_the_schema_forbids_is_refused() {
+        let s = city();
+        let good = r#"{"city": "Paris", "population": 2, "area": 1, "capital": true, "mayor": null, "kind": "town", "districts": []}"#;
+        assert!(complete(&s, good));
+        for (from, to) in [
+            (r#""population": 2"#, r#""population": 2.5"#),         // an integer
+            (r#""population": 2"#, r#""population": "2""#),         // a number, not a string
+            (r#""city": "Paris", "#, ""),                           // a property missing
+            (r#""kind": "town""#, r#""kind": "village""#),          // not in the enum
+            (r#""mayor": null"#, r#""mayor": 0"#),                  // null
+            (r#""capital": true"#, r#""capital": 1"#),              // a boolean
+            (r#""districts": []"#, r#""districts": [{"n": 2}]"#),   // the const
+            (r#"{"city""#, r#"{"town""#),                           // another key
+            (r#""mayor": null"#, r#""city": "again""#),             // a key twice
+            (r#""districts": []}"#, r#""districts": [], "x": 1}"#), // no other properties
+        ] {
+            let bad = good.replacen(from, to, 1);
+            assert_ne!(bad, good);
+            assert!(!complete(&s, &bad), "{bad}");
+        }
+    }
+
+    #[test]
+    fn schemas_graphc_cannot_honour_are_refused_naming_where() {
+        for (schema, path) in [
+            (json!({"type": "string"}), "schema"),
+            (json!({"type": "object", "properties": {"a": {"type": "string"}}, "required": []}), "schema.required"),
+            (json!({"type": "object", "properties": {}, "additionalProperties": true}), "schema.additionalProperties"),
+            (json!({"type": "object", "properties": {"a": {"anyOf": []}}}), "schema.properties.a.anyOf"),
+            (json!({"type": "object", "properties": {"a": {"type": ["string", "null"]}}}), "schema.properties.a.type"),
+            (json!({"type": "array", "items": {"type": "integer", "minimum": 0}}), "schema.items.minimum"),
+            (json!({"type": "object", "properties": {"a": {"$ref": "#/$defs/x"}}}), "schema.properties.a.$ref"),
+        ] {
+            let e = Schema::compile(&schema, "schema").unwrap_err();
+            assert_eq!(e.path, path, "{schema}: {e}");
+        }
+        // Deeper than a generation can open containers.
+        let deep = (0..40).fold(json!({"type": "integer"}), |inner, _| json!({"type": "array", "items": inner}));
+        let e = Schema::compile(&deep, "schema").unwrap_err();
+        assert_eq!(e.path, format!("schema{}", ".items".repeat(MAX_DEPTH)), "{e}");
+        let shallow = (0..MAX_DEPTH - 1).fold(json!({"type": "integer"}), |inner, _| json!({"type": "array", "items": inner}));
+        assert!(Schema::compile(&shallow, "schema").is_ok());
+    }
+}
