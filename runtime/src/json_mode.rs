@@ -34,9 +34,8 @@ enum Mode {
     Colon,
     /// After a value: `,` or the container's close.
     AfterValue,
-    /// Inside a string (a key where `key`), after a `\` (`escape`), or with
-    /// `hex` digits of a `\u` escape or `utf8` continuation bytes to come.
-    Str { key: bool, escape: bool, hex: u8, utf8: u8 },
+    /// Inside a string (a key where `key`).
+    Str { key: bool, lex: StrLex },
     /// Inside a number, at stage `NumStage`.
     Num(NumStage),
     /// Inside `true`, `false` or `null`: the literal's remaining bytes.
@@ -45,9 +44,56 @@ enum Mode {
     Done,
 }
 
+/// Where a string is: after a `\` (`escape`), or with `hex` digits of a
+/// `\u` escape or `utf8` continuation bytes to come. Shared with
+/// `json_schema`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct StrLex {
+    escape: bool,
+    hex: u8,
+    utf8: u8,
+}
+
+/// What a byte does to a string: keeps it open, closes it (`"`), or
+/// cannot stand there (`None`).
+pub(crate) enum StrStep {
+    Inside(StrLex),
+    Closed,
+}
+
+impl StrLex {
+    pub(crate) fn step(self, b: u8) -> Option<StrStep> {
+        let inside = |escape, hex, utf8| Some(StrStep::Inside(StrLex { escape, hex, utf8 }));
+        if self.utf8 > 0 {
+            return (0x80..=0xBF).contains(&b).then(|| StrStep::Inside(StrLex { utf8: self.utf8 - 1, ..StrLex::default() }));
+        }
+        if self.hex > 0 {
+            return b.is_ascii_hexdigit().then(|| StrStep::Inside(StrLex { hex: self.hex - 1, ..StrLex::default() }));
+        }
+        if self.escape {
+            return match b {
+                b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't' => inside(false, 0, 0),
+                b'u' => inside(false, 4, 0),
+                _ => None,
+            };
+        }
+        match b {
+            b'"' => Some(StrStep::Closed),
+            b'\\' => inside(true, 0, 0),
+            0x00..=0x1F => None,
+            0x20..=0x7F => inside(false, 0, 0),
+            0xC2..=0xDF => inside(false, 0, 1),
+            0xE0..=0xEF => inside(false, 0, 2),
+            0xF0..=0xF4 => inside(false, 0, 3),
+            _ => None,
+        }
+    }
+}
+
 /// Where a number is: `-`? (`0` | [1-9][0-9]*) (`.` [0-9]+)? ([eE] [+-]? [0-9]+)?
+/// Shared with `json_schema` (whose integers take no fraction or exponent).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum NumStage {
+pub(crate) enum NumStage {
     /// After `-`: a digit.
     Minus,
     /// After a leading `0`: `.`, an exponent, or the end.
@@ -67,9 +113,37 @@ enum NumStage {
 }
 
 impl NumStage {
+    /// The stage a number's first byte starts.
+    pub(crate) fn start(b: u8) -> Option<NumStage> {
+        match b {
+            b'-' => Some(NumStage::Minus),
+            b'0' => Some(NumStage::Zero),
+            b'1'..=b'9' => Some(NumStage::Int),
+            _ => None,
+        }
+    }
+
     /// Whether the number may end here.
-    fn complete(self) -> bool {
+    pub(crate) fn complete(self) -> bool {
         matches!(self, NumStage::Zero | NumStage::Int | NumStage::Frac | NumStage::ExpDigits)
+    }
+
+    /// The stage after byte `b`, if `b` continues the number (an
+    /// `integer` takes no fraction or exponent).
+    pub(crate) fn next(self, b: u8, integer: bool) -> Option<NumStage> {
+        use NumStage::*;
+        let digit = b.is_ascii_digit();
+        Some(match (self, b) {
+            (Minus, b'0') => Zero,
+            (Minus, _) if digit => Int,
+            (Int, _) if digit => Int,
+            (Zero | Int, b'.') if !integer => Dot,
+            (Dot | Frac, _) if digit => Frac,
+            (Zero | Int | Frac, b'e' | b'E') if !integer => Exp,
+            (Exp, b'+' | b'-') => ExpSign,
+            (Exp | ExpSign | ExpDigits, _) if digit => ExpDigits,
+            _ => return None,
+        })
     }
 }
 
@@ -104,7 +178,15 @@ impl JsonPrefix {
     fn byte(&mut self, b: u8) -> bool {
         let blank = matches!(b, b' ' | b'\t' | b'\n' | b'\r');
         match self.mode {
-            Mode::Str { key, escape, hex, utf8 } => return self.string_byte(b, key, escape, hex, utf8),
+            Mode::Str { key, lex } => {
+                self.mode = match lex.step(b) {
+                    Some(StrStep::Inside(lex)) => Mode::Str { key, lex },
+                    Some(StrStep::Closed) if key => Mode::Colon,
+                    Some(StrStep::Closed) => Mode::AfterValue,
+                    None => return false,
+                };
+                return true;
+            }
             Mode::Literal { word, at } => {
                 if word.get(at as usize) != Some(&b) {
                     return false;
@@ -113,7 +195,7 @@ impl JsonPrefix {
                 return true;
             }
             Mode::Num(stage) => {
-                if let Some(next) = number_byte(stage, b) {
+                if let Some(next) = stage.next(b, false) {
                     self.mode = Mode::Num(next);
                     return true;
                 }
@@ -137,7 +219,7 @@ impl JsonPrefix {
             Mode::Start => b == b'{' && self.open(b),
             Mode::ObjectFirst if b == b'}' => self.close(b'{'),
             Mode::ObjectFirst | Mode::Key => {
-                self.mode = Mode::Str { key: true, escape: false, hex: 0, utf8: 0 };
+                self.mode = Mode::Str { key: true, lex: StrLex::default() };
                 b == b'"'
             }
             Mode::Colon => {
@@ -190,10 +272,8 @@ impl JsonPrefix {
     fn value_start(&mut self, b: u8) -> bool {
         self.mode = match b {
             b'{' | b'[' => return self.open(b),
-            b'"' => Mode::Str { key: false, escape: false, hex: 0, utf8: 0 },
-            b'-' => Mode::Num(NumStage::Minus),
-            b'0' => Mode::Num(NumStage::Zero),
-            b'1'..=b'9' => Mode::Num(NumStage::Int),
+            b'"' => Mode::Str { key: false, lex: StrLex::default() },
+            b'-' | b'0'..=b'9' => Mode::Num(NumStage::start(b).expect("a number's first byte")),
             b't' => Mode::Literal { word: b"true", at: 1 },
             b'f' => Mode::Literal { word: b"false", at: 1 },
             b'n' => Mode::Literal { word: b"null", at: 1 },
@@ -201,57 +281,6 @@ impl JsonPrefix {
         };
         true
     }
-
-    fn string_byte(&mut self, b: u8, key: bool, escape: bool, hex: u8, utf8: u8) -> bool {
-        let next = |escape, hex, utf8| Mode::Str { key, escape, hex, utf8 };
-        self.mode = if utf8 > 0 {
-            if !(0x80..=0xBF).contains(&b) {
-                return false;
-            }
-            next(false, 0, utf8 - 1)
-        } else if hex > 0 {
-            if !b.is_ascii_hexdigit() {
-                return false;
-            }
-            next(false, hex - 1, 0)
-        } else if escape {
-            match b {
-                b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't' => next(false, 0, 0),
-                b'u' => next(false, 4, 0),
-                _ => return false,
-            }
-        } else {
-            match b {
-                b'"' if key => Mode::Colon,
-                b'"' => Mode::AfterValue,
-                b'\\' => next(true, 0, 0),
-                0x00..=0x1F => return false,
-                0x20..=0x7F => next(false, 0, 0),
-                0xC2..=0xDF => next(false, 0, 1),
-                0xE0..=0xEF => next(false, 0, 2),
-                0xF0..=0xF4 => next(false, 0, 3),
-                _ => return false,
-            }
-        };
-        true
-    }
-}
-
-/// The stage after byte `b` inside a number at `stage`, if `b` continues it.
-fn number_byte(stage: NumStage, b: u8) -> Option<NumStage> {
-    use NumStage::*;
-    let digit = b.is_ascii_digit();
-    Some(match (stage, b) {
-        (Minus, b'0') => Zero,
-        (Minus, _) if digit => Int,
-        (Int, _) if digit => Int,
-        (Zero | Int, b'.') => Dot,
-        (Dot | Frac, _) if digit => Frac,
-        (Zero | Int | Frac, b'e' | b'E') => Exp,
-        (Exp, b'+' | b'-') => ExpSign,
-        (Exp | ExpSign | ExpDigits, _) if digit => ExpDigits,
-        _ => return None,
-    })
 }
 
 /// Each token's bytes as it appears mid-text (empty for control tokens),

@@ -12,7 +12,7 @@
 //! property, ...) is refused naming where it says it: a keyword ignored
 //! would let through values the caller's schema forbids.
 
-use crate::json_mode::{TokenBytes, MAX_BLANK_RUN, MAX_DEPTH};
+use crate::json_mode::{NumStage, StrLex, StrStep, TokenBytes, MAX_BLANK_RUN, MAX_DEPTH};
 use serde_json::Value;
 use std::sync::Arc;
 
@@ -170,15 +170,11 @@ enum Mode {
     ArrayOpen,
     /// After a value: what its container takes next.
     AfterValue,
-    /// Inside a string, as `json_mode`'s.
-    Str {
-        escape: bool,
-        hex: u8,
-        utf8: u8,
-    },
+    /// Inside a string.
+    Str(StrLex),
     /// Inside a number (`integer`: no fraction or exponent).
     Num {
-        stage: Stage,
+        stage: NumStage,
         integer: bool,
     },
     /// Matching a `Literals` node's texts: `at` bytes, `candidates` still alive.
@@ -188,41 +184,6 @@ enum Mode {
         candidates: u64,
     },
     Done,
-}
-
-/// A number's stage (as `json_mode`'s).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Stage {
-    Minus,
-    Zero,
-    Int,
-    Dot,
-    Frac,
-    Exp,
-    ExpSign,
-    ExpDigits,
-}
-
-impl Stage {
-    fn complete(self) -> bool {
-        matches!(self, Stage::Zero | Stage::Int | Stage::Frac | Stage::ExpDigits)
-    }
-
-    fn next(self, b: u8, integer: bool) -> Option<Stage> {
-        use Stage::*;
-        let digit = b.is_ascii_digit();
-        Some(match (self, b) {
-            (Minus, b'0') => Zero,
-            (Minus, _) if digit => Int,
-            (Int, _) if digit => Int,
-            (Zero | Int, b'.') if !integer => Dot,
-            (Dot | Frac, _) if digit => Frac,
-            (Zero | Int | Frac, b'e' | b'E') if !integer => Exp,
-            (Exp, b'+' | b'-') => ExpSign,
-            (Exp | ExpSign | ExpDigits, _) if digit => ExpDigits,
-            _ => return None,
-        })
-    }
 }
 
 /// An open container: its node, and how far it is (the property being
@@ -262,7 +223,14 @@ impl SchemaPrefix {
 
     fn byte(&mut self, s: &Schema, b: u8) -> bool {
         match self.mode {
-            Mode::Str { escape, hex, utf8 } => return self.string_byte(b, escape, hex, utf8),
+            Mode::Str(lex) => {
+                self.mode = match lex.step(b) {
+                    Some(StrStep::Inside(lex)) => Mode::Str(lex),
+                    Some(StrStep::Closed) => Mode::AfterValue,
+                    None => return false,
+                };
+                return true;
+            }
             Mode::Key { at, candidates } => {
                 let props = self.properties(s);
                 let alive = candidates & props.iter().enumerate().fold(0u64, |m, (i, p)| m | (u64::from(p.0.get(at as usize) == Some(&b)) << i));
@@ -393,16 +361,10 @@ impl SchemaPrefix {
                     Mode::ArrayOpen
                 }
             }
-            Node::String if b == b'"' => Mode::Str { escape: false, hex: 0, utf8: 0 },
+            Node::String if b == b'"' => Mode::Str(StrLex::default()),
             Node::Number | Node::Integer => {
-                let integer = s.nodes[node as usize] == Node::Integer;
-                let stage = match b {
-                    b'-' => Stage::Minus,
-                    b'0' => Stage::Zero,
-                    b'1'..=b'9' => Stage::Int,
-                    _ => return false,
-                };
-                Mode::Num { stage, integer }
+                let Some(stage) = NumStage::start(b) else { return false };
+                Mode::Num { stage, integer: s.nodes[node as usize] == Node::Integer }
             }
             Node::Literals(texts) => {
                 let candidates = texts.iter().enumerate().fold(0u64, |m, (i, t)| m | (u64::from(t.first() == Some(&b)) << i));
@@ -419,39 +381,6 @@ impl SchemaPrefix {
     fn close(&mut self) -> bool {
         self.depth -= 1;
         self.mode = if self.depth == 0 { Mode::Done } else { Mode::AfterValue };
-        true
-    }
-
-    fn string_byte(&mut self, b: u8, escape: bool, hex: u8, utf8: u8) -> bool {
-        let next = |escape, hex, utf8| Mode::Str { escape, hex, utf8 };
-        self.mode = if utf8 > 0 {
-            if !(0x80..=0xBF).contains(&b) {
-                return false;
-            }
-            next(false, 0, utf8 - 1)
-        } else if hex > 0 {
-            if !b.is_ascii_hexdigit() {
-                return false;
-            }
-            next(false, hex - 1, 0)
-        } else if escape {
-            match b {
-                b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't' => next(false, 0, 0),
-                b'u' => next(false, 4, 0),
-                _ => return false,
-            }
-        } else {
-            match b {
-                b'"' => Mode::AfterValue,
-                b'\\' => next(true, 0, 0),
-                0x00..=0x1F => return false,
-                0x20..=0x7F => next(false, 0, 0),
-                0xC2..=0xDF => next(false, 0, 1),
-                0xE0..=0xEF => next(false, 0, 2),
-                0xF0..=0xF4 => next(false, 0, 3),
-                _ => return false,
-            }
-        };
         true
     }
 }
