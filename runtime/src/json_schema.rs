@@ -3,8 +3,8 @@
 //! bytes keep the text a prefix of a JSON value the schema admits, and an
 //! end token only once it is complete.
 //!
-//! The schemas graphc generates for are OpenAI's strict ones: objects whose
-//! properties are all required and no others (in any order, each once),
+//! The schemas graphc generates for: objects of the properties listed and
+//! no others (in any order, each at most once; the `required` ones all),
 //! arrays of one item schema, strings, numbers,
 //! integers, booleans, null, and `enum` / `const` (each value written as
 //! its canonical JSON); the root an object or an array. Anything else a
@@ -24,8 +24,12 @@ pub struct Schema {
 
 #[derive(Clone, Debug, PartialEq)]
 enum Node {
-    /// Properties in order: each key's JSON text (quotes included) and its value's node.
-    Object(Vec<(Box<[u8]>, u16)>),
+    /// Properties: each key's JSON text (quotes included) and its value's
+    /// node; `required`, a bit a property.
+    Object {
+        props: Vec<(Box<[u8]>, u16)>,
+        required: u64,
+    },
     /// Items of one node.
     Array(u16),
     String,
@@ -58,7 +62,7 @@ impl Schema {
         let mut s = Schema { nodes: vec![] };
         s.node(schema, path, 0)?;
         match s.nodes[0] {
-            Node::Object(_) | Node::Array(_) => Ok(s),
+            Node::Object { .. } | Node::Array(_) => Ok(s),
             _ => Err(SchemaError { path: path.into(), why: "the root must be an object or an array".into() }),
         }
     }
@@ -109,11 +113,6 @@ impl Schema {
                             Some(Value::Object(p)) => p.clone(),
                             Some(_) => return Err(err("properties", "must be an object")),
                         };
-                        match o.get("required") {
-                            None => {}
-                            Some(Value::Array(r)) if r.len() == props.len() && props.keys().all(|k| r.contains(&Value::String(k.clone()))) => {}
-                            Some(_) => return Err(err("required", "optional properties are not implemented: every property must be required")),
-                        }
                         if props.len() > MAX_PROPERTIES {
                             return Err(err("properties", &format!("more than {MAX_PROPERTIES} properties")));
                         }
@@ -129,7 +128,20 @@ impl Schema {
                             let child = self.node(p, &format!("{path}.properties.{k}"), depth + 1)?;
                             fields.push((key, child));
                         }
-                        Node::Object(fields)
+                        // The required ones, by their place among the properties.
+                        let mut required = 0u64;
+                        match o.get("required") {
+                            None => {}
+                            Some(Value::Array(names)) => {
+                                for (j, name) in names.iter().enumerate() {
+                                    let at = name.as_str().and_then(|n| props.keys().position(|k| k == n));
+                                    let Some(i) = at else { return Err(err(&format!("required[{j}]"), "names no property of the schema")) };
+                                    required |= 1 << i;
+                                }
+                            }
+                            Some(_) => return Err(err("required", "must be an array of property names")),
+                        }
+                        Node::Object { props: fields, required }
                     }
                     "array" => {
                         let Some(items) = o.get("items") else { return Err(err("items", "an array needs its item schema")) };
@@ -156,8 +168,10 @@ impl Schema {
 enum Mode {
     /// A value of this node (whitespace first).
     Value(u16),
-    /// After `{`: the first key, or `}` where there are none.
+    /// After `{`: the first key, or `}` where none is required.
     ObjectOpen,
+    /// After `,` in an object: a key.
+    NextKey,
     /// A key of the open object's properties not yet written: `at` bytes
     /// matched, `candidates` still alive.
     Key {
@@ -286,8 +300,8 @@ impl SchemaPrefix {
         self.blank_run = 0;
         match self.mode {
             Mode::Value(node) => self.value_start(s, node, b),
-            Mode::ObjectOpen if b == b'}' && self.properties(s).is_empty() => self.close(),
-            Mode::ObjectOpen => self.key_start(s, b),
+            Mode::ObjectOpen if b == b'}' && self.required(s) == 0 => self.close(),
+            Mode::ObjectOpen | Mode::NextKey => self.key_start(s, b),
             Mode::Colon => {
                 self.mode = Mode::Value(self.properties(s)[self.top().index as usize].1);
                 b == b':'
@@ -300,13 +314,16 @@ impl SchemaPrefix {
             Mode::AfterValue => {
                 let top = self.top();
                 match &s.nodes[top.node as usize] {
-                    // Every property once: a comma while some are to come, then the close.
-                    Node::Object(props) if (top.written.count_ones() as usize) < props.len() => {
-                        // The next key, whitespace first.
-                        self.mode = Mode::ObjectOpen;
-                        b == b','
-                    }
-                    Node::Object(_) => b == b'}' && self.close(),
+                    // A comma while a property is left; the close once the required are written.
+                    Node::Object { props, required } => match b {
+                        b',' if (top.written.count_ones() as usize) < props.len() => {
+                            // The next key, whitespace first.
+                            self.mode = Mode::NextKey;
+                            true
+                        }
+                        b'}' if top.written & required == *required => self.close(),
+                        _ => false,
+                    },
                     Node::Array(items) => match b {
                         b',' => {
                             self.frames[self.depth as usize - 1].index += 1;
@@ -330,8 +347,14 @@ impl SchemaPrefix {
 
     /// The open object's properties.
     fn properties<'s>(&self, s: &'s Schema) -> &'s [(Box<[u8]>, u16)] {
-        let Node::Object(props) = &s.nodes[self.top().node as usize] else { unreachable!("an open object") };
+        let Node::Object { props, .. } = &s.nodes[self.top().node as usize] else { unreachable!("an open object") };
         props
+    }
+
+    /// The open object's required properties, a bit each.
+    fn required(&self, s: &Schema) -> u64 {
+        let Node::Object { required, .. } = &s.nodes[self.top().node as usize] else { unreachable!("an open object") };
+        *required
     }
 
     /// A key's first byte: any property not yet written.
@@ -348,8 +371,8 @@ impl SchemaPrefix {
 
     fn value_start(&mut self, s: &Schema, node: u16, b: u8) -> bool {
         self.mode = match &s.nodes[node as usize] {
-            Node::Object(_) | Node::Array(_) => {
-                let open = if matches!(s.nodes[node as usize], Node::Object(_)) { b'{' } else { b'[' };
+            Node::Object { .. } | Node::Array(_) => {
+                let open = if matches!(s.nodes[node as usize], Node::Object { .. }) { b'{' } else { b'[' };
                 if b != open || self.depth as usize == MAX_DEPTH {
                     return false;
                 }
@@ -495,11 +518,29 @@ mod tests {
         }
     }
 
+    /// Properties not in `required` may be left out (or written, once);
+    /// the required ones may not; a comma never trails.
+    #[test]
+    fn optional_properties_may_be_left_out() {
+        let s =
+            json!({"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "string"}, "c": {"type": "null"}}, "required": ["b"]});
+        let s = Schema::compile(&s, "schema").unwrap();
+        for good in [r#"{"b": "x"}"#, r#"{"a": 1, "b": "x"}"#, r#"{"b": "x", "c": null, "a": 2}"#] {
+            assert!(complete(&s, good), "{good}");
+        }
+        for bad in [r#"{}"#, r#"{"a": 1}"#, r#"{"b": "x",}"#, r#"{"b": "x", "b": "y"}"#, r#"{"b": "x", "d": 1}"#] {
+            assert!(!complete(&s, bad), "{bad}");
+        }
+        // Without `required`, none is: `{}` too.
+        let none = Schema::compile(&json!({"type": "object", "properties": {"a": {"type": "integer"}}}), "schema").unwrap();
+        assert!(complete(&none, "{}") && complete(&none, r#"{"a": 1}"#) && !complete(&none, "{,}"));
+    }
+
     #[test]
     fn schemas_graphc_cannot_honour_are_refused_naming_where() {
         for (schema, path) in [
             (json!({"type": "string"}), "schema"),
-            (json!({"type": "object", "properties": {"a": {"type": "string"}}, "required": []}), "schema.required"),
+            (json!({"type": "object", "properties": {"a": {"type": "string"}}, "required": ["b"]}), "schema.required[0]"),
             (json!({"type": "object", "properties": {}, "additionalProperties": true}), "schema.additionalProperties"),
             (json!({"type": "object", "properties": {"a": {"anyOf": []}}}), "schema.properties.a.anyOf"),
             (json!({"type": "object", "properties": {"a": {"type": ["string", "null"]}}}), "schema.properties.a.type"),

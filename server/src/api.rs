@@ -229,7 +229,7 @@ fn logit_bias(obj: &Map<String, Value>) -> Result<Vec<(u32, f32)>, ApiError> {
 
 /// `response_format`: `{"type": "text"}` (any text), `{"type":
 /// "json_object"}` (JSON mode: a JSON object), or `{"type": "json_schema",
-/// "json_schema": {"schema": ...}}` (a value the schema admits: the strict
+/// "json_schema": {"schema": ...}}` (a value the schema admits: the
 /// subset `json_schema` compiles; anything else in it refused naming where).
 fn response_format(obj: &Map<String, Value>) -> Result<Format, ApiError> {
     let rf = match obj.get("response_format") {

@@ -6,7 +6,7 @@
 //! through the same batcher; its fields are read as Ollama documents them,
 //! and one graphc does not implement is refused naming it (`images`,
 //! `tools`, an `options` key such as `mirostat`, a schema keyword outside
-//! the strict subset `json_schema` compiles).
+//! the subset `json_schema` compiles).
 
 use crate::api::{self, Generate, Input};
 use crate::error::ApiError;

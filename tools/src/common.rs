@@ -72,7 +72,7 @@ pub struct SamplingArgs {
     #[arg(long)]
     json_object: bool,
     /// Structured output: the answer is a value of the JSON schema in this
-    /// file (OpenAI's strict subset).
+    /// file (objects of listed properties, arrays, scalars, enum, const).
     #[arg(long, value_name = "FILE", conflicts_with = "json_object")]
     json_schema: Option<std::path::PathBuf>,
 }
