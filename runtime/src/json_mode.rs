@@ -287,51 +287,6 @@ impl JsonPrefix {
 /// indexed by id: what JSON mode checks a token against.
 pub type TokenBytes = Arc<Vec<Box<[u8]>>>;
 
-/// The constraint a JSON-mode sampler applies: the object so far, and which
-/// tokens end a generation (allowed once it is closed).
-#[derive(Clone, Debug)]
-pub struct JsonObject {
-    vocabulary: TokenBytes,
-    ends: Vec<u32>,
-    state: JsonPrefix,
-}
-
-impl JsonObject {
-    pub fn new(vocabulary: TokenBytes, ends: Vec<u32>) -> JsonObject {
-        JsonObject { vocabulary, ends, state: JsonPrefix::default() }
-    }
-
-    /// Whether token `id` may come next: an end token once the object is
-    /// closed; else a token of some bytes (a control token adds none) that
-    /// keep the text a prefix of an object.
-    pub fn allows(&self, id: u32) -> bool {
-        if self.ends.contains(&id) {
-            return self.state.is_done();
-        }
-        match self.vocabulary.get(id as usize) {
-            Some(bytes) if !bytes.is_empty() => {
-                let mut next = self.state;
-                next.feed(bytes)
-            }
-            _ => false,
-        }
-    }
-
-    /// Take token `id` (one `allows` allowed).
-    pub fn advance(&mut self, id: u32) {
-        if let Some(bytes) = self.vocabulary.get(id as usize) {
-            let fed = self.state.feed(bytes);
-            debug_assert!(fed || self.ends.contains(&id), "token {id} continues no JSON prefix");
-        }
-    }
-
-    /// The end token a step falls back to where no token is allowed (a
-    /// vocabulary that cannot spell what must come next).
-    pub fn fallback(&self) -> Option<u32> {
-        self.ends.first().copied()
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -419,8 +374,8 @@ mod tests {
     fn end_tokens_only_once_the_object_is_closed() {
         let vocabulary: TokenBytes = Arc::new(["{", "}", "\"a\"", ":", " 1", "", "x"].iter().map(|t| t.as_bytes().into()).collect());
         let end = 5;
-        let mut j = JsonObject::new(vocabulary, vec![end]);
-        let allowed = |j: &JsonObject| (0..7).filter(|&t| j.allows(t)).collect::<Vec<u32>>();
+        let mut j = crate::sampling::Constraint::json_object(vocabulary, vec![end]);
+        let allowed = |j: &crate::sampling::Constraint| (0..7).filter(|&t| j.allows(t)).collect::<Vec<u32>>();
         assert_eq!(allowed(&j), [0]);
         j.advance(0);
         assert_eq!(allowed(&j), [1, 2]);

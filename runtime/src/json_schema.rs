@@ -12,9 +12,8 @@
 //! property, ...) is refused naming where it says it: a keyword ignored
 //! would let through values the caller's schema forbids.
 
-use crate::json_mode::{NumStage, StrLex, StrStep, TokenBytes, MAX_BLANK_RUN, MAX_DEPTH};
+use crate::json_mode::{NumStage, StrLex, StrStep, MAX_BLANK_RUN, MAX_DEPTH};
 use serde_json::Value;
-use std::sync::Arc;
 
 /// A schema compiled for generation: its nodes, the root first.
 #[derive(Clone, Debug, PartialEq)]
@@ -405,48 +404,6 @@ impl SchemaPrefix {
         self.depth -= 1;
         self.mode = if self.depth == 0 { Mode::Done } else { Mode::AfterValue };
         true
-    }
-}
-
-/// The constraint a structured-output sampler applies: the value so far
-/// under its schema, and which tokens end a generation.
-#[derive(Clone, Debug)]
-pub struct SchemaConstraint {
-    vocabulary: TokenBytes,
-    ends: Vec<u32>,
-    schema: Arc<Schema>,
-    state: SchemaPrefix,
-}
-
-impl SchemaConstraint {
-    pub fn new(vocabulary: TokenBytes, ends: Vec<u32>, schema: Arc<Schema>) -> SchemaConstraint {
-        SchemaConstraint { vocabulary, ends, schema, state: SchemaPrefix::default() }
-    }
-
-    /// Whether token `id` may come next (as `JsonObject::allows`).
-    pub fn allows(&self, id: u32) -> bool {
-        if self.ends.contains(&id) {
-            return self.state.is_done();
-        }
-        match self.vocabulary.get(id as usize) {
-            Some(bytes) if !bytes.is_empty() => {
-                let mut next = self.state;
-                next.feed(&self.schema, bytes)
-            }
-            _ => false,
-        }
-    }
-
-    /// Take token `id` (one `allows` allowed).
-    pub fn advance(&mut self, id: u32) {
-        if let Some(bytes) = self.vocabulary.get(id as usize) {
-            let fed = self.state.feed(&self.schema, bytes);
-            debug_assert!(fed || self.ends.contains(&id), "token {id} continues no value of the schema");
-        }
-    }
-
-    pub fn fallback(&self) -> Option<u32> {
-        self.ends.first().copied()
     }
 }
 

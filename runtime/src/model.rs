@@ -2,8 +2,7 @@
 //! checkpoint (refused when the file changed or the plan's version differs).
 
 use crate::error::Error;
-use crate::json_mode::{JsonObject, TokenBytes};
-use crate::json_schema::SchemaConstraint;
+use crate::json_mode::TokenBytes;
 use crate::sampling::{Constraint, Format, Sampler, Sampling};
 use graphc_backends::{WeightRef, WeightSource};
 use graphc_frontends::chat::{ChatOptions, Message};
@@ -259,8 +258,8 @@ impl Model {
         let ends = self.plan.model.stop_ids.clone();
         let constraint = match &sampling.format {
             Format::Text => unreachable!("returned above"),
-            Format::JsonObject => Constraint::JsonObject(JsonObject::new(vocabulary, ends)),
-            Format::JsonSchema(schema) => Constraint::JsonSchema(Box::new(SchemaConstraint::new(vocabulary, ends, schema.clone()))),
+            Format::JsonObject => Constraint::json_object(vocabulary, ends),
+            Format::JsonSchema(schema) => Constraint::json_schema(vocabulary, ends, schema.clone()),
         };
         Ok(Sampler::with_constraint(sampling, constraint))
     }

@@ -9,8 +9,8 @@
 //! mode (`Format::JsonObject`) masks the tokens that cannot continue a JSON
 //! object after the penalties, before the rest (`json_mode`).
 
-use crate::json_mode::JsonObject;
-use crate::json_schema::{Schema, SchemaConstraint};
+use crate::json_mode::{JsonPrefix, TokenBytes};
+use crate::json_schema::{Schema, SchemaPrefix};
 use std::sync::Arc;
 
 #[derive(Clone, Debug, PartialEq)]
@@ -43,33 +43,90 @@ pub enum Format {
     JsonSchema(Arc<Schema>),
 }
 
-/// What a constrained sampler checks each token against.
+/// What a constrained sampler checks each token against: the bytes of
+/// every token, the end tokens (allowed once the value is complete), and
+/// the value so far (`json_mode`'s object, or a value of a schema).
 #[derive(Clone, Debug)]
-pub enum Constraint {
-    JsonObject(JsonObject),
-    JsonSchema(Box<SchemaConstraint>),
+pub struct Constraint {
+    vocabulary: TokenBytes,
+    ends: Vec<u32>,
+    value: ValuePrefix,
+}
+
+/// The value so far, under JSON mode or a schema.
+#[derive(Clone, Debug)]
+enum ValuePrefix {
+    Object(JsonPrefix),
+    Schema(Arc<Schema>, Box<SchemaPrefix>),
+}
+
+impl ValuePrefix {
+    /// Feed `bytes` to the value so far (`false`: they cannot continue it).
+    fn feed(&mut self, bytes: &[u8]) -> bool {
+        match self {
+            ValuePrefix::Object(p) => p.feed(bytes),
+            ValuePrefix::Schema(schema, p) => p.feed(schema, bytes),
+        }
+    }
+
+    /// Whether `bytes` would continue the value (on a copy of its state).
+    fn accepts(&self, bytes: &[u8]) -> bool {
+        match self {
+            ValuePrefix::Object(p) => {
+                let mut next = *p;
+                next.feed(bytes)
+            }
+            ValuePrefix::Schema(schema, p) => {
+                let mut next = **p;
+                next.feed(schema, bytes)
+            }
+        }
+    }
+
+    fn is_done(&self) -> bool {
+        match self {
+            ValuePrefix::Object(p) => p.is_done(),
+            ValuePrefix::Schema(_, p) => p.is_done(),
+        }
+    }
 }
 
 impl Constraint {
-    fn allows(&self, id: u32) -> bool {
-        match self {
-            Constraint::JsonObject(c) => c.allows(id),
-            Constraint::JsonSchema(c) => c.allows(id),
+    /// JSON mode: a JSON object.
+    pub fn json_object(vocabulary: TokenBytes, ends: Vec<u32>) -> Constraint {
+        Constraint { vocabulary, ends, value: ValuePrefix::Object(JsonPrefix::default()) }
+    }
+
+    /// A value `schema` admits.
+    pub fn json_schema(vocabulary: TokenBytes, ends: Vec<u32>, schema: Arc<Schema>) -> Constraint {
+        Constraint { vocabulary, ends, value: ValuePrefix::Schema(schema, Box::default()) }
+    }
+
+    /// Whether token `id` may come next: an end token once the value is
+    /// complete; else a token of some bytes (a control token adds none)
+    /// that keep the text a prefix of the value.
+    pub fn allows(&self, id: u32) -> bool {
+        if self.ends.contains(&id) {
+            return self.value.is_done();
+        }
+        match self.vocabulary.get(id as usize) {
+            Some(bytes) if !bytes.is_empty() => self.value.accepts(bytes),
+            _ => false,
         }
     }
 
-    fn advance(&mut self, id: u32) {
-        match self {
-            Constraint::JsonObject(c) => c.advance(id),
-            Constraint::JsonSchema(c) => c.advance(id),
+    /// Take token `id` (one `allows` allowed).
+    pub fn advance(&mut self, id: u32) {
+        if let Some(bytes) = self.vocabulary.get(id as usize) {
+            let fed = self.value.feed(bytes);
+            debug_assert!(fed || self.ends.contains(&id), "token {id} continues no value");
         }
     }
 
+    /// The end token a step falls back to where no token is allowed (a
+    /// vocabulary that cannot spell what must come next).
     fn fallback(&self) -> Option<u32> {
-        match self {
-            Constraint::JsonObject(c) => c.fallback(),
-            Constraint::JsonSchema(c) => c.fallback(),
-        }
+        self.ends.first().copied()
     }
 }
 
