@@ -6,11 +6,17 @@
 //! The schemas graphc generates for: objects of the properties listed and
 //! no others (in any order, each at most once; the `required` ones all),
 //! arrays of one item schema, strings, numbers,
-//! integers, booleans, null, and `enum` / `const` (each value written as
-//! its canonical JSON); the root an object or an array. Anything else a
-//! schema says (`anyOf`, `$ref`, `pattern`, `minimum`, an optional
-//! property, ...) is refused naming where it says it: a keyword ignored
-//! would let through values the caller's schema forbids.
+//! integers, booleans, null, `enum` / `const` (each value written as
+//! its canonical JSON), `anyOf` and a list of scalar types (`["string",
+//! "null"]`); the root an object or an array (or any of several). Anything
+//! else a schema says (`$ref`, `oneOf`, `pattern`, `minimum`, ...) is
+//! refused naming where it says it: a keyword ignored would let through
+//! values the caller's schema forbids.
+//!
+//! `anyOf` makes the automaton nondeterministic: the value so far is a set
+//! of threads, one for each alternative still alive (forked where a value
+//! of an `anyOf` starts, equal threads merged), and a byte continues the
+//! value where it continues any thread.
 
 use crate::json_mode::{NumStage, StrLex, StrStep, MAX_BLANK_RUN, MAX_DEPTH};
 use serde_json::Value;
@@ -36,6 +42,8 @@ enum Node {
     Integer,
     /// One of these JSON texts (an `enum`, a `const`, `true`/`false`, `null`).
     Literals(Vec<Box<[u8]>>),
+    /// A value of any of these nodes.
+    AnyOf(Vec<u16>),
 }
 
 /// Why a schema is refused: where (a JSON-pointer-like path of keys) and why.
@@ -54,15 +62,34 @@ const MAX_LITERALS: usize = 64;
 const MAX_TEXT: usize = 250;
 /// Most properties of one object (the ones written are a 64-bit set).
 const MAX_PROPERTIES: usize = 64;
+/// Most alternatives of one `anyOf` (each may fork a thread per value).
+const MAX_ALTERNATIVES: usize = 16;
 
 impl Schema {
     /// Compile `schema`; `path` names where it sits in the request (for errors).
     pub fn compile(schema: &Value, path: &str) -> Result<Schema, SchemaError> {
         let mut s = Schema { nodes: vec![] };
         s.node(schema, path, 0)?;
-        match s.nodes[0] {
-            Node::Object { .. } | Node::Array(_) => Ok(s),
-            _ => Err(SchemaError { path: path.into(), why: "the root must be an object or an array".into() }),
+        if !s.is_container(0) {
+            return Err(SchemaError { path: path.into(), why: "the root must be an object or an array".into() });
+        }
+        Ok(s)
+    }
+
+    /// Whether every value of `node` is an object or an array.
+    fn is_container(&self, node: u16) -> bool {
+        match &self.nodes[node as usize] {
+            Node::Object { .. } | Node::Array(_) => true,
+            Node::AnyOf(alts) => alts.iter().all(|&a| self.is_container(a)),
+            _ => false,
+        }
+    }
+
+    /// The alternatives a value of `node` forks into, where it is an `anyOf`.
+    fn alternatives(&self, node: u16) -> Option<&[u16]> {
+        match &self.nodes[node as usize] {
+            Node::AnyOf(alts) => Some(alts),
+            _ => None,
         }
     }
 
@@ -88,16 +115,42 @@ impl Schema {
             }
             Ok(Node::Literals(texts))
         };
-        let known: &[&str] = match o.get("type").and_then(Value::as_str) {
-            Some("object") => &["type", "properties", "required", "additionalProperties"],
-            Some("array") => &["type", "items"],
-            Some("string") => &["type", "enum"],
+        let known: &[&str] = match o.get("type") {
+            _ if o.contains_key("anyOf") => &["anyOf"],
+            Some(Value::Array(_)) => &["type"],
+            Some(Value::String(t)) if t == "object" => &["type", "properties", "required", "additionalProperties"],
+            Some(Value::String(t)) if t == "array" => &["type", "items"],
+            Some(Value::String(t)) if t == "string" => &["type", "enum"],
             _ => &["type", "enum", "const"],
         };
         if let Some(k) = o.keys().find(|k| !known.contains(&k.as_str()) && !ANNOTATIONS.contains(&k.as_str())) {
             return Err(err(k, "this keyword is not implemented"));
         }
-        let node = if let Some(Value::Array(values)) = o.get("enum") {
+        let alternatives = |s: &mut Schema, schemas: Vec<(Value, String)>, at: &str| -> Result<Node, SchemaError> {
+            if schemas.is_empty() || schemas.len() > MAX_ALTERNATIVES {
+                return Err(err(at, &format!("1 to {MAX_ALTERNATIVES} alternatives")));
+            }
+            let alts = schemas.iter().map(|(v, p)| s.node(v, p, depth + 1)).collect::<Result<_, _>>()?;
+            Ok(Node::AnyOf(alts))
+        };
+        let node = if let Some(any) = o.get("anyOf") {
+            let Value::Array(schemas) = any else { return Err(err("anyOf", "must be an array of schemas")) };
+            let schemas = schemas.iter().enumerate().map(|(i, v)| (v.clone(), format!("{path}.anyOf[{i}]"))).collect();
+            alternatives(self, schemas, "anyOf")?
+        } else if let Some(Value::Array(types)) = o.get("type") {
+            // A list of scalar types: a value of any (objects and arrays
+            // would need their keywords split among the alternatives).
+            let mut schemas = Vec::with_capacity(types.len());
+            for (i, t) in types.iter().enumerate() {
+                match t.as_str() {
+                    Some("string" | "number" | "integer" | "boolean" | "null") => {
+                        schemas.push((serde_json::json!({ "type": t }), format!("{path}.type[{i}]")))
+                    }
+                    _ => return Err(err(&format!("type[{i}]"), "a list of types may name string, number, integer, boolean and null")),
+                }
+            }
+            alternatives(self, schemas, "type")?
+        } else if let Some(Value::Array(values)) = o.get("enum") {
             literals(values.iter().collect(), "enum")?
         } else if o.contains_key("enum") {
             return Err(err("enum", "must be an array"));
@@ -153,7 +206,7 @@ impl Schema {
                     "null" => literals(vec![&Value::Null], "type")?,
                     other => return Err(err("type", &format!("`{other}` is not a JSON type"))),
                 },
-                Some(_) => return Err(err("type", "one type (a string) is implemented, not a list")),
+                Some(_) => return Err(err("type", "must be a type's name or a list of them")),
                 None => return Err(err("", "needs a `type`, an `enum` or a `const`")),
             }
         };
@@ -179,8 +232,8 @@ enum Mode {
     },
     /// After a key: `:`.
     Colon,
-    /// After `[`: an item or `]`.
-    ArrayOpen,
+    /// After `[`: `]`, or an item, a value of this node.
+    ArrayFirst(u16),
     /// After a value: what its container takes next.
     AfterValue,
     /// Inside a string.
@@ -208,30 +261,103 @@ struct Frame {
     written: u64,
 }
 
-/// A prefix of a JSON value a `Schema` admits, advanced byte by byte.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// A prefix of a JSON value a `Schema` admits, advanced byte by byte: the
+/// threads still alive (one but where an `anyOf` forked).
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SchemaPrefix {
+    threads: Vec<Thread>,
+}
+
+impl Default for SchemaPrefix {
+    fn default() -> Self {
+        SchemaPrefix { threads: vec![Thread::default()] }
+    }
+}
+
+impl SchemaPrefix {
+    /// Whether the value may end here (an end token may follow).
+    pub fn is_done(&self) -> bool {
+        self.threads.iter().any(|t| t.mode == Mode::Done)
+    }
+
+    /// Feed `bytes`; `false` (the state unspecified) where one cannot continue.
+    pub fn feed(&mut self, schema: &Schema, bytes: &[u8]) -> bool {
+        for &b in bytes {
+            let mut next = Vec::with_capacity(self.threads.len());
+            for t in &self.threads {
+                t.step_forking(schema, b, &mut |t| {
+                    if !next.contains(&t) {
+                        next.push(t)
+                    }
+                });
+            }
+            if next.is_empty() {
+                return false;
+            }
+            self.threads = next;
+        }
+        true
+    }
+
+    /// Whether `bytes` would continue the value (the state unchanged).
+    pub fn accepts(&self, schema: &Schema, bytes: &[u8]) -> bool {
+        self.threads.iter().any(|t| t.accepts(schema, bytes))
+    }
+}
+
+/// One way of reading the value so far.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Thread {
     frames: [Frame; MAX_DEPTH],
     depth: u8,
     mode: Mode,
     blank_run: u8,
 }
 
-impl Default for SchemaPrefix {
+impl Default for Thread {
     fn default() -> Self {
-        SchemaPrefix { frames: [Frame::default(); MAX_DEPTH], depth: 0, mode: Mode::Value(0), blank_run: 0 }
+        Thread { frames: [Frame::default(); MAX_DEPTH], depth: 0, mode: Mode::Value(0), blank_run: 0 }
     }
 }
 
-impl SchemaPrefix {
-    /// Whether the value is complete (only an end token may follow).
-    pub fn is_done(&self) -> bool {
-        self.mode == Mode::Done
+impl Thread {
+    /// Where a value of an `anyOf` starts: the modes of its alternatives.
+    fn fork(&self, s: &Schema) -> Option<Vec<Mode>> {
+        match self.mode {
+            Mode::Value(n) => s.alternatives(n).map(|alts| alts.iter().map(|&a| Mode::Value(a)).collect()),
+            Mode::ArrayFirst(n) => s.alternatives(n).map(|alts| alts.iter().map(|&a| Mode::ArrayFirst(a)).collect()),
+            _ => None,
+        }
     }
 
-    /// Feed `bytes`; `false` (the state unspecified) where one cannot continue.
-    pub fn feed(&mut self, schema: &Schema, bytes: &[u8]) -> bool {
-        bytes.iter().all(|&b| self.byte(schema, b))
+    /// Each thread `b` continues this one into (forking at an `anyOf`).
+    fn step_forking(&self, s: &Schema, b: u8, out: &mut dyn FnMut(Thread)) {
+        if let Some(modes) = self.fork(s) {
+            for mode in modes {
+                Thread { mode, ..*self }.step_forking(s, b, out);
+            }
+            return;
+        }
+        let mut t = *self;
+        if t.byte(s, b) {
+            out(t);
+        }
+    }
+
+    /// Whether `bytes` continue this thread (or a fork of it).
+    fn accepts(&self, s: &Schema, bytes: &[u8]) -> bool {
+        let mut t = *self;
+        for (i, &b) in bytes.iter().enumerate() {
+            if matches!(t.mode, Mode::Value(n) | Mode::ArrayFirst(n) if s.alternatives(n).is_some()) {
+                let mut any = false;
+                t.step_forking(s, b, &mut |next| any = any || next.accepts(s, &bytes[i + 1..]));
+                return any;
+            }
+            if !t.byte(s, b) {
+                return false;
+            }
+        }
+        true
     }
 
     fn byte(&mut self, s: &Schema, b: u8) -> bool {
@@ -305,11 +431,8 @@ impl SchemaPrefix {
                 self.mode = Mode::Value(self.properties(s)[self.top().index as usize].1);
                 b == b':'
             }
-            Mode::ArrayOpen if b == b']' => self.close(),
-            Mode::ArrayOpen => {
-                let Node::Array(items) = s.nodes[self.top().node as usize] else { unreachable!("an open array") };
-                self.value_start(s, items, b)
-            }
+            Mode::ArrayFirst(_) if b == b']' => self.close(),
+            Mode::ArrayFirst(items) => self.value_start(s, items, b),
             Mode::AfterValue => {
                 let top = self.top();
                 match &s.nodes[top.node as usize] {
@@ -377,10 +500,9 @@ impl SchemaPrefix {
                 }
                 self.frames[self.depth as usize] = Frame { node, index: 0, written: 0 };
                 self.depth += 1;
-                if open == b'{' {
-                    Mode::ObjectOpen
-                } else {
-                    Mode::ArrayOpen
+                match &s.nodes[node as usize] {
+                    Node::Array(items) => Mode::ArrayFirst(*items),
+                    _ => Mode::ObjectOpen,
                 }
             }
             Node::String if b == b'"' => Mode::Str(StrLex::default()),
@@ -396,6 +518,7 @@ impl SchemaPrefix {
                 Mode::Literal { node, at: 1, candidates }
             }
             Node::String => return false,
+            Node::AnyOf(_) => unreachable!("an `anyOf` forks before its value starts"),
         };
         true
     }
@@ -493,6 +616,49 @@ mod tests {
         assert!(complete(&none, "{}") && complete(&none, r#"{"a": 1}"#) && !complete(&none, "{,}"));
     }
 
+    /// A tool call's shape: which arguments are admitted depends on the
+    /// name written first, so each alternative is its own thread.
+    #[test]
+    fn any_of_admits_each_alternative_and_no_mixture() {
+        let call = |name: &str, args: Value| json!({"type": "object", "properties": {"name": {"const": name}, "arguments": args}, "required": ["name", "arguments"]});
+        let s = json!({"anyOf": [
+            call("add", json!({"type": "object", "properties": {"x": {"type": "integer"}, "y": {"type": "integer"}}, "required": ["x", "y"]})),
+            call("greet", json!({"type": "object", "properties": {"who": {"type": ["string", "null"]}}, "required": ["who"]})),
+        ]});
+        let s = Schema::compile(&s, "schema").unwrap();
+        let docs = [
+            r#"{"name": "add", "arguments": {"x": 1, "y": -2}}"#,
+            r#"{"arguments": {"who": null}, "name": "greet"}"#,
+            r#"{"name": "greet", "arguments": {"who": "Ada"}}"#,
+        ];
+        for doc in docs {
+            assert!(complete(&s, doc), "{doc}");
+            for cut in 0..doc.len() {
+                let p = SchemaPrefix::default();
+                assert!(p.accepts(&s, &doc.as_bytes()[..cut]), "prefix {:?}", &doc[..cut]);
+            }
+        }
+        for bad in [
+            r#"{"name": "add", "arguments": {"who": "Ada"}}"#,
+            r#"{"name": "greet", "arguments": {"x": 1, "y": 2}}"#,
+            r#"{"name": "add", "arguments": {"x": 1}}"#,
+            r#"{"name": "greet", "arguments": {"who": 3}}"#,
+            r#"{"name": "sub", "arguments": {"x": 1, "y": 2}}"#,
+        ] {
+            assert!(!complete(&s, bad), "{bad}");
+        }
+        // Items of several kinds; a fork merges back where the threads agree.
+        let items =
+            Schema::compile(&json!({"type": "array", "items": {"anyOf": [{"type": "integer"}, {"type": "string"}, {"type": "null"}]}}), "s").unwrap();
+        assert!(complete(&items, r#"[1, "a", null, 2]"#) && complete(&items, "[]") && !complete(&items, "[true]"));
+        let mut p = SchemaPrefix::default();
+        assert!(p.feed(&items, b"[1, \"a\", null, 2,"));
+        assert_eq!(p.threads.len(), 1, "threads that agree are merged: {:?}", p.threads.len());
+        // Prefixes agree with feeding.
+        let mut p = SchemaPrefix::default();
+        assert!(p.feed(&s, br#"{"name": "gr"#) && p.accepts(&s, br#"eet""#) && !p.accepts(&s, br#"x""#));
+    }
+
     #[test]
     fn schemas_graphc_cannot_honour_are_refused_naming_where() {
         for (schema, path) in [
@@ -500,7 +666,10 @@ mod tests {
             (json!({"type": "object", "properties": {"a": {"type": "string"}}, "required": ["b"]}), "schema.required[0]"),
             (json!({"type": "object", "properties": {}, "additionalProperties": true}), "schema.additionalProperties"),
             (json!({"type": "object", "properties": {"a": {"anyOf": []}}}), "schema.properties.a.anyOf"),
-            (json!({"type": "object", "properties": {"a": {"type": ["string", "null"]}}}), "schema.properties.a.type"),
+            (json!({"type": "object", "properties": {"a": {"type": ["string", "object"]}}}), "schema.properties.a.type[1]"),
+            (json!({"type": "object", "properties": {"a": {"anyOf": [{"type": "string"}], "type": "string"}}}), "schema.properties.a.type"),
+            (json!({"anyOf": [{"type": "object"}, {"type": "string"}]}), "schema"),
+            (json!({"type": "object", "properties": {"a": {"anyOf": [{"type": "integer", "maximum": 3}]}}}), "schema.properties.a.anyOf[0].maximum"),
             (json!({"type": "array", "items": {"type": "integer", "minimum": 0}}), "schema.items.minimum"),
             (json!({"type": "object", "properties": {"a": {"$ref": "#/$defs/x"}}}), "schema.properties.a.$ref"),
         ] {

@@ -57,7 +57,7 @@ pub struct Constraint {
 #[derive(Clone, Debug)]
 enum ValuePrefix {
     Object(JsonPrefix),
-    Schema(Arc<Schema>, Box<SchemaPrefix>),
+    Schema(Arc<Schema>, SchemaPrefix),
 }
 
 impl ValuePrefix {
@@ -76,10 +76,7 @@ impl ValuePrefix {
                 let mut next = *p;
                 next.feed(bytes)
             }
-            ValuePrefix::Schema(schema, p) => {
-                let mut next = **p;
-                next.feed(schema, bytes)
-            }
+            ValuePrefix::Schema(schema, p) => p.accepts(schema, bytes),
         }
     }
 
@@ -99,7 +96,7 @@ impl Constraint {
 
     /// A value `schema` admits.
     pub fn json_schema(vocabulary: TokenBytes, ends: Vec<u32>, schema: Arc<Schema>) -> Constraint {
-        Constraint { vocabulary, ends, value: ValuePrefix::Schema(schema, Box::default()) }
+        Constraint { vocabulary, ends, value: ValuePrefix::Schema(schema, SchemaPrefix::default()) }
     }
 
     /// Whether token `id` may come next: an end token once the value is
