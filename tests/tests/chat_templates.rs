@@ -3,7 +3,10 @@
 //! transformers' `apply_chat_template`: SmolLM2's and Qwen2.5's (from their
 //! GGUFs), Qwen3's official one (Python string methods, `namespace`,
 //! `[::-1]`), Llama 3.2's (`strftime_now`, `raise_exception`), Gemma 2's
-//! (which refuses a system message) and graphc's Gemma 3 turn format.
+//! (which refuses a system message) and graphc's Gemma 3 turn format; with
+//! tools (function calling) for the three that read them: the tools'
+//! schemas, an assistant's calls and the tools' results, printed through
+//! Python's `json.dumps` (`tojson`, indented in Llama 3.2's).
 //! Expected strings: `tests/fixtures/tokenizer/chat_templates.json`, made by
 //! `tools/make_chat_fixtures.py`.
 
@@ -28,6 +31,7 @@ fn options(c: &Value) -> ChatOptions {
         // so a template that calls `strftime_now` renders one fixed day.
         now: Some(UNIX_EPOCH + Duration::from_secs(1_721_952_000)), // 2024-07-26
         variables: c["template_kwargs"].as_object().cloned().unwrap_or_default(),
+        tools: c["tools"].as_array().cloned().unwrap_or_default(),
     }
 }
 
@@ -62,7 +66,53 @@ fn every_template_renders_as_transformers_does() {
         }
     }
     println!("{rendered} conversations rendered, {refused} refused by their template");
-    assert!(rendered >= 30 && refused >= 2);
+    assert!(rendered >= 40 && refused >= 3);
+}
+
+/// The controls for tools: minijinja's own `tojson` (compact, sorted,
+/// HTML-escaped) and tools given in another key order each change what
+/// the model reads.
+#[test]
+fn tools_reach_the_template_in_pythons_bytes_and_order() {
+    let all = cases();
+    for name in ["qwen25", "llama32"] {
+        let t = &all["templates"][name];
+        let c = t["cases"].as_array().unwrap().iter().find(|c| c["id"] == "tools_call_result_gen").unwrap();
+        let want = c["expected"].as_str().unwrap();
+        let template = t["template"].as_str().unwrap();
+        assert_eq!(render(template, &messages(c), &tokens(t), &options(c)).unwrap(), want);
+        // Keys sorted (what a map without insertion order would give).
+        let mut sorted = options(c);
+        sorted.tools = sorted.tools.iter().map(|v| serde_json::from_str(&sort_keys(v)).unwrap()).collect();
+        let got = render(template, &messages(c), &tokens(t), &sorted).unwrap();
+        assert_ne!(got, want, "{name}: tools with sorted keys must print differently");
+        // minijinja's own tojson.
+        let mut env = minijinja::Environment::new();
+        env.set_trim_blocks(true);
+        env.set_lstrip_blocks(true);
+        env.set_unknown_method_callback(minijinja_contrib::pycompat::unknown_method_callback);
+        env.add_template("t", template).unwrap();
+        let o = options(c);
+        let got = env.get_template("t").unwrap().render(minijinja::context! {
+            messages => messages(c), add_generation_prompt => true, tools => o.tools,
+            bos_token => t["bos_token"].as_str(), ..minijinja::Value::from_serialize(&o.variables)
+        });
+        assert_ne!(got.ok().as_deref(), Some(want), "{name}: minijinja's tojson must not match");
+    }
+}
+
+/// `v` with every object's keys sorted, as JSON text.
+fn sort_keys(v: &Value) -> String {
+    match v {
+        Value::Object(m) => {
+            let mut keys: Vec<&String> = m.keys().collect();
+            keys.sort();
+            let items: Vec<String> = keys.iter().map(|k| format!("{}:{}", Value::String((*k).clone()), sort_keys(&m[*k]))).collect();
+            format!("{{{}}}", items.join(","))
+        }
+        Value::Array(a) => format!("[{}]", a.iter().map(sort_keys).collect::<Vec<_>>().join(",")),
+        other => other.to_string(),
+    }
 }
 
 /// The controls: plain minijinja (no Python string methods) cannot render
