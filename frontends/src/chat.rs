@@ -77,11 +77,15 @@ pub struct ChatOptions {
     /// The functions the model may call: OpenAI's `tools` entries
     /// (`{"type": "function", "function": {name, description, parameters}}`).
     pub tools: Vec<serde_json::Value>,
+    /// Text the assistant's turn starts with, put after the rendered
+    /// prompt (a forced tool call's opening, `<tool_call>\n`); not the
+    /// template's: `render` leaves it out, `Model::chat_prompt` appends it.
+    pub assistant_prefix: String,
 }
 
 impl Default for ChatOptions {
     fn default() -> ChatOptions {
-        ChatOptions { add_generation_prompt: true, now: None, variables: Default::default(), tools: vec![] }
+        ChatOptions { add_generation_prompt: true, now: None, variables: Default::default(), tools: vec![], assistant_prefix: String::new() }
     }
 }
 

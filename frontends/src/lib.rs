@@ -24,6 +24,7 @@ pub mod rules;
 pub mod safetensors;
 pub mod spm;
 pub mod tokenizer;
+pub mod tool_calls;
 
 pub use error::Diagnostic;
 pub use families::llama::Lowered;

@@ -6,6 +6,7 @@ use crate::json_mode::TokenBytes;
 use crate::sampling::{Constraint, Format, Sampler, Sampling};
 use graphc_backends::{WeightRef, WeightSource};
 use graphc_frontends::chat::{ChatOptions, Message};
+use graphc_frontends::tool_calls::ToolFormat;
 use graphc_frontends::{Checkpoint, Tokenizer};
 use graphc_ir::plan::{CheckpointRef, Plan, ResolvedOptions, Source, WeightEntry, PLAN_FORMAT_VERSION};
 use graphc_ir::{text, verify, Graph};
@@ -276,13 +277,20 @@ impl Model {
     /// the checkpoint asks for one and the template did not write it.
     pub fn chat_prompt(&self, messages: &[Message], opts: &ChatOptions) -> Result<Vec<u32>, Error> {
         let tok = self.tokenizer()?;
-        let text = tok.apply_chat_template(messages, opts)?;
+        let mut text = tok.apply_chat_template(messages, opts)?;
+        text.push_str(&opts.assistant_prefix);
         let mut ids = tok.encode_text(&text, true).map_err(Error::Tokenizer)?;
         if let Some(bos) = tok.bos_id.filter(|&b| tok.add_bos && ids.first() != Some(&b)) {
             ids.insert(0, bos);
         }
         Ok(ids)
     }
+    /// The function-call format the checkpoint's chat template teaches
+    /// (`None`: it shows the model no tools graphc can read calls back from).
+    pub fn tool_format(&self) -> Option<ToolFormat> {
+        self.tokenizer().ok()?.template().and_then(ToolFormat::of_template)
+    }
+
     pub fn weights_bytes(&self) -> u64 {
         self.plan.manifest.iter().map(|w| w.bytes).sum()
     }

@@ -1,9 +1,10 @@
 //! The OpenAI request bodies, read field by field so an error names the
 //! field (`max_tokens`, `messages[1].content`). A field graphc does not
-//! implement is refused, not ignored: a client that asks for `n = 3` or
-//! `tools` must not get an answer that silently lacks them.
+//! implement is refused, not ignored: a client that asks for `n = 3`
+//! must not get an answer that silently lacks them.
 
 use crate::error::ApiError;
+use crate::tools::{self, Tools};
 use graphc_frontends::chat::{FunctionCall, Message, ToolCall};
 use graphc_runtime::json_schema::Schema;
 use graphc_runtime::sampling::{Format, Penalties, Sampling};
@@ -39,7 +40,7 @@ const COMMON: &[&str] = &[
     "logprobs",
     "logit_bias",
 ];
-const CHAT: &[&str] = &["messages", "max_completion_tokens", "top_logprobs", "response_format"];
+const CHAT: &[&str] = &["messages", "max_completion_tokens", "top_logprobs", "response_format", "tools", "tool_choice"];
 const COMPLETION: &[&str] = &["prompt", "echo", "suffix"];
 
 /// A request, read and checked; the prompt is still to be tokenized.
@@ -55,6 +56,8 @@ pub struct Generate {
     pub logprobs: Option<usize>,
     pub stream: bool,
     pub include_usage: bool,
+    /// Functions the model may (or must) call (chat).
+    pub tools: Option<Tools>,
 }
 
 #[derive(Clone, Debug)]
@@ -140,6 +143,13 @@ pub fn parse(endpoint: Endpoint, body: &[u8]) -> Result<Generate, ApiError> {
         Some(_) => return Err(ApiError::field("stream_options", "must be an object")),
     };
     let sampling = Sampling { format: response_format(&obj)?, ..sampling(&obj)? };
+    let tools = match endpoint {
+        Endpoint::Chat => tools::parse(&obj, "tools")?,
+        Endpoint::Completion => None,
+    };
+    if tools.is_some() && logprobs.is_some() {
+        return Err(ApiError::field("logprobs", "log-probabilities are not implemented together with `tools`"));
+    }
     Ok(Generate {
         model: field::<String>(&obj, "model")?,
         input,
@@ -149,6 +159,7 @@ pub fn parse(endpoint: Endpoint, body: &[u8]) -> Result<Generate, ApiError> {
         logprobs,
         stream: field::<bool>(&obj, "stream")?.unwrap_or(false),
         include_usage,
+        tools,
     })
 }
 

@@ -13,6 +13,7 @@ pub mod error;
 pub mod metrics;
 pub mod ollama;
 pub mod routes;
+pub mod tools;
 
 use graphc_runtime::batcher::BatcherOptions;
 use graphc_runtime::{Model, SessionOptions};

@@ -4,13 +4,15 @@
 //! and the counts), `GET /api/tags`, `POST /api/show`, `GET /api/version`.
 //! The request runs
 //! through the same batcher; its fields are read as Ollama documents them,
-//! and one graphc does not implement is refused naming it (`images`,
-//! `tools`, an `options` key such as `mirostat`, a schema keyword outside
-//! the subset `json_schema` compiles).
+//! and one graphc does not implement is refused naming it (`images`, an
+//! `options` key such as `mirostat`, a schema keyword outside the subset
+//! `json_schema` compiles). `tools` (chat) are OpenAI's list; calls come
+//! back in `message.tool_calls`, their arguments objects.
 
 use crate::api::{self, Generate, Input};
 use crate::error::ApiError;
 use crate::routes::{AppState, InFlight};
+use crate::tools::ToolState;
 use axum::body::{Body, Bytes};
 use axum::extract::State;
 use axum::http::{header, HeaderMap};
@@ -30,7 +32,7 @@ pub enum Kind {
     Generate,
 }
 
-const CHAT: &[&str] = &["model", "messages", "stream", "format", "options", "keep_alive"];
+const CHAT: &[&str] = &["model", "messages", "stream", "format", "options", "keep_alive", "tools"];
 const GENERATE: &[&str] = &["model", "prompt", "system", "raw", "stream", "format", "options", "keep_alive"];
 /// `options` keys read (`num_ctx` only where the context holds it).
 const OPTIONS: &[&str] = &[
@@ -131,6 +133,7 @@ pub fn parse(kind: Kind, body: &[u8], max_seq: usize) -> Result<Request, ApiErro
         logprobs: None,
         stream: false,
         include_usage: false,
+        tools: if kind == Kind::Chat { crate::tools::parse(&obj, "tools")? } else { None },
     };
     Ok(Request { generate, stream: api::field::<bool>(&obj, "stream")?.unwrap_or(true) })
 }
@@ -187,12 +190,20 @@ pub async fn version() -> Response {
 
 async fn answer(st: &Arc<AppState>, headers: &HeaderMap, kind: Kind, body: &[u8]) -> Result<Response, ApiError> {
     st.authorize(headers)?;
-    let Request { generate: g, stream } = parse(kind, body, st.limits.max_seq)?;
-    let prompt = st.prompt_of(&g)?;
+    let Request { generate: mut g, stream } = parse(kind, body, st.limits.max_seq)?;
+    let tools = st.tool_plan(&mut g, "tools")?;
+    let prompt = st.prompt_of(&g, tools.as_ref())?;
     let room = st.limits.max_seq - prompt.len();
     let max_tokens = g.max_tokens.unwrap_or(room).min(room);
     let rx = st.submit(prompt, &g, max_tokens)?;
-    let reply = Reply { st: st.clone(), kind, started: Instant::now(), first: None, _in_flight: InFlight::new(&st.metrics) };
+    let reply = Reply {
+        st: st.clone(),
+        kind,
+        started: Instant::now(),
+        first: None,
+        tools: tools.map(ToolState::new),
+        _in_flight: InFlight::new(&st.metrics),
+    };
     if !stream {
         let mut reply = reply;
         let mut rx = rx;
@@ -200,12 +211,16 @@ async fn answer(st: &Arc<AppState>, headers: &HeaderMap, kind: Kind, body: &[u8]
         while let Some(event) = rx.recv().await {
             match event {
                 Event::Admitted => {}
-                Event::Token { text: t, .. } => {
+                Event::Token { id, text: t, .. } => {
                     reply.on_token();
+                    if let Some(tools) = &mut reply.tools {
+                        tools.on_token(id, &t);
+                    }
                     text.push_str(&t);
                 }
                 Event::Done { finish, text: tail, prompt_tokens, cached_tokens, completion_tokens } => {
-                    text.push_str(&tail);
+                    // With tools, `done` reads the text from their state.
+                    let text = if reply.tools.is_some() { tail } else { text + &tail };
                     let done = reply.done(&text, finish, prompt_tokens, cached_tokens, completion_tokens);
                     return Ok(Json(done).into_response());
                 }
@@ -220,8 +235,15 @@ async fn answer(st: &Arc<AppState>, headers: &HeaderMap, kind: Kind, body: &[u8]
         loop {
             let line = match rx.recv().await {
                 Some(Event::Admitted) => continue,
-                Some(Event::Token { text, .. }) => {
+                Some(Event::Token { id, text, .. }) => {
                     reply.on_token();
+                    let text = match &mut reply.tools {
+                        Some(tools) => {
+                            tools.on_token(id, &text);
+                            tools.streamable()
+                        }
+                        None => text,
+                    };
                     if text.is_empty() {
                         continue;
                     }
@@ -252,6 +274,7 @@ struct Reply {
     kind: Kind,
     started: Instant,
     first: Option<Instant>,
+    tools: Option<ToolState>,
     _in_flight: InFlight,
 }
 
@@ -284,6 +307,19 @@ impl Reply {
         let ns = |d: std::time::Duration| d.as_nanos() as u64;
         let first = self.first.unwrap_or_else(Instant::now);
         let mut v = self.with_text(text, true);
+        if let Some(tools) = &self.tools {
+            // The calls, and what was not streamed of the rest.
+            let mut all = tools.text.clone();
+            all.push_str(text);
+            let done = ToolState { text: all, ..tools.clone() };
+            match done.finish(&tools.text[..tools.sent]) {
+                Some((calls, rest)) => {
+                    v["message"]["content"] = json!(rest.unwrap_or_default());
+                    v["message"]["tool_calls"] = crate::tools::ollama_calls(&calls);
+                }
+                None => v["message"]["content"] = json!(&done.text[tools.sent..]),
+            }
+        }
         v["done_reason"] = json!(match finish {
             FinishReason::Length => "length",
             _ => "stop",

@@ -7,6 +7,7 @@
 use crate::api::{self, Endpoint, Generate, Input};
 use crate::error::ApiError;
 use crate::metrics::Metrics;
+use crate::tools::{self, ToolPlan, ToolState};
 use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::{header, HeaderMap, StatusCode};
@@ -210,7 +211,7 @@ impl Drop for InFlight {
 
 async fn answer(st: &Arc<AppState>, headers: &HeaderMap, endpoint: Endpoint, body: &[u8]) -> Result<Response, ApiError> {
     st.authorize(headers)?;
-    let g = api::parse(endpoint, body)?;
+    let mut g = api::parse(endpoint, body)?;
     if let Some(name) = g.model.as_deref().filter(|&n| n != st.model_name) {
         return Err(ApiError {
             status: StatusCode::NOT_FOUND,
@@ -219,13 +220,22 @@ async fn answer(st: &Arc<AppState>, headers: &HeaderMap, endpoint: Endpoint, bod
             code: "model_not_found",
         });
     }
-    let prompt = st.prompt_of(&g)?;
+    let tools = st.tool_plan(&mut g, "tools")?;
+    let prompt = st.prompt_of(&g, tools.as_ref())?;
     let room = st.limits.max_seq - prompt.len();
     let max_tokens = g.max_tokens.unwrap_or(if endpoint == Endpoint::Chat { room } else { 16 }).min(room);
     let started = Instant::now();
     let rx = st.submit(prompt, &g, max_tokens)?;
-    let reply =
-        Reply { st: st.clone(), endpoint, id: st.next_id(endpoint), created: unix_now(), logprobs: g.logprobs.is_some(), started, first: None };
+    let reply = Reply {
+        st: st.clone(),
+        endpoint,
+        id: st.next_id(endpoint),
+        created: unix_now(),
+        logprobs: g.logprobs.is_some(),
+        started,
+        first: None,
+        tools: tools.map(ToolState::new),
+    };
     if g.stream {
         let stream = Streaming {
             reply,
@@ -247,12 +257,15 @@ impl AppState {
     /// A request's prompt ids (chat messages through the checkpoint's
     /// template), checked against the context and the vocabulary, as its
     /// logit biases.
-    pub(crate) fn prompt_of(&self, g: &Generate) -> Result<Vec<u32>, ApiError> {
+    pub(crate) fn prompt_of(&self, g: &Generate, tools: Option<&ToolPlan>) -> Result<Vec<u32>, ApiError> {
+        let chat = ChatOptions {
+            tools: g.tools.as_ref().map(|t| t.list.clone()).unwrap_or_default(),
+            assistant_prefix: tools.map(|t| t.prefix.to_string()).unwrap_or_default(),
+            ..ChatOptions::default()
+        };
         let (prompt, param) = match &g.input {
             Input::Messages(m) => (
-                self.model
-                    .chat_prompt(m, &ChatOptions::default())
-                    .map_err(|e| ApiError::field("messages", format!("the chat template refused them: {e}")))?,
+                self.model.chat_prompt(m, &chat).map_err(|e| ApiError::field("messages", format!("the chat template refused them: {e}")))?,
                 "messages",
             ),
             Input::Text(t) => (self.model.encode(t).map_err(|e| ApiError::field("prompt", e.to_string()))?, "prompt"),
@@ -266,6 +279,15 @@ impl AppState {
             ));
         }
         Ok(prompt)
+    }
+
+    /// How a request's tools are used with this model (a forced call sets
+    /// its sampler's format).
+    pub(crate) fn tool_plan(&self, g: &mut Generate, tools_key: &str) -> Result<Option<ToolPlan>, ApiError> {
+        match &g.tools {
+            Some(t) => t.plan(&self.model, tools_key, &mut g.sampling.format).map(Some),
+            None => Ok(None),
+        }
     }
 
     /// A request that ended well, in the counters.
@@ -304,6 +326,7 @@ struct Reply {
     logprobs: bool,
     started: Instant,
     first: Option<Instant>,
+    tools: Option<ToolState>,
 }
 
 impl Reply {
@@ -404,8 +427,11 @@ async fn collect(reply: &mut Reply, mut rx: UnboundedReceiver<Event>) -> Result<
     while let Some(event) = rx.recv().await {
         match event {
             Event::Admitted => {}
-            Event::Token { text: t, logprobs, .. } => {
+            Event::Token { id, text: t, logprobs } => {
                 reply.on_token();
+                if let Some(tools) = &mut reply.tools {
+                    tools.on_token(id, &t);
+                }
                 if let Some((chosen, top)) = logprobs {
                     offsets.push(text.len());
                     entries.push(reply.logprob_entry(&chosen, &top));
@@ -415,7 +441,15 @@ async fn collect(reply: &mut Reply, mut rx: UnboundedReceiver<Event>) -> Result<
             Event::Done { finish, text: tail, prompt_tokens, cached_tokens, completion_tokens } => {
                 text.push_str(&tail);
                 let usage = reply.on_done(prompt_tokens, cached_tokens, completion_tokens);
-                let choice = reply.choice(&text, reply.logprobs_value(entries, offsets), Some(finish), false, false);
+                let mut choice = reply.choice(&text, reply.logprobs_value(entries, offsets), Some(finish), false, false);
+                if let Some(tools) = &mut reply.tools {
+                    tools.text.push_str(&tail);
+                    if let Some((calls, content)) = tools.finish("") {
+                        let calls = tools::openai_calls(&calls, &reply.id);
+                        choice["message"] = json!({"role": "assistant", "content": content, "tool_calls": calls});
+                        choice["finish_reason"] = json!("tool_calls");
+                    }
+                }
                 return Ok(Json(reply.object(vec![choice], Some(usage), false)).into_response());
             }
             Event::Failed(why) => return Err(reply.failed(&why)),
@@ -478,7 +512,15 @@ impl Streaming {
     fn on_event(&mut self, event: Event) {
         match event {
             Event::Admitted => {}
-            Event::Token { text, logprobs, .. } => {
+            Event::Token { id, text, logprobs } => {
+                // With tools, text that may begin a call is held back.
+                let text = match &mut self.reply.tools {
+                    Some(tools) => {
+                        tools.on_token(id, &text);
+                        tools.streamable()
+                    }
+                    None => text,
+                };
                 let lp = match logprobs {
                     Some((chosen, top)) => {
                         let entry = self.reply.logprob_entry(&chosen, &top);
@@ -494,6 +536,42 @@ impl Streaming {
             }
             Event::Done { finish, text, prompt_tokens, cached_tokens, completion_tokens } => {
                 let usage = self.reply.on_done(prompt_tokens, cached_tokens, completion_tokens);
+                let mut text = text;
+                if let Some(tools) = &mut self.reply.tools {
+                    tools.text.push_str(&text);
+                    let streamed = tools.text[..tools.sent].to_string();
+                    match tools.finish(&streamed) {
+                        Some((calls, rest)) => {
+                            let calls = tools::openai_calls(&calls, &self.reply.id);
+                            let first = self.reply.first.is_none();
+                            let mut delta = json!({"tool_calls": calls.as_array().expect("calls").iter().enumerate().map(|(i, c)| {
+                                let mut c = c.clone();
+                                c["index"] = json!(i);
+                                c
+                            }).collect::<Vec<_>>()});
+                            if first || streamed.is_empty() {
+                                delta["role"] = json!("assistant");
+                                delta["content"] = Value::Null;
+                            }
+                            if let Some(rest) = rest {
+                                delta["content"] = json!(rest);
+                            }
+                            let choice = json!({"index": 0, "delta": delta, "logprobs": Value::Null, "finish_reason": Value::Null});
+                            let v = self.reply.object(vec![choice], None, true);
+                            self.push(v);
+                            let choice = json!({"index": 0, "delta": {}, "logprobs": Value::Null, "finish_reason": "tool_calls"});
+                            let v = self.reply.object(vec![choice], None, true);
+                            self.push(v);
+                            if self.include_usage {
+                                let v = self.reply.object(vec![], Some(usage), true);
+                                self.push(v);
+                            }
+                            self.finish();
+                            return;
+                        }
+                        None => text = tools.text[tools.sent..].to_string(),
+                    }
+                }
                 self.chunk(&text, Value::Null, Some(finish));
                 if self.include_usage {
                     let v = self.reply.object(vec![], Some(usage), true);

@@ -32,6 +32,7 @@ fn options(c: &Value) -> ChatOptions {
         now: Some(UNIX_EPOCH + Duration::from_secs(1_721_952_000)), // 2024-07-26
         variables: c["template_kwargs"].as_object().cloned().unwrap_or_default(),
         tools: c["tools"].as_array().cloned().unwrap_or_default(),
+        assistant_prefix: String::new(),
     }
 }
 

@@ -1,0 +1,308 @@
+//! Function calls in the words a chat template teaches its model: which
+//! format a template's tools section asks for, how a call is written (for
+//! a forced call, the text it starts with and the JSON schema of its
+//! object), and how a generated text splits into content and calls.
+//!
+//! Formats, told apart by what the template prints:
+//! - `Hermes` (Qwen2.5, Qwen3, SmolLM3, Hermes): `<tool_call>\n{"name":
+//!   ..., "arguments": {...}}\n</tool_call>`, one block a call; an answer
+//!   that is only such an object (bare, or in a ```json fence), as small
+//!   models write it, is read as one call too (as llama.cpp reads it);
+//! - `Llama3Json` (Llama 3.1/3.2/3.3): the whole answer one object
+//!   `{"name": ..., "parameters": {...}}` (after `<|python_tag|>`, a
+//!   control token left out of the text);
+//! - `Mistral` (v3 templates): the control token `[TOOL_CALLS]`, then a
+//!   JSON array of `{"name": ..., "arguments": {...}}`.
+//!
+//! A template that prints none of these shows the model no tools in a
+//! form graphc can read back: tools are refused for it, not ignored.
+//! A text that starts a call but does not finish one (malformed JSON, an
+//! unknown function) is returned whole as content, as the model wrote it.
+
+use serde_json::{json, Map, Value};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ToolFormat {
+    Hermes,
+    Llama3Json,
+    Mistral,
+}
+
+/// One call read back from the model's text.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ParsedCall {
+    pub name: String,
+    /// A JSON object.
+    pub arguments: Value,
+}
+
+/// A generated text, split.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Parsed {
+    /// What the model said outside its calls.
+    pub content: String,
+    pub calls: Vec<ParsedCall>,
+}
+
+const HERMES_OPEN: &str = "<tool_call>";
+const HERMES_CLOSE: &str = "</tool_call>";
+/// Mistral's call marker: a control token, absent from the visible text.
+pub const MISTRAL_MARKER: &str = "[TOOL_CALLS]";
+
+impl ToolFormat {
+    /// The format `template` teaches, where it reads `tools`.
+    pub fn of_template(template: &str) -> Option<ToolFormat> {
+        if !template.contains("tools") {
+            return None;
+        }
+        if template.contains(HERMES_OPEN) {
+            Some(ToolFormat::Hermes)
+        } else if template.contains(MISTRAL_MARKER) {
+            Some(ToolFormat::Mistral)
+        } else if template.contains("\"parameters\": ") || template.contains("<|python_tag|>") {
+            Some(ToolFormat::Llama3Json)
+        } else {
+            None
+        }
+    }
+
+    /// The text a call starts with, before its JSON (appended to the
+    /// prompt where a call is forced).
+    pub fn call_prefix(&self) -> &'static str {
+        match self {
+            ToolFormat::Hermes => "<tool_call>\n",
+            ToolFormat::Llama3Json => "",
+            ToolFormat::Mistral => MISTRAL_MARKER,
+        }
+    }
+
+    /// The key a call's arguments go under.
+    fn arguments_key(&self) -> &'static str {
+        match self {
+            ToolFormat::Llama3Json => "parameters",
+            _ => "arguments",
+        }
+    }
+
+    /// The JSON schema of one forced call's value (after `call_prefix`):
+    /// an object naming one of `functions` (name, parameters schema) with
+    /// that function's arguments; for Mistral, an array of one such call.
+    pub fn call_schema(&self, functions: &[(String, Value)]) -> Value {
+        let calls: Vec<Value> = functions
+            .iter()
+            .map(|(name, parameters)| {
+                let mut props = Map::new();
+                props.insert("name".into(), json!({ "const": name }));
+                props.insert(self.arguments_key().into(), parameters.clone());
+                json!({"type": "object", "properties": props, "required": ["name", self.arguments_key()], "additionalProperties": false})
+            })
+            .collect();
+        let one = if calls.len() == 1 { calls.into_iter().next().expect("one") } else { json!({ "anyOf": calls }) };
+        match self {
+            ToolFormat::Mistral => json!({"type": "array", "items": one}),
+            _ => one,
+        }
+    }
+
+    /// Split `text` (what the model wrote after its turn opened, the
+    /// forced prefix included; `marker_first`: Mistral's control token was
+    /// the first generated) into content and calls of `known` functions.
+    pub fn parse(&self, text: &str, marker_first: bool, known: &[String]) -> Parsed {
+        let whole = || Parsed { content: text.to_string(), calls: vec![] };
+        let call = |v: Value| -> Option<ParsedCall> {
+            let Value::Object(mut o) = v else { return None };
+            // Llama 3.x models also write `"type": "function"`, and some
+            // write `arguments` where the template said `parameters`.
+            if o.get("type").is_some_and(|t| t != "function") {
+                return None;
+            }
+            let name = o.get("name")?.as_str()?.to_string();
+            let arguments = o.remove(self.arguments_key()).or_else(|| o.remove("arguments"))?;
+            // Arguments written as the text of an object are read as it.
+            let arguments = match arguments {
+                Value::String(s) => serde_json::from_str(&s).ok()?,
+                v => v,
+            };
+            (arguments.is_object() && known.contains(&name)).then_some(ParsedCall { name, arguments })
+        };
+        match self {
+            ToolFormat::Hermes => {
+                let Some(first) = text.find(HERMES_OPEN) else {
+                    return match bare_object(text).and_then(|o| serde_json::from_str(o).ok()).and_then(call) {
+                        Some(c) => Parsed { content: String::new(), calls: vec![c] },
+                        None => whole(),
+                    };
+                };
+                let mut content = text[..first].to_string();
+                let mut calls = vec![];
+                let mut rest = &text[first..];
+                while let Some(open) = rest.find(HERMES_OPEN) {
+                    content.push_str(&rest[..open]);
+                    let body = &rest[open + HERMES_OPEN.len()..];
+                    let (inner, after) = match body.find(HERMES_CLOSE) {
+                        Some(close) => (&body[..close], &body[close + HERMES_CLOSE.len()..]),
+                        None => (body, ""),
+                    };
+                    let Some(c) = serde_json::from_str(inner.trim()).ok().and_then(call) else { return whole() };
+                    calls.push(c);
+                    rest = after;
+                }
+                content.push_str(rest);
+                Parsed { content: content.trim().to_string(), calls }
+            }
+            ToolFormat::Llama3Json => {
+                let body = text.trim_start().trim_start_matches("<|python_tag|>").trim();
+                if !body.starts_with('{') {
+                    return whole();
+                }
+                match serde_json::from_str(body).ok().and_then(call) {
+                    Some(c) => Parsed { content: String::new(), calls: vec![c] },
+                    None => whole(),
+                }
+            }
+            ToolFormat::Mistral => {
+                let body = text.strip_prefix(MISTRAL_MARKER).unwrap_or(text);
+                if !marker_first && !text.starts_with(MISTRAL_MARKER) {
+                    return whole();
+                }
+                let calls: Option<Vec<ParsedCall>> = match serde_json::from_str(body.trim()) {
+                    Ok(Value::Array(items)) if !items.is_empty() => items.into_iter().map(call).collect(),
+                    _ => None,
+                };
+                match calls {
+                    Some(calls) => Parsed { content: String::new(), calls },
+                    None => whole(),
+                }
+            }
+        }
+    }
+
+    /// How many bytes of `text` (the visible text so far) may be streamed
+    /// as content: none once a call may have begun, and never a tail that
+    /// could begin one.
+    pub fn streamable(&self, text: &str, marker_first: bool) -> usize {
+        match self {
+            ToolFormat::Hermes => {
+                if let Some(i) = text.find(HERMES_OPEN) {
+                    return i;
+                }
+                // An answer that may be a bare call object.
+                let t = text.trim_start();
+                if t.is_empty() || t.starts_with('{') || t.starts_with("```") || "```".starts_with(t) {
+                    return 0;
+                }
+                // A tail that is a beginning of `<tool_call>`.
+                (1..HERMES_OPEN.len().min(text.len() + 1))
+                    .rev()
+                    .find(|&n| text.is_char_boundary(text.len() - n) && HERMES_OPEN.starts_with(&text[text.len() - n..]))
+                    .map_or(text.len(), |n| text.len() - n)
+            }
+            // A call is the whole answer: hold everything that may be one.
+            ToolFormat::Llama3Json => {
+                let t = text.trim_start();
+                if t.is_empty() || t.starts_with('{') {
+                    0
+                } else {
+                    text.len()
+                }
+            }
+            ToolFormat::Mistral if marker_first => 0,
+            ToolFormat::Mistral => text.len(),
+        }
+    }
+}
+
+/// The object a whole answer is, bare or fenced (```json ... ```).
+fn bare_object(text: &str) -> Option<&str> {
+    let t = text.trim();
+    let t = match t.strip_prefix("```") {
+        Some(fenced) => fenced.trim_start_matches("json").strip_suffix("```")?.trim(),
+        None => t,
+    };
+    t.starts_with('{').then_some(t)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn known() -> Vec<String> {
+        vec!["get_weather".into(), "scale".into()]
+    }
+
+    #[test]
+    fn formats_are_told_by_their_templates() {
+        assert_eq!(ToolFormat::of_template("{% if tools %}<tool_call>{% endif %}"), Some(ToolFormat::Hermes));
+        assert_eq!(ToolFormat::of_template("{{ tools }} {\"name\": function name, \"parameters\": dictionary"), Some(ToolFormat::Llama3Json));
+        assert_eq!(ToolFormat::of_template("{{ tools }}[TOOL_CALLS]"), Some(ToolFormat::Mistral));
+        assert_eq!(ToolFormat::of_template("<|im_start|>{{ message.content }}"), None);
+        assert_eq!(ToolFormat::of_template("{# tools #}plain"), None);
+    }
+
+    #[test]
+    fn hermes_calls_split_from_content() {
+        let f = ToolFormat::Hermes;
+        let text = "Let me look.\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>\n<tool_call>\n{\"name\": \"scale\", \"arguments\": \"{\\\"x\\\": 2}\"}\n</tool_call>";
+        let p = f.parse(text, false, &known());
+        assert_eq!(p.content, "Let me look.");
+        assert_eq!(p.calls.len(), 2);
+        assert_eq!(p.calls[0], ParsedCall { name: "get_weather".into(), arguments: json!({"city": "Paris"}) });
+        assert_eq!(p.calls[1].arguments, json!({"x": 2}));
+        // Unclosed at the end: still a call.
+        let p = f.parse("<tool_call>\n{\"name\": \"scale\", \"arguments\": {\"x\": 1}}", false, &known());
+        assert_eq!(p.calls.len(), 1);
+        // Malformed, unknown or no call: the text as content.
+        // A bare or fenced object, as small models answer.
+        for t in ["{\"name\": \"scale\", \"arguments\": {\"x\": 1}}", "```json\n{\n  \"name\": \"scale\",\n  \"arguments\": {\"x\": 1}\n}\n```"] {
+            assert_eq!(f.parse(t, false, &known()).calls, vec![ParsedCall { name: "scale".into(), arguments: json!({"x": 1}) }], "{t}");
+        }
+        for t in [
+            "<tool_call>\n{\"name\": \"scale\", \"arguments\": {\"x\": }\n</tool_call>",
+            "<tool_call>{\"name\": \"rm\", \"arguments\": {}}</tool_call>",
+            "Paris is sunny.",
+            "{\"name\": \"scale\", \"arguments\": {\"x\": 1}} and more",
+            "```python\nprint(1)\n```",
+        ] {
+            assert_eq!(f.parse(t, false, &known()), Parsed { content: t.into(), calls: vec![] }, "{t}");
+        }
+    }
+
+    #[test]
+    fn llama3_and_mistral_calls() {
+        let f = ToolFormat::Llama3Json;
+        let p = f.parse(" {\"type\": \"function\", \"name\": \"get_weather\", \"parameters\": {\"city\": \"Oslo\"}}", false, &known());
+        assert_eq!(p.calls, vec![ParsedCall { name: "get_weather".into(), arguments: json!({"city": "Oslo"}) }]);
+        assert_eq!(f.parse("{\"a\": 1}", false, &known()).calls, vec![]);
+        assert_eq!(f.parse("It is {sunny}.", false, &known()).content, "It is {sunny}.");
+        let m = ToolFormat::Mistral;
+        let body = "[{\"name\": \"scale\", \"arguments\": {\"x\": 3}}]";
+        assert_eq!(m.parse(body, true, &known()).calls.len(), 1);
+        // Without the marker it is content, even if it looks like a call.
+        assert_eq!(m.parse(body, false, &known()).calls.len(), 0);
+    }
+
+    #[test]
+    fn streaming_holds_back_what_may_begin_a_call() {
+        let f = ToolFormat::Hermes;
+        assert_eq!(f.streamable("Hello", false), 5);
+        assert_eq!(f.streamable("Hello <tool", false), 6);
+        assert_eq!(f.streamable("Hello <tool_call>\n{", false), 6);
+        assert_eq!(f.streamable("a < b", false), 5);
+        assert_eq!(f.streamable(" {\"name", false), 0);
+        assert_eq!(f.streamable("``", false), 0);
+        assert_eq!(f.streamable("Sure: {", false), 7);
+        assert_eq!(ToolFormat::Llama3Json.streamable("  {\"na", false), 0);
+        assert_eq!(ToolFormat::Llama3Json.streamable("Sure", false), 4);
+    }
+
+    #[test]
+    fn forced_call_schemas_name_each_function() {
+        let fns = vec![("get_weather".to_string(), json!({"type": "object", "properties": {"city": {"type": "string"}}}))];
+        let s = ToolFormat::Llama3Json.call_schema(&fns);
+        assert_eq!(s["properties"]["name"], json!({"const": "get_weather"}));
+        assert!(s["properties"]["parameters"].is_object());
+        let two = [fns.clone(), vec![("scale".to_string(), json!({"type": "object"}))]].concat();
+        assert_eq!(ToolFormat::Hermes.call_schema(&two)["anyOf"].as_array().unwrap().len(), 2);
+        assert_eq!(ToolFormat::Mistral.call_schema(&fns)["type"], "array");
+    }
+}

@@ -1,0 +1,236 @@
+//! Function calling through `graphc serve`, on the real Qwen2.5-Coder
+//! 0.5B (its template prints `<tool_call>` blocks): a forced call is a
+//! call of a listed function whose arguments have its parameters' shape;
+//! the prompt is the template's rendering of the tools plus the call's
+//! opening; an `auto` answer is read back as the library reads the same
+//! greedy tokens, streamed or whole, OpenAI or Ollama; a conversation that
+//! carries calls and results renders as the library renders it; and
+//! requests graphc cannot honour are refused naming the field.
+
+use graphc::{ChatOptions, CompileOptions, Message, Model, Sampling, SessionOptions};
+use graphc_frontends::chat::{FunctionCall, ToolCall};
+use graphc_frontends::tool_calls::ToolFormat;
+use graphc_server::{ServeOptions, Server};
+use graphc_tests::http::post_json;
+use graphc_tests::{model as checkpoint, smollm2};
+use serde_json::{json, Value};
+use std::sync::Arc;
+
+fn tools() -> Value {
+    json!([
+        {"type": "function", "function": {"name": "get_weather", "description": "Current weather in a city.",
+            "parameters": {"type": "object", "properties": {"city": {"type": "string"}, "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]}}, "required": ["city"]}}},
+        {"type": "function", "function": {"name": "scale", "description": "Multiply a number by a factor.",
+            "parameters": {"type": "object", "properties": {"x": {"type": "number"}, "factor": {"type": "number"}}, "required": ["x", "factor"]}}}
+    ])
+}
+
+const ASK: &str = "What is the weather like in Paris right now?";
+
+fn qwen() -> Arc<Model> {
+    let path = checkpoint("qwen2.5-coder-0.5b-instruct-q4_k_m.gguf");
+    Arc::new(Model::compile(&path, &CompileOptions { max_seq: Some(1024), ..Default::default() }, None).unwrap())
+}
+
+fn start(m: &Arc<Model>) -> Server {
+    Server::start(m.clone(), ServeOptions { port: Some(0), slots: Some(2), model_name: Some("qwen".into()), ..Default::default() }).unwrap()
+}
+
+fn chat(extra: Value) -> Value {
+    let mut v = json!({"messages": [{"role": "user", "content": ASK}], "tools": tools(), "temperature": 0, "max_tokens": 64});
+    for (k, x) in extra.as_object().unwrap() {
+        v[k] = x.clone();
+    }
+    v
+}
+
+/// The arguments of a call, checked against the function's parameters.
+fn arguments(call: &Value) -> (String, Value) {
+    assert_eq!(call["type"], "function", "{call}");
+    assert!(call["id"].as_str().is_some_and(|id| id.starts_with("call_")), "{call}");
+    let name = call["function"]["name"].as_str().unwrap().to_string();
+    let args: Value = serde_json::from_str(call["function"]["arguments"].as_str().unwrap()).unwrap();
+    (name, args)
+}
+
+#[test]
+fn forced_calls_name_a_listed_function_with_its_parameters_shape() {
+    let m = qwen();
+    let server = start(&m);
+    let addr = server.addr();
+
+    // `required`: some call; the question is about the weather.
+    let r = post_json(addr, "/v1/chat/completions", &chat(json!({"tool_choice": "required"})));
+    assert_eq!(r.status, 200, "{}", r.body);
+    let v = r.json();
+    let choice = &v["choices"][0];
+    assert_eq!(choice["finish_reason"], "tool_calls", "{v}");
+    assert!(choice["message"]["content"].is_null(), "{v}");
+    let calls = choice["message"]["tool_calls"].as_array().unwrap();
+    assert_eq!(calls.len(), 1, "{v}");
+    let (name, args) = arguments(&calls[0]);
+    assert_eq!(name, "get_weather", "{v}");
+    assert!(args["city"].is_string() && args.as_object().unwrap().keys().all(|k| k == "city" || k == "unit"), "{args}");
+    // The prompt: the template's rendering of the tools, then `<tool_call>\n`.
+    let opts = ChatOptions { tools: tools().as_array().unwrap().clone(), assistant_prefix: "<tool_call>\n".into(), ..Default::default() };
+    let prompt = m.chat_prompt(&[Message::user(ASK)], &opts).unwrap();
+    assert_eq!(v["usage"]["prompt_tokens"].as_u64(), Some(prompt.len() as u64));
+
+    // A named function: `scale`, although the question is about the weather.
+    let r = post_json(addr, "/v1/chat/completions", &chat(json!({"tool_choice": {"type": "function", "function": {"name": "scale"}}})));
+    assert_eq!(r.status, 200, "{}", r.body);
+    let v = r.json();
+    let (name, args) = arguments(&v["choices"][0]["message"]["tool_calls"][0]);
+    assert_eq!(name, "scale", "{v}");
+    assert!(args["x"].is_number() && args["factor"].is_number() && args.as_object().unwrap().len() == 2, "{args}");
+    server.shutdown().unwrap();
+}
+
+/// `auto`: the answer is what the library's greedy tokens say, read back
+/// by the template's format; streamed pieces add up to the whole answer;
+/// Ollama's `/api/chat` gives the same calls with object arguments.
+#[test]
+fn auto_answers_are_read_back_as_the_library_reads_them() {
+    let m = qwen();
+    let opts = ChatOptions { tools: tools().as_array().unwrap().clone(), ..Default::default() };
+    let names = vec!["get_weather".to_string(), "scale".to_string()];
+    let server = start(&m);
+    let addr = server.addr();
+    let (mut called, mut answered) = (0, 0);
+    for ask in [ASK, "Multiply 3.5 by 4 with the scale tool.", "Write a Python function that reverses a string.", "What is 2 + 2?"] {
+        let messages = json!([{"role": "user", "content": ask}]);
+        let prompt = m.chat_prompt(&[Message::user(ask)], &opts).unwrap();
+        let mut s = m.session(&SessionOptions::default()).unwrap();
+        let g = s.generate(&prompt, 64, &Sampling::greedy(), |_| ()).unwrap();
+        let stop = &m.plan().model.stop_ids;
+        let ids: Vec<u32> = g.tokens.iter().copied().filter(|t| !stop.contains(t)).collect();
+        let text = String::from_utf8(m.tokenizer().unwrap().decode_bytes(&ids, false)).unwrap();
+        let want = ToolFormat::Hermes.parse(&text, false, &names);
+        println!("{ask:?} → {text:?}: {} calls", want.calls.len());
+        if want.calls.is_empty() {
+            answered += 1;
+        } else {
+            called += 1;
+        }
+
+        let v = post_json(addr, "/v1/chat/completions", &json!({"messages": messages, "tools": tools(), "temperature": 0, "max_tokens": 64})).json();
+        let msg = &v["choices"][0]["message"];
+        let calls = msg["tool_calls"].as_array().cloned().unwrap_or_default();
+        assert_eq!(calls.len(), want.calls.len(), "{ask}: {v} vs {text:?}");
+        for (c, w) in calls.iter().zip(&want.calls) {
+            assert_eq!(arguments(c), (w.name.clone(), w.arguments.clone()), "{ask}");
+        }
+        let finish = if want.calls.is_empty() { "stop" } else { "tool_calls" };
+        assert_eq!(v["choices"][0]["finish_reason"], finish, "{ask}: {v}");
+        assert_eq!(msg["content"].as_str().unwrap_or(""), want.content, "{ask}");
+
+        // Streamed: the content pieces, then the calls, then the finish.
+        let r = post_json(
+            addr,
+            "/v1/chat/completions",
+            &json!({"messages": messages, "tools": tools(), "temperature": 0, "max_tokens": 64, "stream": true}),
+        );
+        let chunks: Vec<Value> = r.events().iter().filter(|e| *e != "[DONE]").map(|e| serde_json::from_str(e).unwrap()).collect();
+        let content: String = chunks.iter().filter_map(|c| c["choices"][0]["delta"]["content"].as_str()).collect();
+        let streamed_calls: Vec<Value> = chunks.iter().filter_map(|c| c["choices"][0]["delta"]["tool_calls"].as_array()).flatten().cloned().collect();
+        assert_eq!(content.trim(), want.content, "{ask}: streamed content");
+        assert!(!content.contains("<tool_call>"), "{ask}: a call's text was streamed as content");
+        assert_eq!(streamed_calls.len(), want.calls.len(), "{ask}");
+        for (c, w) in streamed_calls.iter().zip(&want.calls) {
+            assert_eq!(arguments(c), (w.name.clone(), w.arguments.clone()), "{ask}: streamed");
+        }
+        assert_eq!(chunks.last().unwrap()["choices"][0]["finish_reason"], finish, "{ask}");
+
+        // Ollama: the same calls, arguments as objects.
+        let o = post_json(
+            addr,
+            "/api/chat",
+            &json!({"messages": messages, "tools": tools(), "stream": false, "options": {"temperature": 0, "num_predict": 64}}),
+        )
+        .json();
+        let ocalls = o["message"]["tool_calls"].as_array().cloned().unwrap_or_default();
+        let got: Vec<(String, Value)> =
+            ocalls.iter().map(|c| (c["function"]["name"].as_str().unwrap().to_string(), c["function"]["arguments"].clone())).collect();
+        let want_calls: Vec<(String, Value)> = want.calls.iter().map(|c| (c.name.clone(), c.arguments.clone())).collect();
+        assert_eq!(got, want_calls, "{ask}: ollama {o}");
+    }
+    // The asks were chosen so both kinds of answer are exercised.
+    assert!(called >= 1 && answered >= 1, "{called} answers called, {answered} did not");
+    server.shutdown().unwrap();
+}
+
+/// A conversation carrying a call (its arguments as OpenAI sends them: a
+/// JSON object's text) and the tool's result is the prompt the library
+/// renders from the same turns, the arguments an object.
+#[test]
+fn calls_and_results_in_the_history_render_as_the_library_renders_them() {
+    let m = qwen();
+    let server = start(&m);
+    let addr = server.addr();
+    let messages = json!([
+        {"role": "user", "content": ASK},
+        {"role": "assistant", "content": null, "tool_calls": [{"id": "call_9", "type": "function", "function": {"name": "get_weather", "arguments": "{\"city\": \"Paris\"}"}}]},
+        {"role": "tool", "tool_call_id": "call_9", "content": "{\"temperature\": 18, \"sky\": \"clear\"}"}
+    ]);
+    let v = post_json(addr, "/v1/chat/completions", &json!({"messages": messages, "tools": tools(), "temperature": 0, "max_tokens": 4})).json();
+    let turns = vec![
+        Message::user(ASK),
+        Message {
+            tool_calls: vec![ToolCall {
+                id: "call_9".into(),
+                kind: "function".into(),
+                function: FunctionCall { name: "get_weather".into(), arguments: json!({"city": "Paris"}) },
+            }],
+            ..Message::assistant("")
+        },
+        Message { tool_call_id: Some("call_9".into()), ..Message::new("tool", "{\"temperature\": 18, \"sky\": \"clear\"}") },
+    ];
+    let opts = ChatOptions { tools: tools().as_array().unwrap().clone(), ..Default::default() };
+    let text = m.tokenizer().unwrap().apply_chat_template(&turns, &opts).unwrap();
+    assert!(text.contains("<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>"), "{text}");
+    assert!(text.contains("<tool_response>\n{\"temperature\": 18, \"sky\": \"clear\"}\n</tool_response>"), "{text}");
+    assert_eq!(v["usage"]["prompt_tokens"].as_u64(), Some(m.chat_prompt(&turns, &opts).unwrap().len() as u64), "{v}");
+    server.shutdown().unwrap();
+}
+
+#[test]
+fn tool_requests_graphc_cannot_honour_are_refused_naming_the_field() {
+    // SmolLM2's template shows the model no tools.
+    let small = Arc::new(Model::compile(&smollm2(), &CompileOptions { max_seq: Some(256), ..Default::default() }, None).unwrap());
+    let server = Server::start(small, ServeOptions { port: Some(0), ..Default::default() }).unwrap();
+    let r = post_json(server.addr(), "/v1/chat/completions", &chat(json!({})));
+    assert_eq!((r.status, r.json()["error"]["param"].as_str()), (400, Some("tools")), "{}", r.body);
+    let r = post_json(server.addr(), "/api/chat", &json!({"messages": [{"role": "user", "content": "hi"}], "tools": tools()}));
+    assert_eq!((r.status, r.json()["error"]["param"].as_str()), (400, Some("tools")), "{}", r.body);
+    server.shutdown().unwrap();
+
+    let m = qwen();
+    let server = start(&m);
+    let addr = server.addr();
+    let bad_params = json!([{"type": "function", "function": {"name": "f", "parameters": {"type": "object", "properties": {"x": {"type": "integer", "minimum": 0}}}}}]);
+    for (extra, param) in [
+        (json!({"tool_choice": {"type": "function", "function": {"name": "rm"}}}), "tool_choice.function.name"),
+        (json!({"tool_choice": "sometimes"}), "tool_choice"),
+        (json!({"tools": [{"type": "retrieval"}]}), "tools[0].type"),
+        (json!({"tools": [{"type": "function", "function": {"name": "a b"}}]}), "tools[0].function.name"),
+        (json!({"tools": bad_params, "tool_choice": "required"}), "tools[0].function.parameters.properties.x.minimum"),
+        (json!({"tool_choice": "required", "response_format": {"type": "json_object"}}), "tool_choice"),
+        (json!({"logprobs": true}), "logprobs"),
+        (json!({"parallel_tool_calls": false}), "parallel_tool_calls"),
+        (
+            json!({"messages": [{"role": "user", "content": "x"}, {"role": "assistant", "content": null, "tool_calls": [{"id": "c", "type": "function", "function": {"name": "scale", "arguments": "{x: 1"}}]}]}),
+            "messages[1].tool_calls[0].function.arguments",
+        ),
+        (json!({"messages": [{"role": "user", "content": null}]}), "messages[0].content"),
+    ] {
+        let r = post_json(addr, "/v1/chat/completions", &chat(extra.clone()));
+        assert_eq!(r.status, 400, "{extra}: {}", r.body);
+        assert_eq!(r.json()["error"]["param"].as_str(), Some(param), "{extra}: {}", r.body);
+    }
+    // `none`: tools left out, the answer plain text.
+    let v = post_json(addr, "/v1/chat/completions", &chat(json!({"tool_choice": "none", "max_tokens": 8}))).json();
+    assert_eq!(v["choices"][0]["finish_reason"], "length", "{v}");
+    let plain = m.chat_prompt(&[Message::user(ASK)], &ChatOptions::default()).unwrap();
+    assert_eq!(v["usage"]["prompt_tokens"].as_u64(), Some(plain.len() as u64));
+    server.shutdown().unwrap();
+}
