@@ -177,7 +177,9 @@ pub async fn show(State(st): State<Arc<AppState>>, headers: HeaderMap, body: Byt
         });
         let details =
             json!({"format": "gguf", "family": plan.family, "families": [plan.family], "parameter_size": format!("{:.1}M", parameters as f64 / 1e6)});
-        Ok(Json(json!({"template": template, "details": details, "model_info": info, "capabilities": ["completion"], "modified_at": created_at()}))
+        // `tools` where the template shows the model tools graphc reads calls back from.
+        let capabilities: Vec<&str> = std::iter::once("completion").chain(st.model.tool_format().map(|_| "tools")).collect();
+        Ok(Json(json!({"template": template, "details": details, "model_info": info, "capabilities": capabilities, "modified_at": created_at()}))
             .into_response())
     };
     run().unwrap_or_else(|e| st.refused(e))

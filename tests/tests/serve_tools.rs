@@ -202,11 +202,13 @@ fn tool_requests_graphc_cannot_honour_are_refused_naming_the_field() {
     assert_eq!((r.status, r.json()["error"]["param"].as_str()), (400, Some("tools")), "{}", r.body);
     let r = post_json(server.addr(), "/api/chat", &json!({"messages": [{"role": "user", "content": "hi"}], "tools": tools()}));
     assert_eq!((r.status, r.json()["error"]["param"].as_str()), (400, Some("tools")), "{}", r.body);
+    assert_eq!(post_json(server.addr(), "/api/show", &json!({})).json()["capabilities"], json!(["completion"]));
     server.shutdown().unwrap();
 
     let m = qwen();
     let server = start(&m);
     let addr = server.addr();
+    assert_eq!(post_json(addr, "/api/show", &json!({})).json()["capabilities"], json!(["completion", "tools"]));
     let bad_params = json!([{"type": "function", "function": {"name": "f", "parameters": {"type": "object", "properties": {"x": {"type": "integer", "minimum": 0}}}}}]);
     for (extra, param) in [
         (json!({"tool_choice": {"type": "function", "function": {"name": "rm"}}}), "tool_choice.function.name"),
