@@ -264,16 +264,11 @@ fn response_format(obj: &Map<String, Value>) -> Result<Format, ApiError> {
                 return Err(ApiError::field(&format!("response_format.json_schema.{k}"), "graphc does not implement this field"));
             }
             let schema = js.get("schema").ok_or_else(|| ApiError::field("response_format.json_schema.schema", "is required"))?;
-            Ok(Format::JsonSchema(Arc::new(compile_schema(schema, "response_format.json_schema.schema")?)))
+            Ok(Format::JsonSchema(Arc::new(Schema::compile(schema, "response_format.json_schema.schema")?)))
         }
         Some(other) => Err(ApiError::field("response_format.type", format!("`{other}` is not a format (`text` or `json_object`)"))),
         None => Err(ApiError::field("response_format.type", "is required (`text` or `json_object`)")),
     }
-}
-
-/// A schema compiled for structured output, its refusal naming where.
-pub(crate) fn compile_schema(schema: &Value, path: &str) -> Result<Schema, ApiError> {
-    Schema::compile(schema, path).map_err(|e| ApiError::field(&e.path, e.why))
 }
 
 /// A seed for a request that names none (sampled requests differ, as OpenAI's do).

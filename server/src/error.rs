@@ -3,6 +3,7 @@
 
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
+use graphc_runtime::json_schema::SchemaError;
 
 #[derive(Debug, thiserror::Error)]
 #[error("{message}")]
@@ -39,6 +40,13 @@ impl ApiError {
 
     pub fn body(&self) -> serde_json::Value {
         serde_json::json!({"error": {"message": self.message, "type": self.kind(), "param": self.param, "code": self.code}})
+    }
+}
+
+/// A schema graphc cannot generate for, named by its path in the request.
+impl From<SchemaError> for ApiError {
+    fn from(e: SchemaError) -> ApiError {
+        ApiError::field(&e.path, e.why)
     }
 }
 

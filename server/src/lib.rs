@@ -126,7 +126,7 @@ impl Server {
             .spawn(move || {
                 runtime.block_on(async move {
                     let listener = tokio::net::TcpListener::from_std(listener)?;
-                    let app = routes::router(state.clone());
+                    let app = router(state.clone());
                     let result = axum::serve(listener, app)
                         .with_graceful_shutdown(async move {
                             let _ = on_shutdown.await;
@@ -182,4 +182,26 @@ impl ShutdownHandle {
             let _ = s.send(());
         }
     }
+}
+
+/// Every endpoint: OpenAI's (`routes`), Ollama's (`ollama`), and the small ones.
+fn router(state: Arc<routes::AppState>) -> axum::Router {
+    use axum::routing::{get, post};
+    use routes::{chat_completions, completions, detokenize, health, metrics, model, models, tokenize};
+    axum::Router::new()
+        .route("/v1/chat/completions", post(chat_completions))
+        .route("/v1/completions", post(completions))
+        .route("/v1/models", get(models))
+        .route("/v1/models/{id}", get(model))
+        .route("/api/chat", post(ollama::chat))
+        .route("/api/generate", post(ollama::generate))
+        .route("/api/tags", get(ollama::tags))
+        .route("/api/show", post(ollama::show))
+        .route("/api/version", get(ollama::version))
+        .route("/tokenize", post(tokenize))
+        .route("/detokenize", post(detokenize))
+        .route("/health", get(health))
+        .route("/metrics", get(metrics))
+        .fallback(|| async { error::ApiError::new(axum::http::StatusCode::NOT_FOUND, "not_found", "no such endpoint") })
+        .with_state(state)
 }

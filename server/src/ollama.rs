@@ -20,6 +20,7 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use graphc_frontends::chat::Message;
 use graphc_runtime::batcher::{Event, FinishReason};
+use graphc_runtime::json_schema::Schema;
 use graphc_runtime::sampling::{Format, Penalties, Sampling};
 use serde_json::{json, Map, Value};
 use std::sync::Arc;
@@ -77,7 +78,7 @@ pub fn parse(kind: Kind, body: &[u8], max_seq: usize) -> Result<Request, ApiErro
         None | Some(Value::Null) => Format::Text,
         Some(Value::String(s)) if s == "json" => Format::JsonObject,
         Some(Value::String(s)) if s.is_empty() => Format::Text,
-        Some(schema @ Value::Object(_)) => Format::JsonSchema(Arc::new(api::compile_schema(schema, "format")?)),
+        Some(schema @ Value::Object(_)) => Format::JsonSchema(Arc::new(Schema::compile(schema, "format")?)),
         Some(_) => return Err(ApiError::field("format", "\"json\" (JSON mode) or a JSON schema")),
     };
     let options = match obj.get("options") {

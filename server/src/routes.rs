@@ -13,8 +13,7 @@ use axum::extract::State;
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::sse::{Event as SseEvent, Sse};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
-use axum::{Json, Router};
+use axum::Json;
 use graphc_frontends::chat::ChatOptions;
 use graphc_runtime::batcher::{Event, FinishReason, Limits, Request};
 use graphc_runtime::sampling::TokenLogprob;
@@ -37,34 +36,15 @@ pub struct AppState {
     pub next_id: AtomicU64,
 }
 
-pub fn router(state: Arc<AppState>) -> Router {
-    Router::new()
-        .route("/v1/chat/completions", post(chat_completions))
-        .route("/v1/completions", post(completions))
-        .route("/v1/models", get(models))
-        .route("/v1/models/{id}", get(model))
-        .route("/api/chat", post(crate::ollama::chat))
-        .route("/api/generate", post(crate::ollama::generate))
-        .route("/api/tags", get(crate::ollama::tags))
-        .route("/api/show", post(crate::ollama::show))
-        .route("/api/version", get(crate::ollama::version))
-        .route("/tokenize", post(tokenize))
-        .route("/detokenize", post(detokenize))
-        .route("/health", get(health))
-        .route("/metrics", get(metrics))
-        .fallback(|| async { ApiError::new(StatusCode::NOT_FOUND, "not_found", "no such endpoint") })
-        .with_state(state)
-}
-
-async fn chat_completions(State(st): State<Arc<AppState>>, headers: HeaderMap, body: Bytes) -> Response {
+pub(crate) async fn chat_completions(State(st): State<Arc<AppState>>, headers: HeaderMap, body: Bytes) -> Response {
     answer(&st, &headers, Endpoint::Chat, &body).await.unwrap_or_else(|e| st.refused(e))
 }
 
-async fn completions(State(st): State<Arc<AppState>>, headers: HeaderMap, body: Bytes) -> Response {
+pub(crate) async fn completions(State(st): State<Arc<AppState>>, headers: HeaderMap, body: Bytes) -> Response {
     answer(&st, &headers, Endpoint::Completion, &body).await.unwrap_or_else(|e| st.refused(e))
 }
 
-async fn models(State(st): State<Arc<AppState>>, headers: HeaderMap) -> Response {
+pub(crate) async fn models(State(st): State<Arc<AppState>>, headers: HeaderMap) -> Response {
     if let Err(e) = st.authorize(&headers) {
         return st.refused(e);
     }
@@ -75,7 +55,7 @@ async fn models(State(st): State<Arc<AppState>>, headers: HeaderMap) -> Response
 /// [ids]}`, as llama.cpp's server: special tokens' text in `content` is
 /// parsed to their ids; `add_special` puts the BOS in front where the
 /// checkpoint asks for one.
-async fn tokenize(State(st): State<Arc<AppState>>, headers: HeaderMap, body: Bytes) -> Response {
+pub(crate) async fn tokenize(State(st): State<Arc<AppState>>, headers: HeaderMap, body: Bytes) -> Response {
     let run = || -> Result<Response, ApiError> {
         st.authorize(&headers)?;
         let obj = api::object(&body, &["content", "add_special"])?;
@@ -94,7 +74,7 @@ async fn tokenize(State(st): State<Arc<AppState>>, headers: HeaderMap, body: Byt
 
 /// `POST /detokenize {"tokens": [ids]}` → `{"content": TEXT}` (special
 /// tokens as their text).
-async fn detokenize(State(st): State<Arc<AppState>>, headers: HeaderMap, body: Bytes) -> Response {
+pub(crate) async fn detokenize(State(st): State<Arc<AppState>>, headers: HeaderMap, body: Bytes) -> Response {
     let run = || -> Result<Response, ApiError> {
         st.authorize(&headers)?;
         let obj = api::object(&body, &["tokens"])?;
@@ -109,7 +89,7 @@ async fn detokenize(State(st): State<Arc<AppState>>, headers: HeaderMap, body: B
 }
 
 /// `GET /v1/models/{id}`: the model served, or 404 naming it.
-async fn model(State(st): State<Arc<AppState>>, headers: HeaderMap, axum::extract::Path(id): axum::extract::Path<String>) -> Response {
+pub(crate) async fn model(State(st): State<Arc<AppState>>, headers: HeaderMap, axum::extract::Path(id): axum::extract::Path<String>) -> Response {
     if let Err(e) = st.authorize(&headers) {
         return st.refused(e);
     }
@@ -125,7 +105,7 @@ fn model_object(st: &AppState) -> Value {
     json!({"id": st.model_name, "object": "model", "created": 0, "owned_by": "graphc", "context_length": st.limits.max_seq})
 }
 
-async fn health(State(st): State<Arc<AppState>>) -> Response {
+pub(crate) async fn health(State(st): State<Arc<AppState>>) -> Response {
     let m = &st.metrics;
     Json(json!({
         "status": "ok",
@@ -136,7 +116,7 @@ async fn health(State(st): State<Arc<AppState>>) -> Response {
     .into_response()
 }
 
-async fn metrics(State(st): State<Arc<AppState>>) -> Response {
+pub(crate) async fn metrics(State(st): State<Arc<AppState>>) -> Response {
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], st.metrics.render()).into_response()
 }
 

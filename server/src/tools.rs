@@ -12,9 +12,9 @@
 //! the schema of the functions' names and parameters, so it parses and
 //! its arguments are the parameters' shape).
 
-use crate::api::compile_schema;
 use crate::error::ApiError;
 use graphc_frontends::tool_calls::{ParsedCall, ToolFormat};
+use graphc_runtime::json_schema::Schema;
 use graphc_runtime::{Format, Model};
 use serde_json::{json, Map, Value};
 use std::sync::Arc;
@@ -143,9 +143,9 @@ impl Tools {
             // refusal names the tool's own path.
             for (name, params) in &forced {
                 let i = self.functions.iter().position(|(n, _)| n == name).expect("a listed function");
-                compile_schema(params, &format!("{tools_key}[{i}].function.parameters"))?;
+                Schema::compile(params, &format!("{tools_key}[{i}].function.parameters"))?;
             }
-            let schema = compile_schema(&fmt.call_schema(&forced), "tool_choice")?;
+            let schema = Schema::compile(&fmt.call_schema(&forced), "tool_choice")?;
             *format = Format::JsonSchema(Arc::new(schema));
             prefix = fmt.call_prefix();
         }
