@@ -285,7 +285,7 @@ impl JsonPrefix {
 
 /// Each token's bytes as it appears mid-text (empty for control tokens),
 /// indexed by id: what JSON mode checks a token against.
-pub type TokenBytes = Arc<Vec<Box<[u8]>>>;
+pub type TokenBytes = Arc<crate::vocabulary::Vocabulary>;
 
 #[cfg(test)]
 mod tests {
@@ -372,7 +372,8 @@ mod tests {
 
     #[test]
     fn end_tokens_only_once_the_object_is_closed() {
-        let vocabulary: TokenBytes = Arc::new(["{", "}", "\"a\"", ":", " 1", "", "x"].iter().map(|t| t.as_bytes().into()).collect());
+        let vocabulary: TokenBytes =
+            Arc::new(crate::vocabulary::Vocabulary::new(["{", "}", "\"a\"", ":", " 1", "", "x"].iter().map(|t| t.as_bytes().into()).collect()));
         let end = 5;
         let mut j = crate::sampling::Constraint::json_object(vocabulary, vec![end]);
         let allowed = |j: &crate::sampling::Constraint| (0..7).filter(|&t| j.allows(t)).collect::<Vec<u32>>();

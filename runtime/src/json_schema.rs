@@ -283,6 +283,15 @@ impl SchemaPrefix {
     /// Feed `bytes`; `false` (the state unspecified) where one cannot continue.
     pub fn feed(&mut self, schema: &Schema, bytes: &[u8]) -> bool {
         for &b in bytes {
+            // One thread that does not fork here: stepped in place.
+            if let [t] = &mut self.threads[..] {
+                if t.fork(schema).is_none() {
+                    if !t.byte(schema, b) {
+                        return false;
+                    }
+                    continue;
+                }
+            }
             let mut next = Vec::with_capacity(self.threads.len());
             for t in &self.threads {
                 t.step_forking(schema, b, &mut |t| {

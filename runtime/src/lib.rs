@@ -14,6 +14,7 @@ pub mod json_schema;
 pub mod model;
 pub mod sampling;
 pub mod session;
+pub mod vocabulary;
 
 pub use batcher::{Batcher, BatcherOptions, Event, FinishReason, Limits, Request};
 pub use conversation::{Conversation, Turn};

@@ -251,11 +251,7 @@ impl Model {
         if sampling.format == Format::Text {
             return Ok(Sampler::new(sampling));
         }
-        let tok = self.tokenizer()?;
-        let vocabulary = self
-            .token_bytes
-            .get_or_init(|| std::sync::Arc::new((0..tok.vocab_size as u32).map(|id| tok.decode_bytes(&[id], false).into_boxed_slice()).collect()))
-            .clone();
+        let vocabulary = self.vocabulary()?;
         let ends = self.plan.model.stop_ids.clone();
         let constraint = match &sampling.format {
             Format::Text => unreachable!("returned above"),
@@ -264,6 +260,18 @@ impl Model {
         };
         Ok(Sampler::with_constraint(sampling, constraint))
     }
+    /// Each token's bytes (control tokens' none) and their trie, made once.
+    pub fn vocabulary(&self) -> Result<TokenBytes, Error> {
+        let tok = self.tokenizer()?;
+        Ok(self
+            .token_bytes
+            .get_or_init(|| {
+                let bytes = (0..tok.vocab_size as u32).map(|id| tok.decode_bytes(&[id], false).into_boxed_slice()).collect();
+                std::sync::Arc::new(crate::vocabulary::Vocabulary::new(bytes))
+            })
+            .clone())
+    }
+
     /// Token ids of `text` (BOS added when the checkpoint asks for one).
     pub fn encode(&self, text: &str) -> Result<Vec<u32>, Error> {
         self.tokenizer()?.encode(text).map_err(Error::Tokenizer)

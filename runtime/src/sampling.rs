@@ -112,6 +112,22 @@ impl Constraint {
         }
     }
 
+    /// `allows` of every token, found by one walk of the vocabulary's trie.
+    pub fn allowed(&self) -> Vec<bool> {
+        let mut allowed = vec![false; self.vocabulary.len()];
+        match &self.value {
+            ValuePrefix::Object(p) => self.vocabulary.walk(p, &|s: &mut JsonPrefix, b| s.feed(&[b]), &mut allowed),
+            ValuePrefix::Schema(schema, p) => self.vocabulary.walk(p, &|s: &mut SchemaPrefix, b| s.feed(schema, &[b]), &mut allowed),
+        };
+        let done = self.value.is_done();
+        for &e in &self.ends {
+            if let Some(a) = allowed.get_mut(e as usize) {
+                *a = done;
+            }
+        }
+        allowed
+    }
+
     /// Take token `id` (one `allows` allowed).
     pub fn advance(&mut self, id: u32) {
         if let Some(bytes) = self.vocabulary.get(id as usize) {
@@ -334,7 +350,9 @@ impl Sampler {
                 return t as u32;
             }
         }
-        let masked: Vec<f32> = logits.iter().enumerate().map(|(t, &l)| if json.allows(t as u32) { l } else { f32::NEG_INFINITY }).collect();
+        let allowed = json.allowed();
+        let masked: Vec<f32> =
+            logits.iter().enumerate().map(|(t, &l)| if allowed.get(t).copied().unwrap_or(false) { l } else { f32::NEG_INFINITY }).collect();
         if masked.iter().all(|l| *l == f32::NEG_INFINITY) {
             // Nothing in the vocabulary continues the object: end.
             return json.fallback().unwrap_or(0);
