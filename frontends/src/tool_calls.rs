@@ -84,10 +84,11 @@ impl ToolFormat {
         }
     }
 
-    /// The JSON schema of one forced call's value (after `call_prefix`):
+    /// The JSON schema of a forced call's value (after `call_prefix`):
     /// an object naming one of `functions` (name, parameters schema) with
-    /// that function's arguments; for Mistral, an array of one such call.
-    pub fn call_schema(&self, functions: &[(String, Value)]) -> Value {
+    /// that function's arguments; for Mistral, an array of such calls (one
+    /// or more; one only unless `parallel`).
+    pub fn call_schema(&self, functions: &[(String, Value)], parallel: bool) -> Value {
         let calls: Vec<Value> = functions
             .iter()
             .map(|(name, parameters)| {
@@ -99,7 +100,8 @@ impl ToolFormat {
             .collect();
         let one = if calls.len() == 1 { calls.into_iter().next().expect("one") } else { json!({ "anyOf": calls }) };
         match self {
-            ToolFormat::Mistral => json!({"type": "array", "items": one}),
+            ToolFormat::Mistral if parallel => json!({"type": "array", "items": one, "minItems": 1}),
+            ToolFormat::Mistral => json!({"type": "array", "items": one, "minItems": 1, "maxItems": 1}),
             _ => one,
         }
     }
@@ -298,11 +300,12 @@ mod tests {
     #[test]
     fn forced_call_schemas_name_each_function() {
         let fns = vec![("get_weather".to_string(), json!({"type": "object", "properties": {"city": {"type": "string"}}}))];
-        let s = ToolFormat::Llama3Json.call_schema(&fns);
+        let s = ToolFormat::Llama3Json.call_schema(&fns, true);
         assert_eq!(s["properties"]["name"], json!({"const": "get_weather"}));
         assert!(s["properties"]["parameters"].is_object());
         let two = [fns.clone(), vec![("scale".to_string(), json!({"type": "object"}))]].concat();
-        assert_eq!(ToolFormat::Hermes.call_schema(&two)["anyOf"].as_array().unwrap().len(), 2);
-        assert_eq!(ToolFormat::Mistral.call_schema(&fns)["type"], "array");
+        assert_eq!(ToolFormat::Hermes.call_schema(&two, true)["anyOf"].as_array().unwrap().len(), 2);
+        let m = ToolFormat::Mistral.call_schema(&fns, false);
+        assert_eq!((&m["type"], &m["minItems"], &m["maxItems"]), (&json!("array"), &json!(1), &json!(1)));
     }
 }

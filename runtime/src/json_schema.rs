@@ -5,13 +5,15 @@
 //!
 //! The schemas graphc generates for: objects of the properties listed and
 //! no others (in any order, each at most once; the `required` ones all),
-//! arrays of one item schema, strings, numbers,
+//! arrays of one item schema (`minItems`, `maxItems`), strings, numbers,
 //! integers, booleans, null, `enum` / `const` (each value written as
-//! its canonical JSON), `anyOf` and a list of scalar types (`["string",
-//! "null"]`); the root an object or an array (or any of several). Anything
-//! else a schema says (`$ref`, `oneOf`, `pattern`, `minimum`, ...) is
-//! refused naming where it says it: a keyword ignored would let through
-//! values the caller's schema forbids.
+//! its canonical JSON), `anyOf`, a list of scalar types (`["string",
+//! "null"]`) and local references (`$ref` to `#`, `#/$defs/NAME`,
+//! `#/definitions/NAME`: pydantic's nested and recursive models); the root
+//! an object or an array (or any of several). Anything else a schema says
+//! (`oneOf`, `pattern`, `minimum`, a remote `$ref`, ...) is refused naming
+//! where it says it: a keyword ignored would let through values the
+//! caller's schema forbids.
 //!
 //! `anyOf` makes the automaton nondeterministic: the value so far is a set
 //! of threads, one for each alternative still alive (forked where a value
@@ -35,8 +37,12 @@ enum Node {
         props: Vec<(Box<[u8]>, u16)>,
         required: u64,
     },
-    /// Items of one node.
-    Array(u16),
+    /// Items of one node, `min..=max` of them (`minItems`, `maxItems`).
+    Array {
+        items: u16,
+        min: u16,
+        max: u16,
+    },
     String,
     Number,
     Integer,
@@ -68,8 +74,24 @@ const MAX_ALTERNATIVES: usize = 16;
 impl Schema {
     /// Compile `schema`; `path` names where it sits in the request (for errors).
     pub fn compile(schema: &Value, path: &str) -> Result<Schema, SchemaError> {
-        let mut s = Schema { nodes: vec![] };
-        s.node(schema, path, 0)?;
+        let mut c = Compiler { nodes: vec![], root: schema, refs: Default::default() };
+        c.node(schema, path, 0)?;
+        let s = Schema { nodes: c.nodes };
+        // References that name each other with no object or array between
+        // would fork forever.
+        for start in 0..s.nodes.len() as u16 {
+            let mut seen = vec![start];
+            let mut todo = s.alternatives(start).map(<[u16]>::to_vec).unwrap_or_default();
+            while let Some(n) = todo.pop() {
+                if n == start {
+                    return Err(SchemaError { path: path.into(), why: "`$ref`s that name each other with no object or array between".into() });
+                }
+                if !seen.contains(&n) {
+                    seen.push(n);
+                    todo.extend(s.alternatives(n).unwrap_or_default());
+                }
+            }
+        }
         if !s.is_container(0) {
             return Err(SchemaError { path: path.into(), why: "the root must be an object or an array".into() });
         }
@@ -79,7 +101,7 @@ impl Schema {
     /// Whether every value of `node` is an object or an array.
     fn is_container(&self, node: u16) -> bool {
         match &self.nodes[node as usize] {
-            Node::Object { .. } | Node::Array(_) => true,
+            Node::Object { .. } | Node::Array { .. } => true,
             Node::AnyOf(alts) => alts.iter().all(|&a| self.is_container(a)),
             _ => false,
         }
@@ -92,7 +114,17 @@ impl Schema {
             _ => None,
         }
     }
+}
 
+/// A schema being compiled: its nodes so far, the root (which `$ref`s
+/// point into) and the node of each reference met.
+struct Compiler<'a> {
+    nodes: Vec<Node>,
+    root: &'a Value,
+    refs: std::collections::HashMap<String, u16>,
+}
+
+impl Compiler<'_> {
     fn node(&mut self, v: &Value, path: &str, depth: usize) -> Result<u16, SchemaError> {
         let err = |at: &str, why: &str| SchemaError { path: if at.is_empty() { path.to_string() } else { format!("{path}.{at}") }, why: why.into() };
         let Value::Object(o) = v else { return Err(err("", "a schema must be an object")) };
@@ -105,6 +137,27 @@ impl Schema {
             return Err(err("", "too many nodes"));
         }
         self.nodes.push(Node::String); // placeholder, set below
+        if let Some(r) = o.get("$ref") {
+            // A reference: a node of one alternative, the schema it names
+            // (compiled once, so a recursive one closes a loop).
+            self.nodes.pop();
+            let beside = |k: &str| k == "$ref" || ANNOTATIONS.contains(&k) || (depth == 0 && (k == "$defs" || k == "definitions"));
+            if let Some(k) = o.keys().find(|k| !beside(k)) {
+                return Err(err(k, "a keyword beside `$ref` is not implemented"));
+            }
+            let Value::String(r) = r else { return Err(err("$ref", "must be a string")) };
+            if let Some(&known) = self.refs.get(r) {
+                return Ok(known);
+            }
+            let Some(target) = resolve(self.root, r) else {
+                return Err(err("$ref", "names no schema here (references within the schema: `#`, `#/$defs/NAME`, `#/definitions/NAME`)"));
+            };
+            self.nodes.push(Node::AnyOf(vec![]));
+            self.refs.insert(r.clone(), id as u16);
+            let inner = self.node(target, &format!("{path}.$ref({r})"), depth)?;
+            self.nodes[id] = Node::AnyOf(vec![inner]);
+            return Ok(id as u16);
+        }
         let literals = |values: Vec<&Value>, at: &str| -> Result<Node, SchemaError> {
             if values.is_empty() || values.len() > MAX_LITERALS {
                 return Err(err(at, &format!("1 to {MAX_LITERALS} values")));
@@ -116,17 +169,21 @@ impl Schema {
             Ok(Node::Literals(texts))
         };
         let known: &[&str] = match o.get("type") {
-            _ if o.contains_key("anyOf") => &["anyOf"],
+            _ if o.contains_key("anyOf") => &["anyOf", "$defs", "definitions"],
             Some(Value::Array(_)) => &["type"],
-            Some(Value::String(t)) if t == "object" => &["type", "properties", "required", "additionalProperties"],
-            Some(Value::String(t)) if t == "array" => &["type", "items"],
+            Some(Value::String(t)) if t == "object" => &["type", "properties", "required", "additionalProperties", "$defs", "definitions"],
+            Some(Value::String(t)) if t == "array" => &["type", "items", "minItems", "maxItems", "$defs", "definitions"],
             Some(Value::String(t)) if t == "string" => &["type", "enum"],
             _ => &["type", "enum", "const"],
         };
         if let Some(k) = o.keys().find(|k| !known.contains(&k.as_str()) && !ANNOTATIONS.contains(&k.as_str())) {
             return Err(err(k, "this keyword is not implemented"));
         }
-        let alternatives = |s: &mut Schema, schemas: Vec<(Value, String)>, at: &str| -> Result<Node, SchemaError> {
+        // Definitions are read where a `$ref` names them, from the root.
+        if let Some(k) = ["$defs", "definitions"].iter().find(|k| o.contains_key(**k) && depth > 0) {
+            return Err(err(k, "definitions are read at the root only"));
+        }
+        let alternatives = |s: &mut Compiler, schemas: Vec<(Value, String)>, at: &str| -> Result<Node, SchemaError> {
             if schemas.is_empty() || schemas.len() > MAX_ALTERNATIVES {
                 return Err(err(at, &format!("1 to {MAX_ALTERNATIVES} alternatives")));
             }
@@ -197,7 +254,17 @@ impl Schema {
                     }
                     "array" => {
                         let Some(items) = o.get("items") else { return Err(err("items", "an array needs its item schema")) };
-                        Node::Array(self.node(items, &format!("{path}.items"), depth + 1)?)
+                        let bound = |k: &str, default: u16| match o.get(k) {
+                            None => Ok(default),
+                            Some(v) => {
+                                v.as_u64().filter(|&n| n < u16::MAX as u64).map(|n| n as u16).ok_or_else(|| err(k, "must be a count below 65535"))
+                            }
+                        };
+                        let (min, max) = (bound("minItems", 0)?, bound("maxItems", u16::MAX)?);
+                        if min > max {
+                            return Err(err("minItems", "is more than maxItems"));
+                        }
+                        Node::Array { items: self.node(items, &format!("{path}.items"), depth + 1)?, min, max }
                     }
                     "string" => Node::String,
                     "number" => Node::Number,
@@ -440,7 +507,7 @@ impl Thread {
                 self.mode = Mode::Value(self.properties(s)[self.top().index as usize].1);
                 b == b':'
             }
-            Mode::ArrayFirst(_) if b == b']' => self.close(),
+            Mode::ArrayFirst(_) if b == b']' => self.array_bounds(s).0 == 0 && self.close(),
             Mode::ArrayFirst(items) => self.value_start(s, items, b),
             Mode::AfterValue => {
                 let top = self.top();
@@ -455,13 +522,14 @@ impl Thread {
                         b'}' if top.written & required == *required => self.close(),
                         _ => false,
                     },
-                    Node::Array(items) => match b {
-                        b',' => {
+                    // `index + 1` items written.
+                    Node::Array { items, min, max } => match b {
+                        b',' if top.index + 1 < *max => {
                             self.frames[self.depth as usize - 1].index += 1;
                             self.mode = Mode::Value(*items);
                             true
                         }
-                        b']' => self.close(),
+                        b']' if top.index + 1 >= *min => self.close(),
                         _ => false,
                     },
                     _ => unreachable!("a container's frame"),
@@ -470,6 +538,12 @@ impl Thread {
             Mode::Done => false,
             Mode::Str { .. } | Mode::Key { .. } | Mode::Literal { .. } | Mode::Num { .. } => unreachable!("handled above"),
         }
+    }
+
+    /// The open array's (`minItems`, `maxItems`).
+    fn array_bounds(&self, s: &Schema) -> (u16, u16) {
+        let Node::Array { min, max, .. } = s.nodes[self.top().node as usize] else { unreachable!("an open array") };
+        (min, max)
     }
 
     fn top(&self) -> Frame {
@@ -502,7 +576,7 @@ impl Thread {
 
     fn value_start(&mut self, s: &Schema, node: u16, b: u8) -> bool {
         self.mode = match &s.nodes[node as usize] {
-            Node::Object { .. } | Node::Array(_) => {
+            Node::Object { .. } | Node::Array { .. } => {
                 let open = if matches!(s.nodes[node as usize], Node::Object { .. }) { b'{' } else { b'[' };
                 if b != open || self.depth as usize == MAX_DEPTH {
                     return false;
@@ -510,7 +584,7 @@ impl Thread {
                 self.frames[self.depth as usize] = Frame { node, index: 0, written: 0 };
                 self.depth += 1;
                 match &s.nodes[node as usize] {
-                    Node::Array(items) => Mode::ArrayFirst(*items),
+                    Node::Array { items, .. } => Mode::ArrayFirst(*items),
                     _ => Mode::ObjectOpen,
                 }
             }
@@ -537,6 +611,20 @@ impl Thread {
         self.mode = if self.depth == 0 { Mode::Done } else { Mode::AfterValue };
         true
     }
+}
+
+/// The schema a local reference names: `#` (the root), `#/$defs/NAME`,
+/// `#/definitions/NAME` (JSON-pointer escapes `~0` `~1` read).
+fn resolve<'v>(root: &'v Value, r: &str) -> Option<&'v Value> {
+    if r == "#" {
+        return Some(root);
+    }
+    let rest = r.strip_prefix("#/")?;
+    let (table, name) = rest.split_once('/')?;
+    if !matches!(table, "$defs" | "definitions") || name.contains('/') {
+        return None;
+    }
+    root.get(table)?.get(name.replace("~1", "/").replace("~0", "~"))
 }
 
 #[cfg(test)]
@@ -668,6 +756,42 @@ mod tests {
         assert!(p.feed(&s, br#"{"name": "gr"#) && p.accepts(&s, br#"eet""#) && !p.accepts(&s, br#"x""#));
     }
 
+    /// Pydantic's shape: nested models as `$defs` named by `$ref`, a
+    /// recursive one, `Optional` as `anyOf` with null; and array bounds.
+    #[test]
+    fn references_and_array_bounds() {
+        let s = json!({
+            "$defs": {
+                "Address": {"type": "object", "title": "Address", "properties": {"city": {"type": "string"}}, "required": ["city"], "additionalProperties": false},
+                "Node": {"type": "object", "properties": {"v": {"type": "integer"}, "kids": {"type": "array", "items": {"$ref": "#/$defs/Node"}}}, "required": ["v", "kids"]}
+            },
+            "type": "object",
+            "properties": {
+                "home": {"$ref": "#/$defs/Address"},
+                "work": {"anyOf": [{"$ref": "#/$defs/Address"}, {"type": "null"}]},
+                "tree": {"$ref": "#/$defs/Node"},
+                "tags": {"type": "array", "items": {"type": "string"}, "minItems": 1, "maxItems": 2}
+            },
+            "required": ["home", "work", "tree", "tags"]
+        });
+        let s = Schema::compile(&s, "schema").unwrap();
+        let good = r#"{"home": {"city": "Oslo"}, "work": null, "tree": {"v": 1, "kids": [{"v": 2, "kids": []}, {"v": 3, "kids": [{"v": 4, "kids": []}]}]}, "tags": ["a"]}"#;
+        assert!(complete(&s, good));
+        assert!(complete(&s, &good.replace(r#""work": null"#, r#""work": {"city": "Bergen"}"#)));
+        assert!(complete(&s, &good.replace(r#"["a"]"#, r#"["a", "b"]"#)));
+        for (from, to) in [
+            (r#"{"city": "Oslo"}"#, r#"{"town": "Oslo"}"#),          // the referenced model's keys
+            (r#""work": null"#, r#""work": 1"#),                     // neither alternative
+            (r#"{"v": 4, "kids": []}"#, r#"{"v": 4, "kids": [1]}"#), // the recursion holds deep down
+            (r#"["a"]"#, "[]"),                                      // minItems
+            (r#"["a"]"#, r#"["a", "b", "c"]"#),                      // maxItems
+        ] {
+            let bad = good.replacen(from, to, 1);
+            assert_ne!(bad, good);
+            assert!(!complete(&s, &bad), "{bad}");
+        }
+    }
+
     #[test]
     fn schemas_graphc_cannot_honour_are_refused_naming_where() {
         for (schema, path) in [
@@ -681,6 +805,14 @@ mod tests {
             (json!({"type": "object", "properties": {"a": {"anyOf": [{"type": "integer", "maximum": 3}]}}}), "schema.properties.a.anyOf[0].maximum"),
             (json!({"type": "array", "items": {"type": "integer", "minimum": 0}}), "schema.items.minimum"),
             (json!({"type": "object", "properties": {"a": {"$ref": "#/$defs/x"}}}), "schema.properties.a.$ref"),
+            (json!({"type": "object", "properties": {"a": {"$ref": "https://example.com/s.json"}}}), "schema.properties.a.$ref"),
+            (
+                json!({"type": "object", "properties": {"a": {"$ref": "#/$defs/b", "type": "string"}}, "$defs": {"b": {"type": "string"}}}),
+                "schema.properties.a.type",
+            ),
+            (json!({"type": "object", "properties": {"a": {"type": "object", "$defs": {}}}}), "schema.properties.a.$defs"),
+            (json!({"$ref": "#/$defs/a", "$defs": {"a": {"$ref": "#/$defs/b"}, "b": {"$ref": "#/$defs/a"}}}), "schema"),
+            (json!({"type": "array", "items": {"type": "integer"}, "minItems": 3, "maxItems": 2}), "schema.minItems"),
         ] {
             let e = Schema::compile(&schema, "schema").unwrap_err();
             assert_eq!(e.path, path, "{schema}: {e}");

@@ -40,7 +40,7 @@ const COMMON: &[&str] = &[
     "logprobs",
     "logit_bias",
 ];
-const CHAT: &[&str] = &["messages", "max_completion_tokens", "top_logprobs", "response_format", "tools", "tool_choice"];
+const CHAT: &[&str] = &["messages", "max_completion_tokens", "top_logprobs", "response_format", "tools", "tool_choice", "parallel_tool_calls"];
 const COMPLETION: &[&str] = &["prompt", "echo", "suffix"];
 
 /// A request, read and checked; the prompt is still to be tokenized.

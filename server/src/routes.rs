@@ -265,7 +265,7 @@ impl AppState {
     /// its sampler's format).
     pub(crate) fn tool_plan(&self, g: &mut Generate, tools_key: &str) -> Result<Option<ToolPlan>, ApiError> {
         match &g.tools {
-            Some(t) => t.plan(&self.model, tools_key, &mut g.sampling.format).map(Some),
+            Some(t) => t.plan(&self.model, tools_key, &mut g.sampling.format, &mut g.stop).map(Some),
             None => Ok(None),
         }
     }

@@ -10,7 +10,9 @@
 //! and `{"type": "function", "function": {"name": ...}}` (a call is forced:
 //! the call's opening is put in the prompt and its JSON is generated under
 //! the schema of the functions' names and parameters, so it parses and
-//! its arguments are the parameters' shape).
+//! its arguments are the parameters' shape). `parallel_tool_calls: false`
+//! allows one call: the answer stops at the end of the first (`<tool_call>`
+//! blocks), a forced Mistral array holds one.
 
 use crate::error::ApiError;
 use graphc_frontends::tool_calls::{ParsedCall, ToolFormat};
@@ -27,6 +29,8 @@ pub struct Tools {
     /// Each function's name and parameters schema.
     pub functions: Vec<(String, Value)>,
     pub choice: Choice,
+    /// Several calls in one answer (`parallel_tool_calls`, default true).
+    pub parallel: bool,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -104,7 +108,12 @@ pub fn parse(obj: &Map<String, Value>, tools_key: &str) -> Result<Option<Tools>,
         }
         Some(_) => return Err(ApiError::field("tool_choice", "must be a string or an object naming a function")),
     };
-    Ok(Some(Tools { list: list.clone(), functions, choice }))
+    let parallel = match obj.get("parallel_tool_calls") {
+        None | Some(Value::Null) => true,
+        Some(Value::Bool(b)) => *b,
+        Some(_) => return Err(ApiError::field("parallel_tool_calls", "must be true or false")),
+    };
+    Ok(Some(Tools { list: list.clone(), functions, choice, parallel }))
 }
 
 /// How a request's tools are used with this model.
@@ -120,8 +129,9 @@ pub struct ToolPlan {
 
 impl Tools {
     /// The plan for `model`; a forced call sets `format` (the sampler's)
-    /// to its schema, which must not be set already.
-    pub fn plan(&self, model: &Model, tools_key: &str, format: &mut Format) -> Result<ToolPlan, ApiError> {
+    /// to its schema, which must not be set already; one call only adds
+    /// the end of a call to the `stop` strings where that ends it.
+    pub fn plan(&self, model: &Model, tools_key: &str, format: &mut Format, stop: &mut Vec<String>) -> Result<ToolPlan, ApiError> {
         let fmt = model.tool_format().ok_or_else(|| {
             ApiError::field(
                 tools_key,
@@ -145,9 +155,22 @@ impl Tools {
                 let i = self.functions.iter().position(|(n, _)| n == name).expect("a listed function");
                 Schema::compile(params, &format!("{tools_key}[{i}].function.parameters"))?;
             }
-            let schema = Schema::compile(&fmt.call_schema(&forced), "tool_choice")?;
+            let schema = Schema::compile(&fmt.call_schema(&forced, self.parallel), "tool_choice")?;
             *format = Format::JsonSchema(Arc::new(schema));
             prefix = fmt.call_prefix();
+        }
+        if !self.parallel {
+            match (fmt, forced.is_empty()) {
+                (ToolFormat::Hermes, _) => stop.push("</tool_call>".into()),
+                // One object, or a forced array of one.
+                (ToolFormat::Llama3Json, _) | (ToolFormat::Mistral, false) => {}
+                (ToolFormat::Mistral, true) => {
+                    return Err(ApiError::field(
+                        "parallel_tool_calls",
+                        "false is not implemented for this template's call format unless a call is forced",
+                    ))
+                }
+            }
         }
         let marker = model
             .tokenizer()

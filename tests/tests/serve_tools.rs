@@ -76,6 +76,10 @@ fn forced_calls_name_a_listed_function_with_its_parameters_shape() {
     let prompt = m.chat_prompt(&[Message::user(ASK)], &opts).unwrap();
     assert_eq!(v["usage"]["prompt_tokens"].as_u64(), Some(prompt.len() as u64));
 
+    // One call only: the same call.
+    let one = post_json(addr, "/v1/chat/completions", &chat(json!({"tool_choice": "required", "parallel_tool_calls": false}))).json();
+    assert_eq!(one["choices"][0]["message"]["tool_calls"][0]["function"], calls[0]["function"], "{one}");
+
     // A named function: `scale`, although the question is about the weather.
     let r = post_json(addr, "/v1/chat/completions", &chat(json!({"tool_choice": {"type": "function", "function": {"name": "scale"}}})));
     assert_eq!(r.status, 200, "{}", r.body);
@@ -218,7 +222,7 @@ fn tool_requests_graphc_cannot_honour_are_refused_naming_the_field() {
         (json!({"tools": bad_params, "tool_choice": "required"}), "tools[0].function.parameters.properties.x.minimum"),
         (json!({"tool_choice": "required", "response_format": {"type": "json_object"}}), "tool_choice"),
         (json!({"logprobs": true}), "logprobs"),
-        (json!({"parallel_tool_calls": false}), "parallel_tool_calls"),
+        (json!({"parallel_tool_calls": "no"}), "parallel_tool_calls"),
         (
             json!({"messages": [{"role": "user", "content": "x"}, {"role": "assistant", "content": null, "tool_calls": [{"id": "c", "type": "function", "function": {"name": "scale", "arguments": "{x: 1"}}]}]}),
             "messages[1].tool_calls[0].function.arguments",
