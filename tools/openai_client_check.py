@@ -10,6 +10,7 @@ two refusals; then sends SIGTERM and expects a clean exit. CI runs it
 (.ci/run) in a venv with `openai` from PyPI. Exits non-zero on the first
 mismatch, printing both sides.
 """
+import atexit
 import concurrent.futures
 import json
 import os
@@ -50,6 +51,8 @@ def run(prompt, n, chat=False, system=None, stop=None):
 
 
 server = subprocess.Popen([BIN, "serve", MODEL, "--port", "0", "--slots", "4", "--max-seq", "512"], stderr=subprocess.PIPE, text=True)
+# A check that dies on an exception must not leave the server running.
+atexit.register(lambda: server.poll() is None and server.kill())
 line = server.stderr.readline()
 m = re.search(r"serving `([^`]+)` on http://(\S+)", line)
 if not m:
@@ -101,6 +104,30 @@ check("streamed chat usage", chunks[-1].usage.completion_tokens, len(want["token
 # The same conversation again: the slot that answered it holds all of its
 # prompt but the last id (run again for its logits), and says so.
 check("prompt cache", chunks[-1].usage.prompt_tokens_details.cached_tokens, len(want["prompt_ids"]) - 1)
+
+# Structured outputs from pydantic models, as the client's `parse` sends them
+# (strict json_schema: nested models as $defs / $ref, Optional as anyOf with
+# null, a bounded list as maxItems): the answer parses into the model.
+import pydantic  # noqa: E402  (the openai client's own dependency)
+
+
+class City(pydantic.BaseModel):
+    name: str
+    population: int
+
+
+class Answer(pydantic.BaseModel):
+    country: str
+    capital: City
+    neighbours: list[str] = pydantic.Field(max_length=2)
+    motto: str | None
+
+
+parse = getattr(client.chat.completions, "parse", None) or client.beta.chat.completions.parse
+r = parse(model=name, messages=messages, response_format=Answer, max_tokens=300, temperature=0)
+parsed = r.choices[0].message.parsed
+check("structured output parses into the pydantic model", type(parsed).__name__ if parsed is not None else None, "Answer")
+print(f"     {parsed!r}")
 
 # Eight at once: each as `graphc run` alone.
 wants = [run(p, 12) for p in PROMPTS]

@@ -13,6 +13,7 @@ do, equals the whole answer; a conversation that carries the call and its
 result is answered; and a tool for a template that shows none is refused
 as a typed `BadRequestError`. Exits non-zero on the first mismatch.
 """
+import atexit
 import json
 import re
 import signal
@@ -49,6 +50,8 @@ ASK = [{"role": "user", "content": "What is the weather like in Paris right now?
 
 server = subprocess.Popen([BIN, "serve", MODEL, "--port", "0", "--slots", "2", "--max-seq", "1024"],
                           stderr=subprocess.PIPE, text=True)
+# A check that dies on an exception must not leave the server running.
+atexit.register(lambda: server.poll() is None and server.kill())
 line = server.stderr.readline()
 m = re.search(r"serving `([^`]+)` on http://(\S+)", line)
 if not m:
@@ -93,6 +96,31 @@ for ch in stream:
 streamed = [(p["name"], json.loads(p["arguments"])) for _, p in sorted(parts.items())]
 check("streamed call equals the whole one", streamed == whole, (streamed, whole))
 check("streamed: no content, finish tool_calls", content == "" and finish == "tool_calls", (content, finish))
+
+# A tool made from a pydantic model (strict: nested model as $defs / $ref),
+# forced: its arguments parse into the model.
+import pydantic  # noqa: E402  (the openai client's own dependency)
+
+
+class Place(pydantic.BaseModel):
+    city: str
+    country: str
+
+
+class Forecast(pydantic.BaseModel):
+    place: Place
+    days: int
+
+
+r = client.chat.completions.create(model=name, messages=ASK, temperature=0, max_tokens=64,
+                                   tools=[openai.pydantic_function_tool(Forecast)], tool_choice="required")
+calls = r.choices[0].message.tool_calls or []
+try:
+    f = Forecast.model_validate_json(calls[0].function.arguments)
+    check("a pydantic tool's forced arguments validate", True)
+    print(f"     {f!r}")
+except (IndexError, pydantic.ValidationError) as e:
+    check("a pydantic tool's forced arguments validate", False, e)
 
 # The call and its result in the history: answered.
 history = ASK + [

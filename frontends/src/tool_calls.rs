@@ -89,21 +89,26 @@ impl ToolFormat {
     /// that function's arguments; for Mistral, an array of such calls (one
     /// or more; one only unless `parallel`).
     pub fn call_schema(&self, functions: &[(String, Value)], parallel: bool) -> Value {
+        let mut defs = Map::new();
         let calls: Vec<Value> = functions
             .iter()
             .map(|(name, parameters)| {
                 let mut props = Map::new();
                 props.insert("name".into(), json!({ "const": name }));
-                props.insert(self.arguments_key().into(), parameters.clone());
+                props.insert(self.arguments_key().into(), relocate(name, parameters, &mut defs));
                 json!({"type": "object", "properties": props, "required": ["name", self.arguments_key()], "additionalProperties": false})
             })
             .collect();
         let one = if calls.len() == 1 { calls.into_iter().next().expect("one") } else { json!({ "anyOf": calls }) };
-        match self {
+        let mut root = match self {
             ToolFormat::Mistral if parallel => json!({"type": "array", "items": one, "minItems": 1}),
             ToolFormat::Mistral => json!({"type": "array", "items": one, "minItems": 1, "maxItems": 1}),
             _ => one,
+        };
+        if !defs.is_empty() {
+            root["$defs"] = Value::Object(defs);
         }
+        root
     }
 
     /// Split `text` (what the model wrote after its turn opened, the
@@ -214,6 +219,59 @@ impl ToolFormat {
     }
 }
 
+/// Function `name`'s `parameters`, to stand inside a call's schema: where
+/// they hold references (pydantic's nested models), their definitions and
+/// they themselves move to the call schema's `defs` (as `NAME.DEF` and
+/// `NAME`), every local `$ref` renamed to match, and a reference to them
+/// stands in their place; else they stand as they are.
+fn relocate(name: &str, parameters: &Value, defs: &mut Map<String, Value>) -> Value {
+    fn refers(v: &Value) -> bool {
+        match v {
+            Value::Object(o) => o.contains_key("$ref") || o.contains_key("$defs") || o.contains_key("definitions") || o.values().any(refers),
+            Value::Array(a) => a.iter().any(refers),
+            _ => false,
+        }
+    }
+    fn escape(key: &str) -> String {
+        key.replace('~', "~0").replace('/', "~1")
+    }
+    fn rename(v: &mut Value, name: &str) {
+        match v {
+            Value::Object(o) => {
+                if let Some(Value::String(r)) = o.get_mut("$ref") {
+                    let local = r.strip_prefix("#/$defs/").or_else(|| r.strip_prefix("#/definitions/"));
+                    if r == "#" {
+                        *r = format!("#/$defs/{}", escape(name));
+                    } else if let Some(def) = local {
+                        let def = def.replace("~1", "/").replace("~0", "~");
+                        *r = format!("#/$defs/{}", escape(&format!("{name}.{def}")));
+                    }
+                }
+                o.values_mut().for_each(|v| rename(v, name));
+            }
+            Value::Array(a) => a.iter_mut().for_each(|v| rename(v, name)),
+            _ => {}
+        }
+    }
+    if !refers(parameters) {
+        return parameters.clone();
+    }
+    let mut own = parameters.clone();
+    if let Value::Object(o) = &mut own {
+        for table in ["$defs", "definitions"] {
+            if let Some(Value::Object(local)) = o.remove(table) {
+                for (def, mut schema) in local {
+                    rename(&mut schema, name);
+                    defs.insert(format!("{name}.{def}"), schema);
+                }
+            }
+        }
+    }
+    rename(&mut own, name);
+    defs.insert(name.to_string(), own);
+    json!({ "$ref": format!("#/$defs/{}", escape(name)) })
+}
+
 /// The object a whole answer is, bare or fenced (```json ... ```).
 fn bare_object(text: &str) -> Option<&str> {
     let t = text.trim();
@@ -305,6 +363,14 @@ mod tests {
         assert!(s["properties"]["parameters"].is_object());
         let two = [fns.clone(), vec![("scale".to_string(), json!({"type": "object"}))]].concat();
         assert_eq!(ToolFormat::Hermes.call_schema(&two, true)["anyOf"].as_array().unwrap().len(), 2);
+        // Parameters with references keep them, renamed into the call's root.
+        let nested = json!({"$defs": {"Place": {"type": "object", "properties": {"city": {"type": "string"}}}}, "type": "object",
+                            "properties": {"place": {"$ref": "#/$defs/Place"}, "next": {"$ref": "#"}}});
+        let s = ToolFormat::Hermes.call_schema(&[("f".to_string(), nested)], true);
+        assert_eq!(s["properties"]["arguments"], json!({"$ref": "#/$defs/f"}));
+        assert_eq!(s["$defs"]["f"]["properties"]["place"], json!({"$ref": "#/$defs/f.Place"}));
+        assert_eq!(s["$defs"]["f"]["properties"]["next"], json!({"$ref": "#/$defs/f"}));
+        assert!(s["$defs"]["f.Place"].is_object() && s["$defs"]["f"].get("$defs").is_none());
         let m = ToolFormat::Mistral.call_schema(&fns, false);
         assert_eq!((&m["type"], &m["minItems"], &m["maxItems"]), (&json!("array"), &json!(1), &json!(1)));
     }
