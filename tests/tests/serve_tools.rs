@@ -157,6 +157,17 @@ fn auto_answers_are_read_back_as_the_library_reads_them() {
             ocalls.iter().map(|c| (c["function"]["name"].as_str().unwrap().to_string(), c["function"]["arguments"].clone())).collect();
         let want_calls: Vec<(String, Value)> = want.calls.iter().map(|c| (c.name.clone(), c.arguments.clone())).collect();
         assert_eq!(got, want_calls, "{ask}: ollama {o}");
+        // Streamed (Ollama's default): the pieces hold no call; the last line has the calls.
+        let r = post_json(addr, "/api/chat", &json!({"messages": messages, "tools": tools(), "options": {"temperature": 0, "num_predict": 64}}));
+        let lines: Vec<Value> = r.body.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+        let last = lines.last().unwrap();
+        assert_eq!(last["done"], true, "{ask}: {}", r.body);
+        let pieces: String = lines.iter().filter_map(|l| l["message"]["content"].as_str()).collect();
+        assert_eq!(pieces.trim(), want.content, "{ask}: ollama streamed content");
+        let scalls = last["message"]["tool_calls"].as_array().cloned().unwrap_or_default();
+        let got: Vec<(String, Value)> =
+            scalls.iter().map(|c| (c["function"]["name"].as_str().unwrap().to_string(), c["function"]["arguments"].clone())).collect();
+        assert_eq!(got, want_calls, "{ask}: ollama streamed {}", r.body);
     }
     // The asks were chosen so both kinds of answer are exercised.
     assert!(called >= 1 && answered >= 1, "{called} answers called, {answered} did not");
