@@ -1,7 +1,7 @@
 //! The OpenAI request bodies, read field by field so an error names the
 //! field (`max_tokens`, `messages[1].content`). A field graphc does not
-//! implement is refused, not ignored: a client that asks for `n = 3`
-//! must not get an answer that silently lacks them.
+//! implement is refused, not ignored: a client that asks for `echo`
+//! must not get an answer that silently lacks it.
 
 use crate::error::ApiError;
 use crate::tools::{self, Tools};
@@ -58,6 +58,8 @@ pub struct Generate {
     pub include_usage: bool,
     /// Functions the model may (or must) call (chat).
     pub tools: Option<Tools>,
+    /// Choices to answer with (`n`): as many requests, seeds `seed + i`.
+    pub n: usize,
 }
 
 #[derive(Clone, Debug)]
@@ -66,6 +68,9 @@ pub enum Input {
     Text(String),
     Ids(Vec<u32>),
 }
+
+/// Most choices a request may ask for (`n`): each takes a slot's turn.
+pub const MAX_CHOICES: usize = 16;
 
 /// Most alternatives `top_logprobs` / `logprobs` may ask for (OpenAI's limit).
 pub const MAX_TOP_LOGPROBS: usize = 20;
@@ -84,10 +89,12 @@ pub fn parse(endpoint: Endpoint, body: &[u8]) -> Result<Generate, ApiError> {
     if let Some(k) = obj.keys().find(|k| !COMMON.contains(&k.as_str()) && !extra.contains(&k.as_str())) {
         return Err(ApiError::field(k, "graphc does not implement this field"));
     }
-    if let Some(n) = field::<u64>(&obj, "n")? {
-        if n != 1 {
-            return Err(ApiError::field("n", format!("{n} choices asked; graphc answers with one (n = 1)")));
-        }
+    let n = field::<u64>(&obj, "n")?.unwrap_or(1);
+    if !(1..=MAX_CHOICES as u64).contains(&n) {
+        return Err(ApiError::field("n", format!("{n} choices asked; 1 to {MAX_CHOICES}")));
+    }
+    if n > 1 && field::<bool>(&obj, "stream")? == Some(true) {
+        return Err(ApiError::field("n", "more than one choice is not implemented with `stream`"));
     }
     let input = match endpoint {
         Endpoint::Chat => Input::Messages(messages(&obj)?),
@@ -160,6 +167,7 @@ pub fn parse(endpoint: Endpoint, body: &[u8]) -> Result<Generate, ApiError> {
         stream: field::<bool>(&obj, "stream")?.unwrap_or(false),
         include_usage,
         tools,
+        n: n as usize,
     })
 }
 

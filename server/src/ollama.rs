@@ -135,6 +135,7 @@ pub fn parse(kind: Kind, body: &[u8], max_seq: usize) -> Result<Request, ApiErro
         stream: false,
         include_usage: false,
         tools: if kind == Kind::Chat { crate::tools::parse(&obj, "tools")? } else { None },
+        n: 1,
     };
     Ok(Request { generate, stream: api::field::<bool>(&obj, "stream")?.unwrap_or(true) })
 }

@@ -16,7 +16,7 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use graphc_frontends::chat::ChatOptions;
 use graphc_runtime::batcher::{Event, FinishReason, Limits, Request};
-use graphc_runtime::sampling::TokenLogprob;
+use graphc_runtime::sampling::{Sampling, TokenLogprob};
 use graphc_runtime::Model;
 use serde_json::{json, Value};
 use std::collections::VecDeque;
@@ -205,7 +205,12 @@ async fn answer(st: &Arc<AppState>, headers: &HeaderMap, endpoint: Endpoint, bod
     let room = st.limits.max_seq - prompt.len();
     let max_tokens = g.max_tokens.unwrap_or(if endpoint == Endpoint::Chat { room } else { 16 }).min(room);
     let started = Instant::now();
-    let rx = st.submit(prompt, &g, max_tokens)?;
+    // `n` choices: as many requests, the i-th sampled from seed + i.
+    let mut rxs = Vec::with_capacity(g.n);
+    for i in 0..g.n {
+        let gi = Generate { sampling: Sampling { seed: g.sampling.seed.wrapping_add(i as u64), ..g.sampling.clone() }, ..g.clone() };
+        rxs.push(st.submit(prompt.clone(), &gi, max_tokens)?);
+    }
     let reply = Reply {
         st: st.clone(),
         endpoint,
@@ -214,9 +219,10 @@ async fn answer(st: &Arc<AppState>, headers: &HeaderMap, endpoint: Endpoint, bod
         logprobs: g.logprobs.is_some(),
         started,
         first: None,
-        tools: tools.map(ToolState::new),
+        tools: tools.clone().map(ToolState::new),
     };
     if g.stream {
+        let rx = rxs.pop().expect("a streamed request has one choice");
         let stream = Streaming {
             reply,
             rx,
@@ -230,7 +236,27 @@ async fn answer(st: &Arc<AppState>, headers: &HeaderMap, endpoint: Endpoint, bod
     }
     let _in_flight = InFlight::new(&st.metrics);
     let mut reply = reply;
-    collect(&mut reply, rx).await
+    let (mut choices, mut counts) = (Vec::with_capacity(rxs.len()), [0usize; 3]);
+    for (i, rx) in rxs.into_iter().enumerate() {
+        reply.tools = tools.clone().map(ToolState::new);
+        let (mut choice, [prompt, cached, completion]) = collect(&mut reply, rx, i).await?;
+        choice["index"] = json!(i);
+        choices.push(choice);
+        // The prompt is counted once (as OpenAI's usage), the choices' tokens summed.
+        counts = if i == 0 { [prompt, cached, completion] } else { [counts[0], counts[1], counts[2] + completion] };
+    }
+    let usage = usage(counts[0], counts[1], counts[2]);
+    Ok(Json(reply.object(choices, Some(usage), false)).into_response())
+}
+
+/// OpenAI's usage object (with `prompt_tokens_details.cached_tokens`).
+fn usage(prompt_tokens: usize, cached_tokens: usize, completion_tokens: usize) -> Value {
+    json!({
+        "prompt_tokens": prompt_tokens,
+        "completion_tokens": completion_tokens,
+        "total_tokens": prompt_tokens + completion_tokens,
+        "prompt_tokens_details": {"cached_tokens": cached_tokens},
+    })
 }
 
 impl AppState {
@@ -320,12 +346,7 @@ impl Reply {
     /// The usage object (OpenAI's, with `prompt_tokens_details.cached_tokens`).
     fn on_done(&self, prompt_tokens: usize, cached_tokens: usize, completion_tokens: usize) -> Value {
         self.st.count_done(prompt_tokens, cached_tokens, completion_tokens);
-        json!({
-            "prompt_tokens": prompt_tokens,
-            "completion_tokens": completion_tokens,
-            "total_tokens": prompt_tokens + completion_tokens,
-            "prompt_tokens_details": {"cached_tokens": cached_tokens},
-        })
+        usage(prompt_tokens, cached_tokens, completion_tokens)
     }
 
     fn failed(&self, why: &str) -> ApiError {
@@ -401,8 +422,9 @@ impl Reply {
     }
 }
 
-/// A whole answer (no streaming).
-async fn collect(reply: &mut Reply, mut rx: UnboundedReceiver<Event>) -> Result<Response, ApiError> {
+/// One whole choice (no streaming), the `choice`-th, and its counts
+/// (prompt, cached, completion tokens).
+async fn collect(reply: &mut Reply, mut rx: UnboundedReceiver<Event>, choice: usize) -> Result<(Value, [usize; 3]), ApiError> {
     let (mut text, mut entries, mut offsets) = (String::new(), Vec::new(), Vec::new());
     while let Some(event) = rx.recv().await {
         match event {
@@ -420,17 +442,19 @@ async fn collect(reply: &mut Reply, mut rx: UnboundedReceiver<Event>) -> Result<
             }
             Event::Done { finish, text: tail, prompt_tokens, cached_tokens, completion_tokens } => {
                 text.push_str(&tail);
-                let usage = reply.on_done(prompt_tokens, cached_tokens, completion_tokens);
-                let mut choice = reply.choice(&text, reply.logprobs_value(entries, offsets), Some(finish), false, false);
+                reply.on_done(prompt_tokens, cached_tokens, completion_tokens);
+                let mut value = reply.choice(&text, reply.logprobs_value(entries, offsets), Some(finish), false, false);
                 if let Some(tools) = &mut reply.tools {
                     tools.text.push_str(&tail);
                     if let Some((calls, content)) = tools.finish("") {
-                        let calls = tools::openai_calls(&calls, &reply.id);
-                        choice["message"] = json!({"role": "assistant", "content": content, "tool_calls": calls});
-                        choice["finish_reason"] = json!("tool_calls");
+                        // Call ids unique across the choices.
+                        let id = if choice == 0 { reply.id.clone() } else { format!("{}_{choice}", reply.id) };
+                        let calls = tools::openai_calls(&calls, &id);
+                        value["message"] = json!({"role": "assistant", "content": content, "tool_calls": calls});
+                        value["finish_reason"] = json!("tool_calls");
                     }
                 }
-                return Ok(Json(reply.object(vec![choice], Some(usage), false)).into_response());
+                return Ok((value, [prompt_tokens, cached_tokens, completion_tokens]));
             }
             Event::Failed(why) => return Err(reply.failed(&why)),
         }

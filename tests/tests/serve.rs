@@ -132,7 +132,8 @@ fn bad_requests_get_a_4xx_naming_the_field_and_the_others_keep_their_tokens() {
             (json!({"prompt": "x", "temperature": 9}).to_string().into_bytes(), "/v1/completions", 400, Some("temperature")),
             (json!({"prompt": long_prompt}).to_string().into_bytes(), "/v1/completions", 400, Some("prompt")),
             (json!({"prompt": [1, 2, 99999999]}).to_string().into_bytes(), "/v1/completions", 400, Some("prompt")),
-            (json!({"prompt": "x", "n": 2}).to_string().into_bytes(), "/v1/completions", 400, Some("n")),
+            (json!({"prompt": "x", "n": 17}).to_string().into_bytes(), "/v1/completions", 400, Some("n")),
+            (json!({"prompt": "x", "n": 2, "stream": true}).to_string().into_bytes(), "/v1/completions", 400, Some("n")),
             (json!({"prompt": "x", "stop": 7}).to_string().into_bytes(), "/v1/completions", 400, Some("stop")),
             (json!({"prompt": "x", "logprobs": 50}).to_string().into_bytes(), "/v1/completions", 400, Some("logprobs")),
             (json!({"prompt": "x", "model": "gpt-4"}).to_string().into_bytes(), "/v1/completions", 404, Some("model")),
@@ -370,6 +371,40 @@ fn the_ollama_api_answers_as_the_openai_one() {
 
 /// `logit_bias`: -100 on the token greedy decoding would pick first bans
 /// it (another comes first), +100 on some other token forces it.
+/// `n` choices are as many requests: greedy ones agree with the single
+/// answer; sampled ones are the single answers of seeds `seed + i`
+/// (distinct, and each reproducible alone); usage counts the prompt once.
+#[test]
+fn n_choices_are_the_answers_of_successive_seeds() {
+    let m = model();
+    let server = start(&m, ServeOptions { slots: Some(2), ..Default::default() });
+    let addr = server.addr();
+    let p = &PROMPTS[0];
+    let ask = |extra: Value| {
+        let mut body = json!({"prompt": p, "max_tokens": 8});
+        for (k, v) in extra.as_object().unwrap() {
+            body[k] = v.clone();
+        }
+        let r = post_json(addr, "/v1/completions", &body);
+        assert_eq!(r.status, 200, "{}", r.body);
+        r.json()
+    };
+    let texts = |v: &Value| v["choices"].as_array().unwrap().iter().map(|c| c["text"].as_str().unwrap().to_string()).collect::<Vec<_>>();
+    let one = ask(json!({"temperature": 0}));
+    let three = ask(json!({"temperature": 0, "n": 3}));
+    assert_eq!(texts(&three), vec![texts(&one)[0].clone(); 3]);
+    let indexes: Vec<u64> = three["choices"].as_array().unwrap().iter().map(|c| c["index"].as_u64().unwrap()).collect();
+    assert_eq!(indexes, [0, 1, 2]);
+    let u = (&one["usage"], &three["usage"]);
+    assert_eq!(u.1["prompt_tokens"], u.0["prompt_tokens"]);
+    assert_eq!(u.1["completion_tokens"].as_u64(), u.0["completion_tokens"].as_u64().map(|c| 3 * c));
+    let sampled = texts(&ask(json!({"temperature": 1.5, "seed": 40, "n": 3})));
+    let alone: Vec<String> = (40..43).map(|seed| texts(&ask(json!({"temperature": 1.5, "seed": seed})))[0].clone()).collect();
+    assert_eq!(sampled, alone);
+    assert!(alone[0] != alone[1] || alone[1] != alone[2], "three seeds, one answer: {alone:?}");
+    server.shutdown().unwrap();
+}
+
 #[test]
 fn logit_bias_bans_and_forces_tokens() {
     let m = model();
