@@ -168,10 +168,12 @@ impl ToolFormat {
                 }
             }
             ToolFormat::Mistral => {
-                let body = text.strip_prefix(MISTRAL_MARKER).unwrap_or(text);
-                if !marker_first && !text.starts_with(MISTRAL_MARKER) {
+                // Only the control token opens a call (text that spells
+                // its name is content); a forced call's text starts with it.
+                if !marker_first {
                     return whole();
                 }
+                let body = text.strip_prefix(MISTRAL_MARKER).unwrap_or(text);
                 let calls: Option<Vec<ParsedCall>> = match serde_json::from_str(body.trim()) {
                     Ok(Value::Array(items)) if !items.is_empty() => items.into_iter().map(call).collect(),
                     _ => None,

@@ -17,7 +17,7 @@ use std::path::Path;
 
 /// The fuzz targets, by name (the folder names under `fuzz/corpus/` and
 /// `tests/fuzz-regressions/`).
-pub const TARGETS: &[&str] = &["gguf", "safetensors", "plan", "ir_text", "tokenizer", "json_mode"];
+pub const TARGETS: &[&str] = &["gguf", "safetensors", "plan", "ir_text", "tokenizer", "json_mode", "tool_calls"];
 
 /// Run `target`'s body on `data`.
 pub fn run(target: &str, data: &[u8]) {
@@ -28,6 +28,7 @@ pub fn run(target: &str, data: &[u8]) {
         "ir_text" => ir_text(data),
         "tokenizer" => tokenizer(data),
         "json_mode" => json_mode(data),
+        "tool_calls" => tool_calls(data),
         other => panic!("unknown fuzz target `{other}`; targets: {}", TARGETS.join(", ")),
     }
 }
@@ -192,6 +193,35 @@ pub fn json_mode(data: &[u8]) {
     }
 }
 
+/// A model's answer read back for function calls, in each format, and
+/// streamed a character at a time: no panic; what streaming lets out is a
+/// whole-character prefix of the text, never less than it let out before;
+/// and where the whole answer holds calls, nothing streamed reaches into
+/// them (a call's text sent as content would be a silent wrong answer).
+pub fn tool_calls(data: &[u8]) {
+    use graphc::tool_calls::ToolFormat;
+    let text = String::from_utf8_lossy(data);
+    let known = ["get_weather".to_string(), "scale".to_string()];
+    for format in [ToolFormat::Hermes, ToolFormat::Llama3Json, ToolFormat::Mistral] {
+        for marker_first in [false, true] {
+            let whole = format.parse(&text, marker_first, &known);
+            // The most any prefix may stream: up to the first call's opening.
+            let limit = match (whole.calls.is_empty(), format) {
+                (true, _) => text.len(),
+                (false, ToolFormat::Hermes) => text.find("<tool_call>").unwrap_or(0),
+                (false, _) => 0,
+            };
+            let mut sent = 0;
+            for end in (0..=text.len()).filter(|&i| text.is_char_boundary(i)) {
+                let n = format.streamable(&text[..end], marker_first).max(sent);
+                assert!(n <= end && text.is_char_boundary(n), "{format:?}: streamable {n} of {end} bytes of {text:?}");
+                assert!(n <= limit, "{format:?}: {n} bytes streamed of {text:?}, whose calls start at {limit}");
+                sent = n;
+            }
+        }
+    }
+}
+
 /// Whether `data` nests at most `depth` deep and has no run of more than
 /// `blank` whitespace bytes outside strings (the automaton's caps).
 fn within_caps(data: &[u8], depth: usize, blank: usize) -> bool {
@@ -295,6 +325,19 @@ pub fn write_seeds(dir: &Path) -> std::io::Result<()> {
     ];
     for (i, text) in objects.iter().enumerate() {
         put("json_mode", &format!("doc{i}"), text.as_bytes())?;
+    }
+    let answers = [
+        "Paris is sunny.",
+        "Let me check.\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>",
+        "<tool_call>\n{\"name\": \"scale\", \"arguments\": {\"x\": 2}}\n</tool_call>\n<tool_call>\n{\"name\": \"scale\", \"arguments\": \"{\\\"x\\\": 3}\"}",
+        "```json\n{\"name\": \"scale\", \"arguments\": {\"x\": 1}}\n```",
+        " {\"type\": \"function\", \"name\": \"get_weather\", \"parameters\": {\"city\": \"東京\"}}",
+        "[TOOL_CALLS][{\"name\": \"scale\", \"arguments\": {\"x\": 3}}]",
+        "a <tool_c",
+        "<tool_call>{\"name\": \"rm\", \"arguments\": {}}",
+    ];
+    for (i, text) in answers.iter().enumerate() {
+        put("tool_calls", &format!("answer{i}"), text.as_bytes())?;
     }
     std::fs::remove_dir_all(&tmp)
 }
