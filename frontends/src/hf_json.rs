@@ -96,6 +96,7 @@ pub fn from_dir(dir: &Path) -> Result<Option<Tokenizer>, Diagnostic> {
         add_bos: add_bos && bos_id.is_some(),
         chat_template,
         vocab_size,
+        requires_nfc: false,
     }))
 }
 

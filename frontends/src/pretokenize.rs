@@ -45,8 +45,20 @@ const DEEPSEEK_CJK: &str = r"[\x{4E00}-\x{9FA5}\x{0800}-\x{4E00}\x{AC00}-\x{D7FF
 
 /// The `tokenizer.ggml.pre` values graphc splits as their Hugging Face
 /// tokenizers do (`gpt2`: the converter's model name, accepted as `gpt-2`).
-pub const KNOWN_PRE: &[&str] =
-    &["default", "gpt-2", "gpt2", "smollm", "starcoder", "qwen2", "llama-bpe", "tekken", "gpt-4o", "deepseek-llm", "deepseek-coder"];
+pub const KNOWN_PRE: &[&str] = &[
+    "default",
+    "gpt-2",
+    "gpt2",
+    "smollm",
+    "starcoder",
+    "qwen2",
+    "deepseek-r1-qwen",
+    "llama-bpe",
+    "tekken",
+    "gpt-4o",
+    "deepseek-llm",
+    "deepseek-coder",
+];
 
 /// The pre-tokenizer of a byte-level BPE vocabulary, by its
 /// `tokenizer.ggml.pre` (absent: GPT-2's, as transformers builds a `gpt2`
@@ -68,7 +80,9 @@ pub fn pre_tokenizer(g: &GgufFile) -> Result<PreTokenizerWrapper, Diagnostic> {
         Some("default") => Ok(then_bytes(DEFAULT_SPLITS.iter().map(|p| split(p)).collect::<Result<_, _>>()?)),
         // Each digit its own pre-token, then GPT-2's split (their tokenizer.json).
         Some("smollm" | "starcoder") => Ok(Sequence::new(vec![Digits::new(true).into(), gpt2()]).into()),
-        Some("qwen2") => Ok(then_bytes(vec![split(QWEN2_SPLIT)?])),
+        // DeepSeek-R1's Qwen distills: Qwen2's split (llama.cpp's
+        // `deepseek-r1-qwen` is its `qwen2`); see `requires_nfc`.
+        Some("qwen2" | "deepseek-r1-qwen") => Ok(then_bytes(vec![split(QWEN2_SPLIT)?])),
         Some("llama-bpe") => Ok(then_bytes(vec![split(LLAMA3_SPLIT)?])),
         Some("tekken") => Ok(then_bytes(vec![split(TEKKEN_SPLIT)?])),
         Some("gpt-4o") => Ok(then_bytes(vec![split(O200K_SPLIT)?])),
@@ -98,4 +112,13 @@ pub fn normalizer(g: &GgufFile) -> Option<NormalizerWrapper> {
         Some("qwen2") => Some(NFC.into()),
         _ => None,
     }
+}
+
+/// Whether text must already be in NFC: DeepSeek-R1's Qwen distills split
+/// as Qwen2 (llama.cpp reads them so), but whether their `tokenizer.json`
+/// composes text to NFC first, as Qwen2's does, could not be checked; on
+/// text NFC leaves alone both readings agree, and other text is refused
+/// (`Tokenizer::encode_text`) instead of split one of two ways.
+pub fn requires_nfc(g: &GgufFile) -> bool {
+    g.get("tokenizer.ggml.pre").and_then(|v| v.as_str()) == Some("deepseek-r1-qwen")
 }

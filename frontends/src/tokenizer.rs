@@ -51,6 +51,8 @@ pub struct Tokenizer {
     pub add_bos: bool,
     pub chat_template: Option<String>,
     pub vocab_size: usize,
+    /// Text must already be in Unicode NFC (`pretokenize::requires_nfc`).
+    pub(crate) requires_nfc: bool,
 }
 
 /// GGUF `tokenizer.ggml.token_type` values.
@@ -122,6 +124,7 @@ impl Tokenizer {
             add_bos: add_bos && bos_id.is_some(),
             chat_template: g.get("tokenizer.chat_template").and_then(|v| v.as_str()).map(str::to_string),
             vocab_size,
+            requires_nfc: crate::pretokenize::requires_nfc(g),
         })
     }
 
@@ -172,6 +175,15 @@ impl Tokenizer {
     /// Token ids of `text` alone (no BOS); with `parse_special` false, text
     /// that spells a special token (`<|im_end|>`) is tokenized as text.
     pub fn encode_text(&self, text: &str, parse_special: bool) -> Result<Vec<u32>, String> {
+        if self.requires_nfc {
+            if let Some(at) = first_not_nfc(text) {
+                return Err(format!(
+                    "the text is not in Unicode NFC (byte {at} starts a character NFC composes or reorders); whether this \
+                     vocabulary's tokenizer (`tokenizer.ggml.pre` = deepseek-r1-qwen) composes text to NFC first, as Qwen2's does, \
+                     is unverified, so such text is refused rather than split one of two ways: compose it to NFC first"
+                ));
+            }
+        }
         match &self.inner {
             Engine::Hf { tokenizer, plain, .. } => {
                 let t = if parse_special {
@@ -255,6 +267,24 @@ impl Tokenizer {
         let tokens = TemplateTokens { bos_token: tok(self.bos_id), eos_token: tok(self.eos_id) };
         chat::render(template, messages, &tokens, opts)
     }
+}
+
+/// Where `text` first differs from its NFC form (the byte offset of the
+/// first character that differs), if it does.
+fn first_not_nfc(text: &str) -> Option<usize> {
+    use tokenizers::normalizers::unicode::NFC;
+    use tokenizers::{NormalizedString, Normalizer};
+    let mut n = NormalizedString::from(text);
+    NFC.normalize(&mut n).ok()?;
+    let composed = n.get();
+    if composed == text {
+        return None;
+    }
+    let mut at = text.bytes().zip(composed.bytes()).take_while(|(a, b)| a == b).count();
+    while !text.is_char_boundary(at) {
+        at -= 1;
+    }
+    Some(at)
 }
 
 /// GPT-2's byte-to-unicode table, inverted: the byte a byte-level BPE

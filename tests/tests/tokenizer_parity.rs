@@ -166,6 +166,34 @@ fn qwen25_splits_text_as_its_tokenizer() {
     assert_eq!(bad.len(), 10, "NFC engaged on the 10 decomposed texts: {bad:?}");
 }
 
+/// DeepSeek-R1's Qwen distills (`deepseek-r1-qwen`, Qwen2.5's vocabulary):
+/// Qwen2's split, as llama.cpp reads them; whether their tokenizer composes
+/// to NFC is unverified, so the 10 texts NFC changes are refused, naming
+/// why, and every other text gets Qwen2.5's ids (which do not depend on NFC).
+#[test]
+fn deepseek_r1_qwen_splits_as_qwen2_and_refuses_text_nfc_would_change() {
+    let corpus = corpus();
+    let want = expected("qwen25", Some(("hf_tokenizer_json_nfc", Some("texts_changed_by_nfc"))));
+    let raw = expected("qwen25", None);
+    let dir = temp_dir("tok-r1-qwen");
+    let tok = with_meta("qwen2.5-coder-0.5b-instruct-q4_k_m.gguf", &dir, "tokenizer.ggml.pre", Meta::Str("deepseek-r1-qwen".into()));
+    let mut refused = 0;
+    for (i, text) in corpus.iter().enumerate() {
+        match tok.encode_text(text, false) {
+            Ok(ids) => {
+                assert_eq!(ids, want[i], "text {i} {text:?}");
+                assert_eq!(ids, raw[i], "text {i}: NFC must not matter where it is accepted");
+            }
+            Err(e) => {
+                assert_ne!(want[i], raw[i], "text {i} {text:?} refused, though NFC changes nothing: {e}");
+                assert!(e.contains("NFC") && e.contains("deepseek-r1-qwen"), "{e}");
+                refused += 1;
+            }
+        }
+    }
+    assert_eq!(refused, 10, "the texts NFC changes are refused");
+}
+
 #[test]
 fn llama3_splits_text_as_its_tokenizer_from_gguf_and_tokenizer_json() {
     let want = expected("llama3", None);
