@@ -54,6 +54,20 @@ pub(crate) struct StrLex {
     utf8: u8,
 }
 
+/// Whether `bytes`, inside a string with nothing pending, are all taken
+/// and leave nothing pending (no quote, backslash or control byte; whole
+/// characters).
+pub fn plain_in_string(bytes: &[u8]) -> bool {
+    let mut lex = StrLex::default();
+    for &b in bytes {
+        match lex.step(b) {
+            Some(StrStep::Inside(next)) => lex = next,
+            _ => return false,
+        }
+    }
+    lex == StrLex::default()
+}
+
 /// What a byte does to a string: keeps it open, closes it (`"`), or
 /// cannot stand there (`None`).
 pub(crate) enum StrStep {
@@ -164,6 +178,12 @@ impl Default for JsonPrefix {
 }
 
 impl JsonPrefix {
+    /// Whether it is inside a string with nothing pending (no escape, no
+    /// partial character): any `plain_in_string` bytes keep it so.
+    pub fn in_clean_string(&self) -> bool {
+        matches!(self.mode, Mode::Str { lex, .. } if lex == StrLex::default())
+    }
+
     /// Whether the object is closed (only an end token may follow).
     pub fn is_done(&self) -> bool {
         self.mode == Mode::Done

@@ -342,6 +342,12 @@ impl Default for SchemaPrefix {
 }
 
 impl SchemaPrefix {
+    /// Whether it is one thread inside a free string with nothing pending
+    /// (any `json_mode::plain_in_string` bytes keep it so).
+    pub fn in_clean_string(&self) -> bool {
+        matches!(&self.threads[..], [t] if t.mode == Mode::Str(StrLex::default()))
+    }
+
     /// Whether the value may end here (an end token may follow).
     pub fn is_done(&self) -> bool {
         self.threads.iter().any(|t| t.mode == Mode::Done)

@@ -116,8 +116,10 @@ impl Constraint {
     pub fn allowed(&self) -> Vec<bool> {
         let mut allowed = vec![false; self.vocabulary.len()];
         match &self.value {
-            ValuePrefix::Object(p) => self.vocabulary.walk(p, &|s: &mut JsonPrefix, b| s.feed(&[b]), &mut allowed),
-            ValuePrefix::Schema(schema, p) => self.vocabulary.walk(p, &|s: &mut SchemaPrefix, b| s.feed(schema, &[b]), &mut allowed),
+            ValuePrefix::Object(p) => self.vocabulary.walk(p, &|s: &mut JsonPrefix, b| s.feed(&[b]), &JsonPrefix::in_clean_string, &mut allowed),
+            ValuePrefix::Schema(schema, p) => {
+                self.vocabulary.walk(p, &|s: &mut SchemaPrefix, b| s.feed(schema, &[b]), &SchemaPrefix::in_clean_string, &mut allowed)
+            }
         };
         let done = self.value.is_done();
         for &e in &self.ends {

@@ -7,7 +7,13 @@
 //!
 //! The trie is flat, in preorder: node `i`'s first child is `i + 1`, the
 //! next sibling of a child `c` is `subtree_end[c]`; the tokens whose bytes
-//! end at a node are `ids[first_id[i]..first_id[i + 1]]`.
+//! end at a node are `ids[first_id[i]..first_id[i + 1]]`, and those of its
+//! subtree `ids[first_id[i]..first_id[subtree_end[i]]]`.
+//!
+//! Inside a JSON string most tokens are taken whole: a subtree whose
+//! tokens are all plain string text (`json_mode::plain_in_string`) is
+//! marked at once where the value is inside a string with nothing pending,
+//! without feeding its bytes.
 
 /// Each token's bytes (empty: a control token, which spells none) and their trie.
 #[derive(Debug)]
@@ -20,15 +26,31 @@ pub struct Vocabulary {
     /// Per node, and one past the last: where its tokens start in `ids`.
     first_id: Vec<u32>,
     ids: Vec<u32>,
+    /// Per node: every token of its subtree is plain string text.
+    plain: Vec<bool>,
 }
 
 impl Vocabulary {
     pub fn new(bytes: Vec<Box<[u8]>>) -> Vocabulary {
         let mut order: Vec<u32> = (0..bytes.len() as u32).filter(|&i| !bytes[i as usize].is_empty()).collect();
         order.sort_by(|&a, &b| bytes[a as usize].cmp(&bytes[b as usize]).then(a.cmp(&b)));
-        let mut v = Vocabulary { bytes, byte: vec![0], subtree_end: vec![0], first_id: vec![0], ids: vec![] };
+        let mut v = Vocabulary { bytes, byte: vec![0], subtree_end: vec![0], first_id: vec![0], ids: vec![], plain: vec![] };
         v.subtree_end[0] = v.build(&order, 0) as u32;
         v.first_id.push(v.ids.len() as u32);
+        // Children come after their parent: filled from the last node back.
+        v.plain = vec![false; v.byte.len()];
+        for node in (0..v.byte.len()).rev() {
+            let own = v.ids[v.first_id[node] as usize..v.first_id[node + 1] as usize]
+                .iter()
+                .all(|&t| crate::json_mode::plain_in_string(&v.bytes[t as usize]));
+            let (mut child, end) = (node + 1, v.subtree_end[node] as usize);
+            let mut all = own;
+            while child < end && all {
+                all = v.plain[child];
+                child = v.subtree_end[child] as usize;
+            }
+            v.plain[node] = all;
+        }
         v
     }
 
@@ -72,22 +94,40 @@ impl Vocabulary {
     }
 
     /// Mark in `allowed` every token whose bytes `step` accepts one after
-    /// another from `state`; returns how many nodes were fed a byte.
-    pub fn walk<S: Clone>(&self, state: &S, step: &impl Fn(&mut S, u8) -> bool, allowed: &mut [bool]) -> usize {
-        self.walk_children(0, state, step, allowed)
+    /// another from `state` (`in_string`: the state is inside a string with
+    /// nothing pending, where plain subtrees are taken whole); returns how
+    /// many nodes were fed a byte.
+    pub fn walk<S: Clone>(&self, state: &S, step: &impl Fn(&mut S, u8) -> bool, in_string: &impl Fn(&S) -> bool, allowed: &mut [bool]) -> usize {
+        self.walk_children(0, state, step, in_string, allowed)
     }
 
-    fn walk_children<S: Clone>(&self, node: usize, state: &S, step: &impl Fn(&mut S, u8) -> bool, allowed: &mut [bool]) -> usize {
+    fn walk_children<S: Clone>(
+        &self,
+        node: usize,
+        state: &S,
+        step: &impl Fn(&mut S, u8) -> bool,
+        in_string: &impl Fn(&S) -> bool,
+        allowed: &mut [bool],
+    ) -> usize {
         let (mut child, end) = (node + 1, self.subtree_end[node] as usize);
         let mut fed = 0;
+        let clean = in_string(state);
         while child < end {
+            if clean && self.plain[child] {
+                let after = self.subtree_end[child] as usize;
+                for &id in &self.ids[self.first_id[child] as usize..self.first_id[after] as usize] {
+                    allowed[id as usize] = true;
+                }
+                child = after;
+                continue;
+            }
             let mut s = state.clone();
             fed += 1;
             if step(&mut s, self.byte[child]) {
                 for &id in &self.ids[self.first_id[child] as usize..self.first_id[child + 1] as usize] {
                     allowed[id as usize] = true;
                 }
-                fed += self.walk_children(child, &s, step, allowed);
+                fed += self.walk_children(child, &s, step, in_string, allowed);
             }
             child = self.subtree_end[child] as usize;
         }
@@ -117,7 +157,7 @@ mod tests {
             ok
         };
         let mut allowed = vec![false; words.len()];
-        let fed = v.walk(&0usize, &step, &mut allowed);
+        let fed = v.walk(&0usize, &step, &|_: &usize| false, &mut allowed);
         let want: Vec<bool> = words.iter().map(|w| !w.is_empty() && target.starts_with(w.as_bytes())).collect();
         assert_eq!(allowed, want);
         // Nodes: a, ab, abc, abd, b, ba, c; fed: a, b, c (root's), ab (a's), abc, abd (ab's).
