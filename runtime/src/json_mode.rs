@@ -9,7 +9,6 @@
 //! and nesting at `MAX_DEPTH`: a model that would pad or nest forever is
 //! steered to close the object instead.
 
-use std::sync::Arc;
 
 /// Deepest nesting of objects and arrays.
 pub const MAX_DEPTH: usize = 32;
@@ -303,10 +302,6 @@ impl JsonPrefix {
     }
 }
 
-/// Each token's bytes as it appears mid-text (empty for control tokens),
-/// indexed by id: what JSON mode checks a token against.
-pub type TokenBytes = Arc<crate::vocabulary::Vocabulary>;
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -388,23 +383,5 @@ mod tests {
         assert!(!accepts(&(blank + " ")));
         // Inside a string, any run of spaces.
         assert!(accepts(&("{\"a\": \"".to_string() + &" ".repeat(500))));
-    }
-
-    #[test]
-    fn end_tokens_only_once_the_object_is_closed() {
-        let vocabulary: TokenBytes =
-            Arc::new(crate::vocabulary::Vocabulary::new(["{", "}", "\"a\"", ":", " 1", "", "x"].iter().map(|t| t.as_bytes().into()).collect()));
-        let end = 5;
-        let mut j = crate::sampling::Constraint::json_object(vocabulary, vec![end]);
-        let allowed = |j: &crate::sampling::Constraint| (0..7).filter(|&t| j.allows(t)).collect::<Vec<u32>>();
-        assert_eq!(allowed(&j), [0]);
-        j.advance(0);
-        assert_eq!(allowed(&j), [1, 2]);
-        for t in [2, 3, 4] {
-            j.advance(t);
-        }
-        assert_eq!(allowed(&j), [1]);
-        j.advance(1);
-        assert_eq!(allowed(&j), [end]);
     }
 }

@@ -2,8 +2,8 @@
 //! checkpoint (refused when the file changed or the plan's version differs).
 
 use crate::error::Error;
-use crate::json_mode::TokenBytes;
 use crate::sampling::{Constraint, Format, Sampler, Sampling};
+use crate::vocabulary::TokenBytes;
 use graphc_backends::{WeightRef, WeightSource};
 use graphc_frontends::chat::{ChatOptions, Message};
 use graphc_frontends::tool_calls::ToolFormat;

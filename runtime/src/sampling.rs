@@ -9,8 +9,9 @@
 //! mode (`Format::JsonObject`) masks the tokens that cannot continue a JSON
 //! object after the penalties, before the rest (`json_mode`).
 
-use crate::json_mode::{JsonPrefix, TokenBytes};
+use crate::json_mode::JsonPrefix;
 use crate::json_schema::{Schema, SchemaPrefix};
+use crate::vocabulary::TokenBytes;
 use std::sync::Arc;
 
 #[derive(Clone, Debug, PartialEq)]
@@ -416,6 +417,24 @@ mod tests {
 
     fn sampling(temperature: f32, top_k: Option<usize>, top_p: Option<f32>, seed: u64) -> Sampling {
         Sampling { temperature, top_k, top_p, seed, ..Sampling::greedy() }
+    }
+
+    #[test]
+    fn end_tokens_only_once_the_object_is_closed() {
+        let vocabulary: TokenBytes =
+            Arc::new(crate::vocabulary::Vocabulary::new(["{", "}", "\"a\"", ":", " 1", "", "x"].iter().map(|t| t.as_bytes().into()).collect()));
+        let end = 5;
+        let mut j = Constraint::json_object(vocabulary, vec![end]);
+        let allowed = |j: &Constraint| (0..7).filter(|&t| j.allows(t)).collect::<Vec<u32>>();
+        assert_eq!(allowed(&j), [0]);
+        j.advance(0);
+        assert_eq!(allowed(&j), [1, 2]);
+        for t in [2, 3, 4] {
+            j.advance(t);
+        }
+        assert_eq!(allowed(&j), [1]);
+        j.advance(1);
+        assert_eq!(allowed(&j), [end]);
     }
 
     #[test]

@@ -15,6 +15,9 @@
 //! marked at once where the value is inside a string with nothing pending,
 //! without feeding its bytes.
 
+/// A model's vocabulary as constrained sampling reads it, shared.
+pub type TokenBytes = std::sync::Arc<Vocabulary>;
+
 /// Each token's bytes (empty: a control token, which spells none) and their trie.
 #[derive(Debug)]
 pub struct Vocabulary {
