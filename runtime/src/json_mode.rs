@@ -9,7 +9,6 @@
 //! and nesting at `MAX_DEPTH`: a model that would pad or nest forever is
 //! steered to close the object instead.
 
-
 /// Deepest nesting of objects and arrays.
 pub const MAX_DEPTH: usize = 32;
 /// Most whitespace bytes in a row outside strings (room for an indented
