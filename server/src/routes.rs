@@ -449,7 +449,7 @@ async fn collect(reply: &mut Reply, mut rx: UnboundedReceiver<Event>, choice: us
                     if let Some((calls, content)) = tools.finish("") {
                         // Call ids unique across the choices.
                         let id = if choice == 0 { reply.id.clone() } else { format!("{}_{choice}", reply.id) };
-                        let calls = tools::openai_calls(&calls, &id);
+                        let calls = tools::openai_calls(tools.plan.format, &calls, &id);
                         value["message"] = json!({"role": "assistant", "content": content, "tool_calls": calls});
                         value["finish_reason"] = json!("tool_calls");
                     }
@@ -546,7 +546,7 @@ impl Streaming {
                     let streamed = tools.text[..tools.sent].to_string();
                     match tools.finish(&streamed) {
                         Some((calls, rest)) => {
-                            let calls = tools::openai_calls(&calls, &self.reply.id);
+                            let calls = tools::openai_calls(tools.plan.format, &calls, &self.reply.id);
                             let first = self.reply.first.is_none();
                             let mut delta = json!({"tool_calls": calls.as_array().expect("calls").iter().enumerate().map(|(i, c)| {
                                 let mut c = c.clone();

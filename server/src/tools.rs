@@ -200,15 +200,17 @@ impl ToolPlan {
     }
 }
 
-/// OpenAI's `tool_calls` of a message: ids unique in the answer, the
+/// OpenAI's `tool_calls` of a message: ids unique in the answer, of the
+/// form the model's template accepts back (`ToolFormat::call_id`), the
 /// arguments as a JSON object's text.
-pub fn openai_calls(calls: &[ParsedCall], answer_id: &str) -> Value {
+pub fn openai_calls(format: ToolFormat, calls: &[ParsedCall], answer_id: &str) -> Value {
+    let answer = answer_id.trim_start_matches("chatcmpl-");
     Value::Array(
         calls
             .iter()
             .enumerate()
             .map(|(i, c)| {
-                json!({"id": format!("call_{}_{i}", answer_id.trim_start_matches("chatcmpl-")), "type": "function",
+                json!({"id": format.call_id(c, answer, i), "type": "function",
                        "function": {"name": c.name, "arguments": c.arguments.to_string()}})
             })
             .collect(),

@@ -1,8 +1,9 @@
 //! GGUF vocabularies written from a model's own tokenizer files the way
 //! llama.cpp's converter (`convert_hf_to_gguf.py`) writes them, for the
-//! tokenizer parity tests: Llama 3's `tokenizer.json` (byte-level BPE) and
-//! a SentencePiece `tokenizer.model` (Llama 2 / Mistral). The files come
-//! from `tools/setup.sh` (`fetch_tokenizers`).
+//! tokenizer parity tests: Llama 3's `tokenizer.json` (byte-level BPE),
+//! Mistral's `tekken.json` (Mistral NeMo) and SentencePiece
+//! `tokenizer.model`s (Llama 2 / Mistral 7B). The files come from
+//! `tools/setup.sh` (`fetch_tokenizers`).
 
 use crate::{GgufWriter, Meta};
 use std::path::PathBuf;
@@ -28,6 +29,93 @@ pub fn llama3_tokenizer_json() -> PathBuf {
 /// Mistral 7B v0.1's SentencePiece `tokenizer.model` (PyPI `mistral-common` 1.13.1).
 pub fn sentencepiece_model() -> PathBuf {
     tokenizer_file("mistral-common-1.13.1/mistral_common/data/tokenizer.model.v1")
+}
+
+/// Mistral 7B Instruct v0.3's SentencePiece model (32768 pieces, 768 of
+/// them control tokens: `[INST]`, `[TOOL_CALLS]`, ...; PyPI `mistral-common` 1.13.1).
+pub fn sentencepiece_model_v3() -> PathBuf {
+    tokenizer_file("mistral-common-1.13.1/mistral_common/data/mistral_instruct_tokenizer_240323.model.v3")
+}
+
+/// Mistral NeMo's `tekken.json` (PyPI `mistral-common` 1.13.1).
+pub fn tekken_json() -> PathBuf {
+    tokenizer_file("mistral-common-1.13.1/mistral_common/data/tekken_240718.json")
+}
+
+/// A Mistral NeMo GGUF's vocabulary: what `convert_hf_to_gguf.py` writes
+/// from the Hub's `tokenizer.json`, which is transformers' conversion of
+/// the `tekken.json` (`MistralConverter`). The conversion, re-done: the
+/// `specials` (ids 0..999, CONTROL) then the first `default_vocab_size -
+/// 1000` ranks, each token's bytes as GPT-2 byte-level characters; merges
+/// made from the ranks — for each token in rank order, every split into
+/// two tokens, ordered by the halves' ranks. Returns the writer and the
+/// merges (the test checks them against the converter's, by hash).
+pub fn gguf_from_tekken(tekken: &serde_json::Value, specials: &[String]) -> (GgufWriter, Vec<String>) {
+    let size = tekken["config"]["default_vocab_size"].as_u64().unwrap() as usize;
+    assert_eq!(tekken["config"]["default_num_special_tokens"].as_u64(), Some(specials.len() as u64));
+    let ranks: Vec<Vec<u8>> = tekken["vocab"].as_array().unwrap()[..size - specials.len()]
+        .iter()
+        .enumerate()
+        .map(|(i, t)| {
+            assert_eq!(t["rank"].as_u64(), Some(i as u64));
+            base64_decode(t["token_bytes"].as_str().unwrap())
+        })
+        .collect();
+    let rank_of: std::collections::HashMap<&[u8], usize> = ranks.iter().enumerate().map(|(r, b)| (b.as_slice(), r)).collect();
+    let to_chars = |b: &[u8]| -> String { b.iter().map(|&x| byte_char(x)).collect() };
+    let mut merges = Vec::new();
+    for bytes in &ranks {
+        let mut local: Vec<(usize, usize)> =
+            (1..bytes.len()).filter_map(|i| Some((*rank_of.get(&bytes[..i])?, *rank_of.get(&bytes[i..])?))).collect();
+        local.sort();
+        merges.extend(local.into_iter().map(|(l, r)| format!("{} {}", to_chars(&ranks[l]), to_chars(&ranks[r]))));
+    }
+    let mut tokens: Vec<String> = specials.to_vec();
+    tokens.extend(ranks.iter().map(|b| to_chars(b)));
+    let types: Vec<i32> = (0..tokens.len()).map(|i| if i < specials.len() { CONTROL } else { NORMAL }).collect();
+    let w = GgufWriter::default()
+        .meta("general.architecture", Meta::Str("llama".into()))
+        .meta("tokenizer.ggml.model", Meta::Str("gpt2".into()))
+        .meta("tokenizer.ggml.pre", Meta::Str("tekken".into()))
+        .meta("tokenizer.ggml.tokens", Meta::StrArray(tokens))
+        .meta("tokenizer.ggml.token_type", Meta::I32Array(types))
+        .meta("tokenizer.ggml.merges", Meta::StrArray(merges.clone()))
+        .meta("tokenizer.ggml.bos_token_id", Meta::U32(1))
+        .meta("tokenizer.ggml.eos_token_id", Meta::U32(2))
+        .meta("tokenizer.ggml.unknown_token_id", Meta::U32(0))
+        .meta("tokenizer.ggml.add_bos_token", Meta::Bool(true));
+    (w, merges)
+}
+
+/// GPT-2's byte-to-character table (`bytes_to_unicode`): printable
+/// Latin-1 bytes stand for themselves, the rest are moved past U+00FF.
+fn byte_char(b: u8) -> char {
+    let printable = |x: u8| (b'!'..=b'~').contains(&x) || (0xA1..=0xAC).contains(&x) || (0xAE..=0xFF).contains(&x);
+    if printable(b) {
+        return b as char;
+    }
+    let shifted = (0..b).filter(|&x| !printable(x)).count() as u32;
+    char::from_u32(256 + shifted).unwrap()
+}
+
+/// Standard base64 (tekken's `token_bytes`).
+fn base64_decode(s: &str) -> Vec<u8> {
+    let value = |c: u8| -> u32 {
+        match c {
+            b'A'..=b'Z' => (c - b'A') as u32,
+            b'a'..=b'z' => (c - b'a' + 26) as u32,
+            b'0'..=b'9' => (c - b'0' + 52) as u32,
+            b'+' => 62,
+            b'/' => 63,
+            _ => panic!("{c} is not base64"),
+        }
+    };
+    let mut out = Vec::new();
+    for chunk in s.trim_end_matches('=').as_bytes().chunks(4) {
+        let bits = chunk.iter().fold(0u32, |acc, &c| (acc << 6) | value(c)) << (6 * (4 - chunk.len()));
+        out.extend_from_slice(&bits.to_be_bytes()[1..chunk.len()]);
+    }
+    out
 }
 
 /// The converter's `_set_vocab_gpt2` on a `tokenizer.json`: tokens by id

@@ -3,10 +3,12 @@
 //! transformers' `apply_chat_template`: SmolLM2's and Qwen2.5's (from their
 //! GGUFs), Qwen3's official one (Python string methods, `namespace`,
 //! `[::-1]`), Llama 3.2's (`strftime_now`, `raise_exception`), Gemma 2's
-//! (which refuses a system message) and graphc's Gemma 3 turn format; with
-//! tools (function calling) for the three that read them: the tools'
-//! schemas, an assistant's calls and the tools' results, printed through
-//! Python's `json.dumps` (`tojson`, indented in Llama 3.2's).
+//! (which refuses a system message), Mistral NeMo's (tools inline, 9-letter
+//! call ids) and graphc's Gemma 3 turn format; with tools (function
+//! calling) for the four that read them: the tools' schemas, an
+//! assistant's calls (`content: null`, as OpenAI's clients send it) and
+//! the tools' results, printed through Python's `json.dumps` (`tojson`,
+//! indented in Llama 3.2's).
 //! Expected strings: `tests/fixtures/tokenizer/chat_templates.json`, made by
 //! `tools/make_chat_fixtures.py`.
 
@@ -141,4 +143,51 @@ fn the_python_methods_and_whitespace_settings_are_what_make_them_match() {
     opts.now = Some(UNIX_EPOCH + Duration::from_secs(1_796_482_375)); // 2026-12-05
     let other = render(llama["template"].as_str().unwrap(), &messages(c), &tokens(llama), &opts).unwrap();
     assert_eq!(other, want.replace("26 Jul 2024", "05 Dec 2026"));
+}
+
+/// Mistral NeMo: its template's text (rendered as transformers does, the
+/// first test), tokenized with its Tekken vocabulary (the GGUF vocabulary
+/// written as llama.cpp's converter writes it, `tokenizer_parity.rs`), is
+/// token for token what Mistral's own library feeds the model
+/// (`mistral_common`'s `encode_chat_completion`, the fixture's
+/// `mistral_common_ids`): plain turns, a system message, tools, calls and
+/// their results. One case differs in the template itself, recorded by the
+/// generator and held here: a conversation ending in tool results, where
+/// the template drops the system message and `mistral_common` keeps it.
+/// The control: the same text with special tokens read as text. The
+/// template's call format is read as Mistral's (`[TOOL_CALLS]`, id 9).
+#[test]
+fn mistral_nemo_prompts_are_mistral_commons_tokens() {
+    use graphc_frontends::tool_calls::ToolFormat;
+    use graphc_frontends::{GgufFile, Tokenizer};
+    let all = cases();
+    let t = &all["templates"]["mistral_nemo"];
+    let template = t["template"].as_str().unwrap();
+    assert_eq!(ToolFormat::of_template(template), Some(ToolFormat::Mistral));
+    let vocab: Value = serde_json::from_str(&std::fs::read_to_string(repo_root().join("tests/fixtures/tokenizer/tekken.json")).unwrap()).unwrap();
+    let specials: Vec<String> = serde_json::from_value(vocab["source"]["special_token_names"].clone()).unwrap();
+    let tekken: Value = serde_json::from_str(&std::fs::read_to_string(graphc_tests::vocab::tekken_json()).unwrap()).unwrap();
+    let (gguf, _) = graphc_tests::vocab::gguf_from_tekken(&tekken, &specials);
+    let path = gguf.write(&graphc_tests::temp_dir("chat-nemo"), "tekken-vocab.gguf");
+    let tok = Tokenizer::from_gguf(&GgufFile::open(&path).unwrap()).unwrap();
+    assert_eq!(tok.encode_text("[TOOL_CALLS]", true).unwrap(), vec![9]);
+    let (mut equal, mut differ) = (0, 0);
+    for c in t["cases"].as_array().unwrap() {
+        let (Some(want), Some(text)) = (c["mistral_common_ids"].as_array(), c["expected"].as_str()) else { continue };
+        let want: Vec<u32> = want.iter().map(|v| v.as_u64().unwrap() as u32).collect();
+        let id = c["id"].as_str().unwrap();
+        let got = render(template, &messages(c), &tokens(t), &options(c)).unwrap();
+        assert_eq!(got, text, "{id}");
+        let ids = tok.encode_text(&got, true).unwrap();
+        if c["template_ids_equal_mistral_common"] == true {
+            assert_eq!(ids, want, "{id}");
+            equal += 1;
+        } else {
+            assert_ne!(ids, want, "{id}: the generator found the template and mistral_common apart");
+            differ += 1;
+        }
+        assert_ne!(tok.encode_text(&got, false).unwrap(), want, "{id}: control tokens read as text must differ");
+    }
+    println!("{equal} conversations are mistral_common's tokens, {differ} differ in the template");
+    assert!(equal >= 9 && differ == 1, "{equal} equal, {differ} differ");
 }

@@ -190,14 +190,11 @@ fn calls_and_results_in_the_history_render_as_the_library_renders_them() {
     let v = post_json(addr, "/v1/chat/completions", &json!({"messages": messages, "tools": tools(), "temperature": 0, "max_tokens": 4})).json();
     let turns = vec![
         Message::user(ASK),
-        Message {
-            tool_calls: vec![ToolCall {
-                id: "call_9".into(),
-                kind: "function".into(),
-                function: FunctionCall { name: "get_weather".into(), arguments: json!({"city": "Paris"}) },
-            }],
-            ..Message::assistant("")
-        },
+        Message::tool_calls(vec![ToolCall {
+            id: "call_9".into(),
+            kind: "function".into(),
+            function: FunctionCall { name: "get_weather".into(), arguments: json!({"city": "Paris"}) },
+        }]),
         Message { tool_call_id: Some("call_9".into()), ..Message::new("tool", "{\"temperature\": 18, \"sky\": \"clear\"}") },
     ];
     let opts = ChatOptions { tools: tools().as_array().unwrap().clone(), ..Default::default() };

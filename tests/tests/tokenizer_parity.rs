@@ -16,12 +16,19 @@
 //!   llama.cpp's converter writes it, and the tokenizer.json read directly.
 //! - A Llama-2-style SentencePiece vocabulary (Mistral 7B v0.1's): the
 //!   `sentencepiece` library's ids (llama.cpp agrees on every text).
+//! - Mistral's own: Tekken (Mistral NeMo's `tekken.json`, its GGUF
+//!   vocabulary written here from it as transformers' conversion plus
+//!   llama.cpp's converter write it) and Mistral 7B v0.3's SentencePiece
+//!   model, against `mistral_common`'s ids.
 //!
 //! The controls: each vocabulary with a plausible wrong setting (another
 //! pre-tokenizer, no space prefix, no NFC) is shown to fail.
 
 use graphc_frontends::{GgufFile, Tokenizer};
-use graphc_tests::vocab::{gguf_from_sentencepiece, gguf_from_tokenizer_json, llama3_tokenizer_json, sentencepiece_model};
+use graphc_tests::vocab::{
+    gguf_from_sentencepiece, gguf_from_tekken, gguf_from_tokenizer_json, llama3_tokenizer_json, sentencepiece_model, sentencepiece_model_v3,
+    tekken_json,
+};
 use graphc_tests::{model, repo_root, temp_dir, GgufWriter, Meta};
 use serde_json::Value;
 
@@ -250,6 +257,67 @@ fn a_llama2_style_sentencepiece_vocabulary_splits_text_as_sentencepiece() {
     let gguf = gguf_from_sentencepiece(&std::fs::read(sentencepiece_model()).unwrap());
     assert_parity("SentencePiece llama", &from_gguf(&dir, "spm-vocab.gguf", &gguf), &want);
     // Without the space prefix llama.cpp adds by default, most texts differ.
+    let planted = gguf.set_meta("tokenizer.ggml.add_space_prefix", Meta::Bool(false));
+    let bad = mismatches(&from_gguf(&dir, "planted.gguf", &planted), &want);
+    assert!(bad.len() > 200, "a planted missing space prefix must fail: {} texts", bad.len());
+}
+
+/// Mistral NeMo (`tokenizer.ggml.pre = "tekken"`): the GGUF vocabulary
+/// llama.cpp's converter writes from the Hub's `tokenizer.json`, that is
+/// from transformers' conversion of the `tekken.json` (its merges checked
+/// here against the conversion's by hash), gives `mistral_common`'s ids on
+/// every text — where llama.cpp's own tekken split does not (8 texts with
+/// Indic and Thai combining marks, the fixture's `llama_cpp`). tiktoken
+/// (and llama.cpp's tekken) take a piece that is a whole token as that
+/// token before merging; graphc merges by the list alone, which for this
+/// vocabulary is the same: every one of its 130,072 tokens, as text, is
+/// merged back into itself (checked once with transformers' conversion,
+/// `ignore_merges` off). The control: Llama 3's split (case runs kept
+/// together, digits in threes).
+#[test]
+fn mistral_nemo_tekken_splits_text_as_mistral_common() {
+    let f = fixture("tekken");
+    let want = expected("tekken", None);
+    let tekken: Value = serde_json::from_str(&std::fs::read_to_string(tekken_json()).unwrap()).unwrap();
+    let specials: Vec<String> = serde_json::from_value(f["source"]["special_token_names"].clone()).unwrap();
+    let (gguf, merges) = gguf_from_tekken(&tekken, &specials);
+    assert_eq!(merges.len() as u64, f["source"]["converted_merges"].as_u64().unwrap());
+    assert_eq!(
+        format!("{:016x}", fnv1a64(merges.join("\n").as_bytes())),
+        f["source"]["converted_merges_fnv1a64"].as_str().unwrap(),
+        "the merges are not transformers' conversion's"
+    );
+    let dir = temp_dir("tok-tekken");
+    let tok = from_gguf(&dir, "tekken-vocab.gguf", &gguf);
+    assert_parity("Tekken (GGUF)", &tok, &want);
+    assert!(tok.add_bos && tok.bos_id == Some(1));
+    // `[INST]` is text when special tokens are not parsed, its control
+    // token (id 3) when they are (as in a rendered chat prompt).
+    assert_eq!(tok.encode_text("[INST]", true).unwrap(), vec![3]);
+    assert_ne!(tok.encode_text("[INST]", false).unwrap(), vec![3]);
+    let bad = mismatches(&from_gguf(&dir, "planted.gguf", &gguf.clone().set_meta("tokenizer.ggml.pre", Meta::Str("llama-bpe".into()))), &want);
+    assert!(bad.len() >= 5, "a planted llama-bpe split must fail: {} texts", bad.len());
+}
+
+/// 64-bit FNV-1a (the generator's `fnv1a64`).
+fn fnv1a64(data: &[u8]) -> u64 {
+    data.iter().fold(0xcbf29ce484222325, |h, &b| (h ^ b as u64).wrapping_mul(0x100000001b3))
+}
+
+/// Mistral 7B Instruct v0.3's SentencePiece model (its 768 control tokens
+/// among the pieces): `mistral_common`'s ids (= `sentencepiece`'s; llama.cpp
+/// agrees). The control: no space prefix.
+#[test]
+fn mistral_7b_v03_sentencepiece_splits_text_as_mistral_common() {
+    let f = fixture("spm_mistral_v3");
+    assert_eq!(f["cross_checks"]["mistral_common"]["differs"].as_object().map(|d| d.len()), Some(0));
+    let want = expected("spm_mistral_v3", None);
+    let dir = temp_dir("tok-spm-v3");
+    let gguf = gguf_from_sentencepiece(&std::fs::read(sentencepiece_model_v3()).unwrap());
+    let tok = from_gguf(&dir, "spm-v3-vocab.gguf", &gguf);
+    assert_parity("SentencePiece Mistral v3", &tok, &want);
+    assert_eq!(tok.encode_text("[INST]", true).unwrap(), vec![3]);
+    assert_ne!(tok.encode_text("[INST]", false).unwrap(), vec![3]);
     let planted = gguf.set_meta("tokenizer.ggml.add_space_prefix", Meta::Bool(false));
     let bad = mismatches(&from_gguf(&dir, "planted.gguf", &planted), &want);
     assert!(bad.len() > 200, "a planted missing space prefix must fail: {} texts", bad.len());
