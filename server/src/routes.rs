@@ -446,7 +446,7 @@ async fn collect(reply: &mut Reply, mut rx: UnboundedReceiver<Event>, choice: us
                 let mut value = reply.choice(&text, reply.logprobs_value(entries, offsets), Some(finish), false, false);
                 if let Some(tools) = &mut reply.tools {
                     tools.text.push_str(&tail);
-                    if let Some((calls, content)) = tools.finish("") {
+                    if let Some((calls, content)) = tools.finish("", reply.st.model.tokenizer().ok()) {
                         // Call ids unique across the choices.
                         let id = if choice == 0 { reply.id.clone() } else { format!("{}_{choice}", reply.id) };
                         let calls = tools::openai_calls(tools.plan.format, &calls, &id);
@@ -544,7 +544,7 @@ impl Streaming {
                 if let Some(tools) = &mut self.reply.tools {
                     tools.text.push_str(&text);
                     let streamed = tools.text[..tools.sent].to_string();
-                    match tools.finish(&streamed) {
+                    match tools.finish(&streamed, self.reply.st.model.tokenizer().ok()) {
                         Some((calls, rest)) => {
                             let calls = tools::openai_calls(tools.plan.format, &calls, &self.reply.id);
                             let first = self.reply.first.is_none();

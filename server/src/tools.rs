@@ -10,12 +10,18 @@
 //! and `{"type": "function", "function": {"name": ...}}` (a call is forced:
 //! the call's opening is put in the prompt and its JSON is generated under
 //! the schema of the functions' names and parameters, so it parses and
-//! its arguments are the parameters' shape). `parallel_tool_calls: false`
-//! allows one call: the answer stops at the end of the first (`<tool_call>`
-//! blocks), a forced Mistral array holds one.
+//! its arguments are the parameters' shape; for Mistral's later format,
+//! `[TOOL_CALLS]name[CALL_ID]id[ARGS]{...}`, the whole head of a call of
+//! the one forced function, with a fresh id, and its arguments under the
+//! parameters' schema). `parallel_tool_calls: false` allows one call: the
+//! answer stops at the end of the first (`<tool_call>` blocks), a forced
+//! Mistral array holds one. Mistral's control tokens must each be one
+//! token of the vocabulary (else `tools` is refused), and an answer in the
+//! later format is read from its tokens, cut at them.
 
 use crate::error::ApiError;
-use graphc_frontends::tool_calls::{ParsedCall, ToolFormat};
+use graphc_frontends::tool_calls::{Control, ParsedCall, ToolFormat};
+use graphc_frontends::Tokenizer;
 use graphc_runtime::json_schema::Schema;
 use graphc_runtime::{Format, Model};
 use serde_json::{json, Map, Value};
@@ -121,10 +127,13 @@ pub fn parse(obj: &Map<String, Value>, tools_key: &str) -> Result<Option<Tools>,
 pub struct ToolPlan {
     pub format: ToolFormat,
     /// The call's opening, already in the prompt where a call is forced.
-    pub prefix: &'static str,
+    pub prefix: String,
     pub names: Vec<String>,
-    /// Mistral's `[TOOL_CALLS]` token, where the vocabulary has it.
-    pub marker: Option<u32>,
+    /// The format's control tokens in this vocabulary (Mistral's).
+    pub controls: Vec<(u32, Control)>,
+    /// A `MistralArgs` call forced by the prompt's prefix: its function
+    /// and id (the JSON generated is its arguments alone).
+    pub forced: Option<(String, String)>,
 }
 
 impl Tools {
@@ -139,15 +148,38 @@ impl Tools {
                  (`<tool_call>` blocks, Llama 3's JSON or Mistral's [TOOL_CALLS])",
             )
         })?;
+        // Mistral's control tokens, each one token of this vocabulary.
+        let mut controls = vec![];
+        for &(control, text) in fmt.controls() {
+            match model.tokenizer().ok().and_then(|t| t.encode_text(text, true).ok()).as_deref() {
+                Some(&[id]) => controls.push((id, control)),
+                // The v3 format's calls are read without it (a forced one from its prefix).
+                _ if fmt == ToolFormat::Mistral => {}
+                _ => {
+                    return Err(ApiError::field(
+                        tools_key,
+                        format!("the chat template writes calls with {text}, which is not one control token of this vocabulary"),
+                    ))
+                }
+            }
+        }
         let forced: Vec<(String, Value)> = match self.choice {
             Choice::Auto => vec![],
             Choice::Required => self.functions.clone(),
             Choice::Function(i) => vec![self.functions[i].clone()],
         };
-        let mut prefix = "";
+        let mut prefix = String::new();
+        let mut forced_call = None;
         if !forced.is_empty() {
             if *format != Format::Text {
                 return Err(ApiError::field("tool_choice", "a forced call cannot be combined with a `response_format`"));
+            }
+            if forced.len() > 1 && !fmt.forces_a_choice_of_functions() {
+                return Err(ApiError::field(
+                    "tool_choice",
+                    "`required` among several functions is not implemented for this template's call format \
+                     ([TOOL_CALLS]name[ARGS]...: the name comes before the arguments); name the function",
+                ));
             }
             // Each function's parameters compiled on their own first, so a
             // refusal names the tool's own path.
@@ -157,14 +189,19 @@ impl Tools {
             }
             let schema = Schema::compile(&fmt.call_schema(&forced, self.parallel), "tool_choice")?;
             *format = Format::JsonSchema(Arc::new(schema));
-            prefix = fmt.call_prefix();
+            let name = &forced[0].0;
+            let id = fmt.call_id(&ParsedCall { name: name.clone(), arguments: json!({}), id: None }, &fresh_id(), 0);
+            prefix = fmt.call_prefix(name, &id);
+            if matches!(fmt, ToolFormat::MistralArgs { .. }) {
+                forced_call = Some((name.clone(), id));
+            }
         }
         if !self.parallel {
             match (fmt, forced.is_empty()) {
                 (ToolFormat::Hermes, _) => stop.push("</tool_call>".into()),
-                // One object, or a forced array of one.
-                (ToolFormat::Llama3Json, _) | (ToolFormat::Mistral, false) => {}
-                (ToolFormat::Mistral, true) => {
+                // One object, a forced array of one, or one forced call.
+                (ToolFormat::Llama3Json, _) | (ToolFormat::Mistral | ToolFormat::MistralArgs { .. }, false) => {}
+                (ToolFormat::Mistral | ToolFormat::MistralArgs { .. }, true) => {
                     return Err(ApiError::field(
                         "parallel_tool_calls",
                         "false is not implemented for this template's call format unless a call is forced",
@@ -172,31 +209,70 @@ impl Tools {
                 }
             }
         }
-        let marker = model
-            .tokenizer()
-            .ok()
-            .and_then(|t| t.encode_text(graphc_frontends::tool_calls::MISTRAL_MARKER, true).ok())
-            .filter(|ids| ids.len() == 1 && fmt == ToolFormat::Mistral)
-            .map(|ids| ids[0]);
-        Ok(ToolPlan { format: fmt, prefix, names: self.functions.iter().map(|(n, _)| n.clone()).collect(), marker })
+        Ok(ToolPlan { format: fmt, prefix, names: self.functions.iter().map(|(n, _)| n.clone()).collect(), controls, forced: forced_call })
     }
 }
 
+/// A different string each call (a forced Mistral call's id is made from it).
+fn fresh_id() -> String {
+    static COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
+    format!("{nanos}-{}", COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed))
+}
+
 impl ToolPlan {
+    fn control(&self, id: u32) -> Option<Control> {
+        self.controls.iter().find(|(c, _)| *c == id).map(|(_, k)| *k)
+    }
+
     /// The calls in an answer (`text`: the visible text generated;
-    /// `first_id`: the first token generated), and what else it said.
-    pub fn read(&self, text: &str, first_id: Option<u32>) -> (String, Vec<ParsedCall>) {
-        let marker_first = first_id.is_some() && first_id == self.marker;
+    /// `ids`: its tokens), and what else it said.
+    pub fn read(&self, text: &str, ids: &[u32], tok: Option<&Tokenizer>) -> (String, Vec<ParsedCall>) {
+        self.read_with(text, ids, &|ids: &[u32]| tok.and_then(|t| t.decode(ids).ok()))
+    }
+
+    /// `read`, with `decode` the text of some tokens.
+    fn read_with(&self, text: &str, ids: &[u32], decode: &dyn Fn(&[u32]) -> Option<String>) -> (String, Vec<ParsedCall>) {
+        let whole = || (text.to_string(), vec![]);
+        if let ToolFormat::MistralArgs { .. } = self.format {
+            // A forced call's text is its arguments.
+            if let Some((name, id)) = &self.forced {
+                return match serde_json::from_str::<Value>(text.trim()) {
+                    Ok(arguments) if arguments.is_object() => {
+                        (String::new(), vec![ParsedCall { name: name.clone(), arguments, id: Some(id.clone()) }])
+                    }
+                    _ => whole(),
+                };
+            }
+            // Else the answer cut at its control tokens, each part decoded.
+            let first = ids.iter().position(|&i| self.control(i).is_some()).unwrap_or(ids.len());
+            let mut pieces: Vec<(Control, Vec<u32>)> = vec![];
+            for &i in &ids[first..] {
+                match self.control(i) {
+                    Some(c) => pieces.push((c, vec![])),
+                    None => pieces.last_mut().expect("a control first").1.push(i),
+                }
+            }
+            let pieces: Option<Vec<(Control, String)>> = pieces.into_iter().map(|(c, ids)| Some((c, decode(&ids)?))).collect();
+            let (Some(head), Some(pieces)) = (decode(&ids[..first]), pieces) else { return whole() };
+            return match self.format.parse_controlled(&head, &pieces, &self.names) {
+                Some(p) => (p.content, p.calls),
+                None => whole(),
+            };
+        }
+        let marker_first = ids.first().is_some_and(|&i| self.control(i) == Some(Control::Calls));
         let p = self.format.parse(&format!("{}{text}", self.prefix), marker_first || !self.prefix.is_empty(), &self.names);
         (p.content, p.calls)
     }
 
-    /// How much of `text` (visible, so far) may be streamed as content.
-    pub fn streamable(&self, text: &str, first_id: Option<u32>) -> usize {
+    /// How much of `text` (visible, so far; `call_at`: its length when a
+    /// call's control token came) may be streamed as content.
+    pub fn streamable(&self, text: &str, first_id: Option<u32>, call_at: Option<usize>) -> usize {
         if !self.prefix.is_empty() {
             return 0;
         }
-        self.format.streamable(text, first_id.is_some() && first_id == self.marker)
+        let marker_first = first_id.is_some_and(|i| self.control(i) == Some(Control::Calls));
+        self.format.streamable(text, marker_first).min(call_at.unwrap_or(usize::MAX))
     }
 }
 
@@ -223,23 +299,29 @@ pub fn openai_calls(format: ToolFormat, calls: &[ParsedCall], answer_id: &str) -
 pub(crate) struct ToolState {
     pub plan: ToolPlan,
     pub text: String,
-    pub first_id: Option<u32>,
+    /// The tokens generated (Mistral's calls are cut at control tokens).
+    pub ids: Vec<u32>,
+    /// The visible text's length when a call's control token came.
+    pub call_at: Option<usize>,
     pub sent: usize,
 }
 
 impl ToolState {
     pub fn new(plan: ToolPlan) -> ToolState {
-        ToolState { plan, text: String::new(), first_id: None, sent: 0 }
+        ToolState { plan, text: String::new(), ids: vec![], call_at: None, sent: 0 }
     }
 
     pub fn on_token(&mut self, id: u32, text: &str) {
-        self.first_id.get_or_insert(id);
+        if self.call_at.is_none() && self.plan.control(id) == Some(Control::Calls) {
+            self.call_at = Some(self.text.len());
+        }
+        self.ids.push(id);
         self.text.push_str(text);
     }
 
     /// Text that may be streamed now as content (none that may begin a call).
     pub fn streamable(&mut self) -> String {
-        let upto = self.plan.streamable(&self.text, self.first_id).max(self.sent);
+        let upto = self.plan.streamable(&self.text, self.ids.first().copied(), self.call_at).max(self.sent);
         let out = self.text[self.sent..upto].to_string();
         self.sent = upto;
         out
@@ -247,8 +329,8 @@ impl ToolState {
 
     /// The calls of the finished answer and the content not yet
     /// `streamed` beside them; `None` where it called nothing.
-    pub fn finish(&self, streamed: &str) -> Option<(Vec<ParsedCall>, Option<String>)> {
-        let (content, calls) = self.plan.read(&self.text, self.first_id);
+    pub fn finish(&self, streamed: &str, tok: Option<&Tokenizer>) -> Option<(Vec<ParsedCall>, Option<String>)> {
+        let (content, calls) = self.plan.read(&self.text, &self.ids, tok);
         if calls.is_empty() {
             return None;
         }
@@ -260,4 +342,72 @@ impl ToolState {
 /// Ollama's `tool_calls` of a message: the arguments as an object.
 pub fn ollama_calls(calls: &[ParsedCall]) -> Value {
     Value::Array(calls.iter().map(|c| json!({"function": {"name": c.name, "arguments": c.arguments}})).collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A `MistralArgs` answer (Mistral Small 3.2's format) read from its
+    /// tokens: ids 1..=3 the control tokens, every other id a character.
+    fn plan(forced: Option<(String, String)>) -> ToolPlan {
+        ToolPlan {
+            format: ToolFormat::MistralArgs { call_id: true },
+            prefix: if forced.is_some() { "[TOOL_CALLS]scale[CALL_ID]a1B2c3D4e[ARGS]".into() } else { String::new() },
+            names: vec!["get_weather".into(), "scale".into()],
+            controls: vec![(1, Control::Calls), (2, Control::CallId), (3, Control::Args)],
+            forced,
+        }
+    }
+
+    fn feed(state: &mut ToolState, pieces: &[(Option<u32>, &str)]) -> String {
+        let mut streamed = String::new();
+        for (control, text) in pieces {
+            match control {
+                Some(id) => state.on_token(*id, ""),
+                None => text.chars().for_each(|c| state.on_token(c as u32, &c.to_string())),
+            }
+            streamed.push_str(&state.streamable());
+        }
+        streamed
+    }
+
+    fn decode(ids: &[u32]) -> Option<String> {
+        ids.iter().map(|&i| char::from_u32(i).filter(|_| i > 3)).collect()
+    }
+
+    #[test]
+    fn a_call_is_read_at_its_control_tokens_and_never_streamed() {
+        let mut s = ToolState::new(plan(None));
+        let streamed = feed(
+            &mut s,
+            &[
+                (None, "Sure. "),
+                (Some(1), ""),
+                (None, "get_weather"),
+                (Some(2), ""),
+                (None, "Zz9Yy8Xx7"),
+                (Some(3), ""),
+                (None, "{\"city\": \"Oslo\"}"),
+            ],
+        );
+        assert_eq!(streamed, "Sure. ");
+        let (content, calls) = s.plan.read_with(&s.text, &s.ids, &decode);
+        assert_eq!(content, "Sure.");
+        assert_eq!(calls, vec![ParsedCall { name: "get_weather".into(), arguments: json!({"city": "Oslo"}), id: Some("Zz9Yy8Xx7".into()) }]);
+        assert_eq!(s.plan.format.call_id(&calls[0], "x", 0), "Zz9Yy8Xx7");
+        // The same text without the control tokens is content.
+        let mut plain = ToolState::new(plan(None));
+        let streamed = feed(&mut plain, &[(None, "get_weather{\"city\": \"Oslo\"}")]);
+        assert_eq!(streamed, "get_weather{\"city\": \"Oslo\"}");
+        assert!(plain.plan.read_with(&plain.text, &plain.ids, &decode).1.is_empty());
+    }
+
+    #[test]
+    fn a_forced_calls_text_is_its_arguments() {
+        let mut s = ToolState::new(plan(Some(("scale".into(), "a1B2c3D4e".into()))));
+        assert_eq!(feed(&mut s, &[(None, "{\"x\": 2}")]), "");
+        let (_, calls) = s.plan.read_with(&s.text, &s.ids, &decode);
+        assert_eq!(calls, vec![ParsedCall { name: "scale".into(), arguments: json!({"x": 2}), id: Some("a1B2c3D4e".into()) }]);
+    }
 }

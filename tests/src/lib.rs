@@ -295,6 +295,67 @@ pub fn gguf_with_keys(src: &Path, dst: &Path, keys: &[(&str, Meta)]) -> PathBuf 
     dst.to_path_buf()
 }
 
+/// A copy of the GGUF `src` at `dst` with the metadata `keys` set: an
+/// existing key's entry replaced where it stood, a new one added at the
+/// end of the metadata; every other byte copied (the data section moved
+/// to the next multiple of the alignment, as in `gguf_with_keys`).
+pub fn gguf_replacing_keys(src: &Path, dst: &Path, keys: &[(&str, Meta)]) -> PathBuf {
+    let g = graphc_frontends::gguf::GgufFile::open(src).unwrap();
+    let bytes = std::fs::read(src).unwrap();
+    let u64_at = |at: usize| u64::from_le_bytes(bytes[at..at + 8].try_into().unwrap());
+    let u32_at = |at: usize| u32::from_le_bytes(bytes[at..at + 4].try_into().unwrap());
+    // The byte length of a value of GGUF type `ty` at `at`.
+    fn value_len(ty: u32, at: usize, u32_at: &dyn Fn(usize) -> u32, u64_at: &dyn Fn(usize) -> u64) -> usize {
+        match ty {
+            0 | 1 | 7 => 1,
+            2 | 3 => 2,
+            4..=6 => 4,
+            10..=12 => 8,
+            8 => 8 + u64_at(at) as usize,
+            9 => {
+                let (elem, n) = (u32_at(at), u64_at(at + 4) as usize);
+                let mut len = 12;
+                for _ in 0..n {
+                    len += value_len(elem, at + len, u32_at, u64_at);
+                }
+                len
+            }
+            other => panic!("GGUF value type {other}"),
+        }
+    }
+    let n_kv = u64_at(16) as usize;
+    let mut at = 24;
+    let mut out = Vec::new();
+    let mut added = 0;
+    let mut replaced = std::collections::BTreeSet::new();
+    for _ in 0..n_kv {
+        let key_len = u64_at(at) as usize;
+        let key = std::str::from_utf8(&bytes[at + 8..at + 8 + key_len]).unwrap().to_string();
+        let value_at = at + 8 + key_len + 4;
+        let end = value_at + value_len(u32_at(value_at - 4), value_at, &u32_at, &u64_at);
+        match keys.iter().find(|(k, _)| *k == key) {
+            Some((k, v)) => {
+                put_kv(&mut out, k, v);
+                replaced.insert(key);
+            }
+            None => out.extend_from_slice(&bytes[at..end]),
+        }
+        at = end;
+    }
+    for (k, v) in keys.iter().filter(|(k, _)| !replaced.contains(*k)) {
+        put_kv(&mut out, k, v);
+        added += 1;
+    }
+    let mut file = bytes[..16].to_vec();
+    file.extend(((n_kv + added) as u64).to_le_bytes());
+    file.extend(out);
+    file.extend(&bytes[at..g.infos_end as usize]);
+    file.resize(file.len().next_multiple_of(g.alignment as usize), 0);
+    file.extend(&bytes[g.data_start as usize..]);
+    std::fs::write(dst, file).unwrap();
+    dst.to_path_buf()
+}
+
 /// A fresh temporary folder under the target dir (removed by the OS, not us:
 /// a failing test leaves its files to look at).
 /// q8_0 bytes for a `[rows, k]` weight: small seeded scales

@@ -248,3 +248,104 @@ fn tool_requests_graphc_cannot_honour_are_refused_naming_the_field() {
     assert_eq!(v["usage"]["prompt_tokens"].as_u64(), Some(plain.len() as u64));
     server.shutdown().unwrap();
 }
+
+/// Qwen2.5-Coder's weights with Mistral Small 3.2's template and three of
+/// its control tokens renamed `[TOOL_CALLS]`, `[CALL_ID]`, `[ARGS]`: what
+/// a Mistral Small 3.2 / Devstral GGUF shows the server (none travels
+/// here). The model's choices mean nothing; the format does.
+fn qwen_as_mistral(rename: bool) -> Arc<Model> {
+    use graphc_frontends::gguf::{GgufFile, MetaValue};
+    let src = checkpoint("qwen2.5-coder-0.5b-instruct-q4_k_m.gguf");
+    let g = GgufFile::open(&src).unwrap();
+    let MetaValue::Array(tokens) = &g.metadata["tokenizer.ggml.tokens"] else { panic!("no tokens") };
+    let mut tokens: Vec<String> = tokens.iter().map(|t| t.as_str().unwrap().to_string()).collect();
+    if rename {
+        for (id, text) in MISTRAL_CONTROLS {
+            assert!(tokens[id as usize].starts_with("<|"), "{} is not one of Qwen's unused control tokens", tokens[id as usize]);
+            tokens[id as usize] = text.into();
+        }
+    }
+    let fixture: Value =
+        serde_json::from_str(&std::fs::read_to_string(graphc_tests::repo_root().join("tests/fixtures/tokenizer/chat_templates.json")).unwrap())
+            .unwrap();
+    let template = fixture["templates"]["mistral_small_32"]["template"].as_str().unwrap().to_string();
+    let dir = graphc_tests::temp_dir("serve-mistral-calls");
+    let path = graphc_tests::gguf_replacing_keys(
+        &src,
+        &dir.join("qwen-as-mistral.gguf"),
+        &[("tokenizer.ggml.tokens", graphc_tests::Meta::StrArray(tokens)), ("tokenizer.chat_template", graphc_tests::Meta::Str(template))],
+    );
+    Arc::new(Model::compile(&path, &CompileOptions { max_seq: Some(2048), ..Default::default() }, None).unwrap())
+}
+
+const MISTRAL_CONTROLS: [(u32, &str); 3] = [(151646, "[TOOL_CALLS]"), (151647, "[CALL_ID]"), (151648, "[ARGS]")];
+
+/// Mistral's later call format, `[TOOL_CALLS]name[CALL_ID]id[ARGS]{...}`
+/// (three control tokens; reading an unforced answer at them is
+/// unit-tested in `server/src/tools.rs`): a named function is forced by
+/// putting the call's whole head — with a fresh 9-character id — after
+/// the prompt, as control tokens, and generating the arguments under the
+/// parameters' schema; the call comes back with that id, which the
+/// template takes back in the history (a `call_…` id it refuses);
+/// `required` among several functions cannot name one, and is refused;
+/// a vocabulary without the control tokens gets `tools` refused.
+#[test]
+fn mistral_calls_written_with_control_tokens_are_forced_and_taken_back() {
+    let m = qwen_as_mistral(true);
+    assert_eq!(m.tool_format(), Some(ToolFormat::MistralArgs { call_id: true }));
+    let server = start(&m);
+    let addr = server.addr();
+    let named = json!({"tool_choice": {"type": "function", "function": {"name": "get_weather"}}, "max_tokens": 48});
+    let v = post_json(addr, "/v1/chat/completions", &chat(named.clone())).json();
+    let choice = &v["choices"][0];
+    assert_eq!(choice["finish_reason"], "tool_calls", "{v}");
+    let calls = choice["message"]["tool_calls"].as_array().unwrap();
+    assert_eq!(calls.len(), 1, "{v}");
+    let id = calls[0]["id"].as_str().unwrap().to_string();
+    assert!(id.len() == 9 && id.bytes().all(|b| b.is_ascii_alphanumeric()), "{id}");
+    assert_eq!(calls[0]["function"]["name"], "get_weather");
+    let args: Value = serde_json::from_str(calls[0]["function"]["arguments"].as_str().unwrap()).unwrap();
+    assert!(args["city"].is_string() && args.as_object().unwrap().keys().all(|k| k == "city" || k == "unit"), "{args}");
+    // The prompt: the template's, then the call's head as control tokens.
+    let head = format!("[TOOL_CALLS]get_weather[CALL_ID]{id}[ARGS]");
+    let opts = ChatOptions { tools: tools().as_array().unwrap().clone(), assistant_prefix: head.clone(), ..Default::default() };
+    let prompt = m.chat_prompt(&[Message::user(ASK)], &opts).unwrap();
+    assert_eq!(v["usage"]["prompt_tokens"].as_u64(), Some(prompt.len() as u64), "{v}");
+    let tail = &prompt[prompt.len() - m.tokenizer().unwrap().encode_text(&head, true).unwrap().len()..];
+    for (control, _) in MISTRAL_CONTROLS {
+        assert!(tail.contains(&control), "{control} is not in the prompt's tail {tail:?}");
+    }
+
+    // Streamed: the same shape, the call in one delta.
+    let r = post_json(addr, "/v1/chat/completions", &chat(json!({"tool_choice": named["tool_choice"], "max_tokens": 48, "stream": true})));
+    let chunks: Vec<Value> = r.events().iter().filter(|e| *e != "[DONE]").map(|e| serde_json::from_str(e).unwrap()).collect();
+    let streamed: Vec<Value> = chunks.iter().filter_map(|c| c["choices"][0]["delta"]["tool_calls"].as_array()).flatten().cloned().collect();
+    assert_eq!(streamed.len(), 1, "{chunks:?}");
+    assert_eq!(streamed[0]["function"]["name"], "get_weather");
+    assert!(chunks.iter().all(|c| c["choices"][0]["delta"]["content"].as_str().unwrap_or("").is_empty()), "{chunks:?}");
+
+    // The call and its result in the history: the template takes the id back.
+    let history = |call_id: &str| {
+        json!({"messages": [
+            {"role": "user", "content": ASK},
+            {"role": "assistant", "content": null, "tool_calls": [{"id": call_id, "type": "function", "function": {"name": "get_weather", "arguments": args.to_string()}}]},
+            {"role": "tool", "tool_call_id": call_id, "content": "{\"temperature\": 18}"}
+        ], "tools": tools(), "temperature": 0, "max_tokens": 2})
+    };
+    let r = post_json(addr, "/v1/chat/completions", &history(&id));
+    assert_eq!(r.status, 200, "{}", r.body);
+    let r = post_json(addr, "/v1/chat/completions", &history("call_1"));
+    assert_eq!((r.status, r.json()["error"]["param"].as_str()), (400, Some("messages")), "{}", r.body);
+
+    let r = post_json(addr, "/v1/chat/completions", &chat(json!({"tool_choice": "required"})));
+    assert_eq!((r.status, r.json()["error"]["param"].as_str()), (400, Some("tool_choice")), "{}", r.body);
+    server.shutdown().unwrap();
+
+    // The same template over a vocabulary without Mistral's control tokens.
+    let plain = qwen_as_mistral(false);
+    let server = start(&plain);
+    let r = post_json(server.addr(), "/v1/chat/completions", &chat(json!({})));
+    assert_eq!((r.status, r.json()["error"]["param"].as_str()), (400, Some("tools")), "{}", r.body);
+    assert!(r.body.contains("[TOOL_CALLS]"), "{}", r.body);
+    server.shutdown().unwrap();
+}
