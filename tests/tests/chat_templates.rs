@@ -4,8 +4,10 @@
 //! GGUFs), Qwen3's official one (Python string methods, `namespace`,
 //! `[::-1]`), Llama 3.2's (`strftime_now`, `raise_exception`), Gemma 2's
 //! (which refuses a system message), Mistral NeMo's (tools inline, 9-letter
-//! call ids) and graphc's Gemma 3 turn format; with tools (function
-//! calling) for the four that read them: the tools' schemas, an
+//! call ids), Mistral Small 3.2's (today's date in its system message),
+//! Devstral's, Llama 3.1/3.3's, Phi-3.5's, SmolLM3's, Granite 3.3's, QwQ's,
+//! DeepSeek-R1's distills' and graphc's Gemma 3 turn format; with tools (function
+//! calling) for those that read them: the tools' schemas, an
 //! assistant's calls (`content: null`, as OpenAI's clients send it) and
 //! the tools' results, printed through Python's `json.dumps` (`tojson`,
 //! indented in Llama 3.2's).
