@@ -32,6 +32,10 @@ pub struct Message {
     /// A `tool` turn's answer to this call.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tool_call_id: Option<String>,
+    /// An assistant turn's reasoning, apart from its content (Qwen3's
+    /// template reads it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reasoning_content: Option<String>,
 }
 
 /// A function call, as transformers' templates read it (OpenAI's shape,
@@ -52,11 +56,11 @@ pub struct FunctionCall {
 
 impl Message {
     pub fn new(role: &str, content: &str) -> Message {
-        Message { role: role.to_string(), content: Some(content.to_string()), tool_calls: vec![], tool_call_id: None }
+        Message { role: role.to_string(), content: Some(content.to_string()), tool_calls: vec![], tool_call_id: None, reasoning_content: None }
     }
     /// An assistant's turn that only calls functions (`content: null`).
     pub fn tool_calls(calls: Vec<ToolCall>) -> Message {
-        Message { role: "assistant".into(), content: None, tool_calls: calls, tool_call_id: None }
+        Message { role: "assistant".into(), content: None, tool_calls: calls, tool_call_id: None, reasoning_content: None }
     }
     pub fn system(content: &str) -> Message {
         Message::new("system", content)

@@ -20,6 +20,7 @@ pub mod gguf_hf;
 pub mod hf_json;
 pub mod pretokenize;
 pub mod pyjson;
+pub mod reasoning;
 pub mod rules;
 pub mod safetensors;
 pub mod spm;

@@ -40,7 +40,17 @@ const COMMON: &[&str] = &[
     "logprobs",
     "logit_bias",
 ];
-const CHAT: &[&str] = &["messages", "max_completion_tokens", "top_logprobs", "response_format", "tools", "tool_choice", "parallel_tool_calls"];
+const CHAT: &[&str] = &[
+    "messages",
+    "max_completion_tokens",
+    "top_logprobs",
+    "response_format",
+    "tools",
+    "tool_choice",
+    "parallel_tool_calls",
+    "chat_template_kwargs",
+    "reasoning_format",
+];
 const COMPLETION: &[&str] = &["prompt", "echo", "suffix"];
 
 /// A request, read and checked; the prompt is still to be tokenized.
@@ -60,6 +70,12 @@ pub struct Generate {
     pub tools: Option<Tools>,
     /// Choices to answer with (`n`): as many requests, seeds `seed + i`.
     pub n: usize,
+    /// Variables for the chat template (`chat_template_kwargs`, as
+    /// transformers' `apply_chat_template(**kwargs)`: `enable_thinking`).
+    pub template_kwargs: Map<String, Value>,
+    /// Whether a thinking model's `<think>` block is returned apart from
+    /// its content (`reasoning_content`; Ollama's `thinking`).
+    pub split_reasoning: bool,
 }
 
 #[derive(Clone, Debug)]
@@ -157,6 +173,17 @@ pub fn parse(endpoint: Endpoint, body: &[u8]) -> Result<Generate, ApiError> {
     if tools.is_some() && logprobs.is_some() {
         return Err(ApiError::field("logprobs", "log-probabilities are not implemented together with `tools`"));
     }
+    let template_kwargs = match obj.get("chat_template_kwargs") {
+        None | Some(Value::Null) => Map::new(),
+        Some(Value::Object(o)) => o.clone(),
+        Some(_) => return Err(ApiError::field("chat_template_kwargs", "must be an object of template variables")),
+    };
+    // llama.cpp's names: `deepseek` (and `auto`) split a `<think>` block off, `none` leaves it in the content.
+    let split_reasoning = match field::<String>(&obj, "reasoning_format")?.as_deref() {
+        None | Some("auto" | "deepseek") => true,
+        Some("none") => false,
+        Some(other) => return Err(ApiError::field("reasoning_format", format!("`{other}`: `auto`, `deepseek` or `none`"))),
+    };
     Ok(Generate {
         model: field::<String>(&obj, "model")?,
         input,
@@ -168,6 +195,8 @@ pub fn parse(endpoint: Endpoint, body: &[u8]) -> Result<Generate, ApiError> {
         include_usage,
         tools,
         n: n as usize,
+        template_kwargs,
+        split_reasoning,
     })
 }
 
@@ -304,7 +333,8 @@ pub(crate) fn messages(obj: &Map<String, Value>) -> Result<Vec<Message>, ApiErro
             let Value::Object(m) = m else {
                 return Err(ApiError::field(&at(""), "must be an object with `role` and `content`"));
             };
-            if let Some(k) = m.keys().find(|k| !["role", "content", "name", "tool_calls", "tool_call_id"].contains(&k.as_str())) {
+            const FIELDS: [&str; 7] = ["role", "content", "name", "tool_calls", "tool_call_id", "reasoning_content", "thinking"];
+            if let Some(k) = m.keys().find(|k| !FIELDS.contains(&k.as_str())) {
                 return Err(ApiError::field(&at(&format!(".{k}")), "graphc does not implement this field"));
             }
             let tool_calls = match m.get("tool_calls") {
@@ -314,6 +344,15 @@ pub(crate) fn messages(obj: &Map<String, Value>) -> Result<Vec<Message>, ApiErro
                 }
                 Some(_) => return Err(ApiError::field(&at(".tool_calls"), "must be an array of tool calls")),
             };
+            // An earlier answer's reasoning (OpenAI-style servers' `reasoning_content`, Ollama's `thinking`).
+            let mut reasoning_content = None;
+            for key in ["reasoning_content", "thinking"] {
+                match m.get(key) {
+                    None | Some(Value::Null) => {}
+                    Some(Value::String(r)) => reasoning_content = Some(r.clone()),
+                    Some(_) => return Err(ApiError::field(&at(&format!(".{key}")), "must be a string")),
+                }
+            }
             let tool_call_id = match m.get("tool_call_id") {
                 None | Some(Value::Null) => None,
                 Some(Value::String(id)) => Some(id.clone()),
@@ -345,7 +384,7 @@ pub(crate) fn messages(obj: &Map<String, Value>) -> Result<Vec<Message>, ApiErro
                 None | Some(Value::Null) if !tool_calls.is_empty() => None,
                 _ => return Err(ApiError::field(&at(".content"), "must be a string or an array of text parts")),
             };
-            Ok(Message { role, content, tool_calls, tool_call_id })
+            Ok(Message { role, content, tool_calls, tool_call_id, reasoning_content })
         })
         .collect()
 }

@@ -19,6 +19,7 @@ use axum::http::{header, HeaderMap};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use graphc_frontends::chat::Message;
+use graphc_frontends::reasoning::ThinkSplit;
 use graphc_runtime::batcher::{Event, FinishReason};
 use graphc_runtime::json_schema::Schema;
 use graphc_runtime::sampling::{Format, Penalties, Sampling};
@@ -33,8 +34,8 @@ pub enum Kind {
     Generate,
 }
 
-const CHAT: &[&str] = &["model", "messages", "stream", "format", "options", "keep_alive", "tools"];
-const GENERATE: &[&str] = &["model", "prompt", "system", "raw", "stream", "format", "options", "keep_alive"];
+const CHAT: &[&str] = &["model", "messages", "stream", "format", "options", "keep_alive", "tools", "think"];
+const GENERATE: &[&str] = &["model", "prompt", "system", "raw", "stream", "format", "options", "keep_alive", "think"];
 /// `options` keys read (`num_ctx` only where the context holds it).
 const OPTIONS: &[&str] = &[
     "temperature",
@@ -55,6 +56,9 @@ const OPTIONS: &[&str] = &[
 pub struct Request {
     pub generate: Generate,
     pub stream: bool,
+    /// `think`: whether a thinking model thinks (its template's
+    /// `enable_thinking`); unset, it thinks as its template does by default.
+    pub think: Option<bool>,
 }
 
 pub fn parse(kind: Kind, body: &[u8], max_seq: usize) -> Result<Request, ApiError> {
@@ -125,6 +129,7 @@ pub fn parse(kind: Kind, body: &[u8], max_seq: usize) -> Result<Request, ApiErro
         Some(Value::String(s)) => vec![s.clone()],
         Some(v) => serde_json::from_value::<Vec<String>>(v.clone()).map_err(|e| ApiError::field("options.stop", e.to_string()))?,
     };
+    let think = api::field::<bool>(&obj, "think")?;
     let generate = Generate {
         model: api::field::<String>(&obj, "model")?,
         input,
@@ -136,8 +141,11 @@ pub fn parse(kind: Kind, body: &[u8], max_seq: usize) -> Result<Request, ApiErro
         include_usage: false,
         tools: if kind == Kind::Chat { crate::tools::parse(&obj, "tools")? } else { None },
         n: 1,
+        template_kwargs: think.iter().map(|&t| ("enable_thinking".to_string(), json!(t))).collect(),
+        // Thinking comes back as `thinking`, apart from the content, unless turned off.
+        split_reasoning: think != Some(false),
     };
-    Ok(Request { generate, stream: api::field::<bool>(&obj, "stream")?.unwrap_or(true) })
+    Ok(Request { generate, stream: api::field::<bool>(&obj, "stream")?.unwrap_or(true), think })
 }
 
 pub async fn chat(State(st): State<Arc<AppState>>, headers: HeaderMap, body: Bytes) -> Response {
@@ -180,7 +188,8 @@ pub async fn show(State(st): State<Arc<AppState>>, headers: HeaderMap, body: Byt
         let details =
             json!({"format": "gguf", "family": plan.family, "families": [plan.family], "parameter_size": format!("{:.1}M", parameters as f64 / 1e6)});
         // `tools` where the template shows the model tools graphc reads calls back from.
-        let capabilities: Vec<&str> = std::iter::once("completion").chain(st.model.tool_format().map(|_| "tools")).collect();
+        let capabilities: Vec<&str> =
+            std::iter::once("completion").chain(st.model.tool_format().map(|_| "tools")).chain(st.thinks().then_some("thinking")).collect();
         Ok(Json(json!({"template": template, "details": details, "model_info": info, "capabilities": capabilities, "modified_at": created_at()}))
             .into_response())
     };
@@ -194,9 +203,13 @@ pub async fn version() -> Response {
 
 async fn answer(st: &Arc<AppState>, headers: &HeaderMap, kind: Kind, body: &[u8]) -> Result<Response, ApiError> {
     st.authorize(headers)?;
-    let Request { generate: mut g, stream } = parse(kind, body, st.limits.max_seq)?;
+    let Request { generate: mut g, stream, think } = parse(kind, body, st.limits.max_seq)?;
+    if think.is_some() && !st.thinks() {
+        return Err(ApiError::field("think", "this model's chat template does not think (it writes no <think> blocks)"));
+    }
     let tools = st.tool_plan(&mut g, "tools")?;
     let prompt = st.prompt_of(&g, tools.as_ref())?;
+    let thinking = st.think_split(&g, &prompt);
     let room = st.limits.max_seq - prompt.len();
     let max_tokens = g.max_tokens.unwrap_or(room).min(room);
     let rx = st.submit(prompt, &g, max_tokens)?;
@@ -206,6 +219,8 @@ async fn answer(st: &Arc<AppState>, headers: &HeaderMap, kind: Kind, body: &[u8]
         started: Instant::now(),
         first: None,
         tools: tools.map(ToolState::new),
+        thinking,
+        reasoning: String::new(),
         _in_flight: InFlight::new(&st.metrics),
     };
     if !stream {
@@ -217,12 +232,14 @@ async fn answer(st: &Arc<AppState>, headers: &HeaderMap, kind: Kind, body: &[u8]
                 Event::Admitted => {}
                 Event::Token { id, text: t, .. } => {
                     reply.on_token();
+                    let t = reply.think(&t);
                     if let Some(tools) = &mut reply.tools {
                         tools.on_token(id, &t);
                     }
                     text.push_str(&t);
                 }
                 Event::Done { finish, text: tail, prompt_tokens, cached_tokens, completion_tokens } => {
+                    let tail = reply.think_last(&tail);
                     // With tools, `done` reads the text from their state.
                     let text = if reply.tools.is_some() { tail } else { text + &tail };
                     let done = reply.done(&text, finish, prompt_tokens, cached_tokens, completion_tokens);
@@ -241,6 +258,7 @@ async fn answer(st: &Arc<AppState>, headers: &HeaderMap, kind: Kind, body: &[u8]
                 Some(Event::Admitted) => continue,
                 Some(Event::Token { id, text, .. }) => {
                     reply.on_token();
+                    let text = reply.think(&text);
                     let text = match &mut reply.tools {
                         Some(tools) => {
                             tools.on_token(id, &text);
@@ -248,12 +266,14 @@ async fn answer(st: &Arc<AppState>, headers: &HeaderMap, kind: Kind, body: &[u8]
                         }
                         None => text,
                     };
-                    if text.is_empty() {
+                    let thinking = std::mem::take(&mut reply.reasoning);
+                    if text.is_empty() && thinking.is_empty() {
                         continue;
                     }
-                    reply.piece(&text)
+                    reply.with_text(&text, &thinking, false)
                 }
                 Some(Event::Done { finish, text, prompt_tokens, cached_tokens, completion_tokens }) => {
+                    let text = reply.think_last(&text);
                     let last = reply.done(&text, finish, prompt_tokens, cached_tokens, completion_tokens);
                     return Some((Ok::<_, std::convert::Infallible>(format!("{last}\n")), None));
                 }
@@ -279,6 +299,10 @@ struct Reply {
     started: Instant,
     first: Option<Instant>,
     tools: Option<ToolState>,
+    /// A thinking model's reasoning, split from its content, and what of
+    /// it is not sent yet.
+    thinking: Option<ThinkSplit>,
+    reasoning: String,
     _in_flight: InFlight,
 }
 
@@ -290,18 +314,45 @@ impl Reply {
         }
     }
 
-    /// An object carrying `text`: the chat's message or the generation's response.
-    fn with_text(&self, text: &str, done: bool) -> Value {
+    /// `text` through the reasoning split: its reasoning kept to send,
+    /// its content returned.
+    fn think(&mut self, text: &str) -> String {
+        match &mut self.thinking {
+            Some(split) => {
+                let (r, c) = split.push(text);
+                self.reasoning.push_str(&r);
+                c
+            }
+            None => text.to_string(),
+        }
+    }
+
+    /// The answer's last text through the split, and what it held back.
+    fn think_last(&mut self, text: &str) -> String {
+        let mut content = self.think(text);
+        if let Some(split) = &mut self.thinking {
+            let (r, c) = split.finish();
+            self.reasoning.push_str(&r);
+            content.push_str(&c);
+        }
+        content
+    }
+
+    /// An object carrying `text` (and `thinking`, where there is some):
+    /// the chat's message or the generation's response.
+    fn with_text(&self, text: &str, thinking: &str, done: bool) -> Value {
         let mut v = json!({"model": self.st.model_name, "created_at": created_at(), "done": done});
         match self.kind {
             Kind::Chat => v["message"] = json!({"role": "assistant", "content": text}),
             Kind::Generate => v["response"] = json!(text),
         }
+        if !thinking.is_empty() {
+            match self.kind {
+                Kind::Chat => v["message"]["thinking"] = json!(thinking),
+                Kind::Generate => v["thinking"] = json!(thinking),
+            }
+        }
         v
-    }
-
-    fn piece(&self, text: &str) -> Value {
-        self.with_text(text, false)
     }
 
     /// The last object: the rest of the text, why it ended, and Ollama's
@@ -310,7 +361,7 @@ impl Reply {
         self.st.count_done(prompt_tokens, cached_tokens, completion_tokens);
         let ns = |d: std::time::Duration| d.as_nanos() as u64;
         let first = self.first.unwrap_or_else(Instant::now);
-        let mut v = self.with_text(text, true);
+        let mut v = self.with_text(text, &self.reasoning, true);
         if let Some(tools) = &self.tools {
             // The calls, and what was not streamed of the rest.
             let mut all = tools.text.clone();

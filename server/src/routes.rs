@@ -15,6 +15,7 @@ use axum::response::sse::{Event as SseEvent, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use graphc_frontends::chat::ChatOptions;
+use graphc_frontends::reasoning::{self, ThinkSplit};
 use graphc_runtime::batcher::{Event, FinishReason, Limits, Request};
 use graphc_runtime::sampling::{Sampling, TokenLogprob};
 use graphc_runtime::Model;
@@ -202,6 +203,7 @@ async fn answer(st: &Arc<AppState>, headers: &HeaderMap, endpoint: Endpoint, bod
     }
     let tools = st.tool_plan(&mut g, "tools")?;
     let prompt = st.prompt_of(&g, tools.as_ref())?;
+    let think = st.think_split(&g, &prompt);
     let room = st.limits.max_seq - prompt.len();
     let max_tokens = g.max_tokens.unwrap_or(if endpoint == Endpoint::Chat { room } else { 16 }).min(room);
     let started = Instant::now();
@@ -220,6 +222,7 @@ async fn answer(st: &Arc<AppState>, headers: &HeaderMap, endpoint: Endpoint, bod
         started,
         first: None,
         tools: tools.clone().map(ToolState::new),
+        thinking: think.clone(),
     };
     if g.stream {
         let rx = rxs.pop().expect("a streamed request has one choice");
@@ -239,6 +242,7 @@ async fn answer(st: &Arc<AppState>, headers: &HeaderMap, endpoint: Endpoint, bod
     let (mut choices, mut counts) = (Vec::with_capacity(rxs.len()), [0usize; 3]);
     for (i, rx) in rxs.into_iter().enumerate() {
         reply.tools = tools.clone().map(ToolState::new);
+        reply.thinking = think.clone();
         let (mut choice, [prompt, cached, completion]) = collect(&mut reply, rx, i).await?;
         choice["index"] = json!(i);
         choices.push(choice);
@@ -267,6 +271,7 @@ impl AppState {
         let chat = ChatOptions {
             tools: g.tools.as_ref().map(|t| t.list.clone()).unwrap_or_default(),
             assistant_prefix: tools.map(|t| t.prefix.to_string()).unwrap_or_default(),
+            variables: g.template_kwargs.clone(),
             ..ChatOptions::default()
         };
         let (prompt, param) = match &g.input {
@@ -287,11 +292,30 @@ impl AppState {
         Ok(prompt)
     }
 
+    /// Whether this checkpoint's chat template thinks in `<think>` blocks.
+    pub(crate) fn thinks(&self) -> bool {
+        self.model.tokenizer().ok().and_then(|t| t.template()).is_some_and(reasoning::template_thinks)
+    }
+
+    /// The split of an answer's reasoning from its content, for a chat
+    /// whose request asks for it (the default) with a template that
+    /// thinks; opened where the `prompt` ends inside a `<think>` block.
+    pub(crate) fn think_split(&self, g: &Generate, prompt: &[u32]) -> Option<ThinkSplit> {
+        if !g.split_reasoning || !matches!(g.input, Input::Messages(_)) || !self.thinks() {
+            return None;
+        }
+        let tail = self.model.tokenizer().ok()?.decode(&prompt[prompt.len().saturating_sub(8)..]).unwrap_or_default();
+        Some(ThinkSplit::new(reasoning::prompt_opens_thinking(&tail)))
+    }
+
     /// How a request's tools are used with this model (a forced call sets
     /// its sampler's format).
     pub(crate) fn tool_plan(&self, g: &mut Generate, tools_key: &str) -> Result<Option<ToolPlan>, ApiError> {
         match &g.tools {
-            Some(t) => t.plan(&self.model, tools_key, &mut g.sampling.format, &mut g.stop).map(Some),
+            Some(t) => {
+                let conversation = format!("{:?}", g.input);
+                t.plan(&self.model, tools_key, &mut g.sampling.format, &mut g.stop, &conversation).map(Some)
+            }
             None => Ok(None),
         }
     }
@@ -333,6 +357,8 @@ struct Reply {
     started: Instant,
     first: Option<Instant>,
     tools: Option<ToolState>,
+    /// A thinking model's reasoning, split from its content.
+    thinking: Option<ThinkSplit>,
 }
 
 impl Reply {
@@ -426,11 +452,20 @@ impl Reply {
 /// (prompt, cached, completion tokens).
 async fn collect(reply: &mut Reply, mut rx: UnboundedReceiver<Event>, choice: usize) -> Result<(Value, [usize; 3]), ApiError> {
     let (mut text, mut entries, mut offsets) = (String::new(), Vec::new(), Vec::new());
+    let mut reasoning = String::new();
     while let Some(event) = rx.recv().await {
         match event {
             Event::Admitted => {}
             Event::Token { id, text: t, logprobs } => {
                 reply.on_token();
+                let t = match &mut reply.thinking {
+                    Some(split) => {
+                        let (r, c) = split.push(&t);
+                        reasoning.push_str(&r);
+                        c
+                    }
+                    None => t,
+                };
                 if let Some(tools) = &mut reply.tools {
                     tools.on_token(id, &t);
                 }
@@ -441,6 +476,14 @@ async fn collect(reply: &mut Reply, mut rx: UnboundedReceiver<Event>, choice: us
                 text.push_str(&t);
             }
             Event::Done { finish, text: tail, prompt_tokens, cached_tokens, completion_tokens } => {
+                let tail = match &mut reply.thinking {
+                    Some(split) => {
+                        let ((r, c), (r2, c2)) = (split.push(&tail), split.finish());
+                        reasoning.push_str(&(r + &r2));
+                        c + &c2
+                    }
+                    None => tail,
+                };
                 text.push_str(&tail);
                 reply.on_done(prompt_tokens, cached_tokens, completion_tokens);
                 let mut value = reply.choice(&text, reply.logprobs_value(entries, offsets), Some(finish), false, false);
@@ -453,6 +496,9 @@ async fn collect(reply: &mut Reply, mut rx: UnboundedReceiver<Event>, choice: us
                         value["message"] = json!({"role": "assistant", "content": content, "tool_calls": calls});
                         value["finish_reason"] = json!("tool_calls");
                     }
+                }
+                if !reasoning.is_empty() {
+                    value["message"]["reasoning_content"] = json!(reasoning);
                 }
                 return Ok((value, [prompt_tokens, cached_tokens, completion_tokens]));
             }
@@ -513,10 +559,38 @@ impl Streaming {
         self.push(v);
     }
 
+    /// `text` through the reasoning split: its reasoning sent as a
+    /// `reasoning_content` delta, its content returned.
+    fn reasoning(&mut self, text: String) -> String {
+        match &mut self.reply.thinking {
+            Some(split) => {
+                let piece = split.push(&text);
+                self.reasoning_piece(piece)
+            }
+            None => text,
+        }
+    }
+
+    fn reasoning_piece(&mut self, (reasoning, content): (String, String)) -> String {
+        if !reasoning.is_empty() {
+            let mut delta = json!({"reasoning_content": reasoning});
+            if self.reply.first.is_none() {
+                delta["role"] = json!("assistant");
+                delta["content"] = json!("");
+            }
+            let choice = json!({"index": 0, "delta": delta, "logprobs": Value::Null, "finish_reason": Value::Null});
+            let v = self.reply.object(vec![choice], None, true);
+            self.push(v);
+            self.reply.on_token();
+        }
+        content
+    }
+
     fn on_event(&mut self, event: Event) {
         match event {
             Event::Admitted => {}
             Event::Token { id, text, logprobs } => {
+                let text = self.reasoning(text);
                 // With tools, text that may begin a call is held back.
                 let text = match &mut self.reply.tools {
                     Some(tools) => {
@@ -539,8 +613,12 @@ impl Streaming {
                 self.reply.on_token();
             }
             Event::Done { finish, text, prompt_tokens, cached_tokens, completion_tokens } => {
+                let mut text = self.reasoning(text);
+                if self.reply.thinking.is_some() {
+                    let rest = self.reply.thinking.as_mut().map(|s| s.finish()).expect("a split");
+                    text.push_str(&self.reasoning_piece(rest));
+                }
                 let usage = self.reply.on_done(prompt_tokens, cached_tokens, completion_tokens);
-                let mut text = text;
                 if let Some(tools) = &mut self.reply.tools {
                     tools.text.push_str(&text);
                     let streamed = tools.text[..tools.sent].to_string();

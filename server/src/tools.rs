@@ -12,7 +12,7 @@
 //! the schema of the functions' names and parameters, so it parses and
 //! its arguments are the parameters' shape; for Mistral's later format,
 //! `[TOOL_CALLS]name[CALL_ID]id[ARGS]{...}`, the whole head of a call of
-//! the one forced function, with a fresh id, and its arguments under the
+//! the one forced function, with an id made from the conversation, and its arguments under the
 //! parameters' schema). `parallel_tool_calls: false` allows one call: the
 //! answer stops at the end of the first (`<tool_call>` blocks), a forced
 //! Mistral array holds one. Mistral's control tokens must each be one
@@ -140,7 +140,16 @@ impl Tools {
     /// The plan for `model`; a forced call sets `format` (the sampler's)
     /// to its schema, which must not be set already; one call only adds
     /// the end of a call to the `stop` strings where that ends it.
-    pub fn plan(&self, model: &Model, tools_key: &str, format: &mut Format, stop: &mut Vec<String>) -> Result<ToolPlan, ApiError> {
+    /// `conversation` names the request's input: a forced Mistral call's
+    /// id is made from it, so the same conversation gets the same prompt.
+    pub fn plan(
+        &self,
+        model: &Model,
+        tools_key: &str,
+        format: &mut Format,
+        stop: &mut Vec<String>,
+        conversation: &str,
+    ) -> Result<ToolPlan, ApiError> {
         let fmt = model.tool_format().ok_or_else(|| {
             ApiError::field(
                 tools_key,
@@ -190,7 +199,7 @@ impl Tools {
             let schema = Schema::compile(&fmt.call_schema(&forced, self.parallel), "tool_choice")?;
             *format = Format::JsonSchema(Arc::new(schema));
             let name = &forced[0].0;
-            let id = fmt.call_id(&ParsedCall { name: name.clone(), arguments: json!({}), id: None }, &fresh_id(), 0);
+            let id = fmt.call_id(&ParsedCall { name: name.clone(), arguments: json!({}), id: None }, conversation, 0);
             prefix = fmt.call_prefix(name, &id);
             if matches!(fmt, ToolFormat::MistralArgs { .. }) {
                 forced_call = Some((name.clone(), id));
@@ -211,13 +220,6 @@ impl Tools {
         }
         Ok(ToolPlan { format: fmt, prefix, names: self.functions.iter().map(|(n, _)| n.clone()).collect(), controls, forced: forced_call })
     }
-}
-
-/// A different string each call (a forced Mistral call's id is made from it).
-fn fresh_id() -> String {
-    static COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
-    format!("{nanos}-{}", COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed))
 }
 
 impl ToolPlan {

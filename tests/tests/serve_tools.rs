@@ -283,7 +283,8 @@ const MISTRAL_CONTROLS: [(u32, &str); 3] = [(151646, "[TOOL_CALLS]"), (151647, "
 /// Mistral's later call format, `[TOOL_CALLS]name[CALL_ID]id[ARGS]{...}`
 /// (three control tokens; reading an unforced answer at them is
 /// unit-tested in `server/src/tools.rs`): a named function is forced by
-/// putting the call's whole head — with a fresh 9-character id — after
+/// putting the call's whole head — with a 9-character id made from the
+/// conversation — after
 /// the prompt, as control tokens, and generating the arguments under the
 /// parameters' schema; the call comes back with that id, which the
 /// template takes back in the history (a `call_…` id it refuses);
@@ -306,6 +307,9 @@ fn mistral_calls_written_with_control_tokens_are_forced_and_taken_back() {
     assert_eq!(calls[0]["function"]["name"], "get_weather");
     let args: Value = serde_json::from_str(calls[0]["function"]["arguments"].as_str().unwrap()).unwrap();
     assert!(args["city"].is_string() && args.as_object().unwrap().keys().all(|k| k == "city" || k == "unit"), "{args}");
+    // The same request, the same id (made from the conversation).
+    let again = post_json(addr, "/v1/chat/completions", &chat(named.clone())).json();
+    assert_eq!(again["choices"][0]["message"]["tool_calls"][0]["id"], json!(id), "{again}");
     // The prompt: the template's, then the call's head as control tokens.
     let head = format!("[TOOL_CALLS]get_weather[CALL_ID]{id}[ARGS]");
     let opts = ChatOptions { tools: tools().as_array().unwrap().clone(), assistant_prefix: head.clone(), ..Default::default() };

@@ -1,0 +1,191 @@
+//! A reasoning model's thoughts, split from its answer: the text between
+//! `<think>` and `</think>` at the start of a turn (Qwen3, QwQ,
+//! DeepSeek-R1 and its distills, SmolLM3) is its reasoning, the rest its
+//! content — what llama.cpp's `deepseek` reasoning format returns as
+//! `reasoning_content`, and Ollama as `thinking`.
+//!
+//! Only a block that opens the turn counts (after leading whitespace), or
+//! one the prompt opened (DeepSeek-R1's template ends its generation
+//! prompt with `<think>\n`); a `<think>` later in the answer is content.
+//! Reasoning and content are trimmed of the whitespace around the tags.
+//! A block never closed (the answer cut by its length) is all reasoning.
+//! Streamed, each piece is released as soon as no later text can change
+//! which side it falls on: the pieces always join to the whole split.
+
+/// The tags a model thinks between.
+pub const THINK_OPEN: &str = "<think>";
+pub const THINK_CLOSE: &str = "</think>";
+
+/// Whether a chat template's model thinks in `<think>` blocks (its
+/// template writes or strips them).
+pub fn template_thinks(template: &str) -> bool {
+    template.contains(THINK_OPEN) || template.contains(THINK_CLOSE)
+}
+
+/// Whether a prompt leaves the model inside a `<think>` block it opened.
+pub fn prompt_opens_thinking(prompt_text: &str) -> bool {
+    prompt_text.trim_end().ends_with(THINK_OPEN)
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum State {
+    /// Nothing but whitespace yet: a `<think>` may still open the turn.
+    Start,
+    /// Inside the block; `leading`: no reasoning text released yet.
+    Thinking { leading: bool },
+    /// After the block (or with none); `leading`: no content released yet
+    /// after a block (its leading whitespace is dropped).
+    Content { leading: bool },
+}
+
+/// Streamed text split into reasoning and content.
+#[derive(Clone, Debug)]
+pub struct ThinkSplit {
+    state: State,
+    /// Text not yet released: it may still turn out to be a tag, or
+    /// whitespace around one.
+    pending: String,
+}
+
+impl ThinkSplit {
+    /// `opened`: the prompt already opened the block.
+    pub fn new(opened: bool) -> ThinkSplit {
+        let state = if opened { State::Thinking { leading: true } } else { State::Start };
+        ThinkSplit { state, pending: String::new() }
+    }
+
+    /// The next piece of text: what of it (and of earlier pieces) is now
+    /// known to be reasoning, and content.
+    pub fn push(&mut self, text: &str) -> (String, String) {
+        self.pending.push_str(text);
+        let (mut reasoning, mut content) = (String::new(), String::new());
+        loop {
+            match self.state {
+                State::Start => {
+                    let t = self.pending.trim_start();
+                    if let Some(rest) = t.strip_prefix(THINK_OPEN) {
+                        self.pending = rest.to_string();
+                        self.state = State::Thinking { leading: true };
+                    } else if THINK_OPEN.starts_with(t) {
+                        return (reasoning, content); // whitespace, or a beginning of the tag
+                    } else {
+                        self.state = State::Content { leading: false };
+                    }
+                }
+                State::Thinking { leading } => {
+                    if leading {
+                        self.pending = self.pending.trim_start().to_string();
+                    }
+                    if let Some(at) = self.pending.find(THINK_CLOSE) {
+                        reasoning.push_str(self.pending[..at].trim_end());
+                        self.pending = self.pending[at + THINK_CLOSE.len()..].to_string();
+                        self.state = State::Content { leading: true };
+                        continue;
+                    }
+                    // Hold back a tail that may begin the close tag, and
+                    // trailing whitespace (it may precede the tag).
+                    let keep = tag_prefix_len(&self.pending, THINK_CLOSE);
+                    let body = &self.pending[..self.pending.len() - keep];
+                    let release = body.trim_end().len();
+                    reasoning.push_str(&self.pending[..release]);
+                    self.pending = self.pending[release..].to_string();
+                    if release > 0 {
+                        self.state = State::Thinking { leading: false };
+                    }
+                    return (reasoning, content);
+                }
+                State::Content { leading } => {
+                    if leading {
+                        self.pending = self.pending.trim_start().to_string();
+                        if self.pending.is_empty() {
+                            return (reasoning, content);
+                        }
+                    }
+                    content.push_str(&self.pending);
+                    self.pending.clear();
+                    self.state = State::Content { leading: false };
+                    return (reasoning, content);
+                }
+            }
+        }
+    }
+
+    /// The end of the answer: what was held back, released.
+    pub fn finish(&mut self) -> (String, String) {
+        let pending = std::mem::take(&mut self.pending);
+        match self.state {
+            State::Start => (String::new(), pending),
+            State::Thinking { .. } => (pending.trim_end().to_string(), String::new()),
+            State::Content { leading: true } => (String::new(), pending.trim_start().to_string()),
+            State::Content { leading: false } => (String::new(), pending),
+        }
+    }
+
+    /// A whole answer split.
+    pub fn split(text: &str, opened: bool) -> (String, String) {
+        let mut s = ThinkSplit::new(opened);
+        let (mut r, mut c) = s.push(text);
+        let (r2, c2) = s.finish();
+        r.push_str(&r2);
+        c.push_str(&c2);
+        (r, c)
+    }
+}
+
+/// The length of the longest tail of `text` that is a proper beginning of `tag`.
+fn tag_prefix_len(text: &str, tag: &str) -> usize {
+    (1..tag.len().min(text.len() + 1)).rev().find(|&n| text.is_char_boundary(text.len() - n) && tag.starts_with(&text[text.len() - n..])).unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_leading_block_is_the_reasoning() {
+        assert_eq!(ThinkSplit::split("<think>\nLet me add.\n2+2=4\n</think>\n\nIt is 4.", false), ("Let me add.\n2+2=4".into(), "It is 4.".into()));
+        assert_eq!(ThinkSplit::split("  <think></think>It is 4.", false), ("".into(), "It is 4.".into()));
+        // Opened by the prompt (DeepSeek-R1).
+        assert_eq!(ThinkSplit::split("Hmm.\n</think>\n\nFour.", true), ("Hmm.".into(), "Four.".into()));
+        // Never closed: all reasoning.
+        assert_eq!(ThinkSplit::split("<think>\nStill going ", false), ("Still going".into(), "".into()));
+        // No block, or one later in the answer: all content, as written.
+        assert_eq!(ThinkSplit::split("  It is 4. <think>x</think>", false), ("".into(), "  It is 4. <think>x</think>".into()));
+        assert_eq!(ThinkSplit::split("<thin", false), ("".into(), "<thin".into()));
+        assert_eq!(ThinkSplit::split("", false), ("".into(), "".into()));
+    }
+
+    /// Streamed in any pieces, the released parts join to the whole split;
+    /// nothing of a tag is ever released.
+    #[test]
+    fn streamed_pieces_join_to_the_whole_split() {
+        let texts = [
+            "<think>\nLet me add.\n2+2=4\n</think>\n\nIt is 4.",
+            "\n <think> a </think> b </think> c",
+            "It is <think> not a block </think>.",
+            "<think>\n\n</think>\n\n",
+            "<think>é 東京 🗾 </thi</think>x",
+            "Hmm </ still </think>  done  ",
+        ];
+        for text in texts {
+            for opened in [false, true] {
+                let whole = ThinkSplit::split(text, opened);
+                let chars: Vec<char> = text.chars().collect();
+                for size in 1..=4 {
+                    let mut s = ThinkSplit::new(opened);
+                    let (mut r, mut c) = (String::new(), String::new());
+                    for piece in chars.chunks(size) {
+                        let (a, b) = s.push(&piece.iter().collect::<String>());
+                        assert!(!a.contains('<') || whole.0.contains('<'), "{text:?}: a tag released as reasoning: {a:?}");
+                        r.push_str(&a);
+                        c.push_str(&b);
+                    }
+                    let (a, b) = s.finish();
+                    r.push_str(&a);
+                    c.push_str(&b);
+                    assert_eq!((r, c), whole, "{text:?} in pieces of {size}, opened {opened}");
+                }
+            }
+        }
+    }
+}
