@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Fuzz one target: bash fuzz/run.sh TARGET [SECONDS]   (default 600)
-# Targets: gguf safetensors plan ir_text tokenizer json_mode tool_calls (bodies: tests/src/fuzz.rs).
+# Targets: gguf safetensors plan ir_text tokenizer json_mode tool_calls reasoning (bodies: tests/src/fuzz.rs).
 # libFuzzer + AddressSanitizer via cargo-fuzz, installed if missing. The
 # toolchain here is stable: RUSTC_BOOTSTRAP=1 lets it take the sanitizer
 # flag. Seeds (the synthetic checkpoints whole, the real GGUF headers, a plan,

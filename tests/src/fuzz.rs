@@ -17,7 +17,7 @@ use std::path::Path;
 
 /// The fuzz targets, by name (the folder names under `fuzz/corpus/` and
 /// `tests/fuzz-regressions/`).
-pub const TARGETS: &[&str] = &["gguf", "safetensors", "plan", "ir_text", "tokenizer", "json_mode", "tool_calls"];
+pub const TARGETS: &[&str] = &["gguf", "safetensors", "plan", "ir_text", "tokenizer", "json_mode", "tool_calls", "reasoning"];
 
 /// Run `target`'s body on `data`.
 pub fn run(target: &str, data: &[u8]) {
@@ -29,6 +29,7 @@ pub fn run(target: &str, data: &[u8]) {
         "tokenizer" => tokenizer(data),
         "json_mode" => json_mode(data),
         "tool_calls" => tool_calls(data),
+        "reasoning" => reasoning(data),
         other => panic!("unknown fuzz target `{other}`; targets: {}", TARGETS.join(", ")),
     }
 }
@@ -222,6 +223,33 @@ pub fn tool_calls(data: &[u8]) {
     }
 }
 
+/// A thinking model's answer split into reasoning and content, streamed
+/// in pieces the input's first byte sizes (1 to 8 characters), opened by
+/// the prompt or not: the pieces join to the whole split, and nothing
+/// released as content is ever later claimed as reasoning (what streamed
+/// is a prefix of the whole content at every step).
+pub fn reasoning(data: &[u8]) {
+    use graphc_frontends::reasoning::ThinkSplit;
+    let Some((&size, rest)) = data.split_first() else { return };
+    let text = String::from_utf8_lossy(rest);
+    let chars: Vec<char> = text.chars().collect();
+    for opened in [false, true] {
+        let whole = ThinkSplit::split(&text, opened);
+        let mut s = ThinkSplit::new(opened);
+        let (mut r, mut c) = (String::new(), String::new());
+        for piece in chars.chunks(1 + size as usize % 8) {
+            let (a, b) = s.push(&piece.iter().collect::<String>());
+            r.push_str(&a);
+            c.push_str(&b);
+            assert!(whole.0.starts_with(&r) && whole.1.starts_with(&c), "{text:?}: streamed ({r:?}, {c:?}) is not a prefix of {whole:?}");
+        }
+        let (a, b) = s.finish();
+        r.push_str(&a);
+        c.push_str(&b);
+        assert_eq!((r, c), whole, "{text:?}, opened {opened}");
+    }
+}
+
 /// Whether `data` nests at most `depth` deep and has no run of more than
 /// `blank` whitespace bytes outside strings (the automaton's caps).
 fn within_caps(data: &[u8], depth: usize, blank: usize) -> bool {
@@ -338,6 +366,10 @@ pub fn write_seeds(dir: &Path) -> std::io::Result<()> {
     ];
     for (i, text) in answers.iter().enumerate() {
         put("tool_calls", &format!("answer{i}"), text.as_bytes())?;
+    }
+    let thoughts = ["<think>\nAdd them.\n</think>\n\n4.", "  <think></think>ok", "Hmm.</think> x <think>", "<thi", "no block </think>"];
+    for (i, text) in thoughts.iter().enumerate() {
+        put("reasoning", &format!("answer{i}"), &[&[i as u8][..], text.as_bytes()].concat())?;
     }
     std::fs::remove_dir_all(&tmp)
 }
