@@ -17,6 +17,8 @@ pub struct Conversation<'m> {
     session: Session<'m>,
     system: Option<String>,
     history: Vec<Message>,
+    /// The chat template's variables (`enable_thinking`, ...).
+    variables: serde_json::Map<String, serde_json::Value>,
     /// The ids the cache holds, in order.
     cached: Vec<u32>,
 }
@@ -38,7 +40,29 @@ pub struct Turn {
 impl<'m> Conversation<'m> {
     pub fn new(model: &'m Model, opts: &SessionOptions, system: Option<String>) -> Result<Conversation<'m>, Error> {
         model.tokenizer()?;
-        Ok(Conversation { model, session: model.session(opts)?, system, history: Vec::new(), cached: Vec::new() })
+        Ok(Conversation { model, session: model.session(opts)?, system, history: Vec::new(), variables: Default::default(), cached: Vec::new() })
+    }
+
+    /// Set (or with `None` drop) a variable of the chat template, for the
+    /// turns to come (`enable_thinking` for thinking models).
+    pub fn set_variable(&mut self, name: &str, value: Option<serde_json::Value>) {
+        match value {
+            Some(v) => self.variables.insert(name.to_string(), v),
+            None => self.variables.remove(name),
+        };
+    }
+
+    fn chat_options(&self) -> ChatOptions {
+        ChatOptions { variables: self.variables.clone(), ..ChatOptions::default() }
+    }
+
+    /// Whether the prompt of `user`'s turn would leave the model inside a
+    /// `<think>` block (DeepSeek-R1's templates open it).
+    pub fn opens_thinking(&self, user: &str) -> bool {
+        let mut messages = self.messages();
+        messages.push(Message::user(user));
+        let text = self.model.tokenizer().ok().and_then(|t| t.apply_chat_template(&messages, &self.chat_options()).ok());
+        text.is_some_and(|t| graphc_frontends::reasoning::prompt_opens_thinking(&t))
     }
 
     pub fn session(&self) -> &Session<'m> {
@@ -71,7 +95,7 @@ impl<'m> Conversation<'m> {
     pub fn send<C: GoOn>(&mut self, user: &str, max_new: usize, sampling: &Sampling, on_token: impl FnMut(u32) -> C) -> Result<Turn, Error> {
         let mut messages = self.messages();
         messages.push(Message::user(user));
-        let ids = self.model.chat_prompt(&messages, &ChatOptions::default())?;
+        let ids = self.model.chat_prompt(&messages, &self.chat_options())?;
         let max_seq = self.session.resolved().max_seq;
         if ids.len() >= max_seq {
             return Err(Error::Input(format!(

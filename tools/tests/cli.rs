@@ -435,3 +435,46 @@ fn chat_keeps_the_cache_between_turns() {
     assert!(text.contains("Paris"), "{text}");
     assert!(!text.contains("<|im_end|>"), "no control token printed: {text}");
 }
+
+/// `graphc chat` with a thinking model (Qwen2.5-Coder's weights wearing
+/// DeepSeek-R1's distill template, whose prompt opens `<think>` when
+/// thinking is on): the block is printed apart from the answer, between
+/// `Thinking...` and `...done thinking.` through a pipe; `/nothink` turns
+/// it off for the next turn; `--think` is refused for a model that does not
+/// think.
+#[test]
+fn chat_shows_a_thinking_models_reasoning_apart() {
+    use std::io::Write;
+    let all: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(graphc_tests::repo_root().join("tests/fixtures/tokenizer/chat_templates.json")).unwrap())
+            .unwrap();
+    let template = all["templates"]["r1_distill_qwen"]["template"].as_str().unwrap().to_string();
+    let dir = temp_dir("cli-chat-think");
+    let ck = graphc_tests::gguf_replacing_keys(
+        &graphc_tests::model("qwen2.5-coder-0.5b-instruct-q4_k_m.gguf"),
+        &dir.join("qwen-r1.gguf"),
+        &[("tokenizer.chat_template", graphc_tests::Meta::Str(template))],
+    );
+    let mut child = Command::new(env!("CARGO_BIN_EXE_graphc"))
+        .args(["chat", ck.to_str().unwrap(), "-n", "12", "--think", "true", "--system", "Copy the text below, then say OK.", "--max-seq", "512"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Words that lead these weights to close the block and go on (as in tests/tests/serve_reasoning.rs).
+    child.stdin.take().unwrap().write_all(b"France.</think>Paris\n/nothink\nFrance.</think>Paris\n/quit\n").unwrap();
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.starts_with("Thinking...\n"), "{text}");
+    let (thought, rest) = text["Thinking...\n".len()..].split_once("\n...done thinking.\n\n").unwrap_or_else(|| panic!("{text}"));
+    assert!(!thought.contains("</think>") && rest.starts_with("Paris"), "{text}");
+    assert_eq!(text.matches("Thinking...").count(), 1, "the second turn does not think: {text}");
+    assert!(err.contains("thinking off"), "{err}");
+
+    let out = graphc(&["chat", smollm2().to_str().unwrap(), "--think", "true"]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--think"), "{}", String::from_utf8_lossy(&out.stderr));
+}

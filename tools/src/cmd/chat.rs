@@ -1,9 +1,13 @@
 //! `graphc chat`: an interactive chat that keeps its KV cache between turns.
+//! A thinking model's `<think>` block is shown apart from its answer: dim
+//! on a terminal, else between `Thinking...` and `...done thinking.` (as
+//! Ollama prints it).
 
 use crate::common::*;
 use anyhow::{Context, Result};
 use graphc::{Detokenizer, Finish, Model, Sampling, SessionOptions};
-use std::io::Write;
+use graphc_frontends::reasoning::{self, ThinkSplit};
+use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 
 #[derive(clap::Args)]
@@ -21,6 +25,11 @@ pub struct Args {
     /// Print special tokens (`<|im_end|>`, ...) as text.
     #[arg(long)]
     show_special: bool,
+    /// For a thinking model: whether it thinks (its template's
+    /// `enable_thinking`; default: as the template does). `/think` and
+    /// `/nothink` change it between turns.
+    #[arg(long)]
+    think: Option<bool>,
     #[command(flatten)]
     cpu: CpuArgs,
     #[command(flatten)]
@@ -29,20 +38,33 @@ pub struct Args {
 
 impl Args {
     pub fn run(self) -> Result<()> {
-        let Args { model, system, n, sampling, show_special, cpu, opts } = self;
+        let Args { model, system, n, sampling, show_special, think, cpu, opts } = self;
         let model = open(&model, &opts.options()?)?;
-        chat(&model, &cpu.session_options()?, system, n, &sampling.sampling()?, show_special)?;
+        chat(&model, &cpu.session_options()?, system, n, &sampling.sampling()?, show_special, think)?;
         Ok(())
     }
 }
 
 /// `graphc chat`: read a line, answer it streaming, keep the cache.
-fn chat(model: &Model, opts: &SessionOptions, system: Option<String>, n: Option<usize>, sampling: &Sampling, show_special: bool) -> Result<()> {
+fn chat(
+    model: &Model,
+    opts: &SessionOptions,
+    system: Option<String>,
+    n: Option<usize>,
+    sampling: &Sampling,
+    show_special: bool,
+    think: Option<bool>,
+) -> Result<()> {
     use std::io::BufRead;
     use std::sync::atomic::{AtomicBool, Ordering};
     use std::sync::Arc;
     let mut conv = graphc::Conversation::new(model, opts, system)?;
     let tok = model.tokenizer()?;
+    let thinks = tok.template().is_some_and(reasoning::template_thinks);
+    if think.is_some() && !thinks {
+        anyhow::bail!("--think: this model's chat template does not think (it writes no <think> blocks)");
+    }
+    conv.set_variable("enable_thinking", think.map(Into::into));
     let max_seq = conv.session().resolved().max_seq;
     // Ctrl-C stops the answer being written, not the chat.
     let interrupted = Arc::new(AtomicBool::new(false));
@@ -57,7 +79,7 @@ fn chat(model: &Model, opts: &SessionOptions, system: Option<String>, n: Option<
         max_seq,
         r.threads
     );
-    eprintln!("[graphc] /reset, /system TEXT, /stats, /quit; Ctrl-C stops an answer");
+    eprintln!("[graphc] /reset, /system TEXT, /stats, /quit{}; Ctrl-C stops an answer", if thinks { ", /think, /nothink" } else { "" });
     let (mut last, mut turns) = (None::<graphc::Turn>, 0usize);
     let stdin = std::io::stdin();
     let mut lines = stdin.lock().lines();
@@ -97,6 +119,11 @@ fn chat(model: &Model, opts: &SessionOptions, system: Option<String>, n: Option<
                 eprintln!("[graphc] system message {}", if text.is_empty() { "dropped" } else { "set" });
                 continue;
             }
+            "/think" | "/nothink" if thinks => {
+                conv.set_variable("enable_thinking", Some((line.trim() == "/think").into()));
+                eprintln!("[graphc] thinking {}", if line.trim() == "/think" { "on" } else { "off" });
+                continue;
+            }
             l if l.starts_with('/') => {
                 eprintln!("[graphc] unknown command {l}: /reset, /system TEXT, /stats, /quit");
                 continue;
@@ -105,9 +132,10 @@ fn chat(model: &Model, opts: &SessionOptions, system: Option<String>, n: Option<
         }
         let mut detok = Detokenizer::new(tok, show_special, &[]);
         let stdout = std::io::stdout();
+        let mut view = Thoughts::new(thinks.then(|| ThinkSplit::new(conv.opens_thinking(line))), stdout.is_terminal());
         let result = conv.send(line, n.unwrap_or(usize::MAX), sampling, |t| {
             let mut out = stdout.lock();
-            let _ = out.write_all(detok.push(t).text.as_bytes());
+            view.show(&mut out, &detok.push(t).text);
             let _ = out.flush();
             if interrupted.load(Ordering::SeqCst) {
                 std::ops::ControlFlow::Break(())
@@ -117,7 +145,11 @@ fn chat(model: &Model, opts: &SessionOptions, system: Option<String>, n: Option<
         });
         match result {
             Ok(t) => {
-                println!("{}", detok.finish());
+                let mut out = stdout.lock();
+                view.show(&mut out, &detok.finish());
+                view.end(&mut out);
+                let _ = writeln!(out);
+                drop(out);
                 let why = match t.finish {
                     Finish::Caller => " | stopped",
                     Finish::Length if conv.context_used() + 1 >= max_seq => " | the context is full: /reset to start over",
@@ -137,4 +169,56 @@ fn chat(model: &Model, opts: &SessionOptions, system: Option<String>, n: Option<
         }
     }
     Ok(())
+}
+
+/// An answer printed with its reasoning apart (where the model thinks).
+struct Thoughts {
+    split: Option<ThinkSplit>,
+    terminal: bool,
+    thinking: bool,
+}
+
+impl Thoughts {
+    fn new(split: Option<ThinkSplit>, terminal: bool) -> Thoughts {
+        Thoughts { split, terminal, thinking: false }
+    }
+
+    fn show(&mut self, out: &mut impl Write, text: &str) {
+        let Some(split) = &mut self.split else {
+            let _ = out.write_all(text.as_bytes());
+            return;
+        };
+        let (reasoning, content) = split.push(text);
+        self.print(out, &reasoning, &content);
+    }
+
+    fn print(&mut self, out: &mut impl Write, reasoning: &str, content: &str) {
+        if !reasoning.is_empty() {
+            if !self.thinking {
+                let _ = out.write_all(if self.terminal { b"\x1b[2m" } else { b"Thinking...\n" });
+                self.thinking = true;
+            }
+            let _ = out.write_all(reasoning.as_bytes());
+        }
+        if !content.is_empty() {
+            self.close(out);
+            let _ = out.write_all(content.as_bytes());
+        }
+    }
+
+    fn close(&mut self, out: &mut impl Write) {
+        if self.thinking {
+            let _ = out.write_all(if self.terminal { b"\x1b[0m\n\n" } else { b"\n...done thinking.\n\n" });
+            self.thinking = false;
+        }
+    }
+
+    /// The answer's end: what the split held back, and the block closed.
+    fn end(&mut self, out: &mut impl Write) {
+        if let Some(split) = &mut self.split {
+            let (reasoning, content) = split.finish();
+            self.print(out, &reasoning, &content);
+        }
+        self.close(out);
+    }
 }
