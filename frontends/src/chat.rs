@@ -127,6 +127,21 @@ pub fn render(template: &str, messages: &[Message], tokens: &TemplateTokens, opt
     env.set_lstrip_blocks(true);
     env.set_unknown_method_callback(minijinja_contrib::pycompat::unknown_method_callback);
     env.add_filter("tojson", crate::pyjson::tojson);
+    // Values print as Python's `str()` (`{{ x }}`, `x | string`): `1e-05`,
+    // `True`, `None`, as transformers' Jinja2 prints them.
+    env.add_filter("string", |v: &Value| crate::pyjson::py_str(v));
+    env.set_formatter(|out, _state, v| out.write_str(&crate::pyjson::py_str(v)).map_err(|e| JinjaError::new(ErrorKind::WriteFailure, e.to_string())));
+    // Jinja2's `iterable` is Python's `iter()` succeeding: not for `none`,
+    // numbers or booleans (minijinja's own says yes to `none`, and Qwen3-Coder's
+    // `tools is iterable and tools | length > 0` then fails on no tools).
+    env.add_test("iterable", |v: &Value| {
+        use minijinja::value::ValueKind;
+        match v.kind() {
+            ValueKind::None | ValueKind::Bool | ValueKind::Number => false,
+            ValueKind::Undefined => true,
+            _ => v.try_iter().is_ok(),
+        }
+    });
     env.add_function("raise_exception", |msg: String| -> Result<Value, JinjaError> {
         Err(JinjaError::new(ErrorKind::InvalidOperation, format!("{REFUSED}{msg}")))
     });

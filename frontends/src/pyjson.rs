@@ -107,6 +107,65 @@ fn string(s: &str, out: &mut String) {
     out.push('"');
 }
 
+/// Python's `str()` of a value, which Jinja2 prints for `{{ x }}` and
+/// `x | string`: `True`, `None`, `1e-05`, `['a', 1]`, `{'k': 2.5}` (minijinja
+/// writes `true`, `none`, `0.00001`, `["a", 1]`).
+pub fn py_str(v: &Value) -> String {
+    match v.kind() {
+        ValueKind::String => v.as_str().unwrap_or_default().to_string(),
+        _ => py_repr(v),
+    }
+}
+
+/// Python's `repr()` (`str()` but for strings, which are quoted).
+fn py_repr(v: &Value) -> String {
+    match v.kind() {
+        ValueKind::Undefined => String::new(),
+        ValueKind::None => "None".into(),
+        ValueKind::Bool => if v.is_true() { "True" } else { "False" }.into(),
+        ValueKind::Number if v.is_integer() => v.to_string(),
+        ValueKind::Number => match f64::try_from(v.clone()) {
+            Ok(x) if x.is_nan() => "nan".into(),
+            Ok(x) if x.is_infinite() => if x > 0.0 { "inf" } else { "-inf" }.into(),
+            Ok(x) => float_repr(x),
+            Err(_) => v.to_string(),
+        },
+        ValueKind::String => {
+            let s = v.as_str().unwrap_or_default();
+            let quote = if s.contains('\'') && !s.contains('"') { '"' } else { '\'' };
+            let mut out = String::from(quote);
+            for c in s.chars() {
+                match c {
+                    '\\' => out.push_str("\\\\"),
+                    '\n' => out.push_str("\\n"),
+                    '\r' => out.push_str("\\r"),
+                    '\t' => out.push_str("\\t"),
+                    c if c == quote => {
+                        out.push('\\');
+                        out.push(c);
+                    }
+                    c if (c as u32) < 0x20 || c as u32 == 0x7f => out.push_str(&format!("\\x{:02x}", c as u32)),
+                    c => out.push(c),
+                }
+            }
+            out.push(quote);
+            out
+        }
+        ValueKind::Seq | ValueKind::Iterable => match v.try_iter() {
+            Ok(items) => format!("[{}]", items.map(|x| py_repr(&x)).collect::<Vec<_>>().join(", ")),
+            Err(_) => v.to_string(),
+        },
+        ValueKind::Map => match v.try_iter() {
+            Ok(keys) => {
+                let items: Vec<String> = keys.map(|k| format!("{}: {}", py_repr(&k), py_repr(&v.get_item(&k).unwrap_or_default()))).collect();
+                format!("{{{}}}", items.join(", "))
+            }
+            Err(_) => v.to_string(),
+        },
+        _ => v.to_string(),
+    }
+}
+
 /// Python's `repr` of a float: the shortest digits that read back, in
 /// positional notation where the point falls within -4 < decpt <= 16,
 /// else `d.ddde±XX`; `.0` added to whole numbers.
@@ -145,6 +204,26 @@ pub fn float_repr(x: f64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// What CPython 3's `str()` prints, for each kind of value.
+    #[test]
+    fn values_print_as_python_str() {
+        let v = |j: &str| Value::from_serialize(serde_json::from_str::<serde_json::Value>(j).unwrap());
+        for (json, want) in [
+            ("1e-05", "1e-05"),
+            ("2.5", "2.5"),
+            ("3", "3"),
+            ("true", "True"),
+            ("null", "None"),
+            ("\"a'b\"", "a'b"),
+            ("[\"a\", 1, 0.5, false, null]", "['a', 1, 0.5, False, None]"),
+            ("{\"k\": \"it's\", \"n\": [1e+20]}", "{'k': \"it's\", 'n': [1e+20]}"),
+            ("\"tab\\there\"", "tab\there"),
+            ("[\"tab\\there\\\\\"]", "['tab\\there\\\\']"),
+        ] {
+            assert_eq!(py_str(&v(json)), want, "{json}");
+        }
+    }
 
     /// Each expected text is what CPython 3 prints (`repr(x)`,
     /// `json.dumps(v, ensure_ascii=False[, indent=2])`).

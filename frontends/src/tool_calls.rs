@@ -8,6 +8,10 @@
 //!   ..., "arguments": {...}}\n</tool_call>`, one block a call; an answer
 //!   that is only such an object (bare, or in a ```json fence), as small
 //!   models write it, is read as one call too (as llama.cpp reads it);
+//! - `QwenXml` (Qwen3-Coder): `<tool_call>\n<function=NAME>\n<parameter=KEY>\n
+//!   value\n</parameter>...</function>\n</tool_call>`, values as text (read
+//!   as JSON where the parameter is not a string: `coerce_arguments`);
+//!   no forced call (a JSON schema cannot hold it);
 //! - `Llama3Json` (Llama 3.1/3.2/3.3): the whole answer one object
 //!   `{"name": ..., "parameters": {...}}` (after `<|python_tag|>`, a
 //!   control token left out of the text);
@@ -29,6 +33,7 @@ use serde_json::{json, Map, Value};
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ToolFormat {
     Hermes,
+    QwenXml,
     Llama3Json,
     Mistral,
     /// `call_id`: the template prints `[CALL_ID]id` in a call.
@@ -69,6 +74,7 @@ pub struct Parsed {
 
 const HERMES_OPEN: &str = "<tool_call>";
 const HERMES_CLOSE: &str = "</tool_call>";
+const XML_FUNCTION: &str = "<function=";
 /// Mistral's call marker: a control token, absent from the visible text.
 pub const MISTRAL_MARKER: &str = "[TOOL_CALLS]";
 const MISTRAL_CALL_ID: &str = "[CALL_ID]";
@@ -80,7 +86,9 @@ impl ToolFormat {
         if !template.contains("tools") {
             return None;
         }
-        if template.contains(HERMES_OPEN) {
+        if template.contains(HERMES_OPEN) && template.contains(XML_FUNCTION) {
+            Some(ToolFormat::QwenXml)
+        } else if template.contains(HERMES_OPEN) {
             Some(ToolFormat::Hermes)
         } else if template.contains(MISTRAL_MARKER) && template.contains(MISTRAL_ARGS) {
             Some(ToolFormat::MistralArgs { call_id: template.contains(MISTRAL_CALL_ID) })
@@ -99,7 +107,7 @@ impl ToolFormat {
     /// JSON being the arguments alone.
     pub fn call_prefix(&self, function: &str, id: &str) -> String {
         match self {
-            ToolFormat::Hermes => "<tool_call>\n".into(),
+            ToolFormat::Hermes | ToolFormat::QwenXml => "<tool_call>\n".into(),
             ToolFormat::Llama3Json => String::new(),
             ToolFormat::Mistral => MISTRAL_MARKER.into(),
             ToolFormat::MistralArgs { call_id: true } => format!("{MISTRAL_MARKER}{function}{MISTRAL_CALL_ID}{id}{MISTRAL_ARGS}"),
@@ -114,6 +122,11 @@ impl ToolFormat {
             ToolFormat::MistralArgs { .. } => &[(Control::Calls, MISTRAL_MARKER), (Control::CallId, MISTRAL_CALL_ID), (Control::Args, MISTRAL_ARGS)],
             _ => &[],
         }
+    }
+
+    /// Whether a call can be forced (generated under a JSON schema).
+    pub fn can_force(&self) -> bool {
+        !matches!(self, ToolFormat::QwenXml)
     }
 
     /// Whether one forced call can name any of several functions (for
@@ -246,6 +259,20 @@ impl ToolFormat {
             }
             // Its calls are cut at control tokens, absent from the text.
             ToolFormat::MistralArgs { .. } => whole(),
+            ToolFormat::QwenXml => {
+                // After any content, `<tool_call>` blocks; or an answer that
+                // is only `<function=...>` blocks (a small model dropping the
+                // wrapper, as it may drop Hermes' tags).
+                let first = match text.find(HERMES_OPEN) {
+                    Some(at) => at,
+                    None if text.trim_start().starts_with(XML_FUNCTION) => 0,
+                    None => return whole(),
+                };
+                match xml_calls(&text[first..], known) {
+                    Some(calls) if !calls.is_empty() => Parsed { content: text[..first].trim().to_string(), calls },
+                    _ => whole(),
+                }
+            }
             ToolFormat::Mistral => {
                 // Only the control token opens a call (text that spells
                 // its name is content); a forced call's text starts with it.
@@ -270,6 +297,17 @@ impl ToolFormat {
     /// could begin one.
     pub fn streamable(&self, text: &str, marker_first: bool) -> usize {
         match self {
+            ToolFormat::QwenXml => {
+                if let Some(i) = text.find(HERMES_OPEN) {
+                    return i;
+                }
+                // An answer that may be bare `<function=...>` blocks.
+                let t = text.trim_start();
+                if t.is_empty() || XML_FUNCTION.starts_with(t) || t.starts_with(XML_FUNCTION) {
+                    return 0;
+                }
+                text.len() - tag_prefix_len(text, HERMES_OPEN)
+            }
             ToolFormat::Hermes => {
                 if let Some(i) = text.find(HERMES_OPEN) {
                     return i;
@@ -328,6 +366,66 @@ impl ToolFormat {
         }
         rest.is_empty().then(|| Parsed { content: head.trim().to_string(), calls })
     }
+}
+
+/// `QwenXml` calls: `<tool_call>` blocks or bare `<function=...>` blocks,
+/// nothing else between or after; `None` where anything else is there.
+fn xml_calls(mut rest: &str, known: &[String]) -> Option<Vec<ParsedCall>> {
+    let mut calls = vec![];
+    loop {
+        rest = rest.trim_start();
+        if rest.is_empty() {
+            return Some(calls);
+        }
+        let (block, after) = match rest.strip_prefix(HERMES_OPEN) {
+            Some(body) => body.split_once(HERMES_CLOSE).unwrap_or((body, "")),
+            None if rest.starts_with(XML_FUNCTION) => {
+                let end = rest.find("</function>")? + "</function>".len();
+                (&rest[..end], &rest[end..])
+            }
+            None => return None,
+        };
+        calls.push(xml_call(block).filter(|c| known.contains(&c.name))?);
+        rest = after;
+    }
+}
+
+/// One `<function=NAME>` block of `QwenXml`, its values as strings.
+fn xml_call(inner: &str) -> Option<ParsedCall> {
+    let body = inner.trim().strip_prefix(XML_FUNCTION)?;
+    let (name, body) = body.split_once('>')?;
+    let mut body = body.trim_start().strip_suffix("</function>")?.trim();
+    let mut arguments = Map::new();
+    while let Some(b) = body.strip_prefix("<parameter=") {
+        let (key, b) = b.split_once('>')?;
+        let (value, b) = b.split_once("</parameter>")?;
+        // The value stands on its own lines: one newline each side is the format's.
+        let value = value.strip_prefix('\n').unwrap_or(value);
+        let value = value.strip_suffix('\n').unwrap_or(value);
+        arguments.insert(key.trim().to_string(), Value::String(value.to_string()));
+        body = b.trim_start();
+    }
+    body.is_empty().then(|| ParsedCall { name: name.trim().to_string(), arguments: Value::Object(arguments), id: None })
+}
+
+/// A `QwenXml` call's values, written as text, typed by the function's
+/// `parameters`: a parameter whose schema is not a string is read as JSON
+/// where it parses as JSON (`3` a number, `true` a boolean, `[1]` an array).
+pub fn coerce_arguments(arguments: &mut Value, parameters: &Value) {
+    let Value::Object(args) = arguments else { return };
+    for (key, value) in args.iter_mut() {
+        let is_string = parameters["properties"][key.as_str()]["type"] == "string";
+        if let (Value::String(text), false) = (&*value, is_string) {
+            if let Ok(parsed) = serde_json::from_str::<Value>(text) {
+                *value = parsed;
+            }
+        }
+    }
+}
+
+/// The length of the longest tail of `text` that is a proper beginning of `tag`.
+fn tag_prefix_len(text: &str, tag: &str) -> usize {
+    (1..tag.len().min(text.len() + 1)).rev().find(|&n| text.is_char_boundary(text.len() - n) && tag.starts_with(&text[text.len() - n..])).unwrap_or(0)
 }
 
 /// Function `name`'s `parameters`, to stand inside a call's schema: where
@@ -481,6 +579,42 @@ mod tests {
         assert_eq!(ToolFormat::of_template("{{ tools }}[TOOL_CALLS]{{ n }}[CALL_ID]{{ i }}[ARGS]"), Some(f));
         assert_eq!(ToolFormat::of_template("{{ tools }}[TOOL_CALLS]{{ n }}[ARGS]"), Some(ToolFormat::MistralArgs { call_id: false }));
         assert_eq!(f.call_prefix("scale", "a1B2c3D4e"), "[TOOL_CALLS]scale[CALL_ID]a1B2c3D4e[ARGS]");
+    }
+
+    /// Qwen3-Coder's `<function=...>` blocks: values as text, typed by the
+    /// parameters; anything malformed, unknown or followed by text is
+    /// content; streaming holds back from `<tool_call>` (or a tail that may
+    /// begin it); no forced call.
+    #[test]
+    fn qwen_xml_calls() {
+        let f = ToolFormat::QwenXml;
+        assert_eq!(ToolFormat::of_template("{{ tools }}<tool_call>\n<function={{ n }}>"), Some(f));
+        let one = "Let me look.\n<tool_call>\n<function=scale>\n<parameter=x>\n2.5\n</parameter>\n<parameter=note>\n two\nlines \n</parameter>\n</function>\n</tool_call>";
+        let p = f.parse(one, false, &known());
+        assert_eq!(p.content, "Let me look.");
+        let mut args = p.calls[0].arguments.clone();
+        assert_eq!(args, json!({"x": "2.5", "note": " two\nlines "}));
+        coerce_arguments(&mut args, &json!({"properties": {"x": {"type": "number"}, "note": {"type": "string"}}}));
+        assert_eq!(args, json!({"x": 2.5, "note": " two\nlines "}));
+        let two = "<tool_call>\n<function=scale>\n</function>\n</tool_call>\n<tool_call>\n<function=get_weather>\n<parameter=city>\nOslo\n</parameter>\n</function>\n</tool_call>";
+        assert_eq!(f.parse(two, false, &known()).calls.len(), 2);
+        for bad in [
+            "<tool_call>\n{\"name\": \"scale\", \"arguments\": {}}\n</tool_call>",
+            "<tool_call>\n<function=rm>\n</function>\n</tool_call>",
+            "<tool_call>\n<function=scale>\n<parameter=x>\n1\n</function>\n</tool_call>",
+            "<tool_call>\n<function=scale>\n</function>\n</tool_call> and more",
+        ] {
+            assert!(f.parse(bad, false, &known()).calls.is_empty(), "{bad}");
+        }
+        assert_eq!(f.streamable("Sure <tool", false), 5);
+        assert_eq!(f.streamable("Sure <tool_call>\n<fun", false), 5);
+        assert_eq!(f.streamable("{\"a\": 1}", false), 8);
+        // An answer of bare function blocks, held back from its start.
+        assert_eq!(f.streamable(" <func", false), 0);
+        let bare = "<function=scale>\n<parameter=x>\n1\n</parameter>\n</function>";
+        assert_eq!(f.parse(bare, false, &known()).calls.len(), 1);
+        assert!(f.parse(&format!("So: {bare}"), false, &known()).calls.is_empty());
+        assert!(!f.can_force());
     }
 
     /// Mistral's templates take back only ids of 9 letters and digits: the

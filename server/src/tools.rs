@@ -20,7 +20,7 @@
 //! later format is read from its tokens, cut at them.
 
 use crate::error::ApiError;
-use graphc_frontends::tool_calls::{Control, ParsedCall, ToolFormat};
+use graphc_frontends::tool_calls::{coerce_arguments, Control, ParsedCall, ToolFormat};
 use graphc_frontends::Tokenizer;
 use graphc_runtime::json_schema::Schema;
 use graphc_runtime::{Format, Model};
@@ -129,6 +129,8 @@ pub struct ToolPlan {
     /// The call's opening, already in the prompt where a call is forced.
     pub prefix: String,
     pub names: Vec<String>,
+    /// Each function's parameters (`QwenXml` values are typed by them).
+    pub parameters: Vec<(String, Value)>,
     /// The format's control tokens in this vocabulary (Mistral's).
     pub controls: Vec<(u32, Control)>,
     /// A `MistralArgs` call forced by the prompt's prefix: its function
@@ -183,6 +185,13 @@ impl Tools {
             if *format != Format::Text {
                 return Err(ApiError::field("tool_choice", "a forced call cannot be combined with a `response_format`"));
             }
+            if !fmt.can_force() {
+                return Err(ApiError::field(
+                    "tool_choice",
+                    "a forced call is not implemented for this template's call format (<function=...> blocks, which a JSON schema \
+                     cannot hold); use `auto`",
+                ));
+            }
             if forced.len() > 1 && !fmt.forces_a_choice_of_functions() {
                 return Err(ApiError::field(
                     "tool_choice",
@@ -207,7 +216,7 @@ impl Tools {
         }
         if !self.parallel {
             match (fmt, forced.is_empty()) {
-                (ToolFormat::Hermes, _) => stop.push("</tool_call>".into()),
+                (ToolFormat::Hermes | ToolFormat::QwenXml, _) => stop.push("</tool_call>".into()),
                 // One object, a forced array of one, or one forced call.
                 (ToolFormat::Llama3Json, _) | (ToolFormat::Mistral | ToolFormat::MistralArgs { .. }, false) => {}
                 (ToolFormat::Mistral | ToolFormat::MistralArgs { .. }, true) => {
@@ -218,7 +227,14 @@ impl Tools {
                 }
             }
         }
-        Ok(ToolPlan { format: fmt, prefix, names: self.functions.iter().map(|(n, _)| n.clone()).collect(), controls, forced: forced_call })
+        Ok(ToolPlan {
+            format: fmt,
+            prefix,
+            names: self.functions.iter().map(|(n, _)| n.clone()).collect(),
+            parameters: self.functions.clone(),
+            controls,
+            forced: forced_call,
+        })
     }
 }
 
@@ -263,7 +279,14 @@ impl ToolPlan {
             };
         }
         let marker_first = ids.first().is_some_and(|&i| self.control(i) == Some(Control::Calls));
-        let p = self.format.parse(&format!("{}{text}", self.prefix), marker_first || !self.prefix.is_empty(), &self.names);
+        let mut p = self.format.parse(&format!("{}{text}", self.prefix), marker_first || !self.prefix.is_empty(), &self.names);
+        if self.format == ToolFormat::QwenXml {
+            for call in &mut p.calls {
+                if let Some((_, params)) = self.parameters.iter().find(|(n, _)| *n == call.name) {
+                    coerce_arguments(&mut call.arguments, params);
+                }
+            }
+        }
         (p.content, p.calls)
     }
 
@@ -357,6 +380,7 @@ mod tests {
             format: ToolFormat::MistralArgs { call_id: true },
             prefix: if forced.is_some() { "[TOOL_CALLS]scale[CALL_ID]a1B2c3D4e[ARGS]".into() } else { String::new() },
             names: vec!["get_weather".into(), "scale".into()],
+            parameters: vec![],
             controls: vec![(1, Control::Calls), (2, Control::CallId), (3, Control::Args)],
             forced,
         }

@@ -203,13 +203,13 @@ pub fn tool_calls(data: &[u8]) {
     use graphc::tool_calls::ToolFormat;
     let text = String::from_utf8_lossy(data);
     let known = ["get_weather".to_string(), "scale".to_string()];
-    for format in [ToolFormat::Hermes, ToolFormat::Llama3Json, ToolFormat::Mistral] {
+    for format in [ToolFormat::Hermes, ToolFormat::QwenXml, ToolFormat::Llama3Json, ToolFormat::Mistral] {
         for marker_first in [false, true] {
             let whole = format.parse(&text, marker_first, &known);
             // The most any prefix may stream: up to the first call's opening.
             let limit = match (whole.calls.is_empty(), format) {
                 (true, _) => text.len(),
-                (false, ToolFormat::Hermes) => text.find("<tool_call>").unwrap_or(0),
+                (false, ToolFormat::Hermes | ToolFormat::QwenXml) => text.find("<tool_call>").unwrap_or(0),
                 (false, _) => 0,
             };
             let mut sent = 0;
@@ -363,6 +363,7 @@ pub fn write_seeds(dir: &Path) -> std::io::Result<()> {
         "[TOOL_CALLS][{\"name\": \"scale\", \"arguments\": {\"x\": 3}}]",
         "a <tool_c",
         "<tool_call>{\"name\": \"rm\", \"arguments\": {}}",
+        "On it.\n<tool_call>\n<function=scale>\n<parameter=x>\n3\n</parameter>\n</function>\n</tool_call>",
     ];
     for (i, text) in answers.iter().enumerate() {
         put("tool_calls", &format!("answer{i}"), text.as_bytes())?;

@@ -353,3 +353,69 @@ fn mistral_calls_written_with_control_tokens_are_forced_and_taken_back() {
     assert!(r.body.contains("[TOOL_CALLS]"), "{}", r.body);
     server.shutdown().unwrap();
 }
+
+/// Qwen3-Coder's call format, `<tool_call>\n<function=NAME>\n<parameter=KEY>\nvalue\n</parameter>...`
+/// (its template is told from Hermes' by `<function=`), through the
+/// server, on Qwen2.5-Coder's weights wearing Qwen3-Coder's template and
+/// led to copy such a call: the answer is read back as the library reads
+/// the same greedy tokens — a call of `scale` whose number-typed values
+/// are numbers — whole and streamed (nothing of the call streamed as
+/// content); a forced call, which a JSON schema cannot hold, is refused.
+#[test]
+fn qwen3_coder_calls_are_read_from_their_function_blocks() {
+    use graphc_frontends::tool_calls::coerce_arguments;
+    let fixture: Value =
+        serde_json::from_str(&std::fs::read_to_string(graphc_tests::repo_root().join("tests/fixtures/tokenizer/chat_templates.json")).unwrap())
+            .unwrap();
+    let template = fixture["templates"]["qwen3_coder"]["template"].as_str().unwrap().to_string();
+    let dir = graphc_tests::temp_dir("serve-qwen3-coder-calls");
+    let path = graphc_tests::gguf_replacing_keys(
+        &checkpoint("qwen2.5-coder-0.5b-instruct-q4_k_m.gguf"),
+        &dir.join("qwen-as-qwen3-coder.gguf"),
+        &[("tokenizer.chat_template", graphc_tests::Meta::Str(template))],
+    );
+    let m = Arc::new(Model::compile(&path, &CompileOptions { max_seq: Some(2048), ..Default::default() }, None).unwrap());
+    assert_eq!(m.tool_format(), Some(ToolFormat::QwenXml));
+    let copy = "<tool_call>\n<function=scale>\n<parameter=x>\n3.5\n</parameter>\n<parameter=factor>\n4\n</parameter>\n</function>\n</tool_call>";
+    let turns = vec![Message::system("Reply with exactly the text the user sends, nothing else."), Message::user(copy)];
+    let messages = json!([{"role": "system", "content": turns[0].content}, {"role": "user", "content": copy}]);
+    let opts = ChatOptions { tools: tools().as_array().unwrap().clone(), ..Default::default() };
+    let prompt = m.chat_prompt(&turns, &opts).unwrap();
+    let mut s = m.session(&SessionOptions::default()).unwrap();
+    let g = s.generate(&prompt, 64, &Sampling::greedy(), |_| ()).unwrap();
+    let ids: Vec<u32> = g.tokens.iter().copied().filter(|t| !m.plan().model.stop_ids.contains(t)).collect();
+    let text = String::from_utf8(m.tokenizer().unwrap().decode_bytes(&ids, false)).unwrap();
+    let mut want = ToolFormat::QwenXml.parse(&text, false, &["get_weather".to_string(), "scale".to_string()]);
+    for c in &mut want.calls {
+        coerce_arguments(&mut c.arguments, &tools()[1]["function"]["parameters"]);
+    }
+    println!("{text:?} → {want:?}");
+    assert_eq!(want.calls.len(), 1, "these weights copy the call: {text:?}");
+    assert_eq!(want.calls[0].arguments, json!({"x": 3.5, "factor": 4}));
+
+    let server = start(&m);
+    let addr = server.addr();
+    let body = json!({"messages": messages, "tools": tools(), "temperature": 0, "max_tokens": 64});
+    let v = post_json(addr, "/v1/chat/completions", &body).json();
+    let calls = v["choices"][0]["message"]["tool_calls"].as_array().cloned().unwrap_or_default();
+    assert_eq!(calls.len(), 1, "{v}");
+    assert_eq!(arguments(&calls[0]), ("scale".to_string(), want.calls[0].arguments.clone()), "{v}");
+    assert_eq!(v["choices"][0]["finish_reason"], "tool_calls", "{v}");
+    let mut streamed = body.clone();
+    streamed["stream"] = json!(true);
+    let chunks: Vec<Value> = post_json(addr, "/v1/chat/completions", &streamed)
+        .events()
+        .iter()
+        .filter(|e| *e != "[DONE]")
+        .map(|e| serde_json::from_str(e).unwrap())
+        .collect();
+    let content: String = chunks.iter().filter_map(|c| c["choices"][0]["delta"]["content"].as_str()).collect();
+    assert!(!content.contains("<tool_call>") && !content.contains("<function"), "{content:?}");
+    let calls: Vec<Value> = chunks.iter().filter_map(|c| c["choices"][0]["delta"]["tool_calls"].as_array()).flatten().cloned().collect();
+    assert_eq!(calls.len(), 1, "{chunks:?}");
+    let mut forced = body.clone();
+    forced["tool_choice"] = json!("required");
+    let r = post_json(addr, "/v1/chat/completions", &forced);
+    assert_eq!((r.status, r.json()["error"]["param"].as_str()), (400, Some("tool_choice")), "{}", r.body);
+    server.shutdown().unwrap();
+}
