@@ -198,6 +198,7 @@ fn router(state: Arc<routes::AppState>) -> axum::Router {
         .route("/api/tags", get(ollama::tags))
         .route("/api/show", post(ollama::show))
         .route("/api/version", get(ollama::version))
+        .route("/api/ps", get(ollama::ps))
         .route("/tokenize", post(tokenize))
         .route("/detokenize", post(detokenize))
         .route("/health", get(health))

@@ -166,6 +166,19 @@ pub async fn tags(State(st): State<Arc<AppState>>, headers: HeaderMap) -> Respon
     Json(json!({ "models": [m] })).into_response()
 }
 
+/// `GET /api/ps`: the models loaded — the one served, held until the
+/// server stops (Ollama's `expires_at` a far date), its weights' bytes.
+pub async fn ps(State(st): State<Arc<AppState>>, headers: HeaderMap) -> Response {
+    if let Err(e) = st.authorize(&headers) {
+        return st.refused(e);
+    }
+    let family = &st.model.plan().family;
+    let size = st.model.weights_bytes();
+    let m = json!({"name": st.model_name, "model": st.model_name, "size": size, "size_vram": 0, "expires_at": "9999-12-31T23:59:59Z",
+                   "details": {"family": family, "format": "gguf"}});
+    Json(json!({ "models": [m] })).into_response()
+}
+
 /// `POST /api/show {"model": NAME}`: what Ollama's clients read of a
 /// model: its family, context length, chat template, parameter count, and
 /// what it can do.

@@ -306,7 +306,7 @@ fn tokenize_and_detokenize_round_trip() {
 /// the pieces, then `done` with the counts) answers as the OpenAI chat
 /// does at temperature 0; `/api/generate` raw as the completion does, and
 /// through the template with a system prompt as the chat does; `format:
-/// "json"` is JSON mode; `/api/tags` names the model; an option, a schema
+/// "json"` is JSON mode; `/api/tags` and `/api/ps` name the model; an option, a schema
 /// or an image graphc does not implement is refused naming it.
 #[test]
 fn the_ollama_api_answers_as_the_openai_one() {
@@ -350,6 +350,9 @@ fn the_ollama_api_answers_as_the_openai_one() {
     assert_eq!(get(addr, "/v1/models/gpt-4").status, 404);
     let tags = get(addr, "/api/tags").json();
     assert_eq!(tags["models"][0]["name"], "smollm2");
+    let ps = get(addr, "/api/ps").json();
+    assert_eq!(ps["models"][0]["name"], "smollm2");
+    assert!(ps["models"][0]["size"].as_u64().is_some_and(|b| b > 50_000_000), "the weights' bytes: {ps}");
     let show = post_json(addr, "/api/show", &json!({"model": "smollm2"})).json();
     assert_eq!(show["model_info"]["llama.context_length"], 256, "{show}");
     assert!(show["template"].as_str().is_some_and(|t| t.contains("im_start")), "the checkpoint's chat template: {show}");
