@@ -17,6 +17,7 @@
 //!   control token left out of the text);
 //! - `Mistral` (v3 templates: Mistral 7B v0.3, NeMo): the control token
 //!   `[TOOL_CALLS]`, then a JSON array of `{"name": ..., "arguments": {...}}`;
+//!   `Granite` (Granite 3.x) the same after its `<|tool_call|>`;
 //! - `MistralArgs` (Mistral's later templates: Small 3.2, Devstral,
 //!   Magistral, Ministral 3): each call `[TOOL_CALLS]name[ARGS]{...}`, with
 //!   `[CALL_ID]id` before `[ARGS]` where the template prints call ids — all
@@ -36,6 +37,7 @@ pub enum ToolFormat {
     QwenXml,
     Llama3Json,
     Mistral,
+    Granite,
     /// `call_id`: the template prints `[CALL_ID]id` in a call.
     MistralArgs {
         call_id: bool,
@@ -78,6 +80,8 @@ const XML_FUNCTION: &str = "<function=";
 /// Mistral's call marker: a control token, absent from the visible text.
 pub const MISTRAL_MARKER: &str = "[TOOL_CALLS]";
 const MISTRAL_CALL_ID: &str = "[CALL_ID]";
+/// Granite's call marker, a control token as Mistral's.
+const GRANITE_MARKER: &str = "<|tool_call|>";
 const MISTRAL_ARGS: &str = "[ARGS]";
 
 impl ToolFormat {
@@ -94,6 +98,8 @@ impl ToolFormat {
             Some(ToolFormat::MistralArgs { call_id: template.contains(MISTRAL_CALL_ID) })
         } else if template.contains(MISTRAL_MARKER) {
             Some(ToolFormat::Mistral)
+        } else if template.contains(GRANITE_MARKER) {
+            Some(ToolFormat::Granite)
         } else if template.contains("\"parameters\": ") || template.contains("<|python_tag|>") {
             Some(ToolFormat::Llama3Json)
         } else {
@@ -110,6 +116,7 @@ impl ToolFormat {
             ToolFormat::Hermes | ToolFormat::QwenXml => "<tool_call>\n".into(),
             ToolFormat::Llama3Json => String::new(),
             ToolFormat::Mistral => MISTRAL_MARKER.into(),
+            ToolFormat::Granite => GRANITE_MARKER.into(),
             ToolFormat::MistralArgs { call_id: true } => format!("{MISTRAL_MARKER}{function}{MISTRAL_CALL_ID}{id}{MISTRAL_ARGS}"),
             ToolFormat::MistralArgs { call_id: false } => format!("{MISTRAL_MARKER}{function}{MISTRAL_ARGS}"),
         }
@@ -119,6 +126,7 @@ impl ToolFormat {
     pub fn controls(&self) -> &'static [(Control, &'static str)] {
         match self {
             ToolFormat::Mistral => &[(Control::Calls, MISTRAL_MARKER)],
+            ToolFormat::Granite => &[(Control::Calls, GRANITE_MARKER)],
             ToolFormat::MistralArgs { .. } => &[(Control::Calls, MISTRAL_MARKER), (Control::CallId, MISTRAL_CALL_ID), (Control::Args, MISTRAL_ARGS)],
             _ => &[],
         }
@@ -190,8 +198,8 @@ impl ToolFormat {
             .collect();
         let one = if calls.len() == 1 { calls.into_iter().next().expect("one") } else { json!({ "anyOf": calls }) };
         let mut root = match self {
-            ToolFormat::Mistral if parallel => json!({"type": "array", "items": one, "minItems": 1}),
-            ToolFormat::Mistral => json!({"type": "array", "items": one, "minItems": 1, "maxItems": 1}),
+            ToolFormat::Mistral | ToolFormat::Granite if parallel => json!({"type": "array", "items": one, "minItems": 1}),
+            ToolFormat::Mistral | ToolFormat::Granite => json!({"type": "array", "items": one, "minItems": 1, "maxItems": 1}),
             _ => one,
         };
         if !defs.is_empty() {
@@ -273,13 +281,14 @@ impl ToolFormat {
                     _ => whole(),
                 }
             }
-            ToolFormat::Mistral => {
+            ToolFormat::Mistral | ToolFormat::Granite => {
                 // Only the control token opens a call (text that spells
                 // its name is content); a forced call's text starts with it.
                 if !marker_first {
                     return whole();
                 }
-                let body = text.strip_prefix(MISTRAL_MARKER).unwrap_or(text);
+                let marker = if *self == ToolFormat::Granite { GRANITE_MARKER } else { MISTRAL_MARKER };
+                let body = text.strip_prefix(marker).unwrap_or(text);
                 let calls: Option<Vec<ParsedCall>> = match serde_json::from_str(body.trim()) {
                     Ok(Value::Array(items)) if !items.is_empty() => items.into_iter().map(call).collect(),
                     _ => None,
@@ -332,9 +341,9 @@ impl ToolFormat {
                     text.len()
                 }
             }
-            ToolFormat::Mistral if marker_first => 0,
+            ToolFormat::Mistral | ToolFormat::Granite if marker_first => 0,
             // A call begins with a control token: all text before it is content.
-            ToolFormat::Mistral | ToolFormat::MistralArgs { .. } => text.len(),
+            ToolFormat::Mistral | ToolFormat::Granite | ToolFormat::MistralArgs { .. } => text.len(),
         }
     }
 
@@ -548,6 +557,11 @@ mod tests {
         assert_eq!(m.parse(body, true, &known()).calls.len(), 1);
         // Without the marker it is content, even if it looks like a call.
         assert_eq!(m.parse(body, false, &known()).calls.len(), 0);
+        // Granite's: the same array after its own marker.
+        let g = ToolFormat::Granite;
+        assert_eq!(ToolFormat::of_template("{{ tools }}<|tool_call|>"), Some(g));
+        assert_eq!(g.parse(&format!("<|tool_call|>{body}"), true, &known()).calls.len(), 1);
+        assert_eq!(g.parse(body, false, &known()).calls.len(), 0);
     }
 
     /// `[TOOL_CALLS]name[CALL_ID]id[ARGS]{...}`, one or more, after any

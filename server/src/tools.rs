@@ -165,7 +165,7 @@ impl Tools {
             match model.tokenizer().ok().and_then(|t| t.encode_text(text, true).ok()).as_deref() {
                 Some(&[id]) => controls.push((id, control)),
                 // The v3 format's calls are read without it (a forced one from its prefix).
-                _ if fmt == ToolFormat::Mistral => {}
+                _ if matches!(fmt, ToolFormat::Mistral | ToolFormat::Granite) => {}
                 _ => {
                     return Err(ApiError::field(
                         tools_key,
@@ -218,8 +218,8 @@ impl Tools {
             match (fmt, forced.is_empty()) {
                 (ToolFormat::Hermes | ToolFormat::QwenXml, _) => stop.push("</tool_call>".into()),
                 // One object, a forced array of one, or one forced call.
-                (ToolFormat::Llama3Json, _) | (ToolFormat::Mistral | ToolFormat::MistralArgs { .. }, false) => {}
-                (ToolFormat::Mistral | ToolFormat::MistralArgs { .. }, true) => {
+                (ToolFormat::Llama3Json, _) | (ToolFormat::Mistral | ToolFormat::Granite | ToolFormat::MistralArgs { .. }, false) => {}
+                (ToolFormat::Mistral | ToolFormat::Granite | ToolFormat::MistralArgs { .. }, true) => {
                     return Err(ApiError::field(
                         "parallel_tool_calls",
                         "false is not implemented for this template's call format unless a call is forced",

@@ -203,7 +203,7 @@ pub fn tool_calls(data: &[u8]) {
     use graphc::tool_calls::ToolFormat;
     let text = String::from_utf8_lossy(data);
     let known = ["get_weather".to_string(), "scale".to_string()];
-    for format in [ToolFormat::Hermes, ToolFormat::QwenXml, ToolFormat::Llama3Json, ToolFormat::Mistral] {
+    for format in [ToolFormat::Hermes, ToolFormat::QwenXml, ToolFormat::Llama3Json, ToolFormat::Mistral, ToolFormat::Granite] {
         for marker_first in [false, true] {
             let whole = format.parse(&text, marker_first, &known);
             // The most any prefix may stream: up to the first call's opening.

@@ -254,25 +254,29 @@ fn tool_requests_graphc_cannot_honour_are_refused_naming_the_field() {
 /// a Mistral Small 3.2 / Devstral GGUF shows the server (none travels
 /// here). The model's choices mean nothing; the format does.
 fn qwen_as_mistral(rename: bool) -> Arc<Model> {
+    qwen_wearing("mistral_small_32", if rename { &MISTRAL_CONTROLS } else { &[] })
+}
+
+/// Qwen2.5-Coder's weights with a template of the chat fixtures and some
+/// of its unused control tokens renamed.
+fn qwen_wearing(name: &str, renames: &[(u32, &str)]) -> Arc<Model> {
     use graphc_frontends::gguf::{GgufFile, MetaValue};
     let src = checkpoint("qwen2.5-coder-0.5b-instruct-q4_k_m.gguf");
     let g = GgufFile::open(&src).unwrap();
     let MetaValue::Array(tokens) = &g.metadata["tokenizer.ggml.tokens"] else { panic!("no tokens") };
     let mut tokens: Vec<String> = tokens.iter().map(|t| t.as_str().unwrap().to_string()).collect();
-    if rename {
-        for (id, text) in MISTRAL_CONTROLS {
-            assert!(tokens[id as usize].starts_with("<|"), "{} is not one of Qwen's unused control tokens", tokens[id as usize]);
-            tokens[id as usize] = text.into();
-        }
+    for &(id, text) in renames {
+        assert!(tokens[id as usize].starts_with("<|"), "{} is not one of Qwen's unused control tokens", tokens[id as usize]);
+        tokens[id as usize] = text.into();
     }
     let fixture: Value =
         serde_json::from_str(&std::fs::read_to_string(graphc_tests::repo_root().join("tests/fixtures/tokenizer/chat_templates.json")).unwrap())
             .unwrap();
-    let template = fixture["templates"]["mistral_small_32"]["template"].as_str().unwrap().to_string();
-    let dir = graphc_tests::temp_dir("serve-mistral-calls");
+    let template = fixture["templates"][name]["template"].as_str().unwrap().to_string();
+    let dir = graphc_tests::temp_dir("serve-calls");
     let path = graphc_tests::gguf_replacing_keys(
         &src,
-        &dir.join("qwen-as-mistral.gguf"),
+        &dir.join(format!("qwen-as-{name}.gguf")),
         &[("tokenizer.ggml.tokens", graphc_tests::Meta::StrArray(tokens)), ("tokenizer.chat_template", graphc_tests::Meta::Str(template))],
     );
     Arc::new(Model::compile(&path, &CompileOptions { max_seq: Some(2048), ..Default::default() }, None).unwrap())
@@ -417,5 +421,29 @@ fn qwen3_coder_calls_are_read_from_their_function_blocks() {
     forced["tool_choice"] = json!("required");
     let r = post_json(addr, "/v1/chat/completions", &forced);
     assert_eq!((r.status, r.json()["error"]["param"].as_str()), (400, Some("tool_choice")), "{}", r.body);
+    server.shutdown().unwrap();
+}
+
+/// Granite 3.x's format, `<|tool_call|>` (a control token) then a JSON
+/// array of calls, on Qwen2.5-Coder's weights wearing Granite 3.3's
+/// template with one of its control tokens renamed `<|tool_call|>`: a
+/// forced call is the marker in the prompt and the array generated under
+/// the schema, read back as calls.
+#[test]
+fn granite_calls_follow_their_control_token() {
+    let m = qwen_wearing("granite33", &[(151646, "<|tool_call|>")]);
+    assert_eq!(m.tool_format(), Some(ToolFormat::Granite));
+    let server = start(&m);
+    let v = post_json(server.addr(), "/v1/chat/completions", &chat(json!({"tool_choice": "required", "max_tokens": 64}))).json();
+    assert_eq!(v["choices"][0]["finish_reason"], "tool_calls", "{v}");
+    let calls = v["choices"][0]["message"]["tool_calls"].as_array().unwrap();
+    assert_eq!(calls.len(), 1, "{v}");
+    let (name, args) = arguments(&calls[0]);
+    assert!(name == "get_weather" || name == "scale", "{v}");
+    let opts = ChatOptions { tools: tools().as_array().unwrap().clone(), assistant_prefix: "<|tool_call|>".into(), ..Default::default() };
+    let prompt = m.chat_prompt(&[Message::user(ASK)], &opts).unwrap();
+    assert_eq!(v["usage"]["prompt_tokens"].as_u64(), Some(prompt.len() as u64), "{v}");
+    assert_eq!(prompt.last(), Some(&151646), "the marker is one control token");
+    println!("{name} {args}");
     server.shutdown().unwrap();
 }
