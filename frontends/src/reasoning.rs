@@ -11,15 +11,43 @@
 //! A block never closed (the answer cut by its length) is all reasoning.
 //! Streamed, each piece is released as soon as no later text can change
 //! which side it falls on: the pieces always join to the whole split.
+//!
+//! Mistral's reasoning models (Magistral, Ministral 3 Reasoning) think
+//! between the control tokens `[THINK]` and `[/THINK]`, which the visible
+//! text does not show: there the split reads their ids (`push_token`).
 
 /// The tags a model thinks between.
 pub const THINK_OPEN: &str = "<think>";
 pub const THINK_CLOSE: &str = "</think>";
 
+/// Mistral's thinking control tokens.
+pub const CONTROL_THINK_OPEN: &str = "[THINK]";
+pub const CONTROL_THINK_CLOSE: &str = "[/THINK]";
+/// What the split reads for Mistral's control tokens: noncharacters, which
+/// no visible text holds.
+const SENTINEL_OPEN: &str = "\u{FDD0}";
+const SENTINEL_CLOSE: &str = "\u{FDD1}";
+
 /// Whether a chat template's model thinks in `<think>` blocks (its
-/// template writes or strips them).
+/// template writes or strips them) or Mistral's `[THINK]` ones.
 pub fn template_thinks(template: &str) -> bool {
-    template.contains(THINK_OPEN) || template.contains(THINK_CLOSE)
+    template.contains(THINK_OPEN) || template.contains(THINK_CLOSE) || template.contains(CONTROL_THINK_OPEN)
+}
+
+/// The split for answers of `tok`'s chat template: by `<think>` tags, or
+/// by Mistral's `[THINK]` / `[/THINK]` ids where the template writes those
+/// and each is one token of the vocabulary; `None` where the template does
+/// not think. `opened`: the prompt opened the block.
+pub fn split_for(tok: &crate::Tokenizer, opened: bool) -> Option<ThinkSplit> {
+    let template = tok.template()?;
+    if template.contains(CONTROL_THINK_OPEN) {
+        let id = |text: &str| tok.encode_text(text, true).ok().filter(|ids| ids.len() == 1).map(|ids| ids[0]);
+        return Some(ThinkSplit {
+            controls: Some((id(CONTROL_THINK_OPEN)?, id(CONTROL_THINK_CLOSE)?)),
+            ..ThinkSplit::tagged(opened, SENTINEL_OPEN, SENTINEL_CLOSE)
+        });
+    }
+    template_thinks(template).then(|| ThinkSplit::new(opened))
 }
 
 /// Whether a prompt leaves the model inside a `<think>` block it opened.
@@ -45,13 +73,33 @@ pub struct ThinkSplit {
     /// Text not yet released: it may still turn out to be a tag, or
     /// whitespace around one.
     pending: String,
+    open: &'static str,
+    close: &'static str,
+    /// Mistral's `[THINK]` and `[/THINK]` ids, read as the tags.
+    controls: Option<(u32, u32)>,
 }
 
 impl ThinkSplit {
     /// `opened`: the prompt already opened the block.
     pub fn new(opened: bool) -> ThinkSplit {
+        ThinkSplit::tagged(opened, THINK_OPEN, THINK_CLOSE)
+    }
+
+    fn tagged(opened: bool, open: &'static str, close: &'static str) -> ThinkSplit {
         let state = if opened { State::Thinking { leading: true } } else { State::Start };
-        ThinkSplit { state, pending: String::new() }
+        ThinkSplit { state, pending: String::new(), open, close, controls: None }
+    }
+
+    /// The next token (`id`, its visible `text`): as `push`, with Mistral's
+    /// thinking control tokens read as the block's tags where they open or
+    /// close it, and dropped elsewhere (they show no text).
+    pub fn push_token(&mut self, id: u32, text: &str) -> (String, String) {
+        match self.controls {
+            Some((open, _)) if id == open && self.state == State::Start => self.push(SENTINEL_OPEN),
+            Some((_, close)) if id == close && matches!(self.state, State::Thinking { .. }) => self.push(SENTINEL_CLOSE),
+            Some((open, close)) if id == open || id == close => self.push(""),
+            _ => self.push(text),
+        }
     }
 
     /// The next piece of text: what of it (and of earlier pieces) is now
@@ -63,10 +111,10 @@ impl ThinkSplit {
             match self.state {
                 State::Start => {
                     let t = self.pending.trim_start();
-                    if let Some(rest) = t.strip_prefix(THINK_OPEN) {
+                    if let Some(rest) = t.strip_prefix(self.open) {
                         self.pending = rest.to_string();
                         self.state = State::Thinking { leading: true };
-                    } else if THINK_OPEN.starts_with(t) {
+                    } else if self.open.starts_with(t) {
                         return (reasoning, content); // whitespace, or a beginning of the tag
                     } else {
                         self.state = State::Content { leading: false };
@@ -76,15 +124,15 @@ impl ThinkSplit {
                     if leading {
                         self.pending = self.pending.trim_start().to_string();
                     }
-                    if let Some(at) = self.pending.find(THINK_CLOSE) {
+                    if let Some(at) = self.pending.find(self.close) {
                         reasoning.push_str(self.pending[..at].trim_end());
-                        self.pending = self.pending[at + THINK_CLOSE.len()..].to_string();
+                        self.pending = self.pending[at + self.close.len()..].to_string();
                         self.state = State::Content { leading: true };
                         continue;
                     }
                     // Hold back a tail that may begin the close tag, and
                     // trailing whitespace (it may precede the tag).
-                    let keep = tag_prefix_len(&self.pending, THINK_CLOSE);
+                    let keep = tag_prefix_len(&self.pending, self.close);
                     let body = &self.pending[..self.pending.len() - keep];
                     let release = body.trim_end().len();
                     reasoning.push_str(&self.pending[..release]);
@@ -153,6 +201,36 @@ mod tests {
         assert_eq!(ThinkSplit::split("  It is 4. <think>x</think>", false), ("".into(), "  It is 4. <think>x</think>".into()));
         assert_eq!(ThinkSplit::split("<thin", false), ("".into(), "<thin".into()));
         assert_eq!(ThinkSplit::split("", false), ("".into(), "".into()));
+    }
+
+    /// Mistral's control tokens (ids 7 and 8 here) stand for the tags;
+    /// the same words as text do not.
+    #[test]
+    fn mistrals_thinking_control_tokens_are_the_tags() {
+        let mut s = ThinkSplit { controls: Some((7, 8)), ..ThinkSplit::tagged(false, SENTINEL_OPEN, SENTINEL_CLOSE) };
+        let mut got = (String::new(), String::new());
+        for (id, text) in [(7, ""), (1, "Hmm, "), (1, "four."), (8, ""), (1, " It is 4.")] {
+            let (r, c) = s.push_token(id, text);
+            got.0.push_str(&r);
+            got.1.push_str(&c);
+        }
+        let (r, c) = s.finish();
+        got.0.push_str(&r);
+        got.1.push_str(&c);
+        assert_eq!(got, ("Hmm, four.".to_string(), "It is 4.".to_string()));
+        let mut text = ThinkSplit { controls: Some((7, 8)), ..ThinkSplit::tagged(false, SENTINEL_OPEN, SENTINEL_CLOSE) };
+        assert_eq!(text.push_token(1, "[THINK]x"), (String::new(), "[THINK]x".to_string()));
+        // A control token that neither opens nor closes the block shows nothing.
+        let mut s = ThinkSplit { controls: Some((7, 8)), ..ThinkSplit::tagged(false, SENTINEL_OPEN, SENTINEL_CLOSE) };
+        let mut all = String::new();
+        for (id, text) in [(7, ""), (7, ""), (1, "a"), (8, ""), (8, ""), (1, "b"), (7, "")] {
+            let (r, c) = s.push_token(id, text);
+            all.push_str(&r);
+            all.push('|');
+            all.push_str(&c);
+        }
+        let (r, c) = s.finish();
+        assert_eq!(format!("{all}{r}|{c}"), "||a||||b||", "reasoning a, content b, no control token shown");
     }
 
     /// Streamed in any pieces, the released parts join to the whole split;

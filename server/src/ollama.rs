@@ -245,7 +245,7 @@ async fn answer(st: &Arc<AppState>, headers: &HeaderMap, kind: Kind, body: &[u8]
                 Event::Admitted => {}
                 Event::Token { id, text: t, .. } => {
                     reply.on_token();
-                    let t = reply.think(&t);
+                    let t = reply.think(Some(id), &t);
                     if let Some(tools) = &mut reply.tools {
                         tools.on_token(id, &t);
                     }
@@ -271,7 +271,7 @@ async fn answer(st: &Arc<AppState>, headers: &HeaderMap, kind: Kind, body: &[u8]
                 Some(Event::Admitted) => continue,
                 Some(Event::Token { id, text, .. }) => {
                     reply.on_token();
-                    let text = reply.think(&text);
+                    let text = reply.think(Some(id), &text);
                     let text = match &mut reply.tools {
                         Some(tools) => {
                             tools.on_token(id, &text);
@@ -329,10 +329,13 @@ impl Reply {
 
     /// `text` through the reasoning split: its reasoning kept to send,
     /// its content returned.
-    fn think(&mut self, text: &str) -> String {
+    fn think(&mut self, id: Option<u32>, text: &str) -> String {
         match &mut self.thinking {
             Some(split) => {
-                let (r, c) = split.push(text);
+                let (r, c) = match id {
+                    Some(id) => split.push_token(id, text),
+                    None => split.push(text),
+                };
                 self.reasoning.push_str(&r);
                 c
             }
@@ -342,7 +345,7 @@ impl Reply {
 
     /// The answer's last text through the split, and what it held back.
     fn think_last(&mut self, text: &str) -> String {
-        let mut content = self.think(text);
+        let mut content = self.think(None, text);
         if let Some(split) = &mut self.thinking {
             let (r, c) = split.finish();
             self.reasoning.push_str(&r);

@@ -304,8 +304,9 @@ impl AppState {
         if !g.split_reasoning || !matches!(g.input, Input::Messages(_)) || !self.thinks() {
             return None;
         }
-        let tail = self.model.tokenizer().ok()?.decode(&prompt[prompt.len().saturating_sub(8)..]).unwrap_or_default();
-        Some(ThinkSplit::new(reasoning::prompt_opens_thinking(&tail)))
+        let tok = self.model.tokenizer().ok()?;
+        let tail = tok.decode(&prompt[prompt.len().saturating_sub(8)..]).unwrap_or_default();
+        reasoning::split_for(tok, reasoning::prompt_opens_thinking(&tail))
     }
 
     /// How a request's tools are used with this model (a forced call sets
@@ -460,7 +461,7 @@ async fn collect(reply: &mut Reply, mut rx: UnboundedReceiver<Event>, choice: us
                 reply.on_token();
                 let t = match &mut reply.thinking {
                     Some(split) => {
-                        let (r, c) = split.push(&t);
+                        let (r, c) = split.push_token(id, &t);
                         reasoning.push_str(&r);
                         c
                     }
@@ -561,10 +562,13 @@ impl Streaming {
 
     /// `text` through the reasoning split: its reasoning sent as a
     /// `reasoning_content` delta, its content returned.
-    fn reasoning(&mut self, text: String) -> String {
+    fn reasoning(&mut self, id: Option<u32>, text: String) -> String {
         match &mut self.reply.thinking {
             Some(split) => {
-                let piece = split.push(&text);
+                let piece = match id {
+                    Some(id) => split.push_token(id, &text),
+                    None => split.push(&text),
+                };
                 self.reasoning_piece(piece)
             }
             None => text,
@@ -590,7 +594,7 @@ impl Streaming {
         match event {
             Event::Admitted => {}
             Event::Token { id, text, logprobs } => {
-                let text = self.reasoning(text);
+                let text = self.reasoning(Some(id), text);
                 // With tools, text that may begin a call is held back.
                 let text = match &mut self.reply.tools {
                     Some(tools) => {
@@ -613,7 +617,7 @@ impl Streaming {
                 self.reply.on_token();
             }
             Event::Done { finish, text, prompt_tokens, cached_tokens, completion_tokens } => {
-                let mut text = self.reasoning(text);
+                let mut text = self.reasoning(None, text);
                 if self.reply.thinking.is_some() {
                     let rest = self.reply.thinking.as_mut().map(|s| s.finish()).expect("a split");
                     text.push_str(&self.reasoning_piece(rest));

@@ -356,6 +356,32 @@ pub fn gguf_replacing_keys(src: &Path, dst: &Path, keys: &[(&str, Meta)]) -> Pat
     dst.to_path_buf()
 }
 
+/// The real Qwen2.5-Coder 0.5B GGUF wearing another model's chat template
+/// (by its name in `tests/fixtures/tokenizer/chat_templates.json`), some of
+/// its unused control tokens renamed (`(id, text)`): what that model's GGUF
+/// shows the tokenizer, the template and the server, on weights that
+/// travel here. The model's words mean nothing; the formats do.
+pub fn qwen_wearing(template: &str, renames: &[(u32, &str)]) -> PathBuf {
+    use graphc_frontends::gguf::{GgufFile, MetaValue};
+    let src = model("qwen2.5-coder-0.5b-instruct-q4_k_m.gguf");
+    let g = GgufFile::open(&src).unwrap();
+    let MetaValue::Array(tokens) = &g.metadata["tokenizer.ggml.tokens"] else { panic!("no tokens") };
+    let mut tokens: Vec<String> = tokens.iter().map(|t| t.as_str().unwrap().to_string()).collect();
+    for &(id, text) in renames {
+        assert!(tokens[id as usize].starts_with("<|"), "{} is not one of Qwen's unused control tokens", tokens[id as usize]);
+        tokens[id as usize] = text.into();
+    }
+    let p = repo_root().join("tests/fixtures/tokenizer/chat_templates.json");
+    let fixture: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap();
+    let text = fixture["templates"][template]["template"].as_str().unwrap_or_else(|| panic!("no template {template}")).to_string();
+    let dir = temp_dir("qwen-wearing");
+    gguf_replacing_keys(
+        &src,
+        &dir.join(format!("qwen-as-{template}.gguf")),
+        &[("tokenizer.ggml.tokens", Meta::StrArray(tokens)), ("tokenizer.chat_template", Meta::Str(text))],
+    )
+}
+
 /// A fresh temporary folder under the target dir (removed by the OS, not us:
 /// a failing test leaves its files to look at).
 /// q8_0 bytes for a `[rows, k]` weight: small seeded scales

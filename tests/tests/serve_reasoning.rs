@@ -15,7 +15,7 @@ use graphc::{ChatOptions, CompileOptions, Message, Model, Sampling, SessionOptio
 use graphc_frontends::reasoning::{prompt_opens_thinking, ThinkSplit};
 use graphc_server::{ServeOptions, Server};
 use graphc_tests::http::post_json;
-use graphc_tests::{model as checkpoint, smollm2};
+use graphc_tests::smollm2;
 use serde_json::{json, Value};
 use std::sync::Arc;
 
@@ -24,20 +24,12 @@ const SYSTEM: &str = "Copy the text below, then say OK.";
 const ASK: &str = "France.</think>Paris";
 const MAX: usize = 48;
 
-fn template(name: &str) -> String {
-    let p = graphc_tests::repo_root().join("tests/fixtures/tokenizer/chat_templates.json");
-    let all: Value = serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap();
-    all["templates"][name]["template"].as_str().unwrap().to_string()
+fn qwen_with(template_name: &str) -> Arc<Model> {
+    qwen_wearing(template_name, &[])
 }
 
-fn qwen_with(template_name: &str) -> Arc<Model> {
-    let src = checkpoint("qwen2.5-coder-0.5b-instruct-q4_k_m.gguf");
-    let dir = graphc_tests::temp_dir("serve-reasoning");
-    let path = graphc_tests::gguf_replacing_keys(
-        &src,
-        &dir.join(format!("qwen-{template_name}.gguf")),
-        &[("tokenizer.chat_template", graphc_tests::Meta::Str(template(template_name)))],
-    );
+fn qwen_wearing(template_name: &str, renames: &[(u32, &str)]) -> Arc<Model> {
+    let path = graphc_tests::qwen_wearing(template_name, renames);
     Arc::new(Model::compile(&path, &CompileOptions { max_seq: Some(1024), ..Default::default() }, None).unwrap())
 }
 
@@ -163,5 +155,46 @@ fn template_variables_and_earlier_reasoning_reach_the_template() {
     let server = Server::start(small, ServeOptions { port: Some(0), ..Default::default() }).unwrap();
     let r = post_json(server.addr(), "/api/chat", &json!({"messages": messages(), "think": true}));
     assert_eq!((r.status, r.json()["error"]["param"].as_str()), (400, Some("think")), "{}", r.body);
+    server.shutdown().unwrap();
+}
+
+/// Mistral's reasoning models think between the control tokens `[THINK]`
+/// and `[/THINK]`, which the visible text does not show (their split is
+/// unit-tested in `frontends/src/reasoning.rs`): on Qwen2.5's weights
+/// wearing Ministral 3 Reasoning's template with two control tokens
+/// renamed so, and `[THINK]` made certain by a logit bias, the server's
+/// answer is what the library's greedy tokens split to — the first
+/// `[THINK]` opens the block, the others show nothing, no stand-in for a
+/// control token ever reaches the text.
+#[test]
+fn mistrals_thinking_control_tokens_never_show() {
+    use graphc_frontends::reasoning::split_for;
+    const THINK: u32 = 151646;
+    let m = qwen_wearing("ministral3_reasoning", &[(THINK, "[THINK]"), (151647, "[/THINK]")]);
+    let turns = vec![Message::user("2+2?")];
+    let prompt = m.chat_prompt(&turns, &ChatOptions::default()).unwrap();
+    let mut s = m.session(&SessionOptions::default()).unwrap();
+    let sampling = Sampling { logit_bias: vec![(THINK, 100.0)], ..Sampling::greedy() };
+    let g = s.generate(&prompt, 4, &sampling, |_| ()).unwrap();
+    assert!(g.tokens.iter().all(|&t| t == THINK), "{:?}", g.tokens);
+    let tok = m.tokenizer().unwrap();
+    let mut split = split_for(tok, false).expect("the template thinks in [THINK] control tokens");
+    let mut parts: Vec<(String, String)> = g.tokens.iter().map(|&id| split.push_token(id, "")).collect();
+    parts.push(split.finish());
+    assert!(parts.iter().all(|(r, c)| r.is_empty() && c.is_empty()), "{parts:?}");
+
+    let server = Server::start(m.clone(), ServeOptions { port: Some(0), slots: Some(1), ..Default::default() }).unwrap();
+    let body = json!({"messages": [{"role": "user", "content": "2+2?"}], "temperature": 0, "max_tokens": 4, "logit_bias": {THINK.to_string(): 100}});
+    let r = post_json(server.addr(), "/v1/chat/completions", &body);
+    let v = r.json();
+    assert_eq!(v["choices"][0]["message"]["content"], "", "{v}");
+    assert!(v["choices"][0]["message"].get("reasoning_content").is_none(), "{v}");
+    assert_eq!(v["usage"]["completion_tokens"], 4, "{v}");
+    let mut streamed = body.clone();
+    streamed["stream"] = json!(true);
+    let r2 = post_json(server.addr(), "/v1/chat/completions", &streamed);
+    for body in [&r.body, &r2.body] {
+        assert!(!body.contains('\u{FDD0}') && !body.contains("\\ufdd0"), "{body}");
+    }
     server.shutdown().unwrap();
 }

@@ -257,28 +257,8 @@ fn qwen_as_mistral(rename: bool) -> Arc<Model> {
     qwen_wearing("mistral_small_32", if rename { &MISTRAL_CONTROLS } else { &[] })
 }
 
-/// Qwen2.5-Coder's weights with a template of the chat fixtures and some
-/// of its unused control tokens renamed.
 fn qwen_wearing(name: &str, renames: &[(u32, &str)]) -> Arc<Model> {
-    use graphc_frontends::gguf::{GgufFile, MetaValue};
-    let src = checkpoint("qwen2.5-coder-0.5b-instruct-q4_k_m.gguf");
-    let g = GgufFile::open(&src).unwrap();
-    let MetaValue::Array(tokens) = &g.metadata["tokenizer.ggml.tokens"] else { panic!("no tokens") };
-    let mut tokens: Vec<String> = tokens.iter().map(|t| t.as_str().unwrap().to_string()).collect();
-    for &(id, text) in renames {
-        assert!(tokens[id as usize].starts_with("<|"), "{} is not one of Qwen's unused control tokens", tokens[id as usize]);
-        tokens[id as usize] = text.into();
-    }
-    let fixture: Value =
-        serde_json::from_str(&std::fs::read_to_string(graphc_tests::repo_root().join("tests/fixtures/tokenizer/chat_templates.json")).unwrap())
-            .unwrap();
-    let template = fixture["templates"][name]["template"].as_str().unwrap().to_string();
-    let dir = graphc_tests::temp_dir("serve-calls");
-    let path = graphc_tests::gguf_replacing_keys(
-        &src,
-        &dir.join(format!("qwen-as-{name}.gguf")),
-        &[("tokenizer.ggml.tokens", graphc_tests::Meta::StrArray(tokens)), ("tokenizer.chat_template", graphc_tests::Meta::Str(template))],
-    );
+    let path = graphc_tests::qwen_wearing(name, renames);
     Arc::new(Model::compile(&path, &CompileOptions { max_seq: Some(2048), ..Default::default() }, None).unwrap())
 }
 
@@ -368,17 +348,7 @@ fn mistral_calls_written_with_control_tokens_are_forced_and_taken_back() {
 #[test]
 fn qwen3_coder_calls_are_read_from_their_function_blocks() {
     use graphc_frontends::tool_calls::coerce_arguments;
-    let fixture: Value =
-        serde_json::from_str(&std::fs::read_to_string(graphc_tests::repo_root().join("tests/fixtures/tokenizer/chat_templates.json")).unwrap())
-            .unwrap();
-    let template = fixture["templates"]["qwen3_coder"]["template"].as_str().unwrap().to_string();
-    let dir = graphc_tests::temp_dir("serve-qwen3-coder-calls");
-    let path = graphc_tests::gguf_replacing_keys(
-        &checkpoint("qwen2.5-coder-0.5b-instruct-q4_k_m.gguf"),
-        &dir.join("qwen-as-qwen3-coder.gguf"),
-        &[("tokenizer.chat_template", graphc_tests::Meta::Str(template))],
-    );
-    let m = Arc::new(Model::compile(&path, &CompileOptions { max_seq: Some(2048), ..Default::default() }, None).unwrap());
+    let m = qwen_wearing("qwen3_coder", &[]);
     assert_eq!(m.tool_format(), Some(ToolFormat::QwenXml));
     let copy = "<tool_call>\n<function=scale>\n<parameter=x>\n3.5\n</parameter>\n<parameter=factor>\n4\n</parameter>\n</function>\n</tool_call>";
     let turns = vec![Message::system("Reply with exactly the text the user sends, nothing else."), Message::user(copy)];

@@ -132,10 +132,12 @@ fn chat(
         }
         let mut detok = Detokenizer::new(tok, show_special, &[]);
         let stdout = std::io::stdout();
-        let mut view = Thoughts::new(thinks.then(|| ThinkSplit::new(conv.opens_thinking(line))), stdout.is_terminal());
+        let split = if thinks { reasoning::split_for(tok, conv.opens_thinking(line)) } else { None };
+        let mut view = Thoughts::new(split, stdout.is_terminal());
         let result = conv.send(line, n.unwrap_or(usize::MAX), sampling, |t| {
             let mut out = stdout.lock();
-            view.show(&mut out, &detok.push(t).text);
+            let text = detok.push(t).text;
+            view.show(&mut out, Some(t), &text);
             let _ = out.flush();
             if interrupted.load(Ordering::SeqCst) {
                 std::ops::ControlFlow::Break(())
@@ -146,7 +148,7 @@ fn chat(
         match result {
             Ok(t) => {
                 let mut out = stdout.lock();
-                view.show(&mut out, &detok.finish());
+                view.show(&mut out, None, &detok.finish());
                 view.end(&mut out);
                 let _ = writeln!(out);
                 drop(out);
@@ -183,12 +185,15 @@ impl Thoughts {
         Thoughts { split, terminal, thinking: false }
     }
 
-    fn show(&mut self, out: &mut impl Write, text: &str) {
+    fn show(&mut self, out: &mut impl Write, id: Option<u32>, text: &str) {
         let Some(split) = &mut self.split else {
             let _ = out.write_all(text.as_bytes());
             return;
         };
-        let (reasoning, content) = split.push(text);
+        let (reasoning, content) = match id {
+            Some(id) => split.push_token(id, text),
+            None => split.push(text),
+        };
         self.print(out, &reasoning, &content);
     }
 
