@@ -21,7 +21,7 @@ pub use conversation::{Conversation, Turn};
 pub use error::Error;
 pub use graphc_frontends::chat::{ChatOptions, FunctionCall, Message, ToolCall};
 pub use graphc_frontends::detokenize::{Detokenizer, Emitted};
-pub use graphc_frontends::tool_calls;
+pub use graphc_frontends::{reasoning, tool_calls};
 pub use graphc_gpu::GpuSettings;
 pub use model::{CompileOptions, Model};
 pub use sampling::{Format, Penalties, Sampling};
