@@ -111,6 +111,14 @@ fn a_think_block_comes_back_apart_from_the_content() {
     let v = post_json(addr, "/api/chat", &ollama(json!({"stream": false, "think": false}))).json();
     assert_eq!(v["message"]["content"].as_str(), Some(unthought.as_str()), "{v}");
     assert!(v["message"].get("thinking").is_none(), "{v}");
+    // `/api/generate` (system + prompt through the template): `thinking` beside `response`.
+    let v = post_json(
+        addr,
+        "/api/generate",
+        &json!({"system": SYSTEM, "prompt": ASK, "think": true, "stream": false, "options": {"temperature": 0, "num_predict": MAX}}),
+    )
+    .json();
+    assert_eq!((v["thinking"].as_str(), v["response"].as_str()), (Some(reasoning.as_str()), Some(content.as_str())), "{v}");
     assert!(post_json(addr, "/api/show", &json!({})).json()["capabilities"].as_array().unwrap().contains(&json!("thinking")));
     server.shutdown().unwrap();
 }
