@@ -89,6 +89,12 @@ fn complete_prefix(bytes: &[u8]) -> usize {
     }
 }
 
+/// The length of the longest tail of `text` that is a proper beginning of
+/// `tag`: what streaming holds back while the tag may still be coming.
+pub(crate) fn tag_prefix_len(text: &str, tag: &str) -> usize {
+    (1..tag.len().min(text.len() + 1)).rev().find(|&n| text.is_char_boundary(text.len() - n) && tag.starts_with(&text[text.len() - n..])).unwrap_or(0)
+}
+
 #[cfg(test)]
 mod tests {
     use super::complete_prefix;

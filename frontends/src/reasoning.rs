@@ -132,7 +132,7 @@ impl ThinkSplit {
                     }
                     // Hold back a tail that may begin the close tag, and
                     // trailing whitespace (it may precede the tag).
-                    let keep = tag_prefix_len(&self.pending, self.close);
+                    let keep = crate::detokenize::tag_prefix_len(&self.pending, self.close);
                     let body = &self.pending[..self.pending.len() - keep];
                     let release = body.trim_end().len();
                     reasoning.push_str(&self.pending[..release]);
@@ -169,20 +169,19 @@ impl ThinkSplit {
         }
     }
 
-    /// A whole answer split.
-    pub fn split(text: &str, opened: bool) -> (String, String) {
-        let mut s = ThinkSplit::new(opened);
-        let (mut r, mut c) = s.push(text);
-        let (r2, c2) = s.finish();
+    /// The answer's last piece of text, and all that was held back.
+    pub fn push_last(&mut self, text: &str) -> (String, String) {
+        let (mut r, mut c) = self.push(text);
+        let (r2, c2) = self.finish();
         r.push_str(&r2);
         c.push_str(&c2);
         (r, c)
     }
-}
 
-/// The length of the longest tail of `text` that is a proper beginning of `tag`.
-fn tag_prefix_len(text: &str, tag: &str) -> usize {
-    (1..tag.len().min(text.len() + 1)).rev().find(|&n| text.is_char_boundary(text.len() - n) && tag.starts_with(&text[text.len() - n..])).unwrap_or(0)
+    /// A whole answer split.
+    pub fn split(text: &str, opened: bool) -> (String, String) {
+        ThinkSplit::new(opened).push_last(text)
+    }
 }
 
 #[cfg(test)]

@@ -29,6 +29,7 @@
 //! A text that starts a call but does not finish one (malformed JSON, an
 //! unknown function) is returned whole as content, as the model wrote it.
 
+use crate::detokenize::tag_prefix_len;
 use serde_json::{json, Map, Value};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -327,10 +328,7 @@ impl ToolFormat {
                     return 0;
                 }
                 // A tail that is a beginning of `<tool_call>`.
-                (1..HERMES_OPEN.len().min(text.len() + 1))
-                    .rev()
-                    .find(|&n| text.is_char_boundary(text.len() - n) && HERMES_OPEN.starts_with(&text[text.len() - n..]))
-                    .map_or(text.len(), |n| text.len() - n)
+                text.len() - tag_prefix_len(text, HERMES_OPEN)
             }
             // A call is the whole answer: hold everything that may be one.
             ToolFormat::Llama3Json => {
@@ -430,11 +428,6 @@ pub fn coerce_arguments(arguments: &mut Value, parameters: &Value) {
             }
         }
     }
-}
-
-/// The length of the longest tail of `text` that is a proper beginning of `tag`.
-fn tag_prefix_len(text: &str, tag: &str) -> usize {
-    (1..tag.len().min(text.len() + 1)).rev().find(|&n| text.is_char_boundary(text.len() - n) && tag.starts_with(&text[text.len() - n..])).unwrap_or(0)
 }
 
 /// Function `name`'s `parameters`, to stand inside a call's schema: where

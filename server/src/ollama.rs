@@ -161,9 +161,14 @@ pub async fn tags(State(st): State<Arc<AppState>>, headers: HeaderMap) -> Respon
     if let Err(e) = st.authorize(&headers) {
         return st.refused(e);
     }
-    let family = &st.model.plan().family;
-    let m = json!({"name": st.model_name, "model": st.model_name, "modified_at": created_at(), "details": {"family": family, "format": "gguf"}});
+    let mut m = listed(&st);
+    m["modified_at"] = json!(created_at());
     Json(json!({ "models": [m] })).into_response()
+}
+
+/// The served model as `/api/tags` and `/api/ps` list it.
+fn listed(st: &AppState) -> Value {
+    json!({"name": st.model_name, "model": st.model_name, "details": {"family": st.model.plan().family, "format": "gguf"}})
 }
 
 /// `GET /api/ps`: the models loaded — the one served, held until the
@@ -172,10 +177,10 @@ pub async fn ps(State(st): State<Arc<AppState>>, headers: HeaderMap) -> Response
     if let Err(e) = st.authorize(&headers) {
         return st.refused(e);
     }
-    let family = &st.model.plan().family;
-    let size = st.model.weights_bytes();
-    let m = json!({"name": st.model_name, "model": st.model_name, "size": size, "size_vram": 0, "expires_at": "9999-12-31T23:59:59Z",
-                   "details": {"family": family, "format": "gguf"}});
+    let mut m = listed(&st);
+    m["size"] = json!(st.model.weights_bytes());
+    m["size_vram"] = json!(0);
+    m["expires_at"] = json!("9999-12-31T23:59:59Z");
     Json(json!({ "models": [m] })).into_response()
 }
 
@@ -245,7 +250,7 @@ async fn answer(st: &Arc<AppState>, headers: &HeaderMap, kind: Kind, body: &[u8]
                 Event::Admitted => {}
                 Event::Token { id, text: t, .. } => {
                     reply.on_token();
-                    let t = reply.think(Some(id), &t);
+                    let t = reply.think(id, &t);
                     if let Some(tools) = &mut reply.tools {
                         tools.on_token(id, &t);
                     }
@@ -271,7 +276,7 @@ async fn answer(st: &Arc<AppState>, headers: &HeaderMap, kind: Kind, body: &[u8]
                 Some(Event::Admitted) => continue,
                 Some(Event::Token { id, text, .. }) => {
                     reply.on_token();
-                    let text = reply.think(Some(id), &text);
+                    let text = reply.think(id, &text);
                     let text = match &mut reply.tools {
                         Some(tools) => {
                             tools.on_token(id, &text);
@@ -329,15 +334,11 @@ impl Reply {
 
     /// `text` through the reasoning split: its reasoning kept to send,
     /// its content returned.
-    fn think(&mut self, id: Option<u32>, text: &str) -> String {
+    fn think(&mut self, id: u32, text: &str) -> String {
         match &mut self.thinking {
             Some(split) => {
-                let (r, c) = match id {
-                    Some(id) => split.push_token(id, text),
-                    None => split.push(text),
-                };
-                self.reasoning.push_str(&r);
-                c
+                let piece = split.push_token(id, text);
+                self.keep(piece)
             }
             None => text.to_string(),
         }
@@ -345,12 +346,18 @@ impl Reply {
 
     /// The answer's last text through the split, and what it held back.
     fn think_last(&mut self, text: &str) -> String {
-        let mut content = self.think(None, text);
-        if let Some(split) = &mut self.thinking {
-            let (r, c) = split.finish();
-            self.reasoning.push_str(&r);
-            content.push_str(&c);
+        match &mut self.thinking {
+            Some(split) => {
+                let piece = split.push_last(text);
+                self.keep(piece)
+            }
+            None => text.to_string(),
         }
+    }
+
+    /// The reasoning kept to send, the content returned.
+    fn keep(&mut self, (reasoning, content): (String, String)) -> String {
+        self.reasoning.push_str(&reasoning);
         content
     }
 

@@ -301,7 +301,7 @@ impl AppState {
     /// whose request asks for it (the default) with a template that
     /// thinks; opened where the `prompt` ends inside a `<think>` block.
     pub(crate) fn think_split(&self, g: &Generate, prompt: &[u32]) -> Option<ThinkSplit> {
-        if !g.split_reasoning || !matches!(g.input, Input::Messages(_)) || !self.thinks() {
+        if !g.split_reasoning || !matches!(g.input, Input::Messages(_)) {
             return None;
         }
         let tok = self.model.tokenizer().ok()?;
@@ -479,9 +479,9 @@ async fn collect(reply: &mut Reply, mut rx: UnboundedReceiver<Event>, choice: us
             Event::Done { finish, text: tail, prompt_tokens, cached_tokens, completion_tokens } => {
                 let tail = match &mut reply.thinking {
                     Some(split) => {
-                        let ((r, c), (r2, c2)) = (split.push(&tail), split.finish());
-                        reasoning.push_str(&(r + &r2));
-                        c + &c2
+                        let (r, c) = split.push_last(&tail);
+                        reasoning.push_str(&r);
+                        c
                     }
                     None => tail,
                 };
@@ -562,13 +562,21 @@ impl Streaming {
 
     /// `text` through the reasoning split: its reasoning sent as a
     /// `reasoning_content` delta, its content returned.
-    fn reasoning(&mut self, id: Option<u32>, text: String) -> String {
+    fn reasoning(&mut self, id: u32, text: String) -> String {
         match &mut self.reply.thinking {
             Some(split) => {
-                let piece = match id {
-                    Some(id) => split.push_token(id, &text),
-                    None => split.push(&text),
-                };
+                let piece = split.push_token(id, &text);
+                self.reasoning_piece(piece)
+            }
+            None => text,
+        }
+    }
+
+    /// The answer's last text through the split, and what it held back.
+    fn reasoning_last(&mut self, text: String) -> String {
+        match &mut self.reply.thinking {
+            Some(split) => {
+                let piece = split.push_last(&text);
                 self.reasoning_piece(piece)
             }
             None => text,
@@ -594,7 +602,7 @@ impl Streaming {
         match event {
             Event::Admitted => {}
             Event::Token { id, text, logprobs } => {
-                let text = self.reasoning(Some(id), text);
+                let text = self.reasoning(id, text);
                 // With tools, text that may begin a call is held back.
                 let text = match &mut self.reply.tools {
                     Some(tools) => {
@@ -617,11 +625,7 @@ impl Streaming {
                 self.reply.on_token();
             }
             Event::Done { finish, text, prompt_tokens, cached_tokens, completion_tokens } => {
-                let mut text = self.reasoning(None, text);
-                if self.reply.thinking.is_some() {
-                    let rest = self.reply.thinking.as_mut().map(|s| s.finish()).expect("a split");
-                    text.push_str(&self.reasoning_piece(rest));
-                }
+                let mut text = self.reasoning_last(text);
                 let usage = self.reply.on_done(prompt_tokens, cached_tokens, completion_tokens);
                 if let Some(tools) = &mut self.reply.tools {
                     tools.text.push_str(&text);

@@ -128,9 +128,8 @@ pub struct ToolPlan {
     pub format: ToolFormat,
     /// The call's opening, already in the prompt where a call is forced.
     pub prefix: String,
-    pub names: Vec<String>,
-    /// Each function's parameters (`QwenXml` values are typed by them).
-    pub parameters: Vec<(String, Value)>,
+    /// Each function's name and parameters (`QwenXml` values are typed by them).
+    pub functions: Vec<(String, Value)>,
     /// The format's control tokens in this vocabulary (Mistral's).
     pub controls: Vec<(u32, Control)>,
     /// A `MistralArgs` call forced by the prompt's prefix: its function
@@ -227,18 +226,15 @@ impl Tools {
                 }
             }
         }
-        Ok(ToolPlan {
-            format: fmt,
-            prefix,
-            names: self.functions.iter().map(|(n, _)| n.clone()).collect(),
-            parameters: self.functions.clone(),
-            controls,
-            forced: forced_call,
-        })
+        Ok(ToolPlan { format: fmt, prefix, functions: self.functions.clone(), controls, forced: forced_call })
     }
 }
 
 impl ToolPlan {
+    fn names(&self) -> Vec<String> {
+        self.functions.iter().map(|(n, _)| n.clone()).collect()
+    }
+
     fn control(&self, id: u32) -> Option<Control> {
         self.controls.iter().find(|(c, _)| *c == id).map(|(_, k)| *k)
     }
@@ -273,16 +269,16 @@ impl ToolPlan {
             }
             let pieces: Option<Vec<(Control, String)>> = pieces.into_iter().map(|(c, ids)| Some((c, decode(&ids)?))).collect();
             let (Some(head), Some(pieces)) = (decode(&ids[..first]), pieces) else { return whole() };
-            return match self.format.parse_controlled(&head, &pieces, &self.names) {
+            return match self.format.parse_controlled(&head, &pieces, &self.names()) {
                 Some(p) => (p.content, p.calls),
                 None => whole(),
             };
         }
         let marker_first = ids.first().is_some_and(|&i| self.control(i) == Some(Control::Calls));
-        let mut p = self.format.parse(&format!("{}{text}", self.prefix), marker_first || !self.prefix.is_empty(), &self.names);
+        let mut p = self.format.parse(&format!("{}{text}", self.prefix), marker_first || !self.prefix.is_empty(), &self.names());
         if self.format == ToolFormat::QwenXml {
             for call in &mut p.calls {
-                if let Some((_, params)) = self.parameters.iter().find(|(n, _)| *n == call.name) {
+                if let Some((_, params)) = self.functions.iter().find(|(n, _)| *n == call.name) {
                     coerce_arguments(&mut call.arguments, params);
                 }
             }
@@ -379,8 +375,7 @@ mod tests {
         ToolPlan {
             format: ToolFormat::MistralArgs { call_id: true },
             prefix: if forced.is_some() { "[TOOL_CALLS]scale[CALL_ID]a1B2c3D4e[ARGS]".into() } else { String::new() },
-            names: vec!["get_weather".into(), "scale".into()],
-            parameters: vec![],
+            functions: vec![("get_weather".into(), json!({})), ("scale".into(), json!({}))],
             controls: vec![(1, Control::Calls), (2, Control::CallId), (3, Control::Args)],
             forced,
         }

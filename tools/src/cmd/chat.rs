@@ -137,7 +137,7 @@ fn chat(
         let result = conv.send(line, n.unwrap_or(usize::MAX), sampling, |t| {
             let mut out = stdout.lock();
             let text = detok.push(t).text;
-            view.show(&mut out, Some(t), &text);
+            view.show(&mut out, t, &text);
             let _ = out.flush();
             if interrupted.load(Ordering::SeqCst) {
                 std::ops::ControlFlow::Break(())
@@ -148,8 +148,7 @@ fn chat(
         match result {
             Ok(t) => {
                 let mut out = stdout.lock();
-                view.show(&mut out, None, &detok.finish());
-                view.end(&mut out);
+                view.end(&mut out, &detok.finish());
                 let _ = writeln!(out);
                 drop(out);
                 let why = match t.finish {
@@ -185,15 +184,13 @@ impl Thoughts {
         Thoughts { split, terminal, thinking: false }
     }
 
-    fn show(&mut self, out: &mut impl Write, id: Option<u32>, text: &str) {
+    /// Token `id`'s visible `text`.
+    fn show(&mut self, out: &mut impl Write, id: u32, text: &str) {
         let Some(split) = &mut self.split else {
             let _ = out.write_all(text.as_bytes());
             return;
         };
-        let (reasoning, content) = match id {
-            Some(id) => split.push_token(id, text),
-            None => split.push(text),
-        };
+        let (reasoning, content) = split.push_token(id, text);
         self.print(out, &reasoning, &content);
     }
 
@@ -218,11 +215,17 @@ impl Thoughts {
         }
     }
 
-    /// The answer's end: what the split held back, and the block closed.
-    fn end(&mut self, out: &mut impl Write) {
-        if let Some(split) = &mut self.split {
-            let (reasoning, content) = split.finish();
-            self.print(out, &reasoning, &content);
+    /// The answer's end: its last `text`, what the split held back, and
+    /// the block closed.
+    fn end(&mut self, out: &mut impl Write, text: &str) {
+        match &mut self.split {
+            Some(split) => {
+                let (reasoning, content) = split.push_last(text);
+                self.print(out, &reasoning, &content);
+            }
+            None => {
+                let _ = out.write_all(text.as_bytes());
+            }
         }
         self.close(out);
     }
