@@ -274,32 +274,12 @@ impl GgufWriter {
     }
 }
 
-/// A copy of the GGUF at `src`, written to `dst`, with `keys` added, as a
-/// converter would write them: the new entries go after the header and
-/// everything else is copied byte for byte (any tensor type), the data
-/// section moved to the next multiple of the alignment (tensor offsets
-/// count from it, so they stay valid).
-pub fn gguf_with_keys(src: &Path, dst: &Path, keys: &[(&str, Meta)]) -> PathBuf {
-    let g = graphc_frontends::gguf::GgufFile::open(src).unwrap();
-    let bytes = std::fs::read(src).unwrap();
-    let n_kv = u64::from_le_bytes(bytes[16..24].try_into().unwrap()) + keys.len() as u64;
-    let mut out = bytes[..16].to_vec();
-    out.extend(n_kv.to_le_bytes());
-    for (k, v) in keys {
-        put_kv(&mut out, k, v);
-    }
-    out.extend(&bytes[24..g.infos_end as usize]);
-    out.resize(out.len().next_multiple_of(g.alignment as usize), 0);
-    out.extend(&bytes[g.data_start as usize..]);
-    std::fs::write(dst, out).unwrap();
-    dst.to_path_buf()
-}
-
 /// A copy of the GGUF `src` at `dst` with the metadata `keys` set: an
 /// existing key's entry replaced where it stood, a new one added at the
-/// end of the metadata; every other byte copied (the data section moved
-/// to the next multiple of the alignment, as in `gguf_with_keys`).
-pub fn gguf_replacing_keys(src: &Path, dst: &Path, keys: &[(&str, Meta)]) -> PathBuf {
+/// end of the metadata; every other byte copied (any tensor type), the
+/// data section moved to the next multiple of the alignment (tensor
+/// offsets count from it, so they stay valid).
+pub fn gguf_with_keys(src: &Path, dst: &Path, keys: &[(&str, Meta)]) -> PathBuf {
     let g = graphc_frontends::gguf::GgufFile::open(src).unwrap();
     let bytes = std::fs::read(src).unwrap();
     let u64_at = |at: usize| u64::from_le_bytes(bytes[at..at + 8].try_into().unwrap());
@@ -375,7 +355,7 @@ pub fn qwen_wearing(template: &str, renames: &[(u32, &str)]) -> PathBuf {
     let fixture: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap();
     let text = fixture["templates"][template]["template"].as_str().unwrap_or_else(|| panic!("no template {template}")).to_string();
     let dir = temp_dir("qwen-wearing");
-    gguf_replacing_keys(
+    gguf_with_keys(
         &src,
         &dir.join(format!("qwen-as-{template}.gguf")),
         &[("tokenizer.ggml.tokens", Meta::StrArray(tokens)), ("tokenizer.chat_template", Meta::Str(text))],

@@ -450,7 +450,7 @@ fn chat_shows_a_thinking_models_reasoning_apart() {
             .unwrap();
     let template = all["templates"]["r1_distill_qwen"]["template"].as_str().unwrap().to_string();
     let dir = temp_dir("cli-chat-think");
-    let ck = graphc_tests::gguf_replacing_keys(
+    let ck = graphc_tests::gguf_with_keys(
         &graphc_tests::model("qwen2.5-coder-0.5b-instruct-q4_k_m.gguf"),
         &dir.join("qwen-r1.gguf"),
         &[("tokenizer.chat_template", graphc_tests::Meta::Str(template))],
