@@ -89,7 +89,7 @@ pub fn gguf_from_tekken(tekken: &serde_json::Value, specials: &[String]) -> (Ggu
 
 /// GPT-2's byte-to-character table (`bytes_to_unicode`): printable
 /// Latin-1 bytes stand for themselves, the rest are moved past U+00FF.
-fn byte_char(b: u8) -> char {
+pub fn byte_char(b: u8) -> char {
     let printable = |x: u8| (b'!'..=b'~').contains(&x) || (0xA1..=0xAC).contains(&x) || (0xAE..=0xFF).contains(&x);
     if printable(b) {
         return b as char;

@@ -4,19 +4,10 @@
 //! the end-of-generation set from the config files and the token texts.
 
 use graphc::{ChatOptions, CompileOptions, Message, Model};
+use graphc_tests::vocab::byte_char;
 use graphc_tests::{repo_root, temp_dir};
 use serde_json::json;
 use std::path::{Path, PathBuf};
-
-/// GPT-2's byte-to-unicode character of byte `b`.
-fn byte_char(b: u8) -> char {
-    let printable = |b: u32| (33..=126).contains(&b) || (161..=172).contains(&b) || (174..=255).contains(&b);
-    if printable(b as u32) {
-        return b as char;
-    }
-    let n = (0..b as u32).filter(|&x| !printable(x)).count() as u32;
-    char::from_u32(256 + n).unwrap()
-}
 
 /// The qwen2 fixture (vocabulary of 256) with a byte-level BPE
 /// tokenizer.json: ids 0..250 the bytes 0..250, `he` `ll` `hell` from
