@@ -206,7 +206,15 @@ fn decode_attention(c: &mut Criterion) {
     g.throughput(Throughput::Bytes((2 * 3 * 1024 * 64 * 4) as u64)); // K and V rows read
     for isa in isas() {
         g.bench_with_input(BenchmarkId::from_parameter(isa.name()), &isa, |b, &isa| {
-            b.iter(|| black_box(attention::attention(&pool, isa, &sh, &pr, &attention::AttentionInputs { q: &q, k: &kv, v: &kv, pos: &[1023] })))
+            b.iter(|| {
+                black_box(attention::attention(
+                    &pool,
+                    isa,
+                    &sh,
+                    &pr,
+                    &attention::AttentionInputs { q: &q, k: &kv, v: &kv, pos: &[1023], sinks: None },
+                ))
+            })
         });
     }
     g.finish();

@@ -160,7 +160,7 @@ const GGML_TYPES: &[(u32, &str, u64, u64, Option<DType>)] = &[
     (30, "bf16", 1, 2, Some(DType::BF16)),
     (34, "tq1_0", 256, 54, None),
     (35, "tq2_0", 256, 66, None),
-    (39, "mxfp4", 32, 17, None),
+    (39, "mxfp4", 32, 17, Some(DType::MXFP4)),
     (40, "nvfp4", 64, 36, None),
     (41, "q1_0", 128, 18, None),
 ];

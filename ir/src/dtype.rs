@@ -31,10 +31,11 @@ pub enum DType {
     IQ3S,
     IQ1S,
     IQ1M,
+    MXFP4,
 }
 
 impl DType {
-    pub const ALL: [DType; 24] = [
+    pub const ALL: [DType; 25] = [
         DType::F32,
         DType::F16,
         DType::BF16,
@@ -59,13 +60,14 @@ impl DType {
         DType::IQ3S,
         DType::IQ1S,
         DType::IQ1M,
+        DType::MXFP4,
     ];
 
     /// Elements per block (1 for plain types).
     pub fn block_elems(self) -> usize {
         match self {
             DType::F32 | DType::F16 | DType::BF16 | DType::I32 | DType::U32 => 1,
-            DType::Q4_0 | DType::Q4_1 | DType::Q5_0 | DType::Q5_1 | DType::Q8_0 | DType::IQ4NL => 32,
+            DType::Q4_0 | DType::Q4_1 | DType::Q5_0 | DType::Q5_1 | DType::Q8_0 | DType::IQ4NL | DType::MXFP4 => 32,
             DType::Q2K | DType::Q3K | DType::Q4K | DType::Q5K | DType::Q6K | DType::IQ4XS => 256,
             DType::IQ2XXS | DType::IQ2XS | DType::IQ2S | DType::IQ3XXS | DType::IQ3S | DType::IQ1S | DType::IQ1M => 256,
         }
@@ -106,6 +108,7 @@ impl DType {
             DType::IQ3S => 110,
             DType::IQ1S => 50,
             DType::IQ1M => 56,
+            DType::MXFP4 => 17,
         }
     }
 
@@ -157,6 +160,7 @@ impl DType {
             DType::IQ3S => "iq3_s",
             DType::IQ1S => "iq1_s",
             DType::IQ1M => "iq1_m",
+            DType::MXFP4 => "mxfp4",
         }
     }
 

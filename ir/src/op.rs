@@ -434,7 +434,13 @@ pub enum Op {
     /// rows written by a windowed `kv_append`: the key at position `x` is in
     /// row `x % t`, so a query at `p` reads rows `(p - window + 1 ..= p) % t`,
     /// in position order. Formed by the `window_cache` pass.
-    Attention { n_heads: usize, n_kv_heads: usize, scale: f32, causal: bool, window: Option<usize>, softcap: Option<f32>, ring: bool },
+    ///
+    /// With `sinks`, a fifth input `sinks [n_heads]` holds one logit per
+    /// query head that joins the softmax's denominator and weighs no value
+    /// (gpt-oss's attention sinks): the head's weights are `exp(s_j - m) /
+    /// (Σ exp(s_i - m) + exp(sink - m))`, `m` the largest of the scores and
+    /// the sink, so a query may attend to nothing.
+    Attention { n_heads: usize, n_kv_heads: usize, scale: f32, causal: bool, window: Option<usize>, softcap: Option<f32>, ring: bool, sinks: bool },
     /// `(q, k, v, positions, w [n, n_heads·dv])` → `[b, s, n_heads, n]`: an
     /// attention and its output projection, split by head. With `a =
     /// reshape(permute{[0, 2, 1, 3]}(attention{..}(q, k, v, positions)))`

@@ -171,6 +171,15 @@ fn dequantize_block(dtype: DType, b: &[u8], y: &mut [f32]) {
                 y[j + 16] = d * IQ4_VALUES[(b[2 + j] >> 4) as usize] as f32;
             }
         }
+        DType::MXFP4 => {
+            // OCP microscaling FP4: an E8M0 scale byte (half of it, as ggml
+            // stores the doubled E2M1 values), then q4_0's nibble order.
+            let d = e8m0_half(b[0]);
+            for j in 0..16 {
+                y[j] = d * MXFP4_VALUES[(b[1 + j] & 0xF) as usize] as f32;
+                y[j + 16] = d * MXFP4_VALUES[(b[1 + j] >> 4) as usize] as f32;
+            }
+        }
         DType::IQ4XS => {
             // 8 sub-blocks of 32, each with a 6-bit scale (4 bits in
             // `scales_l`, 2 in `scales_h`) biased by 32, and iq4_nl's values.
@@ -308,6 +317,18 @@ fn iq_scale(scales: &[u8], k: usize) -> u32 {
 }
 
 /// The 16 values an iq4_nl / iq4_xs nibble indexes (ggml's `kvalues_iq4nl`).
+/// MXFP4's E2M1 values, doubled (ggml's `kvalues_mxfp4`): `0, 0.5, 1,
+/// 1.5, 2, 3, 4, 6` and their negatives, times 2 so they are integers; the
+/// scale is halved to match (`e8m0_half`).
+pub const MXFP4_VALUES: [i8; 16] = [0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12];
+
+/// Half of an E8M0 scale, `2^(e - 128)`, as ggml's `ggml_e8m0_to_fp32_half`
+/// computes it: the f32 with those bits (`e < 2` a subnormal).
+pub fn e8m0_half(e: u8) -> f32 {
+    let bits = if e < 2 { 0x0020_0000u32 << e } else { (e as u32 - 1) << 23 };
+    f32::from_bits(bits)
+}
+
 pub const IQ4_VALUES: [i8; 16] = [-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113];
 
 /// The 16 unsigned 6-bit scales of a q3_k block (before the `- 32`) from its

@@ -29,7 +29,7 @@
 //! a GPU plan's rewrite only (the CPU keeps the one projection, which its
 //! kernels run faster).
 //!
-//! Legal when: the attention, the permute and the reshape each have their
+//! Legal when: the attention has no sinks; the attention, the permute and the reshape each have their
 //! one reader in the pattern; the reshape joins the heads of each
 //! position (`[b, s, n_heads, dv]` → `[b, s, n_heads·dv]`); `w` is a weight
 //! whose rows are `n_heads·dv` long; and no operand is computed from a
@@ -83,7 +83,8 @@ struct Rewrite {
 }
 
 fn find(g: &Graph, attention: NodeId) -> Option<Rewrite> {
-    let Op::Attention { n_heads, n_kv_heads, scale, causal, window, softcap, ring } = g.node(attention).op.clone() else { return None };
+    // `attention_project` has no sinks input: an attention with sinks stays.
+    let Op::Attention { n_heads, n_kv_heads, scale, causal, window, softcap, ring, sinks: false } = g.node(attention).op.clone() else { return None };
     let permute = only_user(g, attention)?;
     (g.node(permute).op == Op::Permute { perm: vec![0, 2, 1, 3] }).then_some(())?;
     let reshape = only_user(g, permute)?;

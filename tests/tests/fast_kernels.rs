@@ -68,6 +68,8 @@ fn random_weights(dtype: DType, rows: usize, k: usize, rng: &mut Rng) -> Vec<u8>
                     DType::Q3K => block[108..110].copy_from_slice(&f16_bytes(rng, 0.01)),
                     DType::IQ4NL | DType::IQ4XS => block[0..2].copy_from_slice(&f16_bytes(rng, 0.002)),
                     DType::IQ1M => iq1_m_scale(&mut block, f16::from_f32(rng.f32() * 0.05)),
+                    // An E8M0 scale byte, 2^(e - 127): 2^-9 .. 2^-5.
+                    DType::MXFP4 => block[0] = 118 + rng.byte() % 5,
                     _ => block[0..2].copy_from_slice(&f16_bytes(rng, 0.05)),
                 }
                 out.extend(block);
@@ -99,7 +101,7 @@ fn weight_types() -> impl Iterator<Item = DType> {
 
 /// The block types added after the first seven (their row dots are AVX2's
 /// on AVX-512 too).
-const NEWER_TYPES: [DType; 5] = [DType::Q5_1, DType::Q2K, DType::Q3K, DType::IQ4NL, DType::IQ4XS];
+const NEWER_TYPES: [DType; 6] = [DType::Q5_1, DType::Q2K, DType::Q3K, DType::IQ4NL, DType::IQ4XS, DType::MXFP4];
 
 /// The codebook types (their row dots are AVX2's on AVX-512 too).
 const CODEBOOK_TYPES: [DType; 7] = [DType::IQ2XXS, DType::IQ2XS, DType::IQ2S, DType::IQ3XXS, DType::IQ3S, DType::IQ1S, DType::IQ1M];
@@ -575,7 +577,7 @@ fn attention_case(
     let q: Vec<f32> = (0..b * nh * s * d).map(|_| rng.f32()).collect();
     let k: Vec<f32> = (0..b * nkv * t * d).map(|_| rng.f32() * 3.0).collect();
     let v: Vec<f32> = (0..b * nkv * t * d).map(|_| rng.f32()).collect();
-    let op = Op::Attention { n_heads: nh, n_kv_heads: nkv, scale: 0.3, causal: true, window, softcap, ring: false };
+    let op = Op::Attention { n_heads: nh, n_kv_heads: nkv, scale: 0.3, causal: true, window, softcap, ring: false, sinks: false };
     let args = [
         Tensor::f32(vec![b, nh, s, d], q.clone()),
         Tensor::f32(vec![b, nkv, t, d], k.clone()),
@@ -586,7 +588,7 @@ fn attention_case(
     let sh = attention::AttentionShape { batch: b, n_heads: nh, n_kv_heads: nkv, seq: s, keys: t, head_dim: d, v_dim: d };
     let pr = attention::AttentionParams { scale: 0.3, causal: true, window, softcap, ring: false };
     for isa in isas() {
-        let got = attention::attention(&SpinPool::new(3), isa, &sh, &pr, &attention::AttentionInputs { q: &q, k: &k, v: &v, pos: &pos });
+        let got = attention::attention(&SpinPool::new(3), isa, &sh, &pr, &attention::AttentionInputs { q: &q, k: &k, v: &v, pos: &pos, sinks: None });
         for (i, (g, r)) in got.iter().zip(want.as_f32().unwrap()).enumerate() {
             assert!((g - r).abs() <= 1e-5, "{} window {window:?}: [{i}] {g} vs {r}", isa.name());
         }
@@ -641,8 +643,10 @@ fn ring_attention_equals_full_cache_attention() {
         r
     };
     let (kr, vr) = (to_ring(&k), to_ring(&v));
-    let full_op = Op::Attention { n_heads: nh, n_kv_heads: nkv, scale: 0.3, causal: true, window: Some(window), softcap: None, ring: false };
-    let ring_op = Op::Attention { n_heads: nh, n_kv_heads: nkv, scale: 0.3, causal: true, window: Some(window), softcap: None, ring: true };
+    let full_op =
+        Op::Attention { n_heads: nh, n_kv_heads: nkv, scale: 0.3, causal: true, window: Some(window), softcap: None, ring: false, sinks: false };
+    let ring_op =
+        Op::Attention { n_heads: nh, n_kv_heads: nkv, scale: 0.3, causal: true, window: Some(window), softcap: None, ring: true, sinks: false };
     let args = |k: &[f32], v: &[f32], rows| {
         [
             Tensor::f32(vec![b, nh, 1, d], q.clone()),
@@ -659,7 +663,8 @@ fn ring_attention_equals_full_cache_attention() {
     let sh = attention::AttentionShape { batch: b, n_heads: nh, n_kv_heads: nkv, seq: 1, keys: ring, head_dim: d, v_dim: d };
     let pr = attention::AttentionParams { scale: 0.3, causal: true, window: Some(window), softcap: None, ring: true };
     for isa in isas() {
-        let got = attention::attention(&SpinPool::new(2), isa, &sh, &pr, &attention::AttentionInputs { q: &q, k: &kr, v: &vr, pos: &pos });
+        let got =
+            attention::attention(&SpinPool::new(2), isa, &sh, &pr, &attention::AttentionInputs { q: &q, k: &kr, v: &vr, pos: &pos, sinks: None });
         // Up to summation blocking (the wrapped row scores in two runs); a
         // NaN (an unwritten ring row read) fails this too.
         for (i, (g, r)) in got.iter().zip(want.as_f32().unwrap()).enumerate() {
@@ -698,7 +703,8 @@ fn prefill_attention_panels_match_the_reference_on_full_and_ring_caches() {
         r
     };
     let (kr, vr) = (to_ring(&k, d), to_ring(&v, 64));
-    let op = Op::Attention { n_heads: nh, n_kv_heads: nkv, scale: 0.2, causal: true, window: Some(window), softcap: Some(6.0), ring: false };
+    let op =
+        Op::Attention { n_heads: nh, n_kv_heads: nkv, scale: 0.2, causal: true, window: Some(window), softcap: Some(6.0), ring: false, sinks: false };
     let want = reference::eval_op(
         &op,
         &[
@@ -715,7 +721,7 @@ fn prefill_attention_panels_match_the_reference_on_full_and_ring_caches() {
         for (keys, ring_flag, kk, vv) in [(t, false, &k, &v), (ring, true, &kr, &vr)] {
             let sh = attention::AttentionShape { batch: b, n_heads: nh, n_kv_heads: nkv, seq: s, keys, head_dim: d, v_dim: 64 };
             let pr = attention::AttentionParams { scale: 0.2, causal: true, window: Some(window), softcap: Some(6.0), ring: ring_flag };
-            let inputs = attention::AttentionInputs { q: &q, k: kk, v: vv, pos: &pos };
+            let inputs = attention::AttentionInputs { q: &q, k: kk, v: vv, pos: &pos, sinks: None };
             let pool = SpinPool::new(2);
             engaged += attention::prefill_panels(&pool, isa, &sh, &pr, &inputs).is_some() as usize;
             let got = attention::attention(&pool, isa, &sh, &pr, &inputs);
@@ -743,7 +749,7 @@ fn split_decode_attention_matches_the_reference() {
     let v: Vec<f32> = (0..b * nkv * t * d).map(|_| rng.f32()).collect();
     let mut engaged = 0;
     for (window, softcap) in [(None, None), (Some(300), Some(5.0))] {
-        let op = Op::Attention { n_heads: nh, n_kv_heads: nkv, scale: 0.25, causal: true, window, softcap, ring: false };
+        let op = Op::Attention { n_heads: nh, n_kv_heads: nkv, scale: 0.25, causal: true, window, softcap, ring: false, sinks: false };
         let args = [
             Tensor::f32(vec![b, nh, 1, d], q.clone()),
             Tensor::f32(vec![b, nkv, t, d], k.clone()),
@@ -775,7 +781,7 @@ fn split_decode_attention_matches_the_reference() {
             for (keys, ring_flag, kk, vv) in &caches {
                 let sh = attention::AttentionShape { batch: b, n_heads: nh, n_kv_heads: nkv, seq: 1, keys: *keys, head_dim: d, v_dim: d };
                 let pr = attention::AttentionParams { scale: 0.25, causal: true, window, softcap, ring: *ring_flag };
-                let inputs = attention::AttentionInputs { q: &q, k: kk, v: vv, pos: &pos };
+                let inputs = attention::AttentionInputs { q: &q, k: kk, v: vv, pos: &pos, sinks: None };
                 let pool = SpinPool::new(2);
                 engaged += attention::decode_split(&pool, isa, &sh, &pr, &inputs).is_some() as usize;
                 let got = attention::attention(&pool, isa, &sh, &pr, &inputs);
@@ -786,6 +792,88 @@ fn split_decode_attention_matches_the_reference() {
         }
     }
     assert_eq!(engaged, 3 * isas().len(), "the split path serves every long-cache case");
+}
+
+/// Attention sinks (gpt-oss) on each of the three paths — prefill
+/// panels, split decode over a long cache, per-position decode — against
+/// the reference, and the reference against the definition in f64 (the
+/// sink concatenated to each head's scores, softmaxed, dropped). Control:
+/// the same attention without its sinks is far outside the bound.
+#[test]
+fn attention_sinks_match_the_reference_on_every_path() {
+    let mut rng = Rng(41);
+    // A head of 64: one panel of values, so the prefill panels take it.
+    let (b, nh, nkv, d, t) = (2, 6, 2, 64, 400);
+    let k: Vec<f32> = (0..b * nkv * t * d).map(|_| rng.f32() * 2.0).collect();
+    let v: Vec<f32> = (0..b * nkv * t * d).map(|_| rng.f32()).collect();
+    // Sinks of the scores' size: each moves a head's weights by tens of percent.
+    let sinks: Vec<f32> = (0..nh).map(|h| [-1.0, 0.5, 2.0, 3.5, 1.0, 0.0][h] + rng.f32() * 0.1).collect();
+    let mut paths = std::collections::BTreeMap::<&str, usize>::new();
+    for (s, pos) in [(5usize, vec![20i32, 21, 22, 23, 24, 3, 4, 5, 6, 7]), (1, vec![350, 9]), (1, vec![40, 9])] {
+        let q: Vec<f32> = (0..b * nh * s * d).map(|_| rng.f32()).collect();
+        let args = |with: bool| {
+            let mut a = vec![
+                Tensor::f32(vec![b, nh, s, d], q.clone()),
+                Tensor::f32(vec![b, nkv, t, d], k.clone()),
+                Tensor::f32(vec![b, nkv, t, d], v.clone()),
+                Tensor::i32(vec![b, s], pos.clone()),
+            ];
+            if with {
+                a.push(Tensor::f32(vec![nh], sinks.clone()));
+            }
+            a
+        };
+        let op =
+            |with| Op::Attention { n_heads: nh, n_kv_heads: nkv, scale: 0.3, causal: true, window: None, softcap: None, ring: false, sinks: with };
+        let want = reference::eval_op(&op(true), &args(true)).unwrap();
+        let want = want.as_f32().unwrap();
+        let without = reference::eval_op(&op(false), &args(false)).unwrap();
+        let far = want.iter().zip(without.as_f32().unwrap()).map(|(a, b)| (a - b).abs()).fold(0f32, f32::max);
+        assert!(far > 1e-2, "sinks change the answer by only {far}: the case separates nothing");
+        // The definition, in f64, for every row.
+        for bi in 0..b {
+            for h in 0..nh {
+                for si in 0..s {
+                    let p = pos[bi * s + si] as usize;
+                    let kv = (bi * nkv + h / (nh / nkv)) * t;
+                    let qr = &q[((bi * nh + h) * s + si) * d..][..d];
+                    let mut logits: Vec<f64> =
+                        (0..=p).map(|j| 0.3 * qr.iter().zip(&k[(kv + j) * d..][..d]).map(|(a, b)| *a as f64 * *b as f64).sum::<f64>()).collect();
+                    logits.push(sinks[h] as f64);
+                    let m = logits.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+                    let z: f64 = logits.iter().map(|x| (x - m).exp()).sum();
+                    for c in 0..d {
+                        let o: f64 = (0..=p).map(|j| (logits[j] - m).exp() / z * v[(kv + j) * d + c] as f64).sum();
+                        let got = want[((bi * nh + h) * s + si) * d + c];
+                        assert!((got as f64 - o).abs() <= 1e-5, "reference [{bi},{h},{si},{c}]: {got} vs {o}");
+                    }
+                }
+            }
+        }
+        let sh = attention::AttentionShape { batch: b, n_heads: nh, n_kv_heads: nkv, seq: s, keys: t, head_dim: d, v_dim: d };
+        let pr = attention::AttentionParams { scale: 0.3, causal: true, window: None, softcap: None, ring: false };
+        for isa in isas() {
+            let pool = SpinPool::new(2);
+            let inputs = attention::AttentionInputs { q: &q, k: &k, v: &v, pos: &pos, sinks: Some(&sinks) };
+            let path = if attention::prefill_panels(&pool, isa, &sh, &pr, &inputs).is_some() {
+                "prefill_panels"
+            } else if attention::decode_split(&pool, isa, &sh, &pr, &inputs).is_some() {
+                "decode_split"
+            } else {
+                "per_position"
+            };
+            *paths.entry(path).or_default() += 1;
+            let got = attention::attention(&pool, isa, &sh, &pr, &inputs);
+            for (i, (g, r)) in got.iter().zip(want).enumerate() {
+                assert!((g - r).abs() <= 1e-5, "{} {path}: [{i}] {g} vs {r}", isa.name());
+            }
+        }
+    }
+    println!("paths run with sinks: {paths:?}");
+    assert!(paths.contains_key("decode_split") && paths.contains_key("per_position"), "{paths:?}");
+    if Isa::Avx512.available() {
+        assert!(paths.contains_key("prefill_panels"), "{paths:?}");
+    }
 }
 
 #[test]
@@ -850,7 +938,7 @@ fn tiny_llama_in_types(types: &[DType], embedding: DType, seed: u64) {
             DType::IQ4NL => &[(0, 0.0005)],
             DType::IQ2XXS | DType::IQ2XS | DType::IQ2S | DType::IQ3XXS | DType::IQ3S => &[(0, 0.0002)],
             DType::IQ1S => &[(0, 0.003)],
-            DType::IQ1M => &[],
+            DType::IQ1M | DType::MXFP4 => &[],
             _ => &[(0, 0.00003)],
         };
         let mut out: Vec<u8> = (0..rows * d / dtype.block_elems() as u64 * dtype.block_bytes() as u64).map(|_| rng.byte()).collect();
@@ -860,6 +948,9 @@ fn tiny_llama_in_types(types: &[DType], embedding: DType, seed: u64) {
             }
             if dtype == DType::IQ1M {
                 iq1_m_scale(block, f16::from_f32(rng.f32() * 0.003));
+            }
+            if dtype == DType::MXFP4 {
+                block[0] = 119 + rng.byte() % 3; // 2^-9 .. 2^-7, halved
             }
         }
         out
@@ -877,6 +968,7 @@ fn tiny_llama_in_types(types: &[DType], embedding: DType, seed: u64) {
         DType::IQ4XS => 23,
         DType::IQ1S => 19,
         DType::IQ1M => 29,
+        DType::MXFP4 => 39,
         other => panic!("no GGML id here for {other}"),
     };
     let mut w = graphc_tests::GgufWriter::tiny_llama()
@@ -1046,6 +1138,8 @@ fn avx2_row_kernels_keep_their_bits() {
         (DType::IQ3S, 0xc73b98c989664d99),
         (DType::IQ1S, 0x5a5d7098a436a589),
         (DType::IQ1M, 0xce0b47a153ac8395),
+        // MXFP4's kernel as first written (2026-12-07).
+        (DType::MXFP4, 0x443be9badfd2784a),
     ];
     let got: Vec<(DType, u64)> = weight_types().filter(|&t| !portable_only(t)).map(|t| (t, fold(t))).collect();
     for ((t, h), (_, w)) in got.iter().zip(&want) {

@@ -52,7 +52,7 @@ fn every_block_type_matches_the_gguf_package_bit_for_bit() {
         assert!(distinct.len() > floor, "{dtype}: fixture too uniform ({} distinct values)", distinct.len());
         checked.push(dtype.name());
     }
-    assert_eq!(checked.len(), 19);
+    assert_eq!(checked.len(), 20);
 }
 
 /// The control for the test above: a block with one wrong byte (a planted

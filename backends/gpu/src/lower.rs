@@ -658,10 +658,11 @@ pub fn lower_with_partials(
 /// `attention_project` likewise, each query's head projected in the kernel
 /// that finishes it (the attention's, or the merge's).
 fn lower_attention(op: &Op, args: &[ArgInfo], target: &'static str, limits: BindingLimits, hints: StepHints) -> Result<Vec<KernelCall>, LowerError> {
-    let (Op::Attention { n_heads, n_kv_heads, scale, causal, window, softcap, ring }
+    let (Op::Attention { n_heads, n_kv_heads, scale, causal, window, softcap, ring, sinks: false }
     | Op::AttentionProject { n_heads, n_kv_heads, scale, causal, window, softcap, ring }) = *op
     else {
-        unreachable!("lower_attention of {op:?}")
+        // Refused, never run without them: the GPU kernels have no sink term yet.
+        return Err(LowerError::NoKernel { op: op.mnemonic(), target, why: "attention with sinks (gpt-oss's per-head logit)".into() });
     };
     let attention = Attention { n_heads, n_kv_heads, scale, causal, window, softcap, ring };
     let (qs, ks) = (&args[0].shape, &args[1].shape);

@@ -272,6 +272,7 @@ fn attention_gqa_ragged_windowed_ring() {
         window,
         softcap,
         ring,
+        sinks: false,
     };
     let base = attention(true, None, None, false);
     let Some(got) = check("attention causal GQA", &base, &[&q, &k, &v, &pos]) else { return };
@@ -332,6 +333,7 @@ fn attention_splits_a_long_context_into_merged_blocks() {
         window,
         softcap,
         ring,
+        sinks: false,
     };
     let base = attention(None, None, false);
     assert_eq!(attention_kernels(&base, &q, &k, &v), ["attention_part", "attention_merge"], "a decode step's keys are split");

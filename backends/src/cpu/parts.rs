@@ -138,7 +138,7 @@ fn attention_project(evaluator: &dyn Evaluator, op: &Op, args: Vec<Arg<'_, '_>>,
     let mut args = args.into_iter();
     let attention_args: Vec<Arg> = args.by_ref().take(4).collect();
     let w = args.next().ok_or("attention_project: no weight")?;
-    let attention = Op::Attention { n_heads, n_kv_heads, scale, causal, window, softcap, ring };
+    let attention = Op::Attention { n_heads, n_kv_heads, scale, causal, window, softcap, ring, sinks: false };
     let a = evaluator.eval(&attention, attention_args, env)?;
     let a = evaluator.eval(&Op::Permute { perm: vec![0, 2, 1, 3] }, vec![Arg::Own(Val::T(a))], env)?;
     let &[b, s, h, dv] = a.shape() else { return Err(format!("attention_project: an attention of shape {:?}", a.shape())) };

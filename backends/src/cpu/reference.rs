@@ -457,10 +457,11 @@ pub(crate) fn eval(op: &Op, args: &[&Val], env: &Env) -> Result<Tensor, String> 
             }
             Ok(Tensor::f32(shape, x))
         }
-        Op::Attention { n_heads, n_kv_heads, scale, causal, window, softcap, ring } => {
+        Op::Attention { n_heads, n_kv_heads, scale, causal, window, softcap, ring, sinks } => {
             let (qs, ks, vs) = (args[0].shape(), args[1].shape(), args[2].shape());
             let (q, k, v) = (args[0].f32s()?, args[1].f32s()?, args[2].f32s()?);
             let pos = args[3].i32s()?;
+            let sinks = if *sinks { Some(args[4].f32s()?) } else { None };
             let (b, s, d, t, dv) = (qs[0], qs[2], qs[3], ks[2], vs[3]);
             let group = n_heads / n_kv_heads;
             let rows: Vec<Vec<f32>> = (0..b * n_heads * s)
@@ -486,7 +487,7 @@ pub(crate) fn eval(op: &Op, args: &[&Val], env: &Env) -> Result<Tensor, String> 
                         _ => (0..t).filter(|&j| visible(j)).collect(),
                     };
                     let mut scores: Vec<f32> = js.iter().map(|&j| dot(qrow, &k[(kbase + j) * d..(kbase + j + 1) * d]) * scale).collect();
-                    softmax_in_place(&mut scores, *softcap);
+                    softmax_with_sink(&mut scores, *softcap, sinks.as_ref().map(|s| s[hi]));
                     let mut o = vec![0f32; dv];
                     for (&j, &p) in js.iter().zip(&scores) {
                         let vrow = &v[(kbase + j) * dv..(kbase + j + 1) * dv];
@@ -721,6 +722,28 @@ pub(crate) fn unary_fn(u: UnaryOp) -> fn(f32) -> f32 {
 }
 
 /// Numerically stable softmax, with optional `c * tanh(x / c)` soft-capping.
+/// Softmax with an attention sink: `sink` joins the max and the
+/// denominator after the scores' soft cap (gpt-oss: a learned logit per
+/// head, concatenated to the scores, softmaxed, then dropped).
+pub fn softmax_with_sink(row: &mut [f32], softcap: Option<f32>, sink: Option<f32>) {
+    let Some(sink) = sink else { return softmax_in_place(row, softcap) };
+    if let Some(c) = softcap {
+        for v in row.iter_mut() {
+            *v = c * (*v / c).tanh();
+        }
+    }
+    let m = row.iter().copied().fold(sink, f32::max);
+    let mut sum = 0f32;
+    for v in row.iter_mut() {
+        *v = (*v - m).exp();
+        sum += *v;
+    }
+    sum += (sink - m).exp();
+    for v in row.iter_mut() {
+        *v /= sum;
+    }
+}
+
 pub fn softmax_in_place(row: &mut [f32], softcap: Option<f32>) {
     if let Some(c) = softcap {
         for v in row.iter_mut() {

@@ -60,8 +60,16 @@ pub fn lower(st: &SafetensorsFile) -> Result<Lowered, Diagnostic> {
             b.op(Op::StateOut { name }, &[all]);
             caches.push(all);
         }
-        let attn =
-            Op::Attention { n_heads: nh, n_kv_heads: 1, scale: 1.0 / (hd as f32).sqrt(), causal: true, window: None, softcap: None, ring: false };
+        let attn = Op::Attention {
+            n_heads: nh,
+            n_kv_heads: 1,
+            scale: 1.0 / (hd as f32).sqrt(),
+            causal: true,
+            window: None,
+            softcap: None,
+            ring: false,
+            sinks: false,
+        };
         let a = b.op(attn, &[q, caches[0], caches[1], positions]);
         let a = b.permute(a, &[0, 2, 1, 3]);
         let a = b.reshape(a, vec![batch(), seq(), (nh * hd).into()]);

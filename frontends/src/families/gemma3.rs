@@ -110,6 +110,7 @@ pub fn lower(g: &GgufFile) -> Result<Lowered, Diagnostic> {
             output_gate: false,
             qk_norm_one_plus: false,
             qk_norm_full_width: false,
+            sinks: None,
         };
         let (q_norm, k_norm) = (w("attn_q_norm"), w("attn_k_norm"));
         let o = b.attention(h, positions, [&w("attn_q"), &w("attn_k"), &w("attn_v"), &w("attn_output")], Some((&q_norm, &k_norm)), &cfg)?;

@@ -102,6 +102,7 @@ impl HfDims {
             output_gate: false,
             qk_norm_one_plus: false,
             qk_norm_full_width: false,
+            sinks: None,
         }
     }
 }

@@ -222,6 +222,7 @@ pub fn lower(g: &GgufFile) -> Result<Lowered, Diagnostic> {
                 window: c.window,
                 softcap: None,
                 ring: false,
+                sinks: false,
             },
             &[q, kv[0], kv[1], positions],
         );

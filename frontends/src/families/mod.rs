@@ -267,9 +267,18 @@ impl<'a> Builder<'a> {
             self.op(Op::StateOut { name }, &[all]);
             kv.push(all);
         }
-        let attn =
-            Op::Attention { n_heads: nh, n_kv_heads: nkv, scale: cfg.scale, causal: true, window: cfg.window, softcap: cfg.softcap, ring: false };
-        let a = self.op(attn, &[q, kv[0], kv[1], positions]);
+        let sinks = cfg.sinks.as_deref().map(|name| self.weight(name, Some(&[nh]))).transpose()?;
+        let attn = Op::Attention {
+            n_heads: nh,
+            n_kv_heads: nkv,
+            scale: cfg.scale,
+            causal: true,
+            window: cfg.window,
+            softcap: cfg.softcap,
+            ring: false,
+            sinks: sinks.is_some(),
+        };
+        let a = self.op(attn, &[&[q, kv[0], kv[1], positions], sinks.as_slice()].concat());
         let a = self.permute(a, &[0, 2, 1, 3]);
         let mut a = self.reshape(a, vec![batch(), seq(), (nh * hd).into()]);
         if let Some(g) = gate {
@@ -355,6 +364,8 @@ pub struct AttentionCfg {
     /// The q/k norms span the whole projection (`[n_heads * head_dim]`),
     /// before the heads split (OLMo 2), not each head.
     pub qk_norm_full_width: bool,
+    /// The weight of each query head's attention sink (gpt-oss), by name.
+    pub sinks: Option<String>,
 }
 
 /// Where an attention's Q, K and V projections come from.

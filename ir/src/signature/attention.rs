@@ -16,7 +16,7 @@ use crate::DType;
 
 pub(super) fn prototypes() -> Vec<Op> {
     vec![
-        Op::Attention { n_heads: 0, n_kv_heads: 0, scale: 0.0, causal: false, window: None, softcap: None, ring: false },
+        Op::Attention { n_heads: 0, n_kv_heads: 0, scale: 0.0, causal: false, window: None, softcap: None, ring: false, sinks: false },
         Op::KvAppend { axis: 0, cap: Dim::konst(0), window: None },
         Op::QkvRope {
             eps: None,
@@ -51,8 +51,12 @@ pub(super) fn prototypes() -> Vec<Op> {
 pub(super) fn attributes<A: Attributes>(op: &mut Op, a: &mut A) -> Result<(), String> {
     let name = if matches!(op, Op::Attention { .. }) { "attention" } else { "attention_project" };
     match op {
-        Op::Attention { n_heads, n_kv_heads, scale, causal, window, softcap, ring }
-        | Op::AttentionProject { n_heads, n_kv_heads, scale, causal, window, softcap, ring } => {
+        Op::Attention { n_heads, n_kv_heads, scale, causal, window, softcap, ring, sinks } => {
+            a.name(name)?;
+            heads(a, n_heads, n_kv_heads, scale, causal, window, softcap, ring)?;
+            a.flag("sinks", sinks)
+        }
+        Op::AttentionProject { n_heads, n_kv_heads, scale, causal, window, softcap, ring } => {
             a.name(name)?;
             heads(a, n_heads, n_kv_heads, scale, causal, window, softcap, ring)
         }
@@ -110,8 +114,8 @@ fn heads<A: Attributes>(
 pub(super) fn infer(op: &Op, tys: &[TensorType]) -> Result<TensorType, String> {
     let t = |i: usize| &tys[i];
     match op {
-        Op::Attention { n_heads, n_kv_heads, window, causal, ring, .. } => {
-            arity(tys, 4..=4)?;
+        Op::Attention { n_heads, n_kv_heads, window, causal, ring, sinks, .. } => {
+            arity(tys, if *sinks { 5..=5 } else { 4..=4 })?;
             for (i, what) in [(0, "q"), (1, "k"), (2, "v")] {
                 need_float(what, t(i))?;
                 need_rank(what, t(i), 4)?;
@@ -137,6 +141,12 @@ pub(super) fn infer(op: &Op, tys: &[TensorType]) -> Result<TensorType, String> {
             need_rank("attention positions", pos, 2)?;
             if pos.dtype != DType::I32 {
                 return Err(format!("attention positions must be i32, found {pos}"));
+            }
+            if *sinks {
+                let s = t(4);
+                need_float("attention sinks", s)?;
+                need_rank("attention sinks", s, 1)?;
+                same_dim("attention sinks vs n_heads", &s.shape[0], &Dim::from(*n_heads))?;
             }
             let mut shape = q.shape.clone();
             shape[3] = v.shape[3].clone();
@@ -167,7 +177,7 @@ pub(super) fn infer(op: &Op, tys: &[TensorType]) -> Result<TensorType, String> {
         &Op::AttentionProject { n_heads, n_kv_heads, scale, causal, window, softcap, ring } => {
             // Typed as what it replaces: the attention, its rows of heads, the projection.
             arity(tys, 5..=5)?;
-            let attention = Op::Attention { n_heads, n_kv_heads, scale, causal, window, softcap, ring };
+            let attention = Op::Attention { n_heads, n_kv_heads, scale, causal, window, softcap, ring, sinks: false };
             let a = infer(&attention, &tys[..4])?;
             let w = t(4);
             need_rank("attention_project weight", w, 2)?;

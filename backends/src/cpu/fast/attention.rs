@@ -39,12 +39,14 @@ pub struct AttentionParams {
 }
 
 /// The operands: `q [b, h, s, d]`, `k [b, kvh, t, d]`, `v [b, kvh, t, dv]`,
-/// `pos i32[b, s]`.
+/// `pos i32[b, s]`, and where the attention has them `sinks [h]`, one
+/// logit per query head in each softmax's denominator.
 pub struct AttentionInputs<'a> {
     pub q: &'a [f32],
     pub k: &'a [f32],
     pub v: &'a [f32],
     pub pos: &'a [i32],
+    pub sinks: Option<&'a [f32]>,
 }
 
 pub fn attention(pool: &SpinPool, isa: Isa, sh: &AttentionShape, pr: &AttentionParams, inp: &AttentionInputs<'_>) -> Vec<f32> {
@@ -103,7 +105,7 @@ fn positions_per_block(group: usize) -> usize {
 /// the reference; the dot products are FMA chains in key order.
 pub fn prefill_panels(pool: &SpinPool, isa: Isa, sh: &AttentionShape, pr: &AttentionParams, inp: &AttentionInputs<'_>) -> Option<Vec<f32>> {
     const P: usize = simd::PANEL;
-    let AttentionInputs { q, k, v, pos } = *inp;
+    let AttentionInputs { q, k, v, pos, sinks } = *inp;
     let (b, nh, nkv, s, d, t, dv) = (sh.batch, sh.n_heads, sh.n_kv_heads, sh.seq, sh.head_dim, sh.keys, sh.v_dim);
     if !simd::has_outer(isa) || s < 2 || !pr.causal || !dv.is_multiple_of(P) || d == 0 || t == 0 {
         return None;
@@ -180,7 +182,8 @@ pub fn prefill_panels(pool: &SpinPool, isa: Isa, sh: &AttentionShape, pr: &Atten
                 }
                 let (a, z) = (l - base, h - base);
                 row[a..z].iter_mut().for_each(|x| *x *= pr.scale);
-                simd::softmax(isa, &mut row[a..z], pr.softcap);
+                let g = chunk[r].1;
+                simd::softmax_sink(isa, &mut row[a..z], pr.softcap, sinks.map(|s| s[kvh * group + g]));
                 row[..a].fill(0.0);
                 row[z..].fill(0.0);
             }
@@ -214,7 +217,7 @@ pub const SPLIT_KEYS: usize = 128;
 /// then as good), or a ring missing keys the queries see.
 pub fn decode_split(pool: &SpinPool, isa: Isa, sh: &AttentionShape, pr: &AttentionParams, inp: &AttentionInputs<'_>) -> Option<Vec<f32>> {
     const C: usize = SPLIT_KEYS;
-    let AttentionInputs { q, k, v, pos } = *inp;
+    let AttentionInputs { q, k, v, pos, sinks } = *inp;
     let (b, nh, nkv, d, t, dv) = (sh.batch, sh.n_heads, sh.n_kv_heads, sh.head_dim, sh.keys, sh.v_dim);
     if sh.seq != 1 || !pr.causal || t == 0 {
         return None;
@@ -282,9 +285,11 @@ pub fn decode_split(pool: &SpinPool, isa: Isa, sh: &AttentionShape, pr: &Attenti
         let chunks = chunking[bk / nkv].0;
         for g in 0..group {
             let row = |c: usize| &partial[((first_task + c) * group + g) * width..][..width];
-            let m = (0..chunks).map(|c| row(c)[dv]).fold(f32::NEG_INFINITY, f32::max);
+            // A sink joins the merge as one more chunk of weight and no value.
+            let sink = sinks.map(|s| s[(bk % nkv) * group + g]);
+            let m = (0..chunks).map(|c| row(c)[dv]).fold(sink.unwrap_or(f32::NEG_INFINITY), f32::max);
             let out = &mut grouped[(bk * group + g) * dv..][..dv];
-            let mut sum = 0f32;
+            let mut sum = sink.map_or(0.0, |s| (s - m).exp());
             for c in 0..chunks {
                 let r = row(c);
                 let w = (r[dv] - m).exp();
@@ -303,7 +308,7 @@ pub fn decode_split(pool: &SpinPool, isa: Isa, sh: &AttentionShape, pr: &Attenti
 /// Attention one query position per task (decode, and ISAs without the
 /// outer-product kernel), in the grouped layout `[b, kvh, s, group, dv]`.
 fn per_position(pool: &SpinPool, isa: Isa, sh: &AttentionShape, pr: &AttentionParams, inp: &AttentionInputs<'_>) -> Vec<f32> {
-    let AttentionInputs { q, k, v, pos } = *inp;
+    let AttentionInputs { q, k, v, pos, sinks } = *inp;
     let (nh, nkv, s, d, t, dv) = (sh.n_heads, sh.n_kv_heads, sh.seq, sh.head_dim, sh.keys, sh.v_dim);
     let group = nh / nkv;
     let (mr, nr) = simd::tile_shape(isa);
@@ -385,8 +390,8 @@ fn per_position(pool: &SpinPool, isa: Isa, sh: &AttentionShape, pr: &AttentionPa
                 at += len;
             }
         }
-        for row in scores.chunks_exact_mut(n) {
-            simd::softmax(isa, row, pr.softcap);
+        for (h, row) in scores.chunks_exact_mut(n).enumerate() {
+            simd::softmax_sink(isa, row, pr.softcap, sinks.map(|s| s[first_head + h]));
         }
         let mut at = 0;
         for &(first, len) in &segments {

@@ -336,7 +336,7 @@ impl Fast {
                 c.entry("moe_expert_rows").or_default().fetch_add(products as u64, Ordering::Relaxed);
                 Ok(Ok(Tensor::f32(shape.clone(), out)))
             }
-            Op::Attention { n_heads, n_kv_heads, scale, causal, window, softcap, ring } => {
+            Op::Attention { n_heads, n_kv_heads, scale, causal, window, softcap, ring, sinks } => {
                 let (qs, ks, vs) = (args[0].val().shape(), args[1].val().shape(), args[2].val().shape());
                 let (Val::T(Tensor::F32 { data: q, .. }), Val::T(Tensor::F32 { data: k, .. }), Val::T(Tensor::F32 { data: v, .. })) =
                     (args[0].val(), args[1].val(), args[2].val())
@@ -344,6 +344,7 @@ impl Fast {
                     return Ok(Err(args));
                 };
                 let pos = args[3].val().i32s()?;
+                let sinks = if *sinks { Some(args[4].val().f32s()?) } else { None };
                 let sh = attention::AttentionShape {
                     batch: qs[0],
                     n_heads: *n_heads,
@@ -354,7 +355,7 @@ impl Fast {
                     v_dim: vs[3],
                 };
                 let pr = attention::AttentionParams { scale: *scale, causal: *causal, window: *window, softcap: *softcap, ring: *ring };
-                let out = attention::attention(&self.pool, isa, &sh, &pr, &attention::AttentionInputs { q, k, v, pos });
+                let out = attention::attention(&self.pool, isa, &sh, &pr, &attention::AttentionInputs { q, k, v, pos, sinks: sinks.as_deref() });
                 self.count("attention");
                 Ok(Ok(Tensor::f32(vec![qs[0], *n_heads, qs[2], vs[3]], out)))
             }

@@ -116,6 +116,7 @@ pub unsafe fn dot_rows(dtype: DType, rows: &[u8], x: &[f32], xsums: &[f32], out:
             DType::Q3K => q3_k(r, xp, n / 256),
             DType::IQ4NL => iq4_nl(r, xp, n / 32),
             DType::IQ4XS => iq4_xs(r, xp, n / 256),
+            DType::MXFP4 => mxfp4(r, xp, n / 32),
             DType::IQ2XXS => iq2_xxs(r, xp, n / 256),
             DType::IQ2XS => iq2_xs(r, xp, n / 256),
             DType::IQ2S => iq2_s(r, xp, n / 256),
@@ -608,7 +609,13 @@ unsafe fn q3_k(r: *const u8, x: *const f32, nb: usize) -> f32 {
 /// (16..32) of `qs`, as signed bytes: one table lookup (`pshufb`) each.
 #[inline(always)]
 unsafe fn iq4_values(qs: __m128i) -> (__m128i, __m128i) {
-    let table = _mm_loadu_si128(graphc_ir::quant::IQ4_VALUES.as_ptr() as *const __m128i);
+    nibble_values(&graphc_ir::quant::IQ4_VALUES, qs)
+}
+
+/// The values in `table` of the 16 low nibbles and 16 high ones of `qs`.
+#[inline(always)]
+unsafe fn nibble_values(table: &[i8; 16], qs: __m128i) -> (__m128i, __m128i) {
+    let table = _mm_loadu_si128(table.as_ptr() as *const __m128i);
     let mask = _mm_set1_epi8(0x0F);
     (_mm_shuffle_epi8(table, _mm_and_si128(qs, mask)), _mm_shuffle_epi8(table, _mm_and_si128(_mm_srli_epi16(qs, 4), mask)))
 }
@@ -623,6 +630,22 @@ unsafe fn iq4_nl(r: *const u8, x: *const f32, nb: usize) -> f32 {
         prefetch_ahead(p, 18);
         let (lo, hi) = iq4_values(_mm_loadu_si128(p.add(2) as *const __m128i));
         let (xb, d) = (x.add(b * 32), _mm256_set1_ps(f16_at(p)));
+        acc0 = _mm256_fmadd_ps(d, fma16_i8(lo, xb, _mm256_setzero_ps()), acc0);
+        acc1 = _mm256_fmadd_ps(d, fma16_i8(hi, xb.add(16), _mm256_setzero_ps()), acc1);
+    }
+    hsum(_mm256_add_ps(acc0, acc1))
+}
+
+/// mxfp4: iq4_nl's decoding in a 17-byte block, with an E8M0 scale byte
+/// (halved, `quant::e8m0_half`) and ggml's doubled E2M1 values.
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn mxfp4(r: *const u8, x: *const f32, nb: usize) -> f32 {
+    let (mut acc0, mut acc1) = (_mm256_setzero_ps(), _mm256_setzero_ps());
+    for b in 0..nb {
+        let p = r.add(b * 17);
+        prefetch_ahead(p, 17);
+        let (lo, hi) = nibble_values(&graphc_ir::quant::MXFP4_VALUES, _mm_loadu_si128(p.add(1) as *const __m128i));
+        let (xb, d) = (x.add(b * 32), _mm256_set1_ps(graphc_ir::quant::e8m0_half(*p)));
         acc0 = _mm256_fmadd_ps(d, fma16_i8(lo, xb, _mm256_setzero_ps()), acc0);
         acc1 = _mm256_fmadd_ps(d, fma16_i8(hi, xb.add(16), _mm256_setzero_ps()), acc1);
     }

@@ -479,6 +479,19 @@ pub fn softmax(isa: Isa, row: &mut [f32], softcap: Option<f32>) {
     row.iter_mut().for_each(|v| *v /= sum);
 }
 
+/// `softmax`, with an attention sink where there is one: `sink` joins the
+/// max and the denominator (after the soft cap, which it skips) and is
+/// dropped, as the reference's `softmax_with_sink`.
+pub fn softmax_sink(isa: Isa, row: &mut [f32], softcap: Option<f32>, sink: Option<f32>) {
+    let Some(sink) = sink else { return softmax(isa, row, softcap) };
+    if let Some(c) = softcap {
+        row.iter_mut().for_each(|v| *v = c * (*v / c).tanh());
+    }
+    let m = row.iter().copied().fold(sink, f32::max);
+    let sum = exp_shifted_sum(isa, row, m) + (sink - m).exp();
+    row.iter_mut().for_each(|v| *v /= sum);
+}
+
 /// A unary op in place. AVX-512 and AVX2 evaluate GELU (tanh form) and
 /// SiLU with a polynomial `exp` (GELU's `1 + tanh` within ~2e-7, SiLU
 /// within ~1e-7 relative; each lane the same bits at either width); every
