@@ -1339,6 +1339,129 @@ def llama3():
     ref["long_controls"] = {"no_rope_scaling": rows(ctrl)}
     (d / "reference.json").write_text(json.dumps(ref))
 
+def mxfp4_round(w, axis):
+    """`w` rounded to MXFP4 values (blocks of 32 along `axis`, gguf-py's
+    quantizer), so a GGUF of these weights in MXFP4 holds them exactly."""
+    import numpy as np
+    from gguf.quants import MXFP4
+    a = w.detach().numpy().astype(np.float32)
+    moved = np.moveaxis(a, axis, -1)
+    blocks = moved.reshape(-1, 32)
+    q = MXFP4.quantize_blocks(blocks)
+    back = MXFP4.dequantize_blocks(q).reshape(moved.shape)
+    requant = MXFP4.dequantize_blocks(MXFP4.quantize_blocks(back.reshape(-1, 32))).reshape(moved.shape)
+    assert (requant == back).all(), "MXFP4 values must survive a second quantization"
+    return torch.from_numpy(np.ascontiguousarray(np.moveaxis(back, -1, axis)))
+
+
+def gpt_oss():
+    # gpt-oss (20b/120b) in miniature: attention sinks, alternating sliding
+    # (window 5) and full layers, q/k/v/o biases, YaRN (factor 32 over 4096,
+    # beta 32/1, truncate false: gpt-oss's own values), a router with a
+    # bias whose softmax runs over the top-k logits, and experts with
+    # biases and the clamped "swiglu" (limit 7, alpha 1.702: the values
+    # llama.cpp hard-codes, GGUF having no key for them; the experts'
+    # weights are drawn large enough that the clamp engages). Their weights are MXFP4
+    # values (as the released checkpoint's), so the GGUF copy in MXFP4 is exact.
+    import transformers.models.gpt_oss.modeling_gpt_oss as m
+    from transformers import GptOssConfig, GptOssForCausalLM
+
+    kwargs = dict(
+        vocab_size=256, hidden_size=64, intermediate_size=32, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=2, head_dim=16, num_local_experts=4,
+        num_experts_per_tok=2, sliding_window=5, max_position_embeddings=131072, rms_norm_eps=1e-5,
+        rope_parameters={"rope_type": "yarn", "rope_theta": 150000.0, "factor": 32.0, "beta_fast": 32.0,
+                         "beta_slow": 1.0, "original_max_position_embeddings": 4096, "truncate": False},
+        tie_word_embeddings=False, torch_dtype="float32", attn_implementation="eager",
+    )
+    config = GptOssConfig(**kwargs)
+    assert (config.swiglu_limit, config.swiglu_alpha) == (7.0, 1.702)
+    assert config.layer_types == ["sliding_attention", "full_attention"]
+    torch.manual_seed(0)
+    model = GptOssForCausalLM(config).eval()
+    randomize(model, 31)
+    g = torch.Generator().manual_seed(32)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if name.endswith("sinks"):
+                # Sinks of the scores' size (the real ones are ~0..5).
+                p.copy_(torch.tensor([0.5, 2.0, -1.0, 3.0]) + 0.1 * torch.randn(p.shape, generator=g))
+            elif name.endswith("router.weight"):
+                p.mul_(4.0)  # a clear-cut top-2
+            elif name.endswith("bias"):
+                p.copy_(0.3 * torch.randn(p.shape, generator=g))
+            elif name.endswith("experts.gate_up_proj"):
+                p.mul_(8.0)
+                p.copy_(mxfp4_round(p, 1))  # [E, d, 2I]: blocks along d
+            elif name.endswith("experts.down_proj"):
+                p.copy_(mxfp4_round(p, 1))  # [E, I, d]: blocks along I
+    reference = rows(all_logits(model, PROMPTS[0]))
+
+    def variant(**changes):
+        v = GptOssForCausalLM(GptOssConfig(**{**kwargs, **changes})).eval()
+        v.load_state_dict(model.state_dict())
+        return rows(all_logits(v, PROMPTS[0]))
+
+    experts = [layer.mlp.experts for layer in model.model.layers]
+    routers = [layer.mlp.router for layer in model.model.layers]
+
+    def with_all(modules, attr, fn):
+        saved = [getattr(x, attr) for x in modules]
+        for x in modules:
+            setattr(x, attr, fn.__get__(x))
+        try:
+            return rows(all_logits(model, PROMPTS[0]))
+        finally:
+            for x, v in zip(modules, saved):
+                setattr(x, attr, v)
+
+    def halves_gate(self, gate_up):
+        # The fused projection read as [gate; up] halves, not interleaved.
+        n = gate_up.shape[-1] // 2
+        gate, up = gate_up[..., :n].clamp(max=self.limit), gate_up[..., n:].clamp(-self.limit, self.limit)
+        return (up + 1) * (gate * torch.sigmoid(gate * self.alpha))
+
+    def no_plus_one(self, gate_up):
+        gate, up = gate_up[..., ::2].clamp(max=self.limit), gate_up[..., 1::2].clamp(-self.limit, self.limit)
+        return up * (gate * torch.sigmoid(gate * self.alpha))
+
+    def no_clamp(self, gate_up):
+        gate, up = gate_up[..., ::2], gate_up[..., 1::2]
+        return (up + 1) * (gate * torch.sigmoid(gate * self.alpha))
+
+    def softmax_then_topk(self, hidden_states):
+        # Router probabilities over all experts, the top-k kept unrenormalized.
+        logits = torch.nn.functional.linear(hidden_states, self.weight, self.bias)
+        probs = torch.softmax(logits, dim=-1)
+        top, idx = torch.topk(probs, self.top_k, dim=-1)
+        return logits, top, idx
+
+    saved_sinks = [layer.self_attn.sinks.detach().clone() for layer in model.model.layers]
+    with torch.no_grad():
+        for layer in model.model.layers:
+            layer.self_attn.sinks.fill_(-1e9)
+    no_sinks = rows(all_logits(model, PROMPTS[0]))
+    with torch.no_grad():
+        for layer, s in zip(model.model.layers, saved_sinks):
+            layer.self_attn.sinks.copy_(s)
+    assert rows(all_logits(model, PROMPTS[0])) == reference
+    rotary = model.model.rotary_emb
+    truncated = m.GptOssRotaryEmbedding(GptOssConfig(**dict(kwargs, rope_parameters={**kwargs["rope_parameters"], "truncate": True})))
+    plain = m.GptOssRotaryEmbedding(GptOssConfig(**dict(kwargs, rope_parameters={"rope_type": "default", "rope_theta": 150000.0})))
+    controls = far_enough({
+        "no_sinks": no_sinks,
+        "no_sliding_window": variant(layer_types=["full_attention", "full_attention"]),
+        "sliding_on_odd_layers": variant(layer_types=["full_attention", "sliding_attention"]),
+        "gate_up_as_halves": with_all(experts, "_apply_gate", halves_gate),
+        "glu_without_plus_one": with_all(experts, "_apply_gate", no_plus_one),
+        "no_clamp": with_all(experts, "_apply_gate", no_clamp),
+        "router_softmax_before_top_k": with_all(routers, "forward", softmax_then_topk),
+        "yarn_truncated": rotary_logits(model, truncated.inv_freq),
+        "no_yarn": rotary_logits(model, plain.inv_freq, 1.0),
+    }, reference, "gpt_oss")
+    write("gpt_oss", model, config, controls, layout=lambda state: state)
+
+
 if __name__ == "__main__":
     import sys
 

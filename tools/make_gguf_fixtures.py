@@ -286,10 +286,96 @@ def convert(family, split_experts=False):
         convert(family, split_experts=True)
 
 
+def gpt_oss(family="gpt_oss"):
+    """As `GptOssModel` of convert_hf_to_gguf.py: arch gpt-oss, its keys
+    (the base ones, `attention.sliding_window`, `expert_feed_forward_length`,
+    YaRN as type, factor, original length and betas), the sinks as
+    `attn_sinks.weight`, the post-attention norm as `post_attention_norm`,
+    the router as `ffn_gate_inp` (with its bias), and the experts' fused,
+    interleaved `gate_up_proj` [E, d, 2I] transposed and split into
+    `ffn_gate_exps` (rows 0::2) and `ffn_up_exps` (1::2), `down_proj`
+    transposed into `ffn_down_exps`, each in MXFP4 as the released
+    checkpoint's experts are (their biases split the same way, f32); every
+    other tensor f32. (The fixture's expert weights are MXFP4 values, so
+    the quantization is exact: checked.)"""
+    from gguf.quants import quantize, dequantize
+    d = ROOT / family
+    config = json.loads((d / "config.json").read_text())
+    tensors = load_file(d / "model.safetensors")
+    arch = gguf.MODEL_ARCH.GPT_OSS
+    n_layers = config["num_hidden_layers"]
+    rope = config["rope_parameters"]
+    w = gguf.GGUFWriter(d / "model.gguf", gguf.MODEL_ARCH_NAMES[arch])
+    w.add_name(f"graphc parity fixture {family}")
+    w.add_context_length(config["max_position_embeddings"])
+    w.add_embedding_length(config["hidden_size"])
+    w.add_block_count(n_layers)
+    w.add_feed_forward_length(config["intermediate_size"])
+    w.add_head_count(config["num_attention_heads"])
+    w.add_head_count_kv(config["num_key_value_heads"])
+    w.add_rope_freq_base(rope["rope_theta"])
+    w.add_key_length(config["head_dim"])
+    w.add_value_length(config["head_dim"])
+    w.add_layer_norm_rms_eps(config["rms_norm_eps"])
+    w.add_expert_count(config["num_local_experts"])
+    w.add_expert_used_count(config["num_experts_per_tok"])
+    w.add_sliding_window(config["sliding_window"])
+    w.add_expert_feed_forward_length(config["intermediate_size"])
+    w.add_rope_scaling_type(gguf.RopeScalingType.YARN)
+    w.add_rope_scaling_factor(rope["factor"])
+    w.add_rope_scaling_orig_ctx_len(rope["original_max_position_embeddings"])
+    w.add_rope_scaling_yarn_beta_fast(rope["beta_fast"])
+    w.add_rope_scaling_yarn_beta_slow(rope["beta_slow"])
+    w.add_file_type(gguf.LlamaFileType.MOSTLY_MXFP4_MOE)
+    names = gguf.get_tensor_name_map(arch, n_layers)
+    out = {}
+
+    def mxfp4(a):
+        a = np.ascontiguousarray(a.astype(np.float32))
+        q = quantize(a, gguf.GGMLQuantizationType.MXFP4)
+        assert (dequantize(q, gguf.GGMLQuantizationType.MXFP4).reshape(a.shape) == a).all(), "not MXFP4 values"
+        return q
+
+    for hf, data in tensors.items():
+        data = data.astype(np.float32)
+        layer = hf.split(".")[2] if hf.startswith("model.layers.") else None
+        if hf.endswith("experts.gate_up_proj"):
+            t = np.swapaxes(data, -1, -2)  # [E, 2I, d]
+            out[f"blk.{layer}.ffn_gate_exps.weight"] = (mxfp4(t[:, ::2, :]), gguf.GGMLQuantizationType.MXFP4)
+            out[f"blk.{layer}.ffn_up_exps.weight"] = (mxfp4(t[:, 1::2, :]), gguf.GGMLQuantizationType.MXFP4)
+            continue
+        if hf.endswith("experts.gate_up_proj_bias"):
+            out[f"blk.{layer}.ffn_gate_exps.bias"] = np.ascontiguousarray(data[..., ::2])
+            out[f"blk.{layer}.ffn_up_exps.bias"] = np.ascontiguousarray(data[..., 1::2])
+            continue
+        if hf.endswith("experts.down_proj"):
+            out[f"blk.{layer}.ffn_down_exps.weight"] = (mxfp4(np.swapaxes(data, -1, -2)), gguf.GGMLQuantizationType.MXFP4)
+            continue
+        if hf.endswith("experts.down_proj_bias"):
+            out[f"blk.{layer}.ffn_down_exps.bias"] = data
+            continue
+        if hf.endswith("sinks"):
+            hf += ".weight"
+        g = names.get_name(hf, try_suffixes=(".weight", ".bias"))
+        if g is None:
+            raise SystemExit(f"{family}: no GGUF name for {hf}")
+        out[g] = data
+    for g in sorted(out):
+        if isinstance(out[g], tuple):
+            w.add_tensor(g, out[g][0], raw_dtype=out[g][1])
+        else:
+            w.add_tensor(g, out[g])
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    print(family, "->", d / "model.gguf", len(out), "tensors:", sorted(out))
+
+
 if __name__ == "__main__":
     import sys
 
     # `make_gguf_fixtures.py qwen2 llama3 ...` converts only those.
     for family in sys.argv[1:] or ["qwen3", "qwen3_moe", "gemma", "gemma2", "phi2", "phi3", "phi3_longrope", "phimoe",
                                    "qwen3_next", "qwen2", "qwen2_tied", "llama3"]:
-        convert(family)
+        gpt_oss(family) if family == "gpt_oss" else convert(family)

@@ -26,6 +26,16 @@ pub fn expert_slices(path: &str, t: &TensorInfo) -> Result<Vec<TensorInfo>, Diag
         .collect())
 }
 
+/// The rows of stacked tensor `t` (`[experts, rows]`: a MoE layer's
+/// expert biases), each `[rows]`.
+pub fn expert_rows(path: &str, t: &TensorInfo) -> Result<Vec<TensorInfo>, Diagnostic> {
+    let [experts, rows] = t.shape[..] else {
+        return Err(Diagnostic::new(path, format!("tensor `{}` has shape {:?}, expected [experts, rows]", t.name, t.shape)));
+    };
+    let as_matrices = TensorInfo { shape: vec![experts, 1, rows], ..t.clone() };
+    Ok(expert_slices(path, &as_matrices)?.into_iter().map(|s| TensorInfo { shape: vec![rows], ..s }).collect())
+}
+
 impl GgufFile {
     /// Replace each `blk.N.ffn_{gate,up,down}_exps.weight` by its experts,
     /// `blk.N.ffn_{gate,up,down}.E.weight`; `slice_of` keeps the file's

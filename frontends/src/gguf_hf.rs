@@ -27,6 +27,10 @@
 //!   `attention_bias` follows from `attn_q.bias`.
 //! - phimoe: as phi3, with stacked experts; GGUF has no key for the
 //!   sparsemixer's `router_jitter_noise`, so HF's default (0.01) is used.
+//! - gpt-oss: the experts' biases are stacked too (`[experts, rows]`);
+//!   the sinks are `attn_sinks.weight`; the even layers slide (llama.cpp's
+//!   pattern); `swiglu_alpha`/`swiglu_limit` have no key (1.702 and 7, as
+//!   llama.cpp hard-codes them); YaRN is untruncated, as the model's own.
 
 use crate::error::Diagnostic;
 use crate::gguf::{GgufFile, TensorInfo};
@@ -174,6 +178,56 @@ fn config(g: &GgufFile, arch: &str, model_type: &str) -> Result<Value, Diagnosti
             let dense: Vec<u64> = (0..layers).filter(|l| g.tensor(&format!("blk.{l}.ffn_gate_inp.weight")).is_none()).collect();
             c.insert("mlp_only_layers".into(), json!(dense));
         }
+        "gpt-oss" => {
+            let layers = g.uint(&k("block_count"))?;
+            c.insert("num_local_experts".into(), json!(g.uint(&k("expert_count"))?));
+            c.insert("num_experts_per_tok".into(), json!(g.uint(&k("expert_used_count"))?));
+            // The experts' size: llama.cpp writes both keys, equal.
+            let ffn = g.uint(&k("expert_feed_forward_length"))?;
+            if ffn != g.uint(&k("feed_forward_length"))? {
+                return Err(Diagnostic::new(
+                    &g.path,
+                    format!("`{}` = {ffn} differs from `{}`", k("expert_feed_forward_length"), k("feed_forward_length")),
+                ));
+            }
+            c.insert("attention_bias".into(), json!(true));
+            // llama.cpp's swa pattern for gpt-oss: the even layers slide.
+            c.insert("sliding_window".into(), json!(g.uint(&k("attention.sliding_window"))?));
+            let types: Vec<&str> = (0..layers).map(|l| if l % 2 == 0 { "sliding_attention" } else { "full_attention" }).collect();
+            c.insert("layer_types".into(), json!(types));
+            // No GGUF key holds these: llama.cpp hard-codes gpt-oss's values.
+            c.insert("swiglu_alpha".into(), json!(1.702));
+            c.insert("swiglu_limit".into(), json!(7.0));
+            match scaling_type(g, arch)? {
+                // gpt-oss's YaRN is not truncated (transformers' config and
+                // OpenAI's reference; llama.cpp floors/ceils the range).
+                Some("yarn") => match yarn_scaling(g, arch)? {
+                    graphc_ir::RopeScaling::Yarn { factor, original_context, beta_fast, beta_slow, attention_factor, .. } => {
+                        c.insert(
+                            "rope_scaling".into(),
+                            json!({
+                                "rope_type": "yarn",
+                                "factor": factor,
+                                "original_max_position_embeddings": original_context,
+                                "beta_fast": beta_fast,
+                                "beta_slow": beta_slow,
+                                "attention_factor": attention_factor,
+                                "truncate": false,
+                            }),
+                        );
+                    }
+                    _ => unreachable!("yarn_scaling gives YaRN"),
+                },
+                None => {}
+                Some(other) => {
+                    return Err(Diagnostic::new(
+                        &g.path,
+                        format!("`{}` = {other:?} is not implemented by the gpt-oss family", k("rope.scaling.type")),
+                    )
+                    .note("graphc lowers gpt-oss with YaRN or no scaling"))
+                }
+            }
+        }
         _ => {}
     }
     if matches!(arch, "qwen2" | "qwen3" | "qwen3moe") {
@@ -279,6 +333,9 @@ fn layer_name(arch: &str, part: &str) -> Option<&'static str> {
         ("qwen3next" | "qwen2moe", "ffn_down_shexp") => "mlp.shared_expert.down_proj",
         ("qwen3moe" | "qwen3next" | "qwen2moe", "ffn_gate_inp") => "mlp.gate",
         ("phimoe", "ffn_gate_inp") => "block_sparse_moe.gate",
+        ("gpt-oss", "ffn_gate_inp") => "mlp.router",
+        ("gpt-oss", "post_attention_norm") => "post_attention_layernorm",
+        ("gpt-oss", "attn_sinks") => "self_attn.sinks",
         ("phi2", "attn_norm") => "input_layernorm",
         ("phi2", "attn_output") => "self_attn.dense",
         ("phi2", "ffn_up") => "mlp.fc1",
@@ -334,7 +391,13 @@ fn rename(g: &GgufFile, arch: &str) -> Result<(Vec<TensorInfo>, std::collections
                         (_, "ffn_down") => ("mlp", "down_proj"),
                         _ => return Err(unknown()),
                     };
-                    for (e, slice) in crate::expert_slices::expert_slices(&g.path, t)?.into_iter().enumerate() {
+                    // A stacked bias ([experts, rows], gpt-oss) one row per expert.
+                    let slices = if kind == "bias" {
+                        crate::expert_slices::expert_rows(&g.path, t)?
+                    } else {
+                        crate::expert_slices::expert_slices(&g.path, t)?
+                    };
+                    for (e, slice) in slices.into_iter().enumerate() {
                         out.push(TensorInfo { name: format!("model.layers.{layer}.{block}.experts.{e}.{proj}.{kind}"), ..slice });
                     }
                     continue;
@@ -342,6 +405,8 @@ fn rename(g: &GgufFile, arch: &str) -> Result<(Vec<TensorInfo>, std::collections
                 let hf = layer_name(arch, part).ok_or_else(unknown)?;
                 out.push(named(match (part, kind) {
                     ("ssm_dt", "bias") => format!("model.layers.{layer}.linear_attn.dt_bias"),
+                    // HF's sinks are a bare parameter; the converter adds `.weight`.
+                    ("attn_sinks", "weight") => format!("model.layers.{layer}.{hf}"),
                     (_, "") => format!("model.layers.{layer}.{hf}"),
                     _ => format!("model.layers.{layer}.{hf}.{kind}"),
                 }));

@@ -66,6 +66,20 @@ const GGUF_READS: &[(&str, &[&str])] = &[
     ("phi2", &["attention.layer_norm_epsilon", "rope.dimension_count"]),
     ("phi3", &["rope.scaling.attn_factor", "rope.scaling.original_context_length", "attention.sliding_window", "rope.dimension_count"]),
     ("phimoe", &["rope.scaling.attn_factor", "rope.scaling.original_context_length", "expert_count", "expert_used_count"]),
+    (
+        "gpt-oss",
+        &[
+            "expert_count",
+            "expert_used_count",
+            "expert_feed_forward_length",
+            "attention.sliding_window",
+            "rope.scaling.type",
+            "rope.scaling.factor",
+            "rope.scaling.original_context_length",
+            "rope.scaling.yarn_beta_fast",
+            "rope.scaling.yarn_beta_slow",
+        ],
+    ),
 ];
 
 /// The RoPE scaling keys the HF view reads (`gguf_hf::rope_scaling`).
@@ -199,6 +213,8 @@ pub const MATH_KEYS: &[&str] = &[
     "no_rope_layers",
     "use_bidirectional_attention",
     "sliding_window_pattern",
+    "swiglu_alpha",
+    "swiglu_limit",
 ];
 
 /// The math keys each safetensors family reads (by `model_type`).

@@ -67,9 +67,15 @@ fn gguf_matches_reference(model: &Model, r: &Value, what: &str) -> Vec<u32> {
 }
 
 fn check_family(family: &str) {
+    check_family_file(family, None)
+}
+
+/// `check_family` on the fixture's checkpoint `file` (its GGUF) where given.
+fn check_family_file(family: &str, file: Option<&str>) {
     let (dir, r) = fixture(family);
     println!("{family}: {}", r["made_by"]);
-    let model = Model::compile(&dir, &CompileOptions::default(), None).unwrap();
+    let path = file.map_or(dir.clone(), |f| dir.join(f));
+    let model = Model::compile(&path, &CompileOptions::default(), None).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     let config: Value = serde_json::from_str(&std::fs::read_to_string(dir.join("config.json")).unwrap()).unwrap();
     assert_eq!(model.plan().family, config["model_type"].as_str().unwrap());
     let prompts: Vec<Vec<u32>> = r["prompts"].as_array().unwrap().iter().map(ids).collect();
@@ -867,4 +873,42 @@ fn llama3_rope_scaling_matches_transformers_past_1024() {
             println!("{} {k:?}: long prompt within {TOL}", path.display());
         }
     }
+}
+
+/// gpt-oss, from the GGUF llama.cpp's converter writes (its experts in
+/// MXFP4, exactly the fixture's values): attention sinks, alternating
+/// sliding and full layers, Q/K/V/O biases, untruncated YaRN, a biased
+/// router softmaxed over its top 2, clamped "swiglu" experts with biases.
+/// The controls — no sinks, no window or the window on the other layers,
+/// gate/up read as halves instead of interleaved, no `+ 1` on up, no clamp,
+/// the router's softmax before its top-k unrenormalized, YaRN's range
+/// truncated (llama.cpp's arithmetic), no YaRN — are each far outside the bound.
+#[test]
+fn gpt_oss_gguf_matches_transformers() {
+    check_family_file("gpt_oss", Some("model.gguf"));
+    let (dir, _) = fixture("gpt_oss");
+    let model = Model::compile(&dir.join("model.gguf"), &CompileOptions::default(), None).unwrap();
+    let facts = &model.plan().model.facts;
+    println!("{facts:?}");
+    assert_eq!(facts["sliding_window"], "5 on layers 0");
+    assert_eq!(facts["experts"], "4, 2 per token, swiglu limit 7.0, alpha 1.702");
+    // Each layer's attention carries its sinks; only layer 0's a window.
+    let attentions: Vec<(Option<u32>, Option<usize>, bool)> = model
+        .graph()
+        .nodes()
+        .filter_map(|n| match n.op {
+            graphc_ir::Op::Attention { window, sinks, .. } => Some((n.layer, window, sinks)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(attentions, vec![(Some(0), Some(5), true), (Some(1), None, true)]);
+}
+
+/// gpt-oss's own safetensors layout (experts fused, input-major,
+/// interleaved) is refused naming the tensor, never misread.
+#[test]
+fn gpt_oss_safetensors_layout_is_refused_by_name() {
+    let (dir, _) = fixture("gpt_oss");
+    let err = Model::compile(&dir, &CompileOptions::default(), None).err().expect("refused").to_string();
+    assert!(err.contains("mlp.experts.gate_up_proj") && err.contains("GGUF"), "{err}");
 }

@@ -49,6 +49,10 @@ pub(crate) struct Decoder {
     pub no_rope_layers: Vec<usize>,
     /// Granite's embedding, residual, attention and logit scales.
     pub scales: Option<super::granite::Scales>,
+    /// The layers `window` applies to (gpt-oss's alternate); `None`: all.
+    pub sliding_layers: Option<Vec<bool>>,
+    /// Each attention has a sink logit per head (gpt-oss's `self_attn.sinks`).
+    pub sinks: bool,
 }
 
 impl Decoder {
@@ -63,6 +67,8 @@ impl Decoder {
             window: None,
             no_rope_layers: vec![],
             scales: None,
+            sliding_layers: None,
+            sinks: false,
         }
     }
 }
@@ -119,7 +125,13 @@ pub(crate) fn lower_decoder(
         let (q_norm, k_norm) = (w("self_attn.q_norm"), w("self_attn.k_norm"));
         let names = [&w("self_attn.q_proj"), &w("self_attn.k_proj"), &w("self_attn.v_proj"), &w("self_attn.o_proj")];
         let qk_norm = decoder.qk_norm.then_some((q_norm.as_str(), k_norm.as_str()));
-        let cfg = AttentionCfg { no_rope: decoder.no_rope_layers.contains(&l), ..cfg.clone() };
+        let slides = decoder.sliding_layers.as_ref().is_none_or(|s| s[l]);
+        let cfg = AttentionCfg {
+            no_rope: decoder.no_rope_layers.contains(&l),
+            window: cfg.window.filter(|_| slides),
+            sinks: decoder.sinks.then(|| format!("model.layers.{l}.self_attn.sinks")),
+            ..cfg.clone()
+        };
         let o = b.attention(h, positions, names.map(|s| s.as_str()), qk_norm, &cfg)?;
         let o = residual(&mut b, o);
         x = b.binary(BinaryOp::Add, x, o);

@@ -93,6 +93,7 @@ pub const FAMILIES: &[Family] = &[
     hf(phimoe::MODEL_TYPE, Some("phimoe"), &["rope_scaling", "rope_parameters", "attention_bias", "num_local_experts"], |st, _, max_seq| {
         phimoe::lower(st, max_seq)
     }),
+    hf(gpt_oss::MODEL_TYPE, Some("gpt-oss"), gpt_oss::CONFIG_READS, |st, _, _| gpt_oss::lower(st)),
     Family { listed: false, ..hf(fused_kv::MODEL_TYPE, None, &["head_dim"], |st, _, _| fused_kv::lower(st)) },
 ];
 
