@@ -46,7 +46,8 @@ Templates and where they come from
   mistral_small_32, devstral  Mistral Small 3.2's and unsloth's Devstral Small 2507 templates (same sdist);
             strftime_now reads FIXED_NOW.
   MORE_TEMPLATES  llama31 (Llama 3.1 8B's = Llama 3.3 70B's), phi35, smollm3, granite33, r1_distill_qwen,
-            r1_distill_llama, qwq, qwen3_coder (its <function=...> call blocks), ministral3_reasoning ([THINK]): the official templates in the same sdist, bos/eos as each
+            r1_distill_llama, qwq, qwen3_coder (its <function=...> call blocks), ministral3_reasoning ([THINK]),
+            gpt_oss (OpenAI's harmony format; dated by strftime_now): the official templates in the same sdist, bos/eos as each
             tokenizer_config names them.
   graphc_gemma  tests/reference/make_reference.py's GEMMA_TEMPLATE, the format the
             project uses for Gemma 3 (not an official template).
@@ -207,6 +208,9 @@ MORE_TEMPLATES = {
     "qwq": ("Qwen-QwQ-32B", "5ed15374ce53e19a7798710736a2c9fe41c79f7385e8421a2080d6575a80ef1b", None, "<|im_end|>"),
     "ministral3_reasoning": ("mistralai-Ministral-3-14B-Reasoning-2512", "39f03c383413f531fd302c06c7e982ad98c83f0657a8339ae25478ccb81fdcda", "<s>", "</s>"),
     "qwen3_coder": ("Qwen3-Coder", "d287fb2edf144207f868ae1b282755dc19db2a3f1c5b3a3d57e9e5abffa98392", None, "<|im_end|>"),
+    # OpenAI's harmony format (gpt-oss-20b's template is the same text).
+    "gpt_oss": ("openai-gpt-oss-120b", "a4c9919cbbd4acdd51ccffe22da049264b1b73e59055fa58811a99efbd7c8146",
+                "<|startoftext|>", "<|return|>"),
 }
 LCP_TEMPLATES.update({name: (f"llama_cpp_python-0.3.36/vendor/llama.cpp/models/templates/{f}.jinja", sha)
                       for name, (f, sha, _, _) in MORE_TEMPLATES.items()})
