@@ -17,6 +17,7 @@ pub mod expert_slices;
 pub mod families;
 pub mod gguf;
 pub mod gguf_hf;
+pub mod harmony;
 pub mod hf_json;
 pub mod pretokenize;
 pub mod pyjson;

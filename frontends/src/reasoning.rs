@@ -15,6 +15,8 @@
 //! Mistral's reasoning models (Magistral, Ministral 3 Reasoning) think
 //! between the control tokens `[THINK]` and `[/THINK]`, which the visible
 //! text does not show: there the split reads their ids (`push_token`).
+//! gpt-oss thinks in its harmony `analysis` channel (`crate::harmony`),
+//! also read by id.
 
 /// The tags a model thinks between.
 pub const THINK_OPEN: &str = "<think>";
@@ -31,7 +33,7 @@ const SENTINEL_CLOSE: &str = "\u{FDD1}";
 /// Whether a chat template's model thinks in `<think>` blocks (its
 /// template writes or strips them) or Mistral's `[THINK]` ones.
 pub fn template_thinks(template: &str) -> bool {
-    template.contains(THINK_OPEN) || template.contains(THINK_CLOSE) || template.contains(CONTROL_THINK_OPEN)
+    template.contains(THINK_OPEN) || template.contains(THINK_CLOSE) || template.contains(CONTROL_THINK_OPEN) || crate::harmony::template_is_harmony(template)
 }
 
 /// The split for answers of `tok`'s chat template: by `<think>` tags, or
@@ -40,6 +42,10 @@ pub fn template_thinks(template: &str) -> bool {
 /// not think. `opened`: the prompt opened the block.
 pub fn split_for(tok: &crate::Tokenizer, opened: bool) -> Option<ThinkSplit> {
     let template = tok.template()?;
+    if crate::harmony::template_is_harmony(template) {
+        let channels = crate::harmony::Channels::new(crate::harmony::HarmonyTokens::of(tok)?);
+        return Some(ThinkSplit { harmony: Some(channels), ..ThinkSplit::new(false) });
+    }
     if template.contains(CONTROL_THINK_OPEN) {
         let id = |text: &str| tok.encode_text(text, true).ok().filter(|ids| ids.len() == 1).map(|ids| ids[0]);
         return Some(ThinkSplit {
@@ -77,6 +83,8 @@ pub struct ThinkSplit {
     close: &'static str,
     /// Mistral's `[THINK]` and `[/THINK]` ids, read as the tags.
     controls: Option<(u32, u32)>,
+    /// A harmony answer's channels (gpt-oss), which then decide alone.
+    harmony: Option<crate::harmony::Channels>,
 }
 
 impl ThinkSplit {
@@ -87,13 +95,16 @@ impl ThinkSplit {
 
     fn tagged(opened: bool, open: &'static str, close: &'static str) -> ThinkSplit {
         let state = if opened { State::Thinking { leading: true } } else { State::Start };
-        ThinkSplit { state, pending: String::new(), open, close, controls: None }
+        ThinkSplit { state, pending: String::new(), open, close, controls: None, harmony: None }
     }
 
     /// The next token (`id`, its visible `text`): as `push`, with Mistral's
     /// thinking control tokens read as the block's tags where they open or
     /// close it, and dropped elsewhere (they show no text).
     pub fn push_token(&mut self, id: u32, text: &str) -> (String, String) {
+        if let Some(h) = &mut self.harmony {
+            return h.push_token(id, text);
+        }
         match self.controls {
             Some((open, _)) if id == open && self.state == State::Start => self.push(SENTINEL_OPEN),
             Some((_, close)) if id == close && matches!(self.state, State::Thinking { .. }) => self.push(SENTINEL_CLOSE),
@@ -105,6 +116,9 @@ impl ThinkSplit {
     /// The next piece of text: what of it (and of earlier pieces) is now
     /// known to be reasoning, and content.
     pub fn push(&mut self, text: &str) -> (String, String) {
+        if let Some(h) = &mut self.harmony {
+            return h.push(text);
+        }
         self.pending.push_str(text);
         let (mut reasoning, mut content) = (String::new(), String::new());
         loop {
@@ -160,6 +174,9 @@ impl ThinkSplit {
 
     /// The end of the answer: what was held back, released.
     pub fn finish(&mut self) -> (String, String) {
+        if let Some(h) = &mut self.harmony {
+            return h.finish();
+        }
         let pending = std::mem::take(&mut self.pending);
         match self.state {
             State::Start => (String::new(), pending),

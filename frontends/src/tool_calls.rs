@@ -43,6 +43,10 @@ pub enum ToolFormat {
     MistralArgs {
         call_id: bool,
     },
+    /// OpenAI's harmony (gpt-oss): a `commentary` message addressed
+    /// `to=functions.NAME`, its body the arguments, read by token id
+    /// (`crate::harmony`).
+    Harmony,
 }
 
 /// A control token a call format is written with (never in the visible text).
@@ -91,7 +95,9 @@ impl ToolFormat {
         if !template.contains("tools") {
             return None;
         }
-        if template.contains(HERMES_OPEN) && template.contains(XML_FUNCTION) {
+        if crate::harmony::template_is_harmony(template) && template.contains("functions.") {
+            Some(ToolFormat::Harmony)
+        } else if template.contains(HERMES_OPEN) && template.contains(XML_FUNCTION) {
             Some(ToolFormat::QwenXml)
         } else if template.contains(HERMES_OPEN) {
             Some(ToolFormat::Hermes)
@@ -120,6 +126,8 @@ impl ToolFormat {
             ToolFormat::Granite => GRANITE_MARKER.into(),
             ToolFormat::MistralArgs { call_id: true } => format!("{MISTRAL_MARKER}{function}{MISTRAL_CALL_ID}{id}{MISTRAL_ARGS}"),
             ToolFormat::MistralArgs { call_id: false } => format!("{MISTRAL_MARKER}{function}{MISTRAL_ARGS}"),
+            // After the generation prompt's `<|start|>assistant`.
+            ToolFormat::Harmony => format!("<|channel|>commentary to=functions.{function} <|constrain|>json<|message|>"),
         }
     }
 
@@ -141,7 +149,13 @@ impl ToolFormat {
     /// Whether one forced call can name any of several functions (for
     /// `MistralArgs` the name is in the prefix, so one function only).
     pub fn forces_a_choice_of_functions(&self) -> bool {
-        !matches!(self, ToolFormat::MistralArgs { .. })
+        !matches!(self, ToolFormat::MistralArgs { .. } | ToolFormat::Harmony)
+    }
+
+    /// Whether a forced call's prefix names its function, so the JSON
+    /// generated is the arguments alone.
+    pub fn prefix_names_the_function(&self) -> bool {
+        matches!(self, ToolFormat::MistralArgs { .. } | ToolFormat::Harmony)
     }
 
     /// The key a call's arguments go under.
@@ -184,7 +198,7 @@ impl ToolFormat {
     /// or more; one only unless `parallel`); for `MistralArgs`, the one
     /// function's parameters.
     pub fn call_schema(&self, functions: &[(String, Value)], parallel: bool) -> Value {
-        if let (ToolFormat::MistralArgs { .. }, [(_, parameters)]) = (self, functions) {
+        if let (ToolFormat::MistralArgs { .. } | ToolFormat::Harmony, [(_, parameters)]) = (self, functions) {
             return parameters.clone();
         }
         let mut defs = Map::new();
@@ -267,7 +281,7 @@ impl ToolFormat {
                 }
             }
             // Its calls are cut at control tokens, absent from the text.
-            ToolFormat::MistralArgs { .. } => whole(),
+            ToolFormat::MistralArgs { .. } | ToolFormat::Harmony => whole(),
             ToolFormat::QwenXml => {
                 // After any content, `<tool_call>` blocks; or an answer that
                 // is only `<function=...>` blocks (a small model dropping the
@@ -340,8 +354,9 @@ impl ToolFormat {
                 }
             }
             ToolFormat::Mistral | ToolFormat::Granite if marker_first => 0,
-            // A call begins with a control token: all text before it is content.
-            ToolFormat::Mistral | ToolFormat::Granite | ToolFormat::MistralArgs { .. } => text.len(),
+            // A call begins with a control token: all text before it is
+            // content (harmony's calls never reach the content text).
+            ToolFormat::Mistral | ToolFormat::Granite | ToolFormat::MistralArgs { .. } | ToolFormat::Harmony => text.len(),
         }
     }
 

@@ -20,6 +20,7 @@
 //! later format is read from its tokens, cut at them.
 
 use crate::error::ApiError;
+use graphc_frontends::harmony::{Channels, HarmonyTokens};
 use graphc_frontends::tool_calls::{coerce_arguments, Control, ParsedCall, ToolFormat};
 use graphc_frontends::Tokenizer;
 use graphc_runtime::json_schema::Schema;
@@ -132,9 +133,12 @@ pub struct ToolPlan {
     pub functions: Vec<(String, Value)>,
     /// The format's control tokens in this vocabulary (Mistral's).
     pub controls: Vec<(u32, Control)>,
-    /// A `MistralArgs` call forced by the prompt's prefix: its function
-    /// and id (the JSON generated is its arguments alone).
+    /// A call forced by the prompt's prefix, where the prefix names its
+    /// function (`MistralArgs`, `Harmony`): its function and id (the JSON
+    /// generated is its arguments alone).
     pub forced: Option<(String, String)>,
+    /// The harmony markup tokens of this vocabulary (`Harmony`).
+    pub harmony: Option<HarmonyTokens>,
 }
 
 impl Tools {
@@ -173,6 +177,12 @@ impl Tools {
                 }
             }
         }
+        let harmony = match fmt {
+            ToolFormat::Harmony => Some(model.tokenizer().ok().and_then(HarmonyTokens::of).ok_or_else(|| {
+                ApiError::field(tools_key, "the chat template writes harmony messages, whose markup tokens are not each one token of this vocabulary")
+            })?),
+            _ => None,
+        };
         let forced: Vec<(String, Value)> = match self.choice {
             Choice::Auto => vec![],
             Choice::Required => self.functions.clone(),
@@ -209,7 +219,7 @@ impl Tools {
             let name = &forced[0].0;
             let id = fmt.call_id(&ParsedCall { name: name.clone(), arguments: json!({}), id: None }, conversation, 0);
             prefix = fmt.call_prefix(name, &id);
-            if matches!(fmt, ToolFormat::MistralArgs { .. }) {
+            if fmt.prefix_names_the_function() {
                 forced_call = Some((name.clone(), id));
             }
         }
@@ -217,7 +227,9 @@ impl Tools {
             match (fmt, forced.is_empty()) {
                 (ToolFormat::Hermes | ToolFormat::QwenXml, _) => stop.push("</tool_call>".into()),
                 // One object, a forced array of one, or one forced call.
-                (ToolFormat::Llama3Json, _) | (ToolFormat::Mistral | ToolFormat::Granite | ToolFormat::MistralArgs { .. }, false) => {}
+                // Harmony: `<|call|>` ends the answer, so one call at most.
+                (ToolFormat::Llama3Json | ToolFormat::Harmony, _)
+                | (ToolFormat::Mistral | ToolFormat::Granite | ToolFormat::MistralArgs { .. }, false) => {}
                 (ToolFormat::Mistral | ToolFormat::Granite | ToolFormat::MistralArgs { .. }, true) => {
                     return Err(ApiError::field(
                         "parallel_tool_calls",
@@ -226,7 +238,7 @@ impl Tools {
                 }
             }
         }
-        Ok(ToolPlan { format: fmt, prefix, functions: self.functions.clone(), controls, forced: forced_call })
+        Ok(ToolPlan { format: fmt, prefix, functions: self.functions.clone(), controls, forced: forced_call, harmony })
     }
 }
 
@@ -248,16 +260,43 @@ impl ToolPlan {
     /// `read`, with `decode` the text of some tokens.
     fn read_with(&self, text: &str, ids: &[u32], decode: &dyn Fn(&[u32]) -> Option<String>) -> (String, Vec<ParsedCall>) {
         let whole = || (text.to_string(), vec![]);
-        if let ToolFormat::MistralArgs { .. } = self.format {
-            // A forced call's text is its arguments.
-            if let Some((name, id)) = &self.forced {
-                return match serde_json::from_str::<Value>(text.trim()) {
-                    Ok(arguments) if arguments.is_object() => {
-                        (String::new(), vec![ParsedCall { name: name.clone(), arguments, id: Some(id.clone()) }])
-                    }
-                    _ => whole(),
+        // A forced call's text is its arguments.
+        if let Some((name, id)) = &self.forced {
+            return match serde_json::from_str::<Value>(text.trim()) {
+                Ok(arguments) if arguments.is_object() => (String::new(), vec![ParsedCall { name: name.clone(), arguments, id: Some(id.clone()) }]),
+                _ => whole(),
+            };
+        }
+        if let Some(tokens) = self.harmony {
+            // The answer's messages, read by id: runs of plain tokens
+            // decoded whole (a character may span tokens).
+            let mut channels = Channels::new(tokens);
+            let markup = [tokens.start, tokens.end, tokens.message, tokens.channel, tokens.constrain, tokens.ret, tokens.call];
+            let mut content = String::new();
+            for run in ids.split_inclusive(|i| markup.contains(i)) {
+                let (plain, mark) = match run.split_last() {
+                    Some((m, plain)) if markup.contains(m) => (plain, Some(*m)),
+                    _ => (run, None),
                 };
+                let Some(t) = decode(plain) else { return whole() };
+                content.push_str(&channels.push(&t).1);
+                if let Some(m) = mark {
+                    channels.push_token(m, "");
+                }
             }
+            content.push_str(&channels.finish().1);
+            let names = self.names();
+            let calls: Option<Vec<ParsedCall>> = channels
+                .calls()
+                .iter()
+                .map(|c| c.function().filter(|(name, _)| names.contains(name)).map(|(name, arguments)| ParsedCall { name, arguments, id: None }))
+                .collect();
+            return match calls {
+                Some(calls) => (content.trim().to_string(), calls),
+                None => whole(),
+            };
+        }
+        if let ToolFormat::MistralArgs { .. } = self.format {
             // Else the answer cut at its control tokens, each part decoded.
             let first = ids.iter().position(|&i| self.control(i).is_some()).unwrap_or(ids.len());
             let mut pieces: Vec<(Control, Vec<u32>)> = vec![];
@@ -378,7 +417,57 @@ mod tests {
             functions: vec![("get_weather".into(), json!({})), ("scale".into(), json!({}))],
             controls: vec![(1, Control::Calls), (2, Control::CallId), (3, Control::Args)],
             forced,
+            harmony: None,
         }
+    }
+
+    /// A harmony answer (gpt-oss): ids 1..=7 its markup tokens, every other
+    /// id a character; the analysis, a preamble and a call.
+    #[test]
+    fn a_harmony_call_is_read_from_its_messages() {
+        let tokens = HarmonyTokens { start: 1, end: 2, message: 3, channel: 4, constrain: 5, ret: 6, call: 7 };
+        let plan = ToolPlan {
+            format: ToolFormat::Harmony,
+            prefix: String::new(),
+            functions: vec![("get_weather".into(), json!({}))],
+            controls: vec![],
+            forced: None,
+            harmony: Some(tokens),
+        };
+        let decode = |ids: &[u32]| -> Option<String> { ids.iter().map(|&i| char::from_u32(i).filter(|_| i > 7)).collect() };
+        let ids = |pieces: &[(Option<u32>, &str)]| -> Vec<u32> {
+            pieces.iter().flat_map(|(m, t)| m.map(|m| vec![m]).unwrap_or_else(|| t.chars().map(|c| c as u32).collect())).collect()
+        };
+        let answer = ids(&[
+            (Some(4), ""),
+            (None, "analysis"),
+            (Some(3), ""),
+            (None, "Need the weather."),
+            (Some(2), ""),
+            (Some(1), ""),
+            (None, "assistant"),
+            (Some(4), ""),
+            (None, "commentary"),
+            (Some(3), ""),
+            (None, "Checking Oslo…"),
+            (Some(2), ""),
+            (Some(1), ""),
+            (None, "assistant"),
+            (Some(4), ""),
+            (None, "commentary to=functions.get_weather "),
+            (Some(5), ""),
+            (None, "json"),
+            (Some(3), ""),
+            (None, "{\"city\": \"Oslo\"}"),
+            (Some(7), ""),
+        ]);
+        let (content, calls) = plan.read_with("", &answer, &decode);
+        assert_eq!(content, "Checking Oslo…");
+        assert_eq!(calls, vec![ParsedCall { name: "get_weather".into(), arguments: json!({"city": "Oslo"}), id: None }]);
+        // A call of a function the request did not list is no call.
+        let unknown: Vec<u32> = answer.iter().copied().collect::<Vec<_>>();
+        let other = ToolPlan { functions: vec![("scale".into(), json!({}))], ..plan.clone() };
+        assert!(other.read_with("", &unknown, &decode).1.is_empty());
     }
 
     fn feed(state: &mut ToolState, pieces: &[(Option<u32>, &str)]) -> String {

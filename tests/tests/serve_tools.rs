@@ -417,3 +417,85 @@ fn granite_calls_follow_their_control_token() {
     println!("{name} {args}");
     server.shutdown().unwrap();
 }
+
+/// Qwen's unused control tokens renamed to OpenAI's harmony markup.
+const HARMONY: [(u32, &str); 7] = [
+    (151646, "<|start|>"),
+    (151647, "<|end|>"),
+    (151648, "<|message|>"),
+    (151649, "<|channel|>"),
+    (151650, "<|constrain|>"),
+    (151651, "<|return|>"),
+    (151652, "<|call|>"),
+];
+
+/// gpt-oss's harmony format (reading an unforced answer's messages is
+/// unit-tested in `server/src/tools.rs` and `frontends/src/harmony.rs`),
+/// on Qwen2.5's weights wearing gpt-oss's template with seven control
+/// tokens renamed to its markup: a named function is forced by putting the
+/// call's header (`<|channel|>commentary to=functions.NAME
+/// <|constrain|>json<|message|>`, as control tokens) after the prompt and
+/// generating the arguments under the parameters' schema; an `auto`
+/// answer's reasoning and content are the library's greedy tokens read as
+/// harmony messages, and no markup reaches the text; a vocabulary without
+/// the markup tokens gets `tools` refused.
+#[test]
+fn harmony_calls_are_forced_and_answers_read_as_messages() {
+    use graphc_frontends::reasoning::split_for;
+    let m = qwen_wearing("gpt_oss", &HARMONY);
+    assert_eq!(m.tool_format(), Some(ToolFormat::Harmony));
+    let server = start(&m);
+    let addr = server.addr();
+    let named = json!({"tool_choice": {"type": "function", "function": {"name": "get_weather"}}, "max_tokens": 48});
+    let v = post_json(addr, "/v1/chat/completions", &chat(named.clone())).json();
+    let choice = &v["choices"][0];
+    assert_eq!(choice["finish_reason"], "tool_calls", "{v}");
+    let calls = choice["message"]["tool_calls"].as_array().unwrap();
+    assert_eq!(calls.len(), 1, "{v}");
+    let (name, args) = arguments(&calls[0]);
+    assert_eq!(name, "get_weather", "{v}");
+    assert!(args["city"].is_string() && args.as_object().unwrap().keys().all(|k| k == "city" || k == "unit"), "{args}");
+    let head = "<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>";
+    let opts = ChatOptions { tools: tools().as_array().unwrap().clone(), assistant_prefix: head.into(), ..Default::default() };
+    let prompt = m.chat_prompt(&[Message::user(ASK)], &opts).unwrap();
+    assert_eq!(v["usage"]["prompt_tokens"].as_u64(), Some(prompt.len() as u64), "{v}");
+    let tail = &prompt[prompt.len() - m.tokenizer().unwrap().encode_text(head, true).unwrap().len()..];
+    for id in [151649, 151650, 151648] {
+        assert!(tail.contains(&id), "{id} is not in the prompt's tail {tail:?}");
+    }
+
+    // `auto`: whatever the weights write, read as harmony messages (these
+    // weights write plain text: shown as written, the fallback).
+    let opts = ChatOptions { tools: tools().as_array().unwrap().clone(), ..Default::default() };
+    let prompt = m.chat_prompt(&[Message::user(ASK)], &opts).unwrap();
+    let mut s = m.session(&SessionOptions::default()).unwrap();
+    let g = s.generate(&prompt, 32, &Sampling::greedy(), |_| ()).unwrap();
+    let tok = m.tokenizer().unwrap();
+    let mut split = split_for(tok, false).expect("a harmony template thinks in its analysis channel");
+    let (mut reasoning, mut content) = (String::new(), String::new());
+    // The answer without its end (the server's), control tokens showing no text.
+    let stops = &m.plan().model.stop_ids;
+    let answer = g.tokens.strip_suffix(&[*g.tokens.last().unwrap()]).filter(|_| stops.contains(g.tokens.last().unwrap())).unwrap_or(&g.tokens);
+    for &id in answer {
+        let text = if tok.is_control(id) { String::new() } else { tok.decode(&[id]).unwrap() };
+        let (r, c) = split.push_token(id, &text);
+        reasoning.push_str(&r);
+        content.push_str(&c);
+    }
+    let (r, c) = split.finish();
+    reasoning.push_str(&r);
+    content.push_str(&c);
+    println!("greedy {:?} → reasoning {reasoning:?}, content {content:?}", tok.decode(&g.tokens).unwrap());
+    let v = post_json(addr, "/v1/chat/completions", &chat(json!({"max_tokens": 32}))).json();
+    let message = &v["choices"][0]["message"];
+    assert_eq!(message["content"].as_str().unwrap_or(""), content.trim(), "{v}");
+    assert_eq!(message["reasoning_content"].as_str().unwrap_or(""), reasoning, "{v}");
+    assert!(!v.to_string().contains("\\ufdd2") && !v.to_string().contains('\u{FDD2}'), "{v}");
+    server.shutdown().unwrap();
+
+    let plain = qwen_wearing("gpt_oss", &[]);
+    let server = start(&plain);
+    let r = post_json(server.addr(), "/v1/chat/completions", &chat(json!({})));
+    assert_eq!((r.status, r.json()["error"]["param"].as_str()), (400, Some("tools")), "{}", r.body);
+    server.shutdown().unwrap();
+}
