@@ -158,7 +158,12 @@ impl Channels {
 /// A header's route: `to=RECIPIENT` anywhere in it (before or after the
 /// channel) makes a commentary message a call; the channel names the rest.
 fn route(header: &str) -> Route {
-    let words = |s: &str| s.split(|c: char| c.is_whitespace() || c == CHANNEL_MARK || c == CONSTRAIN_MARK).filter(|w| !w.is_empty()).map(str::to_string).collect::<Vec<_>>();
+    let words = |s: &str| {
+        s.split(|c: char| c.is_whitespace() || c == CHANNEL_MARK || c == CONSTRAIN_MARK)
+            .filter(|w| !w.is_empty())
+            .map(str::to_string)
+            .collect::<Vec<_>>()
+    };
     let recipient = words(header).into_iter().find_map(|w| w.strip_prefix("to=").map(str::to_string));
     let channel = header.split_once(CHANNEL_MARK).and_then(|(_, after)| words(after).into_iter().next());
     match (channel.as_deref(), recipient) {

@@ -33,7 +33,10 @@ const SENTINEL_CLOSE: &str = "\u{FDD1}";
 /// Whether a chat template's model thinks in `<think>` blocks (its
 /// template writes or strips them) or Mistral's `[THINK]` ones.
 pub fn template_thinks(template: &str) -> bool {
-    template.contains(THINK_OPEN) || template.contains(THINK_CLOSE) || template.contains(CONTROL_THINK_OPEN) || crate::harmony::template_is_harmony(template)
+    template.contains(THINK_OPEN)
+        || template.contains(THINK_CLOSE)
+        || template.contains(CONTROL_THINK_OPEN)
+        || crate::harmony::template_is_harmony(template)
 }
 
 /// The split for answers of `tok`'s chat template: by `<think>` tags, or

@@ -55,6 +55,26 @@ pub struct Tokenizer {
     pub(crate) requires_nfc: bool,
 }
 
+/// gpt-oss's harmony markup that the visible text shows, as llama.cpp
+/// shows it (it marks them user-defined in a vocabulary that has
+/// `<|return|>` and `<|call|>`), so a raw answer reads
+/// `<|channel|>analysis<|message|>…<|start|>assistant<|channel|>final<|message|>…`,
+/// not `analysis…assistantfinal…`. They stay special for encoding.
+const SHOWN_MARKUP: [&str; 4] = ["<|channel|>", "<|message|>", "<|start|>", "<|constrain|>"];
+
+/// `control_ids` without the shown markup, in a harmony vocabulary.
+fn shown_markup_removed(inner: &Engine, mut control_ids: Vec<u32>) -> Vec<u32> {
+    let id = |text: &str| match inner {
+        Engine::Hf { tokenizer, .. } => tokenizer.token_to_id(text),
+        Engine::Spm(_) => None,
+    };
+    if id("<|return|>").is_some() && id("<|call|>").is_some() {
+        let shown: Vec<u32> = SHOWN_MARKUP.iter().filter_map(|t| id(t)).collect();
+        control_ids.retain(|i| !shown.contains(i));
+    }
+    control_ids
+}
+
 /// GGUF `tokenizer.ggml.token_type` values.
 const TOKEN_CONTROL: i64 = 3;
 const TOKEN_USER_DEFINED: i64 = 4;
@@ -103,6 +123,7 @@ impl Tokenizer {
                     .note("graphc builds `gpt2` (byte-level BPE) and `llama` (SentencePiece) tokenizers from GGUF metadata"))
             }
         };
+        let control_ids = shown_markup_removed(&inner, control_ids);
         let id = |key: &str| g.get(key).and_then(|v| v.as_u64()).map(|v| v as u32);
         let bos_id = id("tokenizer.ggml.bos_token_id");
         let add_bos = match g.get("tokenizer.ggml.add_bos_token") {

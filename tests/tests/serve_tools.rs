@@ -471,6 +471,8 @@ fn harmony_calls_are_forced_and_answers_read_as_messages() {
     let mut s = m.session(&SessionOptions::default()).unwrap();
     let g = s.generate(&prompt, 32, &Sampling::greedy(), |_| ()).unwrap();
     let tok = m.tokenizer().unwrap();
+    // The visible text shows the header markup (llama.cpp's rule), not the message ends.
+    assert!(!tok.is_control(151649) && !tok.is_control(151648) && tok.is_control(151647) && tok.is_control(151652));
     let mut split = split_for(tok, false).expect("a harmony template thinks in its analysis channel");
     let (mut reasoning, mut content) = (String::new(), String::new());
     // The answer without its end (the server's), control tokens showing no text.
@@ -494,6 +496,7 @@ fn harmony_calls_are_forced_and_answers_read_as_messages() {
     server.shutdown().unwrap();
 
     let plain = qwen_wearing("gpt_oss", &[]);
+    assert!(plain.tokenizer().unwrap().is_control(151649), "Qwen's own token stays hidden");
     let server = start(&plain);
     let r = post_json(server.addr(), "/v1/chat/completions", &chat(json!({})));
     assert_eq!((r.status, r.json()["error"]["param"].as_str()), (400, Some("tools")), "{}", r.body);
