@@ -390,7 +390,14 @@ pub enum Op {
     /// expert's term starts the sum). Each routed expert's products are
     /// those `matmul` computes for the rows routed to it. Formed by the
     /// `moe_dispatch` pass (E / top-k times less work than the dense form).
-    MoeExperts { act: UnaryOp },
+    ///
+    /// With `bias`, each expert's three weights are each followed by its
+    /// bias (`w_gate_e, b_gate_e, w_up_e, b_up_e, w_down_e, b_down_e`),
+    /// added to each product. With `limit` (and `alpha`), the clamped
+    /// SwiGLU of gpt-oss replaces the glu: with `g` the gate's product
+    /// clamped above at `limit`, `u` the up's clamped to `±limit`, the
+    /// hidden value is `mul(add(u, 1), mul(g, act(mul(g, alpha))))`.
+    MoeExperts { act: UnaryOp, bias: bool, alpha: Option<f32>, limit: Option<f32> },
     /// `(a [..., d], o [..., d], weight [d])`: `add(a, norm{rms, eps}(o,
     /// weight))`, a sandwich norm's residual add (Gemma 2/3's post-norms;
     /// the `norm-add` rules).

@@ -23,11 +23,20 @@
 //! are, so skipping it changes no bit (unless that expert's output was
 //! infinite or NaN, which the dense form would have spread to the row).
 //!
+//! gpt-oss's experts (`gpt_oss::experts_block`) are matched too, each
+//! term `mul(add(matmul(%a_e, %w_down_e), %b_down_e), narrow(..))` with
+//! `%a_e = mul(add(clamp{±l}(add(matmul(%h, %w_up_e), %b_up_e)), 1),
+//! mul(%g_e, sigmoid(mul(%g_e, alpha))))`, `%g_e =
+//! clamp{max=l}(add(matmul(%h, %w_gate_e), %b_gate_e))`: they become
+//! `moe_experts{act=sigmoid, bias, alpha, limit=l}` with each expert's
+//! weights and biases, under the same conditions (every expert the same
+//! `alpha` and `l`).
+//!
 //! CPU plans only: the GPU targets have no kernel for the op yet and run
 //! the dense form.
 //!
 //! Counts: MoE layers dispatched (the qwen3_moe fixture: 1, its other
-//! layer being dense; mixtral, phimoe: 2; qwen3_next: 4).
+//! layer being dense; mixtral, phimoe, gpt_oss: 2; qwen3_next: 4).
 
 use crate::cost::CostModel;
 use crate::pass::Pass;
@@ -38,15 +47,19 @@ pub struct MoeDispatch {
     pub cost: CostModel,
 }
 
-/// One matched layer: its `h`, routing weights, activation, each expert's
-/// three weights, and the nodes the op replaces.
+/// One matched layer: its `h`, routing weights, the op it becomes (its
+/// activation and form), each expert's weights (and biases), and the
+/// nodes the op replaces.
 struct Matched {
     h: NodeId,
     weights: NodeId,
-    act: UnaryOp,
-    experts: Vec<[NodeId; 3]>,
+    op: Op,
+    experts: Vec<Vec<NodeId>>,
     replaced: Vec<NodeId>,
 }
+
+/// What one term gave: its `h`, routing weights, op, and the expert's inputs.
+type Term = (NodeId, NodeId, Op, Vec<NodeId>);
 
 /// The single reader of `id`, if it has exactly one.
 fn only_user(g: &Graph, id: NodeId) -> Option<NodeId> {
@@ -60,7 +73,7 @@ fn is_weight(g: &Graph, id: NodeId) -> bool {
 
 /// Term `e` (`mul(y_e, narrow(weights, e))`): its weights, and expert `e`'s
 /// `h`, activation and three weights; the nodes it folds go to `replaced`.
-fn term(g: &Graph, t: NodeId, e: usize, replaced: &mut Vec<NodeId>) -> Option<(NodeId, NodeId, UnaryOp, [NodeId; 3])> {
+fn term(g: &Graph, t: NodeId, e: usize, replaced: &mut Vec<NodeId>) -> Option<Term> {
     let binary = |id: NodeId, op: BinaryOp| (g.node(id).op == Op::Binary(op)).then(|| g.inputs(id)).map(|i| (i[0], i[1]));
     let (y, pick) = binary(t, BinaryOp::Mul)?;
     let Op::Narrow { axis, start, len } = &g.node(pick).op else { return None };
@@ -70,7 +83,7 @@ fn term(g: &Graph, t: NodeId, e: usize, replaced: &mut Vec<NodeId>) -> Option<(N
         return None;
     }
     if g.node(y).op != Op::MatMul {
-        return None;
+        return clamped_swiglu(g, y, weights, pick, replaced);
     }
     let (a, w_down) = (g.inputs(y)[0], g.inputs(y)[1]);
     let (act_out, up) = binary(a, BinaryOp::Mul)?;
@@ -87,7 +100,50 @@ fn term(g: &Graph, t: NodeId, e: usize, replaced: &mut Vec<NodeId>) -> Option<(N
         return None;
     }
     replaced.extend(folded);
-    Some((h, weights, act, [w_gate, w_up, w_down]))
+    Some((h, weights, Op::MoeExperts { act, bias: false, alpha: None, limit: None }, vec![w_gate, w_up, w_down]))
+}
+
+/// A gpt-oss term's expert, `y` its biased down projection (see the top).
+fn clamped_swiglu(g: &Graph, y: NodeId, weights: NodeId, pick: NodeId, replaced: &mut Vec<NodeId>) -> Option<Term> {
+    let binary = |id: NodeId, op: BinaryOp| (g.node(id).op == Op::Binary(op)).then(|| g.inputs(id)).map(|i| (i[0], i[1]));
+    let constant = |id: NodeId| match g.node(id).op {
+        Op::Const { value, .. } if g.ty(id).shape.iter().all(|d| d.is_const(1)) => Some(value),
+        _ => None,
+    };
+    // `add(matmul(x, w), b)`: its x, w and b, and the two nodes.
+    let linear = |id: NodeId| -> Option<(NodeId, NodeId, NodeId, [NodeId; 2])> {
+        let (product, b) = binary(id, BinaryOp::Add)?;
+        (g.node(product).op == Op::MatMul).then_some(())?;
+        Some((g.inputs(product)[0], g.inputs(product)[1], b, [id, product]))
+    };
+    let (a, w_down, b_down, down) = linear(y)?;
+    let (up1, glu) = binary(a, BinaryOp::Mul)?;
+    let (up_clamped, one) = binary(up1, BinaryOp::Add)?;
+    let Op::Clamp { min: Some(low), max: Some(limit) } = g.node(up_clamped).op else { return None };
+    let (gate, sig) = binary(glu, BinaryOp::Mul)?;
+    let Op::Unary(UnaryOp::Sigmoid) = g.node(sig).op else { return None };
+    let slope = g.inputs(sig)[0];
+    let (gate_again, alpha) = binary(slope, BinaryOp::Mul)?;
+    let (Some(1.0), Some(alpha)) = (constant(one), constant(alpha)) else { return None };
+    if gate_again != gate || low != -limit || g.node(gate).op != (Op::Clamp { min: None, max: Some(limit) }) {
+        return None;
+    }
+    let (h, w_gate, b_gate, gate_nodes) = linear(g.inputs(gate)[0])?;
+    let (h_up, w_up, b_up, up_nodes) = linear(g.inputs(up_clamped)[0])?;
+    let folded = [&[pick, a, up1, up_clamped, glu, sig, slope][..], &down, &gate_nodes, &up_nodes].concat();
+    // The clamped gate is read twice, by the slope and the glu; every other node once.
+    let mut gate_users = g.users(gate);
+    gate_users.sort();
+    let mut want = vec![slope, glu];
+    want.sort();
+    let single = folded.iter().all(|&n| only_user(g, n).is_some()) && gate_users == want;
+    let inputs = vec![w_gate, b_gate, w_up, b_up, w_down, b_down];
+    if h != h_up || !single || !inputs.iter().all(|&w| is_weight(g, w)) {
+        return None;
+    }
+    replaced.extend(folded);
+    replaced.push(gate);
+    Some((h, weights, Op::MoeExperts { act: UnaryOp::Sigmoid, bias: true, alpha: Some(alpha), limit: Some(limit) }, inputs))
 }
 
 /// The layer whose sum ends at `root`, if it is one.
@@ -110,15 +166,15 @@ fn layer(g: &Graph, root: NodeId) -> Option<Matched> {
     let mut first = None;
     let mut experts = Vec::new();
     for (e, &t) in terms.iter().enumerate() {
-        let (h, weights, act, w) = term(g, t, e, &mut replaced)?;
-        if *first.get_or_insert((h, weights, act)) != (h, weights, act) {
+        let (h, weights, op, w) = term(g, t, e, &mut replaced)?;
+        if *first.get_or_insert((h, weights, op.clone())) != (h, weights, op) {
             return None;
         }
         experts.push(w);
     }
-    let (h, weights, act) = first?;
+    let (h, weights, op) = first?;
     let n_experts = g.ty(weights).shape.last()?.as_const()?;
-    (experts.len() >= 2 && n_experts == experts.len() as i64).then_some(Matched { h, weights, act, experts, replaced })
+    (experts.len() >= 2 && n_experts == experts.len() as i64).then_some(Matched { h, weights, op, experts, replaced })
 }
 
 impl Pass for MoeDispatch {
@@ -148,7 +204,7 @@ impl Pass for MoeDispatch {
         for (root, m) in layers {
             let mut inputs = vec![m.h, m.weights];
             inputs.extend(m.experts.iter().flatten());
-            let op = g.add(Op::MoeExperts { act: m.act }, &inputs, g.node(root).layer);
+            let op = g.add(m.op, &inputs, g.node(root).layer);
             g.node_mut(op).ty = g.node(root).ty.clone();
             g.take_place(op, root);
             g.replace_uses(root, op);

@@ -67,7 +67,7 @@ fn kv_append_filetests() {
 
 #[test]
 fn moe_dispatch_filetests() {
-    pass_filetests("moe_dispatch", 5);
+    pass_filetests("moe_dispatch", 7);
 }
 
 #[test]

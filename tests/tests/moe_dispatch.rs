@@ -41,8 +41,15 @@ fn moe_ops(model: &Model) -> usize {
 fn dispatching_experts_only_where_routed_changes_no_logit_bit() {
     let dir = graphc_tests::repo_root().join("tests/fixtures/families");
     // (checkpoint, MoE layers, experts a token).
-    let cases =
-        [("qwen3_moe", 1, 2), ("qwen3_moe_yarn", 1, 2), ("mixtral", 2, 2), ("mixtral/model.gguf", 2, 2), ("phimoe", 2, 2), ("qwen3_next", 4, 2)];
+    let cases = [
+        ("qwen3_moe", 1, 2),
+        ("qwen3_moe_yarn", 1, 2),
+        ("mixtral", 2, 2),
+        ("mixtral/model.gguf", 2, 2),
+        ("phimoe", 2, 2),
+        ("qwen3_next", 4, 2),
+        ("gpt_oss/model.gguf", 2, 2),
+    ];
     let off = CompileOptions { disabled_passes: vec!["moe_dispatch".into()], ..Default::default() };
     for (name, layers, top_k) in cases {
         let path = dir.join(name);

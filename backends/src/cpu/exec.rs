@@ -360,10 +360,14 @@ fn profile_class(graph: &Graph, id: NodeId) -> (String, u64, usize) {
     // A MoE layer's experts: their count and the first one's weights. They
     // are read only where routed, so how much of them a step reads is not
     // the class's to say.
-    let moe = matches!(op, Op::MoeExperts { .. });
-    let inputs = if moe {
-        class.push_str(&format!(" {}×", inputs.len().saturating_sub(2) / 3));
-        &inputs[2.min(inputs.len())..5.min(inputs.len())]
+    let per = match op {
+        Op::MoeExperts { bias: true, .. } => Some(6),
+        Op::MoeExperts { .. } => Some(3),
+        _ => None,
+    };
+    let inputs = if let Some(per) = per {
+        class.push_str(&format!(" {}×", inputs.len().saturating_sub(2) / per));
+        &inputs[2.min(inputs.len())..(2 + per).min(inputs.len())]
     } else {
         &inputs[..]
     };
@@ -373,7 +377,7 @@ fn profile_class(graph: &Graph, id: NodeId) -> (String, u64, usize) {
             let shape: Vec<i64> = ty.shape.iter().filter_map(|d| d.as_const()).collect();
             class.push_str(&format!(" {}{shape:?}", ty.dtype));
             // The matrices it multiplies by (a norm_matmul's norm weight is a vector).
-            if op.is_matmul() && shape.len() == 2 && !moe {
+            if op.is_matmul() && shape.len() == 2 && per.is_none() {
                 let elems = shape.iter().product::<i64>().max(0) as u64;
                 bytes += ty.dtype.storage_bytes(elems).unwrap_or(0);
                 // A matmul_glu's two products over one output: 2k a column.

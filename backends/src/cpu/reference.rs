@@ -280,8 +280,7 @@ pub(crate) fn eval(op: &Op, args: &[&Val], env: &Env) -> Result<Tensor, String> 
         }
         Op::Clamp { min, max } => {
             let x = a0().f32s()?;
-            let (lo, hi) = (min.unwrap_or(f32::NEG_INFINITY), max.unwrap_or(f32::INFINITY));
-            Ok(Tensor::f32(a0().shape(), x.iter().map(|&v| v.max(lo).min(hi)).collect()))
+            Ok(Tensor::f32(a0().shape(), x.iter().map(|&v| clamp(v, *min, *max)).collect()))
         }
         Op::Binary(b) => binary(*b, args[0], args[1]),
         Op::Reduce { op, axis } => {
@@ -379,15 +378,35 @@ pub(crate) fn eval(op: &Op, args: &[&Val], env: &Env) -> Result<Tensor, String> 
             let normed = Val::T(eval(&Op::Norm { kind: NormKind::Rms, eps: *eps }, &args[1..], env)?);
             eval(&Op::Binary(BinaryOp::Add), &[&normed, args[0]], env)
         }
-        Op::MoeExperts { act } => {
+        Op::MoeExperts { act, bias, alpha, limit } => {
             // Each expert by its definition on the rows routed to it.
             let (shape, x, weights) = (a0().shape(), a0().f32s()?, args[1].f32s()?);
             let d = *shape.last().unwrap();
-            let n_experts = (args.len() - 2) / 3;
+            let per = if *bias { 6 } else { 3 };
+            let n_experts = (args.len() - 2) / per;
             let expert = |e: usize, rows: &[f32], m: usize| -> Result<Vec<f32>, String> {
                 let rows = Val::T(Tensor::f32(vec![m, d], rows.to_vec()));
-                let hidden = Val::T(eval(&Op::MatMulGlu { act: *act }, &[&rows, args[2 + 3 * e], args[3 + 3 * e]], env)?);
-                Ok(eval(&Op::MatMul, &[&hidden, args[4 + 3 * e]], env)?.as_f32().ok_or("an expert's output is f32")?.to_vec())
+                let w = |i: usize| args[2 + per * e + if *bias { 2 * i } else { i }];
+                // A product, and its bias where the experts have them.
+                let linear = |x: &Val, i: usize| -> Result<Val, String> {
+                    let y = Val::T(eval(&Op::MatMul, &[x, w(i)], env)?);
+                    Ok(match bias {
+                        true => Val::T(eval(&Op::Binary(BinaryOp::Add), &[&y, args[3 + per * e + 2 * i]], env)?),
+                        false => y,
+                    })
+                };
+                let hidden = match (alpha, limit) {
+                    (Some(alpha), Some(limit)) => {
+                        let scalar = |v: f32| Val::T(Tensor::f32(vec![1], vec![v]));
+                        let binary = |op: BinaryOp, a: &Val, b: &Val| eval(&Op::Binary(op), &[a, b], env).map(Val::T);
+                        let g = Val::T(eval(&Op::Clamp { min: None, max: Some(*limit) }, &[&linear(&rows, 0)?], env)?);
+                        let u = Val::T(eval(&Op::Clamp { min: Some(-limit), max: Some(*limit) }, &[&linear(&rows, 1)?], env)?);
+                        let sig = Val::T(eval(&Op::Unary(*act), &[&binary(BinaryOp::Mul, &g, &scalar(*alpha))?], env)?);
+                        binary(BinaryOp::Mul, &binary(BinaryOp::Add, &u, &scalar(1.0))?, &binary(BinaryOp::Mul, &g, &sig)?)?
+                    }
+                    _ => Val::T(eval(&Op::Glu { act: *act }, &[&linear(&rows, 0)?, &linear(&rows, 1)?], env)?),
+                };
+                Ok(linear(&hidden, 2)?.f32s()?.into_owned())
             };
             let (out, _) = crate::cpu::moe::routed_sum(&x, d, &weights, n_experts, |_| false, expert)?;
             Ok(Tensor::f32(shape, out))
@@ -759,6 +778,11 @@ pub fn softmax_in_place(row: &mut [f32], softcap: Option<f32>) {
     for v in row.iter_mut() {
         *v /= sum;
     }
+}
+
+/// `clamp{min, max}` of one value (a bound left out does not clamp).
+pub(crate) fn clamp(v: f32, min: Option<f32>, max: Option<f32>) -> f32 {
+    v.max(min.unwrap_or(f32::NEG_INFINITY)).min(max.unwrap_or(f32::INFINITY))
 }
 
 pub(crate) fn binary_fn(op: BinaryOp) -> fn(f32, f32) -> f32 {

@@ -14,7 +14,7 @@ pub(super) fn prototypes() -> Vec<Op> {
         Op::NormMatMul { eps: 0.0 },
         Op::NormMatMulGlu { act: UnaryOp::Silu, eps: 0.0 },
         Op::MatMulAdd,
-        Op::MoeExperts { act: UnaryOp::Silu },
+        Op::MoeExperts { act: UnaryOp::Silu, bias: false, alpha: None, limit: None },
     ]
 }
 
@@ -35,9 +35,12 @@ pub(super) fn attributes<A: Attributes>(op: &mut Op, a: &mut A) -> Result<(), St
             a.value("eps", eps)
         }
         Op::MatMulAdd => a.name("matmul_add"),
-        Op::MoeExperts { act } => {
+        Op::MoeExperts { act, bias, alpha, limit } => {
             a.name("moe_experts")?;
-            a.value("act", act)
+            a.value("act", act)?;
+            a.flag("bias", bias)?;
+            a.optional("alpha", alpha)?;
+            a.optional("limit", limit)
         }
         _ => other_kind(op),
     }
@@ -73,11 +76,21 @@ pub(super) fn infer(op: &Op, tys: &[TensorType]) -> Result<TensorType, String> {
             let product = infer(&Op::MatMul, &tys[..2])?;
             same_operand("matmul_add residual", t(2), &product)
         }
-        Op::MoeExperts { act } => {
-            if tys.len() < 5 || !(tys.len() - 2).is_multiple_of(3) {
-                return Err(format!("takes x, the routing weights and three weights an expert, found {} input(s)", tys.len()));
+        Op::MoeExperts { act, bias, alpha, limit } => {
+            let per = if *bias { 6 } else { 3 };
+            if tys.len() < 2 + per || !(tys.len() - 2).is_multiple_of(per) {
+                return Err(format!("takes x, the routing weights and {per} weights an expert, found {} input(s)", tys.len()));
             }
-            let experts = (tys.len() - 2) / 3;
+            match (alpha, limit) {
+                (None, None) => {}
+                (Some(a), Some(l)) if a.is_finite() && l.is_finite() && *l > 0.0 && *act == UnaryOp::Sigmoid => {}
+                _ => {
+                    return Err(format!(
+                        "a clamped SwiGLU needs `act=sigmoid`, a finite `alpha` and a positive `limit`, found {act:?}, {alpha:?}, {limit:?}"
+                    ))
+                }
+            }
+            let experts = (tys.len() - 2) / per;
             let (x, weights) = (t(0), t(1));
             need_float("routing weights", weights)?;
             let mut routed = x.shape.clone();
@@ -86,10 +99,19 @@ pub(super) fn infer(op: &Op, tys: &[TensorType]) -> Result<TensorType, String> {
                 return Err(format!("routing weights {weights} are not [..x's rows, {experts}] for x {x} and {experts} experts"));
             }
             for e in 0..experts {
-                let [gate, up, down] = [t(2 + 3 * e), t(3 + 3 * e), t(4 + 3 * e)];
+                let w = |i: usize| t(2 + per * e + if *bias { 2 * i } else { i });
+                let [gate, up, down] = [w(0), w(1), w(2)];
                 let hidden = infer(&Op::MatMulGlu { act: *act }, &[x.clone(), gate.clone(), up.clone()]).map_err(|m| format!("expert {e}: {m}"))?;
-                let y = infer(&Op::MatMul, &[hidden, down.clone()]).map_err(|m| format!("expert {e}: {m}"))?;
+                let y = infer(&Op::MatMul, &[hidden.clone(), down.clone()]).map_err(|m| format!("expert {e}: {m}"))?;
                 same_operand(&format!("expert {e}'s output"), &y, &TensorType::new(DType::F32, x.shape.clone()))?;
+                if *bias {
+                    for (i, product) in [(0, &hidden), (1, &hidden), (2, &y)] {
+                        let b = t(3 + per * e + 2 * i);
+                        need_float(&format!("expert {e}'s bias {i}"), b)?;
+                        need_rank(&format!("expert {e}'s bias {i}"), b, 1)?;
+                        same_dim(&format!("expert {e}'s bias {i}"), &b.shape[0], product.shape.last().ok_or("a scalar product")?)?;
+                    }
+                }
             }
             Ok(TensorType::new(DType::F32, x.shape.clone()))
         }

@@ -221,6 +221,21 @@ impl Fast {
         });
     }
 
+    /// gpt-oss's clamped SwiGLU in place of `gate`, op by op as the dense
+    /// form computes it (`Op::MoeExperts`): `g = clamp(gate, max=limit)`,
+    /// `u = clamp(up, ±limit)`, `(u + 1) · (g · act(g · alpha))`.
+    fn clamped_swiglu_in_place(&self, act: graphc_ir::UnaryOp, (alpha, limit): (f32, f32), gate: &mut [f32], up: &[f32]) {
+        let (mul, add) = (reference::binary_fn(graphc_ir::BinaryOp::Mul), reference::binary_fn(graphc_ir::BinaryOp::Add));
+        let isa = self.isa;
+        for_each_chunk_mut(&self.pool, gate, ELEMENTWISE_CHUNK, |t, c| {
+            c.iter_mut().for_each(|g| *g = reference::clamp(*g, None, Some(limit)));
+            let mut s: Vec<f32> = c.iter().map(|&g| mul(g, alpha)).collect();
+            simd::unary(isa, act, &mut s);
+            let u = &up[t * ELEMENTWISE_CHUNK..][..c.len()];
+            c.iter_mut().zip(s).zip(u).for_each(|((g, s), &u)| *g = mul(add(reference::clamp(u, Some(-limit), Some(limit)), 1.0), mul(*g, s)));
+        });
+    }
+
     /// A fused op that is its parts run one after another (`None` for any
     /// other op): each part through `eval`, so by the same kernels, hence
     /// the same bits, as with its rule off. Only the fused op's own
@@ -295,7 +310,7 @@ impl Fast {
                 *out_shape.last_mut().unwrap() = w_gate.shape[0];
                 Ok(Ok(Tensor::f32(out_shape, gate)))
             }
-            Op::MoeExperts { act } => {
+            Op::MoeExperts { act, bias, alpha, limit } => {
                 let (Val::T(Tensor::F32 { shape, data: x }), Val::T(Tensor::F32 { data: weights, .. })) = (args[0].val(), args[1].val()) else {
                     return Ok(Err(args));
                 };
@@ -324,13 +339,28 @@ impl Fast {
                         false => self.fallback.install(|| crate::cpu::kernels::matmul_weight(xs, m, k, *w)),
                     }
                 };
-                let expert = |e: usize, xs: &[f32], m: usize| -> Result<Vec<f32>, String> {
-                    let [w_gate, w_up, w_down] = [&experts[3 * e], &experts[3 * e + 1], &experts[3 * e + 2]];
-                    let (mut hidden, up) = (project(w_gate, xs, m), project(w_up, xs, m));
-                    self.glu_in_place(*act, &mut hidden, &up);
-                    Ok(project(w_down, &hidden, m))
+                let per = if *bias { 6 } else { 3 };
+                // Each product, and its bias added as the dense form's `add` adds it.
+                let add = reference::binary_fn(graphc_ir::BinaryOp::Add);
+                let linear = |e: usize, i: usize, xs: &[f32], m: usize| -> Result<Vec<f32>, String> {
+                    let w = &experts[per * e + if *bias { 2 * i } else { i }];
+                    let mut y = project(w, xs, m);
+                    if *bias {
+                        let b = Val::W(experts[per * e + 2 * i + 1]).f32s()?.into_owned();
+                        let n = b.len();
+                        y.iter_mut().enumerate().for_each(|(j, v)| *v = add(*v, b[j % n]));
+                    }
+                    Ok(y)
                 };
-                let (out, products) = crate::cpu::moe::routed_sum(x, d, weights, experts.len() / 3, is_idle, expert)?;
+                let expert = |e: usize, xs: &[f32], m: usize| -> Result<Vec<f32>, String> {
+                    let (mut hidden, up) = (linear(e, 0, xs, m)?, linear(e, 1, xs, m)?);
+                    match (alpha, limit) {
+                        (Some(alpha), Some(limit)) => self.clamped_swiglu_in_place(*act, (*alpha, *limit), &mut hidden, &up),
+                        _ => self.glu_in_place(*act, &mut hidden, &up),
+                    }
+                    linear(e, 2, &hidden, m)
+                };
+                let (out, products) = crate::cpu::moe::routed_sum(x, d, weights, experts.len() / per, is_idle, expert)?;
                 self.count("moe_experts");
                 let mut c = self.counts.lock().unwrap_or_else(|e| e.into_inner());
                 c.entry("moe_expert_rows").or_default().fetch_add(products as u64, Ordering::Relaxed);
