@@ -50,6 +50,7 @@ const CHAT: &[&str] = &[
     "parallel_tool_calls",
     "chat_template_kwargs",
     "reasoning_format",
+    "reasoning_effort",
 ];
 const COMPLETION: &[&str] = &["prompt", "echo", "suffix"];
 
@@ -73,6 +74,9 @@ pub struct Generate {
     /// Variables for the chat template (`chat_template_kwargs`, as
     /// transformers' `apply_chat_template(**kwargs)`: `enable_thinking`).
     pub template_kwargs: Map<String, Value>,
+    /// `reasoning_effort`, where the request set it (a template that does
+    /// not read it refuses the field).
+    pub reasoning_effort: Option<String>,
     /// Whether a thinking model's `<think>` block is returned apart from
     /// its content (`reasoning_content`; Ollama's `thinking`).
     pub split_reasoning: bool,
@@ -173,11 +177,19 @@ pub fn parse(endpoint: Endpoint, body: &[u8]) -> Result<Generate, ApiError> {
     if tools.is_some() && logprobs.is_some() {
         return Err(ApiError::field("logprobs", "log-probabilities are not implemented together with `tools`"));
     }
-    let template_kwargs = match obj.get("chat_template_kwargs") {
+    let mut template_kwargs = match obj.get("chat_template_kwargs") {
         None | Some(Value::Null) => Map::new(),
         Some(Value::Object(o)) => o.clone(),
         Some(_) => return Err(ApiError::field("chat_template_kwargs", "must be an object of template variables")),
     };
+    // OpenAI's `reasoning_effort`: the template variable gpt-oss's template reads.
+    let reasoning_effort = field::<String>(&obj, "reasoning_effort")?;
+    if let Some(effort) = &reasoning_effort {
+        if !matches!(effort.as_str(), "low" | "medium" | "high") {
+            return Err(ApiError::field("reasoning_effort", format!("`{effort}`: `low`, `medium` or `high`")));
+        }
+        template_kwargs.insert("reasoning_effort".into(), Value::String(effort.clone()));
+    }
     // llama.cpp's names: `deepseek` (and `auto`) split a `<think>` block off, `none` leaves it in the content.
     let split_reasoning = match field::<String>(&obj, "reasoning_format")?.as_deref() {
         None | Some("auto" | "deepseek") => true,
@@ -196,6 +208,7 @@ pub fn parse(endpoint: Endpoint, body: &[u8]) -> Result<Generate, ApiError> {
         tools,
         n: n as usize,
         template_kwargs,
+        reasoning_effort,
         split_reasoning,
     })
 }

@@ -129,7 +129,18 @@ pub fn parse(kind: Kind, body: &[u8], max_seq: usize) -> Result<Request, ApiErro
         Some(Value::String(s)) => vec![s.clone()],
         Some(v) => serde_json::from_value::<Vec<String>>(v.clone()).map_err(|e| ApiError::field("options.stop", e.to_string()))?,
     };
-    let think = api::field::<bool>(&obj, "think")?;
+    // `think`: true or false; or, as Ollama takes it for gpt-oss, a level:
+    // thinking on at that `reasoning_effort`.
+    let (think, effort) = match obj.get("think") {
+        None | Some(Value::Null) => (None, None),
+        Some(Value::Bool(b)) => (Some(*b), None),
+        Some(Value::String(level)) if matches!(level.as_str(), "low" | "medium" | "high") => (Some(true), Some(level.clone())),
+        Some(other) => return Err(ApiError::field("think", format!("{other}: true, false, or a level `low`, `medium`, `high`"))),
+    };
+    let mut template_kwargs: serde_json::Map<String, Value> = think.iter().map(|&t| ("enable_thinking".to_string(), json!(t))).collect();
+    if let Some(level) = &effort {
+        template_kwargs.insert("reasoning_effort".into(), json!(level));
+    }
     let generate = Generate {
         model: api::field::<String>(&obj, "model")?,
         input,
@@ -141,7 +152,8 @@ pub fn parse(kind: Kind, body: &[u8], max_seq: usize) -> Result<Request, ApiErro
         include_usage: false,
         tools: if kind == Kind::Chat { crate::tools::parse(&obj, "tools")? } else { None },
         n: 1,
-        template_kwargs: think.iter().map(|&t| ("enable_thinking".to_string(), json!(t))).collect(),
+        template_kwargs,
+        reasoning_effort: effort,
         // Thinking comes back as `thinking`, apart from the content, unless turned off.
         split_reasoning: think != Some(false),
     };

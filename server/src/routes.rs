@@ -268,6 +268,10 @@ impl AppState {
     /// template), checked against the context and the vocabulary, as its
     /// logit biases.
     pub(crate) fn prompt_of(&self, g: &Generate, tools: Option<&ToolPlan>) -> Result<Vec<u32>, ApiError> {
+        let template = self.model.tokenizer().ok().and_then(|t| t.template());
+        if g.reasoning_effort.is_some() && !template.is_some_and(|t| t.contains("reasoning_effort")) {
+            return Err(ApiError::field("reasoning_effort", "this model's chat template reads no `reasoning_effort` (gpt-oss's does)"));
+        }
         let chat = ChatOptions {
             tools: g.tools.as_ref().map(|t| t.list.clone()).unwrap_or_default(),
             assistant_prefix: tools.map(|t| t.prefix.to_string()).unwrap_or_default(),

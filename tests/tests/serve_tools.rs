@@ -493,6 +493,29 @@ fn harmony_calls_are_forced_and_answers_read_as_messages() {
     assert_eq!(message["content"].as_str().unwrap_or(""), content.trim(), "{v}");
     assert_eq!(message["reasoning_content"].as_str().unwrap_or(""), reasoning, "{v}");
     assert!(!v.to_string().contains("\\ufdd2") && !v.to_string().contains('\u{FDD2}'), "{v}");
+
+    // `reasoning_effort` (Ollama: `think` as a level) reaches the template.
+    let mut vars = serde_json::Map::new();
+    vars.insert("reasoning_effort".into(), json!("high"));
+    let high = m.chat_prompt(&[Message::user(ASK)], &ChatOptions { variables: vars, ..Default::default() }).unwrap();
+    let text = m.tokenizer().unwrap().decode(&high).unwrap();
+    assert!(text.contains("Reasoning: high"), "{text}");
+    let v = post_json(
+        addr,
+        "/api/chat",
+        &json!({"messages": [{"role": "user", "content": ASK}], "stream": false, "think": "high", "options": {"num_predict": 1}}),
+    )
+    .json();
+    assert_eq!(v["done"], true, "{v}");
+    let ask = json!({"messages": [{"role": "user", "content": ASK}], "temperature": 0, "max_tokens": 1, "reasoning_effort": "high"});
+    let v = post_json(addr, "/v1/chat/completions", &ask).json();
+    assert_eq!(v["usage"]["prompt_tokens"].as_u64(), Some(high.len() as u64), "{v}");
+    // Ollama's request left this very prompt in a slot: all of it reused but the token prefilled anew.
+    assert_eq!(v["usage"]["prompt_tokens_details"]["cached_tokens"].as_u64(), Some(high.len() as u64 - 1), "{v}");
+    let mut bad = ask.clone();
+    bad["reasoning_effort"] = json!("extreme");
+    let r = post_json(addr, "/v1/chat/completions", &bad);
+    assert_eq!((r.status, r.json()["error"]["param"].as_str()), (400, Some("reasoning_effort")), "{}", r.body);
     server.shutdown().unwrap();
 
     let plain = qwen_wearing("gpt_oss", &[]);
@@ -500,5 +523,11 @@ fn harmony_calls_are_forced_and_answers_read_as_messages() {
     let server = start(&plain);
     let r = post_json(server.addr(), "/v1/chat/completions", &chat(json!({})));
     assert_eq!((r.status, r.json()["error"]["param"].as_str()), (400, Some("tools")), "{}", r.body);
+    server.shutdown().unwrap();
+
+    // A template that reads no `reasoning_effort` refuses the field.
+    let server = start(&qwen());
+    let r = post_json(server.addr(), "/v1/chat/completions", &ask);
+    assert_eq!((r.status, r.json()["error"]["param"].as_str()), (400, Some("reasoning_effort")), "{}", r.body);
     server.shutdown().unwrap();
 }
