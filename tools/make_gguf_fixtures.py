@@ -132,6 +132,17 @@ def llama3_rope_factors(config, rope):
     return torch.tensor(factors, dtype=torch.float32).numpy()
 
 
+def dimensions(w, family, config):
+    """The keys every converted fixture starts with: its name and sizes."""
+    w.add_name(f"graphc parity fixture {family}")
+    w.add_context_length(config["max_position_embeddings"])
+    w.add_embedding_length(config["hidden_size"])
+    w.add_block_count(config["num_hidden_layers"])
+    w.add_feed_forward_length(config["intermediate_size"])
+    w.add_head_count(config["num_attention_heads"])
+    w.add_head_count_kv(config.get("num_key_value_heads") or config["num_attention_heads"])
+
+
 def convert(family, split_experts=False):
     d = ROOT / family
     config = json.loads((d / "config.json").read_text())
@@ -141,13 +152,7 @@ def convert(family, split_experts=False):
     n_layers = config["num_hidden_layers"]
     file = d / ("model_split_experts.gguf" if split_experts else "model.gguf")
     w = gguf.GGUFWriter(file, name)
-    w.add_name(f"graphc parity fixture {family}")
-    w.add_context_length(config["max_position_embeddings"])
-    w.add_embedding_length(config["hidden_size"])
-    w.add_block_count(n_layers)
-    w.add_feed_forward_length(config["intermediate_size"])
-    w.add_head_count(config["num_attention_heads"])
-    w.add_head_count_kv(config.get("num_key_value_heads") or config["num_attention_heads"])
+    dimensions(w, family, config)
     rope = config.get("rope_parameters") or {}
     w.add_rope_freq_base(config.get("rope_theta", rope.get("rope_theta", 10000.0)))
     head_dim = config.get("head_dim") or config["hidden_size"] // config["num_attention_heads"]
@@ -306,13 +311,7 @@ def gpt_oss(family="gpt_oss"):
     n_layers = config["num_hidden_layers"]
     rope = config["rope_parameters"]
     w = gguf.GGUFWriter(d / "model.gguf", gguf.MODEL_ARCH_NAMES[arch])
-    w.add_name(f"graphc parity fixture {family}")
-    w.add_context_length(config["max_position_embeddings"])
-    w.add_embedding_length(config["hidden_size"])
-    w.add_block_count(n_layers)
-    w.add_feed_forward_length(config["intermediate_size"])
-    w.add_head_count(config["num_attention_heads"])
-    w.add_head_count_kv(config["num_key_value_heads"])
+    dimensions(w, family, config)
     w.add_rope_freq_base(rope["rope_theta"])
     w.add_key_length(config["head_dim"])
     w.add_value_length(config["head_dim"])

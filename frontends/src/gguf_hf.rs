@@ -201,23 +201,13 @@ fn config(g: &GgufFile, arch: &str, model_type: &str) -> Result<Value, Diagnosti
             match scaling_type(g, arch)? {
                 // gpt-oss's YaRN is not truncated (transformers' config and
                 // OpenAI's reference; llama.cpp floors/ceils the range).
-                Some("yarn") => match yarn_scaling(g, arch)? {
-                    graphc_ir::RopeScaling::Yarn { factor, original_context, beta_fast, beta_slow, attention_factor, .. } => {
-                        c.insert(
-                            "rope_scaling".into(),
-                            json!({
-                                "rope_type": "yarn",
-                                "factor": factor,
-                                "original_max_position_embeddings": original_context,
-                                "beta_fast": beta_fast,
-                                "beta_slow": beta_slow,
-                                "attention_factor": attention_factor,
-                                "truncate": false,
-                            }),
-                        );
+                Some("yarn") => {
+                    let mut scaling = yarn_scaling(g, arch)?;
+                    if let graphc_ir::RopeScaling::Yarn { truncate, .. } = &mut scaling {
+                        *truncate = false;
                     }
-                    _ => unreachable!("yarn_scaling gives YaRN"),
-                },
+                    c.insert("rope_scaling".into(), yarn_json(&scaling));
+                }
                 None => {}
                 Some(other) => {
                     return Err(Diagnostic::new(
@@ -248,20 +238,25 @@ fn rope_scaling(g: &GgufFile, arch: &str) -> Result<Option<Value>, Diagnostic> {
     match scaling_type(g, arch)? {
         None => Ok(None),
         Some("linear") => Ok(Some(json!({"rope_type": "linear", "factor": g.float(&k("factor"))?}))),
-        Some("yarn") => match yarn_scaling(g, arch)? {
-            graphc_ir::RopeScaling::Yarn { factor, original_context, beta_fast, beta_slow, attention_factor, truncate } => Ok(Some(json!({
-                "rope_type": "yarn",
-                "factor": factor,
-                "original_max_position_embeddings": original_context,
-                "beta_fast": beta_fast,
-                "beta_slow": beta_slow,
-                "attention_factor": attention_factor,
-                "truncate": truncate,
-            }))),
-            _ => unreachable!("yarn_scaling gives YaRN"),
-        },
+        Some("yarn") => Ok(Some(yarn_json(&yarn_scaling(g, arch)?))),
         Some(other) => Err(Diagnostic::new(&g.path, format!("`{}` = {other:?} is not implemented by the {arch} family", k("type")))
             .note("graphc lowers RoPE scaling `none`, `linear` and `yarn` here")),
+    }
+}
+
+/// A YaRN scaling as HF's `rope_scaling`, as `hf::rope_scaling` reads it.
+fn yarn_json(scaling: &graphc_ir::RopeScaling) -> Value {
+    match *scaling {
+        graphc_ir::RopeScaling::Yarn { factor, original_context, beta_fast, beta_slow, attention_factor, truncate } => json!({
+            "rope_type": "yarn",
+            "factor": factor,
+            "original_max_position_embeddings": original_context,
+            "beta_fast": beta_fast,
+            "beta_slow": beta_slow,
+            "attention_factor": attention_factor,
+            "truncate": truncate,
+        }),
+        _ => unreachable!("yarn_scaling gives YaRN"),
     }
 }
 

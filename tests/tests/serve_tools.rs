@@ -253,6 +253,18 @@ fn tool_requests_graphc_cannot_honour_are_refused_naming_the_field() {
 /// its control tokens renamed `[TOOL_CALLS]`, `[CALL_ID]`, `[ARGS]`: what
 /// a Mistral Small 3.2 / Devstral GGUF shows the server (none travels
 /// here). The model's choices mean nothing; the format does.
+/// A call of `get_weather` forced (48 tokens at most): the request's
+/// extra fields, the answer, and its one call.
+fn forced_get_weather(addr: std::net::SocketAddr) -> (Value, Value, Vec<Value>) {
+    let named = json!({"tool_choice": {"type": "function", "function": {"name": "get_weather"}}, "max_tokens": 48});
+    let v = post_json(addr, "/v1/chat/completions", &chat(named.clone())).json();
+    let choice = &v["choices"][0];
+    assert_eq!(choice["finish_reason"], "tool_calls", "{v}");
+    let calls = choice["message"]["tool_calls"].as_array().unwrap().clone();
+    assert_eq!(calls.len(), 1, "{v}");
+    (named, v, calls)
+}
+
 fn qwen_as_mistral(rename: bool) -> Arc<Model> {
     qwen_wearing("mistral_small_32", if rename { &MISTRAL_CONTROLS } else { &[] })
 }
@@ -280,12 +292,7 @@ fn mistral_calls_written_with_control_tokens_are_forced_and_taken_back() {
     assert_eq!(m.tool_format(), Some(ToolFormat::MistralArgs { call_id: true }));
     let server = start(&m);
     let addr = server.addr();
-    let named = json!({"tool_choice": {"type": "function", "function": {"name": "get_weather"}}, "max_tokens": 48});
-    let v = post_json(addr, "/v1/chat/completions", &chat(named.clone())).json();
-    let choice = &v["choices"][0];
-    assert_eq!(choice["finish_reason"], "tool_calls", "{v}");
-    let calls = choice["message"]["tool_calls"].as_array().unwrap();
-    assert_eq!(calls.len(), 1, "{v}");
+    let (named, v, calls) = forced_get_weather(addr);
     let id = calls[0]["id"].as_str().unwrap().to_string();
     assert!(id.len() == 9 && id.bytes().all(|b| b.is_ascii_alphanumeric()), "{id}");
     assert_eq!(calls[0]["function"]["name"], "get_weather");
@@ -446,12 +453,7 @@ fn harmony_calls_are_forced_and_answers_read_as_messages() {
     assert_eq!(m.tool_format(), Some(ToolFormat::Harmony));
     let server = start(&m);
     let addr = server.addr();
-    let named = json!({"tool_choice": {"type": "function", "function": {"name": "get_weather"}}, "max_tokens": 48});
-    let v = post_json(addr, "/v1/chat/completions", &chat(named.clone())).json();
-    let choice = &v["choices"][0];
-    assert_eq!(choice["finish_reason"], "tool_calls", "{v}");
-    let calls = choice["message"]["tool_calls"].as_array().unwrap();
-    assert_eq!(calls.len(), 1, "{v}");
+    let (_, v, calls) = forced_get_weather(addr);
     let (name, args) = arguments(&calls[0]);
     assert_eq!(name, "get_weather", "{v}");
     assert!(args["city"].is_string() && args.as_object().unwrap().keys().all(|k| k == "city" || k == "unit"), "{args}");

@@ -24,12 +24,13 @@
 //! converter splits it into the GGUF tensors read here.
 
 use super::hf::{rope_theta, HeadDim, HfDims};
+use super::moe::{add_weighted, routing_weights};
 use super::qwen3::{lower_decoder, Decoder};
 use super::Builder;
 use crate::error::Diagnostic;
 use crate::families::llama::Lowered;
 use crate::safetensors::SafetensorsFile;
-use graphc_ir::{BinaryOp, NodeId, Op, ReduceOp, UnaryOp};
+use graphc_ir::{BinaryOp, NodeId, Op, UnaryOp};
 
 pub const MODEL_TYPE: &str = "gpt_oss";
 
@@ -132,11 +133,7 @@ fn experts_block(b: &mut Builder, prefix: &str, h: NodeId, ex: &Experts) -> Resu
         Ok(b.binary(BinaryOp::Add, y, bias))
     };
     let logits = linear(b, h, &format!("{prefix}.router"), (n_experts, d))?;
-    let probs = b.op(Op::Softmax { axis: 2, softcap: None }, &[logits]);
-    let chosen = b.op(Op::TopKMask { axis: 2, k: top_k }, &[probs]);
-    let kept = b.binary(BinaryOp::Mul, probs, chosen);
-    let sum = b.op(Op::Reduce { op: ReduceOp::Sum, axis: 2 }, &[kept]);
-    let weights = b.binary(BinaryOp::Div, kept, sum);
+    let weights = routing_weights(b, logits, top_k, true);
     let (one, alpha) = (b.scalar(1.0), b.scalar(alpha));
     let mut out = None;
     for e in 0..n_experts {
@@ -151,12 +148,7 @@ fn experts_block(b: &mut Builder, prefix: &str, h: NodeId, ex: &Experts) -> Resu
         let up1 = b.binary(BinaryOp::Add, up, one);
         let a = b.binary(BinaryOp::Mul, up1, glu);
         let y = linear(b, a, &name("down_proj"), (d, ffn))?;
-        let we = b.op(Op::Narrow { axis: 2, start: e.into(), len: 1usize.into() }, &[weights]);
-        let y = b.binary(BinaryOp::Mul, y, we);
-        out = Some(match out {
-            None => y,
-            Some(acc) => b.binary(BinaryOp::Add, acc, y),
-        });
+        out = Some(add_weighted(b, out, y, weights, e));
     }
     Ok(out.expect("at least one expert"))
 }

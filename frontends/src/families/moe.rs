@@ -71,25 +71,39 @@ pub(crate) fn qwen_moe_block(b: &mut Builder, prefix: &str, h: NodeId, moe: &Moe
 pub(crate) fn moe_block(b: &mut Builder, router: &str, expert: &dyn Fn(usize) -> [String; 3], h: NodeId, moe: &Moe) -> Result<NodeId, Diagnostic> {
     let router = b.weight(router, Some(&[moe.n_experts, moe.d]))?;
     let logits = b.matmul(h, router);
-    let probs = b.op(Op::Softmax { axis: 2, softcap: None }, &[logits]);
-    let chosen = b.op(Op::TopKMask { axis: 2, k: moe.top_k }, &[probs]);
-    let mut weights = b.binary(BinaryOp::Mul, probs, chosen);
-    if moe.norm_topk {
-        let sum = b.op(Op::Reduce { op: ReduceOp::Sum, axis: 2 }, &[weights]);
-        weights = b.binary(BinaryOp::Div, weights, sum);
-    }
+    let weights = routing_weights(b, logits, moe.top_k, moe.norm_topk);
     let mut out = None;
     for e in 0..moe.n_experts {
         let [gate, up, down] = expert(e);
         let y = b.gated_mlp(h, (&gate, &up, &down), (moe.ffn, moe.d), UnaryOp::Silu)?;
-        let we = b.op(Op::Narrow { axis: 2, start: e.into(), len: 1usize.into() }, &[weights]);
-        let y = b.binary(BinaryOp::Mul, y, we);
-        out = Some(match out {
-            None => y,
-            Some(acc) => b.binary(BinaryOp::Add, acc, y),
-        });
+        out = Some(add_weighted(b, out, y, weights, e));
     }
     Ok(out.expect("at least one expert"))
+}
+
+/// The routing weights of router `logits` (`[batch, seq, n_experts]`):
+/// softmax over the experts, the `top_k` largest kept (`top_k_mask`),
+/// divided by their sum when `norm_topk`.
+pub(crate) fn routing_weights(b: &mut Builder, logits: NodeId, top_k: usize, norm_topk: bool) -> NodeId {
+    let probs = b.op(Op::Softmax { axis: 2, softcap: None }, &[logits]);
+    let chosen = b.op(Op::TopKMask { axis: 2, k: top_k }, &[probs]);
+    let weights = b.binary(BinaryOp::Mul, probs, chosen);
+    if !norm_topk {
+        return weights;
+    }
+    let sum = b.op(Op::Reduce { op: ReduceOp::Sum, axis: 2 }, &[weights]);
+    b.binary(BinaryOp::Div, weights, sum)
+}
+
+/// `acc + y · weights[.., e]` (or the first term alone): expert `e`'s
+/// term added to the sum, left to right, in the form `moe_dispatch` matches.
+pub(crate) fn add_weighted(b: &mut Builder, acc: Option<NodeId>, y: NodeId, weights: NodeId, e: usize) -> NodeId {
+    let we = b.op(Op::Narrow { axis: 2, start: e.into(), len: 1usize.into() }, &[weights]);
+    let y = b.binary(BinaryOp::Mul, y, we);
+    match acc {
+        None => y,
+        Some(acc) => b.binary(BinaryOp::Add, acc, y),
+    }
 }
 
 /// Qwen's shared expert beside the routed ones (Qwen2-MoE, Qwen3-Next):
