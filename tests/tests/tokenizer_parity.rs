@@ -20,14 +20,17 @@
 //!   vocabulary written here from it as transformers' conversion plus
 //!   llama.cpp's converter write it) and Mistral 7B v0.3's SentencePiece
 //!   model, against `mistral_common`'s ids.
+//! - OpenAI's o200k (gpt-oss; Phi-4's ranks too): its GGUF vocabulary
+//!   written here from tiktoken's rank file as transformers' conversion
+//!   plus llama.cpp's converter write it, against tiktoken's ids.
 //!
 //! The controls: each vocabulary with a plausible wrong setting (another
 //! pre-tokenizer, no space prefix, no NFC) is shown to fail.
 
 use graphc_frontends::{GgufFile, Tokenizer};
 use graphc_tests::vocab::{
-    gguf_from_sentencepiece, gguf_from_tekken, gguf_from_tokenizer_json, llama3_tokenizer_json, sentencepiece_model, sentencepiece_model_v3,
-    tekken_json,
+    gguf_from_sentencepiece, gguf_from_tekken, gguf_from_tiktoken, gguf_from_tokenizer_json, llama3_tokenizer_json, o200k_tiktoken,
+    sentencepiece_model, sentencepiece_model_v3, tekken_json,
 };
 use graphc_tests::{model, repo_root, temp_dir, GgufWriter, Meta};
 use serde_json::Value;
@@ -295,6 +298,45 @@ fn mistral_nemo_tekken_splits_text_as_mistral_common() {
     // token (id 3) when they are (as in a rendered chat prompt).
     assert_eq!(tok.encode_text("[INST]", true).unwrap(), vec![3]);
     assert_ne!(tok.encode_text("[INST]", false).unwrap(), vec![3]);
+    let bad = mismatches(&from_gguf(&dir, "planted.gguf", &gguf.clone().set_meta("tokenizer.ggml.pre", Meta::Str("llama-bpe".into()))), &want);
+    assert!(bad.len() >= 5, "a planted llama-bpe split must fail: {} texts", bad.len());
+}
+
+/// gpt-oss (`tokenizer.ggml.pre = "gpt-4o"`, o200k_harmony): the GGUF
+/// vocabulary llama.cpp's converter writes from gpt-oss's `tokenizer.json`,
+/// transformers' conversion of the o200k ranks (its merges checked here
+/// against the conversion's by hash; harmony's 1090 special tokens after
+/// the 199,998 ranks), gives tiktoken's own ids on every text; the harmony
+/// markup parses to its ids in a rendered prompt and is text when special
+/// tokens are not parsed. The control: Llama 3's split.
+#[test]
+fn gpt_oss_o200k_splits_text_as_tiktoken() {
+    let f = fixture("o200k");
+    assert_eq!(f["cross_checks"]["hf_tiktoken_converter"]["differs"].as_object().map(|d| d.len()), Some(0));
+    let want = expected("o200k", None);
+    let specials: Vec<(u32, String)> = f["source"]["special_tokens"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .map(|(id, t)| (id.parse().unwrap(), t.as_str().unwrap().to_string()))
+        .collect::<std::collections::BTreeMap<u32, String>>()
+        .into_iter()
+        .collect();
+    let (gguf, merges) = gguf_from_tiktoken(&o200k_tiktoken(), &specials);
+    assert_eq!(merges.len() as u64, f["source"]["converted_merges"].as_u64().unwrap());
+    assert_eq!(
+        format!("{:016x}", fnv1a64(merges.join("\n").as_bytes())),
+        f["source"]["converted_merges_fnv1a64"].as_str().unwrap(),
+        "the merges are not transformers' conversion's"
+    );
+    let dir = temp_dir("tok-o200k");
+    let tok = from_gguf(&dir, "o200k-vocab.gguf", &gguf);
+    assert_parity("o200k (GGUF)", &tok, &want);
+    // A harmony header: the markup by id when parsed, text when not.
+    let header = "<|start|>assistant<|channel|>final<|message|>";
+    let ids = tok.encode_text(header, true).unwrap();
+    assert_eq!((ids[0], ids[2], ids[4], ids.len()), (200006, 200005, 200008, 5), "{ids:?}");
+    assert!(!tok.encode_text(header, false).unwrap().contains(&200006));
     let bad = mismatches(&from_gguf(&dir, "planted.gguf", &gguf.clone().set_meta("tokenizer.ggml.pre", Meta::Str("llama-bpe".into()))), &want);
     assert!(bad.len() >= 5, "a planted llama-bpe split must fail: {} texts", bad.len());
 }
