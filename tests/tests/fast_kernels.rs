@@ -337,6 +337,11 @@ fn column_blocks_fill_the_matrix_and_a_block_that_skips_a_row_is_refused() {
 fn vectorized_dequantization_is_the_references_bits() {
     let mut rng = Rng(31);
     let k = 512;
+    if Isa::Avx512.available() {
+        for dtype in [DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q8_0, DType::Q4K, DType::Q6K, DType::MXFP4] {
+            assert!(simd::has_vectorized_dequantize(Isa::Avx512, dtype), "{dtype}: AVX-512's own decode");
+        }
+    }
     for dtype in weight_types() {
         let bytes = random_weights(dtype, 3, k, &mut rng);
         let want = dequantized(dtype, &bytes, 3 * k);

@@ -788,15 +788,32 @@ pub unsafe fn pack_panel(rows: &[&[f32]], k: usize, panel: &mut [f32]) {
 /// `graphc_ir::quant::dequantize` for q4_0, q4_1, q5_0, q8_0, q4_k and
 /// q6_k, 16 elements at a time, with the reference's operations in its
 /// order (a multiply, then an add or subtract: no FMA), so the same bits.
-/// `false` for the other types.
+/// `false` for the other types (`dequantizes`).
 ///
 /// # Safety
 /// AVX-512F + AVX2 + F16C; `bytes` holds the blocks of `out.len()`
 /// elements (asserted).
+/// Whether `dequantize` has a vectorized decode of `dtype`.
+pub fn dequantizes(dtype: graphc_ir::DType) -> bool {
+    use graphc_ir::DType;
+    matches!(dtype, DType::Q4_0 | DType::Q4_1 | DType::Q5_0 | DType::Q8_0 | DType::Q4K | DType::Q6K | DType::MXFP4)
+}
+
+/// `graphc_ir::quant::MXFP4_VALUES` as f32 lanes.
+const MXFP4_F32: [f32; 16] = {
+    let mut t = [0f32; 16];
+    let mut i = 0;
+    while i < 16 {
+        t[i] = graphc_ir::quant::MXFP4_VALUES[i] as f32;
+        i += 1;
+    }
+    t
+};
+
 #[target_feature(enable = "avx512f,avx2,fma,f16c")]
 pub unsafe fn dequantize(dtype: graphc_ir::DType, bytes: &[u8], out: &mut [f32]) -> bool {
     use graphc_ir::DType;
-    if !matches!(dtype, DType::Q4_0 | DType::Q4_1 | DType::Q5_0 | DType::Q8_0 | DType::Q4K | DType::Q6K) {
+    if !dequantizes(dtype) {
         return false;
     }
     assert_eq!(Some(bytes.len() as u64), dtype.storage_bytes(out.len() as u64));
@@ -833,6 +850,16 @@ pub unsafe fn dequantize(dtype: graphc_ir::DType, bytes: &[u8], out: &mut [f32])
                 let dv = _mm512_set1_ps(d);
                 _mm512_storeu_ps(y, _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(lo, sixteen)), dv));
                 _mm512_storeu_ps(y.add(16), _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(hi, sixteen)), dv));
+            }
+            DType::MXFP4 => {
+                // Each nibble's value looked up among 16 lanes, times the
+                // E8M0 scale: the reference's one product.
+                let d = _mm512_set1_ps(graphc_ir::quant::e8m0_half(*p));
+                let table = _mm512_loadu_ps(MXFP4_F32.as_ptr());
+                let q = _mm512_cvtepu8_epi32(_mm_loadu_si128(p.add(1) as *const __m128i));
+                for (half, idx) in [_mm512_and_si512(q, nibbles), _mm512_srli_epi32(q, 4)].into_iter().enumerate() {
+                    _mm512_storeu_ps(y.add(16 * half), _mm512_mul_ps(d, _mm512_permutexvar_ps(idx, table)));
+                }
             }
             DType::Q8_0 => {
                 let (d, _) = f16_pair(p);

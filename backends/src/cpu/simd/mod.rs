@@ -274,8 +274,18 @@ pub fn has_outer(isa: Isa) -> bool {
     isa == Isa::Avx512
 }
 
+/// Whether `dequantize` runs a vectorized decode of `dtype` at `isa`.
+pub fn has_vectorized_dequantize(isa: Isa, dtype: DType) -> bool {
+    #[cfg(target_arch = "x86_64")]
+    if isa == Isa::Avx512 {
+        return avx512::dequantizes(dtype);
+    }
+    let _ = (isa, dtype);
+    false
+}
+
 /// `graphc_ir::quant::dequantize`, vectorized where the ISA has it (AVX-512:
-/// q4_0, q4_1, q5_0, q8_0, q4_k, q6_k), with the same bits.
+/// q4_0, q4_1, q5_0, q8_0, q4_k, q6_k, mxfp4), with the same bits.
 pub fn dequantize(isa: Isa, dtype: DType, bytes: &[u8], out: &mut [f32]) {
     #[cfg(target_arch = "x86_64")]
     if isa == Isa::Avx512 {
