@@ -39,10 +39,12 @@ pub fn template_thinks(template: &str) -> bool {
         || crate::harmony::template_is_harmony(template)
 }
 
-/// The split for answers of `tok`'s chat template: by `<think>` tags, or
-/// by Mistral's `[THINK]` / `[/THINK]` ids where the template writes those
-/// and each is one token of the vocabulary; `None` where the template does
-/// not think. `opened`: the prompt opened the block.
+/// The split for answers of `tok`'s chat template: by harmony's channels
+/// where the template writes harmony messages (and the vocabulary has
+/// their markup tokens), by Mistral's `[THINK]` / `[/THINK]` ids where the
+/// template writes those and each is one token of the vocabulary, else by
+/// `<think>` tags; `None` where the template does not think. `opened`: the
+/// prompt opened the block.
 pub fn split_for(tok: &crate::Tokenizer, opened: bool) -> Option<ThinkSplit> {
     let template = tok.template()?;
     if crate::harmony::template_is_harmony(template) {

@@ -741,39 +741,28 @@ pub(crate) fn unary_fn(u: UnaryOp) -> fn(f32) -> f32 {
 }
 
 /// Numerically stable softmax, with optional `c * tanh(x / c)` soft-capping.
-/// Softmax with an attention sink: `sink` joins the max and the
-/// denominator after the scores' soft cap (gpt-oss: a learned logit per
-/// head, concatenated to the scores, softmaxed, then dropped).
-pub fn softmax_with_sink(row: &mut [f32], softcap: Option<f32>, sink: Option<f32>) {
-    let Some(sink) = sink else { return softmax_in_place(row, softcap) };
-    if let Some(c) = softcap {
-        for v in row.iter_mut() {
-            *v = c * (*v / c).tanh();
-        }
-    }
-    let m = row.iter().copied().fold(sink, f32::max);
-    let mut sum = 0f32;
-    for v in row.iter_mut() {
-        *v = (*v - m).exp();
-        sum += *v;
-    }
-    sum += (sink - m).exp();
-    for v in row.iter_mut() {
-        *v /= sum;
-    }
+pub fn softmax_in_place(row: &mut [f32], softcap: Option<f32>) {
+    softmax_with_sink(row, softcap, None)
 }
 
-pub fn softmax_in_place(row: &mut [f32], softcap: Option<f32>) {
+/// `softmax_in_place` with an attention sink where there is one: `sink`
+/// joins the max and the denominator after the scores' soft cap (gpt-oss:
+/// a learned logit per head, concatenated to the scores, softmaxed, then
+/// dropped).
+pub fn softmax_with_sink(row: &mut [f32], softcap: Option<f32>, sink: Option<f32>) {
     if let Some(c) = softcap {
         for v in row.iter_mut() {
             *v = c * (*v / c).tanh();
         }
     }
-    let m = row.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+    let m = row.iter().copied().fold(sink.unwrap_or(f32::NEG_INFINITY), f32::max);
     let mut sum = 0f32;
     for v in row.iter_mut() {
         *v = (*v - m).exp();
         sum += *v;
+    }
+    if let Some(sink) = sink {
+        sum += (sink - m).exp();
     }
     for v in row.iter_mut() {
         *v /= sum;

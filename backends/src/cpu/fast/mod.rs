@@ -346,7 +346,8 @@ impl Fast {
                     let w = &experts[per * e + if *bias { 2 * i } else { i }];
                     let mut y = project(w, xs, m);
                     if *bias {
-                        let b = Val::W(experts[per * e + 2 * i + 1]).f32s()?.into_owned();
+                        let bias = Val::W(experts[per * e + 2 * i + 1]);
+                        let b = bias.f32s()?;
                         let n = b.len();
                         y.iter_mut().enumerate().for_each(|(j, v)| *v = add(*v, b[j % n]));
                     }

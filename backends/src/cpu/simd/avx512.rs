@@ -785,8 +785,8 @@ pub unsafe fn pack_panel(rows: &[&[f32]], k: usize, panel: &mut [f32]) {
     }
 }
 
-/// `graphc_ir::quant::dequantize` for q4_0, q4_1, q5_0, q8_0, q4_k and
-/// q6_k, 16 elements at a time, with the reference's operations in its
+/// `graphc_ir::quant::dequantize` for q4_0, q4_1, q5_0, q8_0, q4_k, q6_k
+/// and mxfp4, 16 elements at a time, with the reference's operations in its
 /// order (a multiply, then an add or subtract: no FMA), so the same bits.
 /// `false` for the other types (`dequantizes`).
 ///
