@@ -79,18 +79,22 @@ pub enum Func {
     /// see the stored (rounded) product to give the same bits. A kernel
     /// using the rounded forms declares the parameter `ROUNDING_ONE`
     /// (`Kernel::rounded_ops`; checked): WGSL and MSL have no
-    /// non-contracting multiply, so there the product is multiplied by that
-    /// 1.0, a value no compiler can fold. Contracting `(a·b)·one + c` gives
-    /// `fma(round(a·b), one, c) = round(round(a·b) + c)`: the stored
-    /// product's sum either way (Vulkan and Metal compilers may contract
-    /// where lavapipe does not).
+    /// non-contracting multiply, so there the product passes through
+    /// `Stored`'s barrier, which no compiler can see through.
     MulRounded,
     /// `a + b` and `a - b` never contracted with a product feeding them
-    /// (CUDA's `__fadd_rn`, `__fsub_rn`; elsewhere `a·one ± b·one`, each
-    /// operand rounded before the sum for the same reason): a fused chain's
-    /// add of what an earlier op of the chain multiplied.
+    /// (CUDA's `__fadd_rn`, `__fsub_rn`; elsewhere each operand and the
+    /// sum through `Stored`'s barrier, for the same reason): a fused
+    /// chain's add of what an earlier op of the chain multiplied.
     AddRounded,
     SubRounded,
+    /// `a`, as a store and a load would leave it: what reads it cannot be
+    /// rewritten with the arithmetic that made it (a product's
+    /// reassociation with a later `exp`'s scaling by `log2 e`, which
+    /// lavapipe does to `exp((a·b)·1.0)`). WGSL and MSL xor its bits with
+    /// `bits(ROUNDING_ONE) ^ bits(1.0)`, a zero no compiler can know;
+    /// CUDA (no reassociation; `--fmad=false`) writes `a`.
+    Stored,
 }
 
 /// The f32 parameter, always 1.0, that kernels using `Func::MulRounded`,
@@ -476,11 +480,11 @@ impl Kernel {
                     Func::HalfToF32 | Func::BitsToF32 => Ty::U32,
                     _ => Ty::F32,
                 };
-                let rounded = matches!(func, Func::MulRounded | Func::AddRounded | Func::SubRounded);
+                let rounded = matches!(func, Func::MulRounded | Func::AddRounded | Func::SubRounded | Func::Stored);
                 if rounded && !self.params.iter().any(|(p, t)| p == ROUNDING_ONE && *t == Ty::F32) {
                     return Err(self.err(format!("{func:?} needs the f32 parameter `{ROUNDING_ONE}` (Kernel::rounded_ops)")));
                 }
-                let arity = if rounded || matches!(func, Func::Pow) { 2 } else { 1 };
+                let arity = if (rounded && *func != Func::Stored) || matches!(func, Func::Pow) { 2 } else { 1 };
                 if args.len() != arity {
                     return Err(self.err(format!("{func:?} takes {arity} arguments, got {}", args.len())));
                 }

@@ -74,6 +74,7 @@ pub fn has_kernel(op: &Op, dtypes: &[DType], target: &str) -> Result<(), String>
         | Op::Norm { .. }
         | Op::Rope { .. }
         | Op::NormRope { .. }
+        | Op::Clamp { .. }
         | Op::Softmax { .. } => Ok(()),
         Op::Attention { .. } | Op::KvAppend { .. } | Op::Permute { .. } | Op::Narrow { .. } | Op::Contiguous | Op::AddPartials { .. } => Ok(()),
         Op::Reduce { .. } | Op::TopKMask { .. } | Op::SparseMixer { .. } => Ok(()),
@@ -656,15 +657,20 @@ pub fn lower_with_partials(
 /// workgroup per (query, block of keys) and a merge (`kernels::attention`).
 ///
 /// `attention_project` likewise, each query's head projected in the kernel
-/// that finishes it (the attention's, or the merge's).
+/// that finishes it (the attention's, or the merge's). An attention's
+/// sinks (operand 4) are read where its softmax starts, or by the merge.
 fn lower_attention(op: &Op, args: &[ArgInfo], target: &'static str, limits: BindingLimits, hints: StepHints) -> Result<Vec<KernelCall>, LowerError> {
-    let (Op::Attention { n_heads, n_kv_heads, scale, causal, window, softcap, ring, sinks: false }
+    let (Op::Attention { n_heads, n_kv_heads, scale, causal, window, softcap, ring, .. }
     | Op::AttentionProject { n_heads, n_kv_heads, scale, causal, window, softcap, ring }) = *op
     else {
-        // Refused, never run without them: the GPU kernels have no sink term yet.
-        return Err(LowerError::NoKernel { op: op.mnemonic(), target, why: "attention with sinks (gpt-oss's per-head logit)".into() });
+        unreachable!("lower_attention of {op:?}")
     };
-    let attention = Attention { n_heads, n_kv_heads, scale, causal, window, softcap, ring };
+    let sinks = matches!(op, Op::Attention { sinks: true, .. });
+    if sinks && (args.len() != 5 || args[4].shape != [n_heads] || args[4].dtype != DType::F32) {
+        let got: Vec<_> = args.iter().skip(4).map(|a| format!("{} {:?}", a.dtype, a.shape)).collect();
+        return Err(LowerError::NoKernel { op: op.mnemonic(), target, why: format!("sinks of f32 [{n_heads}] as operand 4, got {got:?}") });
+    }
+    let attention = Attention { n_heads, n_kv_heads, scale, causal, window, softcap, ring, sinks };
     let (qs, ks) = (&args[0].shape, &args[1].shape);
     let shape = AttentionShape { b: qs[0], s: qs[2], d: qs[3], t: ks[2], dv: args[2].shape[3] };
     let io =
@@ -682,6 +688,8 @@ struct Attention {
     window: Option<usize>,
     softcap: Option<f32>,
     ring: bool,
+    /// Operand 4 holds a logit per query head (a plain attention's only).
+    sinks: bool,
 }
 
 /// An attention's sizes: batch rows, queries a row, head sizes, cache rows.
@@ -778,6 +786,10 @@ fn attention_calls(
         let mut args = io.before_w.clone();
         let mut params = params;
         let kernel = match (project, style) {
+            (None, None) if a.sinks => {
+                args.push(Arg::Input(4));
+                kernels::attention::attention_with_sinks()
+            }
             (None, None) => kernels::attention::attention(),
             (Some((dtype, n, row_bytes)), style) => {
                 args.push(io.w.clone());
@@ -813,6 +825,13 @@ fn attention_calls(
         out_shape: out_shape.clone(),
     };
     let merge = match project {
+        None if a.sinks => KernelCall {
+            kernel: kernels::attention::attention_merge_with_sinks(),
+            args: vec![Arg::Scratch(part_bytes), Arg::Input(4), Arg::Output],
+            params: vec![n32(queries), n32(splits), n32(dv), n32(n_heads), n32(s)],
+            groups: queries as u32,
+            out_shape,
+        },
         None => KernelCall {
             kernel: kernels::attention::attention_merge(),
             args: vec![Arg::Scratch(part_bytes), Arg::Output],
@@ -874,7 +893,7 @@ fn lower_norm_rope_attention(
             q.shape, k_new.shape, v_new.shape, g_q.shape, g_k.shape, positions.shape, k_cache.shape, v_cache.shape, lengths.shape
         )));
     }
-    let attention = Attention { n_heads, n_kv_heads, scale, causal, window, softcap, ring };
+    let attention = Attention { n_heads, n_kv_heads, scale, causal, window, softcap, ring, sinks: false };
     let inv_freq = scaling.inv_freq(rotary_dim, theta);
     let current = s == 1;
     let mut normed_params = vec![Value::F32(eps), n32(usize::from(current))];
@@ -972,6 +991,11 @@ fn lower_one(op: &Op, args: &[ArgInfo], target: &'static str) -> Result<KernelCa
         Op::Unary(u) => {
             let n = numel(&shape0);
             call(kernels::elementwise::unary(*u), io(1), vec![n32(n)], groups_for(n), shape0)
+        }
+        &Op::Clamp { min, max } => {
+            let n = numel(&shape0);
+            let params = vec![n32(n), Value::F32(min.unwrap_or(0.0)), Value::F32(max.unwrap_or(0.0))];
+            call(kernels::elementwise::clamp(min.is_some(), max.is_some()), io(1), params, groups_for(n), shape0)
         }
         Op::Glu { act } => {
             let n = numel(&shape0);

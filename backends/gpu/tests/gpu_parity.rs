@@ -184,6 +184,23 @@ fn elementwise_unary_and_glu() {
     assert_separates_by("gelu_erf vs gelu_tanh", &got, &reference_op(&Op::Unary(UnaryOp::GeluTanh), &[&near]), 2e-4);
 }
 
+/// gpt-oss's clamps (`min(g, 7)`, `clamp(u, -7, 7)`) and a lower bound
+/// alone, bit for bit (a max and a min are exact). Controls: a bound
+/// dropped, and an absent bound read as its param's placeholder 0.
+#[test]
+fn clamps_apply_only_their_bounds() {
+    let x = Tensor::f32(vec![3, 347], values(31, 3 * 347, -30.0, 30.0));
+    let cases =
+        [((Some(-7.0), Some(7.0)), (None, Some(7.0))), ((None, Some(7.0)), (Some(0.0), Some(7.0))), ((Some(-2.5), None), (Some(-2.5), Some(0.0)))];
+    for ((min, max), (wrong_min, wrong_max)) in cases {
+        let op = Op::Clamp { min, max };
+        let Some(got) = gpu(&op, &[&x]) else { return };
+        assert_eq!(got.as_f32().unwrap(), reference_op(&op, &[&x]).as_f32().unwrap(), "clamp {min:?} {max:?}");
+        let wrong = Op::Clamp { min: wrong_min, max: wrong_max };
+        assert_separates(&format!("clamp {min:?} {max:?}: its bounds only"), &got, &reference_op(&wrong, &[&x]));
+    }
+}
+
 /// Where `tanh` saturates: ±1 (and GELU-tanh `x` or -0) exactly, as in
 /// f32 on the CPU. A target's fast `tanh` (Metal's default) overflows to
 /// NaN here unless the kernel guards it (`kir::tanh`); lavapipe's does not,
@@ -301,11 +318,61 @@ fn attention_gqa_ragged_windowed_ring() {
     check("attention non-causal", &bidirectional, &[&q, &k, &v, &pos]);
 }
 
+/// Attention with sinks (gpt-oss): a logit per query head in each
+/// softmax's denominator, weighing no value. One kernel for a prefill's
+/// many queries, and split blocks merged for a decode step's few, each
+/// against the reference (`reference::softmax_with_sink`); sinks spread
+/// from below to above the scores, so they weigh from nothing to most of
+/// the sum. Controls: the same attention without sinks, and with each
+/// head given another head's sink.
+#[test]
+fn attention_sinks_join_each_softmax() {
+    use graphc_gpu::kernels::attention::KEYS_PER_SPLIT;
+    let (b, nh, nkv, d) = (2, 4, 2, 16);
+    let sinks = Tensor::f32(vec![nh], vec![-3.0, 0.5, 2.0, 6.0]);
+    let shifted = Tensor::f32(vec![nh], vec![6.0, -3.0, 0.5, 2.0]);
+    let attention = |window: Option<usize>, sinks: bool| Op::Attention {
+        n_heads: nh,
+        n_kv_heads: nkv,
+        scale: 0.25,
+        causal: true,
+        window,
+        softcap: None,
+        ring: false,
+        sinks,
+    };
+    // A prefill: one kernel.
+    let (s, t_len) = (3, 300);
+    let q = t(&[b, nh, s, d], 41);
+    let (k, v) = (t(&[b, nkv, t_len, d], 42), t(&[b, nkv, t_len, d], 43));
+    let pos = Tensor::i32(vec![b, s], vec![5, 6, 7, 280, 281, 282]);
+    for window in [None, Some(8)] {
+        let op = attention(window, true);
+        assert_eq!(attention_kernels(&op, &q, &k, &v), ["attention_sinks"]);
+        let Some(got) = check(&format!("attention sinks window {window:?}"), &op, &[&q, &k, &v, &pos, &sinks]) else { return };
+        assert_separates("attention sinks: the sink counts", &got, &reference_op(&attention(window, false), &[&q, &k, &v, &pos]));
+        assert_separates("attention sinks: each head's own", &got, &reference_op(&op, &[&q, &k, &v, &pos, &shifted]));
+    }
+    // A decode step deep into three blocks of keys: split and merged.
+    let t_len = 2 * KEYS_PER_SPLIT + 100;
+    let q = t(&[b, nh, 1, d], 44);
+    let (k, v) = (t(&[b, nkv, t_len, d], 45), t(&[b, nkv, t_len, d], 46));
+    let pos = Tensor::i32(vec![b, 1], vec![(2 * KEYS_PER_SPLIT + 50) as i32, 300]);
+    let op = attention(None, true);
+    assert_eq!(attention_kernels(&op, &q, &k, &v), ["attention_part", "attention_merge_sinks"]);
+    let got = check("attention sinks split", &op, &[&q, &k, &v, &pos, &sinks]).unwrap();
+    assert_separates("attention sinks split: the sink counts", &got, &reference_op(&attention(None, false), &[&q, &k, &v, &pos]));
+    assert_separates("attention sinks split: each head's own", &got, &reference_op(&op, &[&q, &k, &v, &pos, &shifted]));
+}
+
 /// The kernels an attention of these shapes lowers to, by name.
 fn attention_kernels(op: &Op, q: &Tensor, k: &Tensor, v: &Tensor) -> Vec<String> {
     let info = |t: &Tensor, dtype| graphc_gpu::call::ArgInfo { dtype, shape: t.shape().to_vec() };
     let pos = graphc_gpu::call::ArgInfo { dtype: DType::I32, shape: vec![q.shape()[0], q.shape()[2]] };
-    let infos = [info(q, DType::F32), info(k, DType::F32), info(v, DType::F32), pos];
+    let mut infos = vec![info(q, DType::F32), info(k, DType::F32), info(v, DType::F32), pos];
+    if let Op::Attention { sinks: true, n_heads, .. } = *op {
+        infos.push(graphc_gpu::call::ArgInfo { dtype: DType::F32, shape: vec![n_heads] });
+    }
     let limits = graphc_gpu::call::BindingLimits { max_bytes: 1 << 27, offset_alignment: 256, max_buffers: 8 };
     graphc_gpu::lower::lower(op, &infos, "wgpu", limits).unwrap().iter().map(|c| c.kernel.name.clone()).collect()
 }
@@ -414,6 +481,13 @@ fn weight_bytes(dtype: DType, rows: usize, cols: usize, seed: u64) -> Vec<u8> {
             let (be, bb) = (dtype.block_elems(), dtype.block_bytes());
             let blocks = n / be;
             let mut bytes: Vec<u8> = values(seed, blocks * bb, 0.0, 256.0).iter().map(|v| *v as u8).collect();
+            if dtype == DType::MXFP4 {
+                // E8M0 scales 2^-10 .. 2^1, and the subnormal edge (e < 2) in a few blocks.
+                for blk in 0..blocks {
+                    bytes[blk * bb] = if blk % 7 == 3 { (blk % 2) as u8 } else { 118 + (bytes[blk * bb] % 12) };
+                }
+                return bytes;
+            }
             let scales = values(seed + 1, blocks * 2, 0.002, 0.05);
             let fields: &[usize] = match dtype {
                 DType::Q4_1 | DType::Q5_1 | DType::Q4K | DType::Q5K => &[0, 2],
@@ -578,8 +652,8 @@ fn kv_append_offsets_are_checked_on_the_host() {
 fn an_op_without_a_kernel_is_an_error_naming_op_and_target() {
     let infos = [graphc_gpu::lower::ArgInfo { dtype: DType::F32, shape: vec![2, 3] }];
     let limits = graphc_gpu::device::BindingLimits { max_bytes: 1 << 27, offset_alignment: 256, max_buffers: 8 };
-    let err = graphc_gpu::lower::lower(&Op::Clamp { min: Some(0.0), max: None }, &infos, "wgpu", limits).unwrap_err().to_string();
-    assert!(err.contains("clamp") && err.contains("wgpu"), "{err}");
+    let err = graphc_gpu::lower::lower(&Op::Cast { dtype: DType::I32 }, &infos, "wgpu", limits).unwrap_err().to_string();
+    assert!(err.contains("cast") && err.contains("wgpu"), "{err}");
 }
 
 /// A chain of elementwise ops (Gemma 2's logit soft-cap plus a bias),
@@ -1435,20 +1509,21 @@ fn concat_and_the_recurrent_layers_with_ragged_rows() {
 #[test]
 fn a_graph_with_an_op_without_a_kernel_is_refused_naming_op_target_and_node() {
     let graph = text::parse(
-        "graph \"g\" {\n  %0 = input{name=\"x\"} : f32[4]\n  %1 = clamp{min=0.0} %0 : f32[4]\n  %2 = output{name=\"y\"} %1 : f32[4]\n}\n",
+        "graph \"g\" {\n  %0 = input{name=\"x\"} : f32[4]\n  %1 = cast{dtype=i32} %0 : i32[4]\n  %2 = output{name=\"y\"} %1 : i32[4]\n}\n",
     )
     .unwrap();
     let e = graphc_gpu::lower::check_graph(&graph, "cuda").unwrap_err().to_string();
-    assert!(e.contains("op `clamp` has no cuda kernel") && e.contains("at `%1 = clamp"), "{e}");
+    assert!(e.contains("op `cast` has no cuda kernel") && e.contains("at `%1 = cast"), "{e}");
 }
 
 /// The block types the CPU computes but the GPU kernels do not decode
-/// (q5_1, q2_k, q3_k, iq4_nl, iq4_xs): a GPU plan reading one is refused
-/// when compiled, naming the weight, its type and the target; the same
-/// graph with a q4_k weight (the control) passes.
+/// (the i-quants of 1 to 3 bits): a GPU plan reading one is refused when
+/// compiled, naming the weight, its type and the target; the same graph
+/// with a q4_k or an mxfp4 weight (the controls) passes.
 #[test]
 fn a_weight_of_a_type_without_a_gpu_kernel_is_refused_naming_tensor_type_and_target() {
-    for dtype in [DType::Q5_1, DType::Q2K, DType::Q3K, DType::IQ4NL, DType::IQ4XS, DType::Q4K] {
+    let (mut refused, mut passed) = (0, 0);
+    for dtype in [DType::IQ2XXS, DType::IQ2XS, DType::IQ2S, DType::IQ3XXS, DType::IQ3S, DType::IQ1S, DType::IQ1M, DType::Q4K, DType::MXFP4] {
         let graph = text::parse(&format!(
             "graph \"g\" {{\n  %0 = input{{name=\"x\"}} : f32[1, 256]\n  %1 = weight{{name=\"blk.0.attn_q.weight\"}} : {dtype}[256, 256]\n  %2 = matmul %0, %1 : f32[1, 256]\n  %3 = output{{name=\"y\"}} %2 : f32[1, 256]\n}}\n"
         ))
@@ -1457,8 +1532,10 @@ fn a_weight_of_a_type_without_a_gpu_kernel_is_refused_naming_tensor_type_and_tar
             let r = graphc_gpu::lower::check_graph(&graph, target);
             if graphc_gpu::kernels::WEIGHT_DTYPES.contains(&dtype) {
                 assert!(r.is_ok(), "{dtype} on {target}: {r:?}");
+                passed += 1;
                 continue;
             }
+            refused += 1;
             let e = r.unwrap_err().to_string();
             assert!(
                 e.contains(&format!(
@@ -1468,6 +1545,7 @@ fn a_weight_of_a_type_without_a_gpu_kernel_is_refused_naming_tensor_type_and_tar
             );
         }
     }
+    assert_eq!((refused, passed), (7 * 3, 2 * 3), "seven types refused and two passed on each target");
 }
 
 /// The ops the norm and residual rules make (`norm_matmul`,
@@ -2095,4 +2173,32 @@ fn normed_attention_keeps_the_bits_of_its_parts() {
         let unnormed = reference_op(&append, &[&caches["k_cache"], &raw_k, &inputs["lengths"]]);
         assert_separates(&format!("{what}: k appended normed"), &got["k_out"], &unnormed);
     }
+}
+
+/// gpt-oss's clamped SwiGLU after its clamps, `(u + 1) · (g · σ(1.702 ·
+/// g))`, as one chain: bit for bit the ops' own kernels. Its `exp` reads a
+/// product, which lavapipe reassociated with `exp`'s scaling by `log2 e`
+/// while the product was only multiplied by the runtime 1.0 (13 of these
+/// 111 values differed in their last bits); every value of a chain now
+/// passes a barrier no compiler sees through (`Func::Stored`).
+#[test]
+fn a_chain_reading_a_product_through_exp_keeps_its_bits() {
+    let unfused = text::parse(
+        "graph \"clamped_swiglu\" {\n  %0 = input{name=\"u\"} : f32[3, 37]\n  %1 = input{name=\"g\"} : f32[3, 37]\n  %2 = const{value=1.0} : f32[1]\n  %3 = const{value=1.702} : f32[1]\n  %4 = add %0, %2 : f32[3, 37]\n  %5 = mul %1, %3 : f32[3, 37]\n  %6 = sigmoid %5 : f32[3, 37]\n  %7 = mul %1, %6 : f32[3, 37]\n  %8 = mul %4, %7 : f32[3, 37]\n  %9 = output{name=\"y\"} %8 : f32[3, 37]\n}\n",
+    )
+    .unwrap();
+    let mut graph = unfused.clone();
+    assert_eq!(ElementwiseChain { cost: CostModel::Launches }.run(&mut graph), 4, "one chain of five ops");
+    graphc_ir::verify(&mut graph).unwrap();
+    let inputs = HashMap::from([
+        ("u".to_string(), Tensor::f32(vec![3, 37], values(50, 111, -7.0, 7.0))),
+        ("g".to_string(), Tensor::f32(vec![3, 37], values(51, 111, -7.0, 7.0))),
+    ]);
+    let Some(mut fused) = open_graph(&graph, &graphc_tests_free::NoWeights) else { return };
+    let got = fused.step(&inputs).unwrap().remove("y").unwrap();
+    assert_eq!(fused.counters()["device_launches_last_step"], 1, "the chain is one launch");
+    let want = open_graph(&unfused, &graphc_tests_free::NoWeights).unwrap().step(&inputs).unwrap().remove("y").unwrap();
+    let bits = |t: &Tensor| t.as_f32().unwrap().iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+    assert!(bits(&got) == bits(&want), "the fused chain differs from the ops' own kernels in its bits");
+    assert_separates("clamped swiglu vs a plain product", &got, &reference_op(&Op::Binary(BinaryOp::Mul), &[&inputs["u"], &inputs["g"]]));
 }

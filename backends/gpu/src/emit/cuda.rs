@@ -75,6 +75,8 @@ impl Dialect for Cuda {
             Func::MulRounded => "__fmul_rn",
             Func::AddRounded => "__fadd_rn",
             Func::SubRounded => "__fsub_rn",
+            // nvcc does not reassociate, and contracts nothing (`--fmad=false`).
+            Func::Stored => return format!("({})", args[0]),
         };
         format!("{name}({})", args.join(", "))
     }

@@ -62,11 +62,12 @@ impl Dialect for Wgsl {
             Func::Pow => "pow",
             Func::HalfToF32 => return format!("unpack2x16float({}).x", args[0]),
             Func::BitsToF32 => return format!("bitcast<f32>({})", args[0]),
-            // WGSL has no non-contracting multiply: each rounded operand
-            // is multiplied by the runtime 1.0 (see `Func::MulRounded`).
-            Func::MulRounded => return format!("(({} * {}) * params.{ROUNDING_ONE})", args[0], args[1]),
-            Func::AddRounded => return format!("(({} * params.{ROUNDING_ONE}) + ({} * params.{ROUNDING_ONE}))", args[0], args[1]),
-            Func::SubRounded => return format!("(({} * params.{ROUNDING_ONE}) - ({} * params.{ROUNDING_ONE}))", args[0], args[1]),
+            // WGSL has no non-contracting multiply: a rounded op's operands
+            // and value pass through the barrier (see `Func::Stored`).
+            Func::MulRounded => return stored(&format!("({} * {})", args[0], args[1])),
+            Func::AddRounded => return stored(&format!("({} + {})", stored(&args[0]), stored(&args[1]))),
+            Func::SubRounded => return stored(&format!("({} - {})", stored(&args[0]), stored(&args[1]))),
+            Func::Stored => return stored(&args[0]),
         };
         format!("{name}({})", args.join(", "))
     }
@@ -115,4 +116,10 @@ pub fn emit(k: &Kernel) -> String {
     out.push_str(&body(k, &Wgsl));
     out.push_str("}\n");
     out
+}
+
+/// `x` through `Func::Stored`'s barrier: its bits xor a zero read from the
+/// params (`bits(1.0) ^ bits(ROUNDING_ONE)`).
+fn stored(x: &str) -> String {
+    format!("bitcast<f32>(bitcast<u32>({x}) ^ (bitcast<u32>(params.{ROUNDING_ONE}) ^ 0x3f800000u))")
 }

@@ -2,7 +2,8 @@
 //! head, query): GQA native (query head `h` reads kv head
 //! `h / (n_heads / n_kv_heads)`), each query at its own position (ragged
 //! batches and decode use the same kernel), causal / sliding-window masks,
-//! ring caches, and the score soft-cap.
+//! ring caches, the score soft-cap, and sinks (gpt-oss's one logit per
+//! query head that joins each softmax's denominator and weighs no value).
 //!
 //! Keys are visited in chunks of one per invocation with an online softmax
 //! (running max and sum, accumulator rescaled per chunk), so any context
@@ -69,6 +70,14 @@ pub fn attention() -> Kernel {
     attention_kernel(Out::Y)
 }
 
+/// `attention` of an op with sinks: buffers `q, k, v, positions`, then
+/// `sinks [n_heads]`, then `y`; the same params. Each query's running max
+/// starts at its head's sink and its sum at 1 (the sink's own term), so
+/// the sink joins the denominator as HF's concatenate-softmax-drop does.
+pub fn attention_with_sinks() -> Kernel {
+    attention_kernel_with(Out::Y, None, true)
+}
+
 /// `attention` with each query's head projected (the IR's
 /// `attention_project`): buffers `q, k, v, positions`, then `w` (the
 /// weight's bytes, `[n, n_heads · dv]` of `dtype`) and `p [b, s, n_heads,
@@ -102,7 +111,7 @@ pub fn attention_part() -> Kernel {
 /// writes them there; no workgroup reads that row from the cache. With
 /// `current` 0 the cache holds them already (`norm_rope_append` ran).
 pub fn norm_rope_attention_project(style: RopeStyle, dtype: DType) -> Kernel {
-    attention_kernel_with(Out::Project(dtype), Some(style))
+    attention_kernel_with(Out::Project(dtype), Some(style), false)
 }
 
 /// `attention_part` of the IR's `norm_rope_attention`: its buffers
@@ -110,7 +119,7 @@ pub fn norm_rope_attention_project(style: RopeStyle, dtype: DType) -> Kernel {
 /// the rope params); the first block of the first query head of each kv
 /// head writes the new rows.
 pub fn norm_rope_attention_part(style: RopeStyle) -> Kernel {
-    attention_kernel_with(Out::Part, Some(style))
+    attention_kernel_with(Out::Part, Some(style), false)
 }
 
 /// The appends of `norm_rope_attention` where a step holds more than one
@@ -172,14 +181,18 @@ enum Out {
 }
 
 fn attention_kernel(kind: Out) -> Kernel {
-    attention_kernel_with(kind, None)
+    attention_kernel_with(kind, None, false)
 }
 
 /// An attention kernel; with `normed` (the rope style), q and the new k
-/// rows normed and rotated in it (`norm_rope_attention_project`).
-fn attention_kernel_with(kind: Out, normed: Option<RopeStyle>) -> Kernel {
+/// rows normed and rotated in it (`norm_rope_attention_project`); with
+/// `sinks`, a `sinks` buffer read where the online softmax starts (only
+/// for `Out::Y`: a split's blocks leave the sink to the merge).
+fn attention_kernel_with(kind: Out, normed: Option<RopeStyle>, sinks: bool) -> Kernel {
     let split = kind == Out::Part;
+    assert!(!sinks || (kind == Out::Y && normed.is_none()), "sinks only in the plain attention kernel");
     let (name, out) = match kind {
+        Out::Y if sinks => ("attention_sinks".to_string(), "y"),
         Out::Y => ("attention".to_string(), "y"),
         Out::Part => ("attention_part".to_string(), "part"),
         Out::Project(dtype) => (format!("attention_project_{}", dtype.to_string().to_lowercase()), "p"),
@@ -196,6 +209,9 @@ fn attention_kernel_with(kind: Out, normed: Option<RopeStyle>) -> Kernel {
         k = k.input("positions", Ty::I32).input("inv_freq", Ty::F32).input("lengths", Ty::I32);
     } else {
         k = k.input("k", Ty::F32).input("v", Ty::F32).input("positions", Ty::I32);
+    }
+    if sinks {
+        k = k.input("sinks", Ty::F32);
     }
     if let Out::Project(_) = kind {
         k = k.input("w", Ty::U32);
@@ -256,8 +272,9 @@ fn attention_kernel_with(kind: Out, normed: Option<RopeStyle>) -> Kernel {
     }
     query.extend([
         for_("c", local_id(), param("dv"), u(WORKGROUP), vec![store_shared("acc", var("c"), f(0.0))]),
-        let_("m", Ty::F32, f(NEG_BIG)),
-        let_("l", Ty::F32, f(0.0)),
+        // A sink is a score of its own, `exp(sink - m)` in the sum: 1 at `m = sink`.
+        let_("m", Ty::F32, if sinks { load("sinks", var("head")) } else { f(NEG_BIG) }),
+        let_("l", Ty::F32, f(if sinks { 1.0 } else { 0.0 })),
     ]);
     let mut chunk = vec![
         let_("x", Ty::U32, var("c0") + local_id()),
@@ -470,22 +487,34 @@ pub fn add_partials() -> Kernel {
 /// visible). Buffers `part [queries, splits, dv + 2]`, `y [queries, dv]`;
 /// params `queries`, `splits`, `dv`. Grid: `queries` groups.
 pub fn attention_merge() -> Kernel {
-    merge_kernel(None)
+    merge_kernel(None, false)
+}
+
+/// `attention_merge` of an op with sinks: buffers `part`, `sinks
+/// [n_heads]`, `y`; params `queries, splits, dv, n_heads, s`. The sink
+/// joins the common max and adds `exp(sink - M)` to the sum, once.
+pub fn attention_merge_with_sinks() -> Kernel {
+    merge_kernel(None, true)
 }
 
 /// `attention_merge` with each query's head projected as
 /// `attention_project` projects it: buffers `part`, `w`, `p`; params
 /// `queries, splits, dv`, then `n`, `row_bytes`, `n_heads`, `s`.
 pub fn attention_merge_project(dtype: DType) -> Kernel {
-    merge_kernel(Some(dtype))
+    merge_kernel(Some(dtype), false)
 }
 
-fn merge_kernel(project: Option<DType>) -> Kernel {
+fn merge_kernel(project: Option<DType>, sinks: bool) -> Kernel {
+    assert!(!(sinks && project.is_some()), "attention_project has no sinks");
     let name = match project {
+        None if sinks => "attention_merge_sinks".to_string(),
         None => "attention_merge".to_string(),
         Some(dtype) => format!("attention_merge_project_{}", dtype.to_string().to_lowercase()),
     };
     let mut k = Kernel::new(&name, WORKGROUP).input("part", Ty::F32);
+    if sinks {
+        k = k.input("sinks", Ty::F32);
+    }
     k = match project {
         None => k.output("y", Ty::F32),
         Some(_) => k.input("w", Ty::U32).output("p", Ty::F32),
@@ -494,6 +523,11 @@ fn merge_kernel(project: Option<DType>) -> Kernel {
     if project.is_some() {
         k = k.param("n", Ty::U32).param("row_bytes", Ty::U32).param("n_heads", Ty::U32).param("s", Ty::U32).shared("acc", Ty::F32, MAX_HEAD_DIM);
     }
+    if sinks {
+        k = k.param("n_heads", Ty::U32).param("s", Ty::U32);
+    }
+    // Query (b, head, s)'s sink.
+    let sink = || load("sinks", (var("qi") / param("s")) % param("n_heads"));
     let block = |sp: Expr| (var("qi") * param("splits") + sp) * (param("dv") + u(2));
     let max_of = |sp: Expr| load("part", block(sp) + param("dv"));
     let weight = |sp: &str| call(Func::Exp, vec![max_of(var(sp)) - var("m")]);
@@ -503,9 +537,9 @@ fn merge_kernel(project: Option<DType>) -> Kernel {
         Some(_) => store_shared("acc", var("c"), merged),
     };
     let mut query = vec![
-        let_("m", Ty::F32, f(NEG_BIG)),
+        let_("m", Ty::F32, if sinks { sink() } else { f(NEG_BIG) }),
         for_("sp", u(0), param("splits"), u(1), vec![assign("m", var("m").max(max_of(var("sp"))))]),
-        let_("l", Ty::F32, f(0.0)),
+        let_("l", Ty::F32, if sinks { call(Func::Exp, vec![sink() - var("m")]) } else { f(0.0) }),
         for_("sp", u(0), param("splits"), u(1), vec![assign("l", var("l") + load("part", block(var("sp")) + param("dv") + u(1)) * weight("sp"))]),
         for_(
             "c",

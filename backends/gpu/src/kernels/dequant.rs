@@ -1,6 +1,6 @@
 //! One element of a weight block, in the kernel IR: the decoding of every
 //! GGUF block type the repo computes (q4_0, q4_1, q5_0, q5_1, q8_0, q2_k,
-//! q3_k, q4_k, q5_k, q6_k, iq4_nl, iq4_xs) plus f32 and f16, written once
+//! q3_k, q4_k, q5_k, q6_k, iq4_nl, iq4_xs, mxfp4) plus f32 and f16, written once
 //! after `graphc_ir::quant` (the CPU definition) and shared by the matmul,
 //! gather and attention-projection kernels.
 //!
@@ -36,8 +36,12 @@ fn sign_extended(b: Expr) -> Expr {
 }
 
 /// The four little-endian u32 words of `graphc_ir::quant::IQ4_VALUES`.
-const IQ4_WORDS: [u32; 4] = {
-    let v = graphc_ir::quant::IQ4_VALUES;
+const IQ4_WORDS: [u32; 4] = table_words(graphc_ir::quant::IQ4_VALUES);
+
+/// The four little-endian u32 words of `graphc_ir::quant::MXFP4_VALUES`.
+const MXFP4_WORDS: [u32; 4] = table_words(graphc_ir::quant::MXFP4_VALUES);
+
+const fn table_words(v: [i8; 16]) -> [u32; 4] {
     let mut words = [0u32; 4];
     let mut i = 0;
     while i < 16 {
@@ -45,16 +49,18 @@ const IQ4_WORDS: [u32; 4] = {
         i += 1;
     }
     words
-};
+}
 
 /// `IQ4_VALUES[q]` (q a u32 nibble) as f32: the value's byte picked out of
 /// four constant words (no table in memory).
 fn iq4_value(q: Expr) -> Expr {
-    let word = select(
-        q.clone().lt(u(8)),
-        select(q.clone().lt(u(4)), u(IQ4_WORDS[0]), u(IQ4_WORDS[1])),
-        select(q.clone().lt(u(12)), u(IQ4_WORDS[2]), u(IQ4_WORDS[3])),
-    );
+    table_value(IQ4_WORDS, q)
+}
+
+/// Entry `q` (a u32 nibble) of a 16-entry signed byte table held as `words`, as f32.
+fn table_value(words: [u32; 4], q: Expr) -> Expr {
+    let word =
+        select(q.clone().lt(u(8)), select(q.clone().lt(u(4)), u(words[0]), u(words[1])), select(q.clone().lt(u(12)), u(words[2]), u(words[3])));
     sign_extended(word >> ((q % u(4)) * u(8)))
 }
 
@@ -118,6 +124,13 @@ pub fn group_setup(dtype: DType, w: &str, base: Expr, g: Expr) -> Vec<Stmt> {
             vec![let_("dq_d", Ty::F32, half(w, at(108)) * ((low | (high << u(4))).cast(Ty::I32) - i(32)).cast(Ty::F32))]
         }
         DType::IQ4NL => vec![let_("dq_d", Ty::F32, half(w, base))],
+        DType::MXFP4 => {
+            // `quant::e8m0_half`: the f32 with bits `(e - 1) << 23`, or the
+            // subnormal `0x0020_0000 << e` for `e < 2`.
+            let e = || byte(w, base.clone());
+            let bits = select(e().lt(u(2)), u(0x0020_0000) << e(), (e() - u(1)) << u(23));
+            vec![let_("dq_d", Ty::F32, call(Func::BitsToF32, vec![bits]))]
+        }
         DType::IQ4XS => {
             // Sub-block `g` of 32: 4 bits in `scales_l`, 2 in `scales_h`, less 32.
             let low = (byte(w, at(4) + g.clone() / u(2)) >> (u(4) * (g.clone() % u(2)))) & u(0xF);
@@ -179,6 +192,7 @@ pub fn group_element(dtype: DType, w: &str, base: Expr, g: Expr, l: Expr) -> Exp
             }
         }
         DType::IQ4NL => d * iq4_value(low_or_high(byte(w, at(2) + l.clone() % u(16)), l.ge(u(16)))),
+        DType::MXFP4 => d * table_value(MXFP4_WORDS, low_or_high(byte(w, at(1) + l.clone() % u(16)), l.ge(u(16)))),
         DType::IQ4XS => d * iq4_value(low_or_high(byte(w, at(8) + g * u(16) + l.clone() % u(16)), l.ge(u(16)))),
         DType::Q4K | DType::Q5K => {
             // Sub-block g: chunk g / 2 of 32 bytes, low nibbles for even g.

@@ -1,4 +1,4 @@
-//! Elementwise kernels: unary functions, broadcasting binaries, the
+//! Elementwise kernels: unary functions, clamps, broadcasting binaries, the
 //! gated-MLP product `act(gate) * up` (SwiGLU / GeGLU), and fused chains of
 //! unary and binary ops (one kernel for `c * tanh(x / c)` and the like). The unary functions
 //! are spelled out here once (`unary_expr`), in the reference executor's
@@ -50,6 +50,29 @@ pub fn unary(op: UnaryOp) -> Kernel {
     ])
 }
 
+/// `y[i] = min(max(x[i], lo), hi)` for `i < n` (the IR's `clamp`), each
+/// bound applied only where the op has it (`lower`, `upper`): params `n`,
+/// `lo`, `hi`. Grid: `ceil(n / 256)` groups.
+pub fn clamp(lower: bool, upper: bool) -> Kernel {
+    let name = match (lower, upper) {
+        (true, true) => "clamp",
+        (true, false) => "clamp_min",
+        (false, true) => "clamp_max",
+        (false, false) => "clamp_none",
+    };
+    let mut v = var("v");
+    if lower {
+        v = v.max(param("lo"));
+    }
+    if upper {
+        v = v.min(param("hi"));
+    }
+    Kernel::new(name, WORKGROUP).input("x", Ty::F32).output("y", Ty::F32).param("n", Ty::U32).param("lo", Ty::F32).param("hi", Ty::F32).body(vec![
+        let_("i", Ty::U32, thread_index()),
+        if_(var("i").lt(param("n")), vec![let_("v", Ty::F32, load("x", var("i"))), store("y", var("i"), v)]),
+    ])
+}
+
 /// `y = op(a, b)` with numpy broadcasting, up to rank 4: the output is
 /// `[n / (d1 d2 d3), d1, d2, d3]`; `a` and `b` are read through element
 /// strides `sa*`, `sb*` (0 along a broadcast axis). Grid: `ceil(n / 256)`.
@@ -95,23 +118,25 @@ pub fn glu(act: UnaryOp) -> Kernel {
 
 /// Statements computing a `chain` op's expression into locals `t0, t1,
 /// ...` in post order (each op's arithmetic as its own kernel has it);
-/// returns the local holding the result. Products, adds and subtractions
-/// are the rounded forms: the unfused kernels store each op's value before
-/// the next reads it, so no product may be contracted with a later add
-/// (CUDA would make the two one FMA).
+/// returns the local holding the result. The unfused kernels store each
+/// op's value before the next reads it, so every value is as stored
+/// (`Func::Stored`; products, adds and subtractions the rounded forms): no
+/// product may be contracted with a later add (CUDA would make the two one
+/// FMA), nor reassociated with what reads it.
 fn emit(expr: &ChainExpr, body: &mut Vec<Stmt>) -> Expr {
+    let stored = |x: Expr| call(Func::Stored, vec![x]);
     let value = match expr {
         ChainExpr::Input(i) => load(&format!("in{i}"), var(&format!("at{i}"))),
-        ChainExpr::Unary(u, a) => unary_expr(*u, emit(a, body)),
+        ChainExpr::Unary(u, a) => stored(unary_expr(*u, emit(a, body))),
         ChainExpr::Binary(b, x, y) => {
             let (x, y) = (emit(x, body), emit(y, body));
             match b {
                 BinaryOp::Add => call(Func::AddRounded, vec![x, y]),
                 BinaryOp::Sub => call(Func::SubRounded, vec![x, y]),
                 BinaryOp::Mul => call(Func::MulRounded, vec![x, y]),
-                BinaryOp::Div => x / y,
-                BinaryOp::Max => x.max(y),
-                BinaryOp::Min => x.min(y),
+                BinaryOp::Div => stored(x / y),
+                BinaryOp::Max => stored(x.max(y)),
+                BinaryOp::Min => stored(x.min(y)),
             }
         }
     };

@@ -52,7 +52,7 @@ pub fn unravel4() -> Vec<crate::kir::Stmt> {
 }
 
 /// The weight storage types the matmul and gather kernels read.
-pub const WEIGHT_DTYPES: [DType; 14] = [
+pub const WEIGHT_DTYPES: [DType; 15] = [
     DType::F32,
     DType::F16,
     DType::Q4_0,
@@ -67,6 +67,7 @@ pub const WEIGHT_DTYPES: [DType; 14] = [
     DType::Q6K,
     DType::IQ4NL,
     DType::IQ4XS,
+    DType::MXFP4,
 ];
 
 /// Most features a kernel stages in workgroup memory (rows of `x` formed
@@ -149,6 +150,11 @@ pub fn catalog() -> Vec<(&'static str, Kernel)> {
     all.push(("attention", attention::attention()));
     all.push(("attention", attention::attention_part()));
     all.push(("attention", attention::attention_merge()));
+    all.push(("attention", attention::attention_with_sinks()));
+    all.push(("attention", attention::attention_merge_with_sinks()));
+    for (lower, upper) in [(true, true), (true, false), (false, true)] {
+        all.push(("elementwise", elementwise::clamp(lower, upper)));
+    }
     // Attention projected by head (`attention_project`), whole or merged
     // from split blocks, over each weight type; and the shares' sum, alone
     // or formed where a matmul reads it (x staged in its prologue, a
