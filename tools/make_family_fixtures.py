@@ -1339,6 +1339,33 @@ def llama3():
     ref["long_controls"] = {"no_rope_scaling": rows(ctrl)}
     (d / "reference.json").write_text(json.dumps(ref))
 
+def llama3_sharded():
+    """The llama3 fixture saved by transformers' own `save_pretrained` in
+    shards (`model-0000k-of-0000n.safetensors` and
+    `model.safetensors.index.json`), as the Hub's larger checkpoints ship,
+    into tests/fixtures/sharded/llama3/. Loaded back by transformers, its
+    logits are the single file's to the bit and within 1e-5 of the llama3
+    fixture's reference (asserted; a model loaded from a file computes its
+    RoPE frequencies anew, 1.6e-6 from the one the reference was made
+    with), so the tests read that reference.json."""
+    from transformers import LlamaForCausalLM
+
+    src = OUT / "llama3"
+    d = OUT.parent / "sharded" / "llama3"
+    model = LlamaForCausalLM.from_pretrained(src, dtype=torch.float32).eval()
+    model.save_pretrained(d, max_shard_size="200KB")
+    shards = sorted(p.name for p in d.glob("model-*.safetensors"))
+    assert len(shards) >= 3, shards
+    back = LlamaForCausalLM.from_pretrained(d, dtype=torch.float32, attn_implementation="eager").eval()
+    single = LlamaForCausalLM.from_pretrained(src, dtype=torch.float32, attn_implementation="eager").eval()
+    ref = json.loads((src / "reference.json").read_text())
+    for p, want in zip(PROMPTS, ref["logits"]):
+        got = all_logits(back, p)
+        assert torch.equal(got, all_logits(single, p)), "the sharded checkpoint's logits differ from the single file's"
+        assert float((got - torch.tensor(want)).abs().max()) < 1e-5, "the sharded checkpoint is far from the fixture's reference"
+    print("llama3_sharded written:", d, shards)
+
+
 def mxfp4_round(w, axis):
     """`w` rounded to MXFP4 values (blocks of 32 along `axis`, gguf-py's
     quantizer), so a GGUF of these weights in MXFP4 holds them exactly."""

@@ -53,7 +53,7 @@ pub fn hf_view(gguf: GgufFile) -> Result<SafetensorsFile, Diagnostic> {
         config_path: format!("{} (GGUF metadata)", gguf.path),
         config,
         tensors,
-        mmap: gguf.mmap,
+        data: crate::bytes::CheckpointBytes::one(gguf.mmap),
         file_names,
     })
 }

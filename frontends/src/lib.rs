@@ -101,11 +101,12 @@ pub fn gguf_architectures() -> Vec<&'static str> {
 }
 
 impl Checkpoint {
-    /// A GGUF file (by its magic), or a safetensors file / folder with its `config.json`.
+    /// A GGUF file (by its magic), or a safetensors file, sharded
+    /// checkpoint's index or folder with its `config.json`.
     pub fn open(path: &Path) -> Result<Checkpoint, Diagnostic> {
         let mut magic = [0u8; 4];
         let is_gguf = std::fs::File::open(path).and_then(|mut f| std::io::Read::read_exact(&mut f, &mut magic)).is_ok_and(|_| &magic == b"GGUF");
-        if is_gguf || !(path.is_dir() || path.extension().is_some_and(|e| e == "safetensors")) {
+        if is_gguf || !safetensors::is_safetensors_path(path) {
             Checkpoint::from_gguf(GgufFile::open(path)?)
         } else {
             Checkpoint::from_safetensors(SafetensorsFile::open(path)?)
@@ -216,11 +217,23 @@ impl Checkpoint {
         }
     }
 
-    /// The whole file, mapped.
-    pub fn bytes(&self) -> &[u8] {
+    /// Bytes in the checkpoint's files together.
+    pub fn len(&self) -> u64 {
         match &self.format {
-            Format::Gguf(g) => &g.mmap,
-            Format::Safetensors(s) => &s.mmap,
+            Format::Gguf(g) => g.mmap.len() as u64,
+            Format::Safetensors(s) => s.data.len(),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// `len` bytes at `offset` (a tensor's, from its `TensorInfo`), mapped.
+    pub fn range(&self, offset: u64, len: u64) -> Option<&[u8]> {
+        match &self.format {
+            Format::Gguf(g) => g.mmap.get(usize::try_from(offset).ok()?..usize::try_from(offset.checked_add(len)?).ok()?),
+            Format::Safetensors(s) => s.data.range(offset, len),
         }
     }
 
@@ -249,16 +262,20 @@ impl Checkpoint {
         })
     }
 
-    /// xxh3-64 of the whole file, reporting progress in bytes.
+    /// xxh3-64 of the checkpoint's files one after another, reporting progress in bytes.
     pub fn checksum(&self, progress: impl FnMut(u64)) -> String {
-        checksum_bytes(self.bytes(), progress)
+        match &self.format {
+            Format::Gguf(g) => checksum_bytes([&g.mmap[..]], progress),
+            Format::Safetensors(s) => checksum_bytes(s.data.files(), progress),
+        }
     }
 }
 
-/// xxh3-64 of `bytes` as hex, in 16 MiB steps with progress callbacks.
-pub fn checksum_bytes(bytes: &[u8], mut progress: impl FnMut(u64)) -> String {
+/// xxh3-64 of `files` one after another as hex, in 16 MiB steps with
+/// progress callbacks.
+pub fn checksum_bytes<'a>(files: impl IntoIterator<Item = &'a [u8]>, mut progress: impl FnMut(u64)) -> String {
     let mut h = xxhash_rust::xxh3::Xxh3::new();
-    for chunk in bytes.chunks(16 << 20) {
+    for chunk in files.into_iter().flat_map(|f| f.chunks(16 << 20)) {
         h.update(chunk);
         progress(chunk.len() as u64);
     }

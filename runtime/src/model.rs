@@ -58,7 +58,7 @@ pub struct Model {
 }
 
 fn checksum(ck: &Checkpoint, progress: Progress) -> String {
-    let total = ck.bytes().len() as u64;
+    let total = ck.len();
     let mut done = 0u64;
     match progress {
         Some(p) => ck.checksum(|n| {
@@ -140,7 +140,7 @@ impl Model {
             format_version: PLAN_FORMAT_VERSION,
             graphc_version: env!("CARGO_PKG_VERSION").into(),
             family: checkpoint.family.clone(),
-            checkpoint: CheckpointRef { path: path.to_string(), bytes: checkpoint.bytes().len() as u64, checksum: checksum(&checkpoint, progress) },
+            checkpoint: CheckpointRef { path: path.to_string(), bytes: checkpoint.len(), checksum: checksum(&checkpoint, progress) },
             options,
             model: lowered.meta,
             passes: report.records,
@@ -171,7 +171,7 @@ impl Model {
     /// nothing in it is trusted before these checks.
     pub fn from_plan(plan: Plan, plan_path: &str, mut checkpoint: Checkpoint, progress: Progress) -> Result<Model, Error> {
         let mismatch = |message: String| Error::PlanMismatch { plan: plan_path.to_string(), message };
-        let bytes = checkpoint.bytes().len() as u64;
+        let bytes = checkpoint.len();
         if bytes != plan.checkpoint.bytes {
             return Err(mismatch(format!(
                 "its checkpoint {} changed: it was {} bytes at compile time and is {bytes} now; recompile the plan",
@@ -198,8 +198,9 @@ impl Model {
     /// A plan (JSON) or a checkpoint (compiled in memory with default options
     /// and `max_seq`), told apart by the file's first bytes.
     pub fn open(path: &Path, opts: &CompileOptions, progress: Progress) -> Result<Model, Error> {
-        // A folder is a safetensors checkpoint (its model.safetensors and config.json).
-        if path.is_dir() {
+        // A folder is a safetensors checkpoint (its model.safetensors, or
+        // its shards and their index, and config.json); so is an index.
+        if graphc_frontends::safetensors::is_safetensors_path(path) {
             return Model::compile(path, opts, progress);
         }
         let mut head = [0u8; 4];
@@ -354,6 +355,6 @@ fn check_plan(plan: &Plan, graph: &Graph) -> Result<(), String> {
 impl WeightSource for Model {
     fn weight(&self, name: &str) -> Option<WeightRef<'_>> {
         let w = self.weights.get(name)?;
-        Some(WeightRef { dtype: w.dtype, shape: &w.shape, bytes: &self.checkpoint.bytes()[w.offset as usize..(w.offset + w.bytes) as usize] })
+        Some(WeightRef { dtype: w.dtype, shape: &w.shape, bytes: self.checkpoint.range(w.offset, w.bytes)? })
     }
 }

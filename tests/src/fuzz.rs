@@ -115,7 +115,7 @@ pub fn plan(data: &[u8]) {
     let Ok(text) = std::str::from_utf8(data) else { return };
     let Ok(mut plan) = graphc_ir::plan::Plan::from_json(text, "fuzz.plan") else { return };
     let ck = plan_checkpoint();
-    plan.checkpoint.bytes = ck.bytes().len() as u64;
+    plan.checkpoint.bytes = ck.len();
     plan.checkpoint.checksum = ck.checksum(|_| {});
     if let Ok(model) = Model::from_plan(plan, "fuzz.plan", ck, None) {
         run_two_tokens(&model);

@@ -11,9 +11,13 @@ pub struct Args {
 impl Args {
     pub fn run(self) -> Result<()> {
         let Args { checkpoint } = self;
-        if checkpoint.is_dir() || checkpoint.extension().is_some_and(|e| e == "safetensors") {
+        if graphc_frontends::safetensors::is_safetensors_path(&checkpoint) {
             let st = graphc_frontends::SafetensorsFile::open(&checkpoint)?;
-            println!("safetensors | {} tensors | config {}", st.tensors.len(), st.config_path);
+            let files = match st.data.files().count() {
+                1 => String::new(),
+                n => format!(" in {n} shards"),
+            };
+            println!("safetensors | {} tensors{files} | config {}", st.tensors.len(), st.config_path);
             println!("{}", serde_json::to_string_pretty(&st.config)?);
             for t in &st.tensors {
                 println!("{:<40} {:<5} {:?}", t.name, t.dtype.name(), t.shape);
