@@ -23,7 +23,7 @@ quantized matmuls (DESIGN.md, "Precision contract").
 
 Decode against the memory-bandwidth limit: a decode step reads every weight
 tensor once (the token embedding only one row, unless it is also the output
-matrix), so those bytes (from the GGUF's tensor table) times the step rate
+matrix; a MoE layer only its routed experts, top-k of E), so those bytes (from the GGUF's tensor table) times the step rate
 are the step's effective weight bandwidth, printed beside the machine's,
 measured in the same run (numpy, --threads threads each streaming its own
 256 MiB buffer: a read of every byte, and a copy; best of 5).
@@ -33,6 +33,7 @@ import datetime
 import json
 import os
 import platform
+import re
 import statistics
 import struct
 import subprocess
@@ -52,9 +53,10 @@ CHECKPOINTS = [
 
 
 def gguf_tensor_bytes(path):
-    """{name: bytes in the file} for every tensor of a GGUF (from the
+    """({name: bytes in the file} for every tensor of a GGUF (from the
     tensor table's offsets: each tensor runs to the next one's offset, the
-    last to the end of the file; alignment padding included, < 32 bytes)."""
+    last to the end of the file; alignment padding included, < 32 bytes),
+    {key: value} of its scalar metadata)."""
     with open(path, "rb") as f:
         def rd(fmt):
             return struct.unpack("<" + fmt, f.read(struct.calcsize("<" + fmt)))[0]
@@ -80,12 +82,11 @@ def gguf_tensor_bytes(path):
             raise ValueError("%s is not a GGUF file" % path)
         rd("I")
         n_tensors, n_kv = rd("Q"), rd("Q")
-        align = 32
+        meta = {}
         for _ in range(n_kv):
             k = string()
-            v = value(rd("I"))
-            if k == "general.alignment":
-                align = v
+            meta[k] = value(rd("I"))
+        align = meta.get("general.alignment", 32)
         infos = []
         for _ in range(n_tensors):
             name = string()
@@ -96,15 +97,21 @@ def gguf_tensor_bytes(path):
         data = (f.tell() + align - 1) // align * align
     end = os.path.getsize(path) - data
     infos.sort()
-    return {name: (infos[i + 1][0] if i + 1 < len(infos) else end) - off for i, (off, name) in enumerate(infos)}
+    return {name: (infos[i + 1][0] if i + 1 < len(infos) else end) - off for i, (off, name) in enumerate(infos)}, meta
 
 
 def decode_weight_bytes(path):
     """Bytes of weights one decode step reads: every tensor, except the
     token embedding when a separate output matrix exists (then the step
-    gathers one row of it)."""
-    t = gguf_tensor_bytes(path)
-    total = sum(t.values())
+    gathers one row of it), and of a MoE's experts (stacked `ffn_*_exps`,
+    or one `ffn_*.E` tensor each) only the `expert_used_count` of
+    `expert_count` a token is routed to."""
+    t, meta = gguf_tensor_bytes(path)
+    arch = meta.get("general.architecture")
+    used, count = meta.get("%s.expert_used_count" % arch), meta.get("%s.expert_count" % arch)
+    routed = (used / count) if used and count else 1.0
+    expert = re.compile(r"\.ffn_[a-z_]*exps\.|\.ffn_(gate|up|down)\.\d+\.")
+    total = sum(b * (routed if expert.search(n) else 1.0) for n, b in t.items())
     if "output.weight" in t and "token_embd.weight" in t:
         total -= t["token_embd.weight"]
     return total
