@@ -371,10 +371,54 @@ def gpt_oss(family="gpt_oss"):
     print(family, "->", d / "model.gguf", len(out), "tensors:", sorted(out))
 
 
+def llama3_split():
+    """The llama3 fixture's model.gguf split by gguf-py's writer as
+    `convert_hf_to_gguf.py --split-max-tensors 8` splits it (llama.cpp's
+    `gguf-split` writes the same layout): `model-0000k-of-0000n.gguf`, the
+    first with every metadata key, each with `split.no`, `split.count`
+    and `split.tensors.count`, each its own tensors; into
+    tests/fixtures/sharded/llama3_gguf/. Read back with gguf-py, the
+    shards hold every tensor of the single file with the same bytes
+    (asserted), so the tests use the llama3 fixture's reference.json."""
+    src = gguf.GGUFReader(ROOT / "llama3" / "model.gguf")
+    d = ROOT.parent / "sharded" / "llama3_gguf"
+    d.mkdir(parents=True, exist_ok=True)
+    arch = bytes(src.fields["general.architecture"].parts[-1]).decode()
+    w = gguf.GGUFWriter(d / "model.gguf", arch, split_max_tensors=8)
+    for name, field in src.fields.items():
+        if name.startswith("GGUF.") or name == "general.architecture":
+            continue
+        vtype = field.types[0]
+        if vtype == gguf.GGUFValueType.ARRAY:
+            w.add_key_value(name, field.contents(), vtype, sub_type=field.types[-1])
+        else:
+            w.add_key_value(name, field.contents(), vtype)
+    for t in src.tensors:
+        w.add_tensor(t.name, np.array(t.data), raw_dtype=t.tensor_type)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    shards = sorted(d.glob("model-*.gguf"))
+    assert len(shards) >= 3, shards
+    back = {}
+    for i, path in enumerate(shards):
+        r = gguf.GGUFReader(path)
+        assert r.fields["split.no"].contents() == i and r.fields["split.count"].contents() == len(shards)
+        back.update({t.name: bytes(t.data.tobytes()) for t in r.tensors})
+    assert back == {t.name: bytes(t.data.tobytes()) for t in src.tensors}, "the shards' tensors differ from the file's"
+    print("llama3_split ->", [p.name for p in shards])
+
+
 if __name__ == "__main__":
     import sys
 
     # `make_gguf_fixtures.py qwen2 llama3 ...` converts only those.
     for family in sys.argv[1:] or ["qwen3", "qwen3_moe", "gemma", "gemma2", "phi2", "phi3", "phi3_longrope", "phimoe",
                                    "qwen3_next", "qwen2", "qwen2_tied", "llama3"]:
-        gpt_oss(family) if family == "gpt_oss" else convert(family)
+        if family == "gpt_oss":
+            gpt_oss(family)
+        elif family == "llama3_split":
+            llama3_split()
+        else:
+            convert(family)

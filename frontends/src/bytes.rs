@@ -77,6 +77,11 @@ impl CheckpointBytes {
         file.get(at..at.checked_add(usize::try_from(len).ok()?)?)
     }
 
+    /// The files, in order.
+    pub fn into_files(self) -> impl Iterator<Item = FileBytes> {
+        self.files.into_iter().map(|(_, f)| f)
+    }
+
     /// Each file's bytes, in order (the whole space, for checksums).
     pub fn files(&self) -> impl Iterator<Item = &[u8]> {
         self.files.iter().map(|(_, f)| &f[..])

@@ -3,7 +3,7 @@
 //! against the bytes that are really there before it is used, so a hostile
 //! header fails fast with an error naming the field, never a huge allocation.
 
-use crate::bytes::FileBytes;
+use crate::bytes::{CheckpointBytes, FileBytes};
 use crate::error::{commas, Diagnostic};
 use graphc_ir::DType;
 use std::collections::BTreeMap;
@@ -84,20 +84,24 @@ pub struct TensorInfo {
 }
 
 pub struct GgufFile {
+    /// The file (a split model's first).
     pub path: String,
     pub version: u32,
     pub alignment: u64,
-    /// Where the tensor infos end, and where the data section starts (the
-    /// next multiple of `alignment`): tensor offsets count from there.
+    /// Where the (first) file's tensor infos end, and where its data
+    /// section starts (the next multiple of `alignment`): its tensor
+    /// offsets count from there.
     pub infos_end: u64,
     pub data_start: u64,
     pub metadata: BTreeMap<String, MetaValue>,
-    /// The tensors graphc computes, in file order.
+    /// The tensors graphc computes, in file order (a split model's files
+    /// one after another).
     pub tensors: Vec<TensorInfo>,
     /// The others (only from `open_any_type` / `from_bytes_any_type`; `open`
     /// refuses a file that has any), in file order.
     pub uncomputable: Vec<UncomputableTensor>,
-    pub mmap: FileBytes,
+    /// The file's bytes, or a split model's files one after another.
+    pub data: CheckpointBytes,
     /// Tensors presented as a slice of a file tensor (an expert of a
     /// stacked `ffn_*_exps`, `split_stacked_experts`): name → the file's name.
     pub slice_of: BTreeMap<String, String>,
@@ -328,11 +332,64 @@ impl GgufFile {
     /// Read a GGUF whatever its tensors' types (any type the format
     /// defines): those graphc does not compute go to `uncomputable`. For
     /// listing a file (`graphc inspect`), not for computing with it.
+    ///
+    /// A split model (`split.count` > 1: llama.cpp's `gguf-split`, or
+    /// `convert_hf_to_gguf.py --split-max-*`) is opened at its first file,
+    /// `PREFIX-00001-of-0000N.gguf`; the others, `PREFIX-0000K-of-0000N.gguf`
+    /// beside it, are read with it, each its `split.no` in order, together
+    /// holding `split.tensors.count` tensors, no name twice.
     pub fn open_any_type(path: &Path) -> Result<GgufFile, Diagnostic> {
         let p = path.display().to_string();
-        let file = std::fs::File::open(path).map_err(|e| Diagnostic::new(&p, format!("cannot open checkpoint: {e}")))?;
-        let mmap = FileBytes::map(&file).map_err(|e| Diagnostic::new(&p, format!("cannot map checkpoint: {e}")))?;
-        Self::parse(p, mmap)
+        let mut g = Self::parse(p.clone(), map_file(path)?)?;
+        let Some((no, count)) = g.split_position()? else { return Ok(g) };
+        if no != 0 {
+            let first = split_path(path, count, 1).map_or("its first file".to_string(), |f| f.display().to_string());
+            return Err(Diagnostic::new(&p, format!("split {} of {count} of a model: open its first file, {first}", no + 1))
+                .note("the first file holds the metadata; the others are read with it"));
+        }
+        for k in 2..=count {
+            let Some(part) = split_path(path, count, k) else {
+                return Err(Diagnostic::new(&p, format!("`split.count` is {count}, but the file is not named `PREFIX-00001-of-{count:05}.gguf`"))
+                    .note("graphc finds a split model's other files by llama.cpp's names"));
+            };
+            let shown = part.display().to_string();
+            let next = Self::parse_at(shown.clone(), map_file(&part)?, g.data.len())?;
+            if next.split_position()? != Some((k - 1, count)) {
+                return Err(Diagnostic::new(&shown, format!("is not split {k} of {count}: its `split.no` / `split.count` say otherwise"))
+                    .note(format!("the first file: {p}")));
+            }
+            let GgufFile { tensors, uncomputable, data, .. } = next;
+            for name in tensors.iter().map(|t| &t.name).chain(uncomputable.iter().map(|t| &t.name)) {
+                if g.tensors.iter().any(|t| &t.name == name) || g.uncomputable.iter().any(|t| &t.name == name) {
+                    return Err(Diagnostic::new(&shown, format!("tensor `{name}` is in an earlier file of the split model too")));
+                }
+            }
+            g.tensors.extend(tensors);
+            g.uncomputable.extend(uncomputable);
+            for file in data.into_files() {
+                g.data.push(file);
+            }
+        }
+        let held = g.tensors.len() + g.uncomputable.len();
+        let expected = g.get("split.tensors.count").and_then(|v| v.as_u64());
+        if expected != Some(held as u64) {
+            return Err(Diagnostic::new(&p, format!("`split.tensors.count` is {expected:?}, but the {count} files hold {held} tensors")));
+        }
+        Ok(g)
+    }
+
+    /// `(split.no, split.count)` of a file of a split model; `None` for a
+    /// file that is a whole model.
+    fn split_position(&self) -> Result<Option<(usize, usize)>, Diagnostic> {
+        let count = self.uint_or("split.count", 1)?;
+        if count <= 1 {
+            return Ok(None);
+        }
+        let no = self.uint("split.no")?;
+        if no >= count || count > 99_999 {
+            return Err(Diagnostic::new(&self.path, format!("`split.no` {no} of `split.count` {count} is no split file's")));
+        }
+        Ok(Some((no as usize, count as usize)))
     }
 
     /// Read a GGUF held in memory, as `open`; `path` names it in diagnostics.
@@ -366,7 +423,13 @@ impl GgufFile {
             .help("`graphc inspect` lists every tensor's type; use a quantization of the model in one of the types graphc computes"))
     }
 
-    fn parse(path: String, mmap: FileBytes) -> Result<GgufFile, Diagnostic> {
+    fn parse(path: String, bytes: FileBytes) -> Result<GgufFile, Diagnostic> {
+        Self::parse_at(path, bytes, 0)
+    }
+
+    /// One file whose first byte has offset `base` (a split model's later
+    /// files follow the earlier ones).
+    fn parse_at(path: String, mmap: FileBytes, base: u64) -> Result<GgufFile, Diagnostic> {
         let (version, alignment, metadata, infos, infos_end, data_start) = {
             let mut r = Reader { b: &mmap, pos: 0, path: &path };
             let magic = r.take(4, "the magic number")?;
@@ -452,6 +515,7 @@ impl GgufFile {
             let end = offset.and_then(|o| o.checked_add(bytes));
             match (offset, end) {
                 (Some(offset), Some(end)) if end <= file_len => {
+                    let offset = base + offset;
                     let shape = ne.iter().rev().map(|&d| d as usize).collect();
                     match ggml_type.dtype() {
                         Some(dtype) => tensors.push(TensorInfo { name, shape, dtype, offset, bytes }),
@@ -470,7 +534,9 @@ impl GgufFile {
                 }
             }
         }
-        Ok(GgufFile { path, version, alignment, infos_end, data_start, metadata, tensors, uncomputable, mmap, slice_of: BTreeMap::new() })
+        let mut data = CheckpointBytes::new();
+        data.push(mmap);
+        Ok(GgufFile { path, version, alignment, infos_end, data_start, metadata, tensors, uncomputable, data, slice_of: BTreeMap::new() })
     }
 
     pub fn get(&self, key: &str) -> Option<&MetaValue> {
@@ -528,6 +594,27 @@ impl GgufFile {
     }
 
     pub fn tensor_bytes(&self, t: &TensorInfo) -> &[u8] {
-        &self.mmap[t.offset as usize..(t.offset + t.bytes) as usize]
+        self.data.range(t.offset, t.bytes).expect("a tensor lies in its file (checked when it was read)")
     }
+}
+
+fn map_file(path: &Path) -> Result<FileBytes, Diagnostic> {
+    let p = path.display().to_string();
+    let file = std::fs::File::open(path).map_err(|e| Diagnostic::new(&p, format!("cannot open checkpoint: {e}")))?;
+    FileBytes::map(&file).map_err(|e| Diagnostic::new(&p, format!("cannot map checkpoint: {e}")))
+}
+
+/// File `k` (from 1) of the `count` files of the split model whose first
+/// file is `first`, by llama.cpp's names (`PREFIX-%05d-of-%05d.gguf`):
+/// `None` where `first` is not so named.
+fn split_path(first: &Path, count: usize, k: usize) -> Option<std::path::PathBuf> {
+    let name = first.file_name()?.to_str()?;
+    let suffix = format!("-{:05}-of-{count:05}.gguf", 1);
+    let prefix = name.strip_suffix(&suffix).or_else(|| {
+        // A later file named: its prefix all the same.
+        let tail = format!("-of-{count:05}.gguf");
+        let stem = name.strip_suffix(&tail)?;
+        stem.get(..stem.len().checked_sub(6)?)
+    })?;
+    Some(first.with_file_name(format!("{prefix}-{k:05}-of-{count:05}.gguf")))
 }

@@ -53,7 +53,7 @@ pub fn hf_view(gguf: GgufFile) -> Result<SafetensorsFile, Diagnostic> {
         config_path: format!("{} (GGUF metadata)", gguf.path),
         config,
         tensors,
-        data: crate::bytes::CheckpointBytes::one(gguf.mmap),
+        data: gguf.data,
         file_names,
     })
 }

@@ -220,7 +220,7 @@ impl Checkpoint {
     /// Bytes in the checkpoint's files together.
     pub fn len(&self) -> u64 {
         match &self.format {
-            Format::Gguf(g) => g.mmap.len() as u64,
+            Format::Gguf(g) => g.data.len(),
             Format::Safetensors(s) => s.data.len(),
         }
     }
@@ -232,7 +232,7 @@ impl Checkpoint {
     /// `len` bytes at `offset` (a tensor's, from its `TensorInfo`), mapped.
     pub fn range(&self, offset: u64, len: u64) -> Option<&[u8]> {
         match &self.format {
-            Format::Gguf(g) => g.mmap.get(usize::try_from(offset).ok()?..usize::try_from(offset.checked_add(len)?).ok()?),
+            Format::Gguf(g) => g.data.range(offset, len),
             Format::Safetensors(s) => s.data.range(offset, len),
         }
     }
@@ -265,7 +265,7 @@ impl Checkpoint {
     /// xxh3-64 of the checkpoint's files one after another, reporting progress in bytes.
     pub fn checksum(&self, progress: impl FnMut(u64)) -> String {
         match &self.format {
-            Format::Gguf(g) => checksum_bytes([&g.mmap[..]], progress),
+            Format::Gguf(g) => checksum_bytes(g.data.files(), progress),
             Format::Safetensors(s) => checksum_bytes(s.data.files(), progress),
         }
     }

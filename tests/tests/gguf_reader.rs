@@ -134,7 +134,7 @@ fn tensors_of_types_graphc_cannot_compute_are_read_and_listed_but_refused() {
         g.uncomputable.iter().map(|t| (t.name.as_str(), t.ggml_type.name(), t.shape.as_slice(), t.bytes)).collect();
     assert_eq!(listed, [("blk.0.attn_extra.weight", "tq2_0", &[2, 256][..], 132), ("blk.1.ffn_extra.weight", "tq1_0", &[1, 256][..], 54)]);
     assert_eq!(g.uncomputable[0].ggml_type, GgmlType::from_id(35).unwrap());
-    let at = |t: &graphc_frontends::gguf::UncomputableTensor| &g.mmap[t.offset as usize..(t.offset + t.bytes) as usize];
+    let at = |t: &graphc_frontends::gguf::UncomputableTensor| g.data.range(t.offset, t.bytes).unwrap();
     assert_eq!(at(&g.uncomputable[0])[..4], [0, 7, 14, 21], "the tq2_0 tensor's own bytes");
     assert_eq!(g.tensors.len(), w.tensors.len() - 2);
     for (name, _, ty, bytes) in w.tensors.iter().filter(|t| t.2 == 0) {

@@ -1,4 +1,4 @@
-//! Sharded safetensors checkpoints (`model-0000k-of-0000n.safetensors` and
+//! Split checkpoints: sharded safetensors (`model-0000k-of-0000n.safetensors` and
 //! `model.safetensors.index.json`, how the Hub ships every checkpoint past
 //! a few GB: Llama 3.1 8B, Mistral 7B, Qwen2.5 7B). The fixture is the
 //! llama3 family fixture saved in three shards by transformers' own
@@ -11,6 +11,11 @@
 //! logits and greedy tokens; a plan of it reloads against the shards and
 //! is refused when one changes. An index and shards that disagree are
 //! refused naming the file and tensor.
+//!
+//! And split GGUFs (llama.cpp's `gguf-split` layout, `PREFIX-0000k-of-0000n.gguf`,
+//! how the hubs ship GGUFs past 50 GB: gpt-oss-120b, 70B models at 8 bits):
+//! the llama3 fixture's GGUF split in three by gguf-py's writer
+//! (`tools/make_gguf_fixtures.py llama3_split`), opened at its first file.
 
 use graphc::{CompileOptions, Kernels, Model, SessionOptions};
 use serde_json::Value;
@@ -59,9 +64,13 @@ fn copy_with_index(tag: &str, edit: impl Fn(&mut serde_json::Map<String, Value>)
     dir
 }
 
+/// The checkpoint files of `dir` (`.safetensors` or `.gguf`), in name order.
 fn shards(dir: &Path) -> Vec<PathBuf> {
-    let mut files: Vec<PathBuf> =
-        std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().path()).filter(|p| p.extension().is_some_and(|e| e == "safetensors")).collect();
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "safetensors" || e == "gguf"))
+        .collect();
     files.sort();
     files
 }
@@ -174,4 +183,73 @@ fn an_index_that_disagrees_with_its_shards_is_refused_by_name() {
 fn reference_shard_of(tensor: &str) -> String {
     let index: Value = serde_json::from_str(&std::fs::read_to_string(sharded().join("model.safetensors.index.json")).unwrap()).unwrap();
     index["weight_map"][tensor].as_str().unwrap().to_string()
+}
+
+fn split_gguf() -> PathBuf {
+    graphc_tests::repo_root().join("tests/fixtures/sharded/llama3_gguf")
+}
+
+/// A split GGUF opened at its first file: every tensor of the single
+/// GGUF from the three files, its plan's weights, its logits' bits, the
+/// reference's greedy tokens.
+#[test]
+fn a_split_gguf_is_its_single_file_in_three_parts() {
+    let r = reference();
+    let prompts: Vec<Vec<u32>> = r["prompts"].as_array().unwrap().iter().map(ids).collect();
+    let opts = CompileOptions::default();
+    let one = Model::compile(&single().join("model.gguf"), &opts, None).unwrap();
+    let first = split_gguf().join("model-00001-of-00003.gguf");
+    let model = Model::open(&first, &opts, None).unwrap_or_else(|e| panic!("{e}"));
+    let names = |m: &Model| m.plan().manifest.iter().map(|w| (w.name.clone(), w.dtype, w.shape.clone())).collect::<Vec<_>>();
+    assert_eq!(names(&model), names(&one), "the same weights as the single file");
+    let files = shards(&split_gguf());
+    assert_eq!(files.len(), 3);
+    let first_len = std::fs::metadata(&files[0]).unwrap().len();
+    assert!(model.plan().manifest.iter().any(|w| w.offset > first_len), "weights read past the first file");
+    assert_eq!(model.plan().checkpoint.bytes, files.iter().map(|f| std::fs::metadata(f).unwrap().len()).sum::<u64>());
+    let fast = Kernels::parse("fast").unwrap();
+    let bits = |m: &Model| logits(m, fast, &prompts).into_iter().flatten().map(f32::to_bits).collect::<Vec<u32>>();
+    assert!(bits(&model) == bits(&one), "logits differ from the single GGUF's in their bits");
+    let mut s = model.session(&SessionOptions { threads: Some(2), ..Default::default() }).unwrap();
+    let mut l = s.prefill(&prompts[0]).unwrap();
+    let mut tokens = vec![];
+    for _ in 0..16 {
+        let t = graphc::sampling::argmax(&l);
+        tokens.push(t);
+        l = s.decode(t).unwrap();
+    }
+    assert_eq!(tokens, ids(&r["greedy"]), "greedy tokens");
+}
+
+/// A split GGUF's files that do not fit together are refused naming the
+/// file: a later file opened first (named: open the first), a missing
+/// file, files out of order (each file's `split.no`), and a first file
+/// whose `split.tensors.count` the files do not hold.
+#[test]
+fn split_gguf_files_that_do_not_fit_are_refused_by_name() {
+    use graphc_tests::Meta;
+    let opts = CompileOptions::default();
+    let err = |p: &Path| Model::compile(p, &opts, None).err().expect("refused").to_string();
+    let e = err(&split_gguf().join("model-00002-of-00003.gguf"));
+    assert!(e.contains("split 2 of 3") && e.contains("model-00001-of-00003.gguf"), "{e}");
+
+    let dir = graphc_tests::temp_dir("split-gguf");
+    let copy = |from: &str, to: &str| std::fs::copy(split_gguf().join(from), dir.join(to)).unwrap();
+    copy("model-00001-of-00003.gguf", "model-00001-of-00003.gguf");
+    copy("model-00002-of-00003.gguf", "model-00002-of-00003.gguf");
+    let first = dir.join("model-00001-of-00003.gguf");
+    let e = err(&first);
+    assert!(e.contains("model-00003-of-00003.gguf") && e.contains("cannot open"), "{e}");
+
+    copy("model-00002-of-00003.gguf", "model-00003-of-00003.gguf");
+    copy("model-00003-of-00003.gguf", "model-00002-of-00003.gguf");
+    let e = err(&first);
+    assert!(e.contains("model-00002-of-00003.gguf") && e.contains("is not split 2 of 3"), "{e}");
+
+    copy("model-00002-of-00003.gguf", "model-00002-of-00003.gguf");
+    copy("model-00003-of-00003.gguf", "model-00003-of-00003.gguf");
+    assert!(Model::compile(&first, &opts, None).is_ok(), "the control: the files in order");
+    graphc_tests::gguf_with_keys(&split_gguf().join("model-00001-of-00003.gguf"), &first, &[("split.tensors.count", Meta::U32(21))]);
+    let e = err(&first);
+    assert!(e.contains("`split.tensors.count` is Some(21), but the 3 files hold 22 tensors"), "{e}");
 }

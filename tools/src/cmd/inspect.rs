@@ -31,7 +31,11 @@ impl Args {
             0 => String::new(),
             n => format!(" ({n} of types graphc cannot compute)"),
         };
-        println!("GGUF v{} | alignment {} | {} tensors{uncomputable}", g.version, g.alignment, g.tensors.len() + g.uncomputable.len());
+        let files = match g.data.files().count() {
+            1 => String::new(),
+            n => format!(" in {n} files"),
+        };
+        println!("GGUF v{} | alignment {} | {} tensors{uncomputable}{files}", g.version, g.alignment, g.tensors.len() + g.uncomputable.len());
         for (k, v) in &g.metadata {
             let shown = match v {
                 graphc_frontends::gguf::MetaValue::Array(a) => format!("[{} items]", a.len()),
