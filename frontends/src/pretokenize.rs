@@ -23,14 +23,18 @@ use tokenizers::SplitDelimiterBehavior;
 /// final `|\s+` (the isolated split keeps what no alternative matches).
 const GPT2_SPLIT: &str = r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)";
 /// Llama 3's (`llama-bpe`): digits in runs of up to three, a letter run may
-/// take one leading non-letter.
+/// take one leading non-letter. The pattern of tiktoken's cl100k, so also
+/// that of the `tokenizer.json`s llama.cpp's converter names `dbrx` (cl100k
+/// vocabularies: DBRX, OLMo 2, Phi-4), `smaug-bpe` (Llama 3 vocabularies
+/// without its BOS rule: Smaug, SmolLM3) and `falcon3`, for which its
+/// `llama-vocab.cpp` uses this one regex.
 const LLAMA3_SPLIT: &str = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+";
 /// Qwen2's: as Llama 3's, with single digits.
 const QWEN2_SPLIT: &str = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+";
 /// Mistral's Tekken (Mistral Nemo, Pixtral): case runs split, `/` kept
 /// with a punctuation run's newlines.
 const TEKKEN_SPLIT: &str = r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+";
-/// GPT-4o's o200k (`gpt-4o`: Phi-4, Phi-4-mini): Tekken's case runs, each
+/// GPT-4o's o200k (`gpt-4o`: gpt-oss, Phi-4-mini): Tekken's case runs, each
 /// taking a following contraction (`'s`, `'LL`, ...), digits in runs of up
 /// to three. The pattern of those models' `tokenizer.json` (as llama.cpp
 /// quotes it for its `gpt-4o` pre-tokenizer).
@@ -45,15 +49,23 @@ const DEEPSEEK_CJK: &str = r"[\x{4E00}-\x{9FA5}\x{0800}-\x{4E00}\x{AC00}-\x{D7FF
 
 /// The `tokenizer.ggml.pre` values graphc splits as their Hugging Face
 /// tokenizers do (`gpt2`: the converter's model name, accepted as `gpt-2`).
+/// Names that share a split (the list llama.cpp's `llama-vocab.cpp` gives
+/// each): `phi-2` is GPT-2's; `refact` (Granite 3) is StarCoder's and
+/// SmolLM's; `dbrx`, `smaug-bpe` and `falcon3` are Llama 3's.
 pub const KNOWN_PRE: &[&str] = &[
     "default",
     "gpt-2",
     "gpt2",
+    "phi-2",
     "smollm",
     "starcoder",
+    "refact",
     "qwen2",
     "deepseek-r1-qwen",
     "llama-bpe",
+    "dbrx",
+    "smaug-bpe",
+    "falcon3",
     "tekken",
     "gpt-4o",
     "deepseek-llm",
@@ -76,14 +88,14 @@ pub fn pre_tokenizer(g: &GgufFile) -> Result<PreTokenizerWrapper, Diagnostic> {
     };
     let gpt2 = || ByteLevel::new(false, true, true).into();
     match g.get("tokenizer.ggml.pre").and_then(|v| v.as_str()) {
-        None | Some("gpt-2" | "gpt2") => Ok(gpt2()),
+        None | Some("gpt-2" | "gpt2" | "phi-2") => Ok(gpt2()),
         Some("default") => Ok(then_bytes(DEFAULT_SPLITS.iter().map(|p| split(p)).collect::<Result<_, _>>()?)),
         // Each digit its own pre-token, then GPT-2's split (their tokenizer.json).
-        Some("smollm" | "starcoder") => Ok(Sequence::new(vec![Digits::new(true).into(), gpt2()]).into()),
+        Some("smollm" | "starcoder" | "refact") => Ok(Sequence::new(vec![Digits::new(true).into(), gpt2()]).into()),
         // DeepSeek-R1's Qwen distills: Qwen2's split (llama.cpp's
         // `deepseek-r1-qwen` is its `qwen2`); see `requires_nfc`.
         Some("qwen2" | "deepseek-r1-qwen") => Ok(then_bytes(vec![split(QWEN2_SPLIT)?])),
-        Some("llama-bpe") => Ok(then_bytes(vec![split(LLAMA3_SPLIT)?])),
+        Some("llama-bpe" | "dbrx" | "smaug-bpe" | "falcon3") => Ok(then_bytes(vec![split(LLAMA3_SPLIT)?])),
         Some("tekken") => Ok(then_bytes(vec![split(TEKKEN_SPLIT)?])),
         Some("gpt-4o") => Ok(then_bytes(vec![split(O200K_SPLIT)?])),
         Some("deepseek-llm") => Ok(then_bytes(vec![

