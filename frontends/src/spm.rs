@@ -4,7 +4,9 @@
 //! model needs; the algorithm is SentencePiece's BPE encoding:
 //!
 //! 1. control and user-defined tokens (`<start_of_turn>`, ...) in the text
-//!    are matched verbatim (leftmost, then longest) and never split;
+//!    are matched verbatim (leftmost, then longest) and never split; one
+//!    marked `rstrip` (Phi-3's) takes the whitespace after it into its
+//!    match, as Hugging Face's added tokens with `rstrip` do;
 //! 2. in the rest, spaces become `▁`, with one in front of each piece of
 //!    text at the start or after a special token where the vocabulary says
 //!    `add_space_prefix` (Llama 2, Mistral; not Gemma), as llama.cpp does;
@@ -20,11 +22,20 @@ pub struct Spm {
     scores: Vec<f32>,
     ids: HashMap<String, u32>,
     byte_ids: Vec<Option<u32>>,
-    /// Control and user-defined tokens, longest first, with whether each
-    /// is a control token (matched only when special tokens are parsed).
-    special: Vec<(String, u32, bool)>,
+    /// Control and user-defined tokens, longest first.
+    special: Vec<Special>,
     unk_id: u32,
     add_space_prefix: bool,
+}
+
+/// A token matched whole in the text.
+struct Special {
+    text: String,
+    id: u32,
+    /// A control token: matched only when special tokens are parsed.
+    control: bool,
+    /// The whitespace after it is part of its match.
+    rstrip: bool,
 }
 
 /// A merge candidate: higher score first, then the leftmost.
@@ -48,15 +59,26 @@ impl Ord for Candidate {
 }
 
 impl Spm {
-    pub fn new(tokens: Vec<String>, scores: Vec<f32>, special_ids: Vec<u32>, control_ids: &[u32], unk_id: u32, add_space_prefix: bool) -> Spm {
+    /// `rstrip_ids`: the special tokens that take the whitespace after them.
+    pub fn new(
+        tokens: Vec<String>,
+        scores: Vec<f32>,
+        special_ids: Vec<u32>,
+        control_ids: &[u32],
+        rstrip_ids: &[u32],
+        unk_id: u32,
+        add_space_prefix: bool,
+    ) -> Spm {
         let ids: HashMap<String, u32> = tokens.iter().enumerate().map(|(i, t)| (t.clone(), i as u32)).collect();
         let byte_ids = (0..256).map(|b| ids.get(&format!("<0x{b:02X}>")).copied()).collect();
-        let mut special: Vec<(String, u32, bool)> = special_ids
+        let mut special: Vec<Special> = special_ids
             .iter()
-            .filter_map(|&i| tokens.get(i as usize).map(|t| (t.clone(), i, control_ids.contains(&i))))
-            .filter(|(t, _, _)| !t.is_empty())
+            .filter_map(|&id| {
+                let text = tokens.get(id as usize).filter(|t| !t.is_empty())?.clone();
+                Some(Special { text, id, control: control_ids.contains(&id), rstrip: rstrip_ids.contains(&id) })
+            })
             .collect();
-        special.sort_by(|a, b| b.0.len().cmp(&a.0.len()).then(a.1.cmp(&b.1)));
+        special.sort_by(|a, b| b.text.len().cmp(&a.text.len()).then(a.id.cmp(&b.id)));
         Spm { tokens, scores, ids, byte_ids, special, unk_id, add_space_prefix }
     }
 
@@ -69,14 +91,17 @@ impl Spm {
             let hit = self
                 .special
                 .iter()
-                .filter(|(_, _, control)| parse_special || !control)
-                .filter_map(|(t, id, _)| rest.find(t.as_str()).map(|at| (at, t.len(), *id)))
-                .min_by(|a, b| a.0.cmp(&b.0).then(b.1.cmp(&a.1)));
+                .filter(|s| parse_special || !s.control)
+                .filter_map(|s| rest.find(s.text.as_str()).map(|at| (at, s)))
+                .min_by(|a, b| a.0.cmp(&b.0).then(b.1.text.len().cmp(&a.1.text.len())));
             match hit {
-                Some((at, len, id)) => {
+                Some((at, s)) => {
                     self.encode_piece(&rest[..at], &mut out);
-                    out.push(id);
-                    rest = &rest[at + len..];
+                    out.push(s.id);
+                    rest = &rest[at + s.text.len()..];
+                    if s.rstrip {
+                        rest = rest.trim_start_matches(char::is_whitespace);
+                    }
                 }
                 None => {
                     self.encode_piece(rest, &mut out);

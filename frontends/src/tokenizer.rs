@@ -89,6 +89,23 @@ fn strings(g: &GgufFile, key: &str) -> Result<Vec<String>, Diagnostic> {
         .collect()
 }
 
+/// The special tokens of a SentencePiece vocabulary that take the
+/// whitespace after them, which a GGUF does not record: Phi-3's and
+/// Phi-3.5's (architecture `phi3` with a SentencePiece vocabulary; Phi-4-mini's
+/// o200k is byte-level BPE) mark every added token `rstrip` but
+/// `<|endoftext|>`, and `</s>` too (their `tokenizer_config.json`'s
+/// `added_tokens_decoder`), so the `\n` their template writes after each
+/// tag is never a token. llama.cpp sets the same by `general.name`.
+fn rstrip_ids(g: &GgufFile, tokens: &[String], special_ids: &[u32]) -> Vec<u32> {
+    if g.get("general.architecture").and_then(|v| v.as_str()) != Some("phi3") {
+        return vec![];
+    }
+    let text = |id: u32| tokens.get(id as usize).map_or("", |t| t.as_str());
+    let mut ids: Vec<u32> = special_ids.iter().copied().filter(|&id| !matches!(text(id), "<unk>" | "<s>" | "<|endoftext|>")).collect();
+    ids.extend(tokens.iter().position(|t| t == "</s>").map(|i| i as u32));
+    ids
+}
+
 impl Tokenizer {
     pub fn from_gguf(g: &GgufFile) -> Result<Tokenizer, Diagnostic> {
         let model = g.str("tokenizer.ggml.model")?;
@@ -116,7 +133,8 @@ impl Tokenizer {
                     return Err(Diagnostic::new(&g.path, format!("{} scores for {} tokens", scores.len(), tokens.len())));
                 }
                 let unk = g.get("tokenizer.ggml.unknown_token_id").and_then(|v| v.as_u64()).unwrap_or(0) as u32;
-                Engine::Spm(crate::spm::Spm::new(tokens, scores, special_ids.clone(), &control_ids, unk, add_space_prefix(g)))
+                let rstrip = rstrip_ids(g, &tokens, &special_ids);
+                Engine::Spm(crate::spm::Spm::new(tokens, scores, special_ids.clone(), &control_ids, &rstrip, unk, add_space_prefix(g)))
             }
             other => {
                 return Err(Diagnostic::new(&g.path, format!("tokenizer model `{other}` is not supported yet"))

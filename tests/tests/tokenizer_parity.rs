@@ -309,6 +309,48 @@ fn a_llama2_style_sentencepiece_vocabulary_splits_text_as_sentencepiece() {
     assert!(bad.len() > 200, "a planted missing space prefix must fail: {} texts", bad.len());
 }
 
+/// Phi-3 / Phi-3.5 (architecture `phi3`, a SentencePiece vocabulary):
+/// their added tokens take the whitespace after them (`rstrip` in their
+/// `tokenizer_config.json`; a GGUF does not record it), so the `\n` after
+/// each tag of their chat template is never a token. The fixture
+/// (`tools/make_phi3_special_fixture.py`): transformers' fast tokenizer in
+/// the Hub's Phi-3 layout over a Llama-2-style SentencePiece model with
+/// Phi-3's eleven added tokens and their flags, on chat-formatted texts
+/// (special tokens parsed); every text's ids differ with each rstrip off
+/// (the fixture's `ids_without_rstrip`). The GGUF that vocabulary gives,
+/// as `phi3`, gets those ids; as `llama` (no rule: the control) other ids
+/// on every text.
+#[test]
+fn phi3_special_tokens_take_the_whitespace_after_them() {
+    let f = fixture("phi3_specials");
+    let texts: Vec<String> = f["texts"].as_array().unwrap().iter().map(|t| t.as_str().unwrap().to_string()).collect();
+    let want: Vec<Vec<u32>> = f["ids"].as_array().unwrap().iter().map(ids).collect();
+    let control: Vec<Vec<u32>> = f["ids_without_rstrip"].as_array().unwrap().iter().map(ids).collect();
+    let mut pieces = graphc_tests::vocab::sentencepiece_pieces(&std::fs::read(sentencepiece_model()).unwrap());
+    for added in f["added_tokens"].as_array().unwrap().iter().filter(|a| a["id"].as_u64().unwrap() >= 32000) {
+        assert_eq!(pieces.len() as u64, added["id"].as_u64().unwrap());
+        pieces.push((added["content"].as_str().unwrap().to_string(), 0.0, 3));
+    }
+    let gguf = |arch: &str| {
+        gguf_from_sentencepiece(&std::fs::read(sentencepiece_model()).unwrap())
+            .set_meta("general.architecture", Meta::Str(arch.into()))
+            .set_meta("tokenizer.ggml.tokens", Meta::StrArray(pieces.iter().map(|p| p.0.clone()).collect()))
+            .set_meta("tokenizer.ggml.scores", Meta::F32Array(pieces.iter().map(|p| p.1).collect()))
+            .set_meta("tokenizer.ggml.token_type", Meta::I32Array(pieces.iter().map(|p| p.2).collect()))
+    };
+    let dir = temp_dir("tok-phi3");
+    let phi3 = from_gguf(&dir, "phi3.gguf", &gguf("phi3"));
+    let llama = from_gguf(&dir, "llama.gguf", &gguf("llama"));
+    for (i, text) in texts.iter().enumerate() {
+        assert_eq!(phi3.encode_text(text, true).unwrap(), want[i], "phi3: text {i} {text:?}");
+        assert_ne!(want[i], control[i], "text {i}: the fixture does not separate rstrip");
+        assert_ne!(llama.encode_text(text, true).unwrap(), want[i], "the control (llama): text {i} {text:?}");
+    }
+    // With special tokens unparsed the tags are text, and nothing is stripped.
+    let plain = texts[0].as_str();
+    assert_eq!(phi3.encode_text(plain, false).unwrap(), llama.encode_text(plain, false).unwrap());
+}
+
 /// Mistral NeMo (`tokenizer.ggml.pre = "tekken"`): the GGUF vocabulary
 /// llama.cpp's converter writes from the Hub's `tokenizer.json`, that is
 /// from transformers' conversion of the `tekken.json` (its merges checked
