@@ -74,6 +74,11 @@ pub(crate) enum StrStep {
 }
 
 impl StrLex {
+    /// Whether the next byte is the first hex digit of a `\u` escape.
+    pub(crate) fn starts_unicode_escape(self) -> bool {
+        self.hex == 4
+    }
+
     pub(crate) fn step(self, b: u8) -> Option<StrStep> {
         let inside = |escape, hex, utf8| Some(StrStep::Inside(StrLex { escape, hex, utf8 }));
         if self.utf8 > 0 {

@@ -5,13 +5,15 @@
 //!
 //! The schemas graphc generates for: objects of the properties listed and
 //! no others (in any order, each at most once; the `required` ones all),
-//! arrays of one item schema (`minItems`, `maxItems`), strings, numbers,
-//! integers, booleans, null, `enum` / `const` (each value written as
+//! arrays of one item schema (`minItems`, `maxItems`), strings
+//! (`minLength`, `maxLength`: characters, as JSON Schema counts them), numbers,
+//! integers (`minimum`, `maximum`, `exclusiveMinimum`, `exclusiveMaximum`:
+//! each digit taken only where the integer can still end in range), booleans, null, `enum` / `const` (each value written as
 //! its canonical JSON), `anyOf`, a list of scalar types (`["string",
 //! "null"]`) and local references (`$ref` to `#`, `#/$defs/NAME`,
 //! `#/definitions/NAME`: pydantic's nested and recursive models); the root
 //! an object or an array (or any of several). Anything else a schema says
-//! (`oneOf`, `pattern`, `minimum`, a remote `$ref`, ...) is refused naming
+//! (`oneOf`, `pattern`, `format`, a number's bounds, a remote `$ref`, ...) is refused naming
 //! where it says it: a keyword ignored would let through values the
 //! caller's schema forbids.
 //!
@@ -43,9 +45,17 @@ enum Node {
         min: u16,
         max: u16,
     },
-    String,
+    /// `min..=max` characters (`minLength`, `maxLength`).
+    String {
+        min: u16,
+        max: u16,
+    },
     Number,
-    Integer,
+    /// `min..=max` (`minimum`, `maximum`, ...; `i64::MIN..=i64::MAX`: no bounds).
+    Integer {
+        min: i64,
+        max: i64,
+    },
     /// One of these JSON texts (an `enum`, a `const`, `true`/`false`, `null`).
     Literals(Vec<Box<[u8]>>),
     /// A value of any of these nodes.
@@ -136,7 +146,7 @@ impl Compiler<'_> {
         if id >= u16::MAX as usize {
             return Err(err("", "too many nodes"));
         }
-        self.nodes.push(Node::String); // placeholder, set below
+        self.nodes.push(Node::String { min: 0, max: u16::MAX }); // placeholder, set below
         if let Some(r) = o.get("$ref") {
             // A reference: a node of one alternative, the schema it names
             // (compiled once, so a recursive one closes a loop).
@@ -158,6 +168,11 @@ impl Compiler<'_> {
             self.nodes[id] = Node::AnyOf(vec![inner]);
             return Ok(id as u16);
         }
+        // A count keyword (`minItems`, `maxLength`, ...), where the schema has it.
+        let bound = |k: &str, default: u16| match o.get(k) {
+            None => Ok(default),
+            Some(v) => v.as_u64().filter(|&n| n < u16::MAX as u64).map(|n| n as u16).ok_or_else(|| err(k, "must be a count below 65535")),
+        };
         let literals = |values: Vec<&Value>, at: &str| -> Result<Node, SchemaError> {
             if values.is_empty() || values.len() > MAX_LITERALS {
                 return Err(err(at, &format!("1 to {MAX_LITERALS} values")));
@@ -173,7 +188,8 @@ impl Compiler<'_> {
             Some(Value::Array(_)) => &["type"],
             Some(Value::String(t)) if t == "object" => &["type", "properties", "required", "additionalProperties", "$defs", "definitions"],
             Some(Value::String(t)) if t == "array" => &["type", "items", "minItems", "maxItems", "$defs", "definitions"],
-            Some(Value::String(t)) if t == "string" => &["type", "enum"],
+            Some(Value::String(t)) if t == "string" => &["type", "enum", "minLength", "maxLength"],
+            Some(Value::String(t)) if t == "integer" => &["type", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"],
             _ => &["type", "enum", "const"],
         };
         if let Some(k) = o.keys().find(|k| !known.contains(&k.as_str()) && !ANNOTATIONS.contains(&k.as_str())) {
@@ -254,21 +270,40 @@ impl Compiler<'_> {
                     }
                     "array" => {
                         let Some(items) = o.get("items") else { return Err(err("items", "an array needs its item schema")) };
-                        let bound = |k: &str, default: u16| match o.get(k) {
-                            None => Ok(default),
-                            Some(v) => {
-                                v.as_u64().filter(|&n| n < u16::MAX as u64).map(|n| n as u16).ok_or_else(|| err(k, "must be a count below 65535"))
-                            }
-                        };
                         let (min, max) = (bound("minItems", 0)?, bound("maxItems", u16::MAX)?);
                         if min > max {
                             return Err(err("minItems", "is more than maxItems"));
                         }
                         Node::Array { items: self.node(items, &format!("{path}.items"), depth + 1)?, min, max }
                     }
-                    "string" => Node::String,
+                    "string" => {
+                        let (min, max) = (bound("minLength", 0)?, bound("maxLength", u16::MAX)?);
+                        if min > max {
+                            return Err(err("minLength", "is more than maxLength"));
+                        }
+                        Node::String { min, max }
+                    }
                     "number" => Node::Number,
-                    "integer" => Node::Integer,
+                    "integer" => {
+                        // Each bound as the integers it admits: `minimum` 1.5 is 2, `exclusiveMinimum` 1 is 2.
+                        let bound = |k: &str, round: fn(f64) -> f64, shift: f64| -> Result<Option<i64>, SchemaError> {
+                            let Some(v) = o.get(k) else { return Ok(None) };
+                            let x = v.as_f64().ok_or_else(|| err(k, "must be a number"))?;
+                            let n = round(x) + shift;
+                            if !(-9.0e18..=9.0e18).contains(&n) {
+                                return Err(err(k, "is beyond the integers graphc bounds (±9e18)"));
+                            }
+                            Ok(Some(n as i64))
+                        };
+                        let lows = [bound("minimum", f64::ceil, 0.0)?, bound("exclusiveMinimum", f64::floor, 1.0)?];
+                        let highs = [bound("maximum", f64::floor, 0.0)?, bound("exclusiveMaximum", f64::ceil, -1.0)?];
+                        let min = lows.into_iter().flatten().max().unwrap_or(i64::MIN);
+                        let max = highs.into_iter().flatten().min().unwrap_or(i64::MAX);
+                        if min > max {
+                            return Err(err("minimum", "leaves no integer in range (it is above the maximum)"));
+                        }
+                        Node::Integer { min, max }
+                    }
                     "boolean" => literals(vec![&Value::Bool(true), &Value::Bool(false)], "type")?,
                     "null" => literals(vec![&Value::Null], "type")?,
                     other => return Err(err("type", &format!("`{other}` is not a JSON type"))),
@@ -303,12 +338,23 @@ enum Mode {
     ArrayFirst(u16),
     /// After a value: what its container takes next.
     AfterValue,
-    /// Inside a string.
-    Str(StrLex),
-    /// Inside a number (`integer`: no fraction or exponent).
+    /// Inside a string of `min..=max` characters, `chars` so far (a
+    /// string with no bounds counts none: 0 to `u16::MAX`).
+    Str {
+        lex: StrLex,
+        chars: u16,
+        min: u16,
+        max: u16,
+    },
+    /// Inside a number (`integer`: no fraction or exponent); a bounded
+    /// integer's digits so far (`magnitude`, `negative`) and its bounds.
     Num {
         stage: NumStage,
         integer: bool,
+        magnitude: u64,
+        negative: bool,
+        min: i64,
+        max: i64,
     },
     /// Matching a `Literals` node's texts: `at` bytes, `candidates` still alive.
     Literal {
@@ -345,7 +391,7 @@ impl SchemaPrefix {
     /// Whether it is one thread inside a free string with nothing pending
     /// (any `json_mode::plain_in_string` bytes keep it so).
     pub fn in_clean_string(&self) -> bool {
-        matches!(&self.threads[..], [t] if t.mode == Mode::Str(StrLex::default()))
+        matches!(&self.threads[..], [t] if t.mode == Mode::Str { lex: StrLex::default(), chars: 0, min: 0, max: u16::MAX })
     }
 
     /// Whether the value may end here (an end token may follow).
@@ -444,9 +490,24 @@ impl Thread {
 
     fn byte(&mut self, s: &Schema, b: u8) -> bool {
         match self.mode {
-            Mode::Str(lex) => {
+            Mode::Str { lex, chars, min, max } => {
+                let bounded = (min, max) != (0, u16::MAX);
+                // A character starts where nothing is pending, at any byte but the closing quote.
+                let starts = lex == StrLex::default() && b != b'"';
+                // With bounds, no `\uD...` escape: a surrogate pair would be
+                // two escapes for one character (U+D000..U+D7FF can be written as themselves).
+                if bounded && lex.starts_unicode_escape() && matches!(b, b'd' | b'D') {
+                    return false;
+                }
                 self.mode = match lex.step(b) {
-                    Some(StrStep::Inside(lex)) => Mode::Str(lex),
+                    Some(StrStep::Inside(lex)) if bounded && starts => {
+                        if chars >= max {
+                            return false;
+                        }
+                        Mode::Str { lex, chars: chars + 1, min, max }
+                    }
+                    Some(StrStep::Inside(lex)) => Mode::Str { lex, chars, min, max },
+                    Some(StrStep::Closed) if chars < min => return false,
                     Some(StrStep::Closed) => Mode::AfterValue,
                     None => return false,
                 };
@@ -485,12 +546,17 @@ impl Thread {
                 }
                 self.mode = Mode::AfterValue;
             }
-            Mode::Num { stage, integer } => {
+            Mode::Num { stage, integer, magnitude, negative, min, max } => {
+                let bounded = (min, max) != (i64::MIN, i64::MAX);
                 if let Some(next) = stage.next(b, integer) {
-                    self.mode = Mode::Num { stage: next, integer };
+                    let magnitude = if b.is_ascii_digit() { magnitude.saturating_mul(10).saturating_add((b - b'0') as u64) } else { magnitude };
+                    if bounded && !can_end_in(next, magnitude, negative, min, max) {
+                        return false;
+                    }
+                    self.mode = Mode::Num { stage: next, integer, magnitude, negative, min, max };
                     return true;
                 }
-                if !stage.complete() {
+                if !stage.complete() || (bounded && !can_end_in(NumStage::Zero, magnitude, negative, min, max)) {
                     return false;
                 }
                 self.mode = Mode::AfterValue;
@@ -594,10 +660,18 @@ impl Thread {
                     _ => Mode::ObjectOpen,
                 }
             }
-            Node::String if b == b'"' => Mode::Str(StrLex::default()),
-            Node::Number | Node::Integer => {
+            &Node::String { min, max } if b == b'"' => Mode::Str { lex: StrLex::default(), chars: 0, min, max },
+            Node::Number | Node::Integer { .. } => {
                 let Some(stage) = NumStage::start(b) else { return false };
-                Mode::Num { stage, integer: s.nodes[node as usize] == Node::Integer }
+                let (integer, min, max) = match s.nodes[node as usize] {
+                    Node::Integer { min, max } => (true, min, max),
+                    _ => (false, i64::MIN, i64::MAX),
+                };
+                let (magnitude, negative) = if b.is_ascii_digit() { ((b - b'0') as u64, false) } else { (0, true) };
+                if (min, max) != (i64::MIN, i64::MAX) && !can_end_in(stage, magnitude, negative, min, max) {
+                    return false;
+                }
+                Mode::Num { stage, integer, magnitude, negative, min, max }
             }
             Node::Literals(texts) => {
                 let candidates = texts.iter().enumerate().fold(0u64, |m, (i, t)| m | (u64::from(t.first() == Some(&b)) << i));
@@ -606,7 +680,7 @@ impl Thread {
                 }
                 Mode::Literal { node, at: 1, candidates }
             }
-            Node::String => return false,
+            Node::String { .. } => return false,
             Node::AnyOf(_) => unreachable!("an `anyOf` forks before its value starts"),
         };
         true
@@ -616,6 +690,33 @@ impl Thread {
         self.depth -= 1;
         self.mode = if self.depth == 0 { Mode::Done } else { Mode::AfterValue };
         true
+    }
+}
+
+/// Whether an integer begun as `stage` with these digits (`magnitude`,
+/// `negative`) can still end within `min..=max`: after `-` any value up to
+/// 0; at a `0` (or where it ends: `Zero` is passed then) its own value
+/// only; in the digits `p`, any of `p`, `p0..p9`, `p00..p99`, ... (the
+/// values `[p·10^j, (p+1)·10^j - 1]`, each `j`), negated after a `-`.
+fn can_end_in(stage: NumStage, magnitude: u64, negative: bool, min: i64, max: i64) -> bool {
+    let (min, max) = (min as i128, max as i128);
+    let signed = |v: i128| if negative { -v } else { v };
+    match stage {
+        NumStage::Minus => min <= 0,
+        NumStage::Zero => (min..=max).contains(&signed(magnitude as i128)),
+        _ => {
+            // The magnitudes that land in range.
+            let (lo, hi) = if negative { (-max, -min) } else { (min, max) };
+            let p = magnitude as i128;
+            let mut scale = 1i128;
+            while p * scale <= hi && scale <= 10i128.pow(19) {
+                if (p + 1) * scale > lo {
+                    return true;
+                }
+                scale *= 10;
+            }
+            false
+        }
     }
 }
 
@@ -676,6 +777,76 @@ mod tests {
                 assert!(p.feed(&s, &doc.as_bytes()[..cut]), "prefix {:?}", &doc[..cut]);
             }
         }
+    }
+
+    /// `minLength` / `maxLength` count characters (code points, as JSON
+    /// Schema does): a multi-byte character or an escape is one. A string
+    /// closed too soon or a character past the bound is refused; with a
+    /// bound, no `\uD...` escape (a surrogate pair would be two escapes for
+    /// one character). The control: the same strings without bounds.
+    #[test]
+    fn string_lengths_count_characters() {
+        let bounded = Schema::compile(&json!({"type": "array", "items": {"type": "string", "minLength": 2, "maxLength": 4}}), "s").unwrap();
+        let free = Schema::compile(&json!({"type": "array", "items": {"type": "string"}}), "s").unwrap();
+        for ok in [r#"["ab"]"#, r#"["abcd"]"#, "[\"é日\"]", r#"["a\n"]"#, r#"["\u00e9\u00e9\u00e9\u00e9"]"#, r#"["ab", "abc"]"#] {
+            assert!(complete(&bounded, ok), "{ok}");
+            assert!(complete(&free, ok), "{ok}");
+        }
+        for bad in [r#"["a"]"#, r#"[""]"#, r#"["abcde"]"#, "[\"日本語の文\"]", r#"["ab\t\t\t"]"#, r#"["\ud83d\ude00x"]"#, r#"["ab", "a"]"#] {
+            assert!(!complete(&bounded, bad), "{bad}");
+            let mut p = SchemaPrefix::default();
+            assert!(p.feed(&free, bad.as_bytes()) && p.is_done(), "the control: {bad}");
+        }
+        // A prefix that can still grow is kept; the fifth character is not.
+        let mut p = SchemaPrefix::default();
+        assert!(p.feed(&bounded, br#"["a"#) && !p.accepts(&bounded, b"\"") && p.accepts(&bounded, b"bcd\""));
+        assert!(!p.accepts(&bounded, b"bcde"));
+        assert!(!p.in_clean_string(), "a bounded string counts its characters: no unchecked fast path");
+        let e = Schema::compile(&json!({"type": "array", "items": {"type": "string", "minLength": 3, "maxLength": 2}}), "s").unwrap_err();
+        assert_eq!(e.to_string(), "s.items.minLength: is more than maxLength");
+    }
+
+    /// An integer's bounds: each digit is taken only where the integer can
+    /// still end in range (a rating 1..5 takes `5` but not `6` or `50`;
+    /// `-` only where negatives are admitted), and an integer ends only in
+    /// range. `exclusive*` and fractional bounds are the integers they
+    /// admit. The control: the same texts without bounds.
+    #[test]
+    fn integer_bounds_admit_the_integers_in_range() {
+        let schema = |bounds: Value| {
+            let mut item = json!({"type": "integer"});
+            item.as_object_mut().unwrap().extend(bounds.as_object().unwrap().clone());
+            Schema::compile(&json!({"type": "array", "items": item}), "s").unwrap()
+        };
+        let free = schema(json!({}));
+        let cases = [
+            (json!({"minimum": 1, "maximum": 5}), vec!["[1]", "[5]", "[3, 4]"], vec!["[0]", "[6]", "[50]", "[-1]", "[10]"]),
+            (json!({"minimum": 10, "maximum": 250}), vec!["[10]", "[99]", "[250]", "[199]"], vec!["[9]", "[1]", "[251]", "[300]", "[1000]"]),
+            (json!({"minimum": -20, "maximum": -3}), vec!["[-3]", "[-20]", "[-15]"], vec!["[-2]", "[-21]", "[0]", "[-0]", "[3]"]),
+            (json!({"exclusiveMinimum": 0, "exclusiveMaximum": 3}), vec!["[1]", "[2]"], vec!["[0]", "[3]"]),
+            (json!({"minimum": 1.5, "maximum": 2.5}), vec!["[2]"], vec!["[1]", "[3]"]),
+            (json!({"minimum": 0}), vec!["[0]", "[-0]", "[123456789012]"], vec!["[-1]", "[-5000]"]),
+        ];
+        for (bounds, good, bad) in cases {
+            let s = schema(bounds.clone());
+            for g in good {
+                assert!(complete(&s, g), "{bounds} admits {g}");
+            }
+            for b in bad {
+                assert!(!complete(&s, b), "{bounds} refuses {b}");
+                assert!(complete(&free, b), "the control: {b}");
+            }
+        }
+        // Digit by digit: 1..5 takes `5` and then only the end; 10..250 takes `2` (20..25, 200..250).
+        let mut p = SchemaPrefix::default();
+        assert!(p.feed(&schema(json!({"minimum": 1, "maximum": 5})), b"[5") && !p.accepts(&schema(json!({"minimum": 1, "maximum": 5})), b"0"));
+        let s = schema(json!({"minimum": 10, "maximum": 250}));
+        let mut p = SchemaPrefix::default();
+        assert!(p.feed(&s, b"[2") && p.accepts(&s, b"5") && p.accepts(&s, b"50") && !p.accepts(&s, b"51") && !p.accepts(&s, b"]"));
+        let e = Schema::compile(&json!({"type": "array", "items": {"type": "integer", "minimum": 3, "maximum": 2}}), "s").unwrap_err();
+        assert_eq!(e.to_string(), "s.items.minimum: leaves no integer in range (it is above the maximum)");
+        let e = Schema::compile(&json!({"type": "array", "items": {"type": "number", "minimum": 3}}), "s").unwrap_err();
+        assert_eq!(e.to_string(), "s.items.minimum: this keyword is not implemented");
     }
 
     #[test]
@@ -808,8 +979,11 @@ mod tests {
             (json!({"type": "object", "properties": {"a": {"type": ["string", "object"]}}}), "schema.properties.a.type[1]"),
             (json!({"type": "object", "properties": {"a": {"anyOf": [{"type": "string"}], "type": "string"}}}), "schema.properties.a.type"),
             (json!({"anyOf": [{"type": "object"}, {"type": "string"}]}), "schema"),
-            (json!({"type": "object", "properties": {"a": {"anyOf": [{"type": "integer", "maximum": 3}]}}}), "schema.properties.a.anyOf[0].maximum"),
-            (json!({"type": "array", "items": {"type": "integer", "minimum": 0}}), "schema.items.minimum"),
+            (json!({"type": "object", "properties": {"a": {"anyOf": [{"type": "number", "maximum": 3}]}}}), "schema.properties.a.anyOf[0].maximum"),
+            (json!({"type": "array", "items": {"type": "integer", "multipleOf": 2}}), "schema.items.multipleOf"),
+            (json!({"type": "array", "items": {"type": "integer", "minimum": 1e30}}), "schema.items.minimum"),
+            (json!({"type": "array", "items": {"type": "string", "pattern": "^a+$"}}), "schema.items.pattern"),
+            (json!({"type": "array", "items": {"type": "string", "format": "uuid"}}), "schema.items.format"),
             (json!({"type": "object", "properties": {"a": {"$ref": "#/$defs/x"}}}), "schema.properties.a.$ref"),
             (json!({"type": "object", "properties": {"a": {"$ref": "https://example.com/s.json"}}}), "schema.properties.a.$ref"),
             (

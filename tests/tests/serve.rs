@@ -272,6 +272,48 @@ fn a_json_schema_shapes_the_answer() {
     server.shutdown().unwrap();
 }
 
+/// A schema's bounds shape the values too: a string of 2 to 3 characters
+/// and an integer of 1 to 5, where the model asked for Paris and its
+/// population would write neither. The control: the same schema without
+/// the bounds, at the same seeds, answers outside them at one seed at least.
+#[test]
+fn a_json_schema_bounds_strings_and_integers() {
+    let m = model();
+    let server = start(&m, ServeOptions { slots: Some(2), ..Default::default() });
+    let addr = server.addr();
+    let ask = json!([{"role": "user", "content": "Give a JSON object with the keys city and population for Paris."}]);
+    let schema = |bounded: bool| {
+        let (mut city, mut population) = (json!({"type": "string"}), json!({"type": "integer"}));
+        if bounded {
+            city = json!({"type": "string", "minLength": 2, "maxLength": 3});
+            population = json!({"type": "integer", "minimum": 1, "maximum": 5});
+        }
+        json!({"type": "object", "properties": {"city": city, "population": population}, "required": ["city", "population"], "additionalProperties": false})
+    };
+    let in_bounds = |text: &str| {
+        let v: Value = serde_json::from_str(text).unwrap_or_else(|e| panic!("{e}: {text}"));
+        let chars = v["city"].as_str().unwrap().chars().count();
+        (2..=3).contains(&chars) && v["population"].as_i64().is_some_and(|p| (1..=5).contains(&p))
+    };
+    let answer = |bounded: bool, seed: u64| {
+        let format = json!({"type": "json_schema", "json_schema": {"name": "city", "strict": true, "schema": schema(bounded)}});
+        let body = json!({"messages": ask, "max_tokens": 60, "temperature": 0.8, "seed": seed, "response_format": format});
+        let r = post_json(addr, "/v1/chat/completions", &body);
+        assert_eq!(r.status, 200, "{}", r.body);
+        let v = r.json();
+        assert_eq!(v["choices"][0]["finish_reason"], "stop", "{}", r.body);
+        v["choices"][0]["message"]["content"].as_str().unwrap().to_string()
+    };
+    let mut control_in_bounds = true;
+    for seed in 1..=4 {
+        let text = answer(true, seed);
+        assert!(in_bounds(&text), "seed {seed}: {text}");
+        control_in_bounds &= in_bounds(&answer(false, seed));
+    }
+    assert!(!control_in_bounds, "the control: without the bounds an answer falls outside them at one seed at least");
+    server.shutdown().unwrap();
+}
+
 /// `/tokenize` and `/detokenize` (llama.cpp's): a prompt's ids as the
 /// model's tokenizer gives them (special tokens' text parsed, the BOS with
 /// `add_special`), and back to the text; bad bodies named by field.

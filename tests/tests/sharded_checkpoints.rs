@@ -50,6 +50,19 @@ fn logits(model: &Model, k: Kernels, prompts: &[Vec<u32>]) -> Vec<Vec<f32>> {
     out
 }
 
+/// `n` greedy tokens after `prompt`.
+fn greedy(model: &Model, prompt: &[u32], n: usize) -> Vec<u32> {
+    let mut s = model.session(&SessionOptions { threads: Some(2), ..Default::default() }).unwrap();
+    let mut l = s.prefill(prompt).unwrap();
+    let mut tokens = vec![];
+    for _ in 0..n {
+        let t = graphc::sampling::argmax(&l);
+        tokens.push(t);
+        l = s.decode(t).unwrap();
+    }
+    tokens
+}
+
 /// A copy of the sharded fixture in a fresh folder, its index edited by `edit`.
 fn copy_with_index(tag: &str, edit: impl Fn(&mut serde_json::Map<String, Value>)) -> PathBuf {
     let dir = graphc_tests::temp_dir(tag);
@@ -112,15 +125,7 @@ fn a_sharded_checkpoint_is_its_single_file_in_three_shards() {
                 assert!(bits == want_bits, "{}: logits differ from the single file's in their bits", path.display());
             }
         }
-        let mut s = model.session(&SessionOptions { threads: Some(2), ..Default::default() }).unwrap();
-        let mut l = s.prefill(&prompts[0]).unwrap();
-        let mut tokens = vec![];
-        for _ in 0..16 {
-            let t = graphc::sampling::argmax(&l);
-            tokens.push(t);
-            l = s.decode(t).unwrap();
-        }
-        assert_eq!(tokens, ids(&r["greedy"]), "{}: greedy tokens", path.display());
+        assert_eq!(greedy(&model, &prompts[0], 16), ids(&r["greedy"]), "{}: greedy tokens", path.display());
     }
 }
 
@@ -210,15 +215,7 @@ fn a_split_gguf_is_its_single_file_in_three_parts() {
     let fast = Kernels::parse("fast").unwrap();
     let bits = |m: &Model| logits(m, fast, &prompts).into_iter().flatten().map(f32::to_bits).collect::<Vec<u32>>();
     assert!(bits(&model) == bits(&one), "logits differ from the single GGUF's in their bits");
-    let mut s = model.session(&SessionOptions { threads: Some(2), ..Default::default() }).unwrap();
-    let mut l = s.prefill(&prompts[0]).unwrap();
-    let mut tokens = vec![];
-    for _ in 0..16 {
-        let t = graphc::sampling::argmax(&l);
-        tokens.push(t);
-        l = s.decode(t).unwrap();
-    }
-    assert_eq!(tokens, ids(&r["greedy"]), "greedy tokens");
+    assert_eq!(greedy(&model, &prompts[0], 16), ids(&r["greedy"]), "greedy tokens");
 }
 
 /// A split GGUF's files that do not fit together are refused naming the
