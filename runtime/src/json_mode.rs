@@ -74,6 +74,11 @@ pub(crate) enum StrStep {
 }
 
 impl StrLex {
+    /// Whether the next byte follows a `\` (names an escape).
+    pub(crate) fn in_escape(self) -> bool {
+        self.escape
+    }
+
     /// Whether the next byte is the first hex digit of a `\u` escape.
     pub(crate) fn starts_unicode_escape(self) -> bool {
         self.hex == 4

@@ -6,14 +6,16 @@
 //! The schemas graphc generates for: objects of the properties listed and
 //! no others (in any order, each at most once; the `required` ones all),
 //! arrays of one item schema (`minItems`, `maxItems`), strings
-//! (`minLength`, `maxLength`: characters, as JSON Schema counts them), numbers,
+//! (`minLength`, `maxLength`: characters, as JSON Schema counts them;
+//! `pattern`: `json_pattern`'s ECMA-262 subset, each character taken only
+//! where the string can still match), numbers,
 //! integers (`minimum`, `maximum`, `exclusiveMinimum`, `exclusiveMaximum`:
 //! each digit taken only where the integer can still end in range), booleans, null, `enum` / `const` (each value written as
 //! its canonical JSON), `anyOf`, a list of scalar types (`["string",
 //! "null"]`) and local references (`$ref` to `#`, `#/$defs/NAME`,
 //! `#/definitions/NAME`: pydantic's nested and recursive models); the root
 //! an object or an array (or any of several). Anything else a schema says
-//! (`oneOf`, `pattern`, `format`, a number's bounds, a remote `$ref`, ...) is refused naming
+//! (`oneOf`, `format`, a number's bounds, a remote `$ref`, ...) is refused naming
 //! where it says it: a keyword ignored would let through values the
 //! caller's schema forbids.
 //!
@@ -23,12 +25,15 @@
 //! value where it continues any thread.
 
 use crate::json_mode::{NumStage, StrLex, StrStep, MAX_BLANK_RUN, MAX_DEPTH};
+use crate::json_pattern::{Pattern, PatternState};
 use serde_json::Value;
 
 /// A schema compiled for generation: its nodes, the root first.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Schema {
     nodes: Vec<Node>,
+    /// The strings' `pattern`s, which `Node::String` names by index.
+    patterns: Vec<Pattern>,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -45,10 +50,12 @@ enum Node {
         min: u16,
         max: u16,
     },
-    /// `min..=max` characters (`minLength`, `maxLength`).
+    /// `min..=max` characters (`minLength`, `maxLength`), matching
+    /// `patterns[pattern]` where set.
     String {
         min: u16,
         max: u16,
+        pattern: Option<u16>,
     },
     Number,
     /// `min..=max` (`minimum`, `maximum`, ...; `i64::MIN..=i64::MAX`: no bounds).
@@ -84,9 +91,9 @@ const MAX_ALTERNATIVES: usize = 16;
 impl Schema {
     /// Compile `schema`; `path` names where it sits in the request (for errors).
     pub fn compile(schema: &Value, path: &str) -> Result<Schema, SchemaError> {
-        let mut c = Compiler { nodes: vec![], root: schema, refs: Default::default() };
+        let mut c = Compiler { nodes: vec![], patterns: vec![], root: schema, refs: Default::default() };
         c.node(schema, path, 0)?;
-        let s = Schema { nodes: c.nodes };
+        let s = Schema { nodes: c.nodes, patterns: c.patterns };
         // References that name each other with no object or array between
         // would fork forever.
         for start in 0..s.nodes.len() as u16 {
@@ -130,6 +137,7 @@ impl Schema {
 /// point into) and the node of each reference met.
 struct Compiler<'a> {
     nodes: Vec<Node>,
+    patterns: Vec<Pattern>,
     root: &'a Value,
     refs: std::collections::HashMap<String, u16>,
 }
@@ -146,7 +154,7 @@ impl Compiler<'_> {
         if id >= u16::MAX as usize {
             return Err(err("", "too many nodes"));
         }
-        self.nodes.push(Node::String { min: 0, max: u16::MAX }); // placeholder, set below
+        self.nodes.push(Node::String { min: 0, max: u16::MAX, pattern: None }); // placeholder, set below
         if let Some(r) = o.get("$ref") {
             // A reference: a node of one alternative, the schema it names
             // (compiled once, so a recursive one closes a loop).
@@ -188,7 +196,7 @@ impl Compiler<'_> {
             Some(Value::Array(_)) => &["type"],
             Some(Value::String(t)) if t == "object" => &["type", "properties", "required", "additionalProperties", "$defs", "definitions"],
             Some(Value::String(t)) if t == "array" => &["type", "items", "minItems", "maxItems", "$defs", "definitions"],
-            Some(Value::String(t)) if t == "string" => &["type", "enum", "minLength", "maxLength"],
+            Some(Value::String(t)) if t == "string" => &["type", "enum", "minLength", "maxLength", "pattern"],
             Some(Value::String(t)) if t == "integer" => &["type", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"],
             _ => &["type", "enum", "const"],
         };
@@ -281,7 +289,15 @@ impl Compiler<'_> {
                         if min > max {
                             return Err(err("minLength", "is more than maxLength"));
                         }
-                        Node::String { min, max }
+                        let pattern = match o.get("pattern") {
+                            None => None,
+                            Some(Value::String(p)) => {
+                                self.patterns.push(Pattern::compile(p).map_err(|why| err("pattern", &why))?);
+                                Some((self.patterns.len() - 1) as u16)
+                            }
+                            Some(_) => return Err(err("pattern", "must be a string")),
+                        };
+                        Node::String { min, max, pattern }
                     }
                     "number" => Node::Number,
                     "integer" => {
@@ -339,12 +355,14 @@ enum Mode {
     /// After a value: what its container takes next.
     AfterValue,
     /// Inside a string of `min..=max` characters, `chars` so far (a
-    /// string with no bounds counts none: 0 to `u16::MAX`).
+    /// string with no bounds counts none: 0 to `u16::MAX`); its
+    /// pattern's index and state where it has one.
     Str {
         lex: StrLex,
         chars: u16,
         min: u16,
         max: u16,
+        pattern: Option<(u16, PatternState)>,
     },
     /// Inside a number (`integer`: no fraction or exponent); a bounded
     /// integer's digits so far (`magnitude`, `negative`) and its bounds.
@@ -391,7 +409,7 @@ impl SchemaPrefix {
     /// Whether it is one thread inside a free string with nothing pending
     /// (any `json_mode::plain_in_string` bytes keep it so).
     pub fn in_clean_string(&self) -> bool {
-        matches!(&self.threads[..], [t] if t.mode == Mode::Str { lex: StrLex::default(), chars: 0, min: 0, max: u16::MAX })
+        matches!(&self.threads[..], [t] if t.mode == Mode::Str { lex: StrLex::default(), chars: 0, min: 0, max: u16::MAX, pattern: None })
     }
 
     /// Whether the value may end here (an end token may follow).
@@ -490,7 +508,7 @@ impl Thread {
 
     fn byte(&mut self, s: &Schema, b: u8) -> bool {
         match self.mode {
-            Mode::Str { lex, chars, min, max } => {
+            Mode::Str { lex, chars, min, max, pattern } => {
                 let bounded = (min, max) != (0, u16::MAX);
                 // A character starts where nothing is pending, at any byte but the closing quote.
                 let starts = lex == StrLex::default() && b != b'"';
@@ -499,14 +517,35 @@ impl Thread {
                 if bounded && lex.starts_unicode_escape() && matches!(b, b'd' | b'D') {
                     return false;
                 }
-                self.mode = match lex.step(b) {
+                let step = lex.step(b);
+                // The string's own bytes, unescaped, for its pattern.
+                let pattern = match (pattern, &step) {
+                    (Some((i, at)), Some(StrStep::Inside(_))) => {
+                        let p = &s.patterns[i as usize];
+                        let unescaped = match (lex.in_escape(), b) {
+                            // No `\u` escape in a patterned string: the character can be written as itself.
+                            (true, b'u') => return false,
+                            (true, _) => Some(unescape(b)),
+                            (false, b'\\') => None,
+                            (false, _) => Some(b),
+                        };
+                        let next = unescaped.map_or(Some(at), |c| p.step(at, &[c]));
+                        match next {
+                            Some(next) => Some((i, next)),
+                            None => return false,
+                        }
+                    }
+                    (Some((i, at)), Some(StrStep::Closed)) if !s.patterns[i as usize].ends_matched(at) => return false,
+                    _ => pattern,
+                };
+                self.mode = match step {
                     Some(StrStep::Inside(lex)) if bounded && starts => {
                         if chars >= max {
                             return false;
                         }
-                        Mode::Str { lex, chars: chars + 1, min, max }
+                        Mode::Str { lex, chars: chars + 1, min, max, pattern }
                     }
-                    Some(StrStep::Inside(lex)) => Mode::Str { lex, chars, min, max },
+                    Some(StrStep::Inside(lex)) => Mode::Str { lex, chars, min, max, pattern },
                     Some(StrStep::Closed) if chars < min => return false,
                     Some(StrStep::Closed) => Mode::AfterValue,
                     None => return false,
@@ -660,7 +699,10 @@ impl Thread {
                     _ => Mode::ObjectOpen,
                 }
             }
-            &Node::String { min, max } if b == b'"' => Mode::Str { lex: StrLex::default(), chars: 0, min, max },
+            &Node::String { min, max, pattern } if b == b'"' => {
+                let pattern = pattern.map(|i| (i, s.patterns[i as usize].start()));
+                Mode::Str { lex: StrLex::default(), chars: 0, min, max, pattern }
+            }
             Node::Number | Node::Integer { .. } => {
                 let Some(stage) = NumStage::start(b) else { return false };
                 let (integer, min, max) = match s.nodes[node as usize] {
@@ -690,6 +732,18 @@ impl Thread {
         self.depth -= 1;
         self.mode = if self.depth == 0 { Mode::Done } else { Mode::AfterValue };
         true
+    }
+}
+
+/// The byte a one-character escape (`\n`, `\"`, ...) stands for, after its `\`.
+fn unescape(b: u8) -> u8 {
+    match b {
+        b'b' => 0x08,
+        b'f' => 0x0C,
+        b'n' => b'\n',
+        b'r' => b'\r',
+        b't' => b'\t',
+        other => other, // `"`, `\\`, `/`
     }
 }
 
@@ -804,6 +858,30 @@ mod tests {
         assert!(!p.in_clean_string(), "a bounded string counts its characters: no unchecked fast path");
         let e = Schema::compile(&json!({"type": "array", "items": {"type": "string", "minLength": 3, "maxLength": 2}}), "s").unwrap_err();
         assert_eq!(e.to_string(), "s.items.minLength: is more than maxLength");
+    }
+
+    /// A `pattern` (ECMA-262, `json_pattern`): each character taken only
+    /// where the string can still match, the closing quote only where it
+    /// does; escapes unescaped for it (no `\u` escape in a patterned
+    /// string). The control: the same strings without the pattern.
+    #[test]
+    fn patterns_admit_the_strings_they_match() {
+        let dated = Schema::compile(&json!({"type": "array", "items": {"type": "string", "pattern": "^\\d{4}-\\d{2}-\\d{2}$"}}), "s").unwrap();
+        let free = Schema::compile(&json!({"type": "array", "items": {"type": "string"}}), "s").unwrap();
+        assert!(complete(&dated, r#"["2026-12-07", "1999-01-31"]"#));
+        for bad in [r#"["2026-12-7"]"#, r#"["2026-12-07 "]"#, r#"["26-12-07"]"#, r#"["2026\u002d12-07"]"#] {
+            assert!(!complete(&dated, bad), "{bad}");
+            let mut p = SchemaPrefix::default();
+            assert!(p.feed(&free, bad.as_bytes()) && p.is_done(), "the control: {bad}");
+        }
+        let mut p = SchemaPrefix::default();
+        assert!(p.feed(&dated, br#"["2026-1"#) && p.accepts(&dated, b"2") && !p.accepts(&dated, b"x") && !p.accepts(&dated, b"\""));
+        assert!(!p.in_clean_string(), "a patterned string is checked byte by byte");
+        // An escape is the character it stands for: a tab matches `\s`.
+        let tabbed = Schema::compile(&json!({"type": "array", "items": {"type": "string", "pattern": "^a\\sb$"}}), "s").unwrap();
+        assert!(complete(&tabbed, r#"["a\tb"]"#) && complete(&tabbed, r#"["a b"]"#) && !complete(&tabbed, r#"["a\\b"]"#));
+        let e = Schema::compile(&json!({"type": "array", "items": {"type": "string", "pattern": "(?=x)"}}), "s").unwrap_err();
+        assert!(e.to_string().starts_with("s.items.pattern: lookarounds"), "{e}");
     }
 
     /// An integer's bounds: each digit is taken only where the integer can
@@ -982,7 +1060,7 @@ mod tests {
             (json!({"type": "object", "properties": {"a": {"anyOf": [{"type": "number", "maximum": 3}]}}}), "schema.properties.a.anyOf[0].maximum"),
             (json!({"type": "array", "items": {"type": "integer", "multipleOf": 2}}), "schema.items.multipleOf"),
             (json!({"type": "array", "items": {"type": "integer", "minimum": 1e30}}), "schema.items.minimum"),
-            (json!({"type": "array", "items": {"type": "string", "pattern": "^a+$"}}), "schema.items.pattern"),
+            (json!({"type": "array", "items": {"type": "string", "pattern": "(a)\\1"}}), "schema.items.pattern"),
             (json!({"type": "array", "items": {"type": "string", "format": "uuid"}}), "schema.items.format"),
             (json!({"type": "object", "properties": {"a": {"$ref": "#/$defs/x"}}}), "schema.properties.a.$ref"),
             (json!({"type": "object", "properties": {"a": {"$ref": "https://example.com/s.json"}}}), "schema.properties.a.$ref"),

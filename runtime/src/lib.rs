@@ -10,6 +10,7 @@ pub mod batcher;
 pub mod conversation;
 pub mod error;
 pub mod json_mode;
+pub mod json_pattern;
 pub mod json_schema;
 pub mod model;
 pub mod sampling;

@@ -221,13 +221,13 @@ fn tool_requests_graphc_cannot_honour_are_refused_naming_the_field() {
     let server = start(&m);
     let addr = server.addr();
     assert_eq!(post_json(addr, "/api/show", &json!({})).json()["capabilities"], json!(["completion", "tools"]));
-    let bad_params = json!([{"type": "function", "function": {"name": "f", "parameters": {"type": "object", "properties": {"x": {"type": "string", "pattern": "^[a-z]+$"}}}}}]);
+    let bad_params = json!([{"type": "function", "function": {"name": "f", "parameters": {"type": "object", "properties": {"x": {"type": "string", "format": "uuid"}}}}}]);
     for (extra, param) in [
         (json!({"tool_choice": {"type": "function", "function": {"name": "rm"}}}), "tool_choice.function.name"),
         (json!({"tool_choice": "sometimes"}), "tool_choice"),
         (json!({"tools": [{"type": "retrieval"}]}), "tools[0].type"),
         (json!({"tools": [{"type": "function", "function": {"name": "a b"}}]}), "tools[0].function.name"),
-        (json!({"tools": bad_params, "tool_choice": "required"}), "tools[0].function.parameters.properties.x.pattern"),
+        (json!({"tools": bad_params, "tool_choice": "required"}), "tools[0].function.parameters.properties.x.format"),
         (json!({"tool_choice": "required", "response_format": {"type": "json_object"}}), "tool_choice"),
         (json!({"logprobs": true}), "logprobs"),
         (json!({"parallel_tool_calls": "no"}), "parallel_tool_calls"),
