@@ -1,6 +1,8 @@
 //! A string's `pattern` (JSON Schema: an ECMA-262 regular expression that
 //! matches anywhere in the string unless anchored) as a DFA the schema
-//! automaton advances character by character (`json_schema`).
+//! automaton advances character by character (`json_schema`); and the
+//! string `format`s that are patterns (`date`, `time`, `date-time`,
+//! `uuid`, `ipv4`).
 //!
 //! The pattern is written in ECMA-262's meaning for the `regex` crates'
 //! syntax: `\d`, `\w` and `\s` are ECMA's classes (ASCII digits and word
@@ -22,6 +24,24 @@ const MAX_DFA_BYTES: usize = 4 << 20;
 
 /// ECMA-262's `\s`: its white space and line terminators.
 const ECMA_SPACE: &str = r"\t\n\x0B\x0C\r \u00A0\u1680\u2000-\u200A\u2028\u2029\u202F\u205F\u3000\uFEFF";
+
+/// RFC 3339's `full-date`: each month's days, February's 29th in leap years only.
+const DATE: &str = r"(?:\d{4}-(?:(?:0[13578]|1[02])-(?:0[1-9]|[12]\d|3[01])|(?:0[469]|11)-(?:0[1-9]|[12]\d|30)|02-(?:0[1-9]|1\d|2[0-8]))|(?:\d{2}(?:0[48]|[2468][048]|[13579][26])|(?:[02468][048]|[13579][26])00)-02-29)";
+/// RFC 3339's `full-time`: `partial-time` (a leap second's `60` allowed) and its offset.
+const TIME: &str = r"(?:[01]\d|2[0-3]):[0-5]\d:(?:[0-5]\d|60)(?:\.\d+)?(?:[Zz]|[+-](?:[01]\d|2[0-3]):[0-5]\d)";
+
+/// The `pattern` a string `format` is, for the formats written out here
+/// (JSON Schema's, as RFC 3339, RFC 4122 and RFC 2673 define them).
+pub fn format_pattern(format: &str) -> Option<String> {
+    Some(match format {
+        "date" => format!("^{DATE}$"),
+        "time" => format!("^{TIME}$"),
+        "date-time" => format!("^{DATE}[Tt]{TIME}$"),
+        "uuid" => "^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$".to_string(),
+        "ipv4" => r"^(?:(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)\.){3}(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)$".to_string(),
+        _ => return None,
+    })
+}
 
 /// A compiled `pattern`.
 #[derive(Clone, Debug)]
@@ -188,6 +208,37 @@ mod tests {
             let e = Pattern::compile(bad).unwrap_err();
             assert!(e.contains(why), "{bad}: {e}");
         }
+    }
+
+    /// The formats as the RFCs define them, each against near misses.
+    #[test]
+    fn formats_are_the_rfcs_strings() {
+        let format = |f: &str| Pattern::compile(&format_pattern(f).unwrap()).unwrap();
+        let cases = [
+            (
+                "date",
+                vec!["2026-12-07", "2024-02-29", "2000-02-29", "1999-12-31"],
+                vec!["2023-02-29", "1900-02-29", "2026-04-31", "2026-13-01", "2026-1-07"],
+            ),
+            (
+                "date-time",
+                vec!["2026-12-07T17:00:00Z", "2026-12-07t17:00:00.123+01:00", "2016-12-31T23:59:60Z"],
+                vec!["2026-12-07 17:00:00Z", "2026-12-07T24:00:00Z", "2026-12-07T17:00:00", "2026-12-07T17:00Z"],
+            ),
+            ("time", vec!["17:00:00Z", "08:30:15.5-05:00"], vec!["17:00:00", "7:00:00Z"]),
+            ("uuid", vec!["123e4567-e89b-12d3-a456-426614174000"], vec!["123e4567e89b12d3a456426614174000", "123e4567-e89b-12d3-a456-42661417400g"]),
+            ("ipv4", vec!["192.168.0.1", "255.255.255.255", "0.0.0.0"], vec!["256.1.1.1", "01.1.1.1", "1.1.1", "1.1.1.1."]),
+        ];
+        for (name, good, bad) in cases {
+            let p = format(name);
+            for g in good {
+                assert!(matches(&p, g), "{name}: {g}");
+            }
+            for b in bad {
+                assert!(!matches(&p, b), "{name}: {b}");
+            }
+        }
+        assert!(format_pattern("email").is_none());
     }
 
     /// A prefix that can still match is kept; one that cannot is dead at once.

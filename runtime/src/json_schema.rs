@@ -8,14 +8,15 @@
 //! arrays of one item schema (`minItems`, `maxItems`), strings
 //! (`minLength`, `maxLength`: characters, as JSON Schema counts them;
 //! `pattern`: `json_pattern`'s ECMA-262 subset, each character taken only
-//! where the string can still match), numbers,
+//! where the string can still match; `format` `date`, `time`, `date-time`,
+//! `uuid`, `ipv4` as the patterns they are), numbers,
 //! integers (`minimum`, `maximum`, `exclusiveMinimum`, `exclusiveMaximum`:
 //! each digit taken only where the integer can still end in range), booleans, null, `enum` / `const` (each value written as
 //! its canonical JSON), `anyOf`, a list of scalar types (`["string",
 //! "null"]`) and local references (`$ref` to `#`, `#/$defs/NAME`,
 //! `#/definitions/NAME`: pydantic's nested and recursive models); the root
 //! an object or an array (or any of several). Anything else a schema says
-//! (`oneOf`, `format`, a number's bounds, a remote `$ref`, ...) is refused naming
+//! (`oneOf`, another `format`, a number's bounds, a remote `$ref`, ...) is refused naming
 //! where it says it: a keyword ignored would let through values the
 //! caller's schema forbids.
 //!
@@ -25,7 +26,7 @@
 //! value where it continues any thread.
 
 use crate::json_mode::{NumStage, StrLex, StrStep, MAX_BLANK_RUN, MAX_DEPTH};
-use crate::json_pattern::{Pattern, PatternState};
+use crate::json_pattern::{format_pattern, Pattern, PatternState};
 use serde_json::Value;
 
 /// A schema compiled for generation: its nodes, the root first.
@@ -196,7 +197,7 @@ impl Compiler<'_> {
             Some(Value::Array(_)) => &["type"],
             Some(Value::String(t)) if t == "object" => &["type", "properties", "required", "additionalProperties", "$defs", "definitions"],
             Some(Value::String(t)) if t == "array" => &["type", "items", "minItems", "maxItems", "$defs", "definitions"],
-            Some(Value::String(t)) if t == "string" => &["type", "enum", "minLength", "maxLength", "pattern"],
+            Some(Value::String(t)) if t == "string" => &["type", "enum", "minLength", "maxLength", "pattern", "format"],
             Some(Value::String(t)) if t == "integer" => &["type", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"],
             _ => &["type", "enum", "const"],
         };
@@ -289,13 +290,25 @@ impl Compiler<'_> {
                         if min > max {
                             return Err(err("minLength", "is more than maxLength"));
                         }
-                        let pattern = match o.get("pattern") {
+                        let source = match (o.get("pattern"), o.get("format")) {
+                            (Some(_), Some(_)) => return Err(err("format", "a `format` beside a `pattern` is not implemented")),
+                            (None, None) => None,
+                            (Some(Value::String(p)), None) => Some((p.clone(), "pattern")),
+                            (None, Some(Value::String(f))) => {
+                                let p = format_pattern(f).ok_or_else(|| {
+                                    err("format", &format!("`{f}` is not implemented (graphc writes date, time, date-time, uuid and ipv4)"))
+                                })?;
+                                Some((p, "format"))
+                            }
+                            (Some(_), None) => return Err(err("pattern", "must be a string")),
+                            (None, Some(_)) => return Err(err("format", "must be a string")),
+                        };
+                        let pattern = match source {
                             None => None,
-                            Some(Value::String(p)) => {
-                                self.patterns.push(Pattern::compile(p).map_err(|why| err("pattern", &why))?);
+                            Some((p, key)) => {
+                                self.patterns.push(Pattern::compile(&p).map_err(|why| err(key, &why))?);
                                 Some((self.patterns.len() - 1) as u16)
                             }
-                            Some(_) => return Err(err("pattern", "must be a string")),
                         };
                         Node::String { min, max, pattern }
                     }
@@ -880,6 +893,9 @@ mod tests {
         // An escape is the character it stands for: a tab matches `\s`.
         let tabbed = Schema::compile(&json!({"type": "array", "items": {"type": "string", "pattern": "^a\\sb$"}}), "s").unwrap();
         assert!(complete(&tabbed, r#"["a\tb"]"#) && complete(&tabbed, r#"["a b"]"#) && !complete(&tabbed, r#"["a\\b"]"#));
+        // A `format` is the pattern it is (`json_pattern::format_pattern`).
+        let stamped = Schema::compile(&json!({"type": "array", "items": {"type": "string", "format": "date-time"}}), "s").unwrap();
+        assert!(complete(&stamped, r#"["2024-02-29T23:59:59.5+02:00"]"#) && !complete(&stamped, r#"["2026-02-29T00:00:00Z"]"#));
         let e = Schema::compile(&json!({"type": "array", "items": {"type": "string", "pattern": "(?=x)"}}), "s").unwrap_err();
         assert!(e.to_string().starts_with("s.items.pattern: lookarounds"), "{e}");
     }
@@ -1061,7 +1077,8 @@ mod tests {
             (json!({"type": "array", "items": {"type": "integer", "multipleOf": 2}}), "schema.items.multipleOf"),
             (json!({"type": "array", "items": {"type": "integer", "minimum": 1e30}}), "schema.items.minimum"),
             (json!({"type": "array", "items": {"type": "string", "pattern": "(a)\\1"}}), "schema.items.pattern"),
-            (json!({"type": "array", "items": {"type": "string", "format": "uuid"}}), "schema.items.format"),
+            (json!({"type": "array", "items": {"type": "string", "format": "email"}}), "schema.items.format"),
+            (json!({"type": "array", "items": {"type": "string", "format": "date", "pattern": "^2"}}), "schema.items.format"),
             (json!({"type": "object", "properties": {"a": {"$ref": "#/$defs/x"}}}), "schema.properties.a.$ref"),
             (json!({"type": "object", "properties": {"a": {"$ref": "https://example.com/s.json"}}}), "schema.properties.a.$ref"),
             (

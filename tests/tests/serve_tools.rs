@@ -221,7 +221,7 @@ fn tool_requests_graphc_cannot_honour_are_refused_naming_the_field() {
     let server = start(&m);
     let addr = server.addr();
     assert_eq!(post_json(addr, "/api/show", &json!({})).json()["capabilities"], json!(["completion", "tools"]));
-    let bad_params = json!([{"type": "function", "function": {"name": "f", "parameters": {"type": "object", "properties": {"x": {"type": "string", "format": "uuid"}}}}}]);
+    let bad_params = json!([{"type": "function", "function": {"name": "f", "parameters": {"type": "object", "properties": {"x": {"type": "string", "format": "email"}}}}}]);
     for (extra, param) in [
         (json!({"tool_choice": {"type": "function", "function": {"name": "rm"}}}), "tool_choice.function.name"),
         (json!({"tool_choice": "sometimes"}), "tool_choice"),
