@@ -625,6 +625,48 @@ def gemma3_text():
     write("gemma3_text", model, config, controls)
 
 
+def gemma3_multimodal():
+    """Gemma 3 4B+'s checkpoint shape (`model_type: gemma3`,
+    Gemma3ForConditionalGeneration): the gemma3_text fixture's weights as
+    its language model beside a tiny SigLIP vision tower and projector,
+    its config the text model's under `text_config`, saved with the Hub's
+    tensor names (google/gemma-3-4b-it's: `language_model.model.*`,
+    `vision_tower.vision_model.*`, `multi_modal_projector.*`, the output
+    tied) into tests/fixtures/gemma3_multimodal/. transformers reads that
+    layout back, and its logits on text alone are the text model's to
+    the bit (asserted), so the tests use gemma3_text's reference.json."""
+    from transformers import Gemma3Config, Gemma3ForCausalLM, Gemma3ForConditionalGeneration, SiglipVisionConfig
+
+    src = OUT / "gemma3_text"
+    text = Gemma3ForCausalLM.from_pretrained(src, dtype=torch.float32, attn_implementation="eager").eval()
+    vision = SiglipVisionConfig(hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2,
+                                image_size=28, patch_size=14, vision_use_head=False)
+    config = Gemma3Config(text_config=text.config.to_dict(), vision_config=vision.to_dict(), mm_tokens_per_image=4,
+                          torch_dtype="float32", attn_implementation="eager")
+    torch.manual_seed(0)
+    model = Gemma3ForConditionalGeneration(config).eval()
+    randomize(model, 61)
+    model.model.language_model.load_state_dict(text.model.state_dict())
+    d = OUT.parent / "gemma3_multimodal"
+    d.mkdir(parents=True, exist_ok=True)
+    config.to_json_file(d / "config.json")
+    hub = {}
+    for k, v in model.state_dict().items():
+        if k == "lm_head.weight":
+            continue  # tied to the embedding, as the Hub's files leave it out
+        for new, old in (("model.language_model.", "language_model.model."), ("model.vision_tower.", "vision_tower.vision_model."),
+                         ("model.multi_modal_projector.", "multi_modal_projector.")):
+            if k.startswith(new):
+                k = old + k[len(new):]
+        hub[k] = v.contiguous()
+    assert any(k.startswith("vision_tower.vision_model.") for k in hub) and any(k.startswith("multi_modal_projector.") for k in hub)
+    save_file(hub, d / "model.safetensors", metadata={"format": "pt"})
+    back = Gemma3ForConditionalGeneration.from_pretrained(d, dtype=torch.float32, attn_implementation="eager").eval()
+    for p in PROMPTS:
+        assert torch.equal(all_logits(back, p), all_logits(text, p)), "the multimodal checkpoint's text logits differ from the text model's"
+    print("gemma3_multimodal written:", d, len(hub), "tensors")
+
+
 def qwen2_moe():
     # Qwen1.5-MoE's shape: Qwen2's biased attention, every layer routed
     # (4 experts, 2 a token, not renormalized: `norm_topk_prob` false, as

@@ -148,16 +148,21 @@ impl Checkpoint {
         Ok(Checkpoint { format: Format::Gguf(gguf), tokenizer, family: arch })
     }
 
-    /// A safetensors file already read: its `model_type` checked.
-    pub fn from_safetensors(st: SafetensorsFile) -> Result<Checkpoint, Diagnostic> {
-        let model_type =
+    /// A safetensors file already read: its `model_type` checked (a
+    /// multimodal Gemma 3 read as its language model).
+    pub fn from_safetensors(mut st: SafetensorsFile) -> Result<Checkpoint, Diagnostic> {
+        let mut model_type =
             st.config_value("model_type")?.as_str().ok_or_else(|| Diagnostic::new(&st.config_path, "key `model_type` is not a string"))?.to_string();
+        // The folder's own tokenizer, where it carries one.
+        let dir = Path::new(&st.config_path).parent().unwrap_or(Path::new(".")).to_path_buf();
+        if model_type == families::gemma3_hf::MULTIMODAL_MODEL_TYPE {
+            st = families::gemma3_hf::language_model_view(st)?;
+            model_type = families::gemma3_hf::MODEL_TYPE.to_string();
+        }
         if registry::by_model_type(&model_type).is_none() {
             return Err(Diagnostic::new(&st.config_path, format!("model_type `{model_type}` is not supported"))
                 .note(format!("graphc lowers from safetensors the model types {}", registry::model_types().join(", "))));
         }
-        // The folder's own tokenizer, where it carries one.
-        let dir = Path::new(&st.config_path).parent().unwrap_or(Path::new(".")).to_path_buf();
         let tokenizer = hf_json::from_dir(&dir)?;
         Ok(Checkpoint { format: Format::Safetensors(st), tokenizer, family: model_type })
     }
