@@ -12,7 +12,11 @@
 //! `uuid`, `ipv4` as the patterns they are), numbers,
 //! integers (`minimum`, `maximum`, `exclusiveMinimum`, `exclusiveMaximum`:
 //! each digit taken only where the integer can still end in range), booleans, null, `enum` / `const` (each value written as
-//! its canonical JSON), `anyOf`, a list of scalar types (`["string",
+//! its canonical JSON, each of the `type` beside it), `anyOf`, `oneOf`
+//! where no value can be two of its alternatives (a discriminated union:
+//! objects that each require one property whose string `const`/`enum`
+//! values no other shares; `discriminator` is read as the annotation it
+//! is), a list of scalar types (`["string",
 //! "null"]`) and local references (`$ref` to `#`, `#/$defs/NAME`,
 //! `#/definitions/NAME`: pydantic's nested and recursive models); the root
 //! an object or an array (or any of several). Anything else a schema says
@@ -134,6 +138,42 @@ impl Schema {
     }
 }
 
+impl Compiler<'_> {
+    /// The node `n` stands for, through `$ref`s (one-alternative `anyOf`s).
+    fn resolved(&self, mut n: u16) -> &Node {
+        while let Node::AnyOf(alts) = &self.nodes[n as usize] {
+            match alts[..] {
+                [one] => n = one,
+                _ => break,
+            }
+        }
+        &self.nodes[n as usize]
+    }
+
+    /// The key of a property every one of `alts` (objects) requires, whose
+    /// literal values no two alternatives share: no value is two of them.
+    fn discriminator(&self, alts: &[u16]) -> Option<Box<[u8]>> {
+        let objects: Vec<&Node> = alts.iter().map(|&a| self.resolved(a)).collect();
+        let Node::Object { props, .. } = objects.first()? else { return None };
+        'key: for (key, _) in props {
+            let mut seen: Vec<&[u8]> = vec![];
+            for object in &objects {
+                let Node::Object { props, required } = object else { return None };
+                let Some(i) = props.iter().position(|(k, _)| k == key) else { continue 'key };
+                let Node::Literals(texts) = self.resolved(props[i].1) else { continue 'key };
+                // Strings: their JSON texts are equal exactly where the values are (`1` and `1.0` are one number).
+                let strings = texts.iter().all(|t| t.first() == Some(&b'"'));
+                if required >> i & 1 == 0 || !strings || texts.iter().any(|t| seen.contains(&&t[..])) {
+                    continue 'key;
+                }
+                seen.extend(texts.iter().map(|t| &t[..]));
+            }
+            return Some(key.clone());
+        }
+        None
+    }
+}
+
 /// A schema being compiled: its nodes so far, the root (which `$ref`s
 /// point into) and the node of each reference met.
 struct Compiler<'a> {
@@ -194,10 +234,13 @@ impl Compiler<'_> {
         };
         let known: &[&str] = match o.get("type") {
             _ if o.contains_key("anyOf") => &["anyOf", "$defs", "definitions"],
+            _ if o.contains_key("oneOf") => &["oneOf", "discriminator", "$defs", "definitions"],
             Some(Value::Array(_)) => &["type"],
             Some(Value::String(t)) if t == "object" => &["type", "properties", "required", "additionalProperties", "$defs", "definitions"],
             Some(Value::String(t)) if t == "array" => &["type", "items", "minItems", "maxItems", "$defs", "definitions"],
-            Some(Value::String(t)) if t == "string" => &["type", "enum", "minLength", "maxLength", "pattern", "format"],
+            Some(Value::String(t)) if t == "string" && (o.contains_key("enum") || o.contains_key("const")) => &["type", "enum", "const"],
+            Some(Value::String(t)) if t == "string" => &["type", "minLength", "maxLength", "pattern", "format"],
+            Some(Value::String(t)) if t == "integer" && (o.contains_key("enum") || o.contains_key("const")) => &["type", "enum", "const"],
             Some(Value::String(t)) if t == "integer" => &["type", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"],
             _ => &["type", "enum", "const"],
         };
@@ -215,10 +258,46 @@ impl Compiler<'_> {
             let alts = schemas.iter().map(|(v, p)| s.node(v, p, depth + 1)).collect::<Result<_, _>>()?;
             Ok(Node::AnyOf(alts))
         };
+        // `enum` / `const` beside a `type`: each value must be of it.
+        if let (Some(Value::String(t)), Some((key, values))) =
+            (o.get("type"), o.get("enum").map(|v| ("enum", v)).or(o.get("const").map(|v| ("const", v))))
+        {
+            let values: Vec<&Value> = match (key, values) {
+                ("enum", Value::Array(a)) => a.iter().collect(),
+                ("enum", _) => return Err(err("enum", "must be an array")),
+                (_, v) => vec![v],
+            };
+            let of_type = |v: &Value| match t.as_str() {
+                "string" => v.is_string(),
+                "integer" => v.is_i64() || v.is_u64(),
+                "number" => v.is_number(),
+                "boolean" => v.is_boolean(),
+                "null" => v.is_null(),
+                _ => false,
+            };
+            if let Some(v) = values.iter().find(|v| !of_type(v)) {
+                return Err(err(key, &format!("holds {v}, not of type `{t}`")));
+            }
+        }
         let node = if let Some(any) = o.get("anyOf") {
             let Value::Array(schemas) = any else { return Err(err("anyOf", "must be an array of schemas")) };
             let schemas = schemas.iter().enumerate().map(|(i, v)| (v.clone(), format!("{path}.anyOf[{i}]"))).collect();
             alternatives(self, schemas, "anyOf")?
+        } else if let Some(one) = o.get("oneOf") {
+            // Exactly one alternative: read as `anyOf` where no value can be
+            // two of them, which a discriminator shows (pydantic's tagged unions).
+            let Value::Array(schemas) = one else { return Err(err("oneOf", "must be an array of schemas")) };
+            let schemas = schemas.iter().enumerate().map(|(i, v)| (v.clone(), format!("{path}.oneOf[{i}]"))).collect();
+            let node = alternatives(self, schemas, "oneOf")?;
+            let Node::AnyOf(alts) = &node else { unreachable!("alternatives are an anyOf") };
+            if self.discriminator(alts).is_none() {
+                return Err(err(
+                    "oneOf",
+                    "alternatives that may overlap are not implemented: each must be an object with a required property (the same one) \
+                     whose `const` or `enum` values no other alternative's share",
+                ));
+            }
+            node
         } else if let Some(Value::Array(types)) = o.get("type") {
             // A list of scalar types: a value of any (objects and arrays
             // would need their keywords split among the alternatives).
@@ -941,6 +1020,57 @@ mod tests {
         assert_eq!(e.to_string(), "s.items.minimum: leaves no integer in range (it is above the maximum)");
         let e = Schema::compile(&json!({"type": "array", "items": {"type": "number", "minimum": 3}}), "s").unwrap_err();
         assert_eq!(e.to_string(), "s.items.minimum: this keyword is not implemented");
+    }
+
+    /// pydantic's discriminated union: `oneOf` of objects told apart by a
+    /// required `const` property (`discriminator` beside it). Each
+    /// alternative admitted whole, no mixture; a `oneOf` whose alternatives
+    /// may overlap refused (exactly one must match, which an `anyOf`
+    /// reading cannot promise); a `const` of another type than its `type`
+    /// refused.
+    #[test]
+    fn one_of_a_discriminated_union_admits_each_member() {
+        let s = json!({
+            "type": "object",
+            "properties": {"pet": {
+                "oneOf": [{"$ref": "#/$defs/Cat"}, {"$ref": "#/$defs/Dog"}],
+                "discriminator": {"propertyName": "pet_type", "mapping": {"cat": "#/$defs/Cat", "dog": "#/$defs/Dog"}}
+            }},
+            "required": ["pet"],
+            "additionalProperties": false,
+            "$defs": {
+                "Cat": {"type": "object", "properties": {"pet_type": {"const": "cat", "type": "string"}, "meows": {"type": "integer"}},
+                        "required": ["pet_type", "meows"], "additionalProperties": false},
+                "Dog": {"type": "object", "properties": {"pet_type": {"const": "dog", "type": "string"}, "barks": {"type": "number"}},
+                        "required": ["pet_type", "barks"], "additionalProperties": false}
+            }
+        });
+        let s = Schema::compile(&s, "schema").unwrap();
+        assert!(complete(&s, r#"{"pet": {"pet_type": "cat", "meows": 3}}"#));
+        assert!(complete(&s, r#"{"pet": {"barks": 1.5, "pet_type": "dog"}}"#));
+        for bad in [r#"{"pet": {"pet_type": "cat", "barks": 1}}"#, r#"{"pet": {"pet_type": "cow", "meows": 1}}"#, r#"{"pet": {"meows": 1}}"#] {
+            assert!(!complete(&s, bad), "{bad}");
+        }
+        for (schema, path) in [
+            (json!({"type": "array", "items": {"oneOf": [{"type": "string"}, {"type": "string", "maxLength": 3}]}}), "s.items.oneOf"),
+            (
+                json!({"type": "array", "items": {"oneOf": [
+                    {"type": "object", "properties": {"k": {"const": "a"}}, "required": ["k"]},
+                    {"type": "object", "properties": {"k": {"enum": ["b", "a"]}}, "required": ["k"]}]}}),
+                "s.items.oneOf",
+            ),
+            (
+                json!({"type": "array", "items": {"oneOf": [
+                    {"type": "object", "properties": {"k": {"const": "a"}}},
+                    {"type": "object", "properties": {"k": {"const": "b"}}}]}}),
+                "s.items.oneOf",
+            ),
+            (json!({"type": "array", "items": {"type": "string", "const": 3}}), "s.items.const"),
+            (json!({"type": "array", "items": {"type": "string", "enum": ["ab"], "minLength": 3}}), "s.items.minLength"),
+        ] {
+            let e = Schema::compile(&schema, "s").unwrap_err();
+            assert_eq!(e.path, path, "{schema}: {e}");
+        }
     }
 
     #[test]
