@@ -667,6 +667,47 @@ def gemma3_multimodal():
     print("gemma3_multimodal written:", d, len(hub), "tensors")
 
 
+def mistral3_multimodal():
+    """Mistral Small 3.1 / 3.2's checkpoint shape (`model_type: mistral3`,
+    Mistral3ForConditionalGeneration): the mistral fixture's weights (its
+    sliding window too) as its language model beside a tiny Pixtral vision
+    tower and projector, saved with the Hub's tensor names
+    (`language_model.model.*`, `language_model.lm_head.weight`,
+    `vision_tower.*`, `multi_modal_projector.*`) into
+    tests/fixtures/mistral3_multimodal/. transformers reads that layout back
+    and its logits on text alone are the text model's to the bit
+    (asserted), so the tests use mistral's reference.json."""
+    from transformers import Mistral3Config, Mistral3ForConditionalGeneration, MistralForCausalLM, PixtralVisionConfig
+
+    src = OUT / "mistral"
+    text = MistralForCausalLM.from_pretrained(src, dtype=torch.float32, attn_implementation="eager").eval()
+    vision = PixtralVisionConfig(hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2,
+                                 image_size=28, patch_size=14, head_dim=16)
+    config = Mistral3Config(text_config=text.config.to_dict(), vision_config=vision.to_dict(), torch_dtype="float32", tie_word_embeddings=False,
+                            attn_implementation="eager")
+    torch.manual_seed(0)
+    model = Mistral3ForConditionalGeneration(config).eval()
+    randomize(model, 62)
+    model.model.language_model.load_state_dict(text.model.state_dict())
+    model.lm_head.load_state_dict(text.lm_head.state_dict())
+    d = OUT.parent / "mistral3_multimodal"
+    d.mkdir(parents=True, exist_ok=True)
+    config.to_json_file(d / "config.json")
+    hub = {}
+    for k, v in model.state_dict().items():
+        for new, old in (("model.language_model.", "language_model.model."), ("lm_head.", "language_model.lm_head."),
+                         ("model.vision_tower.", "vision_tower."), ("model.multi_modal_projector.", "multi_modal_projector.")):
+            if k.startswith(new):
+                k = old + k[len(new):]
+                break
+        hub[k] = v.contiguous()
+    save_file(hub, d / "model.safetensors", metadata={"format": "pt"})
+    back = Mistral3ForConditionalGeneration.from_pretrained(d, dtype=torch.float32, attn_implementation="eager").eval()
+    for p in PROMPTS:
+        assert torch.equal(all_logits(back, p), all_logits(text, p)), "the multimodal checkpoint's text logits differ from the text model's"
+    print("mistral3_multimodal written:", d, len(hub), "tensors", sum(k.startswith(("vision_tower.", "multi_modal_projector.")) for k in hub), "vision")
+
+
 def qwen2_moe():
     # Qwen1.5-MoE's shape: Qwen2's biased attention, every layer routed
     # (4 experts, 2 a token, not renormalized: `norm_topk_prob` false, as

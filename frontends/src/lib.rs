@@ -19,6 +19,7 @@ pub mod gguf;
 pub mod gguf_hf;
 pub mod harmony;
 pub mod hf_json;
+pub mod multimodal;
 pub mod pretokenize;
 pub mod pyjson;
 pub mod reasoning;
@@ -149,15 +150,15 @@ impl Checkpoint {
     }
 
     /// A safetensors file already read: its `model_type` checked (a
-    /// multimodal Gemma 3 read as its language model).
+    /// multimodal checkpoint read as its language model: `multimodal`).
     pub fn from_safetensors(mut st: SafetensorsFile) -> Result<Checkpoint, Diagnostic> {
         let mut model_type =
             st.config_value("model_type")?.as_str().ok_or_else(|| Diagnostic::new(&st.config_path, "key `model_type` is not a string"))?.to_string();
         // The folder's own tokenizer, where it carries one.
         let dir = Path::new(&st.config_path).parent().unwrap_or(Path::new(".")).to_path_buf();
-        if model_type == families::gemma3_hf::MULTIMODAL_MODEL_TYPE {
-            st = families::gemma3_hf::language_model_view(st)?;
-            model_type = families::gemma3_hf::MODEL_TYPE.to_string();
+        if let Some(text_type) = multimodal::text_model_type(&model_type) {
+            st = multimodal::language_model_view(st, text_type)?;
+            model_type = text_type.to_string();
         }
         if registry::by_model_type(&model_type).is_none() {
             return Err(Diagnostic::new(&st.config_path, format!("model_type `{model_type}` is not supported"))
@@ -190,6 +191,9 @@ impl Checkpoint {
             _ => unreachable!("family {} was accepted by open()", self.family),
         };
         rules::check_tensors_used(self.source(), &lowered, &self.family)?;
+        if let Format::Safetensors(st) = &self.format {
+            lowered.meta.facts.extend(multimodal::vision_fact(&st.config));
+        }
         if let Some(t) = &self.tokenizer {
             lowered.meta.bos_id = t.bos_id;
             lowered.meta.add_bos = t.add_bos;

@@ -726,36 +726,35 @@ fn granite_matches_transformers_from_safetensors_and_gguf() {
 /// 4) then a global one, local RoPE base 1e4, global 1e6 with 4B+'s linear
 /// scaling by 8. Controls: the global base on local layers, the scaling on
 /// every layer, no window, no scaling.
-/// Gemma 3 4B+'s multimodal checkpoint shape (`model_type: gemma3`,
-/// Gemma3ForConditionalGeneration; `tools/make_family_fixtures.py
-/// gemma3_multimodal`: the gemma3_text fixture's weights as its language
-/// model under the Hub's `language_model.model.*` names, beside a SigLIP
-/// vision tower and projector; transformers' text logits are the text
-/// model's to the bit): read as its language model, every position of
-/// every prompt within the bound of gemma3_text's reference on both
-/// executors, the text fixture's own logit bits and greedy tokens; the
-/// vision tensors left out and said so in the plan, none in its manifest.
-/// Refused by name: a `gemma3` config without `text_config`, and a tensor
-/// outside the language model and the vision tower.
-#[test]
-fn gemma3_multimodal_checkpoint_runs_its_language_model() {
-    let (text_dir, r) = fixture("gemma3_text");
-    let dir = graphc_tests::repo_root().join("tests/fixtures/gemma3_multimodal");
-    let model = Model::compile(&dir, &CompileOptions::default(), None).unwrap_or_else(|e| panic!("{e}"));
+/// A multimodal checkpoint (`tests/fixtures/{name}/`, written by
+/// `tools/make_family_fixtures.py {name}`: the `text_family` fixture's
+/// weights as its language model under the Hub's names, beside a vision
+/// tower and projector; transformers' text logits are the text model's to
+/// the bit) read as its language model: every position of every prompt
+/// within the bound of the text fixture's reference on both executors, the
+/// text fixture's own logit bits and greedy tokens; the `vision` tensors
+/// left out and said so in the plan, none in its manifest. Refused by
+/// name: the config without `text_config`, and a tensor of neither part.
+fn check_multimodal(name: &str, text_family: &str, vision: usize) {
+    let (text_dir, r) = fixture(text_family);
+    let dir = graphc_tests::repo_root().join("tests/fixtures").join(name);
+    let model = Model::compile(&dir, &CompileOptions::default(), None).unwrap_or_else(|e| panic!("{name}: {e}"));
     let text = Model::compile(&text_dir, &CompileOptions::default(), None).unwrap();
-    assert_eq!(model.plan().family, "gemma3_text");
-    assert!(model.plan().model.facts["vision_tower"].as_str().starts_with("23 tensors not read"), "{:?}", model.plan().model.facts);
-    assert!(model.plan().manifest.iter().all(|w| w.name.starts_with("model.") && !w.name.contains("vision")));
-    assert_eq!(model.plan().manifest.len(), text.plan().manifest.len());
+    assert_eq!(model.plan().family, text.plan().family);
+    let facts = &model.plan().model.facts;
+    assert!(facts["vision_tower"].as_str().starts_with(&format!("{vision} tensors not read")), "{name}: {facts:?}");
+    assert!(model.plan().manifest.iter().all(|w| !w.name.contains("vision") && !w.name.contains("projector")));
+    let names = |m: &Model| m.plan().manifest.iter().map(|w| w.name.clone()).collect::<Vec<_>>();
+    assert_eq!(names(&model), names(&text), "{name}: the text model's weights");
     for (p, prompt) in r["prompts"].as_array().unwrap().iter().enumerate() {
         for k in kernels() {
             let got = logits_at_every_position(&model, k, &ids(prompt));
             for (pos, (g, w)) in got.iter().zip(r["logits"][p].as_array().unwrap()).enumerate() {
                 let d = max_diff(g, &floats(w));
-                assert!(d <= TOL, "{k:?} prompt {p} position {pos}: max |Δlogit| {d}");
+                assert!(d <= TOL, "{name} {k:?} prompt {p} position {pos}: max |Δlogit| {d}");
             }
             let same = got == logits_at_every_position(&text, k, &ids(prompt));
-            assert!(same, "{k:?} prompt {p}: logits differ from the text fixture's");
+            assert!(same, "{name} {k:?} prompt {p}: logits differ from the text fixture's");
         }
     }
     let mut s = model.session(&SessionOptions { threads: Some(2), ..Default::default() }).unwrap();
@@ -766,30 +765,47 @@ fn gemma3_multimodal_checkpoint_runs_its_language_model() {
         tokens.push(t);
         logits = s.decode(t).unwrap();
     }
-    assert_eq!(tokens, ids(&r["greedy"]));
+    assert_eq!(tokens, ids(&r["greedy"]), "{name}: greedy tokens");
 
     let copy = |tag: &str, edit: &dyn Fn(&mut serde_json::Map<String, Value>)| {
-        let tmp = graphc_tests::temp_dir(tag);
+        let tmp = graphc_tests::temp_dir(&format!("{name}-{tag}"));
         std::fs::copy(dir.join("model.safetensors"), tmp.join("model.safetensors")).unwrap();
         let mut config: Value = serde_json::from_str(&std::fs::read_to_string(dir.join("config.json")).unwrap()).unwrap();
         edit(config.as_object_mut().unwrap());
         std::fs::write(tmp.join("config.json"), config.to_string()).unwrap();
         tmp
     };
-    let e = Model::compile(&copy("gemma3-mm-no-text", &|c| drop(c.remove("text_config"))), &CompileOptions::default(), None).err().unwrap();
-    assert!(e.to_string().contains("without a `text_config`"), "{e}");
+    let e = Model::compile(&copy("no-text", &|c| drop(c.remove("text_config"))), &CompileOptions::default(), None).err().unwrap();
+    assert!(e.to_string().contains("without a `text_config`"), "{name}: {e}");
     // The control: the unedited copy compiles.
-    assert!(Model::compile(&copy("gemma3-mm-control", &|_| {}), &CompileOptions::default(), None).is_ok());
+    assert!(Model::compile(&copy("control", &|_| {}), &CompileOptions::default(), None).is_ok());
     // A tensor of neither part is kept under its own name, and refused as unread.
     let bytes = std::fs::read(dir.join("model.safetensors")).unwrap();
     let file = safetensors::SafeTensors::deserialize(&bytes).unwrap();
     let extra = [0u8; 16];
     let mut views: Vec<(String, safetensors::tensor::TensorView)> = file.tensors();
     views.push(("language_model.lm_scale".into(), safetensors::tensor::TensorView::new(safetensors::Dtype::F32, vec![4], &extra).unwrap()));
-    let tmp = copy("gemma3-mm-extra", &|_| {});
+    let tmp = copy("extra", &|_| {});
     safetensors::serialize_to_file(views, None, &tmp.join("model.safetensors")).unwrap();
     let e = Model::compile(&tmp, &CompileOptions::default(), None).err().unwrap().to_string();
-    assert!(e.contains("tensor `language_model.lm_scale` is not read by the gemma3_text family"), "{e}");
+    assert!(e.contains("tensor `language_model.lm_scale` is not read by the"), "{name}: {e}");
+}
+
+/// Gemma 3 4B+'s checkpoint shape (`model_type: gemma3`,
+/// Gemma3ForConditionalGeneration: `language_model.model.*`, a SigLIP
+/// `vision_tower.vision_model.*`, the output tied).
+#[test]
+fn gemma3_multimodal_checkpoint_runs_its_language_model() {
+    check_multimodal("gemma3_multimodal", "gemma3_text", 23);
+}
+
+/// Mistral Small 3.1 / 3.2's checkpoint shape (`model_type: mistral3`,
+/// Mistral3ForConditionalGeneration: `language_model.model.*`,
+/// `language_model.lm_head.weight`, a Pixtral `vision_tower.*`), its
+/// language model the mistral fixture (a sliding window).
+#[test]
+fn mistral3_multimodal_checkpoint_runs_its_language_model() {
+    check_multimodal("mistral3_multimodal", "mistral", 15);
 }
 
 #[test]

@@ -1,8 +1,7 @@
 //! Gemma 3's text model from safetensors (`config.json` `model_type =
 //! "gemma3_text"`: Gemma 3 270M and 1B), lowered with Hugging Face tensor
-//! names; and the language model of Gemma 3 4B, 12B and 27B's multimodal
-//! checkpoints (`model_type = "gemma3"`: `language_model_view`). (Gemma 3
-//! GGUFs go through `gemma3.rs`.)
+//! names; also the language model of Gemma 3 4B, 12B and 27B's multimodal
+//! checkpoints (`crate::multimodal`). (Gemma 3 GGUFs go through `gemma3.rs`.)
 //!
 //! Per layer (HF `Gemma3DecoderLayer`): `x + post_attention_layernorm(attn(input_layernorm(x)))`,
 //! then `x + post_feedforward_layernorm(mlp(pre_feedforward_layernorm(x)))`,
@@ -28,66 +27,6 @@ use graphc_ir::{NormKind, Op, RopeScaling, RopeStyle};
 use serde_json::Value;
 
 pub const MODEL_TYPE: &str = "gemma3_text";
-
-/// The `model_type` of Gemma 3's multimodal checkpoints (Gemma3ForConditionalGeneration).
-pub const MULTIMODAL_MODEL_TYPE: &str = "gemma3";
-
-/// A config key (not HF's) naming how many vision tensors the language
-/// model's view of a multimodal checkpoint leaves out.
-pub const VISION_TENSORS_LEFT: &str = "graphc_vision_tensors_not_read";
-
-/// The language model of a multimodal Gemma 3 checkpoint, as the
-/// `gemma3_text` checkpoint it holds: the config's `text_config`, and the
-/// language model's tensors under their text-model names (the Hub's
-/// `language_model.model.*`, or transformers 5's `model.language_model.*`,
-/// as `model.*`; the output is tied). The vision tower and its projector
-/// (`vision_tower.*`, `multi_modal_projector.*`) are left out: they read
-/// images only, which graphc does not take (the server refuses them), so
-/// text runs as `Gemma3ForConditionalGeneration` runs it on text alone.
-/// Any other tensor stays, under its own name, and is refused as unread.
-pub fn language_model_view(st: SafetensorsFile) -> Result<SafetensorsFile, Diagnostic> {
-    let path = st.config_path.clone();
-    let Some(text) = st.config.get("text_config").and_then(|t| t.as_object()) else {
-        return Err(Diagnostic::new(&path, "a `gemma3` config without a `text_config` object"));
-    };
-    let mut config = text.clone();
-    match config.get("model_type").and_then(|m| m.as_str()) {
-        None | Some(MODEL_TYPE) => {}
-        Some(other) => return Err(Diagnostic::new(&path, format!("`text_config.model_type` is `{other}`, not `{MODEL_TYPE}`"))),
-    }
-    config.insert("model_type".into(), Value::from(MODEL_TYPE));
-    if let Some(tie) = st.config.get("tie_word_embeddings") {
-        config.entry("tie_word_embeddings").or_insert(tie.clone());
-    }
-    let mut tensors = Vec::with_capacity(st.tensors.len());
-    let mut file_names = st.file_names.clone();
-    let mut vision = 0;
-    for mut t in st.tensors {
-        let text_name =
-            ["language_model.model.", "model.language_model."].iter().find_map(|p| t.name.strip_prefix(p)).map(|rest| format!("model.{rest}"));
-        if let Some(name) = text_name {
-            file_names.insert(name.clone(), t.name.clone());
-            t.name = name;
-        } else if ["vision_tower.", "multi_modal_projector.", "model.vision_tower.", "model.multi_modal_projector."]
-            .iter()
-            .any(|p| t.name.starts_with(p))
-        {
-            vision += 1;
-            continue;
-        }
-        tensors.push(t);
-    }
-    tensors.sort_by(|a, b| a.name.cmp(&b.name));
-    config.insert(VISION_TENSORS_LEFT.into(), Value::from(vision));
-    Ok(SafetensorsFile {
-        path: st.path,
-        config_path: format!("{path} (its `text_config`)"),
-        config: Value::Object(config),
-        tensors,
-        data: st.data,
-        file_names,
-    })
-}
 
 /// The `config.json` keys the family reads.
 pub const CONFIG_READS: &[&str] = &[
@@ -146,11 +85,7 @@ pub fn lower(st: &SafetensorsFile) -> Result<Lowered, Diagnostic> {
         ("rope_global", format!("theta {:?}, {:?}", global.0, global.1)),
         ("attention_scale", format!("query_pre_attn_scalar {query_scalar}^-1/2")),
     ];
-    // A multimodal checkpoint's vision tower, left out (`language_model_view`).
-    let vision = st.config.get(VISION_TENSORS_LEFT).and_then(|v| v.as_u64());
-    let vision_fact = vision.map(|n| ("vision_tower", format!("{n} tensors not read: text only, images refused")));
-    let facts: Vec<(&str, String)> = facts.into_iter().chain(vision_fact).collect();
-    Ok(b.finish(vocab, context, &[dims.facts(), facts].concat()))
+    Ok(b.finish(vocab, context, &[dims.facts(), facts.to_vec()].concat()))
 }
 
 /// Which layers slide: `layer_types` when the config lists them, else
