@@ -347,6 +347,8 @@ impl GgufFile {
             return Err(Diagnostic::new(&p, format!("split {} of {count} of a model: open its first file, {first}", no + 1))
                 .note("the first file holds the metadata; the others are read with it"));
         }
+        let mut names: std::collections::HashSet<String> =
+            g.tensors.iter().map(|t| t.name.clone()).chain(g.uncomputable.iter().map(|t| t.name.clone())).collect();
         for k in 2..=count {
             let Some(part) = split_path(path, count, k) else {
                 return Err(Diagnostic::new(&p, format!("`split.count` is {count}, but the file is not named `PREFIX-00001-of-{count:05}.gguf`"))
@@ -360,7 +362,7 @@ impl GgufFile {
             }
             let GgufFile { tensors, uncomputable, data, .. } = next;
             for name in tensors.iter().map(|t| &t.name).chain(uncomputable.iter().map(|t| &t.name)) {
-                if g.tensors.iter().any(|t| &t.name == name) || g.uncomputable.iter().any(|t| &t.name == name) {
+                if !names.insert(name.clone()) {
                     return Err(Diagnostic::new(&shown, format!("tensor `{name}` is in an earlier file of the split model too")));
                 }
             }

@@ -31,6 +31,7 @@ pub struct SafetensorsFile {
     /// `config.json` beside it.
     pub config_path: String,
     pub config: serde_json::Value,
+    /// Sorted by name.
     pub tensors: Vec<TensorInfo>,
     /// The file's bytes, or the shards' one after another.
     pub data: CheckpointBytes,
@@ -77,8 +78,10 @@ impl SafetensorsFile {
         Ok(SafetensorsFile { path: path.to_string(), config_path: config_path.to_string(), config, tensors, data, file_names: Default::default() })
     }
 
+    /// The tensor named `name` (`tensors` is sorted by name: a MoE
+    /// checkpoint has tens of thousands, each looked up by its lowering).
     pub fn tensor(&self, name: &str) -> Option<&TensorInfo> {
-        self.tensors.iter().find(|t| t.name == name)
+        self.tensors.binary_search_by(|t| t.name.as_str().cmp(name)).ok().map(|i| &self.tensors[i])
     }
 
     /// A config key that must be present: an error names the key and the file.
