@@ -10,8 +10,10 @@
 //! `pattern`: `json_pattern`'s ECMA-262 subset, each character taken only
 //! where the string can still match; `format` `date`, `time`, `date-time`,
 //! `uuid`, `ipv4` as the patterns they are), numbers,
-//! integers (`minimum`, `maximum`, `exclusiveMinimum`, `exclusiveMaximum`:
-//! each digit taken only where the integer can still end in range), booleans, null, `enum` / `const` (each value written as
+//! integers and numbers (`minimum`, `maximum`, `exclusiveMinimum`,
+//! `exclusiveMaximum`: each digit taken only where the value can still end
+//! in range; a bounded value has no exponent and at most 18 digits each
+//! side of the point), booleans, null, `enum` / `const` (each value written as
 //! its canonical JSON, each of the `type` beside it), `anyOf`, `oneOf`
 //! where no value can be two of its alternatives (a discriminated union:
 //! objects that each require one property whose string `const`/`enum`
@@ -20,7 +22,7 @@
 //! "null"]`) and local references (`$ref` to `#`, `#/$defs/NAME`,
 //! `#/definitions/NAME`: pydantic's nested and recursive models); the root
 //! an object or an array (or any of several). Anything else a schema says
-//! (`oneOf`, another `format`, a number's bounds, a remote `$ref`, ...) is refused naming
+//! (an overlapping `oneOf`, another `format`, `multipleOf`, a remote `$ref`, ...) is refused naming
 //! where it says it: a keyword ignored would let through values the
 //! caller's schema forbids.
 //!
@@ -45,34 +47,37 @@ pub struct Schema {
 enum Node {
     /// Properties: each key's JSON text (quotes included) and its value's
     /// node; `required`, a bit a property.
-    Object {
-        props: Vec<(Box<[u8]>, u16)>,
-        required: u64,
-    },
+    Object { props: Vec<(Box<[u8]>, u16)>, required: u64 },
     /// Items of one node, `min..=max` of them (`minItems`, `maxItems`).
-    Array {
-        items: u16,
-        min: u16,
-        max: u16,
-    },
+    Array { items: u16, min: u16, max: u16 },
     /// `min..=max` characters (`minLength`, `maxLength`), matching
     /// `patterns[pattern]` where set.
-    String {
-        min: u16,
-        max: u16,
-        pattern: Option<u16>,
-    },
-    Number,
-    /// `min..=max` (`minimum`, `maximum`, ...; `i64::MIN..=i64::MAX`: no bounds).
-    Integer {
-        min: i64,
-        max: i64,
-    },
+    String { min: u16, max: u16, pattern: Option<u16> },
+    /// A number in `min..=max` where bounded (in units of 10^-18: `Bounds`).
+    Number { bounds: Option<Bounds> },
+    /// An integer in `min..=max` where bounded (in units of 1).
+    Integer { bounds: Option<Bounds> },
     /// One of these JSON texts (an `enum`, a `const`, `true`/`false`, `null`).
     Literals(Vec<Box<[u8]>>),
     /// A value of any of these nodes.
     AnyOf(Vec<u16>),
 }
+
+/// A number's `minimum` / `maximum` (the exclusive ones as the inclusive
+/// bounds they are: every value is a whole number of units), in units of
+/// `unit`: 1 for an integer, 10^-18 for a number. A bounded value is
+/// written in at most 18 integer digits and 18 fraction digits, without
+/// an exponent (every value in range can be so written).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Bounds {
+    min: i128,
+    max: i128,
+}
+
+/// Units of 10^-18 in 1: a bounded number's fraction digits.
+const NUMBER_UNIT: i128 = 1_000_000_000_000_000_000;
+/// Most integer (and fraction) digits of a bounded number.
+const MAX_BOUNDED_DIGITS: u8 = 18;
 
 /// Why a schema is refused: where (a JSON-pointer-like path of keys) and why.
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]
@@ -130,6 +135,14 @@ impl Schema {
     }
 
     /// The alternatives a value of `node` forks into, where it is an `anyOf`.
+    /// A number node's bounds, where it has them.
+    fn bounds(&self, node: u16) -> Option<Bounds> {
+        match self.nodes[node as usize] {
+            Node::Number { bounds } | Node::Integer { bounds } => bounds,
+            _ => None,
+        }
+    }
+
     fn alternatives(&self, node: u16) -> Option<&[u16]> {
         match &self.nodes[node as usize] {
             Node::AnyOf(alts) => Some(alts),
@@ -241,7 +254,7 @@ impl Compiler<'_> {
             Some(Value::String(t)) if t == "string" && (o.contains_key("enum") || o.contains_key("const")) => &["type", "enum", "const"],
             Some(Value::String(t)) if t == "string" => &["type", "minLength", "maxLength", "pattern", "format"],
             Some(Value::String(t)) if t == "integer" && (o.contains_key("enum") || o.contains_key("const")) => &["type", "enum", "const"],
-            Some(Value::String(t)) if t == "integer" => &["type", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"],
+            Some(Value::String(t)) if t == "integer" || t == "number" => &["type", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"],
             _ => &["type", "enum", "const"],
         };
         if let Some(k) = o.keys().find(|k| !known.contains(&k.as_str()) && !ANNOTATIONS.contains(&k.as_str())) {
@@ -391,27 +404,8 @@ impl Compiler<'_> {
                         };
                         Node::String { min, max, pattern }
                     }
-                    "number" => Node::Number,
-                    "integer" => {
-                        // Each bound as the integers it admits: `minimum` 1.5 is 2, `exclusiveMinimum` 1 is 2.
-                        let bound = |k: &str, round: fn(f64) -> f64, shift: f64| -> Result<Option<i64>, SchemaError> {
-                            let Some(v) = o.get(k) else { return Ok(None) };
-                            let x = v.as_f64().ok_or_else(|| err(k, "must be a number"))?;
-                            let n = round(x) + shift;
-                            if !(-9.0e18..=9.0e18).contains(&n) {
-                                return Err(err(k, "is beyond the integers graphc bounds (±9e18)"));
-                            }
-                            Ok(Some(n as i64))
-                        };
-                        let lows = [bound("minimum", f64::ceil, 0.0)?, bound("exclusiveMinimum", f64::floor, 1.0)?];
-                        let highs = [bound("maximum", f64::floor, 0.0)?, bound("exclusiveMaximum", f64::ceil, -1.0)?];
-                        let min = lows.into_iter().flatten().max().unwrap_or(i64::MIN);
-                        let max = highs.into_iter().flatten().min().unwrap_or(i64::MAX);
-                        if min > max {
-                            return Err(err("minimum", "leaves no integer in range (it is above the maximum)"));
-                        }
-                        Node::Integer { min, max }
-                    }
+                    "number" => Node::Number { bounds: bounds(o, false).map_err(|(k, why)| err(k, &why))? },
+                    "integer" => Node::Integer { bounds: bounds(o, true).map_err(|(k, why)| err(k, &why))? },
                     "boolean" => literals(vec![&Value::Bool(true), &Value::Bool(false)], "type")?,
                     "null" => literals(vec![&Value::Null], "type")?,
                     other => return Err(err("type", &format!("`{other}` is not a JSON type"))),
@@ -456,15 +450,17 @@ enum Mode {
         max: u16,
         pattern: Option<(u16, PatternState)>,
     },
-    /// Inside a number (`integer`: no fraction or exponent); a bounded
-    /// integer's digits so far (`magnitude`, `negative`) and its bounds.
+    /// Inside a number of `node` (`integer`: no fraction or exponent);
+    /// where it is bounded, its magnitude so far in its units, whether
+    /// it is negative, and its integer and fraction digits.
     Num {
         stage: NumStage,
         integer: bool,
-        magnitude: u64,
+        node: u16,
+        magnitude: i128,
         negative: bool,
-        min: i64,
-        max: i64,
+        int_digits: u8,
+        frac_digits: u8,
     },
     /// Matching a `Literals` node's texts: `at` bytes, `candidates` still alive.
     Literal {
@@ -677,17 +673,20 @@ impl Thread {
                 }
                 self.mode = Mode::AfterValue;
             }
-            Mode::Num { stage, integer, magnitude, negative, min, max } => {
-                let bounded = (min, max) != (i64::MIN, i64::MAX);
+            Mode::Num { stage, integer, node, magnitude, negative, int_digits, frac_digits } => {
+                let bounds = s.bounds(node);
                 if let Some(next) = stage.next(b, integer) {
-                    let magnitude = if b.is_ascii_digit() { magnitude.saturating_mul(10).saturating_add((b - b'0') as u64) } else { magnitude };
-                    if bounded && !can_end_in(next, magnitude, negative, min, max) {
-                        return false;
+                    let mut num = Mode::Num { stage: next, integer, node, magnitude, negative, int_digits, frac_digits };
+                    if let Some(bounds) = bounds {
+                        match bounded_step(num, b, integer) {
+                            Some(stepped) if can_end_in(stepped, integer, bounds) => num = stepped,
+                            _ => return false,
+                        }
                     }
-                    self.mode = Mode::Num { stage: next, integer, magnitude, negative, min, max };
+                    self.mode = num;
                     return true;
                 }
-                if !stage.complete() || (bounded && !can_end_in(NumStage::Zero, magnitude, negative, min, max)) {
+                if !stage.complete() || bounds.is_some_and(|bounds| !ends_in(self.mode, bounds)) {
                     return false;
                 }
                 self.mode = Mode::AfterValue;
@@ -795,17 +794,17 @@ impl Thread {
                 let pattern = pattern.map(|i| (i, s.patterns[i as usize].start()));
                 Mode::Str { lex: StrLex::default(), chars: 0, min, max, pattern }
             }
-            Node::Number | Node::Integer { .. } => {
+            Node::Number { .. } | Node::Integer { .. } => {
                 let Some(stage) = NumStage::start(b) else { return false };
-                let (integer, min, max) = match s.nodes[node as usize] {
-                    Node::Integer { min, max } => (true, min, max),
-                    _ => (false, i64::MIN, i64::MAX),
-                };
-                let (magnitude, negative) = if b.is_ascii_digit() { ((b - b'0') as u64, false) } else { (0, true) };
-                if (min, max) != (i64::MIN, i64::MAX) && !can_end_in(stage, magnitude, negative, min, max) {
-                    return false;
+                let integer = matches!(s.nodes[node as usize], Node::Integer { .. });
+                let start = Mode::Num { stage, integer, node, magnitude: 0, negative: b == b'-', int_digits: 0, frac_digits: 0 };
+                match s.bounds(node) {
+                    None => start,
+                    Some(bounds) => match bounded_step(start, b, integer) {
+                        Some(num) if can_end_in(num, integer, bounds) => num,
+                        _ => return false,
+                    },
                 }
-                Mode::Num { stage, integer, magnitude, negative, min, max }
             }
             Node::Literals(texts) => {
                 let candidates = texts.iter().enumerate().fold(0u64, |m, (i, t)| m | (u64::from(t.first() == Some(&b)) << i));
@@ -839,31 +838,127 @@ fn unescape(b: u8) -> u8 {
     }
 }
 
-/// Whether an integer begun as `stage` with these digits (`magnitude`,
-/// `negative`) can still end within `min..=max`: after `-` any value up to
-/// 0; at a `0` (or where it ends: `Zero` is passed then) its own value
-/// only; in the digits `p`, any of `p`, `p0..p9`, `p00..p99`, ... (the
-/// values `[p·10^j, (p+1)·10^j - 1]`, each `j`), negated after a `-`.
-fn can_end_in(stage: NumStage, magnitude: u64, negative: bool, min: i64, max: i64) -> bool {
-    let (min, max) = (min as i128, max as i128);
-    let signed = |v: i128| if negative { -v } else { v };
-    match stage {
-        NumStage::Minus => min <= 0,
-        NumStage::Zero => (min..=max).contains(&signed(magnitude as i128)),
-        _ => {
-            // The magnitudes that land in range.
-            let (lo, hi) = if negative { (-max, -min) } else { (min, max) };
-            let p = magnitude as i128;
-            let mut scale = 1i128;
-            while p * scale <= hi && scale <= 10i128.pow(19) {
-                if (p + 1) * scale > lo {
-                    return true;
-                }
-                scale *= 10;
-            }
-            false
+/// A schema's `minimum`, `maximum`, `exclusiveMinimum`, `exclusiveMaximum`
+/// as `Bounds` in units of 1 (`integer`) or 10^-18; `None` without any.
+/// `Err`: the keyword and why.
+fn bounds(o: &serde_json::Map<String, Value>, integer: bool) -> Result<Option<Bounds>, (&'static str, String)> {
+    let keys = ["minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"];
+    if keys.iter().all(|k| !o.contains_key(*k)) {
+        return Ok(None);
+    }
+    let limit = 10i128.pow(MAX_BOUNDED_DIGITS as u32) * if integer { 1 } else { NUMBER_UNIT };
+    let (mut min, mut max) = (-limit + 1, limit - 1);
+    for k in keys {
+        let Some(v) = o.get(k) else { continue };
+        let Some(x) = v.as_number().and_then(|n| scaled_decimal(&n.to_string())) else {
+            return Err((k, format!("must be a number of at most {MAX_BOUNDED_DIGITS} digits before and after the point")));
+        };
+        // An integer's bound as the integers it admits (`minimum` 1.5 is 2).
+        let (floor, ceil) = if integer { (x.div_euclid(NUMBER_UNIT), (x + NUMBER_UNIT - 1).div_euclid(NUMBER_UNIT)) } else { (x, x) };
+        match k {
+            "minimum" => min = min.max(ceil),
+            "exclusiveMinimum" => min = min.max(floor + 1),
+            "maximum" => max = max.min(floor),
+            _ => max = max.min(ceil - 1),
         }
     }
+    if min > max {
+        return Err(("minimum", format!("leaves no {} in range (it is above the maximum)", if integer { "integer" } else { "number" })));
+    }
+    Ok(Some(Bounds { min, max }))
+}
+
+/// A JSON number's text as a whole number of 10^-18 units, where it is one
+/// below 10^36 (a bound of 18 digits each side of the point at most).
+fn scaled_decimal(text: &str) -> Option<i128> {
+    let (mantissa, exponent) = match text.split_once(['e', 'E']) {
+        Some((m, e)) => (m, e.parse::<i32>().ok()?),
+        None => (text, 0),
+    };
+    let (negative, mantissa) = match mantissa.strip_prefix('-') {
+        Some(m) => (true, m),
+        None => (false, mantissa),
+    };
+    let (whole, fraction) = mantissa.split_once('.').unwrap_or((mantissa, ""));
+    let digits: String = whole.chars().chain(fraction.chars()).collect();
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) || digits.len() > 40 {
+        return None;
+    }
+    let shift = 18 + exponent - fraction.len() as i32;
+    let mut value: i128 = digits.parse().ok()?;
+    if shift >= 0 {
+        value = value.checked_mul(10i128.checked_pow(shift as u32)?)?;
+    } else {
+        let divisor = 10i128.checked_pow((-shift) as u32)?;
+        if value % divisor != 0 {
+            return None;
+        }
+        value /= divisor;
+    }
+    (value < 10i128.pow(36)).then_some(if negative { -value } else { value })
+}
+
+/// A bounded number after byte `b` (already taken by its stage): its
+/// magnitude and digits counted, or `None` where it may not go on (an
+/// exponent, or past 18 digits either side of the point).
+fn bounded_step(num: Mode, b: u8, integer: bool) -> Option<Mode> {
+    let Mode::Num { stage, integer: i, node, magnitude, negative, int_digits, frac_digits } = num else { unreachable!("a number") };
+    let unit = if integer { 1 } else { NUMBER_UNIT };
+    let d = match b {
+        b'0'..=b'9' => (b - b'0') as i128,
+        b'-' | b'.' => return Some(num),
+        _ => return None, // an exponent: a bounded value is written without one
+    };
+    Some(match stage {
+        NumStage::Frac => {
+            if frac_digits >= MAX_BOUNDED_DIGITS {
+                return None;
+            }
+            let place = unit / 10i128.pow(frac_digits as u32 + 1);
+            Mode::Num { stage, integer: i, node, magnitude: magnitude + d * place, negative, int_digits, frac_digits: frac_digits + 1 }
+        }
+        _ => {
+            if int_digits >= MAX_BOUNDED_DIGITS {
+                return None;
+            }
+            Mode::Num { stage, integer: i, node, magnitude: magnitude * 10 + d * unit, negative, int_digits: int_digits + 1, frac_digits }
+        }
+    })
+}
+
+/// Whether a bounded number so far can still end within `bounds`: the
+/// magnitudes its next digits reach — after `-`, any; at a leading `0`,
+/// 0 (or `0.…` for a number); in the integer digits `p`, `[p·10^j,
+/// (p+1)·10^j)` for each count `j` of digits still to come (any fraction
+/// beneath them); after the point, `[p, p+1)`; in the fraction, the
+/// values its further digits reach — negated after a `-`.
+fn can_end_in(num: Mode, integer: bool, bounds: Bounds) -> bool {
+    let Mode::Num { stage, magnitude, negative, int_digits, frac_digits, .. } = num else { unreachable!("a number") };
+    let unit = if integer { 1 } else { NUMBER_UNIT };
+    // Whether some value of magnitude in [lo, hi) is in bounds.
+    let meets = |lo: i128, hi: i128| {
+        let (low, high) = if negative { (-(hi - 1), -lo) } else { (lo, hi - 1) };
+        low <= bounds.max && high >= bounds.min
+    };
+    let whole = 10i128.pow(MAX_BOUNDED_DIGITS as u32) * unit;
+    match stage {
+        NumStage::Minus => meets(0, whole),
+        NumStage::Zero => meets(0, if integer { 1 } else { unit }),
+        NumStage::Int => (0..=(MAX_BOUNDED_DIGITS - int_digits) as u32).any(|j| {
+            let scale = 10i128.pow(j);
+            meets(magnitude * scale, (magnitude + unit) * scale)
+        }),
+        NumStage::Dot => meets(magnitude, magnitude + unit),
+        NumStage::Frac => meets(magnitude, magnitude + unit / 10i128.pow(frac_digits as u32)),
+        _ => false,
+    }
+}
+
+/// Whether a bounded number that ends here is within `bounds`.
+fn ends_in(num: Mode, bounds: Bounds) -> bool {
+    let Mode::Num { magnitude, negative, .. } = num else { unreachable!("a number") };
+    let value = if negative { -magnitude } else { magnitude };
+    (bounds.min..=bounds.max).contains(&value)
 }
 
 /// The schema a local reference names: `#` (the root), `#/$defs/NAME`,
@@ -1018,8 +1113,8 @@ mod tests {
         assert!(p.feed(&s, b"[2") && p.accepts(&s, b"5") && p.accepts(&s, b"50") && !p.accepts(&s, b"51") && !p.accepts(&s, b"]"));
         let e = Schema::compile(&json!({"type": "array", "items": {"type": "integer", "minimum": 3, "maximum": 2}}), "s").unwrap_err();
         assert_eq!(e.to_string(), "s.items.minimum: leaves no integer in range (it is above the maximum)");
-        let e = Schema::compile(&json!({"type": "array", "items": {"type": "number", "minimum": 3}}), "s").unwrap_err();
-        assert_eq!(e.to_string(), "s.items.minimum: this keyword is not implemented");
+        let e = Schema::compile(&json!({"type": "array", "items": {"type": "number", "multipleOf": 3}}), "s").unwrap_err();
+        assert_eq!(e.to_string(), "s.items.multipleOf: this keyword is not implemented");
     }
 
     /// pydantic's discriminated union: `oneOf` of objects told apart by a
@@ -1071,6 +1166,73 @@ mod tests {
             let e = Schema::compile(&schema, "s").unwrap_err();
             assert_eq!(e.path, path, "{schema}: {e}");
         }
+    }
+
+    /// A number's bounds (a confidence in 0..1, a temperature above -273.15):
+    /// each digit taken only where the number can still end in range, no
+    /// exponent while bounded, an exclusive bound the values beside it.
+    /// The control: the same texts without bounds.
+    #[test]
+    fn number_bounds_admit_the_numbers_in_range() {
+        let schema = |bounds: Value| {
+            let mut item = json!({"type": "number"});
+            item.as_object_mut().unwrap().extend(bounds.as_object().unwrap().clone());
+            Schema::compile(&json!({"type": "array", "items": item}), "s").unwrap()
+        };
+        let free = schema(json!({}));
+        let cases = [
+            (
+                json!({"minimum": 0, "maximum": 1}),
+                vec!["[0]", "[1]", "[0.5]", "[1.0]", "[0.999]", "[-0]", "[1.000]"],
+                vec!["[1.5]", "[-0.1]", "[2]", "[10]", "[1.01]", "[1e-3]"],
+            ),
+            (json!({"exclusiveMinimum": -273.15}), vec!["[-273.1]", "[-273.149]", "[20.5]", "[0]"], vec!["[-273.15]", "[-273.16]", "[-300]"]),
+            (json!({"minimum": 0.25, "exclusiveMaximum": 0.5}), vec!["[0.25]", "[0.3]", "[0.4999]"], vec!["[0.5]", "[0.2]", "[0.24999]", "[0]"]),
+        ];
+        for (bounds, good, bad) in cases {
+            let s = schema(bounds.clone());
+            for g in good {
+                assert!(complete(&s, g), "{bounds} admits {g}");
+            }
+            for b in bad {
+                assert!(!complete(&s, b), "{bounds} refuses {b}");
+                assert!(complete(&free, b), "the control: {b}");
+            }
+        }
+        // 0..1: after `0.` any digit; after `1` only `.0…` or the end; `-` only toward -0.
+        let s = schema(json!({"minimum": 0, "maximum": 1}));
+        let mut p = SchemaPrefix::default();
+        assert!(p.feed(&s, b"[1") && p.accepts(&s, b".000]") && !p.accepts(&s, b".001") && !p.accepts(&s, b"0") && p.accepts(&s, b"]"));
+        let mut p = SchemaPrefix::default();
+        assert!(p.feed(&s, b"[-") && p.accepts(&s, b"0]") && !p.accepts(&s, b"0.1") && !p.accepts(&s, b"1"));
+        // Random bounds and texts: admitted exactly where the value is in range.
+        let mut seed = 0x9E37_79B9_7F4A_7C15u64;
+        let mut next = move |n: u64| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed % n
+        };
+        for _ in 0..300 {
+            let (a, b) = (next(4000) as f64 / 100.0 - 20.0, next(4000) as f64 / 100.0 - 20.0);
+            let (lo, hi) = (a.min(b), a.max(b));
+            let s = schema(json!({"minimum": lo, "maximum": hi}));
+            for _ in 0..20 {
+                let whole = next(30) as i64 - 15;
+                let text = match next(3) {
+                    0 => format!("{whole}"),
+                    1 => format!("{whole}.{}", next(100)),
+                    _ => format!("{whole}.{:03}", next(1000)),
+                };
+                let value: f64 = text.parse().unwrap();
+                // Compared exactly, as whole numbers of 10^-18 units (f64 would round).
+                let scaled = scaled_decimal(&text).unwrap();
+                let (l, h) = (scaled_decimal(&format!("{lo}")).unwrap(), scaled_decimal(&format!("{hi}")).unwrap());
+                assert_eq!(complete(&s, &format!("[{text}]")), (l..=h).contains(&scaled), "[{lo}, {hi}] and {text} ({value})");
+            }
+        }
+        let e = Schema::compile(&json!({"type": "array", "items": {"type": "number", "minimum": 2, "maximum": 1.5}}), "s").unwrap_err();
+        assert_eq!(e.to_string(), "s.items.minimum: leaves no number in range (it is above the maximum)");
     }
 
     #[test]
@@ -1203,7 +1365,11 @@ mod tests {
             (json!({"type": "object", "properties": {"a": {"type": ["string", "object"]}}}), "schema.properties.a.type[1]"),
             (json!({"type": "object", "properties": {"a": {"anyOf": [{"type": "string"}], "type": "string"}}}), "schema.properties.a.type"),
             (json!({"anyOf": [{"type": "object"}, {"type": "string"}]}), "schema"),
-            (json!({"type": "object", "properties": {"a": {"anyOf": [{"type": "number", "maximum": 3}]}}}), "schema.properties.a.anyOf[0].maximum"),
+            (
+                json!({"type": "object", "properties": {"a": {"anyOf": [{"type": "number", "multipleOf": 3}]}}}),
+                "schema.properties.a.anyOf[0].multipleOf",
+            ),
+            (json!({"type": "array", "items": {"type": "number", "maximum": 1e-19}}), "schema.items.maximum"),
             (json!({"type": "array", "items": {"type": "integer", "multipleOf": 2}}), "schema.items.multipleOf"),
             (json!({"type": "array", "items": {"type": "integer", "minimum": 1e30}}), "schema.items.minimum"),
             (json!({"type": "array", "items": {"type": "string", "pattern": "(a)\\1"}}), "schema.items.pattern"),
