@@ -1074,29 +1074,19 @@ mod tests {
         assert!(e.to_string().starts_with("s.items.pattern: lookarounds"), "{e}");
     }
 
-    /// An integer's bounds: each digit is taken only where the integer can
-    /// still end in range (a rating 1..5 takes `5` but not `6` or `50`;
-    /// `-` only where negatives are admitted), and an integer ends only in
-    /// range. `exclusive*` and fractional bounds are the integers they
-    /// admit. The control: the same texts without bounds.
-    #[test]
-    fn integer_bounds_admit_the_integers_in_range() {
-        let schema = |bounds: Value| {
-            let mut item = json!({"type": "integer"});
-            item.as_object_mut().unwrap().extend(bounds.as_object().unwrap().clone());
-            Schema::compile(&json!({"type": "array", "items": item}), "s").unwrap()
-        };
-        let free = schema(json!({}));
-        let cases = [
-            (json!({"minimum": 1, "maximum": 5}), vec!["[1]", "[5]", "[3, 4]"], vec!["[0]", "[6]", "[50]", "[-1]", "[10]"]),
-            (json!({"minimum": 10, "maximum": 250}), vec!["[10]", "[99]", "[250]", "[199]"], vec!["[9]", "[1]", "[251]", "[300]", "[1000]"]),
-            (json!({"minimum": -20, "maximum": -3}), vec!["[-3]", "[-20]", "[-15]"], vec!["[-2]", "[-21]", "[0]", "[-0]", "[3]"]),
-            (json!({"exclusiveMinimum": 0, "exclusiveMaximum": 3}), vec!["[1]", "[2]"], vec!["[0]", "[3]"]),
-            (json!({"minimum": 1.5, "maximum": 2.5}), vec!["[2]"], vec!["[1]", "[3]"]),
-            (json!({"minimum": 0}), vec!["[0]", "[-0]", "[123456789012]"], vec!["[-1]", "[-5000]"]),
-        ];
+    /// An array of `kind` items with `bounds` (`{}`: none).
+    fn bounded(kind: &str, bounds: Value) -> Schema {
+        let mut item = json!({ "type": kind });
+        item.as_object_mut().unwrap().extend(bounds.as_object().unwrap().clone());
+        Schema::compile(&json!({"type": "array", "items": item}), "s").unwrap()
+    }
+
+    /// Each case's good texts admitted and bad ones refused, the bad ones
+    /// admitted without the bounds (the control).
+    fn admits_within(kind: &str, cases: &[(Value, Vec<&str>, Vec<&str>)]) {
+        let free = bounded(kind, json!({}));
         for (bounds, good, bad) in cases {
-            let s = schema(bounds.clone());
+            let s = bounded(kind, bounds.clone());
             for g in good {
                 assert!(complete(&s, g), "{bounds} admits {g}");
             }
@@ -1105,6 +1095,27 @@ mod tests {
                 assert!(complete(&free, b), "the control: {b}");
             }
         }
+    }
+
+    /// An integer's bounds: each digit is taken only where the integer can
+    /// still end in range (a rating 1..5 takes `5` but not `6` or `50`;
+    /// `-` only where negatives are admitted), and an integer ends only in
+    /// range. `exclusive*` and fractional bounds are the integers they
+    /// admit. The control: the same texts without bounds.
+    #[test]
+    fn integer_bounds_admit_the_integers_in_range() {
+        let schema = |bounds: Value| bounded("integer", bounds);
+        admits_within(
+            "integer",
+            &[
+                (json!({"minimum": 1, "maximum": 5}), vec!["[1]", "[5]", "[3, 4]"], vec!["[0]", "[6]", "[50]", "[-1]", "[10]"]),
+                (json!({"minimum": 10, "maximum": 250}), vec!["[10]", "[99]", "[250]", "[199]"], vec!["[9]", "[1]", "[251]", "[300]", "[1000]"]),
+                (json!({"minimum": -20, "maximum": -3}), vec!["[-3]", "[-20]", "[-15]"], vec!["[-2]", "[-21]", "[0]", "[-0]", "[3]"]),
+                (json!({"exclusiveMinimum": 0, "exclusiveMaximum": 3}), vec!["[1]", "[2]"], vec!["[0]", "[3]"]),
+                (json!({"minimum": 1.5, "maximum": 2.5}), vec!["[2]"], vec!["[1]", "[3]"]),
+                (json!({"minimum": 0}), vec!["[0]", "[-0]", "[123456789012]"], vec!["[-1]", "[-5000]"]),
+            ],
+        );
         // Digit by digit: 1..5 takes `5` and then only the end; 10..250 takes `2` (20..25, 200..250).
         let mut p = SchemaPrefix::default();
         assert!(p.feed(&schema(json!({"minimum": 1, "maximum": 5})), b"[5") && !p.accepts(&schema(json!({"minimum": 1, "maximum": 5})), b"0"));
@@ -1174,31 +1185,19 @@ mod tests {
     /// The control: the same texts without bounds.
     #[test]
     fn number_bounds_admit_the_numbers_in_range() {
-        let schema = |bounds: Value| {
-            let mut item = json!({"type": "number"});
-            item.as_object_mut().unwrap().extend(bounds.as_object().unwrap().clone());
-            Schema::compile(&json!({"type": "array", "items": item}), "s").unwrap()
-        };
-        let free = schema(json!({}));
-        let cases = [
-            (
-                json!({"minimum": 0, "maximum": 1}),
-                vec!["[0]", "[1]", "[0.5]", "[1.0]", "[0.999]", "[-0]", "[1.000]"],
-                vec!["[1.5]", "[-0.1]", "[2]", "[10]", "[1.01]", "[1e-3]"],
-            ),
-            (json!({"exclusiveMinimum": -273.15}), vec!["[-273.1]", "[-273.149]", "[20.5]", "[0]"], vec!["[-273.15]", "[-273.16]", "[-300]"]),
-            (json!({"minimum": 0.25, "exclusiveMaximum": 0.5}), vec!["[0.25]", "[0.3]", "[0.4999]"], vec!["[0.5]", "[0.2]", "[0.24999]", "[0]"]),
-        ];
-        for (bounds, good, bad) in cases {
-            let s = schema(bounds.clone());
-            for g in good {
-                assert!(complete(&s, g), "{bounds} admits {g}");
-            }
-            for b in bad {
-                assert!(!complete(&s, b), "{bounds} refuses {b}");
-                assert!(complete(&free, b), "the control: {b}");
-            }
-        }
+        let schema = |bounds: Value| bounded("number", bounds);
+        admits_within(
+            "number",
+            &[
+                (
+                    json!({"minimum": 0, "maximum": 1}),
+                    vec!["[0]", "[1]", "[0.5]", "[1.0]", "[0.999]", "[-0]", "[1.000]"],
+                    vec!["[1.5]", "[-0.1]", "[2]", "[10]", "[1.01]", "[1e-3]"],
+                ),
+                (json!({"exclusiveMinimum": -273.15}), vec!["[-273.1]", "[-273.149]", "[20.5]", "[0]"], vec!["[-273.15]", "[-273.16]", "[-300]"]),
+                (json!({"minimum": 0.25, "exclusiveMaximum": 0.5}), vec!["[0.25]", "[0.3]", "[0.4999]"], vec!["[0.5]", "[0.2]", "[0.24999]", "[0]"]),
+            ],
+        );
         // 0..1: after `0.` any digit; after `1` only `.0…` or the end; `-` only toward -0.
         let s = schema(json!({"minimum": 0, "maximum": 1}));
         let mut p = SchemaPrefix::default();
