@@ -226,12 +226,17 @@ impl Checkpoint {
         }
     }
 
+    /// The checkpoint's bytes: its file, or a split or sharded checkpoint's files one after another.
+    pub fn data(&self) -> &bytes::CheckpointBytes {
+        match &self.format {
+            Format::Gguf(g) => &g.data,
+            Format::Safetensors(s) => &s.data,
+        }
+    }
+
     /// Bytes in the checkpoint's files together.
     pub fn len(&self) -> u64 {
-        match &self.format {
-            Format::Gguf(g) => g.data.len(),
-            Format::Safetensors(s) => s.data.len(),
-        }
+        self.data().len()
     }
 
     pub fn is_empty(&self) -> bool {
@@ -240,10 +245,7 @@ impl Checkpoint {
 
     /// `len` bytes at `offset` (a tensor's, from its `TensorInfo`), mapped.
     pub fn range(&self, offset: u64, len: u64) -> Option<&[u8]> {
-        match &self.format {
-            Format::Gguf(g) => g.data.range(offset, len),
-            Format::Safetensors(s) => s.data.range(offset, len),
-        }
+        self.data().range(offset, len)
     }
 
     pub fn path(&self) -> &str {
@@ -273,10 +275,7 @@ impl Checkpoint {
 
     /// xxh3-64 of the checkpoint's files one after another, reporting progress in bytes.
     pub fn checksum(&self, progress: impl FnMut(u64)) -> String {
-        match &self.format {
-            Format::Gguf(g) => checksum_bytes(g.data.files(), progress),
-            Format::Safetensors(s) => checksum_bytes(s.data.files(), progress),
-        }
+        checksum_bytes(self.data().files(), progress)
     }
 }
 

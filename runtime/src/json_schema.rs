@@ -163,15 +163,15 @@ impl Compiler<'_> {
         &self.nodes[n as usize]
     }
 
-    /// The key of a property every one of `alts` (objects) requires, whose
-    /// literal values no two alternatives share: no value is two of them.
-    fn discriminator(&self, alts: &[u16]) -> Option<Box<[u8]>> {
+    /// Whether every one of `alts` (objects) requires a property, the same
+    /// one, whose literal values no two alternatives share: no value is two of them.
+    fn has_discriminator(&self, alts: &[u16]) -> bool {
         let objects: Vec<&Node> = alts.iter().map(|&a| self.resolved(a)).collect();
-        let Node::Object { props, .. } = objects.first()? else { return None };
+        let Some(Node::Object { props, .. }) = objects.first() else { return false };
         'key: for (key, _) in props {
             let mut seen: Vec<&[u8]> = vec![];
             for object in &objects {
-                let Node::Object { props, required } = object else { return None };
+                let Node::Object { props, required } = object else { return false };
                 let Some(i) = props.iter().position(|(k, _)| k == key) else { continue 'key };
                 let Node::Literals(texts) = self.resolved(props[i].1) else { continue 'key };
                 // Strings: their JSON texts are equal exactly where the values are (`1` and `1.0` are one number).
@@ -181,9 +181,9 @@ impl Compiler<'_> {
                 }
                 seen.extend(texts.iter().map(|t| &t[..]));
             }
-            return Some(key.clone());
+            return true;
         }
-        None
+        false
     }
 }
 
@@ -303,7 +303,7 @@ impl Compiler<'_> {
             let schemas = schemas.iter().enumerate().map(|(i, v)| (v.clone(), format!("{path}.oneOf[{i}]"))).collect();
             let node = alternatives(self, schemas, "oneOf")?;
             let Node::AnyOf(alts) = &node else { unreachable!("alternatives are an anyOf") };
-            if self.discriminator(alts).is_none() {
+            if !self.has_discriminator(alts) {
                 return Err(err(
                     "oneOf",
                     "alternatives that may overlap are not implemented: each must be an object with a required property (the same one) \
@@ -678,8 +678,8 @@ impl Thread {
                 if let Some(next) = stage.next(b, integer) {
                     let mut num = Mode::Num { stage: next, integer, node, magnitude, negative, int_digits, frac_digits };
                     if let Some(bounds) = bounds {
-                        match bounded_step(num, b, integer) {
-                            Some(stepped) if can_end_in(stepped, integer, bounds) => num = stepped,
+                        match bounded_step(num, b) {
+                            Some(stepped) if can_end_in(stepped, bounds) => num = stepped,
                             _ => return false,
                         }
                     }
@@ -800,8 +800,8 @@ impl Thread {
                 let start = Mode::Num { stage, integer, node, magnitude: 0, negative: b == b'-', int_digits: 0, frac_digits: 0 };
                 match s.bounds(node) {
                     None => start,
-                    Some(bounds) => match bounded_step(start, b, integer) {
-                        Some(num) if can_end_in(num, integer, bounds) => num,
+                    Some(bounds) => match bounded_step(start, b) {
+                        Some(num) if can_end_in(num, bounds) => num,
                         _ => return false,
                     },
                 }
@@ -846,7 +846,7 @@ fn bounds(o: &serde_json::Map<String, Value>, integer: bool) -> Result<Option<Bo
     if keys.iter().all(|k| !o.contains_key(*k)) {
         return Ok(None);
     }
-    let limit = 10i128.pow(MAX_BOUNDED_DIGITS as u32) * if integer { 1 } else { NUMBER_UNIT };
+    let limit = 10i128.pow(MAX_BOUNDED_DIGITS as u32) * unit(integer);
     let (mut min, mut max) = (-limit + 1, limit - 1);
     for k in keys {
         let Some(v) = o.get(k) else { continue };
@@ -898,12 +898,21 @@ fn scaled_decimal(text: &str) -> Option<i128> {
     (value < 10i128.pow(36)).then_some(if negative { -value } else { value })
 }
 
+/// A bounded value's unit: 1 for an integer, `NUMBER_UNIT` (10^-18 in 1) for a number.
+fn unit(integer: bool) -> i128 {
+    if integer {
+        1
+    } else {
+        NUMBER_UNIT
+    }
+}
+
 /// A bounded number after byte `b` (already taken by its stage): its
 /// magnitude and digits counted, or `None` where it may not go on (an
 /// exponent, or past 18 digits either side of the point).
-fn bounded_step(num: Mode, b: u8, integer: bool) -> Option<Mode> {
-    let Mode::Num { stage, integer: i, node, magnitude, negative, int_digits, frac_digits } = num else { unreachable!("a number") };
-    let unit = if integer { 1 } else { NUMBER_UNIT };
+fn bounded_step(num: Mode, b: u8) -> Option<Mode> {
+    let Mode::Num { stage, integer, node, magnitude, negative, int_digits, frac_digits } = num else { unreachable!("a number") };
+    let unit = unit(integer);
     let d = match b {
         b'0'..=b'9' => (b - b'0') as i128,
         b'-' | b'.' => return Some(num),
@@ -915,13 +924,13 @@ fn bounded_step(num: Mode, b: u8, integer: bool) -> Option<Mode> {
                 return None;
             }
             let place = unit / 10i128.pow(frac_digits as u32 + 1);
-            Mode::Num { stage, integer: i, node, magnitude: magnitude + d * place, negative, int_digits, frac_digits: frac_digits + 1 }
+            Mode::Num { stage, integer, node, magnitude: magnitude + d * place, negative, int_digits, frac_digits: frac_digits + 1 }
         }
         _ => {
             if int_digits >= MAX_BOUNDED_DIGITS {
                 return None;
             }
-            Mode::Num { stage, integer: i, node, magnitude: magnitude * 10 + d * unit, negative, int_digits: int_digits + 1, frac_digits }
+            Mode::Num { stage, integer, node, magnitude: magnitude * 10 + d * unit, negative, int_digits: int_digits + 1, frac_digits }
         }
     })
 }
@@ -932,9 +941,9 @@ fn bounded_step(num: Mode, b: u8, integer: bool) -> Option<Mode> {
 /// (p+1)·10^j)` for each count `j` of digits still to come (any fraction
 /// beneath them); after the point, `[p, p+1)`; in the fraction, the
 /// values its further digits reach — negated after a `-`.
-fn can_end_in(num: Mode, integer: bool, bounds: Bounds) -> bool {
-    let Mode::Num { stage, magnitude, negative, int_digits, frac_digits, .. } = num else { unreachable!("a number") };
-    let unit = if integer { 1 } else { NUMBER_UNIT };
+fn can_end_in(num: Mode, bounds: Bounds) -> bool {
+    let Mode::Num { stage, integer, magnitude, negative, int_digits, frac_digits, .. } = num else { unreachable!("a number") };
+    let unit = unit(integer);
     // Whether some value of magnitude in [lo, hi) is in bounds.
     let meets = |lo: i128, hi: i128| {
         let (low, high) = if negative { (-(hi - 1), -lo) } else { (lo, hi - 1) };
@@ -943,7 +952,8 @@ fn can_end_in(num: Mode, integer: bool, bounds: Bounds) -> bool {
     let whole = 10i128.pow(MAX_BOUNDED_DIGITS as u32) * unit;
     match stage {
         NumStage::Minus => meets(0, whole),
-        NumStage::Zero => meets(0, if integer { 1 } else { unit }),
+        // `0`, and a number's `0.…` (an integer's unit is 1: `0` alone).
+        NumStage::Zero => meets(0, unit),
         NumStage::Int => (0..=(MAX_BOUNDED_DIGITS - int_digits) as u32).any(|j| {
             let scale = 10i128.pow(j);
             meets(magnitude * scale, (magnitude + unit) * scale)
