@@ -708,6 +708,110 @@ def mistral3_multimodal():
     print("mistral3_multimodal written:", d, len(hub), "tensors", sum(k.startswith(("vision_tower.", "multi_modal_projector.")) for k in hub), "vision")
 
 
+def qwen_vl_text_config(text, sections, interleaved=None):
+    """`text`'s config as a Qwen-VL `text_config`: M-RoPE's sections (and
+    Qwen3-VL's interleaving) in its rope parameters."""
+    drop = ("model_type", "architectures", "transformers_version", "dtype", "torch_dtype", "_name_or_path", "id2label", "label2id",
+            "chunk_size_feed_forward", "is_encoder_decoder", "output_attentions", "output_hidden_states", "problem_type", "return_dict")
+    t = {k: v for k, v in text.config.to_dict().items() if k not in drop}
+    t["rope_parameters"] = dict(t["rope_parameters"], mrope_section=sections)
+    if interleaved is not None:
+        t["rope_parameters"]["mrope_interleaved"] = interleaved
+    return t
+
+
+def qwen_vl(name, text_family, text_class, config_class, model_class, vision, sections, renames, seed, interleaved=None, flat=False):
+    """A Qwen-VL checkpoint shape: the `text_family` fixture's weights as its
+    language model (M-RoPE sections summing to half its head size) beside a
+    tiny vision tower and merger, saved under the `renames` tensor names
+    into tests/fixtures/{name}/; with `flat`, its config as the Hub's
+    Qwen2/2.5-VL configs are written (the text model's keys at the top
+    level, `rope_scaling: {type: mrope, mrope_section}`, `rope_theta`).
+    On text alone every M-RoPE position is the token's index (t = h = w),
+    so transformers' logits through the VL class are the text model's to
+    the bit (asserted on the saved files read back), and the tests use the
+    text fixture's reference.json."""
+    text = text_class.from_pretrained(OUT / text_family, dtype=torch.float32, attn_implementation="eager").eval()
+    config = config_class(text_config=qwen_vl_text_config(text, sections, interleaved), vision_config=vision,
+                          tie_word_embeddings=text.config.tie_word_embeddings, torch_dtype="float32", attn_implementation="eager")
+    torch.manual_seed(0)
+    model = model_class(config).eval()
+    randomize(model, seed)
+    model.model.language_model.load_state_dict(text.model.state_dict())
+    model.lm_head.load_state_dict(text.lm_head.state_dict())
+    d = OUT.parent / name
+    d.mkdir(parents=True, exist_ok=True)
+    c = json.loads(config.to_json_string())
+    if flat:
+        t = c.pop("text_config")
+        rope = t.pop("rope_parameters")
+        t = {k: v for k, v in t.items() if k != "model_type"}
+        c = {**t, **c, "rope_theta": rope["rope_theta"], "rope_scaling": {"type": "mrope", "mrope_section": rope["mrope_section"]}}
+    (d / "config.json").write_text(json.dumps(c, indent=2, sort_keys=True) + "\n")
+    hub = {}
+    for k, v in model.state_dict().items():
+        for new, old in renames:
+            if k.startswith(new):
+                k = old + k[len(new):]
+                break
+        hub[k] = v.contiguous()
+    save_file(hub, d / "model.safetensors", metadata={"format": "pt"})
+    back = model_class.from_pretrained(d, dtype=torch.float32, attn_implementation="eager").eval()
+    for p in PROMPTS:
+        assert torch.equal(all_logits(back, p), all_logits(text, p)), f"{name}: the VL checkpoint's text logits differ from the text model's"
+    # The control: M-RoPE with a text token's height and width positions 0
+    # (only time advancing), a plausible misreading of its text positions.
+    n = len(PROMPTS[0])
+    t = torch.arange(n)
+    positions = torch.stack([t, torch.zeros_like(t), torch.zeros_like(t)])[:, None, :]
+    with torch.no_grad():
+        hw_at_zero = back(torch.tensor([PROMPTS[0]]), position_ids=positions).logits[0].float()
+    far = (hw_at_zero - all_logits(text, PROMPTS[0])).abs().max().item()
+    assert far > 1e-2, f"{name}: the control is {far} from the reference"
+    controls = {"made_by": f"tools/make_family_fixtures.py {name}, transformers {transformers.__version__}, torch {torch.__version__}, f32",
+                "prompt": PROMPTS[0], "hw_positions_at_zero": rows(hw_at_zero)}
+    (d / "controls.json").write_text(json.dumps(controls))
+    vision_tensors = sum(1 for k in hub if "visual." in k)
+    print(name, "written:", d, len(hub), "tensors,", vision_tensors, "vision; control", far, "away")
+
+
+def qwen2_vl_multimodal():
+    """Qwen2-VL's checkpoint shape as transformers 5 saves it
+    (`text_config` of model_type qwen2_vl_text; `model.language_model.*`,
+    `model.visual.*`): the qwen2 fixture's language model, M-RoPE sections
+    [2, 3, 3] (Qwen2-VL-7B's 16, 24, 24 of 64 pairs, scaled to 8)."""
+    from transformers import Qwen2ForCausalLM, Qwen2VLConfig, Qwen2VLForConditionalGeneration
+
+    vision = dict(depth=1, embed_dim=32, hidden_size=64, mlp_ratio=2, num_heads=2, patch_size=14, spatial_merge_size=2)
+    qwen_vl("qwen2_vl_multimodal", "qwen2", Qwen2ForCausalLM, Qwen2VLConfig, Qwen2VLForConditionalGeneration, vision, [2, 3, 3], [], 63)
+
+
+def qwen2_5_vl_multimodal():
+    """Qwen2.5-VL's checkpoint as the Hub has it (Qwen/Qwen2.5-VL-7B-Instruct:
+    the flat config, `model.*`, `visual.*`, `lm_head.weight`): the qwen2
+    fixture's language model, M-RoPE sections [2, 3, 3]."""
+    from transformers import Qwen2_5_VLConfig, Qwen2_5_VLForConditionalGeneration, Qwen2ForCausalLM
+
+    vision = dict(depth=1, hidden_size=32, intermediate_size=64, num_heads=2, out_hidden_size=64, fullatt_block_indexes=[0])
+    renames = [("model.language_model.", "model."), ("model.visual.", "visual.")]
+    qwen_vl("qwen2_5_vl_multimodal", "qwen2", Qwen2ForCausalLM, Qwen2_5_VLConfig, Qwen2_5_VLForConditionalGeneration, vision, [2, 3, 3],
+            renames, 64, flat=True)
+
+
+def qwen3_vl_multimodal():
+    """Qwen3-VL's checkpoint as the Hub has it (Qwen/Qwen3-VL-8B-Instruct:
+    `text_config` of model_type qwen3_vl_text with interleaved M-RoPE,
+    `model.language_model.*`, `model.visual.*` with a DeepStack merger,
+    `lm_head.weight`): the qwen3 fixture's language model, sections
+    [3, 3, 2] (24, 20, 20 of 64 pairs, scaled to 8)."""
+    from transformers import Qwen3ForCausalLM, Qwen3VLConfig, Qwen3VLForConditionalGeneration
+
+    vision = dict(depth=1, hidden_size=32, intermediate_size=64, num_heads=2, out_hidden_size=64, deepstack_visual_indexes=[0],
+                  num_position_embeddings=16, patch_size=16, spatial_merge_size=2)
+    qwen_vl("qwen3_vl_multimodal", "qwen3", Qwen3ForCausalLM, Qwen3VLConfig, Qwen3VLForConditionalGeneration, vision, [3, 3, 2], [], 65,
+            interleaved=True)
+
+
 def qwen2_moe():
     # Qwen1.5-MoE's shape: Qwen2's biased attention, every layer routed
     # (4 experts, 2 a token, not renormalized: `norm_topk_prob` false, as

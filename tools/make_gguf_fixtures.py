@@ -410,6 +410,42 @@ def llama3_split():
     print("llama3_split ->", [p.name for p in shards])
 
 
+def qwen_vl(name, text_family, arch, sections, deepstack=None):
+    """A Qwen-VL GGUF's text model as llama.cpp's converter writes it
+    (`Qwen2VLModel`, `Qwen3VLTextModel`: the text family's keys and tensors
+    under arch `qwen2vl` / `qwen3vl`, `rope.dimension_sections` padded to
+    four with 0, Qwen3-VL's `n_deepstack_layers`; the vision parts go to a
+    separate mmproj file): the `text_family` fixture's model.gguf so
+    renamed, into tests/fixtures/{name}/model.gguf. Its tensors are the text
+    fixture's bytes (asserted), so the tests use its reference.json."""
+    src = gguf.GGUFReader(ROOT / text_family / "model.gguf")
+    old = bytes(src.fields["general.architecture"].parts[-1]).decode()
+    path = ROOT.parent / name / "model.gguf"
+    w = gguf.GGUFWriter(path, arch)
+    for key, field in src.fields.items():
+        if key.startswith("GGUF.") or key == "general.architecture":
+            continue
+        if key.startswith(old + "."):
+            key = arch + key[len(old):]
+        vtype = field.types[0]
+        if vtype == gguf.GGUFValueType.ARRAY:
+            w.add_key_value(key, field.contents(), vtype, sub_type=field.types[-1])
+        else:
+            w.add_key_value(key, field.contents(), vtype)
+    w.add_rope_dimension_sections(sections + [0] * (4 - len(sections)))
+    if deepstack is not None:
+        w.add_num_deepstack_layers(deepstack)
+    for t in src.tensors:
+        w.add_tensor(t.name, np.array(t.data), raw_dtype=t.tensor_type)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    back = gguf.GGUFReader(path)
+    assert {t.name: bytes(t.data.tobytes()) for t in back.tensors} == {t.name: bytes(t.data.tobytes()) for t in src.tensors}
+    print(name, "->", path, "arch", arch)
+
+
 if __name__ == "__main__":
     import sys
 
@@ -420,5 +456,9 @@ if __name__ == "__main__":
             gpt_oss(family)
         elif family == "llama3_split":
             llama3_split()
+        elif family == "qwen2_vl":
+            qwen_vl("qwen2_5_vl_multimodal", "qwen2", "qwen2vl", [2, 3, 3])
+        elif family == "qwen3_vl":
+            qwen_vl("qwen3_vl_multimodal", "qwen3", "qwen3vl", [3, 3, 2], deepstack=1)
         else:
             convert(family)

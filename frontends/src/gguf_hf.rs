@@ -42,11 +42,18 @@ pub const NORMS_INCLUDE_ONE: &str = "graphc_gguf_norms_include_one";
 
 /// `gguf` (of an architecture the registry reads through HF names) as an HF checkpoint.
 pub fn hf_view(gguf: GgufFile) -> Result<SafetensorsFile, Diagnostic> {
-    let arch = gguf.str("general.architecture")?.to_string();
+    let file_arch = gguf.str("general.architecture")?.to_string();
+    // A Qwen-VL text model's keys are under its own architecture; it is read as its text family.
+    let arch = crate::multimodal::gguf_text_arch(&file_arch).unwrap_or(&file_arch).to_string();
     let Some(model_type) = crate::families::registry::by_gguf_arch(&arch).and_then(|f| f.model_type) else {
         return Err(Diagnostic::new(&gguf.path, format!("architecture `{arch}` is not read through the HF view")));
     };
-    let config = config(&gguf, &arch, model_type)?;
+    let mut config = config(&gguf, &file_arch, &arch, model_type)?;
+    if file_arch != arch {
+        let rotary = gguf.uint_or(&format!("{file_arch}.rope.dimension_count"), config["head_dim"].as_u64().unwrap_or(0))?;
+        let fact = crate::multimodal::gguf_mrope_fact(&gguf, &file_arch, rotary)?;
+        config[crate::multimodal::MROPE_READ_AS_ROPE] = json!(fact);
+    }
     let (tensors, file_names) = rename(&gguf, &arch)?;
     Ok(SafetensorsFile {
         path: gguf.path.clone(),
@@ -58,8 +65,10 @@ pub fn hf_view(gguf: GgufFile) -> Result<SafetensorsFile, Diagnostic> {
     })
 }
 
-fn config(g: &GgufFile, arch: &str, model_type: &str) -> Result<Value, Diagnostic> {
-    let k = |s: &str| format!("{arch}.{s}");
+/// The config of a GGUF whose keys are under `key_arch` (its own
+/// architecture), read as the family of `arch`.
+fn config(g: &GgufFile, key_arch: &str, arch: &str, model_type: &str) -> Result<Value, Diagnostic> {
+    let k = |s: &str| format!("{key_arch}.{s}");
     let d = g.uint(&k("embedding_length"))?;
     let n_heads = g.uint(&k("attention.head_count"))?;
     if n_heads == 0 {
@@ -198,11 +207,11 @@ fn config(g: &GgufFile, arch: &str, model_type: &str) -> Result<Value, Diagnosti
             // No GGUF key holds these: llama.cpp hard-codes gpt-oss's values.
             c.insert("swiglu_alpha".into(), json!(1.702));
             c.insert("swiglu_limit".into(), json!(7.0));
-            match scaling_type(g, arch)? {
+            match scaling_type(g, key_arch)? {
                 // gpt-oss's YaRN is not truncated (transformers' config and
                 // OpenAI's reference; llama.cpp floors/ceils the range).
                 Some("yarn") => {
-                    let mut scaling = yarn_scaling(g, arch)?;
+                    let mut scaling = yarn_scaling(g, key_arch)?;
                     if let graphc_ir::RopeScaling::Yarn { truncate, .. } = &mut scaling {
                         *truncate = false;
                     }
@@ -221,7 +230,7 @@ fn config(g: &GgufFile, arch: &str, model_type: &str) -> Result<Value, Diagnosti
         _ => {}
     }
     if matches!(arch, "qwen2" | "qwen3" | "qwen3moe") {
-        if let Some(scaling) = rope_scaling(g, arch)? {
+        if let Some(scaling) = rope_scaling(g, key_arch)? {
             c.insert("rope_scaling".into(), scaling);
         }
     }

@@ -96,9 +96,10 @@ pub struct Checkpoint {
     pub family: String,
 }
 
-/// Every GGUF architecture graphc reads (`families::registry`).
+/// Every GGUF architecture graphc reads (`families::registry`; the
+/// Qwen-VL text models, `multimodal`).
 pub fn gguf_architectures() -> Vec<&'static str> {
-    registry::gguf_architectures()
+    registry::gguf_architectures().into_iter().chain(multimodal::gguf_architectures()).collect()
 }
 
 impl Checkpoint {
@@ -122,7 +123,8 @@ impl Checkpoint {
                 .note(format!("graphc lowers the GGUF architectures {}", gguf_architectures().join(", "))));
         }
         rules::check_gguf_keys(&gguf, &arch)?;
-        if let Some(model_type) = registry::by_gguf_arch(&arch).and_then(|f| f.model_type) {
+        let family_arch = multimodal::gguf_text_arch(&arch).unwrap_or(&arch);
+        if let Some(model_type) = registry::by_gguf_arch(family_arch).and_then(|f| f.model_type) {
             // A family lowered from HF names: the GGUF seen through them.
             let tokenizer = match gguf.get("tokenizer.ggml.model") {
                 Some(_) => Some(Tokenizer::from_gguf(&gguf)?),
@@ -157,12 +159,15 @@ impl Checkpoint {
         // The folder's own tokenizer, where it carries one.
         let dir = Path::new(&st.config_path).parent().unwrap_or(Path::new(".")).to_path_buf();
         if let Some(text_type) = multimodal::text_model_type(&model_type) {
-            st = multimodal::language_model_view(st, text_type)?;
+            st = multimodal::language_model_view(st, &model_type)?;
             model_type = text_type.to_string();
         }
         if registry::by_model_type(&model_type).is_none() {
-            return Err(Diagnostic::new(&st.config_path, format!("model_type `{model_type}` is not supported"))
-                .note(format!("graphc lowers from safetensors the model types {}", registry::model_types().join(", "))));
+            return Err(Diagnostic::new(&st.config_path, format!("model_type `{model_type}` is not supported")).note(format!(
+                "graphc lowers from safetensors the model types {}; and, as their language model, {}",
+                registry::model_types().join(", "),
+                multimodal::model_types().collect::<Vec<_>>().join(", ")
+            )));
         }
         let tokenizer = hf_json::from_dir(&dir)?;
         Ok(Checkpoint { format: Format::Safetensors(st), tokenizer, family: model_type })
@@ -192,7 +197,7 @@ impl Checkpoint {
         };
         rules::check_tensors_used(self.source(), &lowered, &self.family)?;
         if let Format::Safetensors(st) = &self.format {
-            lowered.meta.facts.extend(multimodal::vision_fact(&st.config));
+            lowered.meta.facts.extend(multimodal::facts(&st.config));
         }
         if let Some(t) = &self.tokenizer {
             lowered.meta.bos_id = t.bos_id;

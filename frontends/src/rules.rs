@@ -31,6 +31,9 @@ const GGUF_READS: &[(&str, &[&str])] = &[
     ("qwen2", YARN_KEYS),
     ("qwen2moe", &["expert_count", "expert_used_count", "expert_feed_forward_length", "expert_shared_feed_forward_length"]),
     ("qwen3", YARN_KEYS),
+    // The Qwen-VL text models: their family's keys, the M-RoPE sections, DeepStack's count (`multimodal`).
+    ("qwen2vl", QWEN_VL_KEYS.split_last().unwrap().1),
+    ("qwen3vl", &QWEN_VL_KEYS),
     (
         "qwen3moe",
         &[
@@ -89,6 +92,17 @@ const YARN_KEYS: &[&str] = &[
     "rope.scaling.original_context_length",
     "rope.scaling.yarn_beta_fast",
     "rope.scaling.yarn_beta_slow",
+];
+
+/// The Qwen-VL text models' (qwen3vl's DeepStack count last).
+const QWEN_VL_KEYS: [&str; 7] = [
+    "rope.scaling.type",
+    "rope.scaling.factor",
+    "rope.scaling.original_context_length",
+    "rope.scaling.yarn_beta_fast",
+    "rope.scaling.yarn_beta_slow",
+    "rope.dimension_sections",
+    "n_deepstack_layers",
 ];
 
 /// llama's: YaRN's, Mistral's sliding window, Mixtral's experts.

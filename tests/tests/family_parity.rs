@@ -734,7 +734,8 @@ fn granite_matches_transformers_from_safetensors_and_gguf() {
 /// within the bound of the text fixture's reference on both executors, the
 /// text fixture's own logit bits and greedy tokens; the `vision` tensors
 /// left out and said so in the plan, none in its manifest. Refused by
-/// name: the config without `text_config`, and a tensor of neither part.
+/// name: the config without `text_config` (where it has one), and a tensor
+/// of neither part.
 fn check_multimodal(name: &str, text_family: &str, vision: usize) {
     let (text_dir, r) = fixture(text_family);
     let dir = graphc_tests::repo_root().join("tests/fixtures").join(name);
@@ -775,8 +776,12 @@ fn check_multimodal(name: &str, text_family: &str, vision: usize) {
         std::fs::write(tmp.join("config.json"), config.to_string()).unwrap();
         tmp
     };
-    let e = Model::compile(&copy("no-text", &|c| drop(c.remove("text_config"))), &CompileOptions::default(), None).err().unwrap();
-    assert!(e.to_string().contains("without a `text_config`"), "{name}: {e}");
+    let nested = serde_json::from_str::<Value>(&std::fs::read_to_string(dir.join("config.json")).unwrap()).unwrap().get("text_config").is_some();
+    if nested {
+        let e = Model::compile(&copy("no-text", &|c| drop(c.remove("text_config"))), &CompileOptions::default(), None).err().unwrap();
+        // Qwen2/2.5-VL may keep the text model at the top level: there, its missing M-RoPE is named.
+        assert!(e.to_string().contains("without a `text_config`") || e.to_string().contains("mrope_section"), "{name}: {e}");
+    }
     // The control: the unedited copy compiles.
     assert!(Model::compile(&copy("control", &|_| {}), &CompileOptions::default(), None).is_ok());
     // A tensor of neither part is kept under its own name, and refused as unread.
@@ -806,6 +811,93 @@ fn gemma3_multimodal_checkpoint_runs_its_language_model() {
 #[test]
 fn mistral3_multimodal_checkpoint_runs_its_language_model() {
     check_multimodal("mistral3_multimodal", "mistral", 15);
+}
+
+/// A Qwen-VL checkpoint (`tools/make_family_fixtures.py {name}`) read as
+/// its language model, as `check_multimodal` checks it, its M-RoPE read as
+/// RoPE (on text alone every section's position is the token's index) and
+/// recorded in the plan. The control, from transformers: the same model
+/// with a text token's height and width positions 0 (`controls.json`), ≥
+/// 100× the bound away. Sections that do not cover the head's pairs, or
+/// none, are refused naming `mrope_section`. Its GGUF where it has one
+/// (`make_gguf_fixtures.py`: llama.cpp's `qwen2vl` / `qwen3vl` text model)
+/// gives the same logit bits, and a fourth, non-zero section or sections
+/// that do not cover the head are refused naming the key.
+fn check_qwen_vl(name: &str, text_family: &str, vision: usize) {
+    check_multimodal(name, text_family, vision);
+    let (text_dir, r) = fixture(text_family);
+    let dir = graphc_tests::repo_root().join("tests/fixtures").join(name);
+    let model = Model::compile(&dir, &CompileOptions::default(), None).unwrap();
+    assert!(model.plan().model.facts["mrope"].as_str().starts_with("sections ["), "{name}: {:?}", model.plan().model.facts);
+    let controls: Value = serde_json::from_str(&std::fs::read_to_string(dir.join("controls.json")).unwrap()).unwrap();
+    assert_eq!(controls["prompt"], r["prompts"][0]);
+    let reference: Vec<Vec<f32>> = r["logits"][0].as_array().unwrap().iter().map(floats).collect();
+    let control: Vec<Vec<f32>> = controls["hw_positions_at_zero"].as_array().unwrap().iter().map(floats).collect();
+    let far = reference.iter().zip(&control).map(|(a, b)| max_diff(a, b)).fold(0.0, f32::max);
+    assert!(far >= 100.0 * TOL, "{name}: the control is only {far} away");
+
+    let config: Value = serde_json::from_str(&std::fs::read_to_string(dir.join("config.json")).unwrap()).unwrap();
+    let rope_path: Vec<&str> = match config.get("text_config") {
+        Some(t) if t.get("rope_parameters").is_some() => vec!["text_config", "rope_parameters"],
+        Some(_) => vec!["text_config", "rope_scaling"],
+        None => vec!["rope_scaling"],
+    };
+    for (tag, sections) in [("short", Some(serde_json::json!([2, 3, 2]))), ("none", None)] {
+        let tmp = graphc_tests::temp_dir(&format!("{name}-mrope-{tag}"));
+        std::fs::copy(dir.join("model.safetensors"), tmp.join("model.safetensors")).unwrap();
+        let mut c = config.clone();
+        let rope = rope_path.iter().fold(&mut c, |v, k| &mut v[*k]).as_object_mut().unwrap();
+        match &sections {
+            Some(s) => drop(rope.insert("mrope_section".into(), s.clone())),
+            None => drop(rope.remove("mrope_section")),
+        }
+        std::fs::write(tmp.join("config.json"), c.to_string()).unwrap();
+        let e = Model::compile(&tmp, &CompileOptions::default(), None).err().unwrap().to_string();
+        assert!(e.contains("mrope_section"), "{name} {tag}: {e}");
+    }
+
+    let gguf = dir.join("model.gguf");
+    if !gguf.exists() {
+        return;
+    }
+    let text_gguf = Model::compile(&text_dir.join("model.gguf"), &CompileOptions::default(), None).unwrap();
+    let vl_gguf = Model::compile(&gguf, &CompileOptions::default(), None).unwrap_or_else(|e| panic!("{name} GGUF: {e}"));
+    assert!(vl_gguf.plan().model.facts["mrope"].as_str().starts_with("sections ["), "{name} GGUF");
+    let bits = gguf_matches_reference(&vl_gguf, &r, &format!("{name} GGUF"));
+    assert_eq!(bits, gguf_matches_reference(&text_gguf, &r, &format!("{text_family} GGUF")), "{name}: the text GGUF's bits");
+    let arch = graphc_frontends::gguf::GgufFile::open(&gguf).unwrap().str("general.architecture").unwrap().to_string();
+    let key = format!("{arch}.rope.dimension_sections");
+    for (tag, sections) in [("fourth", vec![2, 3, 2, 1]), ("short", vec![2, 3, 2, 0]), ("control", vec![3, 2, 3, 0])] {
+        let tmp = graphc_tests::temp_dir(&format!("{name}-gguf-{tag}"));
+        let path = graphc_tests::gguf_with_keys(&gguf, &tmp.join("model.gguf"), &[(&key, graphc_tests::Meta::I32Array(sections))]);
+        match Model::compile(&path, &CompileOptions::default(), None) {
+            Ok(_) => assert_eq!(tag, "control", "{name}: {tag} sections compiled"),
+            Err(e) => assert!(tag != "control" && e.to_string().contains(&key), "{name} {tag}: {e}"),
+        }
+    }
+}
+
+/// Qwen2-VL as transformers 5 saves it (`text_config` of `qwen2_vl_text`,
+/// `model.language_model.*`, `model.visual.*`): the qwen2 fixture.
+#[test]
+fn qwen2_vl_checkpoint_runs_its_language_model() {
+    check_qwen_vl("qwen2_vl_multimodal", "qwen2", 19);
+}
+
+/// Qwen2.5-VL as the Hub has it (the text model's keys at the top level,
+/// `rope_scaling: {type: mrope}`, `model.*`, `visual.*`), and its GGUF
+/// text model (arch `qwen2vl`): the qwen2 fixture.
+#[test]
+fn qwen2_5_vl_checkpoint_runs_its_language_model() {
+    check_qwen_vl("qwen2_5_vl_multimodal", "qwen2", 18);
+}
+
+/// Qwen3-VL as the Hub has it (`text_config` of `qwen3_vl_text` with
+/// interleaved M-RoPE, a DeepStack merger in `model.visual.*`), and its
+/// GGUF text model (arch `qwen3vl`, `n_deepstack_layers`): the qwen3 fixture.
+#[test]
+fn qwen3_vl_checkpoint_runs_its_language_model() {
+    check_qwen_vl("qwen3_vl_multimodal", "qwen3", 27);
 }
 
 #[test]
