@@ -49,7 +49,7 @@ def randomize(model, seed):
 
 def all_logits(model, ids):
     with torch.no_grad():
-        return model(torch.tensor([ids])).logits[0].float()
+        return model(torch.tensor([ids])).logits[0].to(torch.float64)
 
 
 def ragged(model, prompts):
@@ -57,7 +57,7 @@ def ragged(model, prompts):
     ids = torch.tensor([p + [0] * (n - len(p)) for p in prompts])
     mask = torch.tensor([[1] * len(p) + [0] * (n - len(p)) for p in prompts])
     with torch.no_grad():
-        out = model(ids, attention_mask=mask).logits.float()
+        out = model(ids, attention_mask=mask).logits.to(torch.float64)
     return [out[i, len(p) - 1] for i, p in enumerate(prompts)]
 
 
@@ -93,16 +93,44 @@ def hub_layout(state):
     return out
 
 
-def write(family, model, config, controls, layout=hub_layout):
+def write(family, model, config, controls, layout=hub_layout, f64=False):
+    """With `f64`, the f32 weights are saved and the outputs computed in
+    float64 (`f64_everywhere`): where torch's f32 arithmetic is itself
+    about as far from exact as the test's bound (Qwen3.5's chunked delta
+    rule: 6.7e-5), the reference must be more exact than what it checks."""
     d = OUT / family
     d.mkdir(parents=True, exist_ok=True)
     config.to_json_file(d / "config.json")
-    state = layout({k: v.contiguous() for k, v in model.state_dict().items()})
+    state = layout({k: v.float().contiguous() for k, v in model.state_dict().items()})
     if config.tie_word_embeddings:
         state.pop("lm_head.weight", None)
     save_file(state, d / "model.safetensors")
+    if f64:
+        with f64_everywhere(model):
+            return write_reference(family, d, model, controls, "f64 (the f32 weights)")
+    return write_reference(family, d, model, controls, "f32")
+
+
+class f64_everywhere:
+    """`model` in float64 for the block, every op included: transformers'
+    delta rule casts its inputs with `.float()`, made to mean `.double()`."""
+
+    def __init__(self, model):
+        self.model = model
+
+    def __enter__(self):
+        self.saved = torch.Tensor.float
+        self.model.double()
+        torch.Tensor.float = lambda t, *a, **k: t.double()
+
+    def __exit__(self, *exc):
+        torch.Tensor.float = self.saved
+        self.model.float()
+
+
+def write_reference(family, d, model, controls, precision):
     ref = {
-        "made_by": f"tools/make_family_fixtures.py, transformers {transformers.__version__}, torch {torch.__version__}, f32",
+        "made_by": f"tools/make_family_fixtures.py, transformers {transformers.__version__}, torch {torch.__version__}, {precision}",
         "prompts": PROMPTS,
         "logits": [rows(all_logits(model, p)) for p in PROMPTS],
         "greedy": greedy(model, PROMPTS[0]),
@@ -1093,6 +1121,115 @@ def qwen3_next():
         "no_output_gate": patched(no_output_gate),
     }
     write("qwen3_next", model, config, controls)
+
+
+def qwen3_5_kwargs(moe):
+    """Qwen3.5's text model, shrunk: 4 layers, 3 Gated DeltaNet layers then
+    a gated full-attention one; 2 key heads serving 4 value heads (the
+    grouping llama.cpp's converter reorders); heads of 32 with a quarter
+    rotated (8 features: M-RoPE sections [2, 1, 1], interleaved, as the real
+    [11, 11, 10] of 32 pairs); dense MLPs, or with `moe` every layer's MLP 4
+    routed experts (2 a token) plus a gated shared expert."""
+    kwargs = dict(
+        vocab_size=256, hidden_size=64, intermediate_size=128, num_hidden_layers=4,
+        num_attention_heads=4, num_key_value_heads=2, head_dim=32, max_position_embeddings=512,
+        rms_norm_eps=1e-6, rope_parameters={"rope_type": "default", "rope_theta": 10000000.0, "partial_rotary_factor": 0.25,
+                                            "mrope_section": [2, 1, 1], "mrope_interleaved": True},
+        linear_conv_kernel_dim=4, linear_key_head_dim=16, linear_value_head_dim=16,
+        linear_num_key_heads=2, linear_num_value_heads=4,
+        layer_types=["linear_attention"] * 3 + ["full_attention"], full_attention_interval=4,
+        tie_word_embeddings=False, torch_dtype="float32", attn_implementation="eager",
+    )
+    if moe:
+        kwargs.update(moe_intermediate_size=32, shared_expert_intermediate_size=48, num_experts_per_tok=2, num_experts=4)
+        kwargs.pop("intermediate_size")
+    return kwargs
+
+
+def qwen3_5_randomize(model, seed):
+    """As qwen3_next's: zero-centered `1 + w` norms, the gated norm's plain
+    `w`, decays over a wide range (the router left as drawn: sharpened, as
+    qwen3_next's, it amplifies torch's own f32 error toward the bound)."""
+    randomize(model, seed)
+    g = torch.Generator().manual_seed(seed + 1)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if name.endswith("norm.weight") and "linear_attn" not in name:
+                p.copy_(0.2 * torch.randn(p.shape, generator=g))
+            elif name.endswith("A_log"):
+                p.copy_(torch.log(1.0 + 3.0 * torch.rand(p.shape, generator=g)))
+            elif name.endswith("dt_bias"):
+                p.copy_(0.5 * torch.randn(p.shape, generator=g))
+
+
+def qwen3_5_controls(model, mod):
+    """The likely mistakes: value heads read key heads tiled (h % n_k, the
+    order llama.cpp's GGUF stores them in) instead of grouped (h // r); the
+    gates b and a swapped; plain `w` norms where Qwen3.5 scales by `1 + w`."""
+    def tiled(fn):
+        def run(query, key, value, *args, **kw):
+            r = value.shape[2] // query.shape[2]
+            return fn(query.repeat(1, 1, r, 1), key.repeat(1, 1, r, 1), value, *args, **kw)
+        return run
+
+    saved = (mod.torch_chunk_gated_delta_rule, mod.torch_recurrent_gated_delta_rule)
+    mod.torch_chunk_gated_delta_rule, mod.torch_recurrent_gated_delta_rule = tiled(saved[0]), tiled(saved[1])
+    for l in model.model.layers:
+        if hasattr(l, "linear_attn"):
+            l.linear_attn.chunk_gated_delta_rule = mod.torch_chunk_gated_delta_rule
+            l.linear_attn.recurrent_gated_delta_rule = mod.torch_recurrent_gated_delta_rule
+    try:
+        v_tiled = rows(all_logits(model, PROMPTS[0]))
+    finally:
+        mod.torch_chunk_gated_delta_rule, mod.torch_recurrent_gated_delta_rule = saved
+        for l in model.model.layers:
+            if hasattr(l, "linear_attn"):
+                l.linear_attn.chunk_gated_delta_rule, l.linear_attn.recurrent_gated_delta_rule = saved
+    linear = [l.linear_attn for l in model.model.layers if hasattr(l, "linear_attn")]
+    with torch.no_grad():
+        for la in linear:
+            la.in_proj_a.weight, la.in_proj_b.weight = la.in_proj_b.weight, la.in_proj_a.weight
+        ba_swapped = rows(all_logits(model, PROMPTS[0]))
+        for la in linear:
+            la.in_proj_a.weight, la.in_proj_b.weight = la.in_proj_b.weight, la.in_proj_a.weight
+        norms = [p for n, p in model.named_parameters() if n.endswith("norm.weight") and "linear_attn" not in n]
+        for p in norms:
+            p.add_(1.0)
+        plain_w = rows(all_logits(model, PROMPTS[0]))
+        for p in norms:
+            p.sub_(1.0)
+    return {"v_heads_tiled": v_tiled, "b_a_swapped": ba_swapped, "norms_plain_w": plain_w}
+
+
+def qwen3_5():
+    """Qwen3.5's text model (`model_type: qwen3_5_text`, Qwen3_5ForCausalLM)."""
+    import transformers.models.qwen3_5.modeling_qwen3_5 as mod
+    from transformers import Qwen3_5ForCausalLM, Qwen3_5TextConfig
+
+    config = Qwen3_5TextConfig(**qwen3_5_kwargs(moe=False))
+    torch.manual_seed(0)
+    model = Qwen3_5ForCausalLM(config).eval()
+    qwen3_5_randomize(model, 71)
+    with f64_everywhere(model):
+        reference = rows(all_logits(model, PROMPTS[0]))
+        controls = far_enough(qwen3_5_controls(model, mod), reference, "qwen3_5")
+    write("qwen3_5", model, config, controls, f64=True)
+
+
+def qwen3_5_moe():
+    """Qwen3.5's MoE text model (`qwen3_5_moe_text`), experts in the Hub's per-expert layout."""
+    import transformers.models.qwen3_5_moe.modeling_qwen3_5_moe as mod
+    from transformers import Qwen3_5MoeForCausalLM, Qwen3_5MoeTextConfig
+
+    config = Qwen3_5MoeTextConfig(**qwen3_5_kwargs(moe=True))
+    config._experts_implementation = "eager"  # the grouped kernel takes no float64
+    torch.manual_seed(0)
+    model = Qwen3_5MoeForCausalLM(config).eval()
+    qwen3_5_randomize(model, 75)
+    with f64_everywhere(model):
+        reference = rows(all_logits(model, PROMPTS[0]))
+        controls = far_enough(qwen3_5_controls(model, mod), reference, "qwen3_5_moe")
+    write("qwen3_5_moe", model, config, controls, f64=True)
 
 
 def phimoe_hub_layout(state):

@@ -19,6 +19,7 @@ pub mod gguf;
 pub mod gguf_hf;
 pub mod harmony;
 pub mod hf_json;
+pub mod mtp;
 pub mod multimodal;
 pub mod pretokenize;
 pub mod pyjson;
@@ -161,6 +162,15 @@ impl Checkpoint {
         if let Some(text_type) = multimodal::text_model_type(&model_type) {
             st = multimodal::language_model_view(st, &model_type)?;
             model_type = text_type.to_string();
+        } else {
+            let (view, family) = multimodal::text_checkpoint_view(st, &model_type)?;
+            st = view;
+            if let Some(family) = family {
+                model_type = family.to_string();
+            }
+        }
+        if mtp::FAMILIES.contains(&model_type.as_str()) {
+            st = mtp::leave_out(st);
         }
         if registry::by_model_type(&model_type).is_none() {
             return Err(Diagnostic::new(&st.config_path, format!("model_type `{model_type}` is not supported")).note(format!(
@@ -198,6 +208,7 @@ impl Checkpoint {
         rules::check_tensors_used(self.source(), &lowered, &self.family)?;
         if let Format::Safetensors(st) = &self.format {
             lowered.meta.facts.extend(multimodal::facts(&st.config));
+            lowered.meta.facts.extend(mtp::fact(&st.config));
         }
         if let Some(t) = &self.tokenizer {
             lowered.meta.bos_id = t.bos_id;

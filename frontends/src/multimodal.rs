@@ -47,6 +47,8 @@ const LANGUAGE_MODELS: &[LanguageModel] = &[
     LanguageModel { model_type: "qwen2_vl", text_config_type: "qwen2_vl_text", family: "qwen2", flat_config: true, mrope: true },
     LanguageModel { model_type: "qwen2_5_vl", text_config_type: "qwen2_5_vl_text", family: "qwen2", flat_config: true, mrope: true },
     LanguageModel { model_type: "qwen3_vl", text_config_type: "qwen3_vl_text", family: "qwen3", flat_config: false, mrope: true },
+    LanguageModel { model_type: "qwen3_5", text_config_type: "qwen3_5_text", family: "qwen3_5_text", flat_config: false, mrope: true },
+    LanguageModel { model_type: "qwen3_5_moe", text_config_type: "qwen3_5_moe_text", family: "qwen3_5_moe_text", flat_config: false, mrope: true },
 ];
 
 /// The Qwen-VL GGUF architectures (llama.cpp's) and the architecture their text model is read as.
@@ -61,6 +63,18 @@ pub const MROPE_READ_AS_ROPE: &str = "graphc_mrope_sections_read_as_rope";
 /// The text `model_type` of multimodal `model_type`, where graphc reads its language model.
 pub fn text_model_type(model_type: &str) -> Option<&'static str> {
     LANGUAGE_MODELS.iter().find(|m| m.model_type == model_type).map(|m| m.family)
+}
+
+/// A text checkpoint of a multimodal model's language model (its
+/// `model_type` the `text_config` one, as `Qwen3_5ForCausalLM` saves):
+/// read as its family, its M-RoPE as RoPE. `None` for any other `model_type`.
+pub fn text_checkpoint_view(mut st: SafetensorsFile, model_type: &str) -> Result<(SafetensorsFile, Option<&'static str>), Diagnostic> {
+    let Some(lm) = LANGUAGE_MODELS.iter().find(|m| m.text_config_type == model_type && m.mrope) else { return Ok((st, None)) };
+    let Value::Object(config) = &mut st.config else { return Ok((st, None)) };
+    config.insert("model_type".into(), Value::from(lm.family));
+    let path = st.config_path.clone();
+    mrope_as_rope(config, &path)?;
+    Ok((st, Some(lm.family)))
 }
 
 /// The multimodal `model_type`s graphc reads as their language model.
@@ -128,7 +142,7 @@ pub fn language_model_view(st: SafetensorsFile, model_type: &str) -> Result<Safe
 
 /// Qwen-VL's `rope_scaling` / `rope_parameters` (`mrope_section`, Qwen3-VL's
 /// `mrope_interleaved`, the Hub's `type: mrope`) as plain RoPE, once the
-/// sections are seen to cover the head's pairs; the sections recorded.
+/// sections are seen to cover the rotated pairs; the sections recorded.
 fn mrope_as_rope(config: &mut Map<String, Value>, path: &str) -> Result<(), Diagnostic> {
     let err = |m: String| Diagnostic::new(path, m);
     let key = ["rope_scaling", "rope_parameters"].into_iter().find(|k| config.get(*k).is_some_and(|v| !v.is_null()));
@@ -142,6 +156,9 @@ fn mrope_as_rope(config: &mut Map<String, Value>, path: &str) -> Result<(), Diag
             d / config.get("num_attention_heads").and_then(|v| v.as_u64()).filter(|&h| h > 0).unwrap_or(1)
         }
     };
+    // Qwen3.5 rotates a part of each head (`partial_rotary_factor`, in the rope parameters or beside them).
+    let partial = config.get(key).and_then(|p| p.get("partial_rotary_factor")).or_else(|| config.get("partial_rotary_factor"));
+    let rotary_dim = (head_dim as f64 * partial.and_then(|f| f.as_f64()).unwrap_or(1.0)) as u64;
     let Some(params) = config.get_mut(key).and_then(|v| v.as_object_mut()) else {
         return Err(err(format!("`{key}` is not an object")));
     };
@@ -150,7 +167,7 @@ fn mrope_as_rope(config: &mut Map<String, Value>, path: &str) -> Result<(), Diag
     let Some(sections) = sections else {
         return Err(err(format!("`{key}.mrope_section` is missing or not a list of whole numbers (Qwen-VL's M-RoPE sections)")));
     };
-    check_sections(&sections, head_dim).map_err(|m| err(format!("`{key}.mrope_section` = {sections:?}: {m}")))?;
+    check_sections(&sections, rotary_dim).map_err(|m| err(format!("`{key}.mrope_section` = {sections:?}: {m}")))?;
     if params.get("mrope_interleaved").is_some_and(|v| !v.is_boolean()) {
         return Err(err(format!("`{key}.mrope_interleaved` is not a boolean")));
     }
@@ -166,7 +183,7 @@ fn mrope_as_rope(config: &mut Map<String, Value>, path: &str) -> Result<(), Diag
 }
 
 /// M-RoPE's sections (pairs rotated by time, height, width) must cover a
-/// head's `rotary_dim / 2` pairs, as transformers and llama.cpp split them.
+/// head's `rotary_dim / 2` rotated pairs, as transformers and llama.cpp split them.
 fn check_sections(sections: &[u64], rotary_dim: u64) -> Result<(), String> {
     let pairs: u64 = sections.iter().sum();
     if sections.len() != 3 || pairs * 2 != rotary_dim {

@@ -474,6 +474,32 @@ fn qwen3_next_matches_transformers() {
     check_family("qwen3_next");
 }
 
+/// Qwen3.5's text model (`qwen3_5_text`): Qwen3-Next's layers with its
+/// separate `in_proj_qkv`, `in_proj_z`, `in_proj_b`, `in_proj_a`, dense
+/// MLPs, interleaved M-RoPE over a quarter of each head (RoPE on text). The
+/// controls — value heads reading key heads tiled (llama.cpp's GGUF order)
+/// instead of grouped, b and a swapped, plain `w` norms — are far off.
+#[test]
+fn qwen3_5_matches_transformers() {
+    check_family("qwen3_5");
+    let (dir, _) = fixture("qwen3_5");
+    let model = Model::compile(&dir, &CompileOptions::default(), None).unwrap();
+    let facts = &model.plan().model.facts;
+    assert_eq!((facts["experts"].as_str(), facts["rotary_dim"].as_str()), ("none (dense MLPs)", "8"));
+    assert_eq!(facts["mrope"], "sections [2, 1, 1]: on text alone every position is the token's index, RoPE");
+}
+
+/// Qwen3.5's MoE text model (`qwen3_5_moe_text`): as Qwen3.5 with every
+/// MLP 4 routed experts (2 a token, always renormalized) and a gated
+/// shared expert.
+#[test]
+fn qwen3_5_moe_matches_transformers() {
+    check_family("qwen3_5_moe");
+    let (dir, _) = fixture("qwen3_5_moe");
+    let model = Model::compile(&dir, &CompileOptions::default(), None).unwrap();
+    assert_eq!(model.plan().model.facts["experts"], "4, 2 per token, norm_topk_prob true, shared expert of 48");
+}
+
 /// The recurrent state is loop-carried state (a conv state and a delta-rule
 /// state per linear layer, not KV caches), and every linear layer's host
 /// read of `new_lengths` becomes one read per forward (`hoist_sync`: 3 → 1;

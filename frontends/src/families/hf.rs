@@ -38,6 +38,12 @@ impl HfDims {
     /// means one per attention head only when `kv_default_heads` (as HF's
     /// phi config says); otherwise it is required.
     pub fn read(st: &SafetensorsFile, head_dim: HeadDim, kv_default_heads: bool) -> Result<HfDims, Diagnostic> {
+        Self::read_with_ffn(st, head_dim, kv_default_heads, "intermediate_size")
+    }
+
+    /// As `read`, the MLP's size from `ffn_key` (`moe_intermediate_size`
+    /// where every MLP is routed and the config has no dense size).
+    pub fn read_with_ffn(st: &SafetensorsFile, head_dim: HeadDim, kv_default_heads: bool, ffn_key: &str) -> Result<HfDims, Diagnostic> {
         let u = |k: &str| st.config_uint(k);
         let (d, n_layers, n_heads) = (u("hidden_size")?, u("num_hidden_layers")?, u("num_attention_heads")?);
         let n_kv_heads = match st.config.get("num_key_value_heads") {
@@ -59,7 +65,7 @@ impl HfDims {
         }
         // Shapes are products of these: refuse what would overflow them.
         let widest = n_heads.checked_mul(head_dim).and_then(|q| q.checked_mul(d.max(1)));
-        let ffn = u("intermediate_size")?;
+        let ffn = u(ffn_key)?;
         if widest.is_none() || ffn.checked_mul(2).and_then(|f| f.checked_mul(d.max(1))).is_none() {
             return err(format!("dimensions too large: hidden {d}, {n_heads} heads of {head_dim}, intermediate {ffn}"));
         }

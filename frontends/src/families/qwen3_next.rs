@@ -1,28 +1,35 @@
-//! Qwen3-Next (`config.json` `model_type = "qwen3_next"`), lowered from
-//! safetensors with Hugging Face tensor names (experts in the Hub's
-//! per-expert layout).
+//! Qwen3-Next (`config.json` `model_type = "qwen3_next"`) and Qwen3.5
+//! (`qwen3_5_text`, its MoE `qwen3_5_moe_text`; the multimodal `qwen3_5` /
+//! `qwen3_5_moe` through `multimodal`), lowered from safetensors with
+//! Hugging Face tensor names (experts in the Hub's per-expert layout), and
+//! their GGUFs through `gguf_hf`.
 //!
 //! Layers are linear attention (Gated DeltaNet) except every
 //! `full_attention_interval`-th (or as `layer_types` lists them), which is
-//! gated full attention; every MLP is a routed MoE plus a shared expert.
-//! Every RMSNorm but the linear attention's output norm scales by `1 + w`.
+//! gated full attention. Qwen3-Next's and Qwen3.5-MoE's MLPs are a routed
+//! MoE plus a gated shared expert (Qwen3.5-MoE's router always
+//! renormalizes), Qwen3.5's a SwiGLU. Every RMSNorm but the linear
+//! attention's output norm scales by `1 + w`.
 //!
-//! Linear attention (HF `Qwen3NextGatedDeltaNet`): `in_proj_qkvz` yields,
-//! per key-head group of `r = num_v_heads / num_k_heads` value heads,
-//! `[q (dk), k (dk), v (r·dv), z (r·dv)]`, and `in_proj_ba` `[b (r), a (r)]`
-//! per group. `q, k, v` (flattened, in that order) pass a depthwise causal
-//! conv of `linear_conv_kernel_dim` taps and SiLU; the conv's last inputs
-//! are loop-carried state (`conv.L`). `q` and `k` are L2-normalized (eps
-//! 1e-6), `q` divided by `sqrt(dk)`; `beta = sigmoid(b)`, the decay
-//! `g = -exp(A_log) · softplus(a + dt_bias)`; the gated delta rule runs
-//! over the tokens from the recurrent state (`ssm.L`, `[hv, dk, dv]` per
-//! row; value head `h` reads key head `h / r`). Its output is RMS-normed
-//! per head by `norm.weight` (plain `w`), times `silu(z)`, then `out_proj`.
+//! Linear attention (HF `Qwen3NextGatedDeltaNet`): `q, k, v` (flattened,
+//! in that order) pass a depthwise causal conv of `linear_conv_kernel_dim`
+//! taps and SiLU; the conv's last inputs are loop-carried state (`conv.L`).
+//! `q` and `k` are L2-normalized (eps 1e-6), `q` divided by `sqrt(dk)`;
+//! `beta = sigmoid(b)`, the decay `g = -exp(A_log) · softplus(a + dt_bias)`;
+//! the gated delta rule runs over the tokens from the recurrent state
+//! (`ssm.L`, `[hv, dk, dv]` per row; value head `h` reads key head `h / r`,
+//! `r = num_v_heads / num_k_heads`). Its output is RMS-normed per head by
+//! `norm.weight` (plain `w`), times `silu(z)`, then `out_proj`. Where the
+//! projections come from (`LinearLayout`): Qwen3-Next's `in_proj_qkvz`
+//! interleaves `[q (dk), k (dk), v (r·dv), z (r·dv)]` per key-head group and
+//! `in_proj_ba` `[b (r), a (r)]`; Qwen3.5 has `in_proj_qkv` (`[q; k; v]`),
+//! `in_proj_z`, `in_proj_b`, `in_proj_a`.
 //!
 //! Full attention (HF `Qwen3NextAttention`): `q_proj` yields each head's
 //! query and then its gate (`2·head_dim` rows per head); q/k `1 + w` RMS
 //! norms per head, RoPE on the first `partial_rotary_factor · head_dim`
-//! features, GQA; the merged heads times `sigmoid(gate)` before `o_proj`.
+//! features (Qwen3.5's interleaved M-RoPE is RoPE on text: `multimodal`),
+//! GQA; the merged heads times `sigmoid(gate)` before `o_proj`.
 //!
 //! MoE (HF `Qwen3NextSparseMoeBlock`): Qwen's router (`moe::qwen_moe_block`,
 //! lowered dense) plus `shared_expert(h) · sigmoid(shared_expert_gate(h))`.
@@ -33,7 +40,7 @@
 
 use super::gemma::scalar;
 use super::hf::{rope_theta, rotary_dim, tied, HeadDim, HfDims};
-use super::moe::{qwen_moe_block, qwen_shared_expert, QwenMoe};
+use super::moe::{qwen_moe_block, qwen_shared_expert, Moe, QwenMoe};
 use super::{batch, seq, Builder, NEW_LENGTHS_INPUT};
 use crate::error::Diagnostic;
 use crate::families::llama::Lowered;
@@ -41,17 +48,32 @@ use crate::safetensors::SafetensorsFile;
 use graphc_ir::{BinaryOp, DType, Dim, NodeId, NormKind, Op, ReduceOp, RopeScaling, RopeStyle, TensorType, UnaryOp};
 
 pub const MODEL_TYPE: &str = "qwen3_next";
+/// Qwen3.5's text model (dense MLPs).
+pub const QWEN3_5: &str = "qwen3_5_text";
+/// Qwen3.5's MoE text model.
+pub const QWEN3_5_MOE: &str = "qwen3_5_moe_text";
 
-/// How a checkpoint stores the linear layers' weights.
+/// A config key (not HF's) set by `gguf_hf` for llama.cpp's Qwen3.5 GGUFs,
+/// whose converter reorders the value heads from grouped by key head
+/// (`[g0 v0..v(r-1), g1 v0.., ...]`) to tiled (`[g0 v0, g1 v0, ..., g0 v1, ...]`):
+/// value head `h` then reads key head `h % num_k_heads`.
+pub const V_HEADS_TILED: &str = "graphc_linear_v_heads_tiled";
+
+/// How a checkpoint stores the linear layers' weights, read off its tensors.
 #[derive(Clone, Copy, PartialEq)]
-enum Layout {
-    /// HF: `in_proj_qkvz` interleaved per key-head group, `conv1d.weight`
-    /// `[channels, 1, kernel]`, `A_log`.
-    Hf,
-    /// llama.cpp's GGUF (`Qwen3NextModel.modify_tensors`): `in_proj_qkv`
-    /// already `[q; k; v]` over all heads and `in_proj_z` apart, the conv
-    /// `[channels, kernel]`, and `A = -exp(A_log)` stored.
-    Gguf,
+struct LinearLayout {
+    /// Qwen3-Next's HF `in_proj_qkvz`, interleaved per key-head group
+    /// (else `in_proj_qkv` `[q; k; v]` over all heads and `in_proj_z` apart).
+    qkvz_grouped: bool,
+    /// Qwen3-Next's `in_proj_ba`, `[b (r), a (r)]` per key-head group (else
+    /// Qwen3.5's `in_proj_b` and `in_proj_a`).
+    ba_grouped: bool,
+    /// llama.cpp's GGUF (`Qwen3NextModel.modify_tensors`): the conv
+    /// `[channels, kernel]` and `A = -exp(A_log)` stored (else HF's conv
+    /// `[channels, 1, kernel]` and `A_log`).
+    gguf: bool,
+    /// The value heads tiled over the key heads (`V_HEADS_TILED`).
+    v_tiled: bool,
 }
 
 /// The linear-attention layers' shape.
@@ -64,8 +86,11 @@ struct Linear {
     kernel: usize,
 }
 
-pub fn lower(st: &SafetensorsFile) -> Result<Lowered, Diagnostic> {
-    let dims = HfDims::read(st, HeadDim::Key, false)?;
+/// Lower a checkpoint of `family` (`MODEL_TYPE`, `QWEN3_5` or `QWEN3_5_MOE`).
+pub fn lower(st: &SafetensorsFile, family: &str) -> Result<Lowered, Diagnostic> {
+    // Qwen3.5-MoE's config has no dense MLP size: every MLP routes.
+    let ffn_key = if family == QWEN3_5_MOE { "moe_intermediate_size" } else { "intermediate_size" };
+    let dims = HfDims::read_with_ffn(st, HeadDim::Key, false, ffn_key)?;
     let HfDims { d, n_layers, head_dim: hd, vocab, context, .. } = dims;
     let path = &st.config_path;
     let u = |k: &str| st.config_uint(k);
@@ -86,19 +111,35 @@ pub fn lower(st: &SafetensorsFile) -> Result<Lowered, Diagnostic> {
     let eps = st.config_float("rms_norm_eps")? as f32;
     let theta = rope_theta(st)?;
     let rotary = rotary_dim(st, hd, Some(0.25))?;
-    let (moe, routes) = QwenMoe::read(st, n_layers, d)?;
-    let shared_ffn = u("shared_expert_intermediate_size")?;
-    let is_moe = |l: usize| routes[l];
+    // Qwen3-Next and Qwen3.5-MoE route every MLP (Qwen3-Next by Qwen's
+    // keys); Qwen3.5's are dense.
+    let moe = match family {
+        QWEN3_5 => None,
+        QWEN3_5_MOE => {
+            let experts =
+                Moe { n_experts: u("num_experts")?, top_k: u("num_experts_per_tok")?, ffn: u("moe_intermediate_size")?, d, norm_topk: true };
+            if experts.n_experts == 0 || experts.top_k == 0 || experts.top_k > experts.n_experts {
+                return Err(Diagnostic::new(path, format!("{} experts per token of {}: not a MoE", experts.top_k, experts.n_experts)));
+            }
+            Some((experts, vec![true; n_layers], u("shared_expert_intermediate_size")?))
+        }
+        _ => {
+            let (moe, routes) = QwenMoe::read(st, n_layers, d)?;
+            Some((moe, routes, u("shared_expert_intermediate_size")?))
+        }
+    };
     let tied = tied(st);
 
-    let mut b = Builder::new("qwen3_next", st);
+    let mut b = Builder::new(family, st);
     // A GGUF (llama.cpp's layout, seen through `gguf_hf`): `1 + w` folded
-    // into the norms, and the linear layers' weights regrouped (`Layout`).
+    // into the norms, and the linear layers' weights regrouped (`LinearLayout`).
     b.norms_include_one = super::gemma::norms_include_one(st);
-    let layout = if b.has_tensor(&format!("model.layers.{}.linear_attn.in_proj_qkv.weight", (0..n_layers).find(|l| !full.contains(l)).unwrap_or(0))) {
-        Layout::Gguf
-    } else {
-        Layout::Hf
+    let first_linear = format!("model.layers.{}.linear_attn", (0..n_layers).find(|l| !full.contains(l)).unwrap_or(0));
+    let layout = LinearLayout {
+        qkvz_grouped: b.has_tensor(&format!("{first_linear}.in_proj_qkvz.weight")),
+        ba_grouped: b.has_tensor(&format!("{first_linear}.in_proj_ba.weight")),
+        gguf: b.has_tensor(&format!("{first_linear}.A")),
+        v_tiled: st.config.get(V_HEADS_TILED).and_then(|v| v.as_bool()) == Some(true),
     };
     let (tokens, positions, last_rows) = b.inputs();
     let new_lengths = b.input(NEW_LENGTHS_INPUT, DType::I32, vec![batch()]);
@@ -124,9 +165,9 @@ pub fn lower(st: &SafetensorsFile) -> Result<Lowered, Diagnostic> {
         };
         x = b.binary(BinaryOp::Add, x, mixed);
         let h = one_plus_norm(&mut b, x, &format!("{p}.post_attention_layernorm.weight"), d, eps)?;
-        let out = if is_moe(l) {
-            let routed = qwen_moe_block(&mut b, &format!("{p}.mlp"), h, &moe)?;
-            let shared = qwen_shared_expert(&mut b, &format!("{p}.mlp"), h, (shared_ffn, d))?;
+        let out = if let Some((moe, _, shared_ffn)) = moe.as_ref().filter(|(_, routes, _)| routes[l]) {
+            let routed = qwen_moe_block(&mut b, &format!("{p}.mlp"), h, moe)?;
+            let shared = qwen_shared_expert(&mut b, &format!("{p}.mlp"), h, (*shared_ffn, d))?;
             b.binary(BinaryOp::Add, routed, shared)
         } else {
             let w = |s: &str| format!("{p}.mlp.{s}.weight");
@@ -151,7 +192,16 @@ pub fn lower(st: &SafetensorsFile) -> Result<Lowered, Diagnostic> {
             format!("{} key heads of {}, {} value heads of {}, conv kernel {}", lin.n_k_heads, lin.dk, lin.n_v_heads, lin.dv, lin.kernel),
         ),
         ("rotary_dim", rotary.to_string()),
-        ("experts", format!("{}, {} per token, norm_topk_prob {}, shared expert of {shared_ffn}", moe.n_experts, moe.top_k, moe.norm_topk)),
+        (
+            "experts",
+            match &moe {
+                Some((moe, _, shared_ffn)) => {
+                    format!("{}, {} per token, norm_topk_prob {}, shared expert of {shared_ffn}", moe.n_experts, moe.top_k, moe.norm_topk)
+                }
+                None => "none (dense MLPs)".into(),
+            },
+        ),
+        ("linear_v_heads", if layout.v_tiled { "tiled over the key heads (llama.cpp's order)" } else { "grouped by key head" }.into()),
         ("norm_eps", format!("{eps:?}")),
         ("rope_theta", format!("{theta:?}")),
         ("tied_output", tied.to_string()),
@@ -211,7 +261,7 @@ fn linear_attention(
     prefix: &str,
     (d, eps): (usize, f32),
     lin: Linear,
-    layout: Layout,
+    layout: LinearLayout,
 ) -> Result<NodeId, Diagnostic> {
     let Linear { n_k_heads: nk, n_v_heads: nv, dk, dv, kernel } = lin;
     let l = b.layer.expect("inside a layer");
@@ -225,43 +275,45 @@ fn linear_attention(
     let (key_dim, value_dim) = (nk * dk, nv * dv);
     let channels = 2 * key_dim + value_dim;
     // Projections: [q; k; v] in the conv's channel order, and the gate z.
-    let (mixed, z) = match layout {
-        Layout::Hf => {
-            // Interleaved per key-head group: [q, k, v (r heads), z (r heads)].
-            let group = 2 * dk + 2 * r * dv;
-            let wqkvz = b.weight(&w("in_proj_qkvz.weight"), Some(&[nk * group, d]))?;
-            let qkvz = b.matmul(h, wqkvz);
-            let qkvz = b.reshape(qkvz, vec![batch(), seq(), nk.into(), group.into()]);
-            let q = narrow(b, qkvz, 3, 0, dk);
-            let k = narrow(b, qkvz, 3, dk, dk);
-            let v = narrow(b, qkvz, 3, 2 * dk, r * dv);
-            let z = narrow(b, qkvz, 3, 2 * dk + r * dv, r * dv);
-            let q = b.reshape(q, vec![batch(), seq(), key_dim.into()]);
-            let k = b.reshape(k, vec![batch(), seq(), key_dim.into()]);
-            let v = b.reshape(v, vec![batch(), seq(), value_dim.into()]);
-            (b.op(Op::Concat { axis: 2 }, &[q, k, v]), z)
-        }
-        Layout::Gguf => {
-            let wqkv = b.weight(&w("in_proj_qkv.weight"), Some(&[channels, d]))?;
-            let wz = b.weight(&w("in_proj_z.weight"), Some(&[value_dim, d]))?;
-            (b.matmul(h, wqkv), b.matmul(h, wz))
-        }
+    let (mixed, z) = if layout.qkvz_grouped {
+        // Interleaved per key-head group: [q, k, v (r heads), z (r heads)].
+        let group = 2 * dk + 2 * r * dv;
+        let wqkvz = b.weight(&w("in_proj_qkvz.weight"), Some(&[nk * group, d]))?;
+        let qkvz = b.matmul(h, wqkvz);
+        let qkvz = b.reshape(qkvz, vec![batch(), seq(), nk.into(), group.into()]);
+        let q = narrow(b, qkvz, 3, 0, dk);
+        let k = narrow(b, qkvz, 3, dk, dk);
+        let v = narrow(b, qkvz, 3, 2 * dk, r * dv);
+        let z = narrow(b, qkvz, 3, 2 * dk + r * dv, r * dv);
+        let q = b.reshape(q, vec![batch(), seq(), key_dim.into()]);
+        let k = b.reshape(k, vec![batch(), seq(), key_dim.into()]);
+        let v = b.reshape(v, vec![batch(), seq(), value_dim.into()]);
+        (b.op(Op::Concat { axis: 2 }, &[q, k, v]), z)
+    } else {
+        let wqkv = b.weight(&w("in_proj_qkv.weight"), Some(&[channels, d]))?;
+        let wz = b.weight(&w("in_proj_z.weight"), Some(&[value_dim, d]))?;
+        (b.matmul(h, wqkv), b.matmul(h, wz))
     };
-    let wba = b.weight(&w("in_proj_ba.weight"), Some(&[nk * 2 * r, d]))?;
-    let ba = b.matmul(h, wba);
-    let ba = b.reshape(ba, vec![batch(), seq(), nk.into(), (2 * r).into()]);
-    let beta_in = narrow(b, ba, 3, 0, r);
-    let a = narrow(b, ba, 3, r, r);
-    let beta_in = b.reshape(beta_in, vec![batch(), seq(), nv.into()]);
-    let a = b.reshape(a, vec![batch(), seq(), nv.into()]);
+    // The gates' inputs, one per value head.
+    let (beta_in, a) = if layout.ba_grouped {
+        let wba = b.weight(&w("in_proj_ba.weight"), Some(&[nk * 2 * r, d]))?;
+        let ba = b.matmul(h, wba);
+        let ba = b.reshape(ba, vec![batch(), seq(), nk.into(), (2 * r).into()]);
+        let beta_in = narrow(b, ba, 3, 0, r);
+        let a = narrow(b, ba, 3, r, r);
+        (b.reshape(beta_in, vec![batch(), seq(), nv.into()]), b.reshape(a, vec![batch(), seq(), nv.into()]))
+    } else {
+        let wb = b.weight(&w("in_proj_b.weight"), Some(&[nv, d]))?;
+        let wa = b.weight(&w("in_proj_a.weight"), Some(&[nv, d]))?;
+        (b.matmul(h, wb), b.matmul(h, wa))
+    };
 
     // The short causal conv over [q; k; v] with its state.
-    let conv_w = match layout {
-        Layout::Hf => {
-            let conv_w = b.weight(&w("conv1d.weight"), Some(&[channels, 1, kernel]))?;
-            b.reshape(conv_w, vec![channels.into(), kernel.into()])
-        }
-        Layout::Gguf => b.weight(&w("conv1d.weight"), Some(&[channels, kernel]))?,
+    let conv_w = if layout.gguf {
+        b.weight(&w("conv1d.weight"), Some(&[channels, kernel]))?
+    } else {
+        let conv_w = b.weight(&w("conv1d.weight"), Some(&[channels, 1, kernel]))?;
+        b.reshape(conv_w, vec![channels.into(), kernel.into()])
     };
     let conv_name = format!("conv.{l}");
     let conv_state =
@@ -279,6 +331,10 @@ fn linear_attention(
     let v = b.reshape(v, vec![batch(), seq(), nv.into(), dv.into()]);
     let q = l2norm(b, q);
     let k = l2norm(b, k);
+    // Tiled value heads: each key head repeated `r` times in turn, so value
+    // head `h` meets key head `h % nk` and the rule sees one key head a value head.
+    let (q, k) =
+        if layout.v_tiled && r > 1 { (b.op(Op::Concat { axis: 2 }, &vec![q; r]), b.op(Op::Concat { axis: 2 }, &vec![k; r])) } else { (q, k) };
     let root = scalar(b, (dk as f64).sqrt() as f32);
     let q = b.binary(BinaryOp::Div, q, root);
     let q = b.permute(q, &[0, 2, 1, 3]);
@@ -290,13 +346,12 @@ fn linear_attention(
     let dt_bias = b.weight(&w("dt_bias"), Some(&[nv]))?;
     let a = b.binary(BinaryOp::Add, a, dt_bias);
     let a = b.unary(UnaryOp::Softplus, a);
-    let rate = match layout {
-        Layout::Hf => {
-            let a_log = b.weight(&w("A_log"), Some(&[nv]))?;
-            let rate = b.unary(UnaryOp::Exp, a_log);
-            b.unary(UnaryOp::Neg, rate)
-        }
-        Layout::Gguf => b.weight(&w("A"), Some(&[nv]))?,
+    let rate = if layout.gguf {
+        b.weight(&w("A"), Some(&[nv]))?
+    } else {
+        let a_log = b.weight(&w("A_log"), Some(&[nv]))?;
+        let rate = b.unary(UnaryOp::Exp, a_log);
+        b.unary(UnaryOp::Neg, rate)
     };
     let g = b.binary(BinaryOp::Mul, rate, a);
     let g = b.permute(g, &[0, 2, 1]);

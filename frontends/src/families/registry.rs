@@ -45,6 +45,9 @@ const fn hf(
     Family { model_type: Some(model_type), gguf_arch, config_reads, lower: Lower::Hf(lower), listed: true }
 }
 
+/// The math keys Qwen3-Next and Qwen3.5 read.
+const QWEN3_NEXT_READS: &[&str] = &["head_dim", "layer_types", "partial_rotary_factor", "num_experts", "num_local_experts"];
+
 pub const FAMILIES: &[Family] = &[
     gguf("llama", llama::lower),
     gguf("smollm3", llama::lower),
@@ -62,12 +65,9 @@ pub const FAMILIES: &[Family] = &[
     hf(qwen3_moe::MODEL_TYPE, Some("qwen3moe"), &["head_dim", "num_experts", "num_local_experts", "rope_scaling", "rope_parameters"], |st, _, _| {
         qwen3_moe::lower(st)
     }),
-    hf(
-        qwen3_next::MODEL_TYPE,
-        Some("qwen3next"),
-        &["head_dim", "layer_types", "partial_rotary_factor", "num_experts", "num_local_experts"],
-        |st, _, _| qwen3_next::lower(st),
-    ),
+    hf(qwen3_next::MODEL_TYPE, Some("qwen3next"), QWEN3_NEXT_READS, |st, t, _| qwen3_next::lower(st, t)),
+    hf(qwen3_next::QWEN3_5, Some("qwen35"), QWEN3_NEXT_READS, |st, t, _| qwen3_next::lower(st, t)),
+    hf(qwen3_next::QWEN3_5_MOE, Some("qwen35moe"), QWEN3_NEXT_READS, |st, t, _| qwen3_next::lower(st, t)),
     hf(gemma::MODEL_TYPE, Some("gemma"), &["head_dim", "hidden_act", "hidden_activation"], |st, _, _| gemma::lower(st)),
     hf(
         gemma2::MODEL_TYPE,
