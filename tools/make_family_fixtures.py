@@ -748,7 +748,8 @@ def qwen_vl_text_config(text, sections, interleaved=None):
     return t
 
 
-def qwen_vl(name, text_family, text_class, config_class, model_class, vision, sections, renames, seed, interleaved=None, flat=False):
+def qwen_vl(name, text_family, text_class, config_class, model_class, vision, sections, renames, seed, interleaved=None, flat=False,
+            extra=None):
     """A Qwen-VL checkpoint shape: the `text_family` fixture's weights as its
     language model (M-RoPE sections summing to half its head size) beside a
     tiny vision tower and merger, saved under the `renames` tensor names
@@ -760,6 +761,7 @@ def qwen_vl(name, text_family, text_class, config_class, model_class, vision, se
     the bit (asserted on the saved files read back), and the tests use the
     text fixture's reference.json."""
     text = text_class.from_pretrained(OUT / text_family, dtype=torch.float32, attn_implementation="eager").eval()
+    sections = sections or text.config.rope_parameters["mrope_section"]
     config = config_class(text_config=qwen_vl_text_config(text, sections, interleaved), vision_config=vision,
                           tie_word_embeddings=text.config.tie_word_embeddings, torch_dtype="float32", attn_implementation="eager")
     torch.manual_seed(0)
@@ -783,6 +785,8 @@ def qwen_vl(name, text_family, text_class, config_class, model_class, vision, se
                 k = old + k[len(new):]
                 break
         hub[k] = v.contiguous()
+    if extra:
+        hub.update(extra(config.text_config))
     save_file(hub, d / "model.safetensors", metadata={"format": "pt"})
     back = model_class.from_pretrained(d, dtype=torch.float32, attn_implementation="eager").eval()
     for p in PROMPTS:
@@ -838,6 +842,31 @@ def qwen3_vl_multimodal():
                   num_position_embeddings=16, patch_size=16, spatial_merge_size=2)
     qwen_vl("qwen3_vl_multimodal", "qwen3", Qwen3ForCausalLM, Qwen3VLConfig, Qwen3VLForConditionalGeneration, vision, [3, 3, 2], [], 65,
             interleaved=True)
+
+
+def qwen3_5_mtp(text_config):
+    """A multi-token-prediction head as the Hub's Qwen3.5 checkpoints carry
+    one (`mtp.*`: its input projection and norms, one full-attention
+    layer), made up: transformers ignores `mtp.*` on load, and so must graphc."""
+    d, g = text_config.hidden_size, torch.Generator().manual_seed(66)
+    shapes = {"mtp.fc.weight": (d, 2 * d), "mtp.pre_fc_norm_embedding.weight": (d,), "mtp.pre_fc_norm_hidden.weight": (d,),
+              "mtp.norm.weight": (d,), "mtp.layers.0.input_layernorm.weight": (d,),
+              "mtp.layers.0.self_attn.q_proj.weight": (2 * text_config.num_attention_heads * text_config.head_dim, d),
+              "mtp.layers.0.mlp.down_proj.weight": (d, text_config.intermediate_size)}
+    return {k: torch.randn(shape, generator=g) for k, shape in shapes.items()}
+
+
+def qwen3_5_multimodal():
+    """Qwen3.5's checkpoint as the Hub has it (Qwen/Qwen3.5-9B:
+    Qwen3_5ForConditionalGeneration, `text_config` of qwen3_5_text,
+    `model.language_model.*`, `model.visual.*`, `lm_head.weight`, and an
+    MTP head `mtp.*`): the qwen3_5 fixture's language model."""
+    from transformers import Qwen3_5Config, Qwen3_5ForCausalLM, Qwen3_5ForConditionalGeneration
+
+    vision = dict(depth=1, hidden_size=32, intermediate_size=64, num_heads=2, out_hidden_size=64, num_position_embeddings=16,
+                  patch_size=16, spatial_merge_size=2)
+    qwen_vl("qwen3_5_multimodal", "qwen3_5", Qwen3_5ForCausalLM, Qwen3_5Config, Qwen3_5ForConditionalGeneration, vision, None, [], 67,
+            interleaved=True, extra=qwen3_5_mtp)
 
 
 def qwen2_moe():

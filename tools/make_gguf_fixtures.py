@@ -446,6 +446,118 @@ def qwen_vl(name, text_family, arch, sections, deepstack=None):
     print(name, "->", path, "arch", arch)
 
 
+def reorder_v_heads(a, axis, n_k, r, head_dim):
+    """`_LinearAttentionVReorderBase._reorder_v_heads` of llama.cpp's
+    converter: value heads grouped by key head ([g0 v0..v(r-1), g1 ...])
+    to tiled ([g0 v0, g1 v0, ..., g0 v1, ...]) along `axis`."""
+    a = np.moveaxis(a, axis, 0)
+    rest = a.shape[1:]
+    a = a.reshape(n_k, r, head_dim, *rest).swapaxes(0, 1).reshape(n_k * r * head_dim, *rest)
+    return np.ascontiguousarray(np.moveaxis(a, 0, axis))
+
+
+def qwen3_5(family):
+    """As `Qwen3_5TextModel` / `Qwen3_5MoeTextModel` of llama.cpp's converter
+    (arch qwen35 / qwen35moe): Qwen3NextModel's keys and tensors
+    (`A = -exp(A_log)` as `ssm_a`, `dt_bias` as `ssm_dt.bias`, the conv
+    squeezed to [channels, kernel], `1 + w` folded into every norm but the
+    linear attention's), `in_proj_b` / `in_proj_a` as `ssm_beta` /
+    `ssm_alpha`, the value heads reordered from grouped to tiled in every
+    tensor that has them, `rope.dimension_sections` padded to four,
+    `attention.recurrent_layers`; and an MTP block after the trunk as the
+    converter writes a checkpoint's `mtp.*` (`nextn_predict_layers` 1, the
+    block `blk.{n}` with `nextn.*` tensors; made up here, graphc reads none).
+    Experts stacked. Into tests/fixtures/families/{family}/model.gguf."""
+    d = ROOT / family
+    config = json.loads((d / "config.json").read_text())
+    tensors = load_file(d / "model.safetensors")
+    moe = "num_experts" in config
+    arch = gguf.MODEL_ARCH.QWEN35MOE if moe else gguf.MODEL_ARCH.QWEN35
+    name = gguf.MODEL_ARCH_NAMES[arch]
+    n_layers, hd, dm = config["num_hidden_layers"], config["head_dim"], config["hidden_size"]
+    rope = config["rope_parameters"]
+    n_k, n_v = config["linear_num_key_heads"], config["linear_num_value_heads"]
+    dk, dv, r = config["linear_key_head_dim"], config["linear_value_head_dim"], n_v // n_k
+    w = gguf.GGUFWriter(d / "model.gguf", name)
+    w.add_name(f"graphc parity fixture {family}")
+    w.add_context_length(config["max_position_embeddings"])
+    w.add_embedding_length(dm)
+    w.add_block_count(n_layers + 1)
+    if "intermediate_size" in config:  # Qwen3.5-MoE has none: the converter writes no key
+        w.add_feed_forward_length(config["intermediate_size"])
+    w.add_head_count(config["num_attention_heads"])
+    w.add_head_count_kv(config["num_key_value_heads"])
+    w.add_rope_freq_base(rope["rope_theta"])
+    w.add_key_length(hd)
+    w.add_value_length(hd)
+    w.add_layer_norm_rms_eps(config["rms_norm_eps"])
+    if moe:
+        w.add_expert_count(config["num_experts"])
+        w.add_expert_used_count(config["num_experts_per_tok"])
+        w.add_expert_feed_forward_length(config["moe_intermediate_size"])
+        w.add_expert_shared_feed_forward_length(config["shared_expert_intermediate_size"])
+    w.add_ssm_conv_kernel(config["linear_conv_kernel_dim"])
+    w.add_ssm_state_size(dk)
+    w.add_ssm_group_count(n_k)
+    w.add_ssm_time_step_rank(n_v)
+    w.add_ssm_inner_size(dv * n_v)
+    recurrent = [t == "linear_attention" for t in config["layer_types"]] + [False]
+    w.add_array(f"{name}.attention.recurrent_layers", recurrent)
+    w.add_full_attention_interval(config["full_attention_interval"])
+    w.add_rope_dimension_count(int(hd * rope["partial_rotary_factor"]))
+    w.add_rope_dimension_sections(rope["mrope_section"] + [0] * (4 - len(rope["mrope_section"])))
+    w.add_nextn_predict_layers(1)
+    w.add_file_type(gguf.LlamaFileType.ALL_F32)
+    names = gguf.get_tensor_name_map(arch, n_layers + 1)
+    out, experts = {}, {}
+    for hf, data in tensors.items():
+        data = data.astype(np.float32)
+        if "linear_attn." in hf and r > 1:
+            if ".in_proj_qkv." in hf:
+                qk = 2 * n_k * dk
+                data = np.concatenate([data[:qk], reorder_v_heads(data[qk:], 0, n_k, r, dv)])
+            elif ".in_proj_z." in hf:
+                data = reorder_v_heads(data, 0, n_k, r, dv)
+            elif ".in_proj_b." in hf or ".in_proj_a." in hf or hf.endswith((".A_log", ".dt_bias")):
+                data = reorder_v_heads(data, 0, n_k, r, 1)
+            elif ".conv1d." in hf:
+                qk = 2 * n_k * dk
+                data = np.concatenate([data[:qk], reorder_v_heads(data[qk:], 0, n_k, r, dv)])
+            elif ".out_proj." in hf:
+                data = reorder_v_heads(data, 1, n_k, r, dv)
+        if hf.endswith(".A_log"):
+            hf, data = hf[: -len("A_log")] + "A_log", -np.exp(data)
+        elif hf.endswith(".dt_bias"):
+            hf = hf[: -len("dt_bias")] + "dt_proj.bias"
+        elif "conv1d" in hf:
+            data = np.ascontiguousarray(data.squeeze())
+        elif hf.endswith("norm.weight") and not hf.endswith("linear_attn.norm.weight"):
+            data = data + np.float32(1.0)
+        if ".mlp.experts." in hf:
+            parts = hf.split(".")
+            experts.setdefault((int(parts[2]), parts[6]), {})[int(parts[5])] = data
+            continue
+        g = names.get_name(hf, try_suffixes=(".weight", ".bias"))
+        if g is None:
+            raise SystemExit(f"{family}: no GGUF name for {hf}")
+        out[g] = data
+    for (layer, proj), by_expert in sorted(experts.items()):
+        g = names.get_name(f"model.layers.{layer}.mlp.experts.{proj}.weight", try_suffixes=(".weight",))
+        out[g] = np.stack([by_expert[e] for e in sorted(by_expert)])
+    rng = np.random.default_rng(5)
+    mtp = {"nextn.eh_proj.weight": (dm, 2 * dm), "nextn.enorm.weight": (dm,), "nextn.hnorm.weight": (dm,),
+           "nextn.shared_head_norm.weight": (dm,), "attn_norm.weight": (dm,), "ffn_up.weight": (config.get("intermediate_size", 32), dm)}
+    for t, shape in mtp.items():
+        out[f"blk.{n_layers}.{t}"] = rng.standard_normal(shape).astype(np.float32)
+    for g in sorted(out):
+        w.add_tensor(g, out[g])
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    print(family, "->", d / "model.gguf", len(out), "tensors")
+
+
 if __name__ == "__main__":
     import sys
 
@@ -456,6 +568,8 @@ if __name__ == "__main__":
             gpt_oss(family)
         elif family == "llama3_split":
             llama3_split()
+        elif family in ("qwen3_5", "qwen3_5_moe"):
+            qwen3_5(family)
         elif family == "qwen2_vl":
             qwen_vl("qwen2_5_vl_multimodal", "qwen2", "qwen2vl", [2, 3, 3])
         elif family == "qwen3_vl":

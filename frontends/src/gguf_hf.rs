@@ -19,10 +19,12 @@
 //! - qwen3moe, qwen2moe: layers without a router (`ffn_gate_inp`) are
 //!   dense; qwen2moe's chosen experts are not renormalized (llama.cpp's
 //!   rule: its GGUF has no key for `norm_topk_prob`).
-//! - qwen3next: the linear layers' weights as llama.cpp regroups them
-//!   (`attn_qkv` = `[q; k; v]`, `attn_gate` = z, `ssm_a` = `-exp(A_log)`,
-//!   the conv `[channels, kernel]`), read by `qwen3_next`'s GGUF layout;
-//!   `1 + w` folded into its zero-centered norms.
+//! - qwen3next, qwen35, qwen35moe: the linear layers' weights as llama.cpp
+//!   regroups them (`attn_qkv` = `[q; k; v]`, `attn_gate` = z, `ssm_a` =
+//!   `-exp(A_log)`, the conv `[channels, kernel]`; Qwen3.5's `ssm_beta` /
+//!   `ssm_alpha` with its value heads tiled over the key heads), read by
+//!   `qwen3_next`'s layouts; `1 + w` folded into its zero-centered norms;
+//!   the MTP blocks after the trunk (`nextn_predict_layers`) left out.
 //! - olmo2: its post-norms are `post_attention_norm` and `post_ffw_norm`;
 //!   `attention_bias` follows from `attn_q.bias`.
 //! - phimoe: as phi3, with stacked experts; GGUF has no key for the
@@ -33,7 +35,7 @@
 //!   llama.cpp hard-codes them); YaRN is untruncated, as the model's own.
 
 use crate::error::Diagnostic;
-use crate::gguf::{GgufFile, TensorInfo};
+use crate::gguf::{GgufFile, MetaValue, TensorInfo};
 use crate::safetensors::SafetensorsFile;
 use serde_json::{json, Map, Value};
 
@@ -54,7 +56,14 @@ pub fn hf_view(gguf: GgufFile) -> Result<SafetensorsFile, Diagnostic> {
         let fact = crate::multimodal::gguf_mrope_fact(&gguf, &file_arch, rotary)?;
         config[crate::multimodal::MROPE_READ_AS_ROPE] = json!(fact);
     }
-    let (tensors, file_names) = rename(&gguf, &arch)?;
+    let trunk = match arch.as_str() {
+        "qwen3next" | "qwen35" | "qwen35moe" => Some(trunk_layers(&gguf, &file_arch)?),
+        _ => None,
+    };
+    let (tensors, file_names, mtp) = rename(&gguf, &arch, trunk)?;
+    if mtp > 0 {
+        config[crate::mtp::MTP_TENSORS_LEFT] = json!(mtp);
+    }
     Ok(SafetensorsFile {
         path: gguf.path.clone(),
         config_path: format!("{} (GGUF metadata)", gguf.path),
@@ -83,7 +92,10 @@ fn config(g: &GgufFile, key_arch: &str, arch: &str, model_type: &str) -> Result<
     c.insert("num_attention_heads".into(), json!(n_heads));
     c.insert("num_key_value_heads".into(), json!(g.uint_or(&k("attention.head_count_kv"), n_heads)?));
     c.insert("head_dim".into(), json!(head_dim));
-    c.insert("intermediate_size".into(), json!(g.uint(&k("feed_forward_length"))?));
+    // Qwen3.5-MoE's GGUF has no dense size: every MLP routes.
+    if arch != "qwen35moe" {
+        c.insert("intermediate_size".into(), json!(g.uint(&k("feed_forward_length"))?));
+    }
     c.insert("max_position_embeddings".into(), json!(g.uint(&k("context_length"))?));
     c.insert("vocab_size".into(), json!(embd.shape.first().copied().unwrap_or(0)));
     c.insert("rope_theta".into(), json!(g.float_or(&k("rope.freq_base"), 10000.0)?));
@@ -112,7 +124,7 @@ fn config(g: &GgufFile, key_arch: &str, arch: &str, model_type: &str) -> Result<
             c.insert("partial_rotary_factor".into(), json!(rotary as f64 / head_dim as f64));
             c.insert("hidden_act".into(), json!("gelu_new"));
         }
-        "qwen3next" => {
+        "qwen3next" | "qwen35" | "qwen35moe" => {
             let (nk, nv) = (g.uint(&k("ssm.group_count"))?, g.uint(&k("ssm.time_step_rank"))?);
             c.insert(NORMS_INCLUDE_ONE.into(), json!(true));
             c.insert("linear_conv_kernel_dim".into(), json!(g.uint(&k("ssm.conv_kernel"))?));
@@ -121,13 +133,42 @@ fn config(g: &GgufFile, key_arch: &str, arch: &str, model_type: &str) -> Result<
             c.insert("linear_num_value_heads".into(), json!(nv));
             c.insert("linear_value_head_dim".into(), json!(g.uint(&k("ssm.inner_size"))? / nv.max(1)));
             c.insert("full_attention_interval".into(), json!(g.uint_or(&k("full_attention_interval"), 4)?));
-            c.insert("partial_rotary_factor".into(), json!(g.uint(&k("rope.dimension_count"))? as f64 / head_dim as f64));
-            c.insert("num_experts".into(), json!(g.uint(&k("expert_count"))?));
-            c.insert("num_experts_per_tok".into(), json!(g.uint(&k("expert_used_count"))?));
-            c.insert("moe_intermediate_size".into(), json!(g.uint(&k("expert_feed_forward_length"))?));
-            c.insert("shared_expert_intermediate_size".into(), json!(g.uint(&k("expert_shared_feed_forward_length"))?));
-            c.insert("norm_topk_prob".into(), json!(true));
-            c.insert("decoder_sparse_step".into(), json!(1));
+            let rotary = g.uint(&k("rope.dimension_count"))?;
+            c.insert("partial_rotary_factor".into(), json!(rotary as f64 / head_dim as f64));
+            // The trunk's layers: the MTP blocks after it are left out (`mtp`).
+            let trunk = trunk_layers(g, key_arch)?;
+            c.insert("num_hidden_layers".into(), json!(trunk));
+            if let Some(recurrent) = g.get(&k("attention.recurrent_layers")) {
+                let kinds: Option<Vec<&str>> = match recurrent {
+                    MetaValue::Array(a) if a.len() as u64 >= trunk => a[..trunk as usize]
+                        .iter()
+                        .map(|v| match v {
+                            MetaValue::Bool(true) => Some("linear_attention"),
+                            MetaValue::Bool(false) => Some("full_attention"),
+                            _ => None,
+                        })
+                        .collect(),
+                    _ => None,
+                };
+                let kinds = kinds.ok_or_else(|| {
+                    Diagnostic::new(&g.path, format!("`{}` is not a list of at least {trunk} booleans", k("attention.recurrent_layers")))
+                })?;
+                c.insert("layer_types".into(), json!(kinds));
+            }
+            if arch != "qwen35" {
+                c.insert("num_experts".into(), json!(g.uint(&k("expert_count"))?));
+                c.insert("num_experts_per_tok".into(), json!(g.uint(&k("expert_used_count"))?));
+                c.insert("moe_intermediate_size".into(), json!(g.uint(&k("expert_feed_forward_length"))?));
+                c.insert("shared_expert_intermediate_size".into(), json!(g.uint(&k("expert_shared_feed_forward_length"))?));
+            }
+            if arch == "qwen3next" {
+                c.insert("norm_topk_prob".into(), json!(true));
+                c.insert("decoder_sparse_step".into(), json!(1));
+            } else {
+                // llama.cpp's converter tiles Qwen3.5's value heads; its M-RoPE sections are required.
+                c.insert(crate::families::qwen3_next::V_HEADS_TILED.into(), json!(true));
+                c.insert(crate::multimodal::MROPE_READ_AS_ROPE.into(), json!(crate::multimodal::gguf_mrope_fact(g, key_arch, rotary)?));
+            }
         }
         "phi3" | "phimoe" => {
             if arch == "phimoe" {
@@ -237,6 +278,17 @@ fn config(g: &GgufFile, key_arch: &str, arch: &str, model_type: &str) -> Result<
     Ok(Value::Object(c))
 }
 
+/// The layers of the model's own forward: `block_count` less the MTP blocks
+/// after them (`nextn_predict_layers`, Qwen3-Next's and Qwen3.5's), which
+/// only draft tokens (`mtp`).
+fn trunk_layers(g: &GgufFile, key_arch: &str) -> Result<u64, Diagnostic> {
+    let (blocks, mtp) = (g.uint(&format!("{key_arch}.block_count"))?, g.uint_or(&format!("{key_arch}.nextn_predict_layers"), 0)?);
+    if mtp >= blocks {
+        return Err(Diagnostic::new(&g.path, format!("`{key_arch}.nextn_predict_layers` = {mtp} leaves none of {blocks} blocks")));
+    }
+    Ok(blocks - mtp)
+}
+
 /// llama.cpp's RoPE scaling keys as HF's `rope_scaling` (qwen2, qwen3, qwen3moe):
 /// `linear` with its factor, `yarn` as `yarn_scaling` reads it. Another
 /// type is refused here, naming the key; YaRN keys graphc does not read
@@ -322,20 +374,22 @@ pub(crate) fn f32_values(g: &GgufFile, t: &TensorInfo) -> Result<Vec<f32>, Diagn
 /// The HF name of a per-layer GGUF tensor `blk.N.{part}.{weight|bias}`.
 fn layer_name(arch: &str, part: &str) -> Option<&'static str> {
     Some(match (arch, part) {
-        ("qwen3next", "attn_qkv") => "linear_attn.in_proj_qkv",
-        ("qwen3next", "attn_gate") => "linear_attn.in_proj_z",
+        ("qwen3next" | "qwen35" | "qwen35moe", "attn_qkv") => "linear_attn.in_proj_qkv",
+        ("qwen3next" | "qwen35" | "qwen35moe", "attn_gate") => "linear_attn.in_proj_z",
         ("qwen3next", "ssm_ba") => "linear_attn.in_proj_ba",
-        ("qwen3next", "ssm_conv1d") => "linear_attn.conv1d",
-        ("qwen3next", "ssm_dt") => "linear_attn.dt",
-        ("qwen3next", "ssm_a") => "linear_attn.A",
-        ("qwen3next", "ssm_norm") => "linear_attn.norm",
-        ("qwen3next", "ssm_out") => "linear_attn.out_proj",
-        ("qwen3next", "post_attention_norm") => "post_attention_layernorm",
-        ("qwen3next" | "qwen2moe", "ffn_gate_inp_shexp") => "mlp.shared_expert_gate",
-        ("qwen3next" | "qwen2moe", "ffn_gate_shexp") => "mlp.shared_expert.gate_proj",
-        ("qwen3next" | "qwen2moe", "ffn_up_shexp") => "mlp.shared_expert.up_proj",
-        ("qwen3next" | "qwen2moe", "ffn_down_shexp") => "mlp.shared_expert.down_proj",
-        ("qwen3moe" | "qwen3next" | "qwen2moe", "ffn_gate_inp") => "mlp.gate",
+        ("qwen35" | "qwen35moe", "ssm_beta") => "linear_attn.in_proj_b",
+        ("qwen35" | "qwen35moe", "ssm_alpha") => "linear_attn.in_proj_a",
+        ("qwen3next" | "qwen35" | "qwen35moe", "ssm_conv1d") => "linear_attn.conv1d",
+        ("qwen3next" | "qwen35" | "qwen35moe", "ssm_dt") => "linear_attn.dt",
+        ("qwen3next" | "qwen35" | "qwen35moe", "ssm_a") => "linear_attn.A",
+        ("qwen3next" | "qwen35" | "qwen35moe", "ssm_norm") => "linear_attn.norm",
+        ("qwen3next" | "qwen35" | "qwen35moe", "ssm_out") => "linear_attn.out_proj",
+        ("qwen3next" | "qwen35" | "qwen35moe", "post_attention_norm") => "post_attention_layernorm",
+        ("qwen3next" | "qwen35moe" | "qwen2moe", "ffn_gate_inp_shexp") => "mlp.shared_expert_gate",
+        ("qwen3next" | "qwen35moe" | "qwen2moe", "ffn_gate_shexp") => "mlp.shared_expert.gate_proj",
+        ("qwen3next" | "qwen35moe" | "qwen2moe", "ffn_up_shexp") => "mlp.shared_expert.up_proj",
+        ("qwen3next" | "qwen35moe" | "qwen2moe", "ffn_down_shexp") => "mlp.shared_expert.down_proj",
+        ("qwen3moe" | "qwen3next" | "qwen35moe" | "qwen2moe", "ffn_gate_inp") => "mlp.gate",
         ("phimoe", "ffn_gate_inp") => "block_sparse_moe.gate",
         ("gpt-oss", "ffn_gate_inp") => "mlp.router",
         ("gpt-oss", "post_attention_norm") => "post_attention_layernorm",
@@ -364,9 +418,12 @@ fn layer_name(arch: &str, part: &str) -> Option<&'static str> {
     })
 }
 
-/// Each tensor under its HF name, and the GGUF name of each.
-fn rename(g: &GgufFile, arch: &str) -> Result<(Vec<TensorInfo>, std::collections::BTreeMap<String, String>), Diagnostic> {
+/// Each tensor under its HF name, and the GGUF name of each; with `trunk`,
+/// the blocks from it on (MTP's) left out, and how many tensors that was.
+type Renamed = (Vec<TensorInfo>, std::collections::BTreeMap<String, String>, usize);
+fn rename(g: &GgufFile, arch: &str, trunk: Option<u64>) -> Result<Renamed, Diagnostic> {
     let mut out = Vec::new();
+    let mut mtp = 0;
     for t in &g.tensors {
         let named = |name: String| TensorInfo { name, ..t.clone() };
         match t.name.as_str() {
@@ -382,6 +439,10 @@ fn rename(g: &GgufFile, arch: &str) -> Result<(Vec<TensorInfo>, std::collections
                 let unknown = || Diagnostic::new(&g.path, format!("tensor `{name}` has no place in a {arch} model"));
                 let rest = name.strip_prefix("blk.").ok_or_else(unknown)?;
                 let (layer, rest) = rest.split_once('.').ok_or_else(unknown)?;
+                if trunk.is_some_and(|t| layer.parse::<u64>().is_ok_and(|l| l >= t)) {
+                    mtp += 1;
+                    continue;
+                }
                 // `ssm_a` has no `.weight` (llama.cpp writes it bare).
                 let (part, kind) = rest.rsplit_once('.').unwrap_or((rest, ""));
                 if let Some(which) = part.strip_suffix("_exps") {
@@ -426,5 +487,5 @@ fn rename(g: &GgufFile, arch: &str) -> Result<(Vec<TensorInfo>, std::collections
             (t.name != o.name).then(|| (o.name.clone(), t.name.clone()))
         })
         .collect();
-    Ok((out, file_names))
+    Ok((out, file_names, mtp))
 }

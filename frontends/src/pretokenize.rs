@@ -31,6 +31,10 @@ const GPT2_SPLIT: &str = r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}
 const LLAMA3_SPLIT: &str = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+";
 /// Qwen2's: as Llama 3's, with single digits.
 const QWEN2_SPLIT: &str = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+";
+/// Qwen3.5's (`qwen35`): Qwen2's, with combining marks (`\p{M}`) inside
+/// letter runs and out of punctuation runs (its `tokenization_qwen3_5.py`).
+const QWEN35_SPLIT: &str =
+    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?[\p{L}\p{M}]+|\p{N}| ?[^\s\p{L}\p{M}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+";
 /// Mistral's Tekken (Mistral Nemo, Pixtral): case runs split, `/` kept
 /// with a punctuation run's newlines.
 const TEKKEN_SPLIT: &str = r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+";
@@ -61,6 +65,7 @@ pub const KNOWN_PRE: &[&str] = &[
     "starcoder",
     "refact",
     "qwen2",
+    "qwen35",
     "deepseek-r1-qwen",
     "llama-bpe",
     "dbrx",
@@ -95,6 +100,7 @@ pub fn pre_tokenizer(g: &GgufFile) -> Result<PreTokenizerWrapper, Diagnostic> {
         // DeepSeek-R1's Qwen distills: Qwen2's split (llama.cpp's
         // `deepseek-r1-qwen` is its `qwen2`); see `requires_nfc`.
         Some("qwen2" | "deepseek-r1-qwen") => Ok(then_bytes(vec![split(QWEN2_SPLIT)?])),
+        Some("qwen35") => Ok(then_bytes(vec![split(QWEN35_SPLIT)?])),
         Some("llama-bpe" | "dbrx" | "smaug-bpe" | "falcon3") => Ok(then_bytes(vec![split(LLAMA3_SPLIT)?])),
         Some("tekken") => Ok(then_bytes(vec![split(TEKKEN_SPLIT)?])),
         Some("gpt-4o") => Ok(then_bytes(vec![split(O200K_SPLIT)?])),
@@ -117,11 +123,11 @@ pub fn pre_tokenizer(g: &GgufFile) -> Result<PreTokenizerWrapper, Diagnostic> {
 }
 
 /// The normalizer the model's own `tokenizer.json` runs before the split,
-/// which a GGUF does not record: Qwen's composes text to NFC (a decomposed
-/// `é` is one character to it).
+/// which a GGUF does not record: Qwen2's and Qwen3.5's compose text to NFC
+/// (a decomposed `é` is one character to them).
 pub fn normalizer(g: &GgufFile) -> Option<NormalizerWrapper> {
     match g.get("tokenizer.ggml.pre").and_then(|v| v.as_str()) {
-        Some("qwen2") => Some(NFC.into()),
+        Some("qwen2" | "qwen35") => Some(NFC.into()),
         _ => None,
     }
 }

@@ -47,9 +47,13 @@ const GGUF_READS: &[(&str, &[&str])] = &[
             "rope.scaling.yarn_beta_slow",
         ],
     ),
+    ("qwen35", &QWEN3_5_KEYS),
+    ("qwen35moe", &QWEN3_5_MOE_KEYS),
     (
         "qwen3next",
         &[
+            "nextn_predict_layers",
+            "attention.recurrent_layers",
             "ssm.conv_kernel",
             "ssm.group_count",
             "ssm.inner_size",
@@ -92,6 +96,38 @@ const YARN_KEYS: &[&str] = &[
     "rope.scaling.original_context_length",
     "rope.scaling.yarn_beta_fast",
     "rope.scaling.yarn_beta_slow",
+];
+
+/// Qwen3.5's: Qwen3-Next's linear layers, M-RoPE sections, MTP blocks.
+const QWEN3_5_KEYS: [&str; 10] = [
+    "ssm.conv_kernel",
+    "ssm.group_count",
+    "ssm.inner_size",
+    "ssm.state_size",
+    "ssm.time_step_rank",
+    "full_attention_interval",
+    "attention.recurrent_layers",
+    "rope.dimension_count",
+    "rope.dimension_sections",
+    "nextn_predict_layers",
+];
+
+/// Qwen3.5-MoE's: Qwen3.5's and the experts'.
+const QWEN3_5_MOE_KEYS: [&str; 14] = [
+    "ssm.conv_kernel",
+    "ssm.group_count",
+    "ssm.inner_size",
+    "ssm.state_size",
+    "ssm.time_step_rank",
+    "full_attention_interval",
+    "attention.recurrent_layers",
+    "rope.dimension_count",
+    "rope.dimension_sections",
+    "nextn_predict_layers",
+    "expert_count",
+    "expert_used_count",
+    "expert_feed_forward_length",
+    "expert_shared_feed_forward_length",
 ];
 
 /// The Qwen-VL text models' (qwen3vl's DeepStack count last).

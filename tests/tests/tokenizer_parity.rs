@@ -253,6 +253,61 @@ fn gpt4o_splits_text_as_an_o200k_tokenizer_json() {
     assert!(bad.len() >= 5, "a planted llama-bpe split must fail: {} texts", bad.len());
 }
 
+/// `tokenizer.ggml.pre = "qwen35"` (Qwen3.5, Qwen3.6): Qwen2's split with
+/// combining marks kept in letter runs, after NFC, as its
+/// `tokenization_qwen3_5.py` builds its `tokenizer.json` (the pattern
+/// below, copied from transformers 5.25). No Qwen3.5 vocabulary is at hand:
+/// as for `gpt-4o`, Llama 3.2's real one, its `tokenizer.json` given Qwen3.5's
+/// normalizer and pre-tokenizer and read by `tokenizers`. The control:
+/// Qwen2's split, which cuts a letter run at each combining mark, fails.
+#[test]
+fn qwen35_splits_text_as_its_tokenizer_json() {
+    const QWEN35: &str =
+        r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?[\p{L}\p{M}]+|\p{N}| ?[^\s\p{L}\p{M}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+";
+    let json: Value = serde_json::from_str(&std::fs::read_to_string(llama3_tokenizer_json()).unwrap()).unwrap();
+    let mut qwen35 = json.clone();
+    qwen35["normalizer"] = serde_json::json!({"type": "NFC"});
+    qwen35["pre_tokenizer"] = serde_json::json!({"type": "Sequence", "pretokenizers": [
+        {"type": "Split", "pattern": {"Regex": QWEN35}, "behavior": "Isolated", "invert": false},
+        {"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": false, "use_regex": false},
+    ]});
+    let dir = temp_dir("tok-qwen35");
+    std::fs::write(dir.join("tokenizer.json"), serde_json::to_string(&qwen35).unwrap()).unwrap();
+    let reference = graphc_frontends::hf_json::from_dir(&dir).unwrap().expect("a tokenizer.json");
+    let want: Vec<Vec<u32>> = corpus().iter().map(|t| reference.encode_text(t, false).unwrap()).collect();
+    let gguf = gguf_from_tokenizer_json(&json, "qwen35", "<|begin_of_text|>", "<|end_of_text|>");
+    let ours = from_gguf(&dir, "qwen35.gguf", &gguf);
+    assert_parity("qwen35 (GGUF)", &ours, &want);
+    // This vocabulary merges no combining mark with its letter, so the ids
+    // cannot tell the splits apart: the pieces themselves are compared, the
+    // GGUF's pre-tokenizer against the `tokenizer.json`'s, on the corpus and
+    // on words with marks (Hindi, Thai, Tamil, a mark NFC keeps apart).
+    use tokenizers::{NormalizedString, Normalizer, OffsetReferential, OffsetType, PreTokenizedString, PreTokenizer};
+    let nfc = |text: &str| {
+        let mut n = NormalizedString::from(text);
+        tokenizers::normalizers::unicode::NFC.normalize(&mut n).unwrap();
+        n.get().to_string()
+    };
+    let pieces = |pre: &dyn PreTokenizer, text: &str| -> Vec<String> {
+        let mut p = PreTokenizedString::from(nfc(text).as_str());
+        pre.pre_tokenize(&mut p).unwrap();
+        p.get_splits(OffsetReferential::Original, OffsetType::Byte).into_iter().map(|(s, _, _)| s.to_string()).collect()
+    };
+    let theirs: tokenizers::pre_tokenizers::PreTokenizerWrapper = serde_json::from_value(qwen35["pre_tokenizer"].clone()).unwrap();
+    let split_of = |pre: &str| {
+        let p = gguf.clone().set_meta("tokenizer.ggml.pre", Meta::Str(pre.into())).write(&dir, &format!("{pre}-split.gguf"));
+        graphc_frontends::pretokenize::pre_tokenizer(&GgufFile::open(&p).unwrap()).unwrap()
+    };
+    let (ours, qwen2) = (split_of("qwen35"), split_of("qwen2"));
+    let marks = ["यह एक परीक्षा है", "नमस्ते दुनिया", "ภาษาไทยง่ายนิดเดียว", "வணக்கம் உலகம்", "q\u{301}uick n\u{308}aïve"];
+    for text in corpus().iter().map(String::as_str).chain(marks) {
+        assert_eq!(pieces(&ours, text), pieces(&theirs, text), "{text:?}");
+    }
+    for text in marks {
+        assert_ne!(pieces(&qwen2, text), pieces(&theirs, text), "a planted qwen2 split must fail {text:?}");
+    }
+}
+
 /// The `tokenizer.ggml.pre` names llama.cpp's converter gives models whose
 /// split is another name's (its `llama-vocab.cpp` gives them the same
 /// regexes), each checked on Llama 3.2's real vocabulary:
