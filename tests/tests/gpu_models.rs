@@ -280,6 +280,8 @@ fn family_fixtures_on_the_gpu_match_transformers() {
         "olmo2",
         "phimoe",
         "qwen3_next",
+        "qwen3_5",
+        "qwen3_5_moe",
         "gpt_oss",
     ] {
         let dir = graphc_tests::repo_root().join("tests/fixtures/families").join(family);
@@ -293,7 +295,7 @@ fn family_fixtures_on_the_gpu_match_transformers() {
         // Qwen3-Next's `A_log` before `-exp`: weight-only values the device
         // computes in the first step only (and these logits check them).
         let folded = model.session(&device_session()).unwrap().kernel_counts()["device_folded_nodes"];
-        if matches!(family, "gemma" | "gemma2" | "qwen3_next") {
+        if matches!(family, "gemma" | "gemma2" | "qwen3_next" | "qwen3_5" | "qwen3_5_moe") {
             assert!(folded > 0, "{family}: no weight-only node folded on the device");
         }
         for (p, prompt) in prompts.iter().enumerate() {
