@@ -208,6 +208,8 @@ MORE_TEMPLATES = {
     "qwq": ("Qwen-QwQ-32B", "5ed15374ce53e19a7798710736a2c9fe41c79f7385e8421a2080d6575a80ef1b", None, "<|im_end|>"),
     "ministral3_reasoning": ("mistralai-Ministral-3-14B-Reasoning-2512", "39f03c383413f531fd302c06c7e982ad98c83f0657a8339ae25478ccb81fdcda", "<s>", "</s>"),
     "qwen3_coder": ("Qwen3-Coder", "d287fb2edf144207f868ae1b282755dc19db2a3f1c5b3a3d57e9e5abffa98392", None, "<|im_end|>"),
+    # Qwen3.5 (thinking by default: the generation prompt opens `<think>`; Qwen3-Coder's XML calls).
+    "qwen35": ("Qwen3.5-4B", "a4aee8afcf2e0711942cf848899be66016f8d14a889ff9ede07bca099c28f715", None, "<|im_end|>"),
     # OpenAI's harmony format (gpt-oss-20b's template is the same text).
     "gpt_oss": ("openai-gpt-oss-120b", "a4c9919cbbd4acdd51ccffe22da049264b1b73e59055fa58811a99efbd7c8146",
                 "<|startoftext|>", "<|return|>"),

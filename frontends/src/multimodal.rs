@@ -37,19 +37,39 @@ struct LanguageModel {
     family: &'static str,
     /// The Hub's configs keep the text model's keys at the top level (Qwen2/2.5-VL's).
     flat_config: bool,
-    /// Its RoPE is Qwen-VL's M-RoPE.
-    mrope: bool,
+    /// Its RoPE: Qwen-VL's M-RoPE, or plain.
+    mrope: Mrope,
+}
+
+/// How a language model's config gives its M-RoPE sections.
+#[derive(Clone, Copy, PartialEq)]
+enum Mrope {
+    /// Plain RoPE (no sections).
+    No,
+    /// `mrope_section` must be given (transformers has no default).
+    Sections,
+    /// Given, or transformers' default (Qwen3.5's `[11, 11, 10]`).
+    SectionsOr([u64; 3]),
 }
 
 const LANGUAGE_MODELS: &[LanguageModel] = &[
-    LanguageModel { model_type: "gemma3", text_config_type: "gemma3_text", family: "gemma3_text", flat_config: false, mrope: false },
-    LanguageModel { model_type: "mistral3", text_config_type: "mistral", family: "mistral", flat_config: false, mrope: false },
-    LanguageModel { model_type: "qwen2_vl", text_config_type: "qwen2_vl_text", family: "qwen2", flat_config: true, mrope: true },
-    LanguageModel { model_type: "qwen2_5_vl", text_config_type: "qwen2_5_vl_text", family: "qwen2", flat_config: true, mrope: true },
-    LanguageModel { model_type: "qwen3_vl", text_config_type: "qwen3_vl_text", family: "qwen3", flat_config: false, mrope: true },
-    LanguageModel { model_type: "qwen3_5", text_config_type: "qwen3_5_text", family: "qwen3_5_text", flat_config: false, mrope: true },
-    LanguageModel { model_type: "qwen3_5_moe", text_config_type: "qwen3_5_moe_text", family: "qwen3_5_moe_text", flat_config: false, mrope: true },
+    LanguageModel { model_type: "gemma3", text_config_type: "gemma3_text", family: "gemma3_text", flat_config: false, mrope: Mrope::No },
+    LanguageModel { model_type: "mistral3", text_config_type: "mistral", family: "mistral", flat_config: false, mrope: Mrope::No },
+    LanguageModel { model_type: "qwen2_vl", text_config_type: "qwen2_vl_text", family: "qwen2", flat_config: true, mrope: Mrope::Sections },
+    LanguageModel { model_type: "qwen2_5_vl", text_config_type: "qwen2_5_vl_text", family: "qwen2", flat_config: true, mrope: Mrope::Sections },
+    LanguageModel { model_type: "qwen3_vl", text_config_type: "qwen3_vl_text", family: "qwen3", flat_config: false, mrope: Mrope::Sections },
+    LanguageModel { model_type: "qwen3_5", text_config_type: "qwen3_5_text", family: "qwen3_5_text", flat_config: false, mrope: QWEN3_5_SECTIONS },
+    LanguageModel {
+        model_type: "qwen3_5_moe",
+        text_config_type: "qwen3_5_moe_text",
+        family: "qwen3_5_moe_text",
+        flat_config: false,
+        mrope: QWEN3_5_SECTIONS,
+    },
 ];
+
+/// Qwen3.5's sections where its config gives none (`Qwen3_5TextRotaryEmbedding`'s default).
+const QWEN3_5_SECTIONS: Mrope = Mrope::SectionsOr([11, 11, 10]);
 
 /// The Qwen-VL GGUF architectures (llama.cpp's) and the architecture their text model is read as.
 const GGUF_LANGUAGE_MODELS: &[(&str, &str)] = &[("qwen2vl", "qwen2"), ("qwen3vl", "qwen3")];
@@ -69,11 +89,11 @@ pub fn text_model_type(model_type: &str) -> Option<&'static str> {
 /// `model_type` the `text_config` one, as `Qwen3_5ForCausalLM` saves):
 /// read as its family, its M-RoPE as RoPE. `None` for any other `model_type`.
 pub fn text_checkpoint_view(mut st: SafetensorsFile, model_type: &str) -> Result<(SafetensorsFile, Option<&'static str>), Diagnostic> {
-    let Some(lm) = LANGUAGE_MODELS.iter().find(|m| m.text_config_type == model_type && m.mrope) else { return Ok((st, None)) };
+    let Some(lm) = LANGUAGE_MODELS.iter().find(|m| m.text_config_type == model_type && m.mrope != Mrope::No) else { return Ok((st, None)) };
     let Value::Object(config) = &mut st.config else { return Ok((st, None)) };
     config.insert("model_type".into(), Value::from(lm.family));
     let path = st.config_path.clone();
-    mrope_as_rope(config, &path)?;
+    mrope_as_rope(config, &path, lm)?;
     Ok((st, Some(lm.family)))
 }
 
@@ -117,8 +137,8 @@ pub fn language_model_view(st: SafetensorsFile, model_type: &str) -> Result<Safe
     if let Some(tie) = st.config.get("tie_word_embeddings") {
         config.entry("tie_word_embeddings").or_insert(tie.clone());
     }
-    if lm.mrope {
-        mrope_as_rope(&mut config, &config_path)?;
+    if lm.mrope != Mrope::No {
+        mrope_as_rope(&mut config, &config_path, lm)?;
     }
     let renames = [("language_model.model.", "model."), ("model.language_model.", "model."), ("language_model.lm_head.", "lm_head.")];
     let vision = ["vision_tower.", "multi_modal_projector.", "model.vision_tower.", "model.multi_modal_projector.", "visual.", "model.visual."];
@@ -143,12 +163,10 @@ pub fn language_model_view(st: SafetensorsFile, model_type: &str) -> Result<Safe
 /// Qwen-VL's `rope_scaling` / `rope_parameters` (`mrope_section`, Qwen3-VL's
 /// `mrope_interleaved`, the Hub's `type: mrope`) as plain RoPE, once the
 /// sections are seen to cover the rotated pairs; the sections recorded.
-fn mrope_as_rope(config: &mut Map<String, Value>, path: &str) -> Result<(), Diagnostic> {
-    let err = |m: String| Diagnostic::new(path, m);
+/// Errors name `lm`'s family.
+fn mrope_as_rope(config: &mut Map<String, Value>, path: &str, lm: &LanguageModel) -> Result<(), Diagnostic> {
+    let err = |m: String| Diagnostic::new(path, format!("{m} (the {} family's M-RoPE sections)", lm.family));
     let key = ["rope_scaling", "rope_parameters"].into_iter().find(|k| config.get(*k).is_some_and(|v| !v.is_null()));
-    let Some(key) = key else {
-        return Err(err("a Qwen-VL config without `rope_scaling.mrope_section`: its M-RoPE sections are not given".into()));
-    };
     let head_dim = match config.get("head_dim").and_then(|v| v.as_u64()) {
         Some(h) => h,
         None => {
@@ -157,28 +175,38 @@ fn mrope_as_rope(config: &mut Map<String, Value>, path: &str) -> Result<(), Diag
         }
     };
     // Qwen3.5 rotates a part of each head (`partial_rotary_factor`, in the rope parameters or beside them).
-    let partial = config.get(key).and_then(|p| p.get("partial_rotary_factor")).or_else(|| config.get("partial_rotary_factor"));
+    let partial = key.and_then(|k| config.get(k)).and_then(|p| p.get("partial_rotary_factor")).or_else(|| config.get("partial_rotary_factor"));
     let rotary_dim = (head_dim as f64 * partial.and_then(|f| f.as_f64()).unwrap_or(1.0)) as u64;
-    let Some(params) = config.get_mut(key).and_then(|v| v.as_object_mut()) else {
-        return Err(err(format!("`{key}` is not an object")));
+    let params = match key {
+        Some(key) => Some((key, config.get_mut(key).and_then(|v| v.as_object_mut()).ok_or_else(|| err(format!("`{key}` is not an object")))?)),
+        None => None,
     };
-    let sections: Option<Vec<u64>> =
-        params.get("mrope_section").and_then(|s| s.as_array()).map(|a| a.iter().map(|v| v.as_u64()).collect()).unwrap_or(None);
-    let Some(sections) = sections else {
-        return Err(err(format!("`{key}.mrope_section` is missing or not a list of whole numbers (Qwen-VL's M-RoPE sections)")));
+    let given = params.as_ref().and_then(|(_, p)| p.get("mrope_section"));
+    let recorded = match (given, lm.mrope) {
+        (Some(s), _) => {
+            let key = key.unwrap_or("rope_parameters");
+            let sections: Option<Vec<u64>> = s.as_array().and_then(|a| a.iter().map(|v| v.as_u64()).collect());
+            let sections = sections.ok_or_else(|| err(format!("`{key}.mrope_section` is not a list of whole numbers")))?;
+            check_sections(&sections, rotary_dim).map_err(|m| err(format!("`{key}.mrope_section` = {sections:?}: {m}")))?;
+            format!("{sections:?}")
+        }
+        // On text alone the sections change nothing: transformers' default is taken as it is.
+        (None, Mrope::SectionsOr(default)) => format!("{default:?} (transformers' default)"),
+        (None, _) => return Err(err("`rope_scaling.mrope_section` (or `rope_parameters.mrope_section`) is missing".into())),
     };
-    check_sections(&sections, rotary_dim).map_err(|m| err(format!("`{key}.mrope_section` = {sections:?}: {m}")))?;
-    if params.get("mrope_interleaved").is_some_and(|v| !v.is_boolean()) {
-        return Err(err(format!("`{key}.mrope_interleaved` is not a boolean")));
-    }
-    params.remove("mrope_section");
-    params.remove("mrope_interleaved");
-    for kind in ["type", "rope_type"] {
-        if params.get(kind).and_then(|v| v.as_str()) == Some("mrope") {
-            params.insert(kind.into(), Value::from("default"));
+    if let Some((key, params)) = params {
+        if params.get("mrope_interleaved").is_some_and(|v| !v.is_boolean()) {
+            return Err(err(format!("`{key}.mrope_interleaved` is not a boolean")));
+        }
+        params.remove("mrope_section");
+        params.remove("mrope_interleaved");
+        for kind in ["type", "rope_type"] {
+            if params.get(kind).and_then(|v| v.as_str()) == Some("mrope") {
+                params.insert(kind.into(), Value::from("default"));
+            }
         }
     }
-    config.insert(MROPE_READ_AS_ROPE.into(), Value::from(format!("{sections:?}")));
+    config.insert(MROPE_READ_AS_ROPE.into(), Value::from(recorded));
     Ok(())
 }
 

@@ -84,6 +84,7 @@ pub enum Meta {
     StrArray(Vec<String>),
     I32Array(Vec<i32>),
     F32Array(Vec<f32>),
+    BoolArray(Vec<bool>),
 }
 
 /// Builds GGUF v3 bytes: metadata, tensor infos, aligned data.
@@ -142,6 +143,12 @@ pub fn put_kv(out: &mut Vec<u8>, k: &str, v: &Meta) {
             for x in a {
                 out.extend_from_slice(&x.to_le_bytes());
             }
+        }
+        Meta::BoolArray(a) => {
+            out.extend_from_slice(&9u32.to_le_bytes());
+            out.extend_from_slice(&7u32.to_le_bytes());
+            out.extend_from_slice(&(a.len() as u64).to_le_bytes());
+            out.extend(a.iter().map(|&b| b as u8));
         }
     }
 }

@@ -193,3 +193,27 @@ fn mistral_nemo_prompts_are_mistral_commons_tokens() {
     println!("{equal} conversations are mistral_common's tokens, {differ} differ in the template");
     assert!(equal >= 9 && differ == 1, "{equal} equal, {differ} differ");
 }
+
+/// Qwen3.5's template (rendered as transformers does, the first test) is
+/// read as what it is: Qwen3-Coder's `<function=...>` calls, and a model
+/// that thinks, its generation prompt opening the `<think>` block (so an
+/// answer's text up to `</think>` is reasoning) unless `enable_thinking`
+/// is false, where it writes the empty block itself.
+#[test]
+fn qwen35_calls_in_function_blocks_and_thinks_by_default() {
+    use graphc_frontends::reasoning::{prompt_opens_thinking, template_thinks};
+    use graphc_frontends::tool_calls::ToolFormat;
+    let all = cases();
+    let t = &all["templates"]["qwen35"];
+    let template = t["template"].as_str().unwrap();
+    assert_eq!(ToolFormat::of_template(template), Some(ToolFormat::QwenXml));
+    assert!(template_thinks(template));
+    let c = t["cases"].as_array().unwrap().iter().find(|c| c["add_generation_prompt"] == true).unwrap();
+    let thinking = render(template, &messages(c), &tokens(t), &options(c)).unwrap();
+    assert_eq!(thinking, c["expected"].as_str().unwrap());
+    assert!(prompt_opens_thinking(&thinking), "{thinking:?}");
+    let mut off = options(c);
+    off.variables.insert("enable_thinking".into(), serde_json::json!(false));
+    let plain = render(template, &messages(c), &tokens(t), &off).unwrap();
+    assert!(plain.ends_with("<think>\n\n</think>\n\n") && !prompt_opens_thinking(&plain), "{plain:?}");
+}

@@ -845,7 +845,8 @@ fn mistral3_multimodal_checkpoint_runs_its_language_model() {
 /// recorded in the plan. The control, from transformers: the same model
 /// with a text token's height and width positions 0 (`controls.json`), ≥
 /// 100× the bound away. Sections that do not cover the head's pairs, or
-/// none, are refused naming `mrope_section`. Its GGUF where it has one
+/// none (but for Qwen3.5, whose transformers has a default), are refused
+/// naming `mrope_section`. Its GGUF where it has one
 /// (`make_gguf_fixtures.py`: llama.cpp's `qwen2vl` / `qwen3vl` text model)
 /// gives the same logit bits, and a fourth, non-zero section or sections
 /// that do not cover the head are refused naming the key.
@@ -868,6 +869,8 @@ fn check_qwen_vl(name: &str, text_family: &str, vision: usize) {
         Some(_) => vec!["text_config", "rope_scaling"],
         None => vec!["rope_scaling"],
     };
+    // Qwen3.5's transformers defaults its sections ([11, 11, 10]); the others have none to fall back on.
+    let defaults = name.starts_with("qwen3_5");
     for (tag, sections) in [("short", Some(serde_json::json!([2, 3, 2]))), ("none", None)] {
         let tmp = graphc_tests::temp_dir(&format!("{name}-mrope-{tag}"));
         std::fs::copy(dir.join("model.safetensors"), tmp.join("model.safetensors")).unwrap();
@@ -878,8 +881,14 @@ fn check_qwen_vl(name: &str, text_family: &str, vision: usize) {
             None => drop(rope.remove("mrope_section")),
         }
         std::fs::write(tmp.join("config.json"), c.to_string()).unwrap();
-        let e = Model::compile(&tmp, &CompileOptions::default(), None).err().unwrap().to_string();
-        assert!(e.contains("mrope_section"), "{name} {tag}: {e}");
+        match Model::compile(&tmp, &CompileOptions::default(), None) {
+            Ok(m) if defaults && sections.is_none() => assert_eq!(
+                m.plan().model.facts["mrope"],
+                "sections [11, 11, 10] (transformers' default): on text alone every position is the token's index, RoPE"
+            ),
+            Ok(_) => panic!("{name} {tag}: compiled"),
+            Err(e) => assert!(!(defaults && sections.is_none()) && e.to_string().contains("mrope_section"), "{name} {tag}: {e}"),
+        }
     }
 
     let gguf = dir.join("model.gguf");

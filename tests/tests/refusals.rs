@@ -30,6 +30,8 @@ const SAFETENSORS: &[(&str, &str)] = &[
     ("qwen3", "qwen3"),
     ("qwen3_moe", "qwen3_moe"),
     ("qwen3_next", "qwen3_next"),
+    ("qwen3_5", "qwen3_5_text"),
+    ("qwen3_5_moe", "qwen3_5_moe_text"),
     ("gemma", "gemma"),
     ("gemma2", "gemma2"),
     ("gemma3_text", "gemma3_text"),
@@ -93,6 +95,9 @@ fn gguf_writer(path: &Path) -> GgufWriter {
             MetaValue::F64(f) => Meta::F32(*f as f32),
             MetaValue::Array(a) if a.iter().all(|x| x.as_str().is_some()) => {
                 Meta::StrArray(a.iter().map(|x| x.as_str().unwrap().to_string()).collect())
+            }
+            MetaValue::Array(a) if a.iter().all(|x| matches!(x, MetaValue::Bool(_))) => {
+                Meta::BoolArray(a.iter().map(|x| matches!(x, MetaValue::Bool(true))).collect())
             }
             MetaValue::Array(a) => Meta::I32Array(a.iter().map(|x| x.as_u64().unwrap() as i32).collect()),
             other => Meta::U32(other.as_u64().unwrap() as u32),
@@ -265,8 +270,8 @@ fn every_gguf_family_refuses_keys_it_does_not_read() {
                 ("gemma2", "attention.sliding_window" | "attn_logit_softcapping")
                     | ("phi3", "attention.sliding_window" | "rope.dimension_count")
                     | ("phi2", "attention.layer_norm_epsilon" | "rope.dimension_count")
-                    | ("qwen3next", "rope.dimension_count")
-                    | ("qwen3moe" | "phimoe" | "qwen3next" | "llama" | "qwen2moe", "expert_count")
+                    | ("qwen3next" | "qwen35" | "qwen35moe", "rope.dimension_count")
+                    | ("qwen3moe" | "phimoe" | "qwen3next" | "qwen35moe" | "llama" | "qwen2moe", "expert_count")
                     | ("llama", "rope.dimension_count")
                     | ("llama" | "smollm3" | "qwen2" | "qwen3" | "qwen3moe", "rope.scaling.type")
                     | ("llama", "attention.sliding_window")
