@@ -869,6 +869,32 @@ def qwen3_5_multimodal():
             interleaved=True, extra=qwen3_5_mtp)
 
 
+def qwen3_vl_moe_check():
+    """Qwen3-VL-MoE's language model is Qwen3-MoE's (renormalized top-k,
+    `mlp_only_layers`), M-RoPE on text alone RoPE: transformers'
+    Qwen3VLMoeForConditionalGeneration holding the qwen3_moe fixture's
+    weights gives that fixture's text logits (asserted; nothing written:
+    graphc reads Qwen3-VL-MoE from its GGUF, `make_gguf_fixtures.py
+    qwen3_vl_moe`, whose reference is qwen3_moe's)."""
+    from transformers import Qwen3MoeForCausalLM, Qwen3VLMoeConfig, Qwen3VLMoeForConditionalGeneration
+
+    text = Qwen3MoeForCausalLM.from_pretrained(OUT / "qwen3_moe", dtype=torch.float32, attn_implementation="eager",
+                                               experts_implementation="eager").eval()
+    vision = dict(depth=1, hidden_size=32, intermediate_size=64, num_heads=2, out_hidden_size=64, deepstack_visual_indexes=[0],
+                  num_position_embeddings=16, patch_size=16, spatial_merge_size=2)
+    config = Qwen3VLMoeConfig(text_config=qwen_vl_text_config(text, [3, 3, 2], True), vision_config=vision,
+                              tie_word_embeddings=text.config.tie_word_embeddings, torch_dtype="float32", attn_implementation="eager")
+    config._experts_implementation = "eager"
+    torch.manual_seed(0)
+    model = Qwen3VLMoeForConditionalGeneration(config).eval()
+    missing = model.model.language_model.load_state_dict(text.model.state_dict(), strict=True)
+    model.lm_head.load_state_dict(text.lm_head.state_dict())
+    for p in PROMPTS:
+        a, b = all_logits(model, p), all_logits(text, p)
+        assert (a - b).abs().max().item() < 1e-6, f"Qwen3-VL-MoE's text logits differ from Qwen3-MoE's by {(a - b).abs().max().item()}"
+    print("qwen3_vl_moe: the VL-MoE class on text is the qwen3_moe fixture", missing)
+
+
 def qwen2_moe():
     # Qwen1.5-MoE's shape: Qwen2's biased attention, every layer routed
     # (4 experts, 2 a token, not renormalized: `norm_topk_prob` false, as

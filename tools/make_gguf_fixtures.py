@@ -421,6 +421,7 @@ def qwen_vl(name, text_family, arch, sections, deepstack=None):
     src = gguf.GGUFReader(ROOT / text_family / "model.gguf")
     old = bytes(src.fields["general.architecture"].parts[-1]).decode()
     path = ROOT.parent / name / "model.gguf"
+    path.parent.mkdir(parents=True, exist_ok=True)
     w = gguf.GGUFWriter(path, arch)
     for key, field in src.fields.items():
         if key.startswith("GGUF.") or key == "general.architecture":
@@ -574,5 +575,9 @@ if __name__ == "__main__":
             qwen_vl("qwen2_5_vl_multimodal", "qwen2", "qwen2vl", [2, 3, 3])
         elif family == "qwen3_vl":
             qwen_vl("qwen3_vl_multimodal", "qwen3", "qwen3vl", [3, 3, 2], deepstack=1)
+        elif family == "qwen3_vl_moe":
+            # Qwen3-VL-MoE's text model (`make_family_fixtures.py qwen3_vl_moe_check`: transformers' VL-MoE class
+            # on text is the qwen3_moe fixture); its safetensors (3D input-major experts) graphc does not read.
+            qwen_vl("gguf_only/qwen3_vl_moe", "qwen3_moe", "qwen3vlmoe", [3, 3, 2], deepstack=1)
         else:
             convert(family)

@@ -2,8 +2,10 @@
 //! checkpoint it holds: Gemma 3 4B+ (`model_type: gemma3`, as
 //! `gemma3_text`), Mistral Small 3.1 / 3.2 (`mistral3`, as `mistral`),
 //! Qwen2-VL and Qwen2.5-VL (`qwen2_vl`, `qwen2_5_vl`, as `qwen2`) and
-//! Qwen3-VL (`qwen3_vl`, as `qwen3`); and the Qwen-VL GGUFs' text models
-//! (llama.cpp's `qwen2vl`, `qwen3vl`, whose vision parts are another file).
+//! Qwen3-VL (`qwen3_vl`, as `qwen3`), Qwen3.5 (`qwen3_5`, `qwen3_5_moe`); and
+//! the Qwen-VL GGUFs' text models (llama.cpp's `qwen2vl`, `qwen3vl`,
+//! `qwen3vlmoe`, whose vision parts are another file). Qwen3-VL-MoE's
+//! safetensors are not read: their experts are one input-major 3D tensor.
 //!
 //! The view: the config's `text_config` (or, in the Hub's Qwen2/2.5-VL
 //! configs, the top level without `vision_config`), and the language
@@ -72,7 +74,7 @@ const LANGUAGE_MODELS: &[LanguageModel] = &[
 const QWEN3_5_SECTIONS: Mrope = Mrope::SectionsOr([11, 11, 10]);
 
 /// The Qwen-VL GGUF architectures (llama.cpp's) and the architecture their text model is read as.
-const GGUF_LANGUAGE_MODELS: &[(&str, &str)] = &[("qwen2vl", "qwen2"), ("qwen3vl", "qwen3")];
+const GGUF_LANGUAGE_MODELS: &[(&str, &str)] = &[("qwen2vl", "qwen2"), ("qwen3vl", "qwen3"), ("qwen3vlmoe", "qwen3moe")];
 
 /// A config key (not HF's) naming how many vision tensors the view left out.
 pub const VISION_TENSORS_LEFT: &str = "graphc_vision_tensors_not_read";

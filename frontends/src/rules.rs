@@ -35,6 +35,21 @@ const GGUF_READS: &[(&str, &[&str])] = &[
     ("qwen2vl", QWEN_VL_KEYS.split_last().unwrap().1),
     ("qwen3vl", &QWEN_VL_KEYS),
     (
+        "qwen3vlmoe",
+        &[
+            "expert_count",
+            "expert_used_count",
+            "expert_feed_forward_length",
+            "rope.scaling.type",
+            "rope.scaling.factor",
+            "rope.scaling.original_context_length",
+            "rope.scaling.yarn_beta_fast",
+            "rope.scaling.yarn_beta_slow",
+            "rope.dimension_sections",
+            "n_deepstack_layers",
+        ],
+    ),
+    (
         "qwen3moe",
         &[
             "expert_count",

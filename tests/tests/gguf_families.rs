@@ -141,6 +141,45 @@ fn qwen3_5_gguf_tiles_value_heads_and_leaves_out_its_mtp_block() {
     }
 }
 
+/// Qwen3-VL-MoE's GGUF text model (arch `qwen3vlmoe`, as llama.cpp's
+/// converter writes it: Qwen3-MoE's keys and stacked experts under its own
+/// architecture, `rope.dimension_sections`, `n_deepstack_layers`;
+/// `make_gguf_fixtures.py qwen3_vl_moe`, from the qwen3_moe fixture, whose
+/// text logits transformers' Qwen3VLMoeForConditionalGeneration gives:
+/// `make_family_fixtures.py qwen3_vl_moe_check`): the qwen3_moe GGUF's logit
+/// bits at every position of every prompt, so its reference's; its M-RoPE
+/// and DeepStack recorded. A fourth, non-zero section is refused.
+#[test]
+fn qwen3_vl_moe_gguf_is_qwen3_moes_text_model() {
+    let path = graphc_tests::repo_root().join("tests/fixtures/gguf_only/qwen3_vl_moe/model.gguf");
+    let vl = compile(&path);
+    let text = compile(&dir("qwen3_moe").join("model.gguf"));
+    assert_eq!(vl.plan().family, "qwen3_moe");
+    assert_eq!(
+        vl.plan().model.facts["mrope"],
+        "sections [3, 3, 2]; 1 DeepStack layers (image features only): on text alone every position is the token's index, RoPE"
+    );
+    let r = reference("qwen3_moe");
+    for k in [Kernels::Reference, Kernels::parse("fast").unwrap()] {
+        for (p, prompt) in r["prompts"].as_array().unwrap().iter().enumerate() {
+            let prompt = ids(prompt);
+            let got = every_position(&vl, k, &prompt);
+            assert_eq!(bits(&got), bits(&every_position(&text, k, &prompt)), "{k:?} prompt {p}");
+            for (pos, (g, w)) in got.iter().zip(r["logits"][p].as_array().unwrap()).enumerate() {
+                assert!(max_diff(g, &floats(w)) <= TOL, "{k:?} prompt {p} position {pos}");
+            }
+        }
+    }
+    let tmp = graphc_tests::temp_dir("qwen3vlmoe-sections");
+    let bad = graphc_tests::gguf_with_keys(
+        &path,
+        &tmp.join("model.gguf"),
+        &[("qwen3vlmoe.rope.dimension_sections", graphc_tests::Meta::I32Array(vec![3, 3, 1, 1]))],
+    );
+    let e = Model::compile(&bad, &CompileOptions::default(), None).err().unwrap().to_string();
+    assert!(e.contains("qwen3vlmoe.rope.dimension_sections") && e.contains("fourth section"), "{e}");
+}
+
 #[test]
 fn gemma2_gguf_scales_by_head_dim_as_llama_cpp_does() {
     let r = reference("gemma2");
