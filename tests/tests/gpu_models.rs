@@ -282,12 +282,15 @@ fn family_fixtures_on_the_gpu_match_transformers() {
         "qwen3_next",
         "qwen3_5",
         "qwen3_5_moe",
+        "qwen3_5 GGUF",
         "gpt_oss",
     ] {
+        // Qwen3.5's GGUF: its value heads tiled over the key heads (q and k repeated on the device).
+        let (family, gguf) = family.strip_suffix(" GGUF").map_or((family, false), |f| (f, true));
         let dir = graphc_tests::repo_root().join("tests/fixtures/families").join(family);
         let r: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(dir.join("reference.json")).unwrap()).unwrap();
         // gpt-oss is read from its GGUF (experts in MXFP4; its safetensors layout is refused).
-        let path = if family == "gpt_oss" { dir.join("model.gguf") } else { dir.clone() };
+        let path = if family == "gpt_oss" || gguf { dir.join("model.gguf") } else { dir.clone() };
         let model = Model::compile(&path, &opts, None).unwrap_or_else(|e| panic!("{family}: {e}"));
         let prompts: Vec<Vec<u32>> = r["prompts"].as_array().unwrap().iter().map(ids).collect();
         let mut worst = 0f32;
