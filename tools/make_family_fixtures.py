@@ -1102,20 +1102,7 @@ def qwen3_next():
     config = Qwen3NextConfig(**kwargs)
     torch.manual_seed(0)
     model = Qwen3NextForCausalLM(config).eval()
-    randomize(model, 7)
-    g = torch.Generator().manual_seed(8)
-    with torch.no_grad():
-        for name, p in model.named_parameters():
-            # Qwen3NextRMSNorm scales by 1 + w (weights stored zero-centered);
-            # the linear attention's gated norm by w itself.
-            if name.endswith("norm.weight") and "linear_attn" not in name:
-                p.copy_(0.2 * torch.randn(p.shape, generator=g))
-            elif name.endswith("A_log"):
-                p.copy_(torch.log(1.0 + 15.0 * torch.rand(p.shape, generator=g)))
-            elif name.endswith("dt_bias"):
-                p.copy_(0.5 * torch.randn(p.shape, generator=g))
-            elif name.endswith("mlp.gate.weight"):
-                p.mul_(4.0)
+    linear_attention_randomize(model, 7, a_span=15.0, router_scale=4.0)
 
     def patched(patch):
         """Logits of PROMPTS[0] with `patch(model)` applied, then undone."""
@@ -1201,10 +1188,10 @@ def qwen3_5_kwargs(moe):
     return kwargs
 
 
-def qwen3_5_randomize(model, seed):
-    """As qwen3_next's: zero-centered `1 + w` norms, the gated norm's plain
-    `w`, decays over a wide range (the router left as drawn: sharpened, as
-    qwen3_next's, it amplifies torch's own f32 error toward the bound)."""
+def linear_attention_randomize(model, seed, a_span, router_scale=1.0):
+    """`randomize`, then as Qwen3-Next's and Qwen3.5's weights are: the
+    `1 + w` norms zero-centered, the linear attention's gated norm a plain
+    `w`, `A = exp(A_log)` in [1, 1 + a_span], the router scaled."""
     randomize(model, seed)
     g = torch.Generator().manual_seed(seed + 1)
     with torch.no_grad():
@@ -1212,9 +1199,18 @@ def qwen3_5_randomize(model, seed):
             if name.endswith("norm.weight") and "linear_attn" not in name:
                 p.copy_(0.2 * torch.randn(p.shape, generator=g))
             elif name.endswith("A_log"):
-                p.copy_(torch.log(1.0 + 3.0 * torch.rand(p.shape, generator=g)))
+                p.copy_(torch.log(1.0 + a_span * torch.rand(p.shape, generator=g)))
             elif name.endswith("dt_bias"):
                 p.copy_(0.5 * torch.randn(p.shape, generator=g))
+            elif name.endswith("mlp.gate.weight"):
+                p.mul_(router_scale)
+
+
+def qwen3_5_randomize(model, seed):
+    """Qwen3.5's fixtures: decays narrower than qwen3_next's and the router
+    as drawn (with [1, 16] and a sharpened router the model amplified
+    torch's own f32 error past the bound)."""
+    linear_attention_randomize(model, seed, a_span=3.0)
 
 
 def qwen3_5_controls(model, mod):

@@ -371,6 +371,21 @@ def gpt_oss(family="gpt_oss"):
     print(family, "->", d / "model.gguf", len(out), "tensors:", sorted(out))
 
 
+def copy_keys(src, w, rename=None):
+    """Every metadata key of the reader `src` but the architecture into the
+    writer `w`, a key's prefix `rename[0]` written as `rename[1]`."""
+    for key, field in src.fields.items():
+        if key.startswith("GGUF.") or key == "general.architecture":
+            continue
+        if rename and key.startswith(rename[0]):
+            key = rename[1] + key[len(rename[0]):]
+        vtype = field.types[0]
+        if vtype == gguf.GGUFValueType.ARRAY:
+            w.add_key_value(key, field.contents(), vtype, sub_type=field.types[-1])
+        else:
+            w.add_key_value(key, field.contents(), vtype)
+
+
 def llama3_split():
     """The llama3 fixture's model.gguf split by gguf-py's writer as
     `convert_hf_to_gguf.py --split-max-tensors 8` splits it (llama.cpp's
@@ -385,14 +400,7 @@ def llama3_split():
     d.mkdir(parents=True, exist_ok=True)
     arch = bytes(src.fields["general.architecture"].parts[-1]).decode()
     w = gguf.GGUFWriter(d / "model.gguf", arch, split_max_tensors=8)
-    for name, field in src.fields.items():
-        if name.startswith("GGUF.") or name == "general.architecture":
-            continue
-        vtype = field.types[0]
-        if vtype == gguf.GGUFValueType.ARRAY:
-            w.add_key_value(name, field.contents(), vtype, sub_type=field.types[-1])
-        else:
-            w.add_key_value(name, field.contents(), vtype)
+    copy_keys(src, w)
     for t in src.tensors:
         w.add_tensor(t.name, np.array(t.data), raw_dtype=t.tensor_type)
     w.write_header_to_file()
@@ -423,16 +431,7 @@ def qwen_vl(name, text_family, arch, sections, deepstack=None):
     path = ROOT.parent / name / "model.gguf"
     path.parent.mkdir(parents=True, exist_ok=True)
     w = gguf.GGUFWriter(path, arch)
-    for key, field in src.fields.items():
-        if key.startswith("GGUF.") or key == "general.architecture":
-            continue
-        if key.startswith(old + "."):
-            key = arch + key[len(old):]
-        vtype = field.types[0]
-        if vtype == gguf.GGUFValueType.ARRAY:
-            w.add_key_value(key, field.contents(), vtype, sub_type=field.types[-1])
-        else:
-            w.add_key_value(key, field.contents(), vtype)
+    copy_keys(src, w, (old + ".", arch + "."))
     w.add_rope_dimension_sections(sections + [0] * (4 - len(sections)))
     if deepstack is not None:
         w.add_num_deepstack_layers(deepstack)

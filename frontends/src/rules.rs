@@ -62,7 +62,7 @@ const GGUF_READS: &[(&str, &[&str])] = &[
             "rope.scaling.yarn_beta_slow",
         ],
     ),
-    ("qwen35", &QWEN3_5_KEYS),
+    ("qwen35", QWEN3_5_MOE_KEYS.split_at(10).0),
     ("qwen35moe", &QWEN3_5_MOE_KEYS),
     (
         "qwen3next",
@@ -113,21 +113,8 @@ const YARN_KEYS: &[&str] = &[
     "rope.scaling.yarn_beta_slow",
 ];
 
-/// Qwen3.5's: Qwen3-Next's linear layers, M-RoPE sections, MTP blocks.
-const QWEN3_5_KEYS: [&str; 10] = [
-    "ssm.conv_kernel",
-    "ssm.group_count",
-    "ssm.inner_size",
-    "ssm.state_size",
-    "ssm.time_step_rank",
-    "full_attention_interval",
-    "attention.recurrent_layers",
-    "rope.dimension_count",
-    "rope.dimension_sections",
-    "nextn_predict_layers",
-];
-
-/// Qwen3.5-MoE's: Qwen3.5's and the experts'.
+/// Qwen3.5-MoE's: Qwen3-Next's linear layers, M-RoPE sections, MTP blocks,
+/// then the experts' (Qwen3.5's: the first ten).
 const QWEN3_5_MOE_KEYS: [&str; 14] = [
     "ssm.conv_kernel",
     "ssm.group_count",
