@@ -1252,19 +1252,26 @@ def qwen3_5_controls(model, mod):
     return {"v_heads_tiled": v_tiled, "b_a_swapped": ba_swapped, "norms_plain_w": plain_w}
 
 
+def qwen3_5_family(name, mod, model_class, config_class, moe, seed):
+    """A Qwen3.5 text fixture: `qwen3_5_kwargs(moe)`, the reference and
+    controls in float64 (`write(f64=True)`)."""
+    config = config_class(**qwen3_5_kwargs(moe=moe))
+    config._experts_implementation = "eager"  # the grouped kernel takes no float64
+    torch.manual_seed(0)
+    model = model_class(config).eval()
+    qwen3_5_randomize(model, seed)
+    with f64_everywhere(model):
+        reference = rows(all_logits(model, PROMPTS[0]))
+        controls = far_enough(qwen3_5_controls(model, mod), reference, name)
+    write(name, model, config, controls, f64=True)
+
+
 def qwen3_5():
     """Qwen3.5's text model (`model_type: qwen3_5_text`, Qwen3_5ForCausalLM)."""
     import transformers.models.qwen3_5.modeling_qwen3_5 as mod
     from transformers import Qwen3_5ForCausalLM, Qwen3_5TextConfig
 
-    config = Qwen3_5TextConfig(**qwen3_5_kwargs(moe=False))
-    torch.manual_seed(0)
-    model = Qwen3_5ForCausalLM(config).eval()
-    qwen3_5_randomize(model, 71)
-    with f64_everywhere(model):
-        reference = rows(all_logits(model, PROMPTS[0]))
-        controls = far_enough(qwen3_5_controls(model, mod), reference, "qwen3_5")
-    write("qwen3_5", model, config, controls, f64=True)
+    qwen3_5_family("qwen3_5", mod, Qwen3_5ForCausalLM, Qwen3_5TextConfig, False, 71)
 
 
 def qwen3_5_moe():
@@ -1272,15 +1279,7 @@ def qwen3_5_moe():
     import transformers.models.qwen3_5_moe.modeling_qwen3_5_moe as mod
     from transformers import Qwen3_5MoeForCausalLM, Qwen3_5MoeTextConfig
 
-    config = Qwen3_5MoeTextConfig(**qwen3_5_kwargs(moe=True))
-    config._experts_implementation = "eager"  # the grouped kernel takes no float64
-    torch.manual_seed(0)
-    model = Qwen3_5MoeForCausalLM(config).eval()
-    qwen3_5_randomize(model, 75)
-    with f64_everywhere(model):
-        reference = rows(all_logits(model, PROMPTS[0]))
-        controls = far_enough(qwen3_5_controls(model, mod), reference, "qwen3_5_moe")
-    write("qwen3_5_moe", model, config, controls, f64=True)
+    qwen3_5_family("qwen3_5_moe", mod, Qwen3_5MoeForCausalLM, Qwen3_5MoeTextConfig, True, 75)
 
 
 def phimoe_hub_layout(state):

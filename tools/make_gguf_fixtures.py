@@ -371,9 +371,10 @@ def gpt_oss(family="gpt_oss"):
     print(family, "->", d / "model.gguf", len(out), "tensors:", sorted(out))
 
 
-def copy_keys(src, w, rename=None):
-    """Every metadata key of the reader `src` but the architecture into the
-    writer `w`, a key's prefix `rename[0]` written as `rename[1]`."""
+def copy_gguf(src, w, rename=None):
+    """Every metadata key of the reader `src` but the architecture, and every
+    tensor, into the writer `w`, a key's prefix `rename[0]` written as
+    `rename[1]`."""
     for key, field in src.fields.items():
         if key.startswith("GGUF.") or key == "general.architecture":
             continue
@@ -384,6 +385,15 @@ def copy_keys(src, w, rename=None):
             w.add_key_value(key, field.contents(), vtype, sub_type=field.types[-1])
         else:
             w.add_key_value(key, field.contents(), vtype)
+    for t in src.tensors:
+        w.add_tensor(t.name, np.array(t.data), raw_dtype=t.tensor_type)
+
+
+def finish(w):
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
 
 
 def llama3_split():
@@ -400,13 +410,8 @@ def llama3_split():
     d.mkdir(parents=True, exist_ok=True)
     arch = bytes(src.fields["general.architecture"].parts[-1]).decode()
     w = gguf.GGUFWriter(d / "model.gguf", arch, split_max_tensors=8)
-    copy_keys(src, w)
-    for t in src.tensors:
-        w.add_tensor(t.name, np.array(t.data), raw_dtype=t.tensor_type)
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
+    copy_gguf(src, w)
+    finish(w)
     shards = sorted(d.glob("model-*.gguf"))
     assert len(shards) >= 3, shards
     back = {}
@@ -431,16 +436,11 @@ def qwen_vl(name, text_family, arch, sections, deepstack=None):
     path = ROOT.parent / name / "model.gguf"
     path.parent.mkdir(parents=True, exist_ok=True)
     w = gguf.GGUFWriter(path, arch)
-    copy_keys(src, w, (old + ".", arch + "."))
+    copy_gguf(src, w, (old + ".", arch + "."))
     w.add_rope_dimension_sections(sections + [0] * (4 - len(sections)))
     if deepstack is not None:
         w.add_num_deepstack_layers(deepstack)
-    for t in src.tensors:
-        w.add_tensor(t.name, np.array(t.data), raw_dtype=t.tensor_type)
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
+    finish(w)
     back = gguf.GGUFReader(path)
     assert {t.name: bytes(t.data.tobytes()) for t in back.tensors} == {t.name: bytes(t.data.tobytes()) for t in src.tensors}
     print(name, "->", path, "arch", arch)

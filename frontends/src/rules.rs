@@ -34,34 +34,8 @@ const GGUF_READS: &[(&str, &[&str])] = &[
     // The Qwen-VL text models: their family's keys, the M-RoPE sections, DeepStack's count (`multimodal`).
     ("qwen2vl", QWEN_VL_KEYS.split_last().unwrap().1),
     ("qwen3vl", &QWEN_VL_KEYS),
-    (
-        "qwen3vlmoe",
-        &[
-            "expert_count",
-            "expert_used_count",
-            "expert_feed_forward_length",
-            "rope.scaling.type",
-            "rope.scaling.factor",
-            "rope.scaling.original_context_length",
-            "rope.scaling.yarn_beta_fast",
-            "rope.scaling.yarn_beta_slow",
-            "rope.dimension_sections",
-            "n_deepstack_layers",
-        ],
-    ),
-    (
-        "qwen3moe",
-        &[
-            "expert_count",
-            "expert_used_count",
-            "expert_feed_forward_length",
-            "rope.scaling.type",
-            "rope.scaling.factor",
-            "rope.scaling.original_context_length",
-            "rope.scaling.yarn_beta_fast",
-            "rope.scaling.yarn_beta_slow",
-        ],
-    ),
+    ("qwen3vlmoe", &QWEN3_MOE_KEYS),
+    ("qwen3moe", QWEN3_MOE_KEYS.split_at(8).0),
     ("qwen35", QWEN3_5_MOE_KEYS.split_at(10).0),
     ("qwen35moe", &QWEN3_5_MOE_KEYS),
     (
@@ -130,6 +104,20 @@ const QWEN3_5_MOE_KEYS: [&str; 14] = [
     "expert_used_count",
     "expert_feed_forward_length",
     "expert_shared_feed_forward_length",
+];
+
+/// Qwen3-MoE's, then Qwen3-VL-MoE's M-RoPE sections and DeepStack count.
+const QWEN3_MOE_KEYS: [&str; 10] = [
+    "expert_count",
+    "expert_used_count",
+    "expert_feed_forward_length",
+    "rope.scaling.type",
+    "rope.scaling.factor",
+    "rope.scaling.original_context_length",
+    "rope.scaling.yarn_beta_fast",
+    "rope.scaling.yarn_beta_slow",
+    "rope.dimension_sections",
+    "n_deepstack_layers",
 ];
 
 /// The Qwen-VL text models' (qwen3vl's DeepStack count last).
