@@ -986,6 +986,53 @@ def olmo2():
     write("olmo2", model, config, controls)
 
 
+def olmo3():
+    """OLMo 3's shape (Olmo3ForCausalLM): OLMo 2's layers, three of four
+    sliding (window shrunk to 5, so the 13-token prompt's later positions see
+    only the window) and every fourth global, YaRN (OLMo 3 7B's factor 8
+    over 8192, transformers' default attention factor) on the global layers
+    only, plain RoPE at the same base on the sliding ones."""
+    from transformers import Olmo3Config, Olmo3ForCausalLM
+
+    base = 500000.0
+    config = Olmo3Config(
+        vocab_size=256, hidden_size=64, intermediate_size=128, num_hidden_layers=4,
+        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=65536, rms_norm_eps=1e-6,
+        sliding_window=5, layer_types=["sliding_attention"] * 3 + ["full_attention"],
+        rope_parameters={"sliding_attention": {"rope_type": "default", "rope_theta": base},
+                         "full_attention": {"rope_type": "yarn", "rope_theta": base, "factor": 8.0,
+                                            "original_max_position_embeddings": 8192}},
+        attention_bias=False, tie_word_embeddings=False, bos_token_id=None, eos_token_id=None, pad_token_id=None,
+        torch_dtype="float32", attn_implementation="eager",
+    )
+    torch.manual_seed(0)
+    model = Olmo3ForCausalLM(config).eval()
+    randomize(model, 68)
+    reference = rows(all_logits(model, PROMPTS[0]))
+    rotary = model.model.rotary_emb
+
+    def rope_swapped(kind, inv_freq, scaling):
+        saved = (getattr(rotary, f"{kind}_inv_freq").clone(), getattr(rotary, f"{kind}_attention_scaling"))
+        getattr(rotary, f"{kind}_inv_freq").copy_(inv_freq)
+        setattr(rotary, f"{kind}_attention_scaling", scaling)
+        try:
+            return rows(all_logits(model, PROMPTS[0]))
+        finally:
+            getattr(rotary, f"{kind}_inv_freq").copy_(saved[0])
+            setattr(rotary, f"{kind}_attention_scaling", saved[1])
+
+    yarn = (rotary.full_attention_inv_freq.clone(), rotary.full_attention_attention_scaling)
+    plain = rotary.sliding_attention_inv_freq.clone()
+    controls = far_enough({
+        # The window ignored (one longer than the prompt: full causal attention).
+        "no_window": window_logits(model, 64),
+        # YaRN read on no layer, and on every layer.
+        "no_yarn": rope_swapped("full_attention", plain, 1.0),
+        "yarn_on_sliding_layers": rope_swapped("sliding_attention", *yarn),
+    }, reference, "olmo3")
+    write("olmo3", model, config, controls)
+
+
 def granitemoe():
     # Granite 3's MoE (granite-3.x-1b-a400m, 3b-a800m): Granite's four
     # scales on a decoder whose MLP routes each token to 2 of 4 experts

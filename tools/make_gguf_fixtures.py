@@ -75,6 +75,8 @@ ARCH = {
     "qwen3_moe": gguf.MODEL_ARCH.QWEN3MOE,
     "qwen2_moe": gguf.MODEL_ARCH.QWEN2MOE,
     "olmo2": gguf.MODEL_ARCH.OLMO2,
+    # OLMo 3's converter class is Olmo2Model: arch olmo2, with its windows.
+    "olmo3": gguf.MODEL_ARCH.OLMO2,
     "gemma": gguf.MODEL_ARCH.GEMMA,
     "gemma2": gguf.MODEL_ARCH.GEMMA2,
     "phi": gguf.MODEL_ARCH.PHI2,
@@ -154,6 +156,8 @@ def convert(family, split_experts=False):
     w = gguf.GGUFWriter(file, name)
     dimensions(w, family, config)
     rope = config.get("rope_parameters") or {}
+    # As the converter: a per-layer-kind RoPE's global one (OLMo 3's YaRN).
+    rope = rope.get("full_attention", rope)
     w.add_rope_freq_base(config.get("rope_theta", rope.get("rope_theta", 10000.0)))
     head_dim = config.get("head_dim") or config["hidden_size"] // config["num_attention_heads"]
     if "head_dim" in config:
@@ -212,7 +216,12 @@ def convert(family, split_experts=False):
     experts = {}
     if arch == gguf.MODEL_ARCH.LLAMA and config.get("sliding_window"):
         w.add_sliding_window(config["sliding_window"])
-    if arch in (gguf.MODEL_ARCH.QWEN2, gguf.MODEL_ARCH.QWEN3, gguf.MODEL_ARCH.QWEN3MOE, gguf.MODEL_ARCH.LLAMA) and rope.get("rope_type") == "yarn":
+    if arch == gguf.MODEL_ARCH.OLMO2 and "sliding_window" in config:
+        # Olmo2Model.set_gguf_parameters: the window and which layers slide.
+        w.add_sliding_window(config["sliding_window"])
+        w.add_sliding_window_pattern([t == "sliding_attention" for t in config["layer_types"]])
+    if arch in (gguf.MODEL_ARCH.QWEN2, gguf.MODEL_ARCH.QWEN3, gguf.MODEL_ARCH.QWEN3MOE, gguf.MODEL_ARCH.LLAMA,
+                gguf.MODEL_ARCH.OLMO2) and rope.get("rope_type") == "yarn":
         # As the converter writes YaRN: type, factor, pretraining length.
         w.add_rope_scaling_type(gguf.RopeScalingType.YARN)
         w.add_rope_scaling_factor(rope["factor"])

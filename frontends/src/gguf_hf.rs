@@ -26,7 +26,8 @@
 //!   `qwen3_next`'s layouts; `1 + w` folded into its zero-centered norms;
 //!   the MTP blocks after the trunk (`nextn_predict_layers`) left out.
 //! - olmo2: its post-norms are `post_attention_norm` and `post_ffw_norm`;
-//!   `attention_bias` follows from `attn_q.bias`.
+//!   `attention_bias` follows from `attn_q.bias`; with a sliding window it
+//!   is OLMo 3 (`olmo3_config`).
 //! - phimoe: as phi3, with stacked experts; GGUF has no key for the
 //!   sparsemixer's `router_jitter_noise`, so HF's default (0.01) is used.
 //! - gpt-oss: the experts' biases are stacked too (`[experts, rows]`);
@@ -203,6 +204,10 @@ fn config(g: &GgufFile, key_arch: &str, arch: &str, model_type: &str) -> Result<
         }
         "olmo2" => {
             c.insert("attention_bias".into(), json!(g.tensor("blk.0.attn_q.bias").is_some()));
+            // OLMo 3 (llama.cpp's converter writes it as olmo2 with its window).
+            if let Some(window) = g.get(&k("attention.sliding_window")).and_then(|v| v.as_u64()).filter(|&w| w > 0) {
+                olmo3_config(g, key_arch, &mut c, window)?;
+            }
         }
         "qwen2moe" => {
             let layers = g.uint(&k("block_count"))?;
@@ -270,12 +275,41 @@ fn config(g: &GgufFile, key_arch: &str, arch: &str, model_type: &str) -> Result<
         }
         _ => {}
     }
-    if matches!(arch, "qwen2" | "qwen3" | "qwen3moe") {
+    let olmo3 = c.get("model_type").and_then(|m| m.as_str()) == Some(crate::families::olmo2::OLMO3);
+    if matches!(arch, "qwen2" | "qwen3" | "qwen3moe") || (arch == "olmo2" && !olmo3) {
         if let Some(scaling) = rope_scaling(g, key_arch)? {
             c.insert("rope_scaling".into(), scaling);
         }
     }
     Ok(Value::Object(c))
+}
+
+/// OLMo 3 from an `olmo2` GGUF with a sliding window: which layers slide
+/// (`attention.sliding_window_pattern`, else llama.cpp's default, three of
+/// four), and each kind's RoPE as `rope_parameters.{full_attention,
+/// sliding_attention}`: the global layers at `rope.freq_base` with the
+/// file's scaling (OLMo 3's YaRN), the sliding ones at `rope.freq_base_swa`
+/// (else the same base) unscaled, as llama.cpp's olmo2 graph runs them.
+fn olmo3_config(g: &GgufFile, key_arch: &str, c: &mut Map<String, Value>, window: u64) -> Result<(), Diagnostic> {
+    let k = |s: &str| format!("{key_arch}.{s}");
+    let layers = g.uint(&k("block_count"))?;
+    let sliding: Vec<bool> = match g.get(&k("attention.sliding_window_pattern")) {
+        None => (0..layers).map(|l| !(l + 1).is_multiple_of(4)).collect(),
+        Some(MetaValue::Array(a)) if a.len() as u64 == layers && a.iter().all(|v| matches!(v, MetaValue::Bool(_))) => {
+            a.iter().map(|v| matches!(v, MetaValue::Bool(true))).collect()
+        }
+        Some(_) => return Err(Diagnostic::new(&g.path, format!("`{}` is not a list of {layers} booleans", k("attention.sliding_window_pattern")))),
+    };
+    let kinds: Vec<&str> = sliding.iter().map(|&s| if s { "sliding_attention" } else { "full_attention" }).collect();
+    let base = g.float_or(&k("rope.freq_base"), 10000.0)?;
+    let mut full = rope_scaling(g, key_arch)?.unwrap_or_else(|| json!({"rope_type": "default"}));
+    full["rope_theta"] = json!(base);
+    let sliding_rope = json!({"rope_type": "default", "rope_theta": g.float_or(&k("rope.freq_base_swa"), base)?});
+    c.insert("model_type".into(), json!(crate::families::olmo2::OLMO3));
+    c.insert("sliding_window".into(), json!(window));
+    c.insert("layer_types".into(), json!(kinds));
+    c.insert("rope_parameters".into(), json!({"full_attention": full, "sliding_attention": sliding_rope}));
+    Ok(())
 }
 
 /// The layers of the model's own forward: `block_count` less the MTP blocks

@@ -132,7 +132,9 @@ impl Checkpoint {
                 None => None,
             };
             let view = gguf_hf::hf_view(gguf)?;
-            return Ok(Checkpoint { format: Format::Safetensors(view), tokenizer, family: model_type.to_string() });
+            // The view may name another family its file's architecture holds (OLMo 3 in `olmo2`).
+            let family = view.config.get("model_type").and_then(|m| m.as_str()).unwrap_or(model_type).to_string();
+            return Ok(Checkpoint { format: Format::Safetensors(view), tokenizer, family });
         }
         if matches!(arch.as_str(), "llama" | "granitemoe") {
             // Mixtral's (and GraniteMoE's) experts, stacked or not, under one set of names.

@@ -449,6 +449,31 @@ fn olmo2_matches_transformers() {
     check_family("olmo2");
 }
 
+/// OLMo 3: OLMo 2's layers, three of four sliding (window shrunk to 5)
+/// and the fourth global with YaRN (factor 8 over 8192), plain RoPE on the
+/// sliding ones; from safetensors and from its GGUF as llama.cpp's
+/// converter writes OLMo 3 (arch `olmo2`, `attention.sliding_window`,
+/// `attention.sliding_window_pattern`, YaRN keys). Controls: the window
+/// ignored, YaRN on no layer, YaRN on every layer.
+#[test]
+fn olmo3_slides_three_layers_of_four_with_yarn_on_the_global_one() {
+    check_family("olmo3");
+    let (dir, r) = fixture("olmo3");
+    for path in [dir.clone(), dir.join("model.gguf")] {
+        let model = Model::compile(&path, &CompileOptions::default(), None).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        let facts = &model.plan().model.facts;
+        assert_eq!(model.plan().family, "olmo3", "{}", path.display());
+        assert_eq!((facts["sliding_layers"].as_str(), facts["sliding_window"].as_str()), ("0,1,2", "5"));
+        assert!(facts["rope_scaling"].as_str().starts_with("Yarn { factor: 8.0"), "{facts:?}");
+        assert_eq!(facts["rope_sliding"], "theta 500000.0, None");
+        gguf_matches_reference(&model, &r, &path.display().to_string());
+    }
+    // OLMo 2 has no windows: its config's are refused, not read.
+    let olmo2 = config_copy("olmo2", "window", |c| drop(c.insert("sliding_window".into(), serde_json::json!(5))));
+    let e = Model::compile(&olmo2, &CompileOptions::default(), None).err().unwrap().to_string();
+    assert!(e.contains("`sliding_window`") && e.contains("olmo2"), "{e}");
+}
+
 #[test]
 fn qwen3_moe_routes_layer_0_and_keeps_layer_1_dense() {
     let (dir, _) = fixture("qwen3_moe");

@@ -278,6 +278,7 @@ fn family_fixtures_on_the_gpu_match_transformers() {
         "qwen3_moe",
         "qwen2_moe",
         "olmo2",
+        "olmo3",
         "phimoe",
         "qwen3_next",
         "qwen3_5",

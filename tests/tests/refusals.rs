@@ -27,6 +27,7 @@ const SAFETENSORS: &[(&str, &str)] = &[
     ("qwen2_tied", "qwen2"),
     ("qwen2_moe", "qwen2_moe"),
     ("olmo2", "olmo2"),
+    ("olmo3", "olmo3"),
     ("qwen3", "qwen3"),
     ("qwen3_moe", "qwen3_moe"),
     ("qwen3_next", "qwen3_next"),
@@ -190,7 +191,7 @@ fn every_family_refuses_each_unimplemented_config_variant() {
             // The decoders of llama, qwen2 and qwen3 implement YaRN
             // (`family_parity.rs` `qwen2_yarn_*`).
             if *tag == "yarn"
-                && matches!(*family, "llama" | "mixtral" | "smollm3" | "granite" | "olmo2" | "qwen2" | "qwen2_moe" | "qwen3" | "qwen3_moe")
+                && matches!(*family, "llama" | "mixtral" | "smollm3" | "granite" | "olmo2" | "olmo3" | "qwen2" | "qwen2_moe" | "qwen3" | "qwen3_moe")
             {
                 continue;
             }
@@ -204,7 +205,8 @@ fn every_family_refuses_each_unimplemented_config_variant() {
                         if let Some(rp) = c.remove("rope_parameters") {
                             // Gemma 3's is one a layer kind: the global one's base,
                             // the local one's as `rope_local_base_freq`.
-                            if let Some(local) = rp.get("sliding_attention") {
+                            // (OLMo 3's sliding layers take `rope_theta` too.)
+                            if let Some(local) = rp.get("sliding_attention").filter(|_| *family == "gemma3_text") {
                                 c.insert("rope_local_base_freq".into(), local["rope_theta"].clone());
                             }
                             let rp = rp.get("full_attention").unwrap_or(&rp).clone();
@@ -232,7 +234,7 @@ fn every_family_refuses_each_unimplemented_config_variant() {
             "qwen2" | "qwen2_moe" | "qwen3" | "qwen3_moe" => ("use_sliding_window", json!(true)),
             // Implemented (`family_parity.rs` `phi3_window_*`).
             // Mixtral's window is Mistral's (`family_parity.rs` `mistral_*`).
-            "gemma2" | "gemma3_text" | "phi3" | "mixtral" | "smollm3" => continue,
+            "gemma2" | "gemma3_text" | "phi3" | "mixtral" | "smollm3" | "olmo3" => continue,
             _ => ("sliding_window", json!(16)),
         };
         let p = safetensors_copy(
@@ -273,8 +275,8 @@ fn every_gguf_family_refuses_keys_it_does_not_read() {
                     | ("qwen3next" | "qwen35" | "qwen35moe", "rope.dimension_count")
                     | ("qwen3moe" | "phimoe" | "qwen3next" | "qwen35moe" | "llama" | "qwen2moe", "expert_count")
                     | ("llama", "rope.dimension_count")
-                    | ("llama" | "smollm3" | "qwen2" | "qwen3" | "qwen3moe", "rope.scaling.type")
-                    | ("llama", "attention.sliding_window")
+                    | ("llama" | "smollm3" | "qwen2" | "qwen3" | "qwen3moe" | "olmo2", "rope.scaling.type")
+                    | ("llama" | "olmo2", "attention.sliding_window")
                     | ("gpt-oss", "attention.sliding_window" | "expert_count" | "rope.scaling.type")
             );
             if implemented {

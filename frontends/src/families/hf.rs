@@ -184,6 +184,12 @@ pub fn rope_scaling(st: &SafetensorsFile, family: &str) -> Result<RopeScaling, D
         (_, Some(v)) if !v.is_null() => ("rope_parameters", v),
         _ => return Ok(RopeScaling::None),
     };
+    rope_scaling_of(st, key, params, family)
+}
+
+/// The RoPE scaling the object `params` (at config key `key`: one layer
+/// kind's `rope_parameters.full_attention`, say) gives, as `rope_scaling` reads it.
+pub fn rope_scaling_of(st: &SafetensorsFile, key: &str, params: &serde_json::Value, family: &str) -> Result<RopeScaling, Diagnostic> {
     let err = |m: String| Diagnostic::new(&st.config_path, m);
     let kind = params.get("rope_type").or_else(|| params.get("type")).and_then(|v| v.as_str()).unwrap_or("default");
     let num = |k: &str| -> Result<f64, Diagnostic> {
