@@ -72,12 +72,12 @@ pub fn lower(st: &SafetensorsFile, family: &str) -> Result<Lowered, Diagnostic> 
     let (tokens, positions, last_rows) = b.inputs();
     let embd = b.weight("model.embed_tokens.weight", Some(&[vocab, d]))?;
     let mut x = b.op(Op::Gather, &[embd, tokens]);
-    for l in 0..n_layers {
+    for (l, &slides) in sliding.iter().enumerate() {
         b.layer = Some(l as u32);
         let w = |s: &str| format!("model.layers.{l}.{s}.weight");
         let names = [&w("self_attn.q_proj"), &w("self_attn.k_proj"), &w("self_attn.v_proj"), &w("self_attn.o_proj")];
         let (q_norm, k_norm) = (w("self_attn.q_norm"), w("self_attn.k_norm"));
-        let cfg = if sliding[l] { &sliding_cfg } else { &full_cfg };
+        let cfg = if slides { &sliding_cfg } else { &full_cfg };
         let o = b.attention(x, positions, names.map(|s| s.as_str()), Some((&q_norm, &k_norm)), cfg)?;
         let post = b.weight(&w("post_attention_layernorm"), Some(&[d]))?;
         let o = b.op(norm.clone(), &[o, post]);
