@@ -1033,6 +1033,54 @@ def olmo3():
     write("olmo3", model, config, controls)
 
 
+def glm4():
+    """GLM-4's shape (Glm4ForCausalLM, GLM-4-9B-0414 / GLM-Z1): sandwich RMS
+    norms (after attention and after the MLP too), biased q/k/v and an
+    unbiased output projection, GPT-J-style RoPE (adjacent pairs) on the
+    first half of each head, Phi-3's fused `gate_up_proj`."""
+    import transformers.models.glm4.modeling_glm4 as m
+    from transformers import Glm4Config, Glm4ForCausalLM
+
+    config = Glm4Config(
+        vocab_size=256, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=2, head_dim=16, max_position_embeddings=32768, rms_norm_eps=1e-5,
+        rope_parameters={"rope_type": "default", "rope_theta": 10000.0, "partial_rotary_factor": 0.5}, attention_bias=True,
+        tie_word_embeddings=False, bos_token_id=None, eos_token_id=None, pad_token_id=None,
+        torch_dtype="float32", attn_implementation="eager",
+    )
+    torch.manual_seed(0)
+    model = Glm4ForCausalLM(config).eval()
+    randomize(model, 69)
+    reference = rows(all_logits(model, PROMPTS[0]))
+
+    def neox(q, k, cos, sin, unsqueeze_dim=1):
+        # The rotated half read as NeoX (pairs i, i + d/2) instead of adjacent pairs.
+        cos, sin = cos.unsqueeze(unsqueeze_dim), sin.unsqueeze(unsqueeze_dim)
+        r = cos.shape[-1]
+        def rot(x):
+            xr, xp = x[..., :r], x[..., r:]
+            half = torch.cat((-xr[..., r // 2:], xr[..., :r // 2]), dim=-1)
+            return torch.cat((xr * cos + half * sin, xp), dim=-1)
+        return rot(q), rot(k)
+
+    def without(norm_name):
+        saved = [getattr(l, norm_name).forward for l in model.model.layers]
+        for l in model.model.layers:
+            getattr(l, norm_name).forward = lambda x: x
+        try:
+            return rows(all_logits(model, PROMPTS[0]))
+        finally:
+            for l, f in zip(model.model.layers, saved):
+                getattr(l, norm_name).forward = f
+
+    controls = far_enough({
+        "rope_as_neox": patched(model, m, "apply_rotary_pos_emb", neox),
+        "no_post_self_attn_norm": without("post_self_attn_layernorm"),
+        "no_post_mlp_norm": without("post_mlp_layernorm"),
+    }, reference, "glm4")
+    write("glm4", model, config, controls)
+
+
 def granitemoe():
     # Granite 3's MoE (granite-3.x-1b-a400m, 3b-a800m): Granite's four
     # scales on a decoder whose MLP routes each token to 2 of 4 experts

@@ -75,6 +75,7 @@ ARCH = {
     "qwen3_moe": gguf.MODEL_ARCH.QWEN3MOE,
     "qwen2_moe": gguf.MODEL_ARCH.QWEN2MOE,
     "olmo2": gguf.MODEL_ARCH.OLMO2,
+    "glm4": gguf.MODEL_ARCH.GLM4,
     # OLMo 3's converter class is Olmo2Model: arch olmo2, with its windows.
     "olmo3": gguf.MODEL_ARCH.OLMO2,
     "gemma": gguf.MODEL_ARCH.GEMMA,
@@ -216,6 +217,9 @@ def convert(family, split_experts=False):
     experts = {}
     if arch == gguf.MODEL_ARCH.LLAMA and config.get("sliding_window"):
         w.add_sliding_window(config["sliding_window"])
+    if arch == gguf.MODEL_ARCH.GLM4:
+        # Glm4Model.set_gguf_parameters: the rotated half (GPT-J pairs, unpermuted: llama.cpp's NORM rope).
+        w.add_rope_dimension_count(int(head_dim * rope.get("partial_rotary_factor", 0.5)))
     if arch == gguf.MODEL_ARCH.OLMO2 and "sliding_window" in config:
         # Olmo2Model.set_gguf_parameters: the window and which layers slide.
         w.add_sliding_window(config["sliding_window"])

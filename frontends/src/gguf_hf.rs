@@ -25,6 +25,9 @@
 //!   `ssm_alpha` with its value heads tiled over the key heads), read by
 //!   `qwen3_next`'s layouts; `1 + w` folded into its zero-centered norms;
 //!   the MTP blocks after the trunk (`nextn_predict_layers`) left out.
+//! - glm4: its fused `gate_up_proj` is `ffn_up`, its sandwich norms
+//!   `post_attention_norm` (after attention), `ffn_norm` (before the MLP)
+//!   and `post_ffw_norm`; the rotated half `rope.dimension_count`.
 //! - olmo2: its post-norms are `post_attention_norm` and `post_ffw_norm`;
 //!   `attention_bias` follows from `attn_q.bias`; with a sliding window it
 //!   is OLMo 3 (`olmo3_config`).
@@ -201,6 +204,10 @@ fn config(g: &GgufFile, key_arch: &str, arch: &str, model_type: &str) -> Result<
                 }
                 c.insert("rope_scaling".into(), scaling);
             }
+        }
+        "glm4" => {
+            c.insert("attention_bias".into(), json!(g.tensor("blk.0.attn_q.bias").is_some()));
+            c.insert("partial_rotary_factor".into(), json!(g.uint(&k("rope.dimension_count"))? as f64 / head_dim as f64));
         }
         "olmo2" => {
             c.insert("attention_bias".into(), json!(g.tensor("blk.0.attn_q.bias").is_some()));
@@ -435,6 +442,9 @@ fn layer_name(arch: &str, part: &str) -> Option<&'static str> {
         ("phi3", "ffn_up") => "mlp.gate_up_proj",
         ("phi3", "attn_qkv") => "self_attn.qkv_proj",
         ("gemma2", "ffn_norm") => "pre_feedforward_layernorm",
+        ("glm4", "post_attention_norm") => "post_self_attn_layernorm",
+        ("glm4", "ffn_up") => "mlp.gate_up_proj",
+        ("glm4", "post_ffw_norm") => "post_mlp_layernorm",
         ("gemma2" | "olmo2", "post_attention_norm") => "post_attention_layernorm",
         ("gemma2" | "olmo2", "post_ffw_norm") => "post_feedforward_layernorm",
         (_, "attn_norm") => "input_layernorm",

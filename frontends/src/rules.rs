@@ -57,6 +57,7 @@ const GGUF_READS: &[(&str, &[&str])] = &[
         ],
     ),
     ("gemma", &[]),
+    ("glm4", &["rope.dimension_count"]),
     (
         "olmo2",
         &[

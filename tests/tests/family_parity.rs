@@ -474,6 +474,18 @@ fn olmo3_slides_three_layers_of_four_with_yarn_on_the_global_one() {
     assert!(e.contains("`sliding_window`") && e.contains("olmo2"), "{e}");
 }
 
+/// GLM-4: sandwich norms, biased q/k/v, GPT-J RoPE on half of each head,
+/// a fused gate/up projection; its GGUF gives the same bits
+/// (`gguf_families.rs`). Controls: the rotated half read as NeoX pairs, no
+/// norm after attention, no norm after the MLP.
+#[test]
+fn glm4_matches_transformers() {
+    check_family("glm4");
+    let (dir, _) = fixture("glm4");
+    let model = Model::compile(&dir, &CompileOptions::default(), None).unwrap();
+    assert_eq!(model.plan().model.facts["rotary_dim"], "8 (GPT-J pairs)");
+}
+
 #[test]
 fn qwen3_moe_routes_layer_0_and_keeps_layer_1_dense() {
     let (dir, _) = fixture("qwen3_moe");

@@ -67,6 +67,7 @@ fn each_gguf_family_gives_its_safetensors_logits() {
         "qwen2_moe",
         "olmo2",
         "olmo3",
+        "glm4",
         "qwen3",
         "qwen3_yarn",
         "qwen3_moe",

@@ -279,6 +279,7 @@ fn family_fixtures_on_the_gpu_match_transformers() {
         "qwen2_moe",
         "olmo2",
         "olmo3",
+        "glm4",
         "phimoe",
         "qwen3_next",
         "qwen3_5",

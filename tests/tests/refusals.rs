@@ -28,6 +28,7 @@ const SAFETENSORS: &[(&str, &str)] = &[
     ("qwen2_moe", "qwen2_moe"),
     ("olmo2", "olmo2"),
     ("olmo3", "olmo3"),
+    ("glm4", "glm4"),
     ("qwen3", "qwen3"),
     ("qwen3_moe", "qwen3_moe"),
     ("qwen3_next", "qwen3_next"),
@@ -272,7 +273,7 @@ fn every_gguf_family_refuses_keys_it_does_not_read() {
                 ("gemma2", "attention.sliding_window" | "attn_logit_softcapping")
                     | ("phi3", "attention.sliding_window" | "rope.dimension_count")
                     | ("phi2", "attention.layer_norm_epsilon" | "rope.dimension_count")
-                    | ("qwen3next" | "qwen35" | "qwen35moe", "rope.dimension_count")
+                    | ("qwen3next" | "qwen35" | "qwen35moe" | "glm4", "rope.dimension_count")
                     | ("qwen3moe" | "phimoe" | "qwen3next" | "qwen35moe" | "llama" | "qwen2moe", "expert_count")
                     | ("llama", "rope.dimension_count")
                     | ("llama" | "smollm3" | "qwen2" | "qwen3" | "qwen3moe" | "olmo2", "rope.scaling.type")

@@ -7,6 +7,7 @@ pub mod gemma;
 pub mod gemma2;
 pub mod gemma3;
 pub mod gemma3_hf;
+pub mod glm4;
 pub mod gpt_oss;
 pub mod granite;
 pub mod hf;

@@ -85,6 +85,7 @@ pub const FAMILIES: &[Family] = &[
         |st, _, _| gemma2::lower(st),
     ),
     hf(gemma3_hf::MODEL_TYPE, None, gemma3_hf::CONFIG_READS, |st, _, _| gemma3_hf::lower(st)),
+    hf(glm4::MODEL_TYPE, Some("glm4"), glm4::CONFIG_READS, |st, _, _| glm4::lower(st)),
     hf(olmo2::MODEL_TYPE, Some("olmo2"), olmo2::CONFIG_READS, |st, t, _| olmo2::lower(st, t)),
     hf(olmo2::OLMO3, None, olmo2::OLMO3_READS, |st, t, _| olmo2::lower(st, t)),
     hf(phi2::MODEL_TYPE, Some("phi2"), &["hidden_act", "partial_rotary_factor"], |st, _, _| phi2::lower(st)),
