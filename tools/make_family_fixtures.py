@@ -1081,6 +1081,38 @@ def glm4():
     write("glm4", model, config, controls)
 
 
+def ernie4_5():
+    """ERNIE 4.5's dense shape (Ernie4_5ForCausalLM, ERNIE-4.5-0.3B): Llama's
+    layers with RoPE on adjacent pairs (GLM's `rotate_half`, cos/sin
+    `repeat_interleave`d), no biases, GQA, tied output."""
+    import transformers.models.ernie4_5.modeling_ernie4_5 as m
+    from transformers import Ernie4_5Config, Ernie4_5ForCausalLM
+
+    config = Ernie4_5Config(
+        vocab_size=256, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=2, head_dim=16, max_position_embeddings=131072, rms_norm_eps=1e-5,
+        rope_parameters={"rope_type": "default", "rope_theta": 500000.0}, use_bias=False,
+        tie_word_embeddings=True, bos_token_id=None, eos_token_id=None, pad_token_id=None,
+        torch_dtype="float32", attn_implementation="eager",
+    )
+    torch.manual_seed(0)
+    model = Ernie4_5ForCausalLM(config).eval()
+    randomize(model, 70)
+    reference = rows(all_logits(model, PROMPTS[0]))
+
+    def neox(q, k, cos, sin, unsqueeze_dim=1):
+        # Adjacent pairs read as NeoX halves (Llama's rotate_half).
+        cos, sin = cos.unsqueeze(unsqueeze_dim), sin.unsqueeze(unsqueeze_dim)
+        half = lambda x: torch.cat((-x[..., x.shape[-1] // 2:], x[..., :x.shape[-1] // 2]), dim=-1)
+        return q * cos + half(q) * sin, k * cos + half(k) * sin
+
+    controls = far_enough({
+        "rope_as_neox": patched(model, m, "apply_rotary_pos_emb", neox),
+        "gqa_tiled": patched(model, m, "repeat_kv", lambda x, n_rep: x.repeat(1, n_rep, 1, 1)),
+    }, reference, "ernie4_5")
+    write("ernie4_5", model, config, controls)
+
+
 def granitemoe():
     # Granite 3's MoE (granite-3.x-1b-a400m, 3b-a800m): Granite's four
     # scales on a decoder whose MLP routes each token to 2 of 4 experts

@@ -76,6 +76,8 @@ ARCH = {
     "qwen2_moe": gguf.MODEL_ARCH.QWEN2MOE,
     "olmo2": gguf.MODEL_ARCH.OLMO2,
     "glm4": gguf.MODEL_ARCH.GLM4,
+    # Ernie4_5Model: no Q/K permutation (llama.cpp runs it with adjacent-pair rope).
+    "ernie4_5": gguf.MODEL_ARCH.ERNIE4_5,
     # OLMo 3's converter class is Olmo2Model: arch olmo2, with its windows.
     "olmo3": gguf.MODEL_ARCH.OLMO2,
     "gemma": gguf.MODEL_ARCH.GEMMA,

@@ -58,6 +58,7 @@ const GGUF_READS: &[(&str, &[&str])] = &[
     ),
     ("gemma", &[]),
     ("glm4", &["rope.dimension_count"]),
+    ("ernie4_5", &[]),
     (
         "olmo2",
         &[
@@ -248,6 +249,7 @@ pub const MATH_KEYS: &[&str] = &[
     "query_pre_attn_scalar",
     "attention_bias",
     "mlp_bias",
+    "use_bias",
     "qk_layernorm",
     "use_qk_norm",
     "hidden_act",
@@ -293,7 +295,7 @@ fn config_neutral(key: &str, v: &Value, config: &Map<String, Value>, reads: &[&s
             let context = config.get("max_position_embeddings").and_then(|c| c.as_u64());
             config.get("use_sliding_window").and_then(|u| u.as_bool()) == Some(false) || matches!((v.as_u64(), context), (Some(w), Some(c)) if w >= c)
         }
-        "use_sliding_window" | "attention_bias" | "mlp_bias" | "qk_layernorm" | "use_qk_norm" | "use_bidirectional_attention" => {
+        "use_sliding_window" | "attention_bias" | "mlp_bias" | "use_bias" | "qk_layernorm" | "use_qk_norm" | "use_bidirectional_attention" => {
             v.as_bool() == Some(false)
         }
         "layer_types" => v.as_array().is_some_and(|a| a.iter().all(|t| t.as_str() == Some("full_attention"))),

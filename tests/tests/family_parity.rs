@@ -486,6 +486,18 @@ fn glm4_matches_transformers() {
     assert_eq!(model.plan().model.facts["rotary_dim"], "8 (GPT-J pairs)");
 }
 
+/// ERNIE 4.5 (dense): Llama's layers with RoPE on adjacent pairs, tied
+/// output; its GGUF gives the same bits (`gguf_families.rs`). Controls: the
+/// pairs read as NeoX halves, GQA heads tiled. `use_bias` (which biases the
+/// MLP too) is refused.
+#[test]
+fn ernie4_5_matches_transformers() {
+    check_family("ernie4_5");
+    let biased = config_copy("ernie4_5", "ernie-bias", |c| drop(c.insert("use_bias".into(), serde_json::json!(true))));
+    let e = Model::compile(&biased, &CompileOptions::default(), None).err().unwrap().to_string();
+    assert!(e.contains("`use_bias`") && e.contains("ernie4_5"), "{e}");
+}
+
 #[test]
 fn qwen3_moe_routes_layer_0_and_keeps_layer_1_dense() {
     let (dir, _) = fixture("qwen3_moe");

@@ -68,6 +68,7 @@ fn each_gguf_family_gives_its_safetensors_logits() {
         "olmo2",
         "olmo3",
         "glm4",
+        "ernie4_5",
         "qwen3",
         "qwen3_yarn",
         "qwen3_moe",

@@ -280,6 +280,7 @@ fn family_fixtures_on_the_gpu_match_transformers() {
         "olmo2",
         "olmo3",
         "glm4",
+        "ernie4_5",
         "phimoe",
         "qwen3_next",
         "qwen3_5",

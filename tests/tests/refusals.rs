@@ -29,6 +29,7 @@ const SAFETENSORS: &[(&str, &str)] = &[
     ("olmo2", "olmo2"),
     ("olmo3", "olmo3"),
     ("glm4", "glm4"),
+    ("ernie4_5", "ernie4_5"),
     ("qwen3", "qwen3"),
     ("qwen3_moe", "qwen3_moe"),
     ("qwen3_next", "qwen3_next"),
@@ -192,7 +193,10 @@ fn every_family_refuses_each_unimplemented_config_variant() {
             // The decoders of llama, qwen2 and qwen3 implement YaRN
             // (`family_parity.rs` `qwen2_yarn_*`).
             if *tag == "yarn"
-                && matches!(*family, "llama" | "mixtral" | "smollm3" | "granite" | "olmo2" | "olmo3" | "qwen2" | "qwen2_moe" | "qwen3" | "qwen3_moe")
+                && matches!(
+                    *family,
+                    "llama" | "mixtral" | "smollm3" | "granite" | "ernie4_5" | "olmo2" | "olmo3" | "qwen2" | "qwen2_moe" | "qwen3" | "qwen3_moe"
+                )
             {
                 continue;
             }

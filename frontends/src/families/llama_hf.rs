@@ -1,6 +1,7 @@
-//! Llama 1/2/3.x, Mistral, Mixtral, SmolLM3 and Granite from safetensors
-//! (`config.json` `model_type = "llama"`, `"mistral"`, `"mixtral"`,
-//! `"smollm3"` or `"granite"`: its four scales, `granite.rs`), lowered with Hugging
+//! Llama 1/2/3.x, Mistral, Mixtral, SmolLM3, Granite and ERNIE 4.5 from
+//! safetensors (`config.json` `model_type = "llama"`, `"mistral"`,
+//! `"mixtral"`, `"smollm3"`, `"granite"`: its four scales, `granite.rs`, or
+//! `"ernie4_5"`: GPT-J's adjacent RoPE pairs, no biases), lowered with Hugging
 //! Face tensor names. (Llama GGUFs go through `llama.rs`, whose rows the
 //! converter permuted.)
 //!
@@ -29,11 +30,17 @@ use super::qwen3::{dense_mlp, lower_decoder, Decoder};
 use crate::error::Diagnostic;
 use crate::families::llama::Lowered;
 use crate::safetensors::SafetensorsFile;
+use graphc_ir::RopeStyle;
 
 pub const LLAMA: &str = "llama";
 pub const MISTRAL: &str = "mistral";
 pub const MIXTRAL: &str = "mixtral";
 pub const SMOLLM3: &str = "smollm3";
+/// ERNIE 4.5 (dense): Llama with GPT-J's adjacent RoPE pairs and `use_bias`.
+pub const ERNIE4_5: &str = "ernie4_5";
+
+/// ERNIE 4.5's keys: Llama's, its one bias switch for every projection.
+pub const ERNIE4_5_READS: &[&str] = &["rope_scaling", "rope_parameters", "hidden_act", "use_bias"];
 
 /// The math-relevant `config.json` keys these families read.
 pub const CONFIG_READS: &[&str] = &["rope_scaling", "rope_parameters", "hidden_act", "attention_bias", "mlp_bias", "sliding_window"];
@@ -80,6 +87,11 @@ pub fn lower(st: &SafetensorsFile, model_type: &str) -> Result<Lowered, Diagnost
         }
         Some(_) => super::hf::sliding_window(st, dims.context)?,
     };
+    // ERNIE 4.5's `use_bias` biases the MLP too, which no released one sets.
+    if model_type == ERNIE4_5 && flag("use_bias")? {
+        return Err(Diagnostic::new(&st.config_path, "`use_bias` is true: biased MLPs are not lowered for the ernie4_5 family yet")
+            .note("the released ERNIE 4.5 checkpoints have it false"));
+    }
     let bias = flag("attention_bias")?;
     let no_rope_layers = if model_type == SMOLLM3 { no_rope_layers(st, dims.n_layers)? } else { vec![] };
     let decoder = Decoder {
@@ -89,6 +101,7 @@ pub fn lower(st: &SafetensorsFile, model_type: &str) -> Result<Lowered, Diagnost
         window,
         no_rope_layers: no_rope_layers.clone(),
         scales: if model_type == granite::MODEL_TYPE { Some(granite::Scales::from_config(st)?) } else { None },
+        rope_style: if model_type == ERNIE4_5 { RopeStyle::GptJ } else { RopeStyle::Neox },
         ..Decoder::plain(rope_theta(st)?)
     };
     let mut facts = vec![("attention_bias", bias.to_string())];

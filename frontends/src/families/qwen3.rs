@@ -53,6 +53,9 @@ pub(crate) struct Decoder {
     pub sliding_layers: Option<Vec<bool>>,
     /// Each attention has a sink logit per head (gpt-oss's `self_attn.sinks`).
     pub sinks: bool,
+    /// The pairs RoPE rotates: NeoX's halves (HF `rotate_half`), or ERNIE
+    /// 4.5's adjacent pairs (GLM's `rotate_half`, GPT-J's).
+    pub rope_style: RopeStyle,
 }
 
 impl Decoder {
@@ -69,6 +72,7 @@ impl Decoder {
             scales: None,
             sliding_layers: None,
             sinks: false,
+            rope_style: RopeStyle::Neox,
         }
     }
 }
@@ -111,7 +115,7 @@ pub(crate) fn lower_decoder(
         None => o,
     };
     let norm = Op::Norm { kind: NormKind::Rms, eps };
-    let rope = Op::Rope { style: RopeStyle::Neox, rotary_dim: hd, theta, scaling: decoder.scaling.clone() };
+    let rope = Op::Rope { style: decoder.rope_style, rotary_dim: hd, theta, scaling: decoder.scaling.clone() };
     let mut cfg =
         AttentionCfg { qkv_bias: decoder.qkv_bias, out_bias: decoder.out_bias, window: decoder.window, ..dims.attention(norm.clone(), rope) };
     if let Some(s) = scales {

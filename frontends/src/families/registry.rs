@@ -59,6 +59,7 @@ pub const FAMILIES: &[Family] = &[
     hf(llama_hf::MIXTRAL, None, llama_hf::MIXTRAL_READS, |st, t, _| llama_hf::lower(st, t)),
     hf(llama_hf::SMOLLM3, None, llama_hf::SMOLLM3_READS, |st, t, _| llama_hf::lower(st, t)),
     hf(granite::MODEL_TYPE, None, llama_hf::GRANITE_READS, |st, t, _| llama_hf::lower(st, t)),
+    hf(llama_hf::ERNIE4_5, Some("ernie4_5"), llama_hf::ERNIE4_5_READS, |st, t, _| llama_hf::lower(st, t)),
     hf(qwen2::MODEL_TYPE, Some("qwen2"), qwen2::CONFIG_READS, |st, _, _| qwen2::lower(st)),
     hf(qwen2_moe::MODEL_TYPE, Some("qwen2moe"), qwen2_moe::CONFIG_READS, |st, _, _| qwen2_moe::lower(st)),
     hf(qwen3::MODEL_TYPE, Some("qwen3"), &["use_sliding_window", "head_dim", "rope_scaling", "rope_parameters"], |st, _, _| qwen3::lower(st)),
