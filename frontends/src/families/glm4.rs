@@ -15,7 +15,7 @@ use super::{AttentionCfg, Builder};
 use crate::error::Diagnostic;
 use crate::families::llama::Lowered;
 use crate::safetensors::SafetensorsFile;
-use graphc_ir::{BinaryOp, NormKind, Op, RopeScaling, RopeStyle, UnaryOp};
+use graphc_ir::{BinaryOp, NormKind, Op, RopeScaling, RopeStyle};
 
 pub const MODEL_TYPE: &str = "glm4";
 
@@ -56,15 +56,7 @@ pub fn lower(st: &SafetensorsFile) -> Result<Lowered, Diagnostic> {
         let o = normed(&mut b, o, &w("post_self_attn_layernorm"))?;
         x = b.binary(BinaryOp::Add, x, o);
         let h = normed(&mut b, x, &w("post_attention_layernorm"))?;
-        // The fused gate/up product, split: the gate is the first half.
-        let wgu = b.weight(&w("mlp.gate_up_proj"), Some(&[2 * ffn, d]))?;
-        let wd = b.weight(&w("mlp.down_proj"), Some(&[d, ffn]))?;
-        let gu = b.matmul(h, wgu);
-        let gate = b.op(Op::Narrow { axis: 2, start: 0usize.into(), len: ffn.into() }, &[gu]);
-        let up = b.op(Op::Narrow { axis: 2, start: ffn.into(), len: ffn.into() }, &[gu]);
-        let gate = b.unary(UnaryOp::Silu, gate);
-        let a = b.binary(BinaryOp::Mul, gate, up);
-        let down = b.matmul(a, wd);
+        let down = b.fused_swiglu(h, (&w("mlp.gate_up_proj"), &w("mlp.down_proj")), (ffn, d))?;
         let down = normed(&mut b, down, &w("post_mlp_layernorm"))?;
         x = b.binary(BinaryOp::Add, x, down);
     }

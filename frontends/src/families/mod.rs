@@ -144,6 +144,19 @@ impl<'a> Builder<'a> {
         Ok(self.matmul(a, wd))
     }
 
+    /// SwiGLU from one fused `[2·ffn, d]` gate/up weight, the gate's rows
+    /// first (Phi-3's and GLM-4's `gate_up_proj`): multiplied once, split.
+    pub fn fused_swiglu(&mut self, h: NodeId, (gate_up, down): (&str, &str), (ffn, d): (usize, usize)) -> Result<NodeId, Diagnostic> {
+        let wgu = self.weight(gate_up, Some(&[2 * ffn, d]))?;
+        let wd = self.weight(down, Some(&[d, ffn]))?;
+        let gu = self.matmul(h, wgu);
+        let gate = self.op(Op::Narrow { axis: 2, start: 0usize.into(), len: ffn.into() }, &[gu]);
+        let up = self.op(Op::Narrow { axis: 2, start: ffn.into(), len: ffn.into() }, &[gu]);
+        let gate = self.unary(UnaryOp::Silu, gate);
+        let a = self.binary(BinaryOp::Mul, gate, up);
+        Ok(self.matmul(a, wd))
+    }
+
     /// Causal self-attention as Gemma 3 and the HF families write it: Q, K,
     /// V projections (`names.0..=2`, no biases), heads split, Q and K
     /// RMS-normed per head when `qk_norm` names their weights, Q and K

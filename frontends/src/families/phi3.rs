@@ -36,7 +36,7 @@ use super::{Builder, Projections};
 use crate::error::Diagnostic;
 use crate::families::llama::Lowered;
 use crate::safetensors::SafetensorsFile;
-use graphc_ir::{BinaryOp, NormKind, Op, RopeScaling, RopeStyle, UnaryOp};
+use graphc_ir::{BinaryOp, NormKind, Op, RopeScaling, RopeStyle};
 
 pub const MODEL_TYPE: &str = "phi3";
 
@@ -69,15 +69,7 @@ pub fn lower(st: &SafetensorsFile, max_seq: Option<usize>) -> Result<Lowered, Di
         x = b.binary(BinaryOp::Add, x, o);
         let ln = b.weight(&w("post_attention_layernorm"), Some(&[d]))?;
         let h = b.op(norm.clone(), &[x, ln]);
-        // The fused gate/up product, split: the gate is the first half.
-        let wgu = b.weight(&w("mlp.gate_up_proj"), Some(&[2 * ffn, d]))?;
-        let wd = b.weight(&w("mlp.down_proj"), Some(&[d, ffn]))?;
-        let gu = b.matmul(h, wgu);
-        let gate = b.op(Op::Narrow { axis: 2, start: 0usize.into(), len: ffn.into() }, &[gu]);
-        let up = b.op(Op::Narrow { axis: 2, start: ffn.into(), len: ffn.into() }, &[gu]);
-        let gate = b.unary(UnaryOp::Silu, gate);
-        let a = b.binary(BinaryOp::Mul, gate, up);
-        let down = b.matmul(a, wd);
+        let down = b.fused_swiglu(h, (&w("mlp.gate_up_proj"), &w("mlp.down_proj")), (ffn, d))?;
         x = b.binary(BinaryOp::Add, x, down);
     }
     b.layer = None;
