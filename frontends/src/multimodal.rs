@@ -74,7 +74,13 @@ const LANGUAGE_MODELS: &[LanguageModel] = &[
 const QWEN3_5_SECTIONS: Mrope = Mrope::SectionsOr([11, 11, 10]);
 
 /// The Qwen-VL GGUF architectures (llama.cpp's) and the architecture their text model is read as.
-const GGUF_LANGUAGE_MODELS: &[(&str, &str)] = &[("qwen2vl", "qwen2"), ("qwen3vl", "qwen3"), ("qwen3vlmoe", "qwen3moe")];
+/// Each reads its text architecture's keys and the `{arch}.` keys listed
+/// with it (the M-RoPE sections; Qwen3-VL's DeepStack count, images only).
+const GGUF_LANGUAGE_MODELS: &[(&str, &str, &[&str])] = &[
+    ("qwen2vl", "qwen2", &["rope.dimension_sections"]),
+    ("qwen3vl", "qwen3", &["rope.dimension_sections", "n_deepstack_layers"]),
+    ("qwen3vlmoe", "qwen3moe", &["rope.dimension_sections", "n_deepstack_layers"]),
+];
 
 /// A config key (not HF's) naming how many vision tensors the view left out.
 pub const VISION_TENSORS_LEFT: &str = "graphc_vision_tensors_not_read";
@@ -106,12 +112,17 @@ pub fn model_types() -> impl Iterator<Item = &'static str> {
 
 /// The architecture a GGUF of multimodal architecture `arch` is read as, where graphc reads its text model.
 pub fn gguf_text_arch(arch: &str) -> Option<&'static str> {
-    GGUF_LANGUAGE_MODELS.iter().find(|(a, _)| *a == arch).map(|(_, t)| *t)
+    GGUF_LANGUAGE_MODELS.iter().find(|(a, _, _)| *a == arch).map(|(_, t, _)| *t)
 }
 
 /// The multimodal GGUF architectures graphc reads.
 pub fn gguf_architectures() -> impl Iterator<Item = &'static str> {
-    GGUF_LANGUAGE_MODELS.iter().map(|(a, _)| *a)
+    GGUF_LANGUAGE_MODELS.iter().map(|(a, _, _)| *a)
+}
+
+/// The `{arch}.` keys a multimodal GGUF architecture reads beyond its text architecture's.
+pub fn gguf_extra_keys(arch: &str) -> &'static [&'static str] {
+    GGUF_LANGUAGE_MODELS.iter().find(|(a, _, _)| *a == arch).map_or(&[], |(_, _, k)| *k)
 }
 
 /// `st` (a multimodal checkpoint of a `model_type` `text_model_type` knows)

@@ -31,11 +31,19 @@ const GGUF_READS: &[(&str, &[&str])] = &[
     ("qwen2", YARN_KEYS),
     ("qwen2moe", &["expert_count", "expert_used_count", "expert_feed_forward_length", "expert_shared_feed_forward_length"]),
     ("qwen3", YARN_KEYS),
-    // The Qwen-VL text models: their family's keys, the M-RoPE sections, DeepStack's count (`multimodal`).
-    ("qwen2vl", QWEN_VL_KEYS.split_last().unwrap().1),
-    ("qwen3vl", &QWEN_VL_KEYS),
-    ("qwen3vlmoe", &QWEN3_MOE_KEYS),
-    ("qwen3moe", QWEN3_MOE_KEYS.split_at(8).0),
+    (
+        "qwen3moe",
+        &[
+            "expert_count",
+            "expert_used_count",
+            "expert_feed_forward_length",
+            "rope.scaling.type",
+            "rope.scaling.factor",
+            "rope.scaling.original_context_length",
+            "rope.scaling.yarn_beta_fast",
+            "rope.scaling.yarn_beta_slow",
+        ],
+    ),
     ("qwen35", QWEN3_5_MOE_KEYS.split_at(10).0),
     ("qwen35moe", &QWEN3_5_MOE_KEYS),
     (
@@ -120,31 +128,6 @@ const QWEN3_5_MOE_KEYS: [&str; 14] = [
     "expert_shared_feed_forward_length",
 ];
 
-/// Qwen3-MoE's, then Qwen3-VL-MoE's M-RoPE sections and DeepStack count.
-const QWEN3_MOE_KEYS: [&str; 10] = [
-    "expert_count",
-    "expert_used_count",
-    "expert_feed_forward_length",
-    "rope.scaling.type",
-    "rope.scaling.factor",
-    "rope.scaling.original_context_length",
-    "rope.scaling.yarn_beta_fast",
-    "rope.scaling.yarn_beta_slow",
-    "rope.dimension_sections",
-    "n_deepstack_layers",
-];
-
-/// The Qwen-VL text models' (qwen3vl's DeepStack count last).
-const QWEN_VL_KEYS: [&str; 7] = [
-    "rope.scaling.type",
-    "rope.scaling.factor",
-    "rope.scaling.original_context_length",
-    "rope.scaling.yarn_beta_fast",
-    "rope.scaling.yarn_beta_slow",
-    "rope.dimension_sections",
-    "n_deepstack_layers",
-];
-
 /// llama's: YaRN's, Mistral's sliding window, Mixtral's experts.
 const LLAMA_KEYS: &[&str] = &[
     "expert_count",
@@ -194,7 +177,10 @@ fn gguf_neutral(suffix: &str, v: &MetaValue, head_dim: Option<u64>, context: Opt
 /// Refuse a GGUF whose `{arch}.` keys hold something the family `arch`
 /// does not read.
 pub fn check_gguf_keys(g: &GgufFile, arch: &str) -> Result<(), Diagnostic> {
-    let reads = GGUF_READS.iter().find(|(a, _)| *a == arch).map(|(_, r)| *r).unwrap_or(&[]);
+    // A multimodal architecture's text model reads its text architecture's keys and its own few.
+    let family_arch = crate::multimodal::gguf_text_arch(arch).unwrap_or(arch);
+    let family_reads = GGUF_READS.iter().find(|(a, _)| *a == family_arch).map(|(_, r)| *r).unwrap_or(&[]);
+    let reads: Vec<&str> = family_reads.iter().chain(crate::multimodal::gguf_extra_keys(arch)).copied().collect();
     let prefix = format!("{arch}.");
     let head_dim = match (
         g.get(&format!("{arch}.attention.key_length")).and_then(|v| v.as_u64()),
@@ -211,7 +197,7 @@ pub fn check_gguf_keys(g: &GgufFile, arch: &str) -> Result<(), Diagnostic> {
         if GGUF_COMMON.contains(&suffix) || reads.contains(&suffix) || gguf_neutral(suffix, v, head_dim, context) {
             continue;
         }
-        let mut read: Vec<&str> = GGUF_COMMON.iter().chain(reads).copied().collect();
+        let mut read: Vec<&str> = GGUF_COMMON.iter().chain(&reads).copied().collect();
         read.sort();
         return Err(Diagnostic::new(
             &g.path,

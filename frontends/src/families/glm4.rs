@@ -10,7 +10,7 @@
 //! of each head; GQA, scale `1/sqrt(head_dim)`. The MLP is Phi-3's: one
 //! `gate_up_proj`, the gate's rows first, SwiGLU.
 
-use super::hf::{require_act, rope_theta, rotary_dim, tied, HeadDim, HfDims};
+use super::hf::{config_flag, require_act, rope_theta, rotary_dim, tied, HeadDim, HfDims};
 use super::{AttentionCfg, Builder};
 use crate::error::Diagnostic;
 use crate::families::llama::Lowered;
@@ -28,10 +28,7 @@ pub fn lower(st: &SafetensorsFile) -> Result<Lowered, Diagnostic> {
     let dims = HfDims::read(st, HeadDim::KeyOrHiddenOverHeads, false)?;
     let HfDims { d, n_layers, head_dim: hd, ffn, vocab, context, .. } = dims;
     require_act(st, MODEL_TYPE, "silu")?;
-    let bias = match st.config.get("attention_bias") {
-        None | Some(serde_json::Value::Null) => false,
-        Some(v) => v.as_bool().ok_or_else(|| Diagnostic::new(&st.config_path, "`attention_bias` is not a boolean"))?,
-    };
+    let bias = config_flag(st, "attention_bias")?;
     let eps = st.config_float("rms_norm_eps")? as f32;
     let rotary = rotary_dim(st, hd, Some(0.5))?;
     let (theta, scaling) = (rope_theta(st)?, RopeScaling::None);

@@ -257,6 +257,14 @@ pub fn rope_scaling_of(st: &SafetensorsFile, key: &str, params: &serde_json::Val
     Ok(scaling)
 }
 
+/// A boolean config key (`attention_bias`, `mlp_bias`): absent or null is false.
+pub fn config_flag(st: &SafetensorsFile, key: &str) -> Result<bool, Diagnostic> {
+    match st.config.get(key) {
+        None | Some(serde_json::Value::Null) => Ok(false),
+        Some(v) => v.as_bool().ok_or_else(|| Diagnostic::new(&st.config_path, format!("`{key}` is not a boolean"))),
+    }
+}
+
 /// The MLP activation must be `want` (the SwiGLU families: `silu`): the
 /// `hidden_act` key, absent meaning transformers' default for the family.
 pub fn require_act(st: &SafetensorsFile, family: &str, want: &str) -> Result<(), Diagnostic> {

@@ -70,12 +70,7 @@ pub const MIXTRAL_READS: &[&str] =
 pub fn lower(st: &SafetensorsFile, model_type: &str) -> Result<Lowered, Diagnostic> {
     let dims = HfDims::read(st, HeadDim::KeyOrHiddenOverHeads, false)?;
     require_act(st, model_type, "silu")?;
-    let flag = |k: &str| -> Result<bool, Diagnostic> {
-        match st.config.get(k) {
-            None | Some(serde_json::Value::Null) => Ok(false),
-            Some(v) => v.as_bool().ok_or_else(|| Diagnostic::new(&st.config_path, format!("`{k}` is not a boolean"))),
-        }
-    };
+    let flag = |k: &str| super::hf::config_flag(st, k);
     if flag("mlp_bias")? {
         return Err(Diagnostic::new(&st.config_path, format!("`mlp_bias` is true: biased MLPs are not lowered for the {model_type} family yet")));
     }

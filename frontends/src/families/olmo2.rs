@@ -17,7 +17,7 @@
 //! `1/sqrt(head_dim)`, biases on all four projections when
 //! `attention_bias`; the MLP is SwiGLU.
 
-use super::hf::{require_act, rope_scaling, rope_theta, tied, HeadDim, HfDims};
+use super::hf::{config_flag, require_act, rope_scaling, rope_theta, tied, HeadDim, HfDims};
 use super::{AttentionCfg, Builder};
 use crate::error::Diagnostic;
 use crate::families::llama::Lowered;
@@ -41,10 +41,7 @@ pub fn lower(st: &SafetensorsFile, family: &str) -> Result<Lowered, Diagnostic> 
     let dims = HfDims::read(st, HeadDim::KeyOrHiddenOverHeads, false)?;
     let HfDims { d, n_layers, head_dim: hd, ffn, vocab, context, .. } = dims;
     require_act(st, family, "silu")?;
-    let bias = match st.config.get("attention_bias") {
-        None | Some(serde_json::Value::Null) => false,
-        Some(v) => v.as_bool().ok_or_else(|| Diagnostic::new(&st.config_path, "`attention_bias` is not a boolean"))?,
-    };
+    let bias = config_flag(st, "attention_bias")?;
     let eps = st.config_float("rms_norm_eps")? as f32;
     // Each layer's kind (true: sliding), and each kind's window and RoPE.
     let (sliding, window, rope_full, rope_sliding) = if family == OLMO3 {
