@@ -1551,6 +1551,99 @@ def mixtral():
     write("mixtral", model, config, controls, layout=mixtral_hub_layout)
 
 
+GEMMA4_KWARGS = dict(
+    vocab_size=256, hidden_size=64, intermediate_size=96, num_hidden_layers=6,
+    num_attention_heads=4, num_key_value_heads=2, head_dim=16, global_head_dim=32, num_global_key_value_heads=1,
+    attention_k_eq_v=True, num_kv_shared_layers=2, use_double_wide_mlp=True,
+    hidden_size_per_layer_input=8, vocab_size_per_layer_input=256,
+    layer_types=["sliding_attention", "sliding_attention", "full_attention"] * 2,
+    max_position_embeddings=32768, rms_norm_eps=1e-6, sliding_window=4, final_logit_softcapping=10.0,
+    rope_parameters={"sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
+                     "full_attention": {"rope_type": "proportional", "partial_rotary_factor": 0.25, "rope_theta": 1000000.0}},
+    tie_word_embeddings=True, bos_token_id=None, eos_token_id=None, pad_token_id=None,
+    torch_dtype="float32", attn_implementation="eager",
+)
+
+
+def gemma4_model(seed):
+    """Gemma 4's text model, shrunk, with every feature of the E2B/E4B and
+    31B checkpoints at once: sliding layers of `head_dim` 16 and global ones
+    of `global_head_dim` 32 with one kv head whose values are its keys
+    (`attention_k_eq_v`, 31B), values RMS-normed without a scale, the
+    global layers' proportional RoPE (a quarter of the pairs turn, over the
+    whole head's exponents), the last two layers reading the caches of the
+    last earlier layer of their kind (`num_kv_shared_layers`, E2B) with
+    double-wide MLPs, per-layer embeddings (PLE), a layer scalar, and a
+    final soft-cap (10 here so that it bends these logits; 30 on the Hub)."""
+    from transformers import Gemma4TextConfig, Gemma4ForCausalLM
+
+    config = Gemma4TextConfig(**GEMMA4_KWARGS)
+    assert config.kv_sharing_modes == [None, "store", "store", None, "reuse", "reuse"] or \
+        config.kv_sharing_modes[4:] == ["reuse", "reuse"], config.kv_sharing_modes
+    torch.manual_seed(0)
+    model = Gemma4ForCausalLM(config).eval()
+    randomize(model, seed)
+    g = torch.Generator().manual_seed(seed + 1)
+    with torch.no_grad():
+        for layer in model.model.layers:
+            layer.layer_scalar.copy_(0.6 + 0.8 * torch.rand(1, generator=g))
+    return config, model
+
+
+def gemma4():
+    """Gemma 4's text model (`model_type: gemma4_text`, Gemma4ForCausalLM)."""
+    import transformers.models.gemma4.modeling_gemma4 as m
+
+    config, model = gemma4_model(73)
+    reference = rows(all_logits(model, PROMPTS[0]))
+    layers = model.model.layers
+
+    def with_forward(modules, fn):
+        saved = [mod.forward for mod in modules]
+        for mod in modules:
+            mod.forward = fn
+        try:
+            return rows(all_logits(model, PROMPTS[0]))
+        finally:
+            for mod, f in zip(modules, saved):
+                mod.forward = f
+
+    def with_buffers(pairs):
+        saved = [(t, t.clone()) for t, _ in pairs]
+        with torch.no_grad():
+            for t, v in pairs:
+                t.copy_(v)
+        try:
+            return rows(all_logits(model, PROMPTS[0]))
+        finally:
+            with torch.no_grad():
+                for t, v in saved:
+                    t.copy_(v)
+
+    rotary = model.model.rotary_emb
+    full_freq = rotary.full_attention_inv_freq
+    hd = config.per_layer_config["full_attention"].head_dim
+    pairs = torch.arange(0, hd, 2, dtype=torch.float) / hd
+    all_turn = 1.0 / (1000000.0 ** pairs)
+    # The rotated quarter's exponents over its own width (a partial rotary's).
+    rotated = int((full_freq != 0).sum())
+    own_width = torch.cat((1.0 / (1000000.0 ** (torch.arange(0, rotated, dtype=torch.float) / rotated)), torch.zeros(hd // 2 - rotated)))
+    saved_cap = model.config.final_logit_softcapping
+    model.config.final_logit_softcapping = None
+    no_cap = rows(all_logits(model, PROMPTS[0]))
+    model.config.final_logit_softcapping = saved_cap
+    controls = far_enough({
+        "v_not_normed": with_forward([l.self_attn.v_norm for l in layers if hasattr(l.self_attn, "v_norm")], lambda x: x),
+        "global_rope_every_pair": with_buffers([(full_freq, all_turn)]),
+        "global_rope_own_width": with_buffers([(full_freq, own_width)]),
+        "no_layer_scalar": with_buffers([(l.layer_scalar, torch.ones(1)) for l in layers]),
+        "no_per_layer_inputs": patched(model, model.model, "project_per_layer_inputs", lambda e, p=None: torch.zeros_like(p)),
+        "no_final_softcap": no_cap,
+        "no_window": window_logits(model, 64),
+    }, reference, "gemma4")
+    write("gemma4", model, config, controls)
+
+
 def patched(model, module, attr, fn, prompt=None):
     """Logits of `prompt` (PROMPTS[0]) with `module.attr` replaced by `fn`, then restored."""
     saved = getattr(module, attr)

@@ -56,6 +56,7 @@ enum Mrope {
 
 const LANGUAGE_MODELS: &[LanguageModel] = &[
     LanguageModel { model_type: "gemma3", text_config_type: "gemma3_text", family: "gemma3_text", flat_config: false, mrope: Mrope::No },
+    LanguageModel { model_type: "gemma4", text_config_type: "gemma4_text", family: "gemma4_text", flat_config: false, mrope: Mrope::No },
     LanguageModel { model_type: "mistral3", text_config_type: "mistral", family: "mistral", flat_config: false, mrope: Mrope::No },
     LanguageModel { model_type: "qwen2_vl", text_config_type: "qwen2_vl_text", family: "qwen2", flat_config: true, mrope: Mrope::Sections },
     LanguageModel { model_type: "qwen2_5_vl", text_config_type: "qwen2_5_vl_text", family: "qwen2", flat_config: true, mrope: Mrope::Sections },
@@ -154,7 +155,18 @@ pub fn language_model_view(st: SafetensorsFile, model_type: &str) -> Result<Safe
         mrope_as_rope(&mut config, &config_path, lm)?;
     }
     let renames = [("language_model.model.", "model."), ("model.language_model.", "model."), ("language_model.lm_head.", "lm_head.")];
-    let vision = ["vision_tower.", "multi_modal_projector.", "model.vision_tower.", "model.multi_modal_projector.", "visual.", "model.visual."];
+    // Gemma 4's audio tower and both towers' embedders too.
+    let vision = [
+        "vision_tower.",
+        "multi_modal_projector.",
+        "model.vision_tower.",
+        "model.multi_modal_projector.",
+        "visual.",
+        "model.visual.",
+        "model.embed_vision.",
+        "model.audio_tower.",
+        "model.embed_audio.",
+    ];
     let mut tensors = Vec::with_capacity(st.tensors.len());
     let mut file_names = st.file_names.clone();
     let mut left = 0;

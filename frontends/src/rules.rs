@@ -256,6 +256,14 @@ pub const MATH_KEYS: &[&str] = &[
     "sliding_window_pattern",
     "swiglu_alpha",
     "swiglu_limit",
+    "attention_k_eq_v",
+    "num_kv_shared_layers",
+    "hidden_size_per_layer_input",
+    "use_double_wide_mlp",
+    "enable_moe_block",
+    "per_layer_config",
+    "global_head_dim",
+    "num_global_key_value_heads",
 ];
 
 /// The math keys each safetensors family reads (by `model_type`).
@@ -281,9 +289,17 @@ fn config_neutral(key: &str, v: &Value, config: &Map<String, Value>, reads: &[&s
             let context = config.get("max_position_embeddings").and_then(|c| c.as_u64());
             config.get("use_sliding_window").and_then(|u| u.as_bool()) == Some(false) || matches!((v.as_u64(), context), (Some(w), Some(c)) if w >= c)
         }
-        "use_sliding_window" | "attention_bias" | "mlp_bias" | "use_bias" | "qk_layernorm" | "use_qk_norm" | "use_bidirectional_attention" => {
-            v.as_bool() == Some(false)
-        }
+        "use_sliding_window"
+        | "attention_bias"
+        | "mlp_bias"
+        | "use_bias"
+        | "qk_layernorm"
+        | "use_qk_norm"
+        | "use_bidirectional_attention"
+        | "attention_k_eq_v"
+        | "use_double_wide_mlp"
+        | "enable_moe_block" => v.as_bool() == Some(false),
+        "num_kv_shared_layers" | "hidden_size_per_layer_input" => v.as_u64() == Some(0),
         "layer_types" => v.as_array().is_some_and(|a| a.iter().all(|t| t.as_str() == Some("full_attention"))),
         // The SwiGLU families: transformers' `silu`.
         "hidden_act" => v.as_str() == Some("silu"),

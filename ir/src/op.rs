@@ -166,6 +166,14 @@ pub enum RopeScaling {
         attention_factor: f32,
         truncate: bool,
     },
+    /// Gemma 4's "proportional" RoPE (its global layers): pair `i` turns at
+    /// `theta^(-2i/rotary_dim)` for `i < rotated_pairs`, and the other
+    /// pairs not at all (frequency 0: cos 1, sin 0, the features kept as
+    /// they are). Not a partial rotary: the turning pairs span the whole
+    /// head (`i`, `i + rotary_dim/2`) and their exponents its whole width.
+    Proportional {
+        rotated_pairs: usize,
+    },
 }
 
 impl RopeScaling {
@@ -180,6 +188,7 @@ impl RopeScaling {
                 let base = theta.powf((2 * i) as f32 / rotary_dim as f32);
                 match self {
                     RopeScaling::FreqFactors { factors, .. } => 1.0 / (factors[i] * base),
+                    RopeScaling::Proportional { rotated_pairs } if i >= *rotated_pairs => 0.0,
                     RopeScaling::Llama3 { factor, low_freq_factor, high_freq_factor, original_context } => {
                         llama3_inv_freq(1.0 / base, *factor, *low_freq_factor, *high_freq_factor, *original_context)
                     }

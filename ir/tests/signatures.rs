@@ -77,6 +77,7 @@ fn ops_with_every_attribute_set() -> Vec<Op> {
             truncate: true,
         }),
         rope(RopeScaling::Yarn { factor: 40.0, original_context: 4096, beta_fast: 16.0, beta_slow: 2.0, attention_factor: 1.0, truncate: false }),
+        rope(RopeScaling::Proportional { rotated_pairs: 2 }),
         Op::NormRope { eps: 1e-6, style: RopeStyle::Neox, rotary_dim: 64, theta: 5e5, scaling: RopeScaling::Linear { factor: 2.0 } },
         Op::Attention { n_heads: 8, n_kv_heads: 2, scale: 0.125, causal: true, window: Some(512), softcap: Some(30.0), ring: true, sinks: false },
         Op::KvAppend { axis: 2, cap: Dim::sym("cap"), window: Some(512) },

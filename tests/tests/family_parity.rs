@@ -1182,3 +1182,27 @@ fn gpt_oss_safetensors_layout_is_refused_by_name() {
     let err = Model::compile(&dir, &CompileOptions::default(), None).err().expect("refused").to_string();
     assert!(err.contains("mlp.experts.gate_up_proj") && err.contains("GGUF"), "{err}");
 }
+
+/// Gemma 4 (dense): sliding layers of one head size and global ones of
+/// another with values that are their keys, unscaled V norms, proportional
+/// RoPE on the global layers, the last two layers reading earlier layers'
+/// caches with double-wide MLPs, per-layer inputs, layer scalars and a
+/// final soft-cap, all in one fixture. Controls: V not normed, every global
+/// pair turning, the turning pairs' exponents over their own width, no
+/// layer scalar, no per-layer inputs, no soft-cap, no window.
+#[test]
+fn gemma4_matches_transformers() {
+    check_family("gemma4");
+    let (dir, _) = fixture("gemma4");
+    let model = Model::compile(&dir, &CompileOptions::default(), None).unwrap();
+    let facts = &model.plan().model.facts;
+    assert_eq!(facts["kv_shared_layers"], "4<-3,5<-2");
+    assert_eq!(facts["mlp_sizes"], "96,96,96,96,192,192");
+    assert!(facts["rope_global"].contains("Proportional { rotated_pairs: 4 }"), "{facts:?}");
+    // Only the layers that compute keys keep caches: the shared ones add none.
+    assert_eq!(model.plan().kv_cache.caches, 8, "{:?}", model.plan().kv_cache);
+    // The MoE variant is refused by name.
+    let moe = config_copy("gemma4", "gemma4-moe", |c| drop(c.insert("enable_moe_block".into(), serde_json::json!(true))));
+    let e = Model::compile(&moe, &CompileOptions::default(), None).err().unwrap().to_string();
+    assert!(e.contains("`enable_moe_block`"), "{e}");
+}

@@ -111,6 +111,9 @@ pub fn lower(g: &GgufFile) -> Result<Lowered, Diagnostic> {
             qk_norm_one_plus: false,
             qk_norm_full_width: false,
             sinks: None,
+            values_are_keys: false,
+            v_norm: false,
+            shared_kv: None,
         };
         let (q_norm, k_norm) = (w("attn_q_norm"), w("attn_k_norm"));
         let o = b.attention(h, positions, [&w("attn_q"), &w("attn_k"), &w("attn_v"), &w("attn_output")], Some((&q_norm, &k_norm)), &cfg)?;

@@ -109,6 +109,9 @@ impl HfDims {
             qk_norm_one_plus: false,
             qk_norm_full_width: false,
             sinks: None,
+            values_are_keys: false,
+            v_norm: false,
+            shared_kv: None,
         }
     }
 }

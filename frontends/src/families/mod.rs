@@ -7,6 +7,7 @@ pub mod gemma;
 pub mod gemma2;
 pub mod gemma3;
 pub mod gemma3_hf;
+pub mod gemma4;
 pub mod glm4;
 pub mod gpt_oss;
 pub mod granite;
@@ -44,11 +45,13 @@ pub struct Builder<'a> {
     /// The checkpoint's `1 + w` norm weights already hold the 1 (a GGUF:
     /// llama.cpp's converter folds it in), so `gemma::one_plus_norm` adds none.
     pub norms_include_one: bool,
+    /// The K and V caches (with this step's rows) of the last attention built.
+    pub last_kv: Option<(NodeId, NodeId)>,
 }
 
 impl<'a> Builder<'a> {
     pub fn new(name: &str, source: &'a dyn TensorSource) -> Self {
-        Builder { g: Graph::new(name), source, manifest: Vec::new(), layer: None, norms_include_one: false }
+        Builder { g: Graph::new(name), source, manifest: Vec::new(), layer: None, norms_include_one: false, last_kv: None }
     }
 
     pub fn op(&mut self, op: Op, inputs: &[NodeId]) -> NodeId {
@@ -192,20 +195,18 @@ impl<'a> Builder<'a> {
         let widths = [q_width, nkv * hd, nkv * hd];
         // Where each of Q, K, V comes from: its own weight (and bias), or a
         // slice of one fused product.
-        let sources: [Source; 3] = match proj {
+        // Which of Q, K, V this layer projects: a layer reading another's
+        // caches projects only Q, one whose values are its keys no V.
+        let projected = [true, cfg.shared_kv.is_none(), cfg.shared_kv.is_none() && !cfg.values_are_keys];
+        let sources: [Option<Source>; 3] = match proj {
             Projections::Separate(names) => {
-                let w = [
-                    self.weight(names[0], Some(&[widths[0], d]))?,
-                    self.weight(names[1], Some(&[widths[1], d]))?,
-                    self.weight(names[2], Some(&[widths[2], d]))?,
-                ];
-                let mut bias = [None; 3];
-                if cfg.qkv_bias {
-                    for i in 0..3 {
-                        bias[i] = Some(self.weight(&bias_name(names[i]), Some(&[widths[i]]))?);
-                    }
+                let mut sources = [None; 3];
+                for i in (0..3).filter(|&i| projected[i]) {
+                    let w = self.weight(names[i], Some(&[widths[i], d]))?;
+                    let bias = if cfg.qkv_bias { Some(self.weight(&bias_name(names[i]), Some(&[widths[i]]))?) } else { None };
+                    sources[i] = Some(Source::Weight(w, bias));
                 }
-                [0, 1, 2].map(|i| Source::Weight(w[i], bias[i]))
+                sources
             }
             Projections::Fused(name) => {
                 let w = self.weight(name, Some(&[widths.iter().sum(), d]))?;
@@ -214,18 +215,21 @@ impl<'a> Builder<'a> {
                     let bias = self.weight(&bias_name(name), Some(&[widths.iter().sum()]))?;
                     all = self.binary(BinaryOp::Add, all, bias);
                 }
-                [(0, widths[0]), (widths[0], widths[1]), (widths[0] + widths[1], widths[2])].map(|(start, len)| Source::Slice(all, start, len))
+                [(0, widths[0]), (widths[0], widths[1]), (widths[0] + widths[1], widths[2])].map(|(start, len)| Some(Source::Slice(all, start, len)))
             }
         };
         let norms = match qk_norm {
             Some((q, k)) => {
                 // Per head (`[head_dim]`), or over the whole projection (OLMo 2).
                 let (q_len, k_len) = if cfg.qk_norm_full_width { (nh * hd, nkv * hd) } else { (hd, hd) };
-                let (mut q, mut k) = (self.weight(q, Some(&[q_len]))?, self.weight(k, Some(&[k_len]))?);
+                let q = self.weight(q, Some(&[q_len]))?;
+                // A layer reading another's cache has no k norm.
+                let k = if cfg.shared_kv.is_none() { Some(self.weight(k, Some(&[k_len]))?) } else { None };
+                let (mut q, mut k) = (q, k);
                 if cfg.qk_norm_one_plus {
                     let one = gemma::scalar(self, 1.0);
                     q = self.binary(BinaryOp::Add, q, one);
-                    k = self.binary(BinaryOp::Add, k, one);
+                    k = k.map(|k| self.binary(BinaryOp::Add, k, one));
                 }
                 Some((q, k))
             }
@@ -234,18 +238,18 @@ impl<'a> Builder<'a> {
         // The output gate: the second half of each query head's projection
         // (HF Qwen3-Next: `q_proj(h).view(.., heads, 2 * head_dim).chunk(2)`).
         let mut gate = None;
-        // Project, split heads, RMS-norm each head (when the family does), rotate.
-        let mut heads = |b: &mut Builder, src: Source, n: usize, head_norm: Option<NodeId>, rotate: bool| {
-            let p = match src {
-                Source::Weight(w, bias) => {
-                    let p = b.matmul(h, w);
-                    match bias {
-                        Some(bias) => b.binary(BinaryOp::Add, p, bias),
-                        None => p,
-                    }
+        let project = |b: &mut Builder, src: Option<Source>| match src.expect("a projected source") {
+            Source::Weight(w, bias) => {
+                let p = b.matmul(h, w);
+                match bias {
+                    Some(bias) => b.binary(BinaryOp::Add, p, bias),
+                    None => p,
                 }
-                Source::Slice(all, start, len) => b.op(Op::Narrow { axis: 2, start: start.into(), len: len.into() }, &[all]),
-            };
+            }
+            Source::Slice(all, start, len) => b.op(Op::Narrow { axis: 2, start: start.into(), len: len.into() }, &[all]),
+        };
+        // Split heads, RMS-norm each head (when the family does), rotate.
+        let mut heads = |b: &mut Builder, p: NodeId, n: usize, head_norm: Option<NodeId>, rotate: bool| {
             // OLMo 2 norms the whole projection, before the heads split.
             let (p, head_norm) = match head_norm {
                 Some(nw) if cfg.qk_norm_full_width => (b.op(cfg.norm.clone(), &[p, nw]), None),
@@ -270,18 +274,35 @@ impl<'a> Builder<'a> {
                 p
             }
         };
-        let q = heads(self, sources[0], nh, norms.map(|n| n.0), true);
-        let k = heads(self, sources[1], nkv, norms.map(|n| n.1), true);
-        let v = heads(self, sources[2], nkv, None, false);
-        let cache_ty = TensorType::new(DType::F32, vec![batch(), nkv.into(), past(), hd.into()]);
-        let mut kv = Vec::new();
-        for (name, new) in [("k", k), ("v", v)] {
-            let name = format!("{name}.{l}");
-            let cache = self.op(Op::State { name: name.clone(), ty: cache_ty.clone() }, &[]);
-            let all = self.op(Op::Concat { axis: 2 }, &[cache, new]);
-            self.op(Op::StateOut { name }, &[all]);
-            kv.push(all);
-        }
+        let qp = project(self, sources[0]);
+        let q = heads(self, qp, nh, norms.map(|n| n.0), true);
+        let kv = match cfg.shared_kv {
+            // Gemma 4's KV-shared layers attend over an earlier layer's caches.
+            Some((k_all, v_all)) => vec![k_all, v_all],
+            None => {
+                let kp = project(self, sources[1]);
+                let k = heads(self, kp, nkv, norms.and_then(|n| n.1), true);
+                // Gemma 4's global layers: the values are the keys' projection.
+                let vp = if cfg.values_are_keys { kp } else { project(self, sources[2]) };
+                let mut v = heads(self, vp, nkv, None, false);
+                if cfg.v_norm {
+                    // RMS-normed per head without a scale: a weight of ones, exact.
+                    let ones = self.op(Op::Const { value: 1.0, ty: TensorType::new(DType::F32, vec![hd.into()]) }, &[]);
+                    v = self.op(cfg.norm.clone(), &[v, ones]);
+                }
+                let cache_ty = TensorType::new(DType::F32, vec![batch(), nkv.into(), past(), hd.into()]);
+                let mut kv = Vec::new();
+                for (name, new) in [("k", k), ("v", v)] {
+                    let name = format!("{name}.{l}");
+                    let cache = self.op(Op::State { name: name.clone(), ty: cache_ty.clone() }, &[]);
+                    let all = self.op(Op::Concat { axis: 2 }, &[cache, new]);
+                    self.op(Op::StateOut { name }, &[all]);
+                    kv.push(all);
+                }
+                kv
+            }
+        };
+        self.last_kv = Some((kv[0], kv[1]));
         let sinks = cfg.sinks.as_deref().map(|name| self.weight(name, Some(&[nh]))).transpose()?;
         let attn = Op::Attention {
             n_heads: nh,
@@ -381,6 +402,14 @@ pub struct AttentionCfg {
     pub qk_norm_full_width: bool,
     /// The weight of each query head's attention sink (gpt-oss), by name.
     pub sinks: Option<String>,
+    /// V is K's projection (no V weight), taken before K's norm and
+    /// rotation (Gemma 4's global layers, `attention_k_eq_v`).
+    pub values_are_keys: bool,
+    /// V is RMS-normed per head, without a scale (Gemma 4).
+    pub v_norm: bool,
+    /// The layer projects only Q and attends over these K and V caches of an
+    /// earlier layer (`Builder::last_kv`; Gemma 4's KV-shared layers).
+    pub shared_kv: Option<(NodeId, NodeId)>,
 }
 
 /// Where an attention's Q, K and V projections come from.

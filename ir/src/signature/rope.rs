@@ -38,8 +38,8 @@ pub(super) fn attributes<A: Attributes>(op: &mut Op, a: &mut A) -> Result<(), St
 
 /// The attributes `rope`, `norm_rope` and `qkv_rope` share. The scaling's keys name
 /// its variant: none, `linear_factor`, `freq_factors` with
-/// `attention_factor`, `llama3_factor` with the llama3 parameters, or
-/// `yarn_factor` with YaRN's.
+/// `attention_factor`, `llama3_factor` with the llama3 parameters,
+/// `yarn_factor` with YaRN's, or `proportional_pairs`.
 pub(super) fn rotation<A: Attributes>(
     a: &mut A,
     style: &mut RopeStyle,
@@ -50,17 +50,22 @@ pub(super) fn rotation<A: Attributes>(
     a.value("style", style)?;
     a.value("rotary_dim", rotary_dim)?;
     a.value("theta", theta)?;
-    let kinds = [a.given("linear_factor"), a.given("freq_factors"), a.given("llama3_factor"), a.given("yarn_factor")];
+    let kinds = [a.given("linear_factor"), a.given("freq_factors"), a.given("llama3_factor"), a.given("yarn_factor"), a.given("proportional_pairs")];
     if let Some(given) = kinds.into_iter().collect::<Option<Vec<bool>>>() {
         *scaling = match given[..] {
-            [false, false, false, false] => RopeScaling::None,
-            [true, false, false, false] => RopeScaling::Linear { factor: 0.0 },
-            [false, true, false, false] => RopeScaling::FreqFactors { factors: vec![], attention_factor: 0.0 },
-            [false, false, true, false] => RopeScaling::Llama3 { factor: 0.0, low_freq_factor: 0.0, high_freq_factor: 0.0, original_context: 0 },
-            [false, false, false, true] => {
+            [false, false, false, false, false] => RopeScaling::None,
+            [true, false, false, false, false] => RopeScaling::Linear { factor: 0.0 },
+            [false, true, false, false, false] => RopeScaling::FreqFactors { factors: vec![], attention_factor: 0.0 },
+            [false, false, true, false, false] => {
+                RopeScaling::Llama3 { factor: 0.0, low_freq_factor: 0.0, high_freq_factor: 0.0, original_context: 0 }
+            }
+            [false, false, false, true, false] => {
                 RopeScaling::Yarn { factor: 0.0, original_context: 0, beta_fast: 0.0, beta_slow: 0.0, attention_factor: 0.0, truncate: false }
             }
-            _ => return Err("`rope` takes at most one of `linear_factor`, `freq_factors`, `llama3_factor`, `yarn_factor`".into()),
+            [false, false, false, false, true] => RopeScaling::Proportional { rotated_pairs: 0 },
+            _ => {
+                return Err("`rope` takes at most one of `linear_factor`, `freq_factors`, `llama3_factor`, `yarn_factor`, `proportional_pairs`".into())
+            }
         };
     }
     match scaling {
@@ -84,6 +89,7 @@ pub(super) fn rotation<A: Attributes>(
             a.value("attention_factor", attention_factor)?;
             a.flag("truncate", truncate)
         }
+        RopeScaling::Proportional { rotated_pairs } => a.value("proportional_pairs", rotated_pairs),
     }
 }
 
@@ -149,6 +155,11 @@ fn check_scaling(rotary_dim: usize, scaling: &RopeScaling) -> Result<(), String>
                 return Err(format!(
                     "yarn rope scaling needs positive factors and original_context > 0, found factor {factor}, beta_fast {beta_fast}, beta_slow {beta_slow}, attention_factor {attention_factor}, original_context {original_context}"
                 ));
+            }
+        }
+        RopeScaling::Proportional { rotated_pairs } => {
+            if *rotated_pairs > rotary_dim / 2 {
+                return Err(format!("proportional rope turns {rotated_pairs} pairs of a rotary_dim of {rotary_dim}: at most {}", rotary_dim / 2));
             }
         }
         RopeScaling::None | RopeScaling::Linear { .. } => {}
