@@ -1620,6 +1620,16 @@ def gemma4():
                 for t, v in saved:
                     t.copy_(v)
 
+    def with_attrs(changes):
+        saved = [(obj, name, getattr(obj, name)) for obj, name, _ in changes]
+        for obj, name, v in changes:
+            setattr(obj, name, v)
+        try:
+            return rows(all_logits(model, PROMPTS[0]))
+        finally:
+            for obj, name, v in saved:
+                setattr(obj, name, v)
+
     rotary = model.model.rotary_emb
     full_freq = rotary.full_attention_inv_freq
     hd = config.per_layer_config["full_attention"].head_dim
@@ -1640,8 +1650,49 @@ def gemma4():
         "no_per_layer_inputs": patched(model, model.model, "project_per_layer_inputs", lambda e, p=None: torch.zeros_like(p)),
         "no_final_softcap": no_cap,
         "no_window": window_logits(model, 64),
+        # Layer 4 (sliding, KV-shared) reading the first sliding layer's
+        # caches instead of the last one before the shared layers.
+        "shared_from_first_of_kind": with_attrs([(layers[1].self_attn, "store_full_length_kv", True),
+                                                 (layers[3].self_attn, "store_full_length_kv", False)]),
     }, reference, "gemma4")
     write("gemma4", model, config, controls)
+
+
+def gemma4_multimodal():
+    """Gemma 4's checkpoint shape (`model_type: gemma4`,
+    Gemma4ForConditionalGeneration, as google/gemma-4-E2B-it): the gemma4
+    fixture's weights as its language model (`model.language_model.*`)
+    beside tiny vision and audio towers and their embedders
+    (`model.vision_tower.*`, `model.embed_vision.*`, `model.audio_tower.*`,
+    `model.embed_audio.*`), the text config under `text_config`, the output
+    tied. Its logits on text alone are the text model's to the bit
+    (asserted), so the tests use gemma4's reference.json."""
+    from transformers import Gemma4Config, Gemma4ForCausalLM, Gemma4ForConditionalGeneration, Gemma4VisionConfig, Gemma4AudioConfig
+
+    src = OUT / "gemma4"
+    text = Gemma4ForCausalLM.from_pretrained(src, dtype=torch.float32, attn_implementation="eager").eval()
+    vision = Gemma4VisionConfig(hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2,
+                                num_key_value_heads=2, head_dim=16, patch_size=4, position_embedding_size=64)
+    audio = Gemma4AudioConfig(hidden_size=32, num_hidden_layers=1, num_attention_heads=2, subsampling_conv_channels=[8, 4],
+                              output_proj_dims=32)
+    # The multimodal forward masks image tokens with the pad id (0 on the Hub).
+    config = Gemma4Config(text_config={**text.config.to_dict(), "pad_token_id": 0}, vision_config=vision.to_dict(), audio_config=audio.to_dict(),
+                          torch_dtype="float32", attn_implementation="eager")
+    torch.manual_seed(0)
+    model = Gemma4ForConditionalGeneration(config).eval()
+    randomize(model, 75)
+    model.model.language_model.load_state_dict(text.model.state_dict())
+    d = OUT.parent / "gemma4_multimodal"
+    d.mkdir(parents=True, exist_ok=True)
+    config.to_json_file(d / "config.json")
+    hub = {k: v.contiguous() for k, v in model.state_dict().items() if k != "lm_head.weight"}
+    for prefix in ("model.vision_tower.", "model.embed_vision.", "model.audio_tower.", "model.embed_audio."):
+        assert any(k.startswith(prefix) for k in hub), prefix
+    save_file(hub, d / "model.safetensors", metadata={"format": "pt"})
+    back = Gemma4ForConditionalGeneration.from_pretrained(d, dtype=torch.float32, attn_implementation="eager").eval()
+    for p in PROMPTS:
+        assert torch.equal(all_logits(back, p), all_logits(text, p)), "the multimodal checkpoint's text logits differ from the text model's"
+    print("gemma4_multimodal written:", d, len(hub), "tensors")
 
 
 def patched(model, module, attr, fn, prompt=None):

@@ -306,6 +306,67 @@ def convert(family, split_experts=False):
         convert(family, split_experts=True)
 
 
+def gemma4(family="gemma4"):
+    """As `Gemma4Model` of llama.cpp's converter (conversion/gemma.py): arch
+    gemma4, norms as they are (no `+ 1`), the global layers' head size as
+    `attention.key_length` and the sliding ones' as `key_length_swa`
+    (rope dimension counts alike), per-layer kv heads and MLP sizes as
+    arrays (the shared layers' double-wide), `attention.shared_kv_layers`,
+    `embedding_length_per_layer_input`, the sliding pattern, both RoPE
+    bases, the soft-cap, the layer scalar as `layer_output_scale.weight`,
+    and the proportional RoPE as `rope_freqs.weight` (1 for the turning
+    pairs, 1e30 for the rest)."""
+    d = ROOT / family
+    config = json.loads((d / "config.json").read_text())
+    tensors = load_file(d / "model.safetensors")
+    n_layers = config["num_hidden_layers"]
+    arch = gguf.MODEL_ARCH.GEMMA4
+    w = gguf.GGUFWriter(d / "model.gguf", gguf.MODEL_ARCH_NAMES[arch])
+    sliding = [t == "sliding_attention" for t in config["layer_types"]]
+    per_layer = {int(k): v for k, v in config["per_layer_config"].items()}
+    full = next(l for l in range(n_layers) if not sliding[l])
+    head_full, kv_full = per_layer[full]["head_dim"], per_layer[full]["num_key_value_heads"]
+    first_shared = n_layers - config["num_kv_shared_layers"]
+    w.add_name(f"graphc parity fixture {family}")
+    w.add_block_count(n_layers)
+    w.add_context_length(config["max_position_embeddings"])
+    w.add_embedding_length(config["hidden_size"])
+    w.add_head_count(config["num_attention_heads"])
+    w.add_layer_norm_rms_eps(config["rms_norm_eps"])
+    rope = config["rope_parameters"]
+    w.add_rope_freq_base(rope["full_attention"]["rope_theta"])
+    w.add_rope_freq_base_swa(rope["sliding_attention"]["rope_theta"])
+    w.add_final_logit_softcapping(config["final_logit_softcapping"])
+    w.add_sliding_window(config["sliding_window"])
+    w.add_file_type(gguf.LlamaFileType.ALL_F32)
+    w.add_shared_kv_layers(config["num_kv_shared_layers"])
+    w.add_embedding_length_per_layer_input(config["hidden_size_per_layer_input"])
+    w.add_sliding_window_pattern(sliding)
+    w.add_key_length(head_full)
+    w.add_value_length(head_full)
+    w.add_key_length_swa(config["head_dim"])
+    w.add_value_length_swa(config["head_dim"])
+    n_ff = config["intermediate_size"]
+    w.add_feed_forward_length([n_ff if l < first_shared else 2 * n_ff for l in range(n_layers)])
+    w.add_head_count_kv([config["num_key_value_heads"] if s else kv_full for s in sliding])
+    w.add_rope_dimension_count(head_full)
+    w.add_rope_dimension_count_swa(config["head_dim"])
+    turning = int(head_full * rope["full_attention"]["partial_rotary_factor"] / 2)
+    out = {"rope_freqs.weight": np.array([1.0] * turning + [1e30] * (head_full // 2 - turning), dtype=np.float32)}
+    names = gguf.get_tensor_name_map(arch, n_layers)
+    for hf, data in tensors.items():
+        if hf.endswith("layer_scalar"):
+            hf += ".weight"  # Gemma4Model.filter_tensors
+        g = names.get_name(hf, try_suffixes=(".weight", ".bias"))
+        if g is None:
+            raise SystemExit(f"{family}: no GGUF name for {hf}")
+        out[g] = data.astype(np.float32)
+    for g in sorted(out):
+        w.add_tensor(g, out[g])
+    finish(w)
+    print(family, "->", d / "model.gguf", len(out), "tensors")
+
+
 def gpt_oss(family="gpt_oss"):
     """As `GptOssModel` of convert_hf_to_gguf.py: arch gpt-oss, its keys
     (the base ones, `attention.sliding_window`, `expert_feed_forward_length`,
@@ -581,6 +642,8 @@ if __name__ == "__main__":
                                    "qwen3_next", "qwen2", "qwen2_tied", "llama3"]:
         if family == "gpt_oss":
             gpt_oss(family)
+        elif family == "gemma4":
+            gemma4(family)
         elif family == "llama3_split":
             llama3_split()
         elif family in ("qwen3_5", "qwen3_5_moe"):

@@ -94,10 +94,13 @@ fn config(g: &GgufFile, key_arch: &str, arch: &str, model_type: &str) -> Result<
     c.insert("hidden_size".into(), json!(d));
     c.insert("num_hidden_layers".into(), json!(g.uint(&k("block_count"))?));
     c.insert("num_attention_heads".into(), json!(n_heads));
-    c.insert("num_key_value_heads".into(), json!(g.uint_or(&k("attention.head_count_kv"), n_heads)?));
+    // Gemma 4's kv heads and MLP sizes are per layer (`gemma4_config`).
+    if arch != "gemma4" {
+        c.insert("num_key_value_heads".into(), json!(g.uint_or(&k("attention.head_count_kv"), n_heads)?));
+    }
     c.insert("head_dim".into(), json!(head_dim));
     // Qwen3.5-MoE's GGUF has no dense size: every MLP routes.
-    if arch != "qwen35moe" {
+    if !matches!(arch, "qwen35moe" | "gemma4") {
         c.insert("intermediate_size".into(), json!(g.uint(&k("feed_forward_length"))?));
     }
     c.insert("max_position_embeddings".into(), json!(g.uint(&k("context_length"))?));
@@ -205,6 +208,7 @@ fn config(g: &GgufFile, key_arch: &str, arch: &str, model_type: &str) -> Result<
                 c.insert("rope_scaling".into(), scaling);
             }
         }
+        "gemma4" => gemma4_config(g, key_arch, &mut c)?,
         "glm4" => {
             c.insert("attention_bias".into(), json!(g.tensor("blk.0.attn_q.bias").is_some()));
             c.insert("partial_rotary_factor".into(), json!(g.uint(&k("rope.dimension_count"))? as f64 / head_dim as f64));
@@ -316,6 +320,106 @@ fn olmo3_config(g: &GgufFile, key_arch: &str, c: &mut Map<String, Value>, window
     c.insert("sliding_window".into(), json!(window));
     c.insert("layer_types".into(), json!(kinds));
     c.insert("rope_parameters".into(), json!({"full_attention": full, "sliding_attention": sliding_rope}));
+    Ok(())
+}
+
+/// Gemma 4 as llama.cpp's converter writes it: per-layer kv heads and MLP
+/// sizes (`attention.head_count_kv`, `feed_forward_length`: a number or
+/// one per layer), the sliding layers' head size `attention.key_length_swa`
+/// and the global ones' `key_length`, which layers slide
+/// (`attention.sliding_window_pattern`), KV-shared layers
+/// (`attention.shared_kv_layers`; their MLPs double-wide where the sizes
+/// say so), per-layer inputs (`embedding_length_per_layer_input`), the
+/// values-are-keys global layers (no `attn_v`), and the global layers'
+/// proportional RoPE as the `rope_freqs` factors the converter writes for
+/// it (1 for a turning pair, 1e30 for a still one: read back as the
+/// fraction that turns; any other factors refused).
+fn gemma4_config(g: &GgufFile, arch: &str, c: &mut Map<String, Value>) -> Result<(), Diagnostic> {
+    let k = |s: &str| format!("{arch}.{s}");
+    let err = |m: String| Diagnostic::new(&g.path, m);
+    let n = g.uint(&k("block_count"))? as usize;
+    let per_layer = |key: &str| -> Result<Vec<u64>, Diagnostic> {
+        match g.get(&k(key)) {
+            Some(MetaValue::Array(a)) if a.len() == n => {
+                a.iter().map(|v| v.as_u64()).collect::<Option<Vec<u64>>>().ok_or_else(|| err(format!("`{}` is not a list of integers", k(key))))
+            }
+            Some(v) => v.as_u64().map(|v| vec![v; n]).ok_or_else(|| err(format!("`{}` is not an integer or a list of {n}", k(key)))),
+            None => Err(err(format!("missing key `{}`", k(key)))),
+        }
+    };
+    let sliding: Vec<bool> = match g.get(&k("attention.sliding_window_pattern")) {
+        Some(MetaValue::Array(a)) if a.len() == n && a.iter().all(|v| matches!(v, MetaValue::Bool(_))) => {
+            a.iter().map(|v| matches!(v, MetaValue::Bool(true))).collect()
+        }
+        _ => return Err(err(format!("`{}` is not a list of {n} booleans", k("attention.sliding_window_pattern")))),
+    };
+    let (global_hd, sliding_hd) = (g.uint(&k("attention.key_length"))?, g.uint(&k("attention.key_length_swa"))?);
+    for (key, want) in [
+        ("attention.value_length", global_hd),
+        ("attention.value_length_swa", sliding_hd),
+        ("rope.dimension_count", global_hd),
+        ("rope.dimension_count_swa", sliding_hd),
+    ] {
+        let got = g.uint_or(&k(key), want)?;
+        if got != want {
+            return Err(err(format!(
+                "`{}` = {got}, expected {want}: graphc lowers Gemma 4 with whole heads rotated as its converter writes them",
+                k(key)
+            )));
+        }
+    }
+    let kv = per_layer("attention.head_count_kv")?;
+    let ffn = per_layer("feed_forward_length")?;
+    let shared = g.uint_or(&k("attention.shared_kv_layers"), 0)? as usize;
+    let first_shared = n.saturating_sub(shared);
+    // The sliding layers' kv heads (the config's own), the global ones' per layer.
+    let sliding_kv = (0..n).find(|&l| sliding[l]).map_or(kv[0], |l| kv[l]);
+    if (0..n).any(|l| sliding[l] && kv[l] != sliding_kv) {
+        return Err(err(format!("`{}` differs between sliding layers", k("attention.head_count_kv"))));
+    }
+    let mut overrides = Map::new();
+    for l in (0..n).filter(|&l| !sliding[l]) {
+        overrides.insert(l.to_string(), json!({"head_dim": global_hd, "num_key_value_heads": kv[l]}));
+    }
+    // Double-wide MLPs: the shared layers' size twice the others'.
+    let double = first_shared < n && ffn[first_shared..].iter().all(|&f| f == 2 * ffn[0]);
+    if ffn[..first_shared].iter().any(|&f| f != ffn[0]) || ffn[first_shared..].iter().any(|&f| f != if double { 2 * ffn[0] } else { ffn[0] }) {
+        return Err(err(format!("`{}` = {ffn:?}: graphc lowers one MLP size, doubled on the KV-shared layers", k("feed_forward_length"))));
+    }
+    let values_are_keys = (0..n).filter(|&l| !sliding[l] && l < first_shared).all(|l| g.tensor(&format!("blk.{l}.attn_v.weight")).is_none());
+    // The proportional RoPE of the global layers, from the converter's factors.
+    let factors = g.tensor("rope_freqs.weight").ok_or_else(|| err("missing tensor `rope_freqs.weight` (Gemma 4's global layers' RoPE)".into()))?;
+    let factors = f32_values(g, factors)?;
+    let turning = factors.iter().take_while(|&&f| f == 1.0).count();
+    if factors.len() as u64 != global_hd / 2 || factors[turning..].iter().any(|&f| f != 1e30) {
+        return Err(err(format!(
+            "tensor `rope_freqs.weight` holds {} factors that are not {} pairs of 1 then 1e30: not the proportional RoPE graphc lowers",
+            factors.len(),
+            global_hd / 2
+        )));
+    }
+    let base = g.float_or(&k("rope.freq_base"), 10000.0)?;
+    c.insert("head_dim".into(), json!(sliding_hd));
+    c.insert("num_key_value_heads".into(), json!(sliding_kv));
+    c.insert("per_layer_config".into(), Value::Object(overrides));
+    c.insert("intermediate_size".into(), json!(ffn[0]));
+    c.insert("use_double_wide_mlp".into(), json!(double));
+    c.insert("num_kv_shared_layers".into(), json!(shared));
+    c.insert("attention_k_eq_v".into(), json!(values_are_keys));
+    c.insert("hidden_size_per_layer_input".into(), json!(g.uint_or(&k("embedding_length_per_layer_input"), 0)?));
+    c.insert("vocab_size_per_layer_input".into(), c["vocab_size"].clone());
+    c.insert("hidden_activation".into(), json!("gelu_pytorch_tanh"));
+    c.insert("sliding_window".into(), json!(g.uint(&k("attention.sliding_window"))?));
+    let types: Vec<&str> = sliding.iter().map(|&s| if s { "sliding_attention" } else { "full_attention" }).collect();
+    c.insert("layer_types".into(), json!(types));
+    c.insert("final_logit_softcapping".into(), g.get(&k("final_logit_softcapping")).and_then(|v| v.as_f64()).map_or(Value::Null, |v| json!(v)));
+    c.insert(
+        "rope_parameters".into(),
+        json!({
+            "sliding_attention": {"rope_type": "default", "rope_theta": g.float_or(&k("rope.freq_base_swa"), base)?},
+            "full_attention": {"rope_type": "proportional", "rope_theta": base, "partial_rotary_factor": (2 * turning) as f64 / global_hd as f64},
+        }),
+    );
     Ok(())
 }
 
@@ -441,12 +545,16 @@ fn layer_name(arch: &str, part: &str) -> Option<&'static str> {
         ("phi2", "ffn_down") => "mlp.fc2",
         ("phi3", "ffn_up") => "mlp.gate_up_proj",
         ("phi3", "attn_qkv") => "self_attn.qkv_proj",
-        ("gemma2", "ffn_norm") => "pre_feedforward_layernorm",
         ("glm4", "post_attention_norm") => "post_self_attn_layernorm",
         ("glm4", "ffn_up") => "mlp.gate_up_proj",
         ("glm4", "post_ffw_norm") => "post_mlp_layernorm",
-        ("gemma2" | "olmo2", "post_attention_norm") => "post_attention_layernorm",
-        ("gemma2" | "olmo2", "post_ffw_norm") => "post_feedforward_layernorm",
+        ("gemma2" | "gemma4", "ffn_norm") => "pre_feedforward_layernorm",
+        ("gemma4", "inp_gate") => "per_layer_input_gate",
+        ("gemma4", "proj") => "per_layer_projection",
+        ("gemma4", "post_norm") => "post_per_layer_input_norm",
+        ("gemma4", "layer_output_scale") => "layer_scalar",
+        ("gemma2" | "olmo2" | "gemma4", "post_attention_norm") => "post_attention_layernorm",
+        ("gemma2" | "olmo2" | "gemma4", "post_ffw_norm") => "post_feedforward_layernorm",
         (_, "attn_norm") => "input_layernorm",
         (_, "ffn_norm") => "post_attention_layernorm",
         (_, "attn_q") => "self_attn.q_proj",
@@ -479,6 +587,10 @@ fn rename(g: &GgufFile, arch: &str, trunk: Option<u64>) -> Result<Renamed, Diagn
             "output_norm.bias" if arch == "phi2" => out.push(named("model.final_layernorm.bias".into())),
             "output_norm.weight" => out.push(named("model.norm.weight".into())),
             "rope_factors_long.weight" | "rope_factors_short.weight" => {} // read into the config
+            "rope_freqs.weight" if arch == "gemma4" => {}                  // read into the config
+            "per_layer_token_embd.weight" => out.push(named("model.embed_tokens_per_layer.weight".into())),
+            "per_layer_model_proj.weight" => out.push(named("model.per_layer_model_projection.weight".into())),
+            "per_layer_proj_norm.weight" => out.push(named("model.per_layer_projection_norm.weight".into())),
             name => {
                 let unknown = || Diagnostic::new(&g.path, format!("tensor `{name}` has no place in a {arch} model"));
                 let rest = name.strip_prefix("blk.").ok_or_else(unknown)?;
@@ -516,6 +628,8 @@ fn rename(g: &GgufFile, arch: &str, trunk: Option<u64>) -> Result<Renamed, Diagn
                     ("ssm_dt", "bias") => format!("model.layers.{layer}.linear_attn.dt_bias"),
                     // HF's sinks are a bare parameter; the converter adds `.weight`.
                     ("attn_sinks", "weight") => format!("model.layers.{layer}.{hf}"),
+                    // So is Gemma 4's layer scalar (a buffer).
+                    ("layer_output_scale", "weight") => format!("model.layers.{layer}.{hf}"),
                     (_, "") => format!("model.layers.{layer}.{hf}"),
                     _ => format!("model.layers.{layer}.{hf}.{kind}"),
                 }));

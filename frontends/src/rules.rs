@@ -66,6 +66,22 @@ const GGUF_READS: &[(&str, &[&str])] = &[
     ),
     ("gemma", &[]),
     ("glm4", &["rope.dimension_count"]),
+    (
+        "gemma4",
+        &[
+            "attention.sliding_window",
+            "attention.sliding_window_pattern",
+            "attention.key_length_swa",
+            "attention.value_length",
+            "attention.value_length_swa",
+            "attention.shared_kv_layers",
+            "embedding_length_per_layer_input",
+            "final_logit_softcapping",
+            "rope.freq_base_swa",
+            "rope.dimension_count",
+            "rope.dimension_count_swa",
+        ],
+    ),
     ("ernie4_5", &[]),
     (
         "olmo2",

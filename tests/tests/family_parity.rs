@@ -1206,3 +1206,12 @@ fn gemma4_matches_transformers() {
     let e = Model::compile(&moe, &CompileOptions::default(), None).err().unwrap().to_string();
     assert!(e.contains("`enable_moe_block`"), "{e}");
 }
+
+/// Gemma 4's checkpoint shape (`model_type: gemma4`,
+/// Gemma4ForConditionalGeneration: `model.language_model.*`, vision and
+/// audio towers and their embedders, the output tied), its language model
+/// the gemma4 fixture.
+#[test]
+fn gemma4_multimodal_checkpoint_runs_its_language_model() {
+    check_multimodal("gemma4_multimodal", "gemma4", 86);
+}

@@ -77,6 +77,7 @@ fn each_gguf_family_gives_its_safetensors_logits() {
         "qwen3_5",
         "qwen3_5_moe",
         "gemma",
+        "gemma4",
         "phi2",
         "phi3",
         "phi3_longrope",

@@ -270,6 +270,7 @@ fn family_fixtures_on_the_gpu_match_transformers() {
         "gemma",
         "gemma2",
         "gemma3_text",
+        "gemma4",
         "phi2",
         "phi3",
         "phi3_longrope",

@@ -38,6 +38,7 @@ const SAFETENSORS: &[(&str, &str)] = &[
     ("gemma", "gemma"),
     ("gemma2", "gemma2"),
     ("gemma3_text", "gemma3_text"),
+    ("gemma4", "gemma4_text"),
     ("phi2", "phi"),
     ("phi3", "phi3"),
     ("phi3_longrope", "phi3"),
@@ -190,6 +191,10 @@ fn every_family_refuses_each_unimplemented_config_variant() {
             if *family == "gemma2" && key.ends_with("softcapping") {
                 continue;
             }
+            // Gemma 4 implements the final one.
+            if *family == "gemma4_text" && *key == "final_logit_softcapping" {
+                continue;
+            }
             // The decoders of llama, qwen2 and qwen3 implement YaRN
             // (`family_parity.rs` `qwen2_yarn_*`).
             if *tag == "yarn"
@@ -239,7 +244,7 @@ fn every_family_refuses_each_unimplemented_config_variant() {
             "qwen2" | "qwen2_moe" | "qwen3" | "qwen3_moe" => ("use_sliding_window", json!(true)),
             // Implemented (`family_parity.rs` `phi3_window_*`).
             // Mixtral's window is Mistral's (`family_parity.rs` `mistral_*`).
-            "gemma2" | "gemma3_text" | "phi3" | "mixtral" | "smollm3" | "olmo3" => continue,
+            "gemma2" | "gemma3_text" | "gemma4_text" | "phi3" | "mixtral" | "smollm3" | "olmo3" => continue,
             _ => ("sliding_window", json!(16)),
         };
         let p = safetensors_copy(
@@ -281,7 +286,7 @@ fn every_gguf_family_refuses_keys_it_does_not_read() {
                     | ("qwen3moe" | "phimoe" | "qwen3next" | "qwen35moe" | "llama" | "qwen2moe", "expert_count")
                     | ("llama", "rope.dimension_count")
                     | ("llama" | "smollm3" | "qwen2" | "qwen3" | "qwen3moe" | "olmo2", "rope.scaling.type")
-                    | ("llama" | "olmo2", "attention.sliding_window")
+                    | ("llama" | "olmo2" | "gemma4", "attention.sliding_window")
                     | ("gpt-oss", "attention.sliding_window" | "expert_count" | "rope.scaling.type")
             );
             if implemented {

@@ -85,7 +85,7 @@ pub const FAMILIES: &[Family] = &[
         |st, _, _| gemma2::lower(st),
     ),
     hf(gemma3_hf::MODEL_TYPE, None, gemma3_hf::CONFIG_READS, |st, _, _| gemma3_hf::lower(st)),
-    hf(gemma4::MODEL_TYPE, None, gemma4::CONFIG_READS, |st, _, _| gemma4::lower(st)),
+    hf(gemma4::MODEL_TYPE, Some("gemma4"), gemma4::CONFIG_READS, |st, _, _| gemma4::lower(st)),
     hf(llama_hf::ERNIE4_5, Some("ernie4_5"), llama_hf::ERNIE4_5_READS, |st, t, _| llama_hf::lower(st, t)),
     hf(glm4::MODEL_TYPE, Some("glm4"), glm4::CONFIG_READS, |st, _, _| glm4::lower(st)),
     hf(olmo2::MODEL_TYPE, Some("olmo2"), olmo2::CONFIG_READS, |st, t, _| olmo2::lower(st, t)),
