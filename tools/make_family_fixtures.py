@@ -1658,6 +1658,55 @@ def gemma4():
     write("gemma4", model, config, controls)
 
 
+def gemma4_moe():
+    """Gemma 4's MoE shape (26B-A4B): every layer's dense MLP beside routed
+    GeGLU experts (`enable_moe_block`), each normed, summed; the router on
+    the residual stream, RMS-normed without a weight, times `router.scale`
+    and `hidden^-1/2`, softmax, the top 2 of 4 renormalized and times each
+    expert's `per_expert_scale`; the experts as transformers stores them
+    (`experts.gate_up_proj` [E, 2I, d], `experts.down_proj` [E, d, I]);
+    global layers of their own head size with values as keys, no PLE, no
+    KV sharing. The router's scales are drawn near 1. (Not renormalizing
+    the top k is no control here: the norm after the experts takes a
+    token's common factor out again, 6e-5.)"""
+    from transformers import Gemma4TextConfig, Gemma4ForCausalLM
+
+    kwargs = {**GEMMA4_KWARGS, "num_kv_shared_layers": 0, "use_double_wide_mlp": False, "hidden_size_per_layer_input": 0,
+              "enable_moe_block": True, "num_experts": 4, "top_k_experts": 2, "moe_intermediate_size": 32,
+              "num_global_key_value_heads": 2, "intermediate_size": 64}
+    config = Gemma4TextConfig(**kwargs)
+    torch.manual_seed(0)
+    model = Gemma4ForCausalLM(config).eval()
+    randomize(model, 77)
+    g = torch.Generator().manual_seed(78)
+    with torch.no_grad():
+        for layer in model.model.layers:
+            layer.layer_scalar.copy_(0.6 + 0.8 * torch.rand(1, generator=g))
+            layer.router.scale.copy_(1.0 + 0.2 * torch.randn(layer.router.scale.shape, generator=g))
+            layer.router.per_expert_scale.copy_(0.5 + torch.rand(layer.router.per_expert_scale.shape, generator=g))
+    reference = rows(all_logits(model, PROMPTS[0]))
+    layers = model.model.layers
+
+    def with_params(pairs):
+        saved = [(t, t.detach().clone()) for t, _ in pairs]
+        with torch.no_grad():
+            for t, v in pairs:
+                t.copy_(v)
+        try:
+            return rows(all_logits(model, PROMPTS[0]))
+        finally:
+            with torch.no_grad():
+                for t, v in saved:
+                    t.copy_(v)
+
+    controls = far_enough({
+        "no_per_expert_scale": with_params([(l.router.per_expert_scale, torch.ones_like(l.router.per_expert_scale)) for l in layers]),
+        "no_router_scale": with_params([(l.router.scale, torch.ones_like(l.router.scale)) for l in layers]),
+        "no_dense_mlp": with_params([(l.mlp.down_proj.weight, torch.zeros_like(l.mlp.down_proj.weight)) for l in layers]),
+    }, reference, "gemma4_moe")
+    write("gemma4_moe", model, config, controls)
+
+
 def gemma4_multimodal():
     """Gemma 4's checkpoint shape (`model_type: gemma4`,
     Gemma4ForConditionalGeneration, as google/gemma-4-E2B-it): the gemma4

@@ -325,8 +325,10 @@ def gemma4(family="gemma4"):
     sliding = [t == "sliding_attention" for t in config["layer_types"]]
     per_layer = {int(k): v for k, v in config["per_layer_config"].items()}
     full = next(l for l in range(n_layers) if not sliding[l])
-    head_full, kv_full = per_layer[full]["head_dim"], per_layer[full]["num_key_value_heads"]
+    head_full = per_layer[full]["head_dim"]
+    kv_full = per_layer[full].get("num_key_value_heads", config["num_key_value_heads"])
     first_shared = n_layers - config["num_kv_shared_layers"]
+    double = config.get("use_double_wide_mlp", False)
     w.add_name(f"graphc parity fixture {family}")
     w.add_block_count(n_layers)
     w.add_context_length(config["max_position_embeddings"])
@@ -347,16 +349,26 @@ def gemma4(family="gemma4"):
     w.add_key_length_swa(config["head_dim"])
     w.add_value_length_swa(config["head_dim"])
     n_ff = config["intermediate_size"]
-    w.add_feed_forward_length([n_ff if l < first_shared else 2 * n_ff for l in range(n_layers)])
+    w.add_feed_forward_length([n_ff if l < first_shared or not double else 2 * n_ff for l in range(n_layers)])
     w.add_head_count_kv([config["num_key_value_heads"] if s else kv_full for s in sliding])
     w.add_rope_dimension_count(head_full)
     w.add_rope_dimension_count_swa(config["head_dim"])
+    if config.get("enable_moe_block"):
+        w.add_expert_count(config["num_experts"])
+        w.add_expert_used_count(config["top_k_experts"])
+        w.add_expert_feed_forward_length(config["moe_intermediate_size"])
     turning = int(head_full * rope["full_attention"]["partial_rotary_factor"] / 2)
     out = {"rope_freqs.weight": np.array([1.0] * turning + [1e30] * (head_full // 2 - turning), dtype=np.float32)}
     names = gguf.get_tensor_name_map(arch, n_layers)
     for hf, data in tensors.items():
-        if hf.endswith("layer_scalar"):
+        if hf.endswith("layer_scalar") or ".experts." in hf:
             hf += ".weight"  # Gemma4Model.filter_tensors
+        if hf.endswith("router.scale"):
+            out[f"blk.{hf.split('.')[2]}.ffn_gate_inp.scale"] = data.astype(np.float32)  # Gemma4Model.modify_tensors
+            continue
+        if hf.endswith("router.per_expert_scale"):
+            out[f"blk.{hf.split('.')[2]}.ffn_down_exps.scale"] = data.astype(np.float32)
+            continue
         g = names.get_name(hf, try_suffixes=(".weight", ".bias"))
         if g is None:
             raise SystemExit(f"{family}: no GGUF name for {hf}")
@@ -642,7 +654,7 @@ if __name__ == "__main__":
                                    "qwen3_next", "qwen2", "qwen2_tied", "llama3"]:
         if family == "gpt_oss":
             gpt_oss(family)
-        elif family == "gemma4":
+        elif family in ("gemma4", "gemma4_moe"):
             gemma4(family)
         elif family == "llama3_split":
             llama3_split()

@@ -409,6 +409,13 @@ fn gemma4_config(g: &GgufFile, arch: &str, c: &mut Map<String, Value>) -> Result
     c.insert("hidden_size_per_layer_input".into(), json!(g.uint_or(&k("embedding_length_per_layer_input"), 0)?));
     c.insert("vocab_size_per_layer_input".into(), c["vocab_size"].clone());
     c.insert("hidden_activation".into(), json!("gelu_pytorch_tanh"));
+    // MoE layers (26B-A4B): a router on every layer.
+    if (0..n).any(|l| g.tensor(&format!("blk.{l}.ffn_gate_inp.weight")).is_some()) {
+        c.insert("enable_moe_block".into(), json!(true));
+        c.insert("num_experts".into(), json!(g.uint(&k("expert_count"))?));
+        c.insert("top_k_experts".into(), json!(g.uint(&k("expert_used_count"))?));
+        c.insert("moe_intermediate_size".into(), json!(g.uint(&k("expert_feed_forward_length"))?));
+    }
     c.insert("sliding_window".into(), json!(g.uint(&k("attention.sliding_window"))?));
     let types: Vec<&str> = sliding.iter().map(|&s| if s { "sliding_attention" } else { "full_attention" }).collect();
     c.insert("layer_types".into(), json!(types));
@@ -553,6 +560,10 @@ fn layer_name(arch: &str, part: &str) -> Option<&'static str> {
         ("gemma4", "proj") => "per_layer_projection",
         ("gemma4", "post_norm") => "post_per_layer_input_norm",
         ("gemma4", "layer_output_scale") => "layer_scalar",
+        ("gemma4", "ffn_gate_inp") => "router.proj",
+        ("gemma4", "pre_ffw_norm_2") => "pre_feedforward_layernorm_2",
+        ("gemma4", "post_ffw_norm_1") => "post_feedforward_layernorm_1",
+        ("gemma4", "post_ffw_norm_2") => "post_feedforward_layernorm_2",
         ("gemma2" | "olmo2" | "gemma4", "post_attention_norm") => "post_attention_layernorm",
         ("gemma2" | "olmo2" | "gemma4", "post_ffw_norm") => "post_feedforward_layernorm",
         (_, "attn_norm") => "input_layernorm",
@@ -601,9 +612,39 @@ fn rename(g: &GgufFile, arch: &str, trunk: Option<u64>) -> Result<Renamed, Diagn
                 }
                 // `ssm_a` has no `.weight` (llama.cpp writes it bare).
                 let (part, kind) = rest.rsplit_once('.').unwrap_or((rest, ""));
+                if (arch, part, kind) == ("gemma4", "ffn_down_exps", "scale") {
+                    // Gemma 4's per-expert scale (the converter moves the router's here).
+                    out.push(named(format!("model.layers.{layer}.router.per_expert_scale")));
+                    continue;
+                }
+                if (arch, part) == ("gemma4", "ffn_gate_up_exps") {
+                    // [experts, 2·ffn, d]: each expert's gate rows, then its up rows.
+                    for (e, slice) in crate::expert_slices::expert_slices(&g.path, t)?.into_iter().enumerate() {
+                        let (rows, half) = (slice.shape[0], slice.bytes / 2);
+                        if rows % 2 == 1 {
+                            return Err(Diagnostic::new(&g.path, format!("tensor `{name}` has {rows} rows an expert: not a gate and an up half")));
+                        }
+                        for (i, proj) in ["gate_proj", "up_proj"].into_iter().enumerate() {
+                            let shape = vec![rows / 2, slice.shape[1]];
+                            let offset = slice.offset + i as u64 * half;
+                            out.push(TensorInfo {
+                                name: format!("model.layers.{layer}.experts.{e}.{proj}.{kind}"),
+                                shape,
+                                offset,
+                                bytes: half,
+                                ..slice.clone()
+                            });
+                        }
+                    }
+                    continue;
+                }
                 if let Some(which) = part.strip_suffix("_exps") {
                     // [experts, rows, cols] stacked: one slice per expert.
                     let (block, proj) = match (arch, which) {
+                        // Gemma 4's experts sit beside its dense MLP, not in it.
+                        ("gemma4", "ffn_gate") => ("", "gate_proj"),
+                        ("gemma4", "ffn_up") => ("", "up_proj"),
+                        ("gemma4", "ffn_down") => ("", "down_proj"),
                         ("phimoe", "ffn_gate") => ("block_sparse_moe", "w1"),
                         ("phimoe", "ffn_up") => ("block_sparse_moe", "w3"),
                         ("phimoe", "ffn_down") => ("block_sparse_moe", "w2"),
@@ -619,7 +660,8 @@ fn rename(g: &GgufFile, arch: &str, trunk: Option<u64>) -> Result<Renamed, Diagn
                         crate::expert_slices::expert_slices(&g.path, t)?
                     };
                     for (e, slice) in slices.into_iter().enumerate() {
-                        out.push(TensorInfo { name: format!("model.layers.{layer}.{block}.experts.{e}.{proj}.{kind}"), ..slice });
+                        let block = if block.is_empty() { String::new() } else { format!("{block}.") };
+                        out.push(TensorInfo { name: format!("model.layers.{layer}.{block}experts.{e}.{proj}.{kind}"), ..slice });
                     }
                     continue;
                 }
@@ -630,6 +672,8 @@ fn rename(g: &GgufFile, arch: &str, trunk: Option<u64>) -> Result<Renamed, Diagn
                     ("attn_sinks", "weight") => format!("model.layers.{layer}.{hf}"),
                     // So is Gemma 4's layer scalar (a buffer).
                     ("layer_output_scale", "weight") => format!("model.layers.{layer}.{hf}"),
+                    // Gemma 4's router: its weight and its scale vector.
+                    ("ffn_gate_inp", "scale") if arch == "gemma4" => format!("model.layers.{layer}.router.scale"),
                     (_, "") => format!("model.layers.{layer}.{hf}"),
                     _ => format!("model.layers.{layer}.{hf}.{kind}"),
                 }));

@@ -174,6 +174,9 @@ impl Checkpoint {
         if mtp::FAMILIES.contains(&model_type.as_str()) {
             st = mtp::leave_out(st);
         }
+        if model_type == families::gemma4::MODEL_TYPE {
+            st = families::gemma4::split_experts(st)?;
+        }
         if registry::by_model_type(&model_type).is_none() {
             return Err(Diagnostic::new(&st.config_path, format!("model_type `{model_type}` is not supported")).note(format!(
                 "graphc lowers from safetensors the model types {}; and, as their language model, {}",

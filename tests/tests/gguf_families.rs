@@ -78,6 +78,7 @@ fn each_gguf_family_gives_its_safetensors_logits() {
         "qwen3_5_moe",
         "gemma",
         "gemma4",
+        "gemma4_moe",
         "phi2",
         "phi3",
         "phi3_longrope",

@@ -271,6 +271,7 @@ fn family_fixtures_on_the_gpu_match_transformers() {
         "gemma2",
         "gemma3_text",
         "gemma4",
+        "gemma4_moe",
         "phi2",
         "phi3",
         "phi3_longrope",

@@ -39,6 +39,7 @@ const SAFETENSORS: &[(&str, &str)] = &[
     ("gemma2", "gemma2"),
     ("gemma3_text", "gemma3_text"),
     ("gemma4", "gemma4_text"),
+    ("gemma4_moe", "gemma4_text"),
     ("phi2", "phi"),
     ("phi3", "phi3"),
     ("phi3_longrope", "phi3"),

@@ -1,5 +1,5 @@
 //! Gemma 4's text model (`config.json` `model_type = "gemma4_text"`: the
-//! dense Gemma 4 checkpoints E2B, E4B and 31B), lowered with Hugging Face
+//! Gemma 4 checkpoints E2B, E4B, 31B and 26B-A4B), lowered with Hugging Face
 //! tensor names; also the language model of the multimodal `gemma4`
 //! checkpoints (`crate::multimodal`), and llama.cpp's `gemma4` GGUF seen
 //! through those names (`crate::gguf_hf`).
@@ -30,15 +30,21 @@
 //! `hidden^-1/2`), times `2^-1/2`, sliced per layer. The embedding is scaled
 //! by `sqrt(hidden)`; the final logits soft-capped (`final_logit_softcapping`).
 //!
-//! Refused, by name: the MoE layers (`enable_moe_block`, 26B-A4B),
-//! attention biases, bidirectional attention (`use_bidirectional_attention
-//! = "all"`), any RoPE but those above.
+//! MoE (26B-A4B, `enable_moe_block`): every layer's dense MLP beside routed
+//! GeGLU experts, each output normed (`post_feedforward_layernorm_1/_2`),
+//! summed, then the MLP's post-norm (`moe_block`); the experts' 3D tensors
+//! read a slice an expert (`split_experts`).
+//!
+//! Refused, by name: attention biases, bidirectional attention
+//! (`use_bidirectional_attention = "all"`), any RoPE but those above.
 
 use super::gemma::{gelu_kind, scaled_embedding};
 use super::hf::{HeadDim, HfDims};
+use super::moe::{experts_sum, routing_weights, Moe};
 use super::{batch, seq, AttentionCfg, Builder};
 use crate::error::Diagnostic;
 use crate::families::llama::Lowered;
+use crate::gguf::TensorInfo;
 use crate::safetensors::SafetensorsFile;
 use graphc_ir::{BinaryOp, Dim, NodeId, NormKind, Op, RopeScaling, RopeStyle};
 use serde_json::Value;
@@ -84,10 +90,7 @@ pub fn lower(st: &SafetensorsFile) -> Result<Lowered, Diagnostic> {
     let path = &st.config_path;
     let err = |m: String| Diagnostic::new(path, m);
     let flag = |k: &str| super::hf::config_flag(st, k);
-    if flag("enable_moe_block")? {
-        return Err(err("`enable_moe_block` is true: Gemma 4's MoE layers (26B-A4B) are not implemented".into())
-            .note("graphc lowers the dense Gemma 4 checkpoints (E2B, E4B, 31B)"));
-    }
+    let moe = if flag("enable_moe_block")? { Some(moe_shape(st, d)?) } else { None };
     if flag("attention_bias")? {
         return Err(err("`attention_bias` is true: no Gemma 4 has attention biases, and graphc does not lower them".into()));
     }
@@ -144,7 +147,14 @@ pub fn lower(st: &SafetensorsFile) -> Result<Lowered, Diagnostic> {
         let o = rms(&mut b, o, &w("post_attention_layernorm"), d, &norm)?;
         x = b.binary(BinaryOp::Add, x, o);
         let h = rms(&mut b, x, &w("pre_feedforward_layernorm"), d, &norm)?;
-        let m = b.gated_mlp(h, (&w("mlp.gate_proj"), &w("mlp.up_proj"), &w("mlp.down_proj")), (shape.ffn, d), act)?;
+        let mut m = b.gated_mlp(h, (&w("mlp.gate_proj"), &w("mlp.up_proj"), &w("mlp.down_proj")), (shape.ffn, d), act)?;
+        if let Some(moe) = &moe {
+            // The dense MLP and the routed experts side by side, each normed, summed.
+            let dense = rms(&mut b, m, &w("post_feedforward_layernorm_1"), d, &norm)?;
+            let routed = moe_block(&mut b, l, x, moe, (&norm, act))?;
+            let routed = rms(&mut b, routed, &w("post_feedforward_layernorm_2"), d, &norm)?;
+            m = b.binary(BinaryOp::Add, dense, routed);
+        }
         let m = rms(&mut b, m, &w("post_feedforward_layernorm"), d, &norm)?;
         x = b.binary(BinaryOp::Add, x, m);
         if let Some((all, p)) = ple_inputs {
@@ -199,6 +209,87 @@ pub fn lower(st: &SafetensorsFile) -> Result<Lowered, Diagnostic> {
         ("attention_scale", "1 (the q norm carries it)".into()),
     ];
     Ok(b.finish(vocab, context, &[dims.facts(), facts.to_vec()].concat()))
+}
+
+/// Gemma 4's MoE shape (26B-A4B): `num_experts`, `top_k_experts`,
+/// `moe_intermediate_size`.
+fn moe_shape(st: &SafetensorsFile, d: usize) -> Result<Moe, Diagnostic> {
+    let (n_experts, top_k, ffn) = (st.config_uint("num_experts")?, st.config_uint("top_k_experts")?, st.config_uint("moe_intermediate_size")?);
+    if n_experts == 0 || top_k == 0 || top_k > n_experts || ffn == 0 {
+        return Err(Diagnostic::new(&st.config_path, format!("{top_k} experts per token of {n_experts}, each of {ffn}, is not a MoE")));
+    }
+    Ok(Moe { n_experts, top_k, ffn, d, norm_topk: true })
+}
+
+/// Layer `l`'s routed experts on the residual stream `x` (HF
+/// `Gemma4TextRouter`, `Gemma4TextExperts`): the router reads `x`
+/// RMS-normed without a weight, times `router.scale` and `hidden^-1/2`,
+/// through `router.proj`; softmax, the top k renormalized, each times its
+/// expert's `router.per_expert_scale`; the experts (GeGLU) read
+/// `pre_feedforward_layernorm_2(x)`.
+fn moe_block(b: &mut Builder, l: usize, x: NodeId, moe: &Moe, (norm, act): (&Op, graphc_ir::UnaryOp)) -> Result<NodeId, Diagnostic> {
+    let d = moe.d;
+    let p = |s: &str| format!("model.layers.{l}.{s}");
+    let ones = b.op(Op::Const { value: 1.0, ty: graphc_ir::TensorType::new(graphc_ir::DType::F32, vec![d.into()]) }, &[]);
+    let r = b.op(norm.clone(), &[x, ones]);
+    let scale = b.weight(&p("router.scale"), Some(&[d]))?;
+    let r = b.binary(BinaryOp::Mul, r, scale);
+    let root = b.scalar((d as f64).powf(-0.5) as f32);
+    let r = b.binary(BinaryOp::Mul, r, root);
+    let proj = b.weight(&p("router.proj.weight"), Some(&[moe.n_experts, d]))?;
+    let logits = b.matmul(r, proj);
+    let weights = routing_weights(b, logits, moe.top_k, moe.norm_topk);
+    let per_expert = b.weight(&p("router.per_expert_scale"), Some(&[moe.n_experts]))?;
+    let weights = b.binary(BinaryOp::Mul, weights, per_expert);
+    let h = rms(b, x, &p("pre_feedforward_layernorm_2.weight"), d, norm)?;
+    let expert = |e: usize| ["gate_proj", "up_proj", "down_proj"].map(|w| p(&format!("experts.{e}.{w}.weight")));
+    experts_sum(b, &expert, h, weights, moe, act)
+}
+
+/// A Gemma 4 MoE checkpoint's experts as transformers stores them
+/// (`model.layers.L.experts.gate_up_proj` `[experts, 2·ffn, d]`, the gate's
+/// rows first, and `experts.down_proj` `[experts, d, ffn]`) seen one expert
+/// at a time, `experts.E.{gate,up,down}_proj.weight`: slices of the same
+/// bytes.
+pub fn split_experts(mut st: SafetensorsFile) -> Result<SafetensorsFile, Diagnostic> {
+    if !st.tensors.iter().any(|t| t.name.ends_with(".experts.gate_up_proj") || t.name.ends_with(".experts.down_proj")) {
+        return Ok(st);
+    }
+    let path = st.path.clone();
+    let mut out = Vec::with_capacity(st.tensors.len());
+    for t in std::mem::take(&mut st.tensors) {
+        let Some((prefix, which)) = t.name.rsplit_once(".experts.").filter(|(_, w)| matches!(*w, "gate_up_proj" | "down_proj")) else {
+            out.push(t);
+            continue;
+        };
+        let (prefix, which) = (prefix.to_string(), which.to_string());
+        for (e, slice) in crate::expert_slices::expert_slices(&path, &t)?.into_iter().enumerate() {
+            let name = |proj: &str| format!("{prefix}.experts.{e}.{proj}.weight");
+            if which == "down_proj" {
+                st.file_names.insert(name("down_proj"), t.name.clone());
+                out.push(TensorInfo { name: name("down_proj"), ..slice });
+                continue;
+            }
+            let [rows, cols] = slice.shape[..] else { unreachable!("an expert slice is a matrix") };
+            if rows % 2 == 1 {
+                return Err(Diagnostic::new(&path, format!("tensor `{}` has {rows} rows an expert: not a gate and an up half", t.name)));
+            }
+            let half = slice.bytes / 2;
+            for (i, proj) in ["gate_proj", "up_proj"].into_iter().enumerate() {
+                st.file_names.insert(name(proj), t.name.clone());
+                out.push(TensorInfo {
+                    name: name(proj),
+                    shape: vec![rows / 2, cols],
+                    offset: slice.offset + i as u64 * half,
+                    bytes: half,
+                    ..slice.clone()
+                });
+            }
+        }
+    }
+    out.sort_by(|a, b| a.name.cmp(&b.name));
+    st.tensors = out;
+    Ok(st)
 }
 
 /// `x` RMS-normed with the `[d]` weight `weight` (a plain `x * w` norm).

@@ -200,13 +200,16 @@ impl<'a> Builder<'a> {
         let projected = [true, cfg.shared_kv.is_none(), cfg.shared_kv.is_none() && !cfg.values_are_keys];
         let sources: [Option<Source>; 3] = match proj {
             Projections::Separate(names) => {
-                let mut sources = [None; 3];
+                // The weights, then the biases (the graph's node order).
+                let mut w = [None; 3];
                 for i in (0..3).filter(|&i| projected[i]) {
-                    let w = self.weight(names[i], Some(&[widths[i], d]))?;
-                    let bias = if cfg.qkv_bias { Some(self.weight(&bias_name(names[i]), Some(&[widths[i]]))?) } else { None };
-                    sources[i] = Some(Source::Weight(w, bias));
+                    w[i] = Some(self.weight(names[i], Some(&[widths[i], d]))?);
                 }
-                sources
+                let mut bias = [None; 3];
+                for i in (0..3).filter(|&i| projected[i] && cfg.qkv_bias) {
+                    bias[i] = Some(self.weight(&bias_name(names[i]), Some(&[widths[i]]))?);
+                }
+                [0, 1, 2].map(|i| w[i].map(|w| Source::Weight(w, bias[i])))
             }
             Projections::Fused(name) => {
                 let w = self.weight(name, Some(&[widths.iter().sum(), d]))?;

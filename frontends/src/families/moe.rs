@@ -72,10 +72,24 @@ pub(crate) fn moe_block(b: &mut Builder, router: &str, expert: &dyn Fn(usize) ->
     let router = b.weight(router, Some(&[moe.n_experts, moe.d]))?;
     let logits = b.matmul(h, router);
     let weights = routing_weights(b, logits, moe.top_k, moe.norm_topk);
+    experts_sum(b, expert, h, weights, moe, UnaryOp::Silu)
+}
+
+/// `Σ_e weights[.., e] · expert_e(h)`, each expert a gated MLP with `act`
+/// (expert `e`'s gate, up and down weights `expert(e)`), in the form
+/// `moe_dispatch` matches.
+pub(crate) fn experts_sum(
+    b: &mut Builder,
+    expert: &dyn Fn(usize) -> [String; 3],
+    h: NodeId,
+    weights: NodeId,
+    moe: &Moe,
+    act: UnaryOp,
+) -> Result<NodeId, Diagnostic> {
     let mut out = None;
     for e in 0..moe.n_experts {
         let [gate, up, down] = expert(e);
-        let y = b.gated_mlp(h, (&gate, &up, &down), (moe.ffn, moe.d), UnaryOp::Silu)?;
+        let y = b.gated_mlp(h, (&gate, &up, &down), (moe.ffn, moe.d), act)?;
         out = Some(add_weighted(b, out, y, weights, e));
     }
     Ok(out.expect("at least one expert"))
