@@ -210,6 +210,9 @@ MORE_TEMPLATES = {
     "qwen3_coder": ("Qwen3-Coder", "d287fb2edf144207f868ae1b282755dc19db2a3f1c5b3a3d57e9e5abffa98392", None, "<|im_end|>"),
     # Qwen3.5 (thinking by default: the generation prompt opens `<think>`; Qwen3-Coder's XML calls).
     "qwen35": ("Qwen3.5-4B", "a4aee8afcf2e0711942cf848899be66016f8d14a889ff9ede07bca099c28f715", None, "<|im_end|>"),
+    # Gemma 4 (31B's; E2B/E4B/26B-A4B's are the same text): `<|turn>` blocks, tools as its declarations,
+    # thinking behind `enable_thinking`. The template writes bos_token only; eos <eos> is assumed, unused.
+    "gemma4": ("google-gemma-4-31B-it", "85a08664d16d8f3be4416c92427b3ac10df1024ac566cc0b4bc3bab409393f98", "<bos>", "<eos>"),
     # OpenAI's harmony format (gpt-oss-20b's template is the same text).
     "gpt_oss": ("openai-gpt-oss-120b", "a4c9919cbbd4acdd51ccffe22da049264b1b73e59055fa58811a99efbd7c8146",
                 "<|startoftext|>", "<|return|>"),

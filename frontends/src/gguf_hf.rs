@@ -415,6 +415,10 @@ fn gemma4_config(g: &GgufFile, arch: &str, c: &mut Map<String, Value>) -> Result
         c.insert("num_experts".into(), json!(g.uint(&k("expert_count"))?));
         c.insert("top_k_experts".into(), json!(g.uint(&k("expert_used_count"))?));
         c.insert("moe_intermediate_size".into(), json!(g.uint(&k("expert_feed_forward_length"))?));
+    } else if let Some(key) =
+        ["expert_count", "expert_used_count", "expert_feed_forward_length"].iter().map(|s| k(s)).find(|key| g.get(key).is_some())
+    {
+        return Err(err(format!("GGUF key `{key}` is set but no layer has a router (`ffn_gate_inp`): not a Gemma 4 MoE graphc can read")));
     }
     c.insert("sliding_window".into(), json!(g.uint(&k("attention.sliding_window"))?));
     let types: Vec<&str> = sliding.iter().map(|&s| if s { "sliding_attention" } else { "full_attention" }).collect();

@@ -224,3 +224,13 @@ fn a_gguf_missing_a_key_is_refused_naming_it() {
     let e = Model::compile(&path, &CompileOptions::default(), None).err().expect("compiled").to_string();
     assert!(e.contains("missing metadata key `qwen3.block_count`"), "{e}");
 }
+
+/// A dense Gemma 4 GGUF with an expert count but no router is refused,
+/// naming the key (a MoE file's count is read: `gemma4_moe`).
+#[test]
+fn gemma4_expert_keys_without_a_router_are_refused() {
+    let out = graphc_tests::temp_dir("gemma4-experts").join("dense.gguf");
+    let p = graphc_tests::gguf_with_keys(&dir("gemma4").join("model.gguf"), &out, &[("gemma4.expert_count", graphc_tests::Meta::U32(8))]);
+    let e = Model::compile(&p, &CompileOptions::default(), None).err().unwrap().to_string();
+    assert!(e.contains("`gemma4.expert_count`") && e.contains("router"), "{e}");
+}

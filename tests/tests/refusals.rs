@@ -284,7 +284,7 @@ fn every_gguf_family_refuses_keys_it_does_not_read() {
                     | ("phi3", "attention.sliding_window" | "rope.dimension_count")
                     | ("phi2", "attention.layer_norm_epsilon" | "rope.dimension_count")
                     | ("qwen3next" | "qwen35" | "qwen35moe" | "glm4", "rope.dimension_count")
-                    | ("qwen3moe" | "phimoe" | "qwen3next" | "qwen35moe" | "llama" | "qwen2moe", "expert_count")
+                    | ("qwen3moe" | "phimoe" | "qwen3next" | "qwen35moe" | "llama" | "qwen2moe" | "gemma4", "expert_count")
                     | ("llama", "rope.dimension_count")
                     | ("llama" | "smollm3" | "qwen2" | "qwen3" | "qwen3moe" | "olmo2", "rope.scaling.type")
                     | ("llama" | "olmo2" | "gemma4", "attention.sliding_window")
