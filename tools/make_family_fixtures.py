@@ -695,7 +695,7 @@ def gemma3_multimodal():
     print("gemma3_multimodal written:", d, len(hub), "tensors")
 
 
-def mistral3_multimodal():
+def mistral3_multimodal(text_family="mistral", name="mistral3_multimodal", hub_names=True):
     """Mistral Small 3.1 / 3.2's checkpoint shape (`model_type: mistral3`,
     Mistral3ForConditionalGeneration): the mistral fixture's weights (its
     sliding window too) as its language model beside a tiny Pixtral vision
@@ -704,11 +704,13 @@ def mistral3_multimodal():
     `vision_tower.*`, `multi_modal_projector.*`) into
     tests/fixtures/mistral3_multimodal/. transformers reads that layout back
     and its logits on text alone are the text model's to the bit
-    (asserted), so the tests use mistral's reference.json."""
-    from transformers import Mistral3Config, Mistral3ForConditionalGeneration, MistralForCausalLM, PixtralVisionConfig
+    (asserted), so the tests use mistral's reference.json. With
+    `text_family` ministral3 (`ministral3_multimodal`), Ministral 3's shape
+    in transformers 5's own names (`model.language_model.*`, `lm_head.*`)."""
+    from transformers import AutoModelForCausalLM, Mistral3Config, Mistral3ForConditionalGeneration, PixtralVisionConfig
 
-    src = OUT / "mistral"
-    text = MistralForCausalLM.from_pretrained(src, dtype=torch.float32, attn_implementation="eager").eval()
+    src = OUT / text_family
+    text = AutoModelForCausalLM.from_pretrained(src, dtype=torch.float32, attn_implementation="eager").eval()
     vision = PixtralVisionConfig(hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2,
                                  image_size=28, patch_size=14, head_dim=16)
     config = Mistral3Config(text_config=text.config.to_dict(), vision_config=vision.to_dict(), torch_dtype="float32", tie_word_embeddings=False,
@@ -718,14 +720,14 @@ def mistral3_multimodal():
     randomize(model, 62)
     model.model.language_model.load_state_dict(text.model.state_dict())
     model.lm_head.load_state_dict(text.lm_head.state_dict())
-    d = OUT.parent / "mistral3_multimodal"
+    d = OUT.parent / name
     d.mkdir(parents=True, exist_ok=True)
     config.to_json_file(d / "config.json")
     hub = {}
     for k, v in model.state_dict().items():
         for new, old in (("model.language_model.", "language_model.model."), ("lm_head.", "language_model.lm_head."),
                          ("model.vision_tower.", "vision_tower."), ("model.multi_modal_projector.", "multi_modal_projector.")):
-            if k.startswith(new):
+            if hub_names and k.startswith(new):
                 k = old + k[len(new):]
                 break
         hub[k] = v.contiguous()
@@ -733,7 +735,12 @@ def mistral3_multimodal():
     back = Mistral3ForConditionalGeneration.from_pretrained(d, dtype=torch.float32, attn_implementation="eager").eval()
     for p in PROMPTS:
         assert torch.equal(all_logits(back, p), all_logits(text, p)), "the multimodal checkpoint's text logits differ from the text model's"
-    print("mistral3_multimodal written:", d, len(hub), "tensors", sum(k.startswith(("vision_tower.", "multi_modal_projector.")) for k in hub), "vision")
+    print(name, "written:", d, len(hub), "tensors", sum("vision_tower." in k or "multi_modal_projector." in k for k in hub), "vision")
+
+
+def ministral3_multimodal():
+    """Ministral 3's checkpoint shape (`mistral3` with a `ministral3` text model, transformers 5's names)."""
+    mistral3_multimodal("ministral3", "ministral3_multimodal", hub_names=False)
 
 
 def qwen_vl_text_config(text, sections, interleaved=None):
@@ -1942,6 +1949,54 @@ def mistral():
         "window_4": window_logits(model, 4),
     }, reference, "mistral")
     write("mistral", model, config, controls)
+
+
+def ministral3():
+    """Ministral 3's shape (Ministral3ForCausalLM; 3B, 8B, 14B): Mistral's
+    layers without a window, YaRN as its config gives it (factor 16 over
+    a pretraining length shrunk to 8, so that the short prompts reach past
+    it: `mscale` and `mscale_all_dim` both 1, making the attention factor
+    1, not YaRN's default 1.28), and Llama 4's attention temperature
+    `llama_4_scaling_beta` 0.1, which is exactly 1 before position 8 (graphc
+    caps the context there: the reference is read up to it)."""
+    from transformers import Ministral3Config, Ministral3ForCausalLM
+
+    config = Ministral3Config(
+        vocab_size=256, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=2, head_dim=16, max_position_embeddings=32768,
+        rms_norm_eps=1e-5, tie_word_embeddings=False, bos_token_id=None, eos_token_id=None, pad_token_id=None,
+        rope_parameters={"type": "yarn", "rope_theta": 1000000.0, "factor": 16.0, "original_max_position_embeddings": 8,
+                         "max_position_embeddings": 32768, "beta_fast": 32.0, "beta_slow": 1.0, "mscale_all_dim": 1.0,
+                         "mscale": 1.0, "llama_4_scaling_beta": 0.1},
+        torch_dtype="float32", attn_implementation="eager",
+    )
+    torch.manual_seed(0)
+    model = Ministral3ForCausalLM(config).eval()
+    randomize(model, 81)
+    rotary = model.model.rotary_emb
+    assert rotary.attention_scaling == 1.0, rotary.attention_scaling
+    reference = rows(all_logits(model, PROMPTS[0]))
+
+    def no_temperature(model):
+        saved = model.config.rope_parameters["llama_4_scaling_beta"]
+        model.config.rope_parameters["llama_4_scaling_beta"] = 0.0
+        out = rows(all_logits(model, PROMPTS[0]))
+        model.config.rope_parameters["llama_4_scaling_beta"] = saved
+        before = max(abs(a - b) for ra, rb in zip(out[:8], reference[:8]) for a, b in zip(ra, rb))
+        assert before == 0.0, before
+        return out
+
+    hd = config.head_dim
+    plain = 1.0 / (1000000.0 ** (torch.arange(0, hd, 2, dtype=torch.float) / hd))
+    controls = far_enough({
+        # YaRN's default attention factor (the mscale pair ignored).
+        "default_attention_factor": rotary_logits(model, scaling=0.1 * math.log(16.0) + 1.0),
+        # The frequencies unscaled.
+        "no_yarn": rotary_logits(model, inv_freq=plain),
+        # No attention temperature: equal before position 8, apart after.
+        "no_temperature": no_temperature(model),
+    }, reference, "ministral3")
+    write("ministral3", model, config, controls)
 
 
 def llama_yarn():

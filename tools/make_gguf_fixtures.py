@@ -93,6 +93,8 @@ ARCH = {
     "mixtral": gguf.MODEL_ARCH.LLAMA,
     "smollm3": gguf.MODEL_ARCH.SMOLLM3,
     "granite": gguf.MODEL_ARCH.GRANITE,
+    # Ministral 3 (Mistral3Model.Ministral3Model, a LlamaModel): arch mistral3.
+    "ministral3": gguf.MODEL_ARCH.MISTRAL3,
 }
 
 
@@ -210,7 +212,7 @@ def convert(family, split_experts=False):
         w.add_residual_scale(config["residual_multiplier"])
         w.add_attention_scale(config["attention_multiplier"])
         w.add_logit_scale(config["logits_scaling"])
-    if arch in (gguf.MODEL_ARCH.LLAMA, gguf.MODEL_ARCH.SMOLLM3, gguf.MODEL_ARCH.GRANITE):
+    if arch in (gguf.MODEL_ARCH.LLAMA, gguf.MODEL_ARCH.SMOLLM3, gguf.MODEL_ARCH.GRANITE, gguf.MODEL_ARCH.MISTRAL3):
         w.add_vocab_size(config["vocab_size"])
         w.add_rope_dimension_count(head_dim)
 
@@ -232,11 +234,20 @@ def convert(family, split_experts=False):
         w.add_rope_scaling_type(gguf.RopeScalingType.YARN)
         w.add_rope_scaling_factor(rope["factor"])
         w.add_rope_scaling_orig_ctx_len(rope["original_max_position_embeddings"])
+    if arch == gguf.MODEL_ARCH.MISTRAL3:
+        # TextModel's YaRN keys (its betas written), then Ministral3Model's own two.
+        w.add_rope_scaling_type(gguf.RopeScalingType.YARN)
+        w.add_rope_scaling_factor(rope["factor"])
+        w.add_rope_scaling_orig_ctx_len(rope["original_max_position_embeddings"])
+        w.add_rope_scaling_yarn_beta_fast(rope["beta_fast"])
+        w.add_rope_scaling_yarn_beta_slow(rope["beta_slow"])
+        w.add_rope_scaling_yarn_log_mul(rope["mscale_all_dim"])
+        w.add_attn_temperature_scale(rope["llama_4_scaling_beta"])
     if arch == gguf.MODEL_ARCH.LLAMA and rope.get("rope_type", "").lower() == "llama3":
         out[gguf.TENSOR_NAMES[gguf.MODEL_TENSOR.ROPE_FREQS] + ".weight"] = llama3_rope_factors(config, rope)
     for hf, data in tensors.items():
         data = data.astype(np.float32)
-        if arch in (gguf.MODEL_ARCH.LLAMA, gguf.MODEL_ARCH.SMOLLM3, gguf.MODEL_ARCH.GRANITE):
+        if arch in (gguf.MODEL_ARCH.LLAMA, gguf.MODEL_ARCH.SMOLLM3, gguf.MODEL_ARCH.GRANITE, gguf.MODEL_ARCH.MISTRAL3):
             n_head, n_kv = config["num_attention_heads"], config.get("num_key_value_heads")
             if hf.endswith(("q_proj.weight", "q_proj.bias")):
                 data = llama_permute(data, n_head, n_head)

@@ -142,7 +142,7 @@ impl Checkpoint {
         }
         // A GGUF without a vocabulary (the parity fixtures) runs from token ids.
         let mut tokenizer = match (arch.as_str(), gguf.get("tokenizer.ggml.model")) {
-            ("llama" | "smollm3" | "granite" | "granitemoe", None) => None,
+            ("llama" | "smollm3" | "granite" | "granitemoe" | "mistral3", None) => None,
             _ => Some(Tokenizer::from_gguf(&gguf)?),
         };
         if let Some(t) = tokenizer.as_mut().filter(|t| arch == "gemma3" && t.chat_template.is_none()) {
@@ -161,9 +161,10 @@ impl Checkpoint {
             st.config_value("model_type")?.as_str().ok_or_else(|| Diagnostic::new(&st.config_path, "key `model_type` is not a string"))?.to_string();
         // The folder's own tokenizer, where it carries one.
         let dir = Path::new(&st.config_path).parent().unwrap_or(Path::new(".")).to_path_buf();
-        if let Some(text_type) = multimodal::text_model_type(&model_type) {
+        if multimodal::text_model_type(&model_type).is_some() {
             st = multimodal::language_model_view(st, &model_type)?;
-            model_type = text_type.to_string();
+            // The view names the family it chose (mistral3: Mistral's or Ministral 3's).
+            model_type = st.config_value("model_type")?.as_str().unwrap_or_default().to_string();
         } else {
             let (view, family) = multimodal::text_checkpoint_view(st, &model_type)?;
             st = view;

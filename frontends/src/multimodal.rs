@@ -58,6 +58,8 @@ const LANGUAGE_MODELS: &[LanguageModel] = &[
     LanguageModel { model_type: "gemma3", text_config_type: "gemma3_text", family: "gemma3_text", flat_config: false, mrope: Mrope::No },
     LanguageModel { model_type: "gemma4", text_config_type: "gemma4_text", family: "gemma4_text", flat_config: false, mrope: Mrope::No },
     LanguageModel { model_type: "mistral3", text_config_type: "mistral", family: "mistral", flat_config: false, mrope: Mrope::No },
+    // Ministral 3's (3B, 8B, 14B): the same checkpoint shape, its own text model.
+    LanguageModel { model_type: "mistral3", text_config_type: "ministral3", family: "ministral3", flat_config: false, mrope: Mrope::No },
     LanguageModel { model_type: "qwen2_vl", text_config_type: "qwen2_vl_text", family: "qwen2", flat_config: true, mrope: Mrope::Sections },
     LanguageModel { model_type: "qwen2_5_vl", text_config_type: "qwen2_5_vl_text", family: "qwen2", flat_config: true, mrope: Mrope::Sections },
     LanguageModel { model_type: "qwen3_vl", text_config_type: "qwen3_vl_text", family: "qwen3", flat_config: false, mrope: Mrope::Sections },
@@ -108,7 +110,9 @@ pub fn text_checkpoint_view(mut st: SafetensorsFile, model_type: &str) -> Result
 
 /// The multimodal `model_type`s graphc reads as their language model.
 pub fn model_types() -> impl Iterator<Item = &'static str> {
-    LANGUAGE_MODELS.iter().map(|m| m.model_type)
+    let mut types: Vec<&'static str> = LANGUAGE_MODELS.iter().map(|m| m.model_type).collect();
+    types.dedup(); // mistral3's two rows are adjacent
+    types.into_iter()
 }
 
 /// The architecture a GGUF of multimodal architecture `arch` is read as, where graphc reads its text model.
@@ -129,7 +133,10 @@ pub fn gguf_extra_keys(arch: &str) -> &'static [&'static str] {
 /// `st` (a multimodal checkpoint of a `model_type` `text_model_type` knows)
 /// as the text checkpoint it holds.
 pub fn language_model_view(st: SafetensorsFile, model_type: &str) -> Result<SafetensorsFile, Diagnostic> {
-    let Some(lm) = LANGUAGE_MODELS.iter().find(|m| m.model_type == model_type) else {
+    // The row of this text model where a multimodal type has several (mistral3).
+    let text_type = st.config.get("text_config").and_then(|t| t.get("model_type")).and_then(|t| t.as_str());
+    let rows = || LANGUAGE_MODELS.iter().filter(|m| m.model_type == model_type);
+    let Some(lm) = rows().find(|m| Some(m.text_config_type) == text_type).or_else(|| rows().next()) else {
         return Err(Diagnostic::new(&st.config_path, format!("`{model_type}` is not a multimodal model_type graphc reads")));
     };
     let path = st.config_path.clone();

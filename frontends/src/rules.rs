@@ -24,6 +24,18 @@ use serde_json::{Map, Value};
 /// every family reads or checks are in `GGUF_COMMON`.
 const GGUF_READS: &[(&str, &[&str])] = &[
     ("llama", LLAMA_KEYS),
+    (
+        "mistral3",
+        &[
+            "rope.scaling.type",
+            "rope.scaling.factor",
+            "rope.scaling.original_context_length",
+            "rope.scaling.yarn_beta_fast",
+            "rope.scaling.yarn_beta_slow",
+            "rope.scaling.yarn_log_multiplier",
+            "attention.temperature_scale",
+        ],
+    ),
     ("gemma3", &["attention.sliding_window", "rope.scaling.type", "rope.scaling.factor"]),
     ("smollm3", YARN_KEYS),
     ("granite", &crate::families::granite::GGUF_KEYS),

@@ -707,18 +707,32 @@ fn qwen3_yarn_matches_transformers() {
     check_family("qwen3_yarn");
 }
 
-/// YaRN keys graphc does not implement are refused, naming them: DeepSeek's
-/// `mscale` (safetensors), and llama.cpp's `yarn_log_multiplier` (GGUF).
+/// YaRN's `mscale` / `mscale_all_dim` pair sets the attention factor to
+/// their `yarn_get_mscale` ratio, as transformers does (checked against it
+/// on the ministral3 fixture), and `mscale` alone leaves YaRN's default;
+/// llama.cpp's `yarn_log_multiplier` is refused on a qwen2 GGUF, naming it
+/// (only Ministral 3's `mistral3` reads it).
 #[test]
-fn qwen2_yarn_refuses_what_it_does_not_read() {
+fn qwen2_yarn_reads_the_mscale_pair_and_refuses_what_it_does_not_read() {
     let (dir, _) = fixture("qwen2_yarn");
     let tmp = graphc_tests::temp_dir("qwen2-yarn-mscale");
     std::fs::copy(dir.join("model.safetensors"), tmp.join("model.safetensors")).unwrap();
-    let mut config: Value = serde_json::from_str(&std::fs::read_to_string(dir.join("config.json")).unwrap()).unwrap();
-    config["rope_parameters"]["mscale"] = 0.707.into();
-    std::fs::write(tmp.join("config.json"), config.to_string()).unwrap();
-    let err = Model::compile(&tmp, &CompileOptions::default(), None).err().expect("refused").to_string();
-    assert!(err.contains("rope_parameters.mscale") && err.contains("yarn"), "{err}");
+    let base: Value = serde_json::from_str(&std::fs::read_to_string(dir.join("config.json")).unwrap()).unwrap();
+    let attention_factor = |pair: &[(&str, f64)]| {
+        let mut config = base.clone();
+        for (k, v) in pair {
+            config["rope_parameters"][*k] = (*v).into();
+        }
+        std::fs::write(tmp.join("config.json"), config.to_string()).unwrap();
+        let model = Model::compile(&tmp, &CompileOptions::default(), None).unwrap();
+        let fact = model.plan().model.facts["rope_scaling"].clone();
+        let at = fact.find("attention_factor: ").expect("a YaRN fact") + "attention_factor: ".len();
+        fact[at..].split([',', ' ']).next().unwrap().parse::<f32>().unwrap()
+    };
+    let default = attention_factor(&[]);
+    assert!((default - (0.1 * 4f32.ln() + 1.0)).abs() < 1e-6, "{default}");
+    assert_eq!(attention_factor(&[("mscale", 0.707)]), default);
+    assert_eq!(attention_factor(&[("mscale", 0.707), ("mscale_all_dim", 0.707)]), 1.0);
     // The GGUF with a YaRN key llama.cpp reads and graphc does not.
     let key = "qwen2.rope.scaling.yarn_log_multiplier";
     let path = graphc_tests::gguf_with_keys(&dir.join("model.gguf"), &tmp.join("model.gguf"), &[(key, graphc_tests::Meta::F32(0.1))]);
@@ -1229,4 +1243,60 @@ fn gemma4_moe_matches_transformers() {
     let model = Model::compile(&dir, &CompileOptions::default(), None).unwrap();
     let dispatched = model.plan().passes.iter().find(|p| p.name == "moe_dispatch").map_or(0, |p| p.rewrites);
     assert_eq!(dispatched, 6, "{:?}", model.plan().passes);
+}
+
+/// Ministral 3: Mistral's layers with YaRN whose attention factor is the
+/// `mscale` / `mscale_all_dim` ratio (1 here, not YaRN's default 1.28), and
+/// Llama 4's attention temperature, 1 before the pretraining length (8 in
+/// the fixture) and not computed by graphc past it: the plan's context is
+/// capped there, every position before it matches transformers, and one
+/// more token is refused; so is its GGUF and its multimodal checkpoint.
+/// Controls: YaRN's default attention factor, no YaRN, and no temperature
+/// (equal before position 8, 0.17 away after: why the cap).
+#[test]
+fn ministral3_matches_transformers_up_to_its_pretraining_length() {
+    let (dir, r) = fixture("ministral3");
+    let model = Model::compile(&dir, &CompileOptions::default(), None).unwrap();
+    assert_eq!(model.plan().family, "ministral3");
+    assert_eq!(model.plan().model.context_length, 8);
+    assert!(model.plan().model.facts["attention_temperature"].contains("capped at 8"), "{:?}", model.plan().model.facts);
+    let want: Vec<Vec<f32>> = r["logits"][0].as_array().unwrap().iter().map(floats).collect();
+    for (name, control) in r["controls"].as_object().unwrap() {
+        let control: Vec<Vec<f32>> = control.as_array().unwrap().iter().map(floats).collect();
+        let gap = want.iter().zip(&control).map(|(a, b)| max_diff(a, b)).fold(0.0, f32::max);
+        assert!(gap > 10.0 * TOL, "ministral3: control `{name}` is only {gap} from the reference");
+    }
+    for k in kernels() {
+        for (p, prompt) in r["prompts"].as_array().unwrap().iter().enumerate() {
+            let prompt = ids(prompt);
+            let got = logits_at_every_position(&model, k, &prompt[..prompt.len().min(8)]);
+            for (pos, g) in got.iter().enumerate() {
+                let d = max_diff(g, &floats(&r["logits"][p][pos]));
+                assert!(d <= TOL, "ministral3 {k:?} prompt {p} position {pos}: max |Δlogit| {d}");
+            }
+        }
+    }
+    // Ministral 3's multimodal checkpoint (`mistral3` with a `ministral3`
+    // text model, transformers 5's names): the same model, bit for bit.
+    let mm = Model::compile(&graphc_tests::repo_root().join("tests/fixtures/ministral3_multimodal"), &CompileOptions::default(), None).unwrap();
+    assert_eq!(mm.plan().family, "ministral3");
+    assert!(mm.plan().model.facts["vision_tower"].starts_with("15 tensors not read"), "{:?}", mm.plan().model.facts);
+    let prompt = ids(&r["prompts"][0]);
+    let k = Kernels::parse("fast").unwrap();
+    assert_eq!(logits_at_every_position(&mm, k, &prompt[..8]), logits_at_every_position(&model, k, &prompt[..8]));
+    // Its GGUF (arch `mistral3`: llama's permuted rows, the YaRN log
+    // multiplier and `attention.temperature_scale`): capped alike, within the bound.
+    let gguf = Model::compile(&dir.join("model.gguf"), &CompileOptions::default(), None).unwrap();
+    assert_eq!((gguf.plan().family.as_str(), gguf.plan().model.context_length), ("mistral3", 8));
+    for (p, prompt) in r["prompts"].as_array().unwrap().iter().enumerate() {
+        let prompt = ids(prompt);
+        for (pos, g) in logits_at_every_position(&gguf, k, &prompt[..prompt.len().min(8)]).iter().enumerate() {
+            let d = max_diff(g, &floats(&r["logits"][p][pos]));
+            assert!(d <= TOL, "ministral3 GGUF prompt {p} position {pos}: max |Δlogit| {d}");
+        }
+    }
+    // A ninth position is refused, not computed without its temperature.
+    let mut s = model.session(&SessionOptions { threads: Some(2), ..Default::default() }).unwrap();
+    s.prefill(&prompt[..8]).unwrap();
+    assert!(s.decode(prompt[8]).is_err());
 }

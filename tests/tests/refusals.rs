@@ -21,6 +21,7 @@ fn fixture(family: &str) -> PathBuf {
 const SAFETENSORS: &[(&str, &str)] = &[
     ("llama3", "llama"),
     ("mixtral", "mixtral"),
+    ("ministral3", "ministral3"),
     ("smollm3", "smollm3"),
     ("granite", "granite"),
     ("qwen2", "qwen2"),
@@ -201,7 +202,18 @@ fn every_family_refuses_each_unimplemented_config_variant() {
             if *tag == "yarn"
                 && matches!(
                     *family,
-                    "llama" | "mixtral" | "smollm3" | "granite" | "ernie4_5" | "olmo2" | "olmo3" | "qwen2" | "qwen2_moe" | "qwen3" | "qwen3_moe"
+                    "llama"
+                        | "mixtral"
+                        | "ministral3"
+                        | "smollm3"
+                        | "granite"
+                        | "ernie4_5"
+                        | "olmo2"
+                        | "olmo3"
+                        | "qwen2"
+                        | "qwen2_moe"
+                        | "qwen3"
+                        | "qwen3_moe"
                 )
             {
                 continue;
@@ -245,7 +257,7 @@ fn every_family_refuses_each_unimplemented_config_variant() {
             "qwen2" | "qwen2_moe" | "qwen3" | "qwen3_moe" => ("use_sliding_window", json!(true)),
             // Implemented (`family_parity.rs` `phi3_window_*`).
             // Mixtral's window is Mistral's (`family_parity.rs` `mistral_*`).
-            "gemma2" | "gemma3_text" | "gemma4_text" | "phi3" | "mixtral" | "smollm3" | "olmo3" => continue,
+            "gemma2" | "gemma3_text" | "gemma4_text" | "phi3" | "mixtral" | "ministral3" | "smollm3" | "olmo3" => continue,
             _ => ("sliding_window", json!(16)),
         };
         let p = safetensors_copy(
@@ -286,7 +298,7 @@ fn every_gguf_family_refuses_keys_it_does_not_read() {
                     | ("qwen3next" | "qwen35" | "qwen35moe" | "glm4", "rope.dimension_count")
                     | ("qwen3moe" | "phimoe" | "qwen3next" | "qwen35moe" | "llama" | "qwen2moe" | "gemma4", "expert_count")
                     | ("llama", "rope.dimension_count")
-                    | ("llama" | "smollm3" | "qwen2" | "qwen3" | "qwen3moe" | "olmo2", "rope.scaling.type")
+                    | ("llama" | "smollm3" | "qwen2" | "qwen3" | "qwen3moe" | "olmo2" | "mistral3", "rope.scaling.type")
                     | ("llama" | "olmo2" | "gemma4", "attention.sliding_window")
                     | ("gpt-oss", "attention.sliding_window" | "expert_count" | "rope.scaling.type")
             );

@@ -230,8 +230,14 @@ pub fn rope_scaling_of(st: &SafetensorsFile, key: &str, params: &serde_json::Val
             }
             let factor = num("factor")?;
             let or = |k: &str, default: f64| params.get(k).map_or(Ok(default), |_| num(k));
-            // transformers' `yarn_get_mscale(factor)` when not given.
-            let default_attention = if factor <= 1.0 { 1.0 } else { 0.1 * factor.ln() + 1.0 };
+            // transformers' `yarn_get_mscale(factor, mscale)`; when not given the
+            // attention factor is its ratio for `mscale` over `mscale_all_dim`
+            // where both are set (and not 0), else its value for 1.
+            let mscale = |m: f64| if factor <= 1.0 { 1.0 } else { 0.1 * m * factor.ln() + 1.0 };
+            let default_attention = match (or("mscale", 0.0)?, or("mscale_all_dim", 0.0)?) {
+                (m, all) if m != 0.0 && all != 0.0 => mscale(m) / mscale(all),
+                _ => mscale(1.0),
+            };
             let truncate = match params.get("truncate") {
                 None => true,
                 Some(v) => v.as_bool().ok_or_else(|| err(format!("`{key}.truncate` is not a boolean")))?,
@@ -244,7 +250,10 @@ pub fn rope_scaling_of(st: &SafetensorsFile, key: &str, params: &serde_json::Val
                 attention_factor: or("attention_factor", default_attention)? as f32,
                 truncate,
             };
-            (scaling, &["factor", "original_max_position_embeddings", "beta_fast", "beta_slow", "attention_factor", "truncate"])
+            (
+                scaling,
+                &["factor", "original_max_position_embeddings", "beta_fast", "beta_slow", "attention_factor", "truncate", "mscale", "mscale_all_dim"],
+            )
         }
         other => {
             return Err(err(format!("`{key}.rope_type` = `{other}` is not implemented for the {family} family"))

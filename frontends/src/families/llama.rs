@@ -1,5 +1,7 @@
 //! The llama family (llama 1/2/3, SmolLM2, Mistral-shaped GGUFs, Mixtral;
-//! SmolLM3, arch `smollm3`: llama without RoPE on every fourth layer; and
+//! SmolLM3, arch `smollm3`: llama without RoPE on every fourth layer;
+//! Ministral 3, arch `mistral3`: llama with YaRN and Llama 4's attention
+//! temperature (the context capped where it starts to matter); and
 //! Granite, arch `granite`: llama with four scales, `granite.rs`, and its
 //! MoE, arch `granitemoe`, whose experts are Mixtral's),
 //! lowered from GGUF metadata alone: layers, heads and kv heads (GQA), head
@@ -57,6 +59,9 @@ pub struct LlamaConfig {
     pub no_rope_every: Option<usize>,
     /// Granite's embedding, residual, attention and logit scales (arch `granite`).
     pub scales: Option<super::granite::Scales>,
+    /// Ministral 3 (arch `mistral3`): its Llama 4 attention temperature's
+    /// beta and the pretraining length the context is capped at.
+    pub temperature: Option<(f32, usize)>,
 }
 
 impl LlamaConfig {
@@ -106,13 +111,35 @@ impl LlamaConfig {
                 .note("graphc lowers llama RoPE scaling `none`, `linear`, `yarn`, and Llama 3's `rope_freqs` factors"));
             }
         };
+        let mut rope_scaling = rope_scaling;
+        let mut temperature = None;
+        if arch == "mistral3" {
+            // llama.cpp's converter writes Ministral 3's `mscale_all_dim` as
+            // the YaRN log multiplier (its `mscale` taken as 1), and its Llama 4
+            // attention temperature as `attention.temperature_scale`.
+            if let (RopeScaling::Yarn { factor, attention_factor, .. }, Some(log_mul)) =
+                (&mut rope_scaling, g.get(&k("rope.scaling.yarn_log_multiplier")).and_then(|v| v.as_f64()).filter(|&m| m != 0.0))
+            {
+                let mscale = |m: f64| if *factor <= 1.0 { 1.0 } else { 0.1 * m * (*factor as f64).ln() + 1.0 };
+                *attention_factor = (mscale(1.0) / mscale(log_mul)) as f32;
+            }
+            let beta = g.float_or(&k("attention.temperature_scale"), 0.0)?;
+            if beta != 0.0 {
+                let original = g.uint(&k("rope.scaling.original_context_length"))? as usize;
+                if original == 0 {
+                    return Err(Diagnostic::new(&g.path, format!("`{}` is 0", k("rope.scaling.original_context_length"))));
+                }
+                temperature = Some((beta as f32, original));
+            }
+        }
         let vocab_size = match g.get(&k("vocab_size")) {
             Some(_) => u("vocab_size")?,
             None => g.array("tokenizer.ggml.tokens")?.len(),
         };
         let context_length = match u("context_length")? {
             0 => return Err(Diagnostic::new(&g.path, format!("`{}` is 0: no plan could run a single token", k("context_length")))),
-            n => n,
+            // Ministral 3's temperature is 1 before the pretraining length and not computed past it.
+            n => temperature.map_or(n, |(_, original)| n.min(original)),
         };
         // 0, or a window as long as the context, slides nothing.
         let window =
@@ -149,6 +176,7 @@ impl LlamaConfig {
             experts,
             no_rope_every: (arch == "smollm3").then_some(4),
             scales: if matches!(arch, "granite" | "granitemoe") { Some(Scales::from_gguf(g, arch)?) } else { None },
+            temperature,
         })
     }
 }
@@ -279,6 +307,12 @@ pub fn lower(g: &GgufFile) -> Result<Lowered, Diagnostic> {
     }
     if let Some((n, used)) = c.experts {
         facts.insert("experts".into(), format!("{n}, {used} per token, renormalized"));
+    }
+    if let Some((beta, original)) = c.temperature {
+        facts.insert(
+            "attention_temperature".into(),
+            format!("1 + {beta} ln(1 + floor(p / {original})): 1 before position {original}; graphc does not compute it past there, so the context is capped at {original}"),
+        );
     }
     let read_at_lowering = if g.tensor(ROPE_FREQS).is_some() { vec![ROPE_FREQS.to_string()] } else { vec![] };
     let meta = ModelMeta { vocab_size: c.vocab_size, context_length: c.context_length, bos_id: None, add_bos: false, stop_ids: vec![], facts };

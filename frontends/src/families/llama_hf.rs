@@ -36,6 +36,9 @@ pub const LLAMA: &str = "llama";
 pub const MISTRAL: &str = "mistral";
 pub const MIXTRAL: &str = "mixtral";
 pub const SMOLLM3: &str = "smollm3";
+/// Ministral 3 (3B, 8B, 14B): Mistral with YaRN and Llama 4's attention
+/// temperature (`rope_parameters.llama_4_scaling_beta`).
+pub const MINISTRAL3: &str = "ministral3";
 /// ERNIE 4.5 (dense): Llama with GPT-J's adjacent RoPE pairs and `use_bias`.
 pub const ERNIE4_5: &str = "ernie4_5";
 
@@ -68,7 +71,18 @@ pub const MIXTRAL_READS: &[&str] =
     &["rope_scaling", "rope_parameters", "hidden_act", "attention_bias", "mlp_bias", "sliding_window", "num_local_experts"];
 
 pub fn lower(st: &SafetensorsFile, model_type: &str) -> Result<Lowered, Diagnostic> {
-    let dims = HfDims::read(st, HeadDim::KeyOrHiddenOverHeads, false)?;
+    let mut dims = HfDims::read(st, HeadDim::KeyOrHiddenOverHeads, false)?;
+    let mut facts = vec![];
+    let scaling = if model_type == MINISTRAL3 {
+        let (scaling, limit, fact) = ministral3_rope(st)?;
+        if let Some(limit) = limit {
+            dims.context = dims.context.min(limit);
+        }
+        facts.push(("attention_temperature", fact));
+        scaling
+    } else {
+        rope_scaling(st, model_type)?
+    };
     require_act(st, model_type, "silu")?;
     let flag = |k: &str| super::hf::config_flag(st, k);
     if flag("mlp_bias")? {
@@ -92,14 +106,14 @@ pub fn lower(st: &SafetensorsFile, model_type: &str) -> Result<Lowered, Diagnost
     let decoder = Decoder {
         qkv_bias: bias,
         out_bias: bias,
-        scaling: rope_scaling(st, model_type)?,
+        scaling,
         window,
         no_rope_layers: no_rope_layers.clone(),
         scales: if model_type == granite::MODEL_TYPE { Some(granite::Scales::from_config(st)?) } else { None },
         rope_style: if model_type == ERNIE4_5 { RopeStyle::GptJ } else { RopeStyle::Neox },
         ..Decoder::plain(rope_theta(st)?)
     };
-    let mut facts = vec![("attention_bias", bias.to_string())];
+    facts.push(("attention_bias", bias.to_string()));
     if model_type == SMOLLM3 {
         facts.push(("no_rope_layers", no_rope_layers.iter().map(|l| l.to_string()).collect::<Vec<_>>().join(",")));
     }
@@ -124,6 +138,37 @@ pub fn lower(st: &SafetensorsFile, model_type: &str) -> Result<Lowered, Diagnost
         moe_block(b, &format!("{p}.gate.weight"), &expert, h, &moe)
     };
     lower_decoder(st, model_type, dims, &decoder, &mut mlp, facts)
+}
+
+/// Ministral 3's RoPE: YaRN, and Llama 4's attention temperature, which
+/// multiplies the queries at position `p` by `1 + beta · ln(1 + floor(p /
+/// original_max_position_embeddings))` (HF `get_llama_4_attn_scale`). That
+/// factor is exactly 1 before the pretraining length, and graphc does not
+/// compute it past it: with `beta` not 0 the context is capped there
+/// (Ministral 3: 16384 of its 262144), so no position where it differs
+/// from 1 can run. Returns the scaling, the cap, and the plan fact.
+fn ministral3_rope(st: &SafetensorsFile) -> Result<(graphc_ir::RopeScaling, Option<usize>, String), Diagnostic> {
+    let key = "rope_parameters";
+    let params = st.config_value(key)?.as_object().cloned().ok_or_else(|| Diagnostic::new(&st.config_path, format!("`{key}` is not an object")))?;
+    let beta = params.get("llama_4_scaling_beta").and_then(|b| b.as_f64()).ok_or_else(|| {
+        Diagnostic::new(&st.config_path, format!("`{key}.llama_4_scaling_beta` is missing or not a number (Ministral 3's attention temperature)"))
+    })?;
+    let original = params.get("original_max_position_embeddings").and_then(|o| o.as_u64()).filter(|&o| o > 0);
+    // transformers' RoPE ignores these two (`ignore_keys_at_rope_validation`).
+    let mut rope = params.clone();
+    rope.remove("llama_4_scaling_beta");
+    rope.remove("max_position_embeddings");
+    let scaling = super::hf::rope_scaling_of(st, key, &serde_json::Value::Object(rope), MINISTRAL3)?;
+    if beta == 0.0 {
+        return Ok((scaling, None, "none (llama_4_scaling_beta 0)".into()));
+    }
+    let original = original.ok_or_else(|| {
+        Diagnostic::new(&st.config_path, format!("`{key}.original_max_position_embeddings` is missing: Llama 4's attention temperature needs it"))
+    })? as usize;
+    let fact = format!(
+        "1 + {beta} ln(1 + floor(p / {original})): 1 before position {original}; graphc does not compute it past there, so the context is capped at {original}"
+    );
+    Ok((scaling, Some(original), fact))
 }
 
 /// SmolLM3's `no_rope_layers`: one flag a layer, 0 where Q and K are not

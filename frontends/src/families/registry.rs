@@ -56,6 +56,7 @@ pub const FAMILIES: &[Family] = &[
     gguf("gemma3", gemma3::lower),
     hf(llama_hf::LLAMA, None, llama_hf::CONFIG_READS, |st, t, _| llama_hf::lower(st, t)),
     hf(llama_hf::MISTRAL, None, llama_hf::CONFIG_READS, |st, t, _| llama_hf::lower(st, t)),
+    hf(llama_hf::MINISTRAL3, None, llama_hf::CONFIG_READS, |st, t, _| llama_hf::lower(st, t)),
     hf(llama_hf::MIXTRAL, None, llama_hf::MIXTRAL_READS, |st, t, _| llama_hf::lower(st, t)),
     hf(llama_hf::SMOLLM3, None, llama_hf::SMOLLM3_READS, |st, t, _| llama_hf::lower(st, t)),
     hf(granite::MODEL_TYPE, None, llama_hf::GRANITE_READS, |st, t, _| llama_hf::lower(st, t)),
@@ -98,6 +99,8 @@ pub const FAMILIES: &[Family] = &[
         phimoe::lower(st, max_seq)
     }),
     hf(gpt_oss::MODEL_TYPE, Some("gpt-oss"), gpt_oss::CONFIG_READS, |st, _, _| gpt_oss::lower(st)),
+    // Ministral 3's GGUF: llama's rows (permuted by the converter), its own keys.
+    gguf("mistral3", llama::lower),
     Family { listed: false, ..hf(fused_kv::MODEL_TYPE, None, &["head_dim"], |st, _, _| fused_kv::lower(st)) },
 ];
 
