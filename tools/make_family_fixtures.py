@@ -1951,6 +1951,65 @@ def mistral():
     write("mistral", model, config, controls)
 
 
+def lfm2():
+    """LFM2's shape (Lfm2ForCausalLM; LFM2 350M-2.6B): 4 layers, conv,
+    attention, conv, conv (`layer_types`), the short conv of 3 taps on
+    `B * x` gated by `C`, attention with per-head q/k RMS norms, SwiGLU of
+    HF's adjusted size (two thirds of `intermediate_size`, times the
+    multiplier, up to a multiple of 32 here), `embedding_norm` last, tied."""
+    from transformers import Lfm2Config, Lfm2ForCausalLM
+
+    config = Lfm2Config(
+        vocab_size=256, hidden_size=64, intermediate_size=192, num_hidden_layers=4, num_attention_heads=4,
+        num_key_value_heads=2, max_position_embeddings=32768, norm_eps=1e-5, conv_L_cache=3,
+        block_multiple_of=32, block_ffn_dim_multiplier=1.0, block_auto_adjust_ff_dim=True,
+        layer_types=["conv", "full_attention", "conv", "conv"], rope_parameters={"rope_type": "default", "rope_theta": 1000000.0},
+        tie_word_embeddings=True, bos_token_id=None, eos_token_id=None, pad_token_id=None,
+        torch_dtype="float32", attn_implementation="eager",
+    )
+    torch.manual_seed(0)
+    model = Lfm2ForCausalLM(config).eval()
+    randomize(model, 83)
+    reference = rows(all_logits(model, PROMPTS[0]))
+    layers = model.model.layers
+
+    def with_forward(mods, fn):
+        saved = [m.forward for m in mods]
+        for m in mods:
+            m.forward = fn
+        try:
+            return rows(all_logits(model, PROMPTS[0]))
+        finally:
+            for m, f in zip(mods, saved):
+                m.forward = f
+
+    def ungated_conv(self, hidden_states, cache=None, attention_mask=None, **kwargs):
+        # C's gate left out: out_proj(conv(B * x)).
+        import transformers.models.lfm2.modeling_lfm2 as m
+        BCx = self.in_proj(hidden_states).transpose(-1, -2)
+        B, C, x = BCx.chunk(3, dim=-2)
+        h = m.causal_conv1d_forward(self.conv, B * x, cache, self.layer_idx, **kwargs)
+        return self.out_proj(h.transpose(-1, -2).contiguous())
+
+    import types
+    convs = [l.conv for l in layers if hasattr(l, "conv")]
+    saved = [c.forward for c in convs]
+    for c in convs:
+        c.forward = types.MethodType(ungated_conv, c)
+    try:
+        ungated = rows(all_logits(model, PROMPTS[0]))
+    finally:
+        for c, f in zip(convs, saved):
+            c.forward = f
+    controls = far_enough({
+        "conv_not_gated_by_c": ungated,
+        "no_qk_norm": with_forward([l.self_attn.q_layernorm for l in layers if hasattr(l, "self_attn")] +
+                                   [l.self_attn.k_layernorm for l in layers if hasattr(l, "self_attn")], lambda x: x),
+        "no_embedding_norm": with_forward([model.model.embedding_norm], lambda x: x),
+    }, reference, "lfm2")
+    write("lfm2", model, config, controls)
+
+
 def ministral3():
     """Ministral 3's shape (Ministral3ForCausalLM; 3B, 8B, 14B): Mistral's
     layers without a window, YaRN as its config gives it (factor 16 over

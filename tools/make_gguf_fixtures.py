@@ -390,6 +390,52 @@ def gemma4(family="gemma4"):
     print(family, "->", d / "model.gguf", len(out), "tensors")
 
 
+def lfm2(family="lfm2"):
+    """As `LFM2Model` of llama.cpp's converter (conversion/lfm2.py): arch
+    lfm2, `attention.head_count_kv` per layer with 0 for a conv layer, the
+    MLP's adjusted size as `feed_forward_length`, `shortconv.l_cache`,
+    `vocab_size`, the conv weights squeezed to `[channels, taps]`, the final
+    norm `token_embd_norm` (gguf-py's map)."""
+    d = ROOT / family
+    config = json.loads((d / "config.json").read_text())
+    tensors = load_file(d / "model.safetensors")
+    n_layers = config["num_hidden_layers"]
+    arch = gguf.MODEL_ARCH.LFM2
+    w = gguf.GGUFWriter(d / "model.gguf", gguf.MODEL_ARCH_NAMES[arch])
+    w.add_name(f"graphc parity fixture {family}")
+    w.add_context_length(config["max_position_embeddings"])
+    w.add_embedding_length(config["hidden_size"])
+    w.add_block_count(n_layers)
+    ff = config["intermediate_size"]
+    if config["block_auto_adjust_ff_dim"]:
+        ff = int(2 * ff / 3)
+        if config["block_ffn_dim_multiplier"] is not None:
+            ff = int(config["block_ffn_dim_multiplier"] * ff)
+        m = config["block_multiple_of"]
+        ff = m * ((ff + m - 1) // m)
+    w.add_feed_forward_length(ff)
+    w.add_head_count(config["num_attention_heads"])
+    w.add_head_count_kv([config["num_key_value_heads"] if t != "conv" else 0 for t in config["layer_types"]])
+    w.add_rope_freq_base(config["rope_parameters"]["rope_theta"])
+    w.add_layer_norm_rms_eps(config["norm_eps"])
+    w.add_file_type(gguf.LlamaFileType.ALL_F32)
+    w.add_vocab_size(config["vocab_size"])
+    w.add_shortconv_l_cache(config["conv_L_cache"])
+    names = gguf.get_tensor_name_map(arch, n_layers)
+    out = {}
+    for hf, data in tensors.items():
+        if "conv.conv" in hf:
+            data = data.squeeze(1)
+        g = names.get_name(hf, try_suffixes=(".weight", ".bias"))
+        if g is None:
+            raise SystemExit(f"{family}: no GGUF name for {hf}")
+        out[g] = np.ascontiguousarray(data.astype(np.float32))
+    for g in sorted(out):
+        w.add_tensor(g, out[g])
+    finish(w)
+    print(family, "->", d / "model.gguf", len(out), "tensors")
+
+
 def gpt_oss(family="gpt_oss"):
     """As `GptOssModel` of convert_hf_to_gguf.py: arch gpt-oss, its keys
     (the base ones, `attention.sliding_window`, `expert_feed_forward_length`,
@@ -667,6 +713,8 @@ if __name__ == "__main__":
             gpt_oss(family)
         elif family in ("gemma4", "gemma4_moe"):
             gemma4(family)
+        elif family == "lfm2":
+            lfm2(family)
         elif family == "llama3_split":
             llama3_split()
         elif family in ("qwen3_5", "qwen3_5_moe"):

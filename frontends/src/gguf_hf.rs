@@ -33,6 +33,10 @@
 //!   is OLMo 3 (`olmo3_config`).
 //! - phimoe: as phi3, with stacked experts; GGUF has no key for the
 //!   sparsemixer's `router_jitter_noise`, so HF's default (0.01) is used.
+//! - lfm2: a conv layer is one with 0 kv heads (`attention.head_count_kv`
+//!   per layer), the MLP's adjusted size is `feed_forward_length`, the
+//!   final norm `token_embd_norm`, the conv `[channels, taps]`.
+//! - gemma4: see `gemma4_config`.
 //! - gpt-oss: the experts' biases are stacked too (`[experts, rows]`);
 //!   the sinks are `attn_sinks.weight`; the even layers slide (llama.cpp's
 //!   pattern); `swiglu_alpha`/`swiglu_limit` have no key (1.702 and 7, as
@@ -95,7 +99,7 @@ fn config(g: &GgufFile, key_arch: &str, arch: &str, model_type: &str) -> Result<
     c.insert("num_hidden_layers".into(), json!(g.uint(&k("block_count"))?));
     c.insert("num_attention_heads".into(), json!(n_heads));
     // Gemma 4's kv heads and MLP sizes are per layer (`gemma4_config`).
-    if arch != "gemma4" {
+    if !matches!(arch, "gemma4" | "lfm2") {
         c.insert("num_key_value_heads".into(), json!(g.uint_or(&k("attention.head_count_kv"), n_heads)?));
     }
     c.insert("head_dim".into(), json!(head_dim));
@@ -209,6 +213,29 @@ fn config(g: &GgufFile, key_arch: &str, arch: &str, model_type: &str) -> Result<
             }
         }
         "gemma4" => gemma4_config(g, key_arch, &mut c)?,
+        "lfm2" => {
+            // The converter writes 0 kv heads for a conv layer, and the MLP's adjusted size.
+            let kinds: Option<Vec<u64>> = match g.get(&k("attention.head_count_kv")) {
+                Some(MetaValue::Array(a)) => a.iter().map(|v| v.as_u64()).collect(),
+                Some(v) => v.as_u64().map(|n| vec![n; g.uint(&k("block_count")).unwrap_or(0) as usize]),
+                None => None,
+            };
+            let kinds =
+                kinds.ok_or_else(|| Diagnostic::new(&g.path, format!("`{}` is not a list of kv heads a layer", k("attention.head_count_kv"))))?;
+            let kv = kinds.iter().copied().find(|&n| n > 0).unwrap_or(n_heads);
+            if kinds.iter().any(|&n| n != 0 && n != kv) {
+                return Err(Diagnostic::new(
+                    &g.path,
+                    format!("`{}` = {kinds:?}: attention layers with different kv heads", k("attention.head_count_kv")),
+                ));
+            }
+            let types: Vec<&str> = kinds.iter().map(|&n| if n == 0 { "conv" } else { "full_attention" }).collect();
+            c.insert("num_key_value_heads".into(), json!(kv));
+            c.insert("layer_types".into(), json!(types));
+            c.insert("block_auto_adjust_ff_dim".into(), json!(false));
+            c.insert("conv_L_cache".into(), json!(g.uint(&k("shortconv.l_cache"))?));
+            c.insert("norm_eps".into(), c["rms_norm_eps"].clone());
+        }
         "glm4" => {
             c.insert("attention_bias".into(), json!(g.tensor("blk.0.attn_q.bias").is_some()));
             c.insert("partial_rotary_factor".into(), json!(g.uint(&k("rope.dimension_count"))? as f64 / head_dim as f64));
@@ -565,6 +592,17 @@ fn layer_name(arch: &str, part: &str) -> Option<&'static str> {
         ("gemma4", "post_norm") => "post_per_layer_input_norm",
         ("gemma4", "layer_output_scale") => "layer_scalar",
         ("gemma4", "ffn_gate_inp") => "router.proj",
+        ("lfm2", "shortconv.conv") => "conv.conv",
+        ("lfm2", "shortconv.in_proj") => "conv.in_proj",
+        ("lfm2", "shortconv.out_proj") => "conv.out_proj",
+        ("lfm2", "attn_norm") => "operator_norm",
+        ("lfm2", "ffn_norm") => "ffn_norm",
+        ("lfm2", "ffn_gate") => "feed_forward.w1",
+        ("lfm2", "ffn_up") => "feed_forward.w3",
+        ("lfm2", "ffn_down") => "feed_forward.w2",
+        ("lfm2", "attn_output") => "self_attn.out_proj",
+        ("lfm2", "attn_q_norm") => "self_attn.q_layernorm",
+        ("lfm2", "attn_k_norm") => "self_attn.k_layernorm",
         ("gemma4", "pre_ffw_norm_2") => "pre_feedforward_layernorm_2",
         ("gemma4", "post_ffw_norm_1") => "post_feedforward_layernorm_1",
         ("gemma4", "post_ffw_norm_2") => "post_feedforward_layernorm_2",
@@ -603,6 +641,7 @@ fn rename(g: &GgufFile, arch: &str, trunk: Option<u64>) -> Result<Renamed, Diagn
             "output_norm.weight" => out.push(named("model.norm.weight".into())),
             "rope_factors_long.weight" | "rope_factors_short.weight" => {} // read into the config
             "rope_freqs.weight" if arch == "gemma4" => {}                  // read into the config
+            "token_embd_norm.weight" if arch == "lfm2" => out.push(named("model.embedding_norm.weight".into())),
             "per_layer_token_embd.weight" => out.push(named("model.embed_tokens_per_layer.weight".into())),
             "per_layer_model_proj.weight" => out.push(named("model.per_layer_model_projection.weight".into())),
             "per_layer_proj_norm.weight" => out.push(named("model.per_layer_projection_norm.weight".into())),

@@ -78,6 +78,7 @@ const GGUF_READS: &[(&str, &[&str])] = &[
     ),
     ("gemma", &[]),
     ("glm4", &["rope.dimension_count"]),
+    ("lfm2", &["shortconv.l_cache", "vocab_size"]),
     (
         "gemma4",
         &[

@@ -1300,3 +1300,18 @@ fn ministral3_matches_transformers_up_to_its_pretraining_length() {
     s.prefill(&prompt[..8]).unwrap();
     assert!(s.decode(prompt[8]).is_err());
 }
+
+/// LFM2: short-conv layers (`in_proj` to B, C, x; a 3-tap causal conv of
+/// `B * x` carried across steps; gated by C) beside GQA attention layers
+/// with per-head q/k norms, SwiGLU of HF's adjusted size, `embedding_norm`
+/// last, tied. Controls: the conv not gated by C, no q/k norms, no final norm.
+#[test]
+fn lfm2_matches_transformers() {
+    check_family("lfm2");
+    let (dir, _) = fixture("lfm2");
+    let model = Model::compile(&dir, &CompileOptions::default(), None).unwrap();
+    let facts = &model.plan().model.facts;
+    assert_eq!((facts["attention_layers"].as_str(), facts["conv_layers"].as_str()), ("1", "0,2,3"));
+    // 128 = 32 * ceil(2/3 * 192 / 32): the adjusted size, not the configured one.
+    assert!(facts["mlp_size"].starts_with("128 "), "{facts:?}");
+}

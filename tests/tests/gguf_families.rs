@@ -69,6 +69,7 @@ fn each_gguf_family_gives_its_safetensors_logits() {
         "olmo3",
         "glm4",
         "ernie4_5",
+        "lfm2",
         "qwen3",
         "qwen3_yarn",
         "qwen3_moe",

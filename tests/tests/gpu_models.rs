@@ -283,6 +283,7 @@ fn family_fixtures_on_the_gpu_match_transformers() {
         "olmo3",
         "glm4",
         "ernie4_5",
+        "lfm2",
         "phimoe",
         "qwen3_next",
         "qwen3_5",

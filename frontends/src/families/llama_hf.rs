@@ -148,7 +148,8 @@ pub fn lower(st: &SafetensorsFile, model_type: &str) -> Result<Lowered, Diagnost
 /// (Ministral 3: 16384 of its 262144), so no position where it differs
 /// from 1 can run. Returns the scaling, the cap, and the plan fact.
 fn ministral3_rope(st: &SafetensorsFile) -> Result<(graphc_ir::RopeScaling, Option<usize>, String), Diagnostic> {
-    let key = "rope_parameters";
+    // transformers 5's `rope_parameters`, or the older `rope_scaling` beside `rope_theta`.
+    let key = if st.config.get("rope_parameters").is_some_and(|v| !v.is_null()) { "rope_parameters" } else { "rope_scaling" };
     let params = st.config_value(key)?.as_object().cloned().ok_or_else(|| Diagnostic::new(&st.config_path, format!("`{key}` is not an object")))?;
     let beta = params.get("llama_4_scaling_beta").and_then(|b| b.as_f64()).ok_or_else(|| {
         Diagnostic::new(&st.config_path, format!("`{key}.llama_4_scaling_beta` is missing or not a number (Ministral 3's attention temperature)"))

@@ -12,6 +12,7 @@ pub mod glm4;
 pub mod gpt_oss;
 pub mod granite;
 pub mod hf;
+pub mod lfm2;
 pub mod llama;
 pub mod llama_hf;
 pub mod moe;

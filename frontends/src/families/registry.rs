@@ -91,6 +91,7 @@ pub const FAMILIES: &[Family] = &[
     hf(glm4::MODEL_TYPE, Some("glm4"), glm4::CONFIG_READS, |st, _, _| glm4::lower(st)),
     hf(olmo2::MODEL_TYPE, Some("olmo2"), olmo2::CONFIG_READS, |st, t, _| olmo2::lower(st, t)),
     hf(olmo2::OLMO3, None, olmo2::OLMO3_READS, |st, t, _| olmo2::lower(st, t)),
+    hf(lfm2::MODEL_TYPE, Some("lfm2"), lfm2::CONFIG_READS, |st, _, _| lfm2::lower(st)),
     hf(phi2::MODEL_TYPE, Some("phi2"), &["hidden_act", "partial_rotary_factor"], |st, _, _| phi2::lower(st)),
     hf(phi3::MODEL_TYPE, Some("phi3"), &["rope_scaling", "rope_parameters", "sliding_window", "partial_rotary_factor"], |st, _, max_seq| {
         phi3::lower(st, max_seq)
