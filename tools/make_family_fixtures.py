@@ -1605,28 +1605,6 @@ def gemma4():
     reference = rows(all_logits(model, PROMPTS[0]))
     layers = model.model.layers
 
-    def with_forward(modules, fn):
-        saved = [mod.forward for mod in modules]
-        for mod in modules:
-            mod.forward = fn
-        try:
-            return rows(all_logits(model, PROMPTS[0]))
-        finally:
-            for mod, f in zip(modules, saved):
-                mod.forward = f
-
-    def with_buffers(pairs):
-        saved = [(t, t.clone()) for t, _ in pairs]
-        with torch.no_grad():
-            for t, v in pairs:
-                t.copy_(v)
-        try:
-            return rows(all_logits(model, PROMPTS[0]))
-        finally:
-            with torch.no_grad():
-                for t, v in saved:
-                    t.copy_(v)
-
     def with_attrs(changes):
         saved = [(obj, name, getattr(obj, name)) for obj, name, _ in changes]
         for obj, name, v in changes:
@@ -1650,10 +1628,10 @@ def gemma4():
     no_cap = rows(all_logits(model, PROMPTS[0]))
     model.config.final_logit_softcapping = saved_cap
     controls = far_enough({
-        "v_not_normed": with_forward([l.self_attn.v_norm for l in layers if hasattr(l.self_attn, "v_norm")], lambda x: x),
-        "global_rope_every_pair": with_buffers([(full_freq, all_turn)]),
-        "global_rope_own_width": with_buffers([(full_freq, own_width)]),
-        "no_layer_scalar": with_buffers([(l.layer_scalar, torch.ones(1)) for l in layers]),
+        "v_not_normed": forwards_replaced(model, [l.self_attn.v_norm for l in layers if hasattr(l.self_attn, "v_norm")], lambda x: x),
+        "global_rope_every_pair": values_replaced(model, [(full_freq, all_turn)]),
+        "global_rope_own_width": values_replaced(model, [(full_freq, own_width)]),
+        "no_layer_scalar": values_replaced(model, [(l.layer_scalar, torch.ones(1)) for l in layers]),
         "no_per_layer_inputs": patched(model, model.model, "project_per_layer_inputs", lambda e, p=None: torch.zeros_like(p)),
         "no_final_softcap": no_cap,
         "no_window": window_logits(model, 64),
@@ -1694,22 +1672,10 @@ def gemma4_moe():
     reference = rows(all_logits(model, PROMPTS[0]))
     layers = model.model.layers
 
-    def with_params(pairs):
-        saved = [(t, t.detach().clone()) for t, _ in pairs]
-        with torch.no_grad():
-            for t, v in pairs:
-                t.copy_(v)
-        try:
-            return rows(all_logits(model, PROMPTS[0]))
-        finally:
-            with torch.no_grad():
-                for t, v in saved:
-                    t.copy_(v)
-
     controls = far_enough({
-        "no_per_expert_scale": with_params([(l.router.per_expert_scale, torch.ones_like(l.router.per_expert_scale)) for l in layers]),
-        "no_router_scale": with_params([(l.router.scale, torch.ones_like(l.router.scale)) for l in layers]),
-        "no_dense_mlp": with_params([(l.mlp.down_proj.weight, torch.zeros_like(l.mlp.down_proj.weight)) for l in layers]),
+        "no_per_expert_scale": values_replaced(model, [(l.router.per_expert_scale, torch.ones_like(l.router.per_expert_scale)) for l in layers]),
+        "no_router_scale": values_replaced(model, [(l.router.scale, torch.ones_like(l.router.scale)) for l in layers]),
+        "no_dense_mlp": values_replaced(model, [(l.mlp.down_proj.weight, torch.zeros_like(l.mlp.down_proj.weight)) for l in layers]),
     }, reference, "gemma4_moe")
     write("gemma4_moe", model, config, controls)
 
@@ -1749,6 +1715,32 @@ def gemma4_multimodal():
     for p in PROMPTS:
         assert torch.equal(all_logits(back, p), all_logits(text, p)), "the multimodal checkpoint's text logits differ from the text model's"
     print("gemma4_multimodal written:", d, len(hub), "tensors")
+
+
+def forwards_replaced(model, modules, fn):
+    """PROMPTS[0]'s logits with each of `modules`' forward replaced by `fn`, then restored."""
+    saved = [m.forward for m in modules]
+    for m in modules:
+        m.forward = fn
+    try:
+        return rows(all_logits(model, PROMPTS[0]))
+    finally:
+        for m, f in zip(modules, saved):
+            m.forward = f
+
+
+def values_replaced(model, pairs):
+    """PROMPTS[0]'s logits with each tensor `t` of `pairs` holding `v`, then restored."""
+    saved = [(t, t.detach().clone()) for t, _ in pairs]
+    with torch.no_grad():
+        for t, v in pairs:
+            t.copy_(v)
+    try:
+        return rows(all_logits(model, PROMPTS[0]))
+    finally:
+        with torch.no_grad():
+            for t, v in saved:
+                t.copy_(v)
 
 
 def patched(model, module, attr, fn, prompt=None):
@@ -1973,16 +1965,6 @@ def lfm2():
     reference = rows(all_logits(model, PROMPTS[0]))
     layers = model.model.layers
 
-    def with_forward(mods, fn):
-        saved = [m.forward for m in mods]
-        for m in mods:
-            m.forward = fn
-        try:
-            return rows(all_logits(model, PROMPTS[0]))
-        finally:
-            for m, f in zip(mods, saved):
-                m.forward = f
-
     def ungated_conv(self, hidden_states, cache=None, attention_mask=None, **kwargs):
         # C's gate left out: out_proj(conv(B * x)).
         import transformers.models.lfm2.modeling_lfm2 as m
@@ -2003,9 +1985,9 @@ def lfm2():
             c.forward = f
     controls = far_enough({
         "conv_not_gated_by_c": ungated,
-        "no_qk_norm": with_forward([l.self_attn.q_layernorm for l in layers if hasattr(l, "self_attn")] +
+        "no_qk_norm": forwards_replaced(model, [l.self_attn.q_layernorm for l in layers if hasattr(l, "self_attn")] +
                                    [l.self_attn.k_layernorm for l in layers if hasattr(l, "self_attn")], lambda x: x),
-        "no_embedding_norm": with_forward([model.model.embedding_norm], lambda x: x),
+        "no_embedding_norm": forwards_replaced(model, [model.model.embedding_norm], lambda x: x),
     }, reference, "lfm2")
     write("lfm2", model, config, controls)
 

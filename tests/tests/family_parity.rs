@@ -1314,4 +1314,17 @@ fn lfm2_matches_transformers() {
     assert_eq!((facts["attention_layers"].as_str(), facts["conv_layers"].as_str()), ("1", "0,2,3"));
     // 128 = 32 * ceil(2/3 * 192 / 32): the adjusted size, not the configured one.
     assert!(facts["mlp_size"].starts_with("128 "), "{facts:?}");
+    // The Hub's spellings (LiquidAI/LFM2-1.2B's config.json): the same model.
+    let hub = config_copy("lfm2", "lfm2-hub", |c| {
+        let ff = c.remove("intermediate_size").unwrap();
+        c.insert("block_ff_dim".into(), ff);
+        c.remove("tie_word_embeddings");
+        c.insert("tie_embedding".into(), serde_json::json!(true));
+        c.remove("layer_types");
+        c.insert("full_attn_idxs".into(), serde_json::json!([1]));
+    });
+    let hub = Model::compile(&hub, &CompileOptions::default(), None).unwrap();
+    let k = Kernels::parse("fast").unwrap();
+    let prompt = [17, 201, 3, 88, 140];
+    assert_eq!(logits_at_every_position(&hub, k, &prompt), logits_at_every_position(&model, k, &prompt));
 }
