@@ -405,7 +405,7 @@ fn layer_shapes(st: &SafetensorsFile, dims: &HfDims) -> Result<Vec<LayerShape>, 
         }
     }
     for (l, s) in shapes.iter().enumerate() {
-        if s.head_dim == 0 || s.head_dim % 2 == 1 || s.n_kv_heads == 0 || dims.n_heads % s.n_kv_heads != 0 {
+        if s.head_dim == 0 || !s.head_dim.is_multiple_of(2) || s.n_kv_heads == 0 || !dims.n_heads.is_multiple_of(s.n_kv_heads) {
             return Err(err(format!("layer {l}: head_dim {} and {} kv heads do not fit {} attention heads", s.head_dim, s.n_kv_heads, dims.n_heads)));
         }
     }
