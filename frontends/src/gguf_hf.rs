@@ -475,7 +475,7 @@ fn trunk_layers(g: &GgufFile, key_arch: &str) -> Result<u64, Diagnostic> {
 /// llama.cpp's RoPE scaling keys as HF's `rope_scaling` (qwen2, qwen3, qwen3moe):
 /// `linear` with its factor, `yarn` as `yarn_scaling` reads it. Another
 /// type is refused here, naming the key; YaRN keys graphc does not read
-/// (`yarn_log_multiplier`, `yarn_ext_factor`, `yarn_attn_factor`) by the
+/// (`yarn_log_multiplier` but for mistral3, `yarn_ext_factor`) by the
 /// family's key check.
 fn rope_scaling(g: &GgufFile, arch: &str) -> Result<Option<Value>, Diagnostic> {
     let k = |s: &str| format!("{arch}.rope.scaling.{s}");
@@ -524,8 +524,9 @@ pub(crate) fn scaling_type<'g>(g: &'g GgufFile, arch: &str) -> Result<Option<&'g
 /// YaRN as llama.cpp's converter writes it (`rope.scaling.type = yarn`):
 /// `.factor`, `.original_context_length`, and where written
 /// `.yarn_beta_fast/slow` (else transformers' 32 and 1); the attention
-/// factor transformers derives from the factor (`0.1 ln(factor) + 1`),
-/// which is llama.cpp's too with its `yarn_attn_factor` unset.
+/// factor is `.yarn_attn_factor` where written (the converter writes
+/// transformers' `attention_factor` there, OLMo 3's for one), else the one
+/// transformers derives from the factor (`0.1 ln(factor) + 1`).
 pub(crate) fn yarn_scaling(g: &GgufFile, arch: &str) -> Result<graphc_ir::RopeScaling, Diagnostic> {
     let k = |s: &str| format!("{arch}.rope.scaling.{s}");
     let factor = g.float(&k("factor"))?;
@@ -541,7 +542,7 @@ pub(crate) fn yarn_scaling(g: &GgufFile, arch: &str) -> Result<graphc_ir::RopeSc
         original_context: original as usize,
         beta_fast: g.float_or(&k("yarn_beta_fast"), 32.0)? as f32,
         beta_slow: g.float_or(&k("yarn_beta_slow"), 1.0)? as f32,
-        attention_factor: if factor <= 1.0 { 1.0 } else { (0.1 * factor.ln() + 1.0) as f32 },
+        attention_factor: g.float_or(&k("yarn_attn_factor"), if factor <= 1.0 { 1.0 } else { 0.1 * factor.ln() + 1.0 })? as f32,
         truncate: true,
     })
 }

@@ -32,6 +32,7 @@ const GGUF_READS: &[(&str, &[&str])] = &[
             "rope.scaling.original_context_length",
             "rope.scaling.yarn_beta_fast",
             "rope.scaling.yarn_beta_slow",
+            "rope.scaling.yarn_attn_factor",
             "rope.scaling.yarn_log_multiplier",
             "attention.temperature_scale",
         ],
@@ -54,6 +55,7 @@ const GGUF_READS: &[(&str, &[&str])] = &[
             "rope.scaling.original_context_length",
             "rope.scaling.yarn_beta_fast",
             "rope.scaling.yarn_beta_slow",
+            "rope.scaling.yarn_attn_factor",
         ],
     ),
     ("qwen35", QWEN3_5_MOE_KEYS.split_at(10).0),
@@ -110,6 +112,7 @@ const GGUF_READS: &[(&str, &[&str])] = &[
             "rope.scaling.original_context_length",
             "rope.scaling.yarn_beta_fast",
             "rope.scaling.yarn_beta_slow",
+            "rope.scaling.yarn_attn_factor",
         ],
     ),
     ("gemma2", &["attention.sliding_window", "attn_logit_softcapping", "final_logit_softcapping"]),
@@ -128,6 +131,7 @@ const GGUF_READS: &[(&str, &[&str])] = &[
             "rope.scaling.original_context_length",
             "rope.scaling.yarn_beta_fast",
             "rope.scaling.yarn_beta_slow",
+            "rope.scaling.yarn_attn_factor",
         ],
     ),
 ];
@@ -139,6 +143,7 @@ const YARN_KEYS: &[&str] = &[
     "rope.scaling.original_context_length",
     "rope.scaling.yarn_beta_fast",
     "rope.scaling.yarn_beta_slow",
+    "rope.scaling.yarn_attn_factor",
 ];
 
 /// Qwen3.5-MoE's: Qwen3-Next's linear layers, M-RoPE sections, MTP blocks,
@@ -169,6 +174,7 @@ const LLAMA_KEYS: &[&str] = &[
     "rope.scaling.original_context_length",
     "rope.scaling.yarn_beta_fast",
     "rope.scaling.yarn_beta_slow",
+    "rope.scaling.yarn_attn_factor",
     "attention.sliding_window",
 ];
 

@@ -235,3 +235,23 @@ fn gemma4_expert_keys_without_a_router_are_refused() {
     let e = Model::compile(&p, &CompileOptions::default(), None).err().unwrap().to_string();
     assert!(e.contains("`gemma4.expert_count`") && e.contains("router"), "{e}");
 }
+
+/// `rope.scaling.yarn_attn_factor` is read as transformers' `attention_factor`,
+/// which llama.cpp's converter writes there (OLMo 3's real files carry
+/// 1.2079…, transformers' own value for factor 8): that value gives the
+/// file's logits bit for bit, another value other logits.
+#[test]
+fn yarn_attn_factor_is_the_attention_factor() {
+    let src = dir("olmo3").join("model.gguf");
+    let tmp = graphc_tests::temp_dir("olmo3-yarn-attn");
+    let k = Kernels::parse("fast").unwrap();
+    let prompt = [17, 201, 3, 88, 140, 9];
+    let logits = |p: &std::path::Path| bits(&every_position(&compile(p), k, &prompt));
+    let plain = logits(&src);
+    let key = "olmo2.rope.scaling.yarn_attn_factor";
+    let hf_default = (0.1 * 8f64.ln() + 1.0) as f32;
+    let same = graphc_tests::gguf_with_keys(&src, &tmp.join("default.gguf"), &[(key, graphc_tests::Meta::F32(hf_default))]);
+    assert_eq!(logits(&same), plain);
+    let other = graphc_tests::gguf_with_keys(&src, &tmp.join("other.gguf"), &[(key, graphc_tests::Meta::F32(1.5))]);
+    assert_ne!(logits(&other), plain);
+}

@@ -117,8 +117,10 @@ impl LlamaConfig {
             // llama.cpp's converter writes Ministral 3's `mscale_all_dim` as
             // the YaRN log multiplier (its `mscale` taken as 1), and its Llama 4
             // attention temperature as `attention.temperature_scale`.
-            if let (RopeScaling::Yarn { factor, attention_factor, .. }, Some(log_mul)) =
-                (&mut rope_scaling, g.get(&k("rope.scaling.yarn_log_multiplier")).and_then(|v| v.as_f64()).filter(|&m| m != 0.0))
+            // (An explicit `yarn_attn_factor` wins, as transformers' `attention_factor` does.)
+            let explicit = g.get(&k("rope.scaling.yarn_attn_factor")).is_some();
+            if let (RopeScaling::Yarn { factor, attention_factor, .. }, Some(log_mul), false) =
+                (&mut rope_scaling, g.get(&k("rope.scaling.yarn_log_multiplier")).and_then(|v| v.as_f64()).filter(|&m| m != 0.0), explicit)
             {
                 let mscale = |m: f64| if *factor <= 1.0 { 1.0 } else { 0.1 * m * (*factor as f64).ln() + 1.0 };
                 *attention_factor = (mscale(1.0) / mscale(log_mul)) as f32;
