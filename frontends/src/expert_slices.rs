@@ -26,6 +26,23 @@ pub fn expert_slices(path: &str, t: &TensorInfo) -> Result<Vec<TensorInfo>, Diag
         .collect())
 }
 
+/// The experts of stacked fused tensor `t` (`[experts, 2·ffn, cols]`, each
+/// expert's gate rows then its up rows: Gemma 4's `gate_up_proj`), each as
+/// `[gate, up]`, `[ffn, cols]` apiece, named `t`'s name.
+pub fn gate_up_halves(path: &str, t: &TensorInfo) -> Result<Vec<[TensorInfo; 2]>, Diagnostic> {
+    expert_slices(path, t)?
+        .into_iter()
+        .map(|slice| {
+            let [rows, cols] = slice.shape[..] else { unreachable!("an expert slice is a matrix") };
+            if rows % 2 == 1 {
+                return Err(Diagnostic::new(path, format!("tensor `{}` has {rows} rows an expert: not a gate and an up half", t.name)));
+            }
+            let half = slice.bytes / 2;
+            Ok([0, 1].map(|i| TensorInfo { shape: vec![rows / 2, cols], offset: slice.offset + i * half, bytes: half, ..slice.clone() }))
+        })
+        .collect()
+}
+
 /// The rows of stacked tensor `t` (`[experts, rows]`: a MoE layer's
 /// expert biases), each `[rows]`.
 pub fn expert_rows(path: &str, t: &TensorInfo) -> Result<Vec<TensorInfo>, Diagnostic> {

@@ -542,7 +542,7 @@ pub(crate) fn yarn_scaling(g: &GgufFile, arch: &str) -> Result<graphc_ir::RopeSc
         original_context: original as usize,
         beta_fast: g.float_or(&k("yarn_beta_fast"), 32.0)? as f32,
         beta_slow: g.float_or(&k("yarn_beta_slow"), 1.0)? as f32,
-        attention_factor: g.float_or(&k("yarn_attn_factor"), if factor <= 1.0 { 1.0 } else { 0.1 * factor.ln() + 1.0 })? as f32,
+        attention_factor: g.float_or(&k("yarn_attn_factor"), crate::families::hf::yarn_mscale(factor, 1.0))? as f32,
         truncate: true,
     })
 }
@@ -663,21 +663,9 @@ fn rename(g: &GgufFile, arch: &str, trunk: Option<u64>) -> Result<Renamed, Diagn
                 }
                 if (arch, part) == ("gemma4", "ffn_gate_up_exps") {
                     // [experts, 2·ffn, d]: each expert's gate rows, then its up rows.
-                    for (e, slice) in crate::expert_slices::expert_slices(&g.path, t)?.into_iter().enumerate() {
-                        let (rows, half) = (slice.shape[0], slice.bytes / 2);
-                        if rows % 2 == 1 {
-                            return Err(Diagnostic::new(&g.path, format!("tensor `{name}` has {rows} rows an expert: not a gate and an up half")));
-                        }
-                        for (i, proj) in ["gate_proj", "up_proj"].into_iter().enumerate() {
-                            let shape = vec![rows / 2, slice.shape[1]];
-                            let offset = slice.offset + i as u64 * half;
-                            out.push(TensorInfo {
-                                name: format!("model.layers.{layer}.experts.{e}.{proj}.{kind}"),
-                                shape,
-                                offset,
-                                bytes: half,
-                                ..slice.clone()
-                            });
+                    for (e, halves) in crate::expert_slices::gate_up_halves(&g.path, t)?.into_iter().enumerate() {
+                        for (half, proj) in halves.into_iter().zip(["gate_proj", "up_proj"]) {
+                            out.push(TensorInfo { name: format!("model.layers.{layer}.experts.{e}.{proj}.{kind}"), ..half });
                         }
                     }
                     continue;

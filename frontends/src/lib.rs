@@ -161,7 +161,7 @@ impl Checkpoint {
             st.config_value("model_type")?.as_str().ok_or_else(|| Diagnostic::new(&st.config_path, "key `model_type` is not a string"))?.to_string();
         // The folder's own tokenizer, where it carries one.
         let dir = Path::new(&st.config_path).parent().unwrap_or(Path::new(".")).to_path_buf();
-        if multimodal::text_model_type(&model_type).is_some() {
+        if multimodal::is_multimodal(&model_type) {
             st = multimodal::language_model_view(st, &model_type)?;
             // The view names the family it chose (mistral3: Mistral's or Ministral 3's).
             model_type = st.config_value("model_type")?.as_str().unwrap_or_default().to_string();

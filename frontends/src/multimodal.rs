@@ -91,9 +91,10 @@ pub const VISION_TENSORS_LEFT: &str = "graphc_vision_tensors_not_read";
 /// A config key (not HF's) recording the M-RoPE sections read as RoPE.
 pub const MROPE_READ_AS_ROPE: &str = "graphc_mrope_sections_read_as_rope";
 
-/// The text `model_type` of multimodal `model_type`, where graphc reads its language model.
-pub fn text_model_type(model_type: &str) -> Option<&'static str> {
-    LANGUAGE_MODELS.iter().find(|m| m.model_type == model_type).map(|m| m.family)
+/// Whether `model_type` is a multimodal one graphc reads as its language
+/// model (`language_model_view` says as which family).
+pub fn is_multimodal(model_type: &str) -> bool {
+    LANGUAGE_MODELS.iter().any(|m| m.model_type == model_type)
 }
 
 /// A text checkpoint of a multimodal model's language model (its
@@ -130,7 +131,7 @@ pub fn gguf_extra_keys(arch: &str) -> &'static [&'static str] {
     GGUF_LANGUAGE_MODELS.iter().find(|(a, _, _)| *a == arch).map_or(&[], |(_, _, k)| *k)
 }
 
-/// `st` (a multimodal checkpoint of a `model_type` `text_model_type` knows)
+/// `st` (a multimodal checkpoint of a `model_type` `is_multimodal` knows)
 /// as the text checkpoint it holds.
 pub fn language_model_view(st: SafetensorsFile, model_type: &str) -> Result<SafetensorsFile, Diagnostic> {
     // The row of this text model where a multimodal type has several (mistral3).

@@ -96,6 +96,14 @@ impl SafetensorsFile {
             .ok_or_else(|| Diagnostic::new(&self.config_path, format!("key `{key}` is not a non-negative integer")))
     }
 
+    /// `config_uint` where the key is set; `default` where it is absent or null.
+    pub fn config_uint_or(&self, key: &str, default: usize) -> Result<usize, Diagnostic> {
+        match self.config.get(key) {
+            None | Some(serde_json::Value::Null) => Ok(default),
+            Some(_) => self.config_uint(key),
+        }
+    }
+
     pub fn config_float(&self, key: &str) -> Result<f64, Diagnostic> {
         self.config_value(key)?.as_f64().ok_or_else(|| Diagnostic::new(&self.config_path, format!("key `{key}` is not a number")))
     }

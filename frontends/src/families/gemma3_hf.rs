@@ -24,7 +24,6 @@ use crate::error::Diagnostic;
 use crate::families::llama::Lowered;
 use crate::safetensors::SafetensorsFile;
 use graphc_ir::{NormKind, Op, RopeScaling, RopeStyle};
-use serde_json::Value;
 
 pub const MODEL_TYPE: &str = "gemma3_text";
 
@@ -96,10 +95,7 @@ fn layer_kinds(st: &SafetensorsFile, n_layers: usize) -> Result<Vec<bool>, Diagn
     if st.config.get("layer_types").is_some_and(|v| !v.is_null()) {
         return super::gemma2::layer_kinds(st, n_layers);
     }
-    let pattern = match st.config.get("sliding_window_pattern") {
-        None | Some(Value::Null) => 6,
-        Some(_) => st.config_uint("sliding_window_pattern")?,
-    };
+    let pattern = st.config_uint_or("sliding_window_pattern", 6)?;
     if pattern == 0 {
         return Err(Diagnostic::new(&st.config_path, "`sliding_window_pattern` is 0"));
     }

@@ -113,7 +113,7 @@ pub fn lower(st: &SafetensorsFile) -> Result<Lowered, Diagnostic> {
     let k_eq_v = flag("attention_k_eq_v")?;
     let sliding_rope = rope(st, &layers, true)?;
     let global_rope = rope(st, &layers, false)?;
-    let ple = optional_uint(st, "hidden_size_per_layer_input")?;
+    let ple = st.config_uint_or("hidden_size_per_layer_input", 0)?;
 
     let mut b = Builder::new(MODEL_TYPE, st);
     let (tokens, positions, last_rows) = b.inputs();
@@ -144,18 +144,18 @@ pub fn lower(st: &SafetensorsFile) -> Result<Lowered, Diagnostic> {
         let (q_norm, k_norm) = (w("self_attn.q_norm"), w("self_attn.k_norm"));
         let o = b.attention(h, positions, names.map(|s| s.as_str()), Some((&q_norm, &k_norm)), &cfg)?;
         kv_of.push(b.last_kv.expect("attention records its caches"));
-        let o = rms(&mut b, o, &w("post_attention_layernorm"), d, &norm)?;
+        let o = b.normed(o, &w("post_attention_layernorm"), d, &norm)?;
         x = b.binary(BinaryOp::Add, x, o);
-        let h = rms(&mut b, x, &w("pre_feedforward_layernorm"), d, &norm)?;
+        let h = b.normed(x, &w("pre_feedforward_layernorm"), d, &norm)?;
         let mut m = b.gated_mlp(h, (&w("mlp.gate_proj"), &w("mlp.up_proj"), &w("mlp.down_proj")), (shape.ffn, d), act)?;
         if let Some(moe) = &moe {
             // The dense MLP and the routed experts side by side, each normed, summed.
-            let dense = rms(&mut b, m, &w("post_feedforward_layernorm_1"), d, &norm)?;
+            let dense = b.normed(m, &w("post_feedforward_layernorm_1"), d, &norm)?;
             let routed = moe_block(&mut b, l, x, moe, (&norm, act))?;
-            let routed = rms(&mut b, routed, &w("post_feedforward_layernorm_2"), d, &norm)?;
+            let routed = b.normed(routed, &w("post_feedforward_layernorm_2"), d, &norm)?;
             m = b.binary(BinaryOp::Add, dense, routed);
         }
-        let m = rms(&mut b, m, &w("post_feedforward_layernorm"), d, &norm)?;
+        let m = b.normed(m, &w("post_feedforward_layernorm"), d, &norm)?;
         x = b.binary(BinaryOp::Add, x, m);
         if let Some((all, p)) = ple_inputs {
             let mine = b.op(Op::Narrow { axis: 2, start: l.into(), len: 1usize.into() }, &[all]);
@@ -166,7 +166,7 @@ pub fn lower(st: &SafetensorsFile) -> Result<Lowered, Diagnostic> {
             let g = b.binary(BinaryOp::Mul, g, mine);
             let proj = b.weight(&w("per_layer_projection"), Some(&[d, p]))?;
             let g = b.matmul(g, proj);
-            let g = rms(&mut b, g, &w("post_per_layer_input_norm"), d, &norm)?;
+            let g = b.normed(g, &w("post_per_layer_input_norm"), d, &norm)?;
             x = b.binary(BinaryOp::Add, x, g);
         }
         // A buffer HF saves with the weights (ones where a checkpoint has none).
@@ -179,7 +179,7 @@ pub fn lower(st: &SafetensorsFile) -> Result<Lowered, Diagnostic> {
     b.layer = None;
     let flat = b.reshape(x, vec![batch().mul(&seq()), Dim::from(d)]);
     let last = b.op(Op::Gather, &[flat, last_rows]);
-    let h = rms(&mut b, last, "model.norm.weight", d, &norm)?;
+    let h = b.normed(last, "model.norm.weight", d, &norm)?;
     let out = if super::hf::tied(st) { embd } else { b.weight("lm_head.weight", Some(&[vocab, d]))? };
     let mut logits = b.matmul(h, out);
     if let Some(cap) = cap {
@@ -230,8 +230,7 @@ fn moe_shape(st: &SafetensorsFile, d: usize) -> Result<Moe, Diagnostic> {
 fn moe_block(b: &mut Builder, l: usize, x: NodeId, moe: &Moe, (norm, act): (&Op, graphc_ir::UnaryOp)) -> Result<NodeId, Diagnostic> {
     let d = moe.d;
     let p = |s: &str| format!("model.layers.{l}.{s}");
-    let ones = b.op(Op::Const { value: 1.0, ty: graphc_ir::TensorType::new(graphc_ir::DType::F32, vec![d.into()]) }, &[]);
-    let r = b.op(norm.clone(), &[x, ones]);
+    let r = b.normed_unscaled(x, d, norm);
     let scale = b.weight(&p("router.scale"), Some(&[d]))?;
     let r = b.binary(BinaryOp::Mul, r, scale);
     let root = b.scalar((d as f64).powf(-0.5) as f32);
@@ -241,7 +240,7 @@ fn moe_block(b: &mut Builder, l: usize, x: NodeId, moe: &Moe, (norm, act): (&Op,
     let weights = routing_weights(b, logits, moe.top_k, moe.norm_topk);
     let per_expert = b.weight(&p("router.per_expert_scale"), Some(&[moe.n_experts]))?;
     let weights = b.binary(BinaryOp::Mul, weights, per_expert);
-    let h = rms(b, x, &p("pre_feedforward_layernorm_2.weight"), d, norm)?;
+    let h = b.normed(x, &p("pre_feedforward_layernorm_2.weight"), d, norm)?;
     let expert = |e: usize| ["gate_proj", "up_proj", "down_proj"].map(|w| p(&format!("experts.{e}.{w}.weight")));
     experts_sum(b, &expert, h, weights, moe, act)
 }
@@ -262,48 +261,22 @@ pub fn split_experts(mut st: SafetensorsFile) -> Result<SafetensorsFile, Diagnos
             out.push(t);
             continue;
         };
-        let (prefix, which) = (prefix.to_string(), which.to_string());
-        for (e, slice) in crate::expert_slices::expert_slices(&path, &t)?.into_iter().enumerate() {
-            let name = |proj: &str| format!("{prefix}.experts.{e}.{proj}.weight");
-            if which == "down_proj" {
-                st.file_names.insert(name("down_proj"), t.name.clone());
-                out.push(TensorInfo { name: name("down_proj"), ..slice });
-                continue;
-            }
-            let [rows, cols] = slice.shape[..] else { unreachable!("an expert slice is a matrix") };
-            if rows % 2 == 1 {
-                return Err(Diagnostic::new(&path, format!("tensor `{}` has {rows} rows an expert: not a gate and an up half", t.name)));
-            }
-            let half = slice.bytes / 2;
-            for (i, proj) in ["gate_proj", "up_proj"].into_iter().enumerate() {
-                st.file_names.insert(name(proj), t.name.clone());
-                out.push(TensorInfo {
-                    name: name(proj),
-                    shape: vec![rows / 2, cols],
-                    offset: slice.offset + i as u64 * half,
-                    bytes: half,
-                    ..slice.clone()
-                });
-            }
+        let name = |e: usize, proj: &str| format!("{prefix}.experts.{e}.{proj}.weight");
+        let parts: Vec<(String, TensorInfo)> = if which == "down_proj" {
+            let slices = crate::expert_slices::expert_slices(&path, &t)?;
+            slices.into_iter().enumerate().map(|(e, s)| (name(e, "down_proj"), s)).collect()
+        } else {
+            let halves = crate::expert_slices::gate_up_halves(&path, &t)?;
+            halves.into_iter().enumerate().flat_map(|(e, [gate, up])| [(name(e, "gate_proj"), gate), (name(e, "up_proj"), up)]).collect()
+        };
+        for (name, part) in parts {
+            st.file_names.insert(name.clone(), t.name.clone());
+            out.push(TensorInfo { name, ..part });
         }
     }
     out.sort_by(|a, b| a.name.cmp(&b.name));
     st.tensors = out;
     Ok(st)
-}
-
-/// `x` RMS-normed with the `[d]` weight `weight` (a plain `x * w` norm).
-fn rms(b: &mut Builder, x: NodeId, weight: &str, d: usize, norm: &Op) -> Result<NodeId, Diagnostic> {
-    let w = b.weight(weight, Some(&[d]))?;
-    Ok(b.op(norm.clone(), &[x, w]))
-}
-
-/// An unsigned config key where absent or null is 0.
-fn optional_uint(st: &SafetensorsFile, key: &str) -> Result<usize, Diagnostic> {
-    match st.config.get(key) {
-        None | Some(Value::Null) => Ok(0),
-        Some(_) => st.config_uint(key),
-    }
 }
 
 /// The per-layer inputs `[batch, seq, layers, p]` (HF `get_per_layer_inputs`
@@ -335,7 +308,7 @@ fn per_layer_inputs(
     let s = b.scalar((d as f64).powf(-0.5) as f32);
     let proj = b.binary(BinaryOp::Mul, proj, s);
     let proj = b.reshape(proj, shape);
-    let proj = rms(b, proj, "model.per_layer_projection_norm.weight", p, norm)?;
+    let proj = b.normed(proj, "model.per_layer_projection_norm.weight", p, norm)?;
     let sum = b.binary(BinaryOp::Add, proj, own);
     let s = b.scalar(0.5f64.sqrt() as f32);
     Ok((b.binary(BinaryOp::Mul, sum, s), p))
@@ -411,7 +384,7 @@ fn layer_shapes(st: &SafetensorsFile, dims: &HfDims) -> Result<Vec<LayerShape>, 
     }
     // KV sharing: from `n - shared` on, each layer reads the caches of the
     // last earlier layer of its kind (HF `kv_sharing_modes`).
-    let shared = optional_uint(st, "num_kv_shared_layers")?;
+    let shared = st.config_uint_or("num_kv_shared_layers", 0)?;
     if shared >= n && shared > 0 {
         return Err(err(format!("`num_kv_shared_layers` = {shared} of {n} layers leaves no layer computing keys and values")));
     }

@@ -230,13 +230,12 @@ pub fn rope_scaling_of(st: &SafetensorsFile, key: &str, params: &serde_json::Val
             }
             let factor = num("factor")?;
             let or = |k: &str, default: f64| params.get(k).map_or(Ok(default), |_| num(k));
-            // transformers' `yarn_get_mscale(factor, mscale)`; when not given the
-            // attention factor is its ratio for `mscale` over `mscale_all_dim`
-            // where both are set (and not 0), else its value for 1.
-            let mscale = |m: f64| if factor <= 1.0 { 1.0 } else { 0.1 * m * factor.ln() + 1.0 };
+            // When not given, the attention factor is the ratio of `yarn_mscale`
+            // for `mscale` over `mscale_all_dim` where both are set (and not 0),
+            // else its value for 1.
             let default_attention = match (or("mscale", 0.0)?, or("mscale_all_dim", 0.0)?) {
-                (m, all) if m != 0.0 && all != 0.0 => mscale(m) / mscale(all),
-                _ => mscale(1.0),
+                (m, all) if m != 0.0 && all != 0.0 => yarn_mscale(factor, m) / yarn_mscale(factor, all),
+                _ => yarn_mscale(factor, 1.0),
             };
             let truncate = match params.get("truncate") {
                 None => true,
@@ -267,6 +266,16 @@ pub fn rope_scaling_of(st: &SafetensorsFile, key: &str, params: &serde_json::Val
         }
     }
     Ok(scaling)
+}
+
+/// transformers' `yarn_get_mscale(factor, mscale)`: `0.1 · mscale · ln(factor) + 1`,
+/// 1 where the factor does not stretch.
+pub fn yarn_mscale(factor: f64, mscale: f64) -> f64 {
+    if factor <= 1.0 {
+        1.0
+    } else {
+        0.1 * mscale * factor.ln() + 1.0
+    }
 }
 
 /// A boolean config key (`attention_bias`, `mlp_bias`): absent or null is false.

@@ -81,8 +81,7 @@ pub fn lower(st: &SafetensorsFile) -> Result<Lowered, Diagnostic> {
         b.layer = Some(l as u32);
         let p = format!("model.layers.{l}");
         let w = |s: &str| format!("{p}.{s}.weight");
-        let nw = b.weight(&w("operator_norm"), Some(&[d]))?;
-        let h = b.op(norm.clone(), &[x, nw]);
+        let h = b.normed(x, &w("operator_norm"), d, &norm)?;
         let mixed = if attention {
             let a = |s: &str| format!("{p}.self_attn.{s}.weight");
             let names = [a("q_proj"), a("k_proj"), a("v_proj"), a("out_proj")];
@@ -92,8 +91,7 @@ pub fn lower(st: &SafetensorsFile) -> Result<Lowered, Diagnostic> {
             short_conv(&mut b, l, h, new_lengths, (d, kernel))?
         };
         x = b.binary(BinaryOp::Add, x, mixed);
-        let nw = b.weight(&w("ffn_norm"), Some(&[d]))?;
-        let h = b.op(norm.clone(), &[x, nw]);
+        let h = b.normed(x, &w("ffn_norm"), d, &norm)?;
         let f = |s: &str| format!("{p}.feed_forward.{s}.weight");
         let m = b.gated_mlp(h, (&f("w1"), &f("w3"), &f("w2")), (ffn, d), UnaryOp::Silu)?;
         x = b.binary(BinaryOp::Add, x, m);
@@ -184,10 +182,7 @@ fn mlp_size(st: &SafetensorsFile, configured: usize) -> Result<usize, Diagnostic
     let mut size = (2.0 * configured as f64 / 3.0) as usize;
     if let Some(m) = get("block_ffn_dim_multiplier") {
         let m = m.as_f64().ok_or_else(|| Diagnostic::new(&st.config_path, "`block_ffn_dim_multiplier` is not a number"))?;
-        let multiple = match get("block_multiple_of") {
-            None => 256,
-            Some(_) => st.config_uint("block_multiple_of")?,
-        };
+        let multiple = st.config_uint_or("block_multiple_of", 256)?;
         if multiple == 0 {
             return Err(Diagnostic::new(&st.config_path, "`block_multiple_of` is 0"));
         }

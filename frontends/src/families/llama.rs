@@ -83,7 +83,7 @@ impl LlamaConfig {
         }
         let head_dim = g.uint_or(&k("attention.key_length"), (hidden / n_heads) as u64)? as usize;
         let rotary_dim = g.uint_or(&k("rope.dimension_count"), head_dim as u64)? as usize;
-        let rope_scaling = match (crate::gguf_hf::scaling_type(g, arch)?, g.tensor(ROPE_FREQS)) {
+        let mut rope_scaling = match (crate::gguf_hf::scaling_type(g, arch)?, g.tensor(ROPE_FREQS)) {
             (None, None) => RopeScaling::None,
             (Some("linear"), None) => RopeScaling::Linear { factor: g.float(&k("rope.scaling.factor"))? as f32 },
             (Some("yarn"), None) => crate::gguf_hf::yarn_scaling(g, arch)?,
@@ -111,7 +111,6 @@ impl LlamaConfig {
                 .note("graphc lowers llama RoPE scaling `none`, `linear`, `yarn`, and Llama 3's `rope_freqs` factors"));
             }
         };
-        let mut rope_scaling = rope_scaling;
         let mut temperature = None;
         if arch == "mistral3" {
             // llama.cpp's converter writes Ministral 3's `mscale_all_dim` as
@@ -122,8 +121,8 @@ impl LlamaConfig {
             if let (RopeScaling::Yarn { factor, attention_factor, .. }, Some(log_mul), false) =
                 (&mut rope_scaling, g.get(&k("rope.scaling.yarn_log_multiplier")).and_then(|v| v.as_f64()).filter(|&m| m != 0.0), explicit)
             {
-                let mscale = |m: f64| if *factor <= 1.0 { 1.0 } else { 0.1 * m * (*factor as f64).ln() + 1.0 };
-                *attention_factor = (mscale(1.0) / mscale(log_mul)) as f32;
+                let factor = *factor as f64;
+                *attention_factor = (super::hf::yarn_mscale(factor, 1.0) / super::hf::yarn_mscale(factor, log_mul)) as f32;
             }
             let beta = g.float_or(&k("attention.temperature_scale"), 0.0)?;
             if beta != 0.0 {
@@ -311,10 +310,7 @@ pub fn lower(g: &GgufFile) -> Result<Lowered, Diagnostic> {
         facts.insert("experts".into(), format!("{n}, {used} per token, renormalized"));
     }
     if let Some((beta, original)) = c.temperature {
-        facts.insert(
-            "attention_temperature".into(),
-            format!("1 + {beta} ln(1 + floor(p / {original})): 1 before position {original}; graphc does not compute it past there, so the context is capped at {original}"),
-        );
+        facts.insert("attention_temperature".into(), super::llama_hf::temperature_fact(beta as f64, original));
     }
     let read_at_lowering = if g.tensor(ROPE_FREQS).is_some() { vec![ROPE_FREQS.to_string()] } else { vec![] };
     let meta = ModelMeta { vocab_size: c.vocab_size, context_length: c.context_length, bos_id: None, add_bos: false, stop_ids: vec![], facts };

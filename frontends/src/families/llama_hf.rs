@@ -166,10 +166,12 @@ fn ministral3_rope(st: &SafetensorsFile) -> Result<(graphc_ir::RopeScaling, Opti
     let original = original.ok_or_else(|| {
         Diagnostic::new(&st.config_path, format!("`{key}.original_max_position_embeddings` is missing: Llama 4's attention temperature needs it"))
     })? as usize;
-    let fact = format!(
-        "1 + {beta} ln(1 + floor(p / {original})): 1 before position {original}; graphc does not compute it past there, so the context is capped at {original}"
-    );
-    Ok((scaling, Some(original), fact))
+    Ok((scaling, Some(original), temperature_fact(beta, original)))
+}
+
+/// The plan fact of a Llama 4 attention temperature (`beta`, pretraining length `original`).
+pub(crate) fn temperature_fact(beta: f64, original: usize) -> String {
+    format!("1 + {beta} ln(1 + floor(p / {original})): 1 before position {original}; graphc does not compute it past there, so the context is capped at {original}")
 }
 
 /// SmolLM3's `no_rope_layers`: one flag a layer, 0 where Q and K are not

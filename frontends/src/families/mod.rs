@@ -148,6 +148,19 @@ impl<'a> Builder<'a> {
         Ok(self.matmul(a, wd))
     }
 
+    /// `x` normed (`norm`, an `Op::Norm`) with the `[d]` weight `weight`.
+    pub fn normed(&mut self, x: NodeId, weight: &str, d: usize, norm: &Op) -> Result<NodeId, Diagnostic> {
+        let w = self.weight(weight, Some(&[d]))?;
+        Ok(self.op(norm.clone(), &[x, w]))
+    }
+
+    /// `x` normed over its last `d` features without a weight (Gemma 4's V
+    /// and router norms): a weight of ones, exact.
+    pub fn normed_unscaled(&mut self, x: NodeId, d: usize, norm: &Op) -> NodeId {
+        let ones = self.op(Op::Const { value: 1.0, ty: TensorType::new(DType::F32, vec![d.into()]) }, &[]);
+        self.op(norm.clone(), &[x, ones])
+    }
+
     /// SwiGLU from one fused `[2·ffn, d]` gate/up weight, the gate's rows
     /// first (Phi-3's and GLM-4's `gate_up_proj`): multiplied once, split.
     pub fn fused_swiglu(&mut self, h: NodeId, (gate_up, down): (&str, &str), (ffn, d): (usize, usize)) -> Result<NodeId, Diagnostic> {
@@ -226,10 +239,9 @@ impl<'a> Builder<'a> {
             Some((q, k)) => {
                 // Per head (`[head_dim]`), or over the whole projection (OLMo 2).
                 let (q_len, k_len) = if cfg.qk_norm_full_width { (nh * hd, nkv * hd) } else { (hd, hd) };
-                let q = self.weight(q, Some(&[q_len]))?;
+                let mut q = self.weight(q, Some(&[q_len]))?;
                 // A layer reading another's cache has no k norm.
-                let k = if cfg.shared_kv.is_none() { Some(self.weight(k, Some(&[k_len]))?) } else { None };
-                let (mut q, mut k) = (q, k);
+                let mut k = if cfg.shared_kv.is_none() { Some(self.weight(k, Some(&[k_len]))?) } else { None };
                 if cfg.qk_norm_one_plus {
                     let one = gemma::scalar(self, 1.0);
                     q = self.binary(BinaryOp::Add, q, one);
@@ -290,9 +302,7 @@ impl<'a> Builder<'a> {
                 let vp = if cfg.values_are_keys { kp } else { project(self, sources[2]) };
                 let mut v = heads(self, vp, nkv, None, false);
                 if cfg.v_norm {
-                    // RMS-normed per head without a scale: a weight of ones, exact.
-                    let ones = self.op(Op::Const { value: 1.0, ty: TensorType::new(DType::F32, vec![hd.into()]) }, &[]);
-                    v = self.op(cfg.norm.clone(), &[v, ones]);
+                    v = self.normed_unscaled(v, hd, &cfg.norm);
                 }
                 let cache_ty = TensorType::new(DType::F32, vec![batch(), nkv.into(), past(), hd.into()]);
                 let mut kv = Vec::new();
