@@ -1219,6 +1219,21 @@ fn gemma4_matches_transformers() {
     let moe = config_copy("gemma4", "gemma4-moe", |c| drop(c.insert("enable_moe_block".into(), serde_json::json!(true))));
     let e = Model::compile(&moe, &CompileOptions::default(), None).err().unwrap().to_string();
     assert!(e.contains("`num_experts`"), "{e}");
+    // What no Gemma 4 sets and graphc does not lower is refused by name.
+    let refused = |tag: &str, key: &str, value: Value, named: &str| {
+        let p = config_copy("gemma4", tag, |c| match key.split_once('.') {
+            Some((outer, inner)) => drop(c[outer].as_object_mut().unwrap().insert(inner.into(), value.clone())),
+            None => drop(c.insert(key.into(), value.clone())),
+        });
+        let e = Model::compile(&p, &CompileOptions::default(), None).err().unwrap().to_string();
+        assert!(e.contains(named), "{tag}: {e}");
+    };
+    refused("gemma4-bias", "attention_bias", serde_json::json!(true), "`attention_bias`");
+    refused("gemma4-bidi", "use_bidirectional_attention", serde_json::json!("all"), "`use_bidirectional_attention`");
+    let yarn = serde_json::json!({"rope_type": "yarn", "rope_theta": 1e6});
+    refused("gemma4-yarn", "rope_parameters.full_attention", yarn, "`rope_parameters.full_attention` (rope_type \"yarn\"");
+    let scaled = serde_json::json!({"rope_type": "proportional", "partial_rotary_factor": 0.25, "factor": 8.0, "rope_theta": 1e6});
+    refused("gemma4-factor", "rope_parameters.full_attention", scaled, "`rope_parameters.full_attention.factor`");
 }
 
 /// Gemma 4's checkpoint shape (`model_type: gemma4`,
@@ -1327,4 +1342,8 @@ fn lfm2_matches_transformers() {
     let k = Kernels::parse("fast").unwrap();
     let prompt = [17, 201, 3, 88, 140];
     assert_eq!(logits_at_every_position(&hub, k, &prompt), logits_at_every_position(&model, k, &prompt));
+    // Conv biases (no released LFM2 has them) are refused by name.
+    let biased = config_copy("lfm2", "lfm2-conv-bias", |c| drop(c.insert("conv_bias".into(), serde_json::json!(true))));
+    let e = Model::compile(&biased, &CompileOptions::default(), None).err().unwrap().to_string();
+    assert!(e.contains("`conv_bias`"), "{e}");
 }
